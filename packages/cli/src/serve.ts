@@ -1,0 +1,32 @@
+// `berth serve`: runs the server in this process until SIGTERM/SIGINT.
+import { loadConfig, startServer } from '@berth/server';
+import type { Command } from 'commander';
+
+export function registerServe(program: Command) {
+  program
+    .command('serve')
+    .description('run the Berth server (management API, gateway, controllers)')
+    .option('--port <port>', 'port to listen on (0 = pick a free one); env BERTH_PORT')
+    .option('--host <host>', 'address to listen on (default 127.0.0.1)')
+    .option('--data-dir <dir>', 'data directory (default ~/.berth); env BERTH_DATA_DIR')
+    .option('--standby-after <seconds>', 'idle seconds before a sandbox goes to standby; env BERTH_STANDBY_AFTER')
+    .action(async (o: { port?: string; host?: string; dataDir?: string; standbyAfter?: string }) => {
+      const config = loadConfig(o, process.env);
+      const server = await startServer(config);
+      if (server.adminKey) {
+        process.stdout.write(
+          `admin API key (shown once, also in ${config.dataDir}/admin.key): ${server.adminKey}\n`,
+        );
+      }
+      process.stdout.write(`berth listening on ${server.url}\n`);
+      let closing = false;
+      const stop = async () => {
+        if (closing) return;
+        closing = true;
+        await server.close();
+        process.exit(0);
+      };
+      process.on('SIGTERM', stop);
+      process.on('SIGINT', stop);
+    });
+}

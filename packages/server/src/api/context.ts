@@ -1,0 +1,10 @@
+// Request-scoped facts the hooks attach, typed once for every route module.
+import type { Access } from '../auth/access.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    access: Access | null;
+  }
+}
+
+export {};

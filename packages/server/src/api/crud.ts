@@ -1,0 +1,96 @@
+// Generic routes: every kind in the registry gets POST/GET(list)/GET/PUT/DELETE at its paths (§4.1).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { atLeast } from '../auth/access.js';
+import type { KindDescriptor, Role } from '../kinds/types.js';
+import type { Resources } from '../store/resources.js';
+import { ApiError } from './errors.js';
+import { listPage } from './pagination.js';
+
+export interface CrudDeps {
+  resources: Resources;
+}
+
+const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
+
+export function requireRole(req: FastifyRequest, need: Role) {
+  const a = req.access;
+  if (!a) throw new ApiError('UNAUTHENTICATED', 'a bearer credential is required');
+  if (!atLeast(a.role, need))
+    throw new ApiError('FORBIDDEN', `role ${a.role} in workspace ${a.workspace} cannot do this (needs ${need})`);
+  return a;
+}
+
+/** `show_secrets=true` needs the workspace admin role (§5). */
+export function wantsSecrets(req: FastifyRequest) {
+  const q = (req.query ?? {}) as Record<string, string>;
+  if (q.show_secrets !== 'true') return false;
+  requireRole(req, 'admin');
+  return true;
+}
+
+function parentsOf(kd: KindDescriptor, params: Record<string, string>) {
+  return (kd.parents ?? []).map((p) => params[p.param]);
+}
+
+/** Kubernetes-style warning for dropped unknown fields: `299 - "unknown field \"/spec/x\""`. */
+export function warnDropped(reply: FastifyReply, dropped: string[]) {
+  if (dropped.length)
+    reply.header('Warning', dropped.map((p) => `299 - "unknown field ${JSON.stringify(p).slice(1, -1)}"`).join(', '));
+}
+
+export function registerCrud(app: FastifyInstance, kinds: KindDescriptor[], { resources }: CrudDeps) {
+  for (const kd of kinds) {
+    const coll = toFastifyPath(kd.path);
+    const item = `${coll}/:${kd.nameParam}`;
+    const readRole = kd.readRole ?? 'viewer';
+    const writeRole = kd.writeRole ?? 'member';
+    const ctxOf = (req: FastifyRequest) => {
+      const a = requireRole(req, writeRole);
+      const q = (req.query ?? {}) as Record<string, string>;
+      return {
+        workspace: a.workspace,
+        parents: parentsOf(kd, req.params as Record<string, string>),
+        actor: a.principal.subject,
+        strict: q.fieldValidation === 'Strict',
+      };
+    };
+
+    app.get(coll, async (req, reply) => {
+      const a = requireRole(req, readRole);
+      const show = wantsSecrets(req);
+      const parents = parentsOf(kd, req.params as Record<string, string>);
+      await resources.checkParents(kd, a.workspace, parents);
+      const page = await listPage(resources.store, kd.kind, a.workspace, parents.join('/'), req, reply);
+      return page.map((o) => resources.view(kd, o, show));
+    });
+
+    app.get(item, async (req) => {
+      const a = requireRole(req, readRole);
+      const show = wantsSecrets(req);
+      const params = req.params as Record<string, string>;
+      const o = await resources.mustGet(kd, a.workspace, parentsOf(kd, params), params[kd.nameParam]);
+      return resources.view(kd, o, show);
+    });
+
+    if (kd.readOnlyKind) continue;
+
+    app.post(coll, async (req, reply) => {
+      const r = await resources.create(kd, ctxOf(req), req.body);
+      warnDropped(reply, r.dropped);
+      return resources.view(kd, r.object);
+    });
+
+    app.put(item, async (req, reply) => {
+      const params = req.params as Record<string, string>;
+      const r = await resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
+      warnDropped(reply, r.dropped);
+      return resources.view(kd, r.object);
+    });
+
+    app.delete(item, async (req) => {
+      const params = req.params as Record<string, string>;
+      const o = await resources.delete(kd, ctxOf(req), params[kd.nameParam]);
+      return resources.view(kd, o);
+    });
+  }
+}

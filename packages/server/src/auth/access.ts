@@ -1,0 +1,49 @@
+// Who is calling and what they may do in the workspace they address.
+import type { Role } from '../kinds/types.js';
+
+export interface Principal {
+  /** Service account client ID or user subject. */
+  subject: string;
+  subType: 'user' | 'service_account';
+  /** The workspace the credential belongs to; used when a request names none. */
+  homeWorkspace: string;
+  via: 'api_key' | 'jwt';
+}
+
+export interface Access {
+  principal: Principal;
+  workspace: string;
+  role: Role;
+}
+
+const RANK: Record<Role, number> = { viewer: 0, member: 1, admin: 2 };
+
+export const atLeast = (have: Role, need: Role) => RANK[have] >= RANK[need];
+
+/** Resolves the caller of a request. Throws ApiError 401 (no or bad credential) or 403/404 (workspace). */
+export interface Authenticator {
+  resolve(headers: Record<string, string | string[] | undefined>): Promise<Access>;
+  /** Same, but only the principal: for calls that do not address a workspace (e.g. creating one). */
+  principal(headers: Record<string, string | string[] | undefined>): Promise<Principal>;
+}
+
+/** Header aliases of DESIGN.md §4: the specification's X-Service-*, the SDK's X-Blaxel-*. */
+export function header(headers: Record<string, string | string[] | undefined>, ...names: string[]) {
+  for (const n of names) {
+    const v = headers[n.toLowerCase()];
+    if (typeof v === 'string' && v) return v;
+    if (Array.isArray(v) && v[0]) return v[0];
+  }
+  return undefined;
+}
+
+export const workspaceHeader = (h: Record<string, string | string[] | undefined>) =>
+  header(h, 'x-service-workspace', 'x-blaxel-workspace');
+
+/** The bearer credential: Authorization first, then the inference aliases. */
+export function bearer(h: Record<string, string | string[] | undefined>) {
+  const v = header(h, 'authorization', 'x-service-authorization', 'x-blaxel-authorization');
+  if (!v) return undefined;
+  const m = /^Bearer\s+(.+)$/i.exec(v.trim());
+  return m ? m[1].trim() : undefined;
+}

@@ -1,0 +1,114 @@
+// Schemas shared by several kinds, with the specification's exact field names.
+import { type TSchema, Type } from '@sinclair/typebox';
+
+/** DNS label: the identity of an object within its workspace and kind (DESIGN.md §4). */
+export const NAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
+export const Name = Type.String({ pattern: NAME_PATTERN, minLength: 1, maxLength: 63 });
+
+/** Durations such as 30s, 15m, 24h, 7d, 1w. */
+export const DURATION_PATTERN = '^[0-9]+(s|m|h|d|w)$';
+export const Duration = Type.String({ pattern: DURATION_PATTERN });
+
+export const Timestamp = Type.String({ format: 'date-time' });
+export const StringMap = Type.Record(Type.String(), Type.String());
+
+export const Labels = Type.Record(Type.String({ maxLength: 63, minLength: 1 }), Type.String({ maxLength: 253 }));
+
+/** metadata fields a client may send. */
+export const MetadataInput = {
+  name: Name,
+  displayName: Type.Optional(Type.String({ maxLength: 253 })),
+  labels: Type.Optional(Labels),
+  resourceVersion: Type.Optional(Type.String()),
+};
+
+/** metadata fields the server writes. */
+export const MetadataReadOnly = {
+  createdAt: Type.Optional(Type.String()),
+  updatedAt: Type.Optional(Type.String()),
+  createdBy: Type.Optional(Type.String()),
+  updatedBy: Type.Optional(Type.String()),
+  plan: Type.Optional(Type.String()),
+  url: Type.Optional(Type.String()),
+  workspace: Type.Optional(Type.String()),
+  generation: Type.Optional(Type.Integer()),
+};
+
+export const Env = Type.Object({
+  name: Type.String({ minLength: 1, pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }),
+  value: Type.Optional(Type.String()),
+  secret: Type.Optional(Type.Boolean()),
+});
+
+export const Port = Type.Object({
+  target: Type.Integer({ minimum: 1, maximum: 65535 }),
+  name: Type.Optional(Type.String()),
+  protocol: Type.Optional(Type.Union([Type.Literal('HTTP'), Type.Literal('TCP')])),
+});
+
+export const VolumeMount = Type.Object({
+  name: Name,
+  mountPath: Type.String({ pattern: '^/' }),
+  readOnly: Type.Optional(Type.Boolean()),
+});
+
+export const Revision = Type.Object({
+  active: Type.Optional(Type.String()),
+  canary: Type.Optional(Type.String()),
+  canaryPercent: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+  stickySessionTtl: Type.Optional(Type.Integer({ minimum: 0 })),
+  traffic: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+});
+
+export const Trigger = Type.Object({
+  id: Type.Optional(Type.String()),
+  type: Type.Union([Type.Literal('http'), Type.Literal('http-async'), Type.Literal('schedule')]),
+  enabled: Type.Optional(Type.Boolean()),
+  configuration: Type.Optional(
+    Type.Object({
+      authenticationType: Type.Optional(Type.Union([Type.Literal('public'), Type.Literal('private')])),
+      callbackUrl: Type.Optional(Type.String({ format: 'uri' })),
+      callbackSecret: Type.Optional(Type.String()),
+      path: Type.Optional(Type.String()),
+      retry: Type.Optional(Type.Integer({ minimum: 0, maximum: 20 })),
+      schedule: Type.Optional(Type.String()),
+      tasks: Type.Optional(Type.Array(Type.Record(Type.String(), Type.Unknown()))),
+      timeout: Type.Optional(Type.Integer({ minimum: 1 })),
+    }),
+  ),
+});
+
+export const NamedType = Type.Object({ name: Type.String(), type: Type.Optional(Type.String()) });
+
+export const Event = Type.Object({
+  type: Type.String(),
+  status: Type.String(),
+  message: Type.String(),
+  revision: Type.Optional(Type.String()),
+  canaryRevision: Type.Optional(Type.String()),
+  time: Type.String(),
+});
+
+export const Status = Type.Union(
+  [
+    'DELETING',
+    'TERMINATED',
+    'FAILED',
+    'DEACTIVATED',
+    'DEACTIVATING',
+    'UPLOADING',
+    'BUILDING',
+    'DEPLOYING',
+    'DEPLOYED',
+    'BUILT',
+  ].map((s) => Type.Literal(s)),
+);
+
+/** Env entries whose `secret` is true hold their value encrypted. */
+export const envSecrets = (...path: string[]) => ({
+  path: [...path, '*'],
+  when: (e: Record<string, unknown>) => e.secret === true,
+  valueKey: 'value',
+});
+
+export const opt = <T extends TSchema>(t: T) => Type.Optional(t);

@@ -1,0 +1,184 @@
+// Turns a kind descriptor into its wire schemas, and checks request bodies against them:
+// unknown fields are pruned (and named), read-only fields dropped silently, the rest validated by Ajv.
+import { type TObject, type TSchema, Type } from '@sinclair/typebox';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { FieldIssue } from '../api/errors.js';
+import { Event, MetadataInput, MetadataReadOnly, Status } from './common.js';
+import type { KindDescriptor } from './types.js';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+const ajv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: false }));
+
+export interface KindSchemas {
+  input: TObject;
+  output: TObject;
+  /** Top-level and metadata fields a client may echo back from a response; dropped without a warning. */
+  readOnlyPaths: Set<string>;
+  check: ValidateFunction;
+}
+
+const cache = new WeakMap<KindDescriptor, KindSchemas>();
+
+export function schemasOf(kd: KindDescriptor): KindSchemas {
+  let s = cache.get(kd);
+  if (s) return s;
+  const metaIn = Type.Object({ ...MetadataInput }, { additionalProperties: false });
+  const input = Type.Object(
+    { metadata: metaIn, spec: kd.spec, ...(kd.extraInput ?? {}) },
+    { additionalProperties: false, $id: `${kd.kind}Input` },
+  );
+  const metaOut = Type.Object({ ...MetadataInput, ...MetadataReadOnly, ...(kd.metadataExtra ?? {}) });
+  const output = Type.Object(
+    {
+      metadata: metaOut,
+      spec: kd.spec,
+      ...(kd.extraInput ?? {}),
+      ...(kd.hasStatus ? { status: Type.Optional(Status), events: Type.Optional(Type.Array(Event)) } : {}),
+      ...Object.fromEntries(Object.entries(kd.readOnly ?? {}).map(([k, v]) => [k, Type.Optional(v)])),
+    },
+    { $id: kd.kind },
+  );
+  const readOnlyPaths = new Set<string>([
+    '/status',
+    '/events',
+    ...Object.keys(kd.readOnly ?? {}).map((k) => `/${k}`),
+    ...Object.keys({ ...MetadataReadOnly, ...(kd.metadataExtra ?? {}) }).map((k) => `/metadata/${k}`),
+  ]);
+  s = { input, output, readOnlyPaths, check: ajv.compile(stripIds(input)) };
+  cache.set(kd, s);
+  return s;
+}
+
+function stripIds(schema: TSchema): TSchema {
+  return JSON.parse(JSON.stringify(schema, (k, v) => (k === '$id' ? undefined : v)));
+}
+
+const escapePointer = (k: string) => k.replaceAll('~', '~0').replaceAll('/', '~1');
+
+/**
+ * Removes properties the schema does not know, in place, and returns their JSON pointers.
+ * Follows objects, arrays, records and unions of objects (a union keeps what any branch knows).
+ */
+export function prune(schema: TSchema, value: unknown, at = '', out: string[] = []): string[] {
+  if (value === null || typeof value !== 'object') return out;
+  const s = schema as any;
+  if (Array.isArray(value)) {
+    if (s.type === 'array' && s.items) value.forEach((v, i) => prune(s.items, v, `${at}/${i}`, out));
+    return out;
+  }
+  if (s.anyOf) {
+    const objs = (s.anyOf as any[]).filter((b) => b.type === 'object');
+    if (objs.length) {
+      const merged = { type: 'object', properties: Object.assign({}, ...objs.map((b) => b.properties ?? {})) };
+      return prune(merged as unknown as TSchema, value, at, out);
+    }
+    return out;
+  }
+  if (s.type !== 'object') return out;
+  const obj = value as Record<string, unknown>;
+  if (s.properties) {
+    for (const k of Object.keys(obj)) {
+      const p = `${at}/${escapePointer(k)}`;
+      if (k in s.properties) prune(s.properties[k], obj[k], p, out);
+      else if (s.patternProperties || (s.additionalProperties && typeof s.additionalProperties === 'object')) {
+        const vs = s.additionalProperties ?? Object.values(s.patternProperties)[0];
+        prune(vs, obj[k], p, out);
+      } else if (s.additionalProperties === true || s.additionalProperties === undefined) {
+        if (s.additionalProperties === undefined && s.properties) {
+          out.push(p);
+          delete obj[k];
+        }
+      } else {
+        out.push(p);
+        delete obj[k];
+      }
+    }
+    return out;
+  }
+  const vs = s.patternProperties ? Object.values(s.patternProperties)[0] : s.additionalProperties;
+  if (vs && typeof vs === 'object') for (const [k, v] of Object.entries(obj)) prune(vs, v, `${at}/${escapePointer(k)}`, out);
+  return out;
+}
+
+function issueOf(e: ErrorObject): FieldIssue {
+  if (e.keyword === 'required')
+    return { pointer: `${e.instancePath}/${escapePointer((e.params as any).missingProperty)}`, message: 'is required' };
+  if (e.keyword === 'additionalProperties')
+    return {
+      pointer: `${e.instancePath}/${escapePointer((e.params as any).additionalProperty)}`,
+      message: 'is not a known field',
+    };
+  if (e.keyword === 'const') return { pointer: e.instancePath, message: `must be ${JSON.stringify((e.params as any).allowedValue)}` };
+  return { pointer: e.instancePath, message: e.message ?? 'is invalid' };
+}
+
+/** Collapses Ajv's per-branch errors of a union of literals into one "must be one of" issue. */
+function issuesOf(errors: ErrorObject[], schemaRoot: TSchema): FieldIssue[] {
+  const byPointer = new Map<string, FieldIssue>();
+  for (const e of errors) {
+    if (e.keyword === 'anyOf') {
+      const sub = schemaAt(schemaRoot, e.schemaPath);
+      const consts = (sub?.anyOf ?? []).map((b: any) => b.const).filter((c: unknown) => c !== undefined);
+      if (consts.length)
+        byPointer.set(e.instancePath, { pointer: e.instancePath, message: `must be one of ${consts.map((c: unknown) => JSON.stringify(c)).join(', ')}` });
+      continue;
+    }
+    if (e.keyword === 'const' && /anyOf\/\d+\/const$/.test(e.schemaPath)) continue;
+    const issue = issueOf(e);
+    if (!byPointer.has(issue.pointer)) byPointer.set(issue.pointer, issue);
+  }
+  return [...byPointer.values()];
+}
+
+function schemaAt(root: any, schemaPath: string): any {
+  let cur = root;
+  for (const seg of schemaPath.replace(/^#\/?/, '').split('/').filter(Boolean)) {
+    if (seg === 'anyOf') {
+      cur = cur?.anyOf ? cur : undefined;
+      if (!cur) return undefined;
+      continue;
+    }
+    cur = cur?.[seg.replaceAll('~1', '/').replaceAll('~0', '~')];
+  }
+  return cur;
+}
+
+export interface CheckedBody {
+  body: any;
+  /** Pointers of unknown fields that were dropped. */
+  unknown: string[];
+}
+
+/** Prunes, then validates a request body for a kind. Returns issues instead of throwing. */
+export function checkBody(kd: KindDescriptor, raw: unknown): { ok: true; value: CheckedBody } | { ok: false; issues: FieldIssue[] } {
+  const s = schemasOf(kd);
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    return { ok: false, issues: [{ pointer: '', message: 'must be a JSON object' }] };
+  const body = structuredClone(raw) as Record<string, any>;
+  for (const p of s.readOnlyPaths) {
+    const [, top, sub] = p.split('/');
+    if (sub === undefined) delete body[top];
+    else if (body[top] && typeof body[top] === 'object') delete body[top][sub];
+  }
+  const unknown = prune(s.input, body);
+  if (!s.check(body)) return { ok: false, issues: issuesOf(s.check.errors ?? [], s.input) };
+  return { ok: true, value: { body, unknown } };
+}
+
+/** Validates any value against a TypeBox schema, with the same issue shape (for sub-resources). */
+export function checkValue(schema: TSchema, raw: unknown, prefix = ''): FieldIssue[] {
+  const fn = compiled(schema);
+  if (fn(raw)) return [];
+  return issuesOf(fn.errors ?? [], schema).map((i) => ({ ...i, pointer: prefix + i.pointer }));
+}
+
+const compiledCache = new WeakMap<TSchema, ValidateFunction>();
+function compiled(schema: TSchema) {
+  let fn = compiledCache.get(schema);
+  if (!fn) {
+    fn = ajv.compile(stripIds(schema));
+    compiledCache.set(schema, fn);
+  }
+  return fn;
+}

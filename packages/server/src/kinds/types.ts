@@ -1,0 +1,73 @@
+// The contract every resource kind fills in. A kind is data handed to the generic store and routes
+// (Kubernetes' strategy pattern): schemas, defaults, validation, immutable paths and secret paths.
+import type { TObject, TSchema } from '@sinclair/typebox';
+import type { FieldIssue } from '../api/errors.js';
+
+export type Role = 'viewer' | 'member' | 'admin';
+
+/** A path parameter that names a parent object, e.g. `vpcName` under `/vpcs/{vpcName}/...`. */
+export interface ParentRef {
+  param: string;
+  kind: string;
+  /** metadata field the server fills with the parent's name (e.g. `vpcName`). */
+  metadataField: string;
+}
+
+/**
+ * Where secret values live inside `spec`. Segments are property names, `*` for every array element
+ * or every map value; `when` restricts array elements (e.g. env entries with `secret: true`).
+ */
+export interface SecretPath {
+  path: string[];
+  when?: (container: Record<string, unknown>) => boolean;
+  /** The key of the secret value inside a matched container; absent = the matched value itself. */
+  valueKey?: string;
+}
+
+export interface ValidationContext {
+  workspace: string;
+  regions: string[];
+  /** Looks up another object of the same workspace, e.g. a named volume or connection. */
+  exists(kind: string, name: string): Promise<boolean>;
+}
+
+export interface KindDescriptor {
+  /** PascalCase kind name, e.g. `Sandbox`. Also the `kind:` of a YAML document. */
+  kind: string;
+  /** Lower-case plural used by the CLI (`berth get sandboxes`), e.g. `sandboxes`. */
+  plural: string;
+  /** Other names the CLI accepts (`sandbox`, `sbx`). */
+  aliases?: string[];
+  /** Prefix of `<PREFIX>_ALREADY_EXISTS`. */
+  errorPrefix: string;
+  /** Collection path under /v0 with parent params, e.g. `/vpcs/{vpcName}/egressgateways`. */
+  path: string;
+  /** Path parameter that names the object, e.g. `gatewayName`. */
+  nameParam: string;
+  parents?: ParentRef[];
+  description: string;
+  spec: TObject;
+  /** Extra metadata fields this kind accepts or returns (response only unless listed in `metadataInput`). */
+  metadataExtra?: Record<string, TSchema>;
+  /** Writable top-level fields beside metadata and spec. */
+  extraInput?: Record<string, TSchema>;
+  /** Read-only top-level fields beside status and events (e.g. sandbox `state`). */
+  readOnly?: Record<string, TSchema>;
+  /** Whether responses carry `status` and `events` (policies do not). */
+  hasStatus: boolean;
+  /** Fills defaults into a spec (a fresh copy, free to mutate). */
+  defaults?: (spec: any) => void;
+  /** Rules beyond the schema; pointers are into the whole body (`/spec/...`). */
+  validate?: (next: any, prev: any | undefined, ctx: ValidationContext) => FieldIssue[] | Promise<FieldIssue[]>;
+  /** Spec pointers that cannot change after creation (e.g. `/size`). */
+  immutable?: string[];
+  secrets?: SecretPath[];
+  /** Minimum role to create, replace or delete (default `member`). */
+  writeRole?: Role;
+  /** Minimum role to read (default `viewer`). */
+  readRole?: Role;
+  /** Adds fields computed at read time (e.g. `expiresIn`). */
+  decorate?: (obj: any, nowMs: number) => void;
+  /** The specification forbids these verbs for the kind. */
+  readOnlyKind?: boolean;
+}

@@ -1,0 +1,299 @@
+// The one ordered pipeline for envelope objects (Kubernetes' BeforeCreate/BeforeUpdate in one place):
+// check body -> keep stored secrets for redacted echoes -> defaults -> kind rules -> immutables ->
+// seal secrets -> timestamps, creator, initial status -> one transaction.
+// Controllers write status and events through `setStatus`, never through create/replace.
+import { ApiError, type FieldIssue, invalid, notFound } from '../api/errors.js';
+import type { SecretBox } from '../auth/secret-box.js';
+import { checkBody } from '../kinds/schema.js';
+import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
+import type { KindDescriptor } from '../kinds/types.js';
+import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
+
+/** Events kept per object; older ones are dropped (the API is not an audit log). */
+export const MAX_EVENTS = 50;
+
+export interface WriteContext {
+  workspace: string;
+  /** Parent names in path order, e.g. [vpcName, gatewayName]. */
+  parents: string[];
+  actor: string;
+  /** `?fieldValidation=Strict` rejects unknown fields instead of dropping them. */
+  strict?: boolean;
+}
+
+export interface WriteResult {
+  object: StoredObject;
+  created: boolean;
+  /** Pointers of unknown fields dropped from the body (for the Warning header). */
+  dropped: string[];
+}
+
+export interface ResourcesOptions {
+  regions: string[];
+  now?: () => Date;
+  /** Fills `metadata.url` (e.g. the sandbox address) from the stored body. */
+  urlOf?: (kd: KindDescriptor, workspace: string, body: any) => string | undefined;
+}
+
+export class Resources {
+  private readonly now: () => Date;
+  constructor(
+    readonly store: Store,
+    readonly kinds: KindDescriptor[],
+    private readonly box: SecretBox,
+    private readonly opts: ResourcesOptions,
+  ) {
+    this.now = opts.now ?? (() => new Date());
+  }
+
+  kind(name: string): KindDescriptor {
+    const kd = this.kinds.find((k) => k.kind === name);
+    if (!kd) throw new Error(`unknown kind ${name}`);
+    return kd;
+  }
+
+  key(kd: KindDescriptor, workspace: string, parents: string[], name: string): ResourceKey {
+    return { kind: kd.kind, workspace, parent: parents.join('/'), name };
+  }
+
+  async get(kd: KindDescriptor, workspace: string, parents: string[], name: string) {
+    return this.store.get(this.key(kd, workspace, parents, name));
+  }
+
+  async mustGet(kd: KindDescriptor, workspace: string, parents: string[], name: string) {
+    const o = await this.get(kd, workspace, parents, name);
+    if (!o) throw notFound(`${kd.kind} ${JSON.stringify(name)}`);
+    return o;
+  }
+
+  /** 404 unless every parent in the path exists (e.g. the VPC of an egress gateway). */
+  async checkParents(kd: KindDescriptor, workspace: string, parents: string[]) {
+    for (let i = 0; i < (kd.parents ?? []).length; i++) {
+      const ref = kd.parents![i];
+      const pk = this.kind(ref.kind);
+      const o = await this.store.get(this.key(pk, workspace, parents.slice(0, i), parents[i]));
+      if (!o) throw notFound(`${ref.kind} ${JSON.stringify(parents[i])}`);
+    }
+  }
+
+  async create(kd: KindDescriptor, ctx: WriteContext, raw: unknown): Promise<WriteResult> {
+    await this.checkParents(kd, ctx.workspace, ctx.parents);
+    const { body, dropped } = await this.prepare(kd, ctx, raw, undefined);
+    const key = this.key(kd, ctx.workspace, ctx.parents, body.metadata.name);
+    try {
+      const [object] = await this.store.write([{ op: 'create', key, body: this.stamp(kd, ctx, body, undefined) }]);
+      return { object, created: true, dropped };
+    } catch (e) {
+      throw this.mapStoreError(kd, e);
+    }
+  }
+
+  /** PUT: creates or replaces. The name in the path wins; a different `metadata.name` is a 422. */
+  async replace(kd: KindDescriptor, ctx: WriteContext, name: string, raw: unknown): Promise<WriteResult> {
+    await this.checkParents(kd, ctx.workspace, ctx.parents);
+    const key = this.key(kd, ctx.workspace, ctx.parents, name);
+    const prev = await this.store.get(key);
+    if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
+      const meta = (raw as any).metadata;
+      if (meta && typeof meta === 'object' && meta.name === undefined) meta.name = name;
+      if (meta && typeof meta === 'object' && meta.name !== name)
+        throw invalid([{ pointer: '/metadata/name', message: `must equal the name in the path (${name})` }]);
+    }
+    if (prev?.body.status === 'DELETING' || prev?.body.status === 'TERMINATED')
+      throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
+    const { body, dropped, expectVersion } = await this.prepare(kd, ctx, raw, prev);
+    try {
+      const op: WriteOp = prev
+        ? { op: 'update', key, body: this.stamp(kd, ctx, body, prev), expectVersion: expectVersion ?? prev.resourceVersion }
+        : { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) };
+      const [object] = await this.store.write([op]);
+      return { object, created: !prev, dropped };
+    } catch (e) {
+      throw this.mapStoreError(kd, e);
+    }
+  }
+
+  /**
+   * Marks an object DELETING (kinds with status; a controller finishes the job) or removes it at once.
+   * Children of a `cascade` kind go with it; any other child blocks the delete.
+   */
+  async delete(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
+    const prev = await this.mustGet(kd, ctx.workspace, ctx.parents, name);
+    const ops: WriteOp[] = [];
+    const childParent = [...ctx.parents, name].join('/');
+    for (const ck of this.kinds.filter((k) => k.parents?.at(-1)?.kind === kd.kind)) {
+      const children = await this.store.list({ kind: ck.kind, workspace: ctx.workspace, parent: childParent });
+      if (!children.length) continue;
+      if (!(ck as any).cascade)
+        throw new ApiError(
+          'INVALID_STATE',
+          `${kd.kind} ${JSON.stringify(name)} still has ${ck.plural} (${children.map((c) => c.name).join(', ')}); delete them first`,
+        );
+      for (const c of children) ops.push({ op: 'delete', key: keyOf(c), expectVersion: c.resourceVersion });
+    }
+    if (!kd.hasStatus) {
+      ops.push({ op: 'delete', key: keyOf(prev), expectVersion: prev.resourceVersion });
+      const out = await this.store.write(ops);
+      return out.at(-1)!;
+    }
+    if (prev.body.status === 'DELETING' || prev.body.status === 'TERMINATED') {
+      if (ops.length) await this.store.write(ops);
+      return prev;
+    }
+    const body = withEvent(structuredClone(prev.body), 'DELETING', `deletion requested by ${ctx.actor}`, this.now());
+    ops.push({ op: 'update', key: keyOf(prev), body, expectVersion: prev.resourceVersion });
+    const out = await this.store.write(ops);
+    return out.at(-1)!;
+  }
+
+  /** The controllers' verb: set status (and any read-only extras), append an event. */
+  async setStatus(
+    key: ResourceKey,
+    status: string | undefined,
+    message: string,
+    extras: Record<string, unknown> = {},
+  ): Promise<StoredObject | undefined> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const cur = await this.store.get(key);
+      if (!cur) return undefined;
+      const body = structuredClone(cur.body);
+      Object.assign(body, extras);
+      const next = status && status !== body.status ? withEvent(body, status, message, this.now()) : body;
+      try {
+        return (await this.store.write([{ op: 'update', key, body: next, expectVersion: cur.resourceVersion }]))[0];
+      } catch (e) {
+        if (e instanceof StoreError && e.reason === 'conflict') continue;
+        throw e;
+      }
+    }
+    throw new Error(`setStatus: too many conflicts on ${key.kind}/${key.name}`);
+  }
+
+  /** The response body: secrets redacted (or opened for an admin asking `show_secrets`), computed fields added. */
+  view(kd: KindDescriptor, o: StoredObject, showSecrets = false): any {
+    const body = structuredClone(o.body);
+    body.metadata = { ...body.metadata, resourceVersion: String(o.resourceVersion), workspace: o.workspace };
+    const url = this.opts.urlOf?.(kd, o.workspace, body);
+    if (url) body.metadata.url = url;
+    visitSecrets(body.spec, kd.secrets, (v) => (showSecrets ? this.box.open(v) : REDACTED));
+    kd.decorate?.(body, this.now().getTime());
+    return body;
+  }
+
+  /** The spec with secrets opened, for the runtime only. */
+  openSecrets(kd: KindDescriptor, spec: any): any {
+    const out = structuredClone(spec);
+    visitSecrets(out, kd.secrets, (v) => this.box.open(v));
+    return out;
+  }
+
+  private async prepare(kd: KindDescriptor, ctx: WriteContext, raw: unknown, prev: StoredObject | undefined) {
+    if (kd.readOnlyKind) throw new ApiError('METHOD_NOT_ALLOWED', `${kd.kind} objects are read-only`);
+    const checked = checkBody(kd, raw);
+    if (!checked.ok) throw invalid(checked.issues);
+    const { body, unknown } = checked.value;
+    if (ctx.strict && unknown.length)
+      throw new ApiError('MALFORMED_REQUEST', `unknown fields: ${unknown.join(', ')}`, {
+        errors: unknown.map((pointer) => ({ pointer, message: 'is not a known field' })),
+      });
+    const rv = body.metadata.resourceVersion;
+    delete body.metadata.resourceVersion;
+    const expectVersion = rv !== undefined && /^\d+$/.test(rv) ? Number(rv) : undefined;
+    if (rv !== undefined && expectVersion === undefined)
+      throw invalid([{ pointer: '/metadata/resourceVersion', message: 'must be a resourceVersion read from the server' }]);
+    // A redacted value sent back (GET then PUT) keeps the stored secret; a new value replaces it.
+    const redactedWithoutPrev: FieldIssue[] = [];
+    visitSecrets(
+      body.spec,
+      kd.secrets,
+      (v, p) => {
+        if (v !== REDACTED) return v;
+        if (p === undefined) redactedWithoutPrev.push({ pointer: '/spec', message: 'a redacted secret was sent with no stored value to keep' });
+        return p;
+      },
+      prev?.body.spec,
+    );
+    if (redactedWithoutPrev.length) throw invalid(redactedWithoutPrev.slice(0, 1));
+    kd.defaults?.(body.spec);
+    const prevView = prev ? { ...prev.body, spec: this.openSecrets(kd, prev.body.spec) } : undefined;
+    const issues = [
+      ...(await kd.validate?.(body, prevView, this.validationContext(ctx.workspace)) ?? []),
+      ...immutableIssues(kd, body.spec, prev?.body.spec),
+    ];
+    if (issues.length) throw invalid(issues);
+    visitSecrets(body.spec, kd.secrets, (v) => (v.startsWith('enc:v1:') ? v : this.box.seal(v)));
+    return { body, dropped: unknown, expectVersion };
+  }
+
+  private validationContext(workspace: string) {
+    return {
+      workspace,
+      regions: this.opts.regions,
+      exists: async (kind: string, name: string) => !!(await this.store.get({ kind, workspace, parent: '', name })),
+    };
+  }
+
+  private stamp(kd: KindDescriptor, ctx: WriteContext, body: any, prev: StoredObject | undefined) {
+    const now = this.now().toISOString();
+    const meta: Record<string, unknown> = {
+      ...body.metadata,
+      workspace: ctx.workspace,
+      createdAt: prev?.body.metadata.createdAt ?? now,
+      createdBy: prev?.body.metadata.createdBy ?? ctx.actor,
+      updatedAt: now,
+      updatedBy: ctx.actor,
+    };
+    (kd.parents ?? []).forEach((p, i) => {
+      meta[p.metadataField] = ctx.parents[i];
+    });
+    const specChanged = !prev || JSON.stringify(prev.body.spec) !== JSON.stringify(body.spec);
+    meta.generation = (prev?.body.metadata.generation ?? 0) + (specChanged ? 1 : 0);
+    const out: any = { ...body, metadata: meta };
+    for (const k of Object.keys(kd.readOnly ?? {})) if (prev && k in prev.body) out[k] = prev.body[k];
+    if (!kd.hasStatus) return out;
+    out.events = prev?.body.events ?? [];
+    out.status = prev?.body.status;
+    if (!prev) return withEvent(out, 'DEPLOYING', `created by ${ctx.actor}`, this.now());
+    // A changed spec is a new generation: the controller deploys it again.
+    if (specChanged && out.status !== 'FAILED') return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}`, this.now());
+    if (specChanged) return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}; retrying`, this.now());
+    return out;
+  }
+
+  private mapStoreError(kd: KindDescriptor, e: unknown) {
+    if (!(e instanceof StoreError)) return e;
+    if (e.reason === 'exists')
+      return new ApiError('ALREADY_EXISTS', `${kd.kind} ${JSON.stringify(e.key.name)} already exists`, {
+        code: `${kd.errorPrefix}_ALREADY_EXISTS`,
+      });
+    if (e.reason === 'conflict')
+      return new ApiError(
+        'CONFLICT',
+        `${kd.kind} ${JSON.stringify(e.key.name)} was changed since it was read; read it again and retry`,
+      );
+    return notFound(`${kd.kind} ${JSON.stringify(e.key.name)}`);
+  }
+}
+
+export function withEvent(body: any, status: string, message: string, now: Date) {
+  const revision = String(body.metadata?.generation ?? '');
+  body.status = status;
+  body.events = [...(body.events ?? []), { type: 'deployment', status, message, revision, time: now.toISOString() }].slice(
+    -MAX_EVENTS,
+  );
+  return body;
+}
+
+function getPointer(obj: any, pointer: string) {
+  return pointer
+    .split('/')
+    .slice(1)
+    .reduce((o, k) => (o == null ? undefined : o[k]), obj);
+}
+
+function immutableIssues(kd: KindDescriptor, spec: any, prevSpec: any): FieldIssue[] {
+  if (!prevSpec) return [];
+  return (kd.immutable ?? [])
+    .filter((p) => JSON.stringify(getPointer(spec, p)) !== JSON.stringify(getPointer(prevSpec, p)))
+    .map((p) => ({ pointer: `/spec${p}`, message: 'cannot change after creation' }));
+}

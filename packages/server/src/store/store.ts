@@ -1,0 +1,81 @@
+// The one generic resource store. Nothing here names a kind: a kind is only a string key.
+// Backends (sqlite.ts, later postgres.ts) implement this interface; every write is one transaction.
+
+export interface ResourceKey {
+  kind: string;
+  workspace: string;
+  /** Names of the parent objects joined by `/` (e.g. `myvpc/gw1`), `''` for top-level objects. */
+  parent: string;
+  name: string;
+}
+
+export interface StoredObject extends ResourceKey {
+  /** Bumped by every write; a write that names an older one fails with `conflict`. */
+  resourceVersion: number;
+  body: Record<string, any>;
+}
+
+export type ChangeType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+export interface Change {
+  seq: number;
+  type: ChangeType;
+  object: StoredObject;
+}
+
+export interface ListQuery {
+  kind: string;
+  /** Absent: every workspace (controllers). */
+  workspace?: string;
+  parent?: string;
+  limit?: number;
+  /** Return names strictly after this one (the decoded list cursor). */
+  after?: string;
+  labels?: Record<string, string>;
+}
+
+export type WriteOp =
+  | { op: 'create'; key: ResourceKey; body: Record<string, any> }
+  | { op: 'update'; key: ResourceKey; body: Record<string, any>; expectVersion?: number }
+  | { op: 'delete'; key: ResourceKey; expectVersion?: number };
+
+export type StoreErrorReason = 'exists' | 'not_found' | 'conflict';
+
+export class StoreError extends Error {
+  constructor(
+    readonly reason: StoreErrorReason,
+    readonly key: ResourceKey,
+  ) {
+    super(`${reason}: ${key.kind} ${key.workspace}/${key.parent ? `${key.parent}/` : ''}${key.name}`);
+  }
+}
+
+export interface Store {
+  get(key: ResourceKey): Promise<StoredObject | undefined>;
+  list(q: ListQuery): Promise<StoredObject[]>;
+  /** Applies every op or none; returns the written objects (deleted ones as they were). */
+  write(ops: WriteOp[]): Promise<StoredObject[]>;
+  /** Called after each committed change, in commit order. Returns an unsubscribe function. */
+  watch(fn: (c: Change) => void): () => void;
+  close(): Promise<void>;
+}
+
+export const keyOf = (o: ResourceKey): ResourceKey => ({
+  kind: o.kind,
+  workspace: o.workspace,
+  parent: o.parent,
+  name: o.name,
+});
+
+export const keyString = (k: ResourceKey) => `${k.kind}\u0000${k.workspace}\u0000${k.parent}\u0000${k.name}`;
+
+/** Convenience wrappers over `write` for the single-object case. */
+export async function create(store: Store, key: ResourceKey, body: Record<string, any>) {
+  return (await store.write([{ op: 'create', key, body }]))[0];
+}
+export async function update(store: Store, key: ResourceKey, body: Record<string, any>, expectVersion?: number) {
+  return (await store.write([{ op: 'update', key, body, expectVersion }]))[0];
+}
+export async function remove(store: Store, key: ResourceKey, expectVersion?: number) {
+  return (await store.write([{ op: 'delete', key, expectVersion }]))[0];
+}

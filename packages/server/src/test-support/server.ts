@@ -1,0 +1,45 @@
+// Starts a real Berth server on 127.0.0.1 with a fresh data directory, for end-to-end tests.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { loadConfig } from '../config.js';
+import { type RunningServer, startServer } from '../main.js';
+
+export interface TestServer extends RunningServer {
+  dataDir: string;
+  adminKey: string;
+  /** Everything the server logged, for assertions about what is (not) logged. */
+  logs(): string;
+  /** fetch against /v0 with the admin key unless `key` is given (null = no credential). */
+  api(path: string, init?: RequestInit & { key?: string | null; json?: unknown }): Promise<Response>;
+}
+
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'berth-test-'));
+  const chunks: Buffer[] = [];
+  const logStream = new PassThrough();
+  logStream.on('data', (c: Buffer) => chunks.push(c));
+  const config = loadConfig({ port: '0', dataDir }, { BERTH_LOG_LEVEL: 'info', ...env });
+  const s = await startServer(config, { logStream });
+  if (!s.adminKey) throw new Error('a fresh data directory must yield an admin key');
+  const adminKey = s.adminKey;
+  return {
+    ...s,
+    dataDir,
+    adminKey,
+    logs: () => Buffer.concat(chunks).toString('utf8'),
+    async api(path, init = {}) {
+      const { key, json, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      const k = key === undefined ? adminKey : key;
+      if (k) headers.set('authorization', `Bearer ${k}`);
+      if (json !== undefined) headers.set('content-type', 'application/json');
+      return fetch(`${s.url}/v0${path}`, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
+    },
+    async close() {
+      await s.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
