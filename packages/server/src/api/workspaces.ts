@@ -1,0 +1,226 @@
+// /v0/workspaces and their members. Any principal may create a workspace (it becomes its admin);
+// everything else needs membership of the workspace in the path, and a workspace the caller is not
+// a member of answers 404 exactly like one that does not exist.
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Principal } from '../auth/access.js';
+import { atLeast } from '../auth/access.js';
+import type { AuthContext } from '../auth/index.js';
+import { checkInput } from '../auth/input.js';
+import {
+  admins,
+  K,
+  keys,
+  type MemberRecord,
+  memberOps,
+  removeMemberOps,
+  stamps,
+  type WorkspaceRecord,
+} from '../auth/records.js';
+import { Name } from '../kinds/common.js';
+import { KINDS } from '../kinds/index.js';
+import type { Role } from '../kinds/types.js';
+import { StoreError, type WriteOp } from '../store/store.js';
+import { ApiError, notFound } from './errors.js';
+
+const RoleSchema = Type.Union([Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')]);
+const DisplayName = Type.String({ maxLength: 253 });
+
+const CreateBody = Type.Object(
+  { name: Name, displayName: Type.Optional(DisplayName) },
+  { additionalProperties: false },
+);
+const UpdateBody = Type.Object(
+  { name: Type.Optional(Name), displayName: Type.Optional(DisplayName) },
+  { additionalProperties: false },
+);
+const MemberBody = Type.Object({ role: RoleSchema }, { additionalProperties: false });
+const NewMemberBody = Type.Object(
+  { subject: Type.String({ minLength: 1, maxLength: 253 }), role: RoleSchema },
+  { additionalProperties: false },
+);
+
+export const workspaceView = (w: WorkspaceRecord) => ({
+  name: w.name,
+  displayName: w.displayName,
+  createdAt: w.createdAt,
+  updatedAt: w.updatedAt,
+  createdBy: w.createdBy,
+  updatedBy: w.updatedBy,
+});
+
+export const memberView = (m: MemberRecord) => ({
+  subject: m.subject,
+  subType: m.subType,
+  role: m.role,
+  createdAt: m.createdAt,
+  updatedAt: m.updatedAt,
+  createdBy: m.createdBy,
+  updatedBy: m.updatedBy,
+});
+
+function principalOf(req: FastifyRequest): Principal {
+  if (!req.access) throw new ApiError('UNAUTHENTICATED', 'a bearer credential is required');
+  return req.access.principal;
+}
+
+export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
+  const { store, authenticator } = ctx;
+
+  /** The caller's role in the workspace of the path, or 404; then 403 below the needed role. */
+  async function roleIn(req: FastifyRequest, ws: string, need: Role) {
+    const a = await authenticator.accessIn(principalOf(req), ws);
+    if (!atLeast(a.role, need))
+      throw new ApiError('FORBIDDEN', `role ${a.role} in workspace ${ws} cannot do this (needs ${need})`);
+    return a;
+  }
+
+  async function mustGetWorkspace(ws: string) {
+    const o = await store.get(keys.workspace(ws));
+    if (!o) throw new ApiError('NOT_FOUND', `workspace ${ws} not found`);
+    return o;
+  }
+
+  v0.post('/workspaces', async (req, reply) => {
+    const p = principalOf(req);
+    const body = checkInput<Static<typeof CreateBody>>(CreateBody, req.body, reply);
+    const st = stamps(p.subject, new Date());
+    const rec: WorkspaceRecord = { name: body.name, displayName: body.displayName, ...st };
+    try {
+      await store.write([
+        { op: 'create', key: keys.workspace(body.name), body: { ...rec } },
+        ...memberOps(body.name, { subject: p.subject, subType: p.subType, role: 'admin', ...st }, false),
+      ]);
+    } catch (e) {
+      if (e instanceof StoreError && e.reason === 'exists')
+        throw new ApiError('ALREADY_EXISTS', `workspace ${body.name} already exists`, {
+          code: 'WORKSPACE_ALREADY_EXISTS',
+        });
+      throw e;
+    }
+    return workspaceView(rec);
+  });
+
+  v0.get('/workspaces', async (req) => {
+    const p = principalOf(req);
+    const mine = await store.list({ kind: K.membership, workspace: '_', parent: p.subject });
+    const out = [];
+    for (const m of mine) {
+      const w = await store.get(keys.workspace(m.name));
+      if (w) out.push(workspaceView(w.body as WorkspaceRecord));
+    }
+    return out;
+  });
+
+  v0.get('/workspaces/:name', async (req) => {
+    const { name } = req.params as { name: string };
+    await roleIn(req, name, 'viewer');
+    return workspaceView((await mustGetWorkspace(name)).body as WorkspaceRecord);
+  });
+
+  v0.put('/workspaces/:name', async (req, reply) => {
+    const { name } = req.params as { name: string };
+    const a = await roleIn(req, name, 'admin');
+    const body = checkInput<Static<typeof UpdateBody>>(UpdateBody, req.body, reply);
+    if (body.name !== undefined && body.name !== name)
+      throw new ApiError('VALIDATION_FAILED', 'a workspace cannot be renamed', {
+        errors: [{ pointer: '/name', message: `must equal the name in the path (${name})` }],
+      });
+    const cur = await mustGetWorkspace(name);
+    const prev = cur.body as WorkspaceRecord;
+    const next: WorkspaceRecord = {
+      ...prev,
+      displayName: body.displayName,
+      ...stamps(a.principal.subject, new Date(), prev),
+    };
+    await store.write([
+      { op: 'update', key: keys.workspace(name), body: { ...next }, expectVersion: cur.resourceVersion },
+    ]);
+    return workspaceView(next);
+  });
+
+  v0.delete('/workspaces/:name', async (req) => {
+    const { name } = req.params as { name: string };
+    await roleIn(req, name, 'admin');
+    const cur = await mustGetWorkspace(name);
+    const held: string[] = [];
+    for (const kind of [...KINDS.map((k) => k.kind), K.serviceAccount]) {
+      if ((await store.list({ kind, workspace: name, limit: 1 })).length) held.push(kind);
+    }
+    if (held.length)
+      throw new ApiError(
+        'INVALID_STATE',
+        `workspace ${name} still holds ${held.join(', ')} objects; delete them first`,
+      );
+    const ops: WriteOp[] = [];
+    for (const m of await store.list({ kind: K.member, workspace: name, parent: '' }))
+      ops.push(...removeMemberOps(name, m.name));
+    ops.push({ op: 'delete', key: keys.workspace(name), expectVersion: cur.resourceVersion });
+    await store.write(ops);
+    return workspaceView(cur.body as WorkspaceRecord);
+  });
+
+  v0.get('/workspaces/:name/members', async (req) => {
+    const { name } = req.params as { name: string };
+    await roleIn(req, name, 'viewer');
+    const list = await store.list({ kind: K.member, workspace: name, parent: '' });
+    return list.map((m) => memberView(m.body as MemberRecord));
+  });
+
+  async function setMember(req: FastifyRequest, name: string, subject: string, role: Role) {
+    const a = await roleIn(req, name, 'admin');
+    if (!(await store.get(keys.clientId(subject)))) throw notFound(`service account ${subject}`);
+    const cur = await store.get(keys.member(name, subject));
+    const prev = cur?.body as MemberRecord | undefined;
+    if (prev?.role === 'admin' && role !== 'admin') await refuseLastAdmin(name, subject);
+    const rec: MemberRecord = {
+      subject,
+      subType: prev?.subType ?? 'service_account',
+      role,
+      ...stamps(a.principal.subject, new Date(), prev),
+    };
+    await store.write(memberOps(name, rec, !!cur, cur?.resourceVersion));
+    return memberView(rec);
+  }
+
+  v0.put('/workspaces/:name/members/:subject', async (req, reply) => {
+    const { name, subject } = req.params as { name: string; subject: string };
+    await roleIn(req, name, 'admin');
+    const body = checkInput<Static<typeof MemberBody>>(MemberBody, req.body, reply);
+    return setMember(req, name, subject, body.role);
+  });
+
+  // The same with the subject in the body, for clients that add members to the collection.
+  v0.post('/workspaces/:name/members', async (req, reply) => {
+    const { name } = req.params as { name: string };
+    await roleIn(req, name, 'admin');
+    const body = checkInput<Static<typeof NewMemberBody>>(NewMemberBody, req.body, reply);
+    return setMember(req, name, body.subject, body.role);
+  });
+
+  v0.delete('/workspaces/:name/members/:subject', async (req) => {
+    const { name, subject } = req.params as { name: string; subject: string };
+    await roleIn(req, name, 'admin');
+    const cur = await store.get(keys.member(name, subject));
+    if (!cur) throw notFound(`member ${subject} of workspace ${name}`);
+    const rec = cur.body as MemberRecord;
+    if (rec.role === 'admin') await refuseLastAdmin(name, subject);
+    const home = await store.get(keys.clientId(subject));
+    if (home?.body.workspace === name)
+      throw new ApiError(
+        'INVALID_STATE',
+        `workspace ${name} is the home of service account ${subject}; delete the account or change its role instead`,
+      );
+    await store.write(removeMemberOps(name, subject));
+    return memberView(rec);
+  });
+
+  async function refuseLastAdmin(ws: string, subject: string) {
+    const others = (await admins(store, ws)).filter((m) => m.name !== subject);
+    if (!others.length)
+      throw new ApiError(
+        'INVALID_STATE',
+        `${subject} is the last admin of workspace ${ws}; make another admin first`,
+      );
+  }
+}
