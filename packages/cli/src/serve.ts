@@ -1,5 +1,4 @@
 // `berth serve`: runs the server in this process until SIGTERM/SIGINT.
-import { loadConfig, startServer } from '@berth/server';
 import type { Command } from 'commander';
 
 export function registerServe(program: Command) {
@@ -9,8 +8,13 @@ export function registerServe(program: Command) {
     .option('--port <port>', 'port to listen on (0 = pick a free one); env BERTH_PORT')
     .option('--host <host>', 'address to listen on (default 127.0.0.1)')
     .option('--data-dir <dir>', 'data directory (default ~/.berth); env BERTH_DATA_DIR')
-    .option('--standby-after <seconds>', 'idle seconds before a sandbox goes to standby; env BERTH_STANDBY_AFTER')
+    .option(
+      '--standby-after <seconds>',
+      'idle seconds before a sandbox goes to standby; env BERTH_STANDBY_AFTER',
+    )
     .action(async (o: { port?: string; host?: string; dataDir?: string; standbyAfter?: string }) => {
+      // Loaded here, not at the top: the server pulls in Fastify and SQLite, which other commands never need.
+      const { loadConfig, startServer } = await import('@berth/server');
       const config = loadConfig(o, process.env);
       const server = await startServer(config);
       if (server.adminKey) {

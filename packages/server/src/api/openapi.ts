@@ -1,4 +1,293 @@
-// PLACEHOLDER until the OpenAPI generator lands.
+// The OpenAPI 3.1 document of /v0, generated from the same TypeBox schemas the server validates with:
+// five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts`.
+// The SDK's types are generated from this document (packages/sdk/scripts/generate.mjs).
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { schemasOf } from '../kinds/schema.js';
 import type { KindDescriptor } from '../kinds/types.js';
-export function registerOpenApi(_v0: FastifyInstance, _kinds: KindDescriptor[]) {}
+import type { Problem as WireProblem } from './errors.js';
+import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
+import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
+import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
+
+export const ProblemSchema = Type.Object(
+  {
+    type: Type.String({ description: 'URI naming the problem type' }),
+    title: Type.String(),
+    status: Type.Integer({ description: 'HTTP status' }),
+    detail: Type.String({ description: 'what went wrong, for a person' }),
+    code: Type.Integer({ description: 'the HTTP status again (read by the service SDK)' }),
+    error: Type.String({
+      description: 'stable machine string, e.g. VALIDATION_FAILED or SANDBOX_ALREADY_EXISTS',
+    }),
+    message: Type.String({ description: 'same as detail' }),
+    errors: Type.Optional(
+      Type.Array(
+        Type.Object({
+          pointer: Type.String({ description: 'JSON pointer into the request' }),
+          message: Type.String(),
+        }),
+      ),
+    ),
+    instance: Type.Optional(Type.String()),
+  },
+  { $id: 'Problem', description: 'RFC 9457 problem details' },
+);
+// Both directions, so the wire type in errors.ts and this schema cannot drift apart.
+const _sameProblem: [Static<typeof ProblemSchema>, WireProblem] = [
+  {} as WireProblem,
+  {} as Static<typeof ProblemSchema>,
+];
+
+type Method = 'get' | 'post' | 'put' | 'delete';
+type Param = Record<string, unknown>;
+
+const query = (name: string, schema: JsonSchema, description: string): Param => ({
+  name,
+  in: 'query',
+  schema,
+  description,
+});
+const pathParam = (name: string): Param => ({ name, in: 'path', required: true, schema: { type: 'string' } });
+
+const PARAMETERS: Record<string, Param> = {
+  limit: query(
+    'limit',
+    { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT },
+    'page size',
+  ),
+  cursor: query(
+    'cursor',
+    { type: 'string' },
+    'opaque cursor from the X-Next-Cursor header of the previous page',
+  ),
+  labels: query('labels', { type: 'string' }, 'label filter: key=value pairs separated by commas'),
+  show_secrets: query('show_secrets', { type: 'boolean' }, 'reveal secret values (workspace admin role)'),
+  fieldValidation: query(
+    'fieldValidation',
+    { type: 'string', enum: ['Strict', 'Warn'] },
+    'Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header',
+  ),
+  workspace: {
+    name: 'X-Service-Workspace',
+    in: 'header',
+    schema: { type: 'string' },
+    description: 'workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace',
+  },
+};
+const paramRef = (name: keyof typeof PARAMETERS) => ({ $ref: `#/components/parameters/${name}` });
+
+/** Query parameters particular to one collection path (only used when a kind serves that path). */
+const PATH_QUERY: Record<string, Partial<Record<Method, Param[]>>> = {
+  '/sandboxes': {
+    post: [query('createIfNotExist', { type: 'boolean' }, 'answer with the existing sandbox instead of 409')],
+  },
+  '/sandboxes/{sandboxName}/previews': {
+    post: [query('force', { type: 'boolean' }, 'replace a preview of the same name instead of 409')],
+  },
+};
+
+const ERROR_RESPONSES = {
+  '4XX': { $ref: '#/components/responses/Problem' },
+  '5XX': { $ref: '#/components/responses/Problem' },
+};
+const WARNING_HEADER = {
+  Warning: {
+    description: 'unknown fields that were dropped (299 - "unknown field ...")',
+    schema: { type: 'string' },
+  },
+};
+const PAGE_HEADERS = {
+  'X-Next-Cursor': { description: 'cursor of the next page, when there is one', schema: { type: 'string' } },
+  Link: { description: '<url>; rel="next", when there is a next page', schema: { type: 'string' } },
+};
+
+const json = (schema: JsonSchema) => ({ 'application/json': { schema } });
+const ok = (description: string, schema: JsonSchema, headers?: Record<string, unknown>) => ({
+  '200': { description, ...(headers ? { headers } : {}), content: json(schema) },
+  ...ERROR_RESPONSES,
+});
+
+/** `Policy` -> `Policies`, `Sandbox` -> `Sandboxes`, `EgressGateway` -> `EgressGateways`. */
+export function pluralOf(kind: string) {
+  if (/[^aeiou]y$/.test(kind)) return `${kind.slice(0, -1)}ies`;
+  if (/(s|x|z|ch|sh)$/.test(kind)) return `${kind}es`;
+  return `${kind}s`;
+}
+
+const a = (word: string) => `${/^[AEIOU]/.test(word) ? 'an' : 'a'} ${word}`;
+
+function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string, Record<string, unknown>>) {
+  const { input, output } = schemasOf(kd);
+  const outRef = c.named(output, kd.kind);
+  const inRef = c.named(input, `${kd.kind}Input`);
+  const parents = (kd.parents ?? []).map((p) => pathParam(p.param));
+  const extra = PATH_QUERY[kd.path] ?? {};
+  const tags = [kd.kind];
+  const plural = pluralOf(kd.kind);
+  const common = [...parents, paramRef('workspace')];
+  const item = [...parents, pathParam(kd.nameParam), paramRef('workspace')];
+  const body = { required: true, content: json(inRef) };
+  const writeParams = (m: Method) => [paramRef('fieldValidation'), ...(extra[m] ?? [])];
+
+  const coll: Record<string, unknown> = {
+    get: {
+      operationId: `list${plural}`,
+      summary: `List ${plural}`,
+      tags,
+      parameters: [
+        ...common,
+        paramRef('limit'),
+        paramRef('cursor'),
+        paramRef('labels'),
+        paramRef('show_secrets'),
+      ],
+      responses: ok(`${plural}, ordered by name`, { type: 'array', items: outRef }, PAGE_HEADERS),
+    },
+  };
+  const one: Record<string, unknown> = {
+    get: {
+      operationId: `get${kd.kind}`,
+      summary: `Get ${a(kd.kind)}`,
+      tags,
+      parameters: [...item, paramRef('show_secrets'), ...(extra.get ?? [])],
+      responses: ok(`the ${kd.kind}`, outRef),
+    },
+  };
+  if (!kd.readOnlyKind) {
+    coll.post = {
+      operationId: `create${kd.kind}`,
+      summary: `Create ${a(kd.kind)} (409 if the name exists)`,
+      tags,
+      parameters: [...common, ...writeParams('post')],
+      requestBody: body,
+      responses: ok(`the created ${kd.kind}`, outRef, WARNING_HEADER),
+    };
+    one.put = {
+      operationId: `replace${kd.kind}`,
+      summary: `Create or replace ${a(kd.kind)}`,
+      tags,
+      parameters: [...item, ...writeParams('put')],
+      requestBody: body,
+      responses: ok(`the stored ${kd.kind}`, outRef, WARNING_HEADER),
+    };
+    one.delete = {
+      operationId: `delete${kd.kind}`,
+      summary: `Delete ${a(kd.kind)}`,
+      tags,
+      parameters: [...item, ...(extra.delete ?? [])],
+      responses: ok(
+        kd.hasStatus
+          ? `the ${kd.kind}, now DELETING (removed once its controller is done)`
+          : `the deleted ${kd.kind}`,
+        outRef,
+      ),
+    };
+  }
+  paths[kd.path] = coll;
+  paths[`${kd.path}/{${kd.nameParam}}`] = one;
+}
+
+function errorsAs(schema: TSchema, c: SchemaCollector) {
+  const r = { description: 'the request failed', content: json(c.inline(schema)) };
+  return { '4XX': r, '5XX': r };
+}
+
+function extraOperation(path: string, op: ExtraOperation, c: SchemaCollector) {
+  const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => pathParam(m[1]));
+  for (const [name, schema] of Object.entries(op.query ?? {}))
+    params.push({
+      name,
+      in: 'query',
+      schema: c.inline(schema),
+      ...(schema.description ? { description: schema.description } : {}),
+    });
+  if (op.paged) params.push(paramRef('limit'), paramRef('cursor'), paramRef('labels'));
+  if (!op.public) params.push(paramRef('workspace'));
+  const content: Record<string, unknown> = {};
+  if (op.body) {
+    const schema = c.inline(op.body);
+    content['application/json'] = { schema };
+    if (op.formBody) content['application/x-www-form-urlencoded'] = { schema };
+  }
+  return {
+    operationId: op.operationId,
+    summary: op.summary,
+    tags: [op.tag],
+    ...(op.public ? { security: [] } : {}),
+    ...(params.length ? { parameters: params } : {}),
+    ...(op.body ? { requestBody: { required: !op.bodyOptional, content } } : {}),
+    responses: {
+      [String(op.status ?? 200)]: {
+        description: op.responseDescription ?? op.summary,
+        ...(op.paged || op.body ? { headers: op.paged ? PAGE_HEADERS : WARNING_HEADER } : {}),
+        ...(op.response
+          ? { content: { [op.responseType ?? 'application/json']: { schema: c.inline(op.response) } } }
+          : {}),
+      },
+      ...(op.errorBody ? errorsAs(op.errorBody, c) : ERROR_RESPONSES),
+    },
+  };
+}
+
+/** The whole document. Pure: no server, no I/O (the SDK generator calls it on the built package). */
+export function buildOpenApiDocument(kinds: KindDescriptor[], extra: ExtraPaths = EXTRA_PATHS) {
+  const c = new SchemaCollector();
+  c.named(ProblemSchema);
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const kd of kinds) kindPaths(kd, c, paths);
+  const served = new Set(kinds.map((k) => k.kind));
+  const extraTags = new Set<string>();
+  for (const [path, ops] of Object.entries(extra)) {
+    for (const [method, op] of Object.entries(ops) as [Method, ExtraOperation][]) {
+      if (op.requiresKind && !served.has(op.requiresKind)) continue;
+      paths[path] ??= {};
+      if (paths[path][method]) throw new Error(`${method.toUpperCase()} ${path} is documented twice`);
+      paths[path][method] = extraOperation(path, op, c);
+      if (!served.has(op.tag)) extraTags.add(op.tag);
+    }
+  }
+  const dangling = c.dangling();
+  if (dangling.length) throw new Error(`OpenAPI schemas referenced but not defined: ${dangling.join(', ')}`);
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Berth management API',
+      version: '0',
+      description:
+        'Self-hosted sandboxes, agents, MCP servers and model gateway. Errors are application/problem+json.',
+    },
+    servers: [{ url: '/v0' }],
+    security: [{ bearer: [] }],
+    tags: [
+      ...kinds.map((k) => ({ name: k.kind, description: k.description })),
+      ...[...extraTags].map((name) => ({ name })),
+    ],
+    paths,
+    components: {
+      schemas: c.schemas,
+      parameters: PARAMETERS,
+      responses: {
+        Problem: {
+          description: 'the request failed; the problem says why',
+          content: { 'application/problem+json': { schema: schemaRef('Problem') } },
+        },
+      },
+      securitySchemes: {
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'an API key, or a JWT from POST /oauth/token',
+        },
+      },
+    },
+  };
+}
+
+export type OpenApiDocument = ReturnType<typeof buildOpenApiDocument>;
+
+/** Serves the document at GET /v0/openapi.json (public). Built once: kinds do not change while running. */
+export function registerOpenApi(v0: FastifyInstance, kinds: KindDescriptor[]) {
+  const text = JSON.stringify(buildOpenApiDocument(kinds));
+  v0.get('/openapi.json', async (_req, reply) => reply.type('application/json').send(text));
+}

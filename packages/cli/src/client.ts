@@ -1,0 +1,120 @@
+// A small HTTP client for /v0 over fetch: the CLI works on any kind, so it builds paths from the
+// kind registry at run time instead of using the SDK's per-path types.
+import { apiBase } from '@berth/sdk';
+import { KINDS, kindByName } from '@berth/server/kinds/index.js';
+import type { KindDescriptor } from '@berth/server/kinds/types.js';
+import type { Command } from 'commander';
+import type { CliConfig } from './config.js';
+
+/** A failed call, its message already shaped for a terminal: detail, then one line per invalid field. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: any,
+  ) {
+    const detail = problem?.detail ?? problem?.message ?? `HTTP ${status}`;
+    const fields = Array.isArray(problem?.errors)
+      ? problem.errors.map((e: any) => `\n  ${e.pointer || '/'}: ${e.message}`).join('')
+      : '';
+    super(`${detail}${fields}`);
+  }
+}
+
+export interface Answer {
+  body: any;
+  headers: Headers;
+}
+
+export class Api {
+  private readonly base: string;
+  constructor(private readonly cfg: CliConfig) {
+    this.base = apiBase(cfg.url);
+  }
+
+  async call(
+    method: string,
+    path: string,
+    opts: { body?: unknown; query?: Record<string, string> } = {},
+  ): Promise<Answer> {
+    const url = new URL(this.base + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.cfg.apiKey}`,
+      accept: 'application/json',
+    };
+    if (this.cfg.workspace) headers['x-service-workspace'] = this.cfg.workspace;
+    if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method,
+        headers,
+        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+      });
+    } catch (e) {
+      throw new Error(
+        `cannot reach ${this.base}: ${(e as Error & { cause?: Error }).cause?.message ?? (e as Error).message}`,
+      );
+    }
+    const text = await res.text();
+    let body: any;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = undefined;
+    }
+    if (!res.ok)
+      throw new ApiFailure(res.status, body ?? { detail: `HTTP ${res.status}: ${text.slice(0, 200)}` });
+    return { body, headers: res.headers };
+  }
+}
+
+/** `sandboxName` -> `sandbox`: the flag that names a parent object (`--sandbox`, `--vpc`, `--gateway`). */
+export const parentFlag = (param: string) =>
+  param
+    .replace(/Name$/, '')
+    .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
+    .toLowerCase();
+
+/** commander's attribute name of a flag (`--egress-gateway` -> `egressGateway`). */
+const optionKey = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+
+/**
+ * The collection path of a kind with its parents filled in: from the flags first, then from the
+ * document's own metadata fields (such as `vpcName`).
+ */
+export function collectionPath(
+  kd: KindDescriptor,
+  flags: Record<string, unknown>,
+  metadata: Record<string, unknown> = {},
+) {
+  let path = kd.path;
+  for (const p of kd.parents ?? []) {
+    const flag = parentFlag(p.param);
+    const v = flags[optionKey(flag)] ?? metadata[p.metadataField];
+    if (typeof v !== 'string' || !v)
+      throw new Error(
+        `${kd.plural} live inside ${/^[AEIOU]/.test(p.kind) ? 'an' : 'a'} ${p.kind}: pass --${flag} <name>`,
+      );
+    path = path.replace(`{${p.param}}`, encodeURIComponent(v));
+  }
+  return path;
+}
+
+export const itemPath = (collection: string, name: string) => `${collection}/${encodeURIComponent(name)}`;
+
+/** A kind by plural, singular or alias (`policies`, `policy`, `pol`, `Policy`). */
+export function resolveKind(name: string): KindDescriptor {
+  const kd = kindByName(name);
+  if (!kd)
+    throw new Error(`unknown kind ${JSON.stringify(name)}; known: ${KINDS.map((k) => k.plural).join(', ')}`);
+  return kd;
+}
+
+/** Adds `--sandbox`, `--vpc`, `--gateway` and any other parent flag a kind needs. */
+export function addParentFlags(cmd: Command) {
+  const flags = new Set(['sandbox', 'vpc', 'gateway']);
+  for (const kd of KINDS) for (const p of kd.parents ?? []) flags.add(parentFlag(p.param));
+  for (const f of flags) cmd.option(`--${f} <name>`, `the ${f} a nested kind lives in`);
+  return cmd;
+}

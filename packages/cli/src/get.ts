@@ -1,0 +1,50 @@
+// `berth get <kind> [name]`: one object or every page of a list, as a table, JSON or YAML.
+import type { Command } from 'commander';
+import { Api, addParentFlags, collectionPath, itemPath, resolveKind } from './client.js';
+import { loadCliConfig } from './config.js';
+import { parseFormat, render } from './output.js';
+
+/** Page size the CLI asks for while following cursors (the server allows up to 1000). */
+const PAGE = 500;
+
+interface GetOptions {
+  output?: string;
+  selector?: string;
+  showSecrets?: boolean;
+  [parent: string]: unknown;
+}
+
+export function registerGet(program: Command) {
+  const cmd = program
+    .command('get')
+    .description('show one object or list a kind (e.g. `berth get policies`, `berth get policy p1 -o yaml`)')
+    .argument('<kind>', 'kind: plural, singular or alias')
+    .argument('[name]', 'object name; omit to list')
+    .option('-o, --output <format>', 'json or yaml (default: a table)')
+    .option('-l, --selector <labels>', 'label filter: key=value,...')
+    .option('--show-secrets', 'reveal secret values (workspace admin)');
+  addParentFlags(cmd).action(async (kindName: string, name: string | undefined, o: GetOptions) => {
+    const kd = resolveKind(kindName);
+    const format = parseFormat(o.output);
+    const api = new Api(loadCliConfig());
+    const coll = collectionPath(kd, o);
+    const query: Record<string, string> = o.showSecrets ? { show_secrets: 'true' } : {};
+    if (name) {
+      const { body } = await api.call('GET', itemPath(coll, name), { query });
+      process.stdout.write(render([body], format, kd.kind, true));
+      return;
+    }
+    if (o.selector) query.labels = o.selector;
+    const items: unknown[] = [];
+    let cursor: string | null = null;
+    do {
+      const { body, headers } = await api.call('GET', coll, {
+        query: { ...query, limit: String(PAGE), ...(cursor ? { cursor } : {}) },
+      });
+      items.push(...(Array.isArray(body) ? body : []));
+      cursor = headers.get('x-next-cursor');
+    } while (cursor);
+    if (!items.length && format === 'table') process.stderr.write(`no ${kd.plural} found\n`);
+    else process.stdout.write(render(items, format, kd.kind, false));
+  });
+}

@@ -1,0 +1,3 @@
+// Types of render.mjs, for the SDK test that imports it.
+export function renderDocument(doc: unknown): string;
+export function renderTypes(doc: unknown): Promise<string>;
