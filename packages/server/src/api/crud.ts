@@ -2,12 +2,21 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { atLeast } from '../auth/access.js';
 import type { KindDescriptor, Role } from '../kinds/types.js';
-import type { Resources } from '../store/resources.js';
+import type { Resources, WriteResult } from '../store/resources.js';
 import { ApiError } from './errors.js';
 import { listPage } from './pagination.js';
 
+/** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
+export type CreateHook = (
+  req: FastifyRequest,
+  reply: FastifyReply,
+  create: () => Promise<WriteResult>,
+) => Promise<Pick<WriteResult, 'object' | 'dropped'>>;
+
 export interface CrudDeps {
   resources: Resources;
+  /** By kind name. */
+  createHooks?: Record<string, CreateHook>;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -38,7 +47,7 @@ export function warnDropped(reply: FastifyReply, dropped: string[]) {
     reply.header('Warning', dropped.map((p) => `299 - "unknown field ${JSON.stringify(p).slice(1, -1)}"`).join(', '));
 }
 
-export function registerCrud(app: FastifyInstance, kinds: KindDescriptor[], { resources }: CrudDeps) {
+export function registerCrud(app: FastifyInstance, kinds: KindDescriptor[], { resources, createHooks = {} }: CrudDeps) {
   for (const kd of kinds) {
     const coll = toFastifyPath(kd.path);
     const item = `${coll}/:${kd.nameParam}`;
@@ -75,7 +84,8 @@ export function registerCrud(app: FastifyInstance, kinds: KindDescriptor[], { re
     if (kd.readOnlyKind) continue;
 
     app.post(coll, async (req, reply) => {
-      const r = await resources.create(kd, ctxOf(req), req.body);
+      const create = () => resources.create(kd, ctxOf(req), req.body);
+      const r = await (createHooks[kd.kind]?.(req, reply, create) ?? create());
       warnDropped(reply, r.dropped);
       return resources.view(kd, r.object);
     });

@@ -62,7 +62,13 @@ export const Revision = Type.Object({
 
 export const Trigger = Type.Object({
   id: Type.Optional(Type.String()),
-  type: Type.Union([Type.Literal('http'), Type.Literal('http-async'), Type.Literal('schedule')]),
+  // `cron` is what the service's SDK calls a schedule trigger; both are accepted.
+  type: Type.Union([
+    Type.Literal('http'),
+    Type.Literal('http-async'),
+    Type.Literal('schedule'),
+    Type.Literal('cron'),
+  ]),
   enabled: Type.Optional(Type.Boolean()),
   configuration: Type.Optional(
     Type.Object({
@@ -112,3 +118,27 @@ export const envSecrets = (...path: string[]) => ({
 });
 
 export const opt = <T extends TSchema>(t: T) => Type.Optional(t);
+
+export const literals = (xs: readonly string[]) => Type.Union(xs.map((x) => Type.Literal(x)));
+
+/** Memory in MB (DESIGN.md §4); CPU share follows it (memory / 2048 cores). */
+export const MemoryMb = Type.Integer({ minimum: 128, maximum: 65536, description: 'memory in MB' });
+
+/** Infrastructure generation; the service's SDK sends `mk3`. Berth runs every generation the same way. */
+export const Generation = Type.String({ minLength: 1, maxLength: 32 });
+
+export const PROVIDER_TYPES = [
+  'openai',
+  'anthropic',
+  'mistral',
+  'gemini',
+  'cohere',
+  'xai',
+  'deepseek',
+  'groq',
+  'azure-openai',
+  'openai-compatible',
+] as const;
+
+/** Names of other objects (policies, connections). */
+export const NameList = Type.Array(Name);

@@ -13,7 +13,7 @@ const ajv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: fa
 export interface KindSchemas {
   input: TObject;
   output: TObject;
-  /** Top-level and metadata fields a client may echo back from a response; dropped without a warning. */
+  /** Fields a client may echo back from a response (JSON pointers); dropped without a warning. */
   readOnlyPaths: Set<string>;
   check: ValidateFunction;
 }
@@ -44,6 +44,7 @@ export function schemasOf(kd: KindDescriptor): KindSchemas {
     '/events',
     ...Object.keys(kd.readOnly ?? {}).map((k) => `/${k}`),
     ...Object.keys({ ...MetadataReadOnly, ...(kd.metadataExtra ?? {}) }).map((k) => `/metadata/${k}`),
+    ...(kd.readOnlySpec ?? []).map((p) => `/spec${p}`),
   ]);
   s = { input, output, readOnlyPaths, check: ajv.compile(stripIds(input)) };
   cache.set(kd, s);
@@ -69,6 +70,8 @@ export function prune(schema: TSchema, value: unknown, at = '', out: string[] = 
   }
   if (s.anyOf) {
     const objs = (s.anyOf as any[]).filter((b) => b.type === 'object');
+    // A map branch (a record) accepts any key, so nothing in the value is unknown.
+    if (objs.some((b) => !b.properties)) return out;
     if (objs.length) {
       const merged = { type: 'object', properties: Object.assign({}, ...objs.map((b) => b.properties ?? {})) };
       return prune(merged as unknown as TSchema, value, at, out);
@@ -156,14 +159,30 @@ export function checkBody(kd: KindDescriptor, raw: unknown): { ok: true; value: 
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
     return { ok: false, issues: [{ pointer: '', message: 'must be a JSON object' }] };
   const body = structuredClone(raw) as Record<string, any>;
-  for (const p of s.readOnlyPaths) {
-    const [, top, sub] = p.split('/');
-    if (sub === undefined) delete body[top];
-    else if (body[top] && typeof body[top] === 'object') delete body[top][sub];
-  }
+  dropNulls(body);
+  for (const p of s.readOnlyPaths) deletePointer(body, p);
   const unknown = prune(s.input, body);
   if (!s.check(body)) return { ok: false, issues: issuesOf(s.check.errors ?? [], s.input) };
   return { ok: true, value: { body, unknown } };
+}
+
+/** `null` means "not set" (the service's SDK clears `ttl` or `lifecycle` by sending null on a replace). */
+function dropNulls(obj: Record<string, any>) {
+  for (const [k, v] of Object.entries(obj)) {
+    if (v === null) delete obj[k];
+    else if (typeof v === 'object' && !Array.isArray(v)) dropNulls(v);
+    else if (Array.isArray(v)) for (const e of v) if (e && typeof e === 'object' && !Array.isArray(e)) dropNulls(e);
+  }
+}
+
+function deletePointer(obj: Record<string, any>, pointer: string) {
+  const segs = pointer.split('/').slice(1);
+  let cur: any = obj;
+  for (const k of segs.slice(0, -1)) {
+    cur = cur?.[k];
+    if (cur === null || typeof cur !== 'object') return;
+  }
+  delete cur[segs.at(-1)!];
 }
 
 /** Validates any value against a TypeBox schema, with the same issue shape (for sub-resources). */

@@ -25,10 +25,9 @@ function walk(node: unknown, prevNode: unknown, segs: string[], sp: SecretPath, 
   if (seg === '*') {
     const entries: [string, unknown][] = Array.isArray(obj) ? obj.map((v, i) => [String(i), v]) : Object.entries(obj);
     for (const [k, v] of entries) {
-      // Array elements are matched to the previous spec by their `name` (env entries), map values by key.
-      const pv = Array.isArray(obj)
-        ? (prevNode as any[] | undefined)?.find?.((p) => p?.name !== undefined && p?.name === (v as any)?.name)
-        : prevObj[k];
+      // Array elements are matched to the previous spec by `name` (env entries), else `id` (triggers),
+      // else position (proxy routing rules); map values by key.
+      const pv = Array.isArray(obj) ? previousElement(prevNode, v, Number(k)) : prevObj[k];
       if (rest.length === 0 && !sp.valueKey) {
         if (typeof v === 'string') {
           const out = fn(v, typeof pv === 'string' ? pv : undefined);
@@ -49,6 +48,14 @@ function walk(node: unknown, prevNode: unknown, segs: string[], sp: SecretPath, 
     return;
   }
   walk(obj[seg], prevObj[seg], rest, sp, fn);
+}
+
+function previousElement(prevNode: unknown, v: unknown, index: number): unknown {
+  if (!Array.isArray(prevNode)) return undefined;
+  const e = (v ?? {}) as Record<string, unknown>;
+  for (const id of ['name', 'id'])
+    if (e[id] !== undefined) return prevNode.find((p) => p?.[id] !== undefined && p[id] === e[id]);
+  return prevNode[index];
 }
 
 /** Applies `fn` to every secret value of `spec` in place; `prevSpec` supplies the stored value, if any. */

@@ -56,7 +56,7 @@ export interface KindDescriptor {
   /** Whether responses carry `status` and `events` (policies do not). */
   hasStatus: boolean;
   /** Fills defaults into a spec (a fresh copy, free to mutate). */
-  defaults?: (spec: any) => void;
+  defaults?: (spec: any, ctx: DefaultsContext) => void;
   /** Rules beyond the schema; pointers are into the whole body (`/spec/...`). */
   validate?: (next: any, prev: any | undefined, ctx: ValidationContext) => FieldIssue[] | Promise<FieldIssue[]>;
   /** Spec pointers that cannot change after creation (e.g. `/size`). */
@@ -70,4 +70,22 @@ export interface KindDescriptor {
   decorate?: (obj: any, nowMs: number) => void;
   /** The specification forbids these verbs for the kind. */
   readOnlyKind?: boolean;
+  /** Objects of this kind are deleted with their parent; otherwise a child blocks the parent's delete (409). */
+  cascade?: boolean;
+  /** Fixed metadata the server writes on every write (e.g. a preview's `resourceType`). */
+  stampMetadata?: (meta: Record<string, unknown>) => void;
+  /**
+   * Spec pointers only the server writes (e.g. a preview's `/url`): dropped from requests without a
+   * warning, and kept from the stored object on a replace.
+   */
+  readOnlySpec?: string[];
+  /** Names an object created without `metadata.name` (the service's SDK leaves it to the server). */
+  generateName?: () => string;
+  /** Non-envelope record kinds stored under `<parents>/<name>` of an object and removed with it. */
+  ownedRecords?: string[];
+}
+
+export interface DefaultsContext {
+  /** Regions this server serves; the first is the default. */
+  regions: string[];
 }

@@ -12,6 +12,9 @@ import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, typ
 /** Events kept per object; older ones are dropped (the API is not an audit log). */
 export const MAX_EVENTS = 50;
 
+/** A replace that loses a store-level race with a controller's status write is re-run this many times. */
+const REPLACE_RETRIES = 3;
+
 export interface WriteContext {
   workspace: string;
   /** Parent names in path order, e.g. [vpcName, gatewayName]. */
@@ -46,6 +49,11 @@ export class Resources {
     this.now = opts.now ?? (() => new Date());
   }
 
+  /** Regions a spec may name (controllers re-check stored specs against them). */
+  get regions(): string[] {
+    return this.opts.regions;
+  }
+
   kind(name: string): KindDescriptor {
     const kd = this.kinds.find((k) => k.kind === name);
     if (!kd) throw new Error(`unknown kind ${name}`);
@@ -78,6 +86,12 @@ export class Resources {
 
   async create(kd: KindDescriptor, ctx: WriteContext, raw: unknown): Promise<WriteResult> {
     await this.checkParents(kd, ctx.workspace, ctx.parents);
+    const r = raw as any;
+    if (kd.generateName && r && typeof r === 'object' && !Array.isArray(r)) {
+      if (r.metadata === undefined) r.metadata = {};
+      if (r.metadata && typeof r.metadata === 'object' && r.metadata.name === undefined)
+        r.metadata.name = kd.generateName();
+    }
     const { body, dropped } = await this.prepare(kd, ctx, raw, undefined);
     const key = this.key(kd, ctx.workspace, ctx.parents, body.metadata.name);
     try {
@@ -89,7 +103,7 @@ export class Resources {
   }
 
   /** PUT: creates or replaces. The name in the path wins; a different `metadata.name` is a 422. */
-  async replace(kd: KindDescriptor, ctx: WriteContext, name: string, raw: unknown): Promise<WriteResult> {
+  async replace(kd: KindDescriptor, ctx: WriteContext, name: string, raw: unknown, attempt = 0): Promise<WriteResult> {
     await this.checkParents(kd, ctx.workspace, ctx.parents);
     const key = this.key(kd, ctx.workspace, ctx.parents, name);
     const prev = await this.store.get(key);
@@ -102,13 +116,19 @@ export class Resources {
     if (prev?.body.status === 'DELETING' || prev?.body.status === 'TERMINATED')
       throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
     const { body, dropped, expectVersion } = await this.prepare(kd, ctx, raw, prev);
+    // The client-visible resourceVersion moves only with client writes, so a controller's status write between a
+    // client's GET and PUT (the SDK's update pattern) is not a conflict; a store-level race with one is retried.
+    if (expectVersion !== undefined && prev && String(expectVersion) !== userVersion(prev))
+      throw this.mapStoreError(kd, new StoreError('conflict', key));
     try {
       const op: WriteOp = prev
-        ? { op: 'update', key, body: this.stamp(kd, ctx, body, prev), expectVersion: expectVersion ?? prev.resourceVersion }
+        ? { op: 'update', key, body: this.stamp(kd, ctx, body, prev), expectVersion: prev.resourceVersion }
         : { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) };
       const [object] = await this.store.write([op]);
       return { object, created: !prev, dropped };
     } catch (e) {
+      if (e instanceof StoreError && e.reason === 'conflict' && attempt < REPLACE_RETRIES)
+        return this.replace(kd, ctx, name, raw, attempt + 1);
       throw this.mapStoreError(kd, e);
     }
   }
@@ -119,18 +139,7 @@ export class Resources {
    */
   async delete(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
     const prev = await this.mustGet(kd, ctx.workspace, ctx.parents, name);
-    const ops: WriteOp[] = [];
-    const childParent = [...ctx.parents, name].join('/');
-    for (const ck of this.kinds.filter((k) => k.parents?.at(-1)?.kind === kd.kind)) {
-      const children = await this.store.list({ kind: ck.kind, workspace: ctx.workspace, parent: childParent });
-      if (!children.length) continue;
-      if (!(ck as any).cascade)
-        throw new ApiError(
-          'INVALID_STATE',
-          `${kd.kind} ${JSON.stringify(name)} still has ${ck.plural} (${children.map((c) => c.name).join(', ')}); delete them first`,
-        );
-      for (const c of children) ops.push({ op: 'delete', key: keyOf(c), expectVersion: c.resourceVersion });
-    }
+    const ops = await this.dependentOps(kd, ctx.workspace, [...ctx.parents, name]);
     if (!kd.hasStatus) {
       ops.push({ op: 'delete', key: keyOf(prev), expectVersion: prev.resourceVersion });
       const out = await this.store.write(ops);
@@ -144,6 +153,29 @@ export class Resources {
     ops.push({ op: 'update', key: keyOf(prev), body, expectVersion: prev.resourceVersion });
     const out = await this.store.write(ops);
     return out.at(-1)!;
+  }
+
+  /** Deletes of what goes with an object: records it owns and `cascade` children (recursively). */
+  private async dependentOps(kd: KindDescriptor, workspace: string, path: string[]): Promise<WriteOp[]> {
+    const ops: WriteOp[] = [];
+    const parent = path.join('/');
+    for (const rk of kd.ownedRecords ?? [])
+      for (const r of await this.store.list({ kind: rk, workspace, parent }))
+        ops.push({ op: 'delete', key: keyOf(r), expectVersion: r.resourceVersion });
+    for (const ck of this.kinds.filter((k) => k.parents?.at(-1)?.kind === kd.kind)) {
+      const children = await this.store.list({ kind: ck.kind, workspace, parent });
+      if (!children.length) continue;
+      if (!ck.cascade)
+        throw new ApiError(
+          'INVALID_STATE',
+          `${kd.kind} ${JSON.stringify(path.at(-1))} still has ${ck.plural} (${children.map((c) => c.name).join(', ')}); delete them first`,
+        );
+      for (const c of children) {
+        ops.push(...(await this.dependentOps(ck, workspace, [...path, c.name])));
+        ops.push({ op: 'delete', key: keyOf(c), expectVersion: c.resourceVersion });
+      }
+    }
+    return ops;
   }
 
   /** The controllers' verb: set status (and any read-only extras), append an event. */
@@ -172,7 +204,7 @@ export class Resources {
   /** The response body: secrets redacted (or opened for an admin asking `show_secrets`), computed fields added. */
   view(kd: KindDescriptor, o: StoredObject, showSecrets = false): any {
     const body = structuredClone(o.body);
-    body.metadata = { ...body.metadata, resourceVersion: String(o.resourceVersion), workspace: o.workspace };
+    body.metadata = { ...body.metadata, resourceVersion: userVersion(o), workspace: o.workspace };
     const url = this.opts.urlOf?.(kd, o.workspace, body);
     if (url) body.metadata.url = url;
     visitSecrets(body.spec, kd.secrets, (v) => (showSecrets ? this.box.open(v) : REDACTED));
@@ -214,7 +246,11 @@ export class Resources {
       prev?.body.spec,
     );
     if (redactedWithoutPrev.length) throw invalid(redactedWithoutPrev.slice(0, 1));
-    kd.defaults?.(body.spec);
+    for (const p of kd.readOnlySpec ?? []) {
+      const v = getPointer(prev?.body.spec, p);
+      if (v !== undefined) setPointer(body.spec, p, structuredClone(v));
+    }
+    kd.defaults?.(body.spec, { regions: this.opts.regions });
     const prevView = prev ? { ...prev.body, spec: this.openSecrets(kd, prev.body.spec) } : undefined;
     const issues = [
       ...(await kd.validate?.(body, prevView, this.validationContext(ctx.workspace)) ?? []),
@@ -246,8 +282,10 @@ export class Resources {
     (kd.parents ?? []).forEach((p, i) => {
       meta[p.metadataField] = ctx.parents[i];
     });
+    kd.stampMetadata?.(meta);
     const specChanged = !prev || JSON.stringify(prev.body.spec) !== JSON.stringify(body.spec);
     meta.generation = (prev?.body.metadata.generation ?? 0) + (specChanged ? 1 : 0);
+    meta.resourceVersion = String(Number(prev ? userVersion(prev) : 0) + 1);
     const out: any = { ...body, metadata: meta };
     for (const k of Object.keys(kd.readOnly ?? {})) if (prev && k in prev.body) out[k] = prev.body[k];
     if (!kd.hasStatus) return out;
@@ -275,6 +313,11 @@ export class Resources {
   }
 }
 
+/** The resourceVersion clients see: bumped by every client write, not by controllers' status writes. */
+function userVersion(o: StoredObject): string {
+  return o.body.metadata?.resourceVersion ?? String(o.resourceVersion);
+}
+
 export function withEvent(body: any, status: string, message: string, now: Date) {
   const revision = String(body.metadata?.generation ?? '');
   body.status = status;
@@ -289,6 +332,16 @@ function getPointer(obj: any, pointer: string) {
     .split('/')
     .slice(1)
     .reduce((o, k) => (o == null ? undefined : o[k]), obj);
+}
+
+function setPointer(obj: any, pointer: string, value: unknown) {
+  const segs = pointer.split('/').slice(1);
+  let cur = obj;
+  for (const k of segs.slice(0, -1)) {
+    if (cur[k] === null || typeof cur[k] !== 'object') cur[k] = {};
+    cur = cur[k];
+  }
+  cur[segs.at(-1)!] = value;
 }
 
 function immutableIssues(kd: KindDescriptor, spec: any, prevSpec: any): FieldIssue[] {

@@ -1,5 +1,5 @@
 // Starts a real Berth server on 127.0.0.1 with a fresh data directory, for end-to-end tests.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -15,15 +15,27 @@ export interface TestServer extends RunningServer {
   api(path: string, init?: RequestInit & { key?: string | null; json?: unknown }): Promise<Response>;
 }
 
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'berth-test-'));
+export interface TestServerOptions {
+  /**
+   * Reuse this data directory (e.g. to restart a server on the same data). The caller owns it: close()
+   * leaves it in place, and the admin key is read from its admin.key when the server is not new.
+   */
+  dataDir?: string;
+}
+
+export async function startTestServer(
+  env: Record<string, string> = {},
+  opts: TestServerOptions = {},
+): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'berth-test-'));
   const chunks: Buffer[] = [];
   const logStream = new PassThrough();
   logStream.on('data', (c: Buffer) => chunks.push(c));
   const config = loadConfig({ port: '0', dataDir }, { BERTH_LOG_LEVEL: 'info', ...env });
   const s = await startServer(config, { logStream });
-  if (!s.adminKey) throw new Error('a fresh data directory must yield an admin key');
-  const adminKey = s.adminKey;
+  const adminKey =
+    s.adminKey ?? (opts.dataDir ? readFileSync(join(dataDir, 'admin.key'), 'utf8').trim() : undefined);
+  if (!adminKey) throw new Error('a fresh data directory must yield an admin key');
   return {
     ...s,
     dataDir,
@@ -35,11 +47,15 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
       const k = key === undefined ? adminKey : key;
       if (k) headers.set('authorization', `Bearer ${k}`);
       if (json !== undefined) headers.set('content-type', 'application/json');
-      return fetch(`${s.url}/v0${path}`, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
+      return fetch(`${s.url}/v0${path}`, {
+        ...rest,
+        headers,
+        body: json !== undefined ? JSON.stringify(json) : rest.body,
+      });
     },
     async close() {
       await s.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

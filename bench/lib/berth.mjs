@@ -1,0 +1,61 @@
+// Starts `berth serve` as a child process on a free port with a fresh data dir; returns its URL and admin key.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const BIN = new URL('../../packages/cli/bin/berth.mjs', import.meta.url).pathname;
+
+export async function startBerth(env = {}) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'berth-bench-'));
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+    env: { ...process.env, BERTH_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  const { url, key } = await new Promise((resolve, reject) => {
+    child.on('exit', (c) => reject(new Error(`berth serve exited with ${c}`)));
+    child.stdout.on('data', (d) => {
+      out += d;
+      const u = /berth listening on (\S+)/.exec(out);
+      const k = /admin API key[^:]*: (\S+)/.exec(out);
+      if (u && k) resolve({ url: u[1], key: k[1] });
+    });
+  });
+  child.removeAllListeners('exit');
+  return {
+    url,
+    key,
+    dataDir,
+    pid: child.pid,
+    async stop() {
+      const done = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await done;
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs a child Node script that prints `listening <url>` and returns its URL. */
+export async function startScript(path, env = {}) {
+  const child = spawn(process.execPath, [path], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    child.on('exit', (c) => reject(new Error(`${path} exited with ${c}`)));
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening (\S+)/.exec(out);
+      if (m) resolve(m[1]);
+    });
+  });
+  child.removeAllListeners('exit');
+  return {
+    url,
+    async stop() {
+      const done = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await done;
+    },
+  };
+}

@@ -1,0 +1,186 @@
+// Preview tokens (§2.7, COMPAT.md): access tokens of a private preview, under
+// /sandboxes/{sandboxName}/previews/{previewName}/tokens. The value is random, returned once by the
+// POST and stored only as a sha256 hash; lists and deletes never show it.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Name, opt, Timestamp } from '../kinds/common.js';
+import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js';
+import { checkValue, prune } from '../kinds/schema.js';
+import type { Resources } from '../store/resources.js';
+import { type ResourceKey, type Store, StoreError, type StoredObject } from '../store/store.js';
+import { requireRole, warnDropped } from './crud.js';
+import { ApiError, invalid, notFound } from './errors.js';
+import { listPage } from './pagination.js';
+
+/** Tokens one preview may hold; each is checked on every private request, so the list stays short. */
+export const MAX_TOKENS_PER_PREVIEW = 100;
+const TOKEN_PREFIX = 'bpt_';
+
+const CreateBody = Type.Object({
+  metadata: opt(Type.Object({ name: opt(Name) })),
+  spec: Type.Object({ expiresAt: Timestamp }),
+});
+
+/** Fields of a token response a client may send back; dropped without a warning. */
+const ECHOED = {
+  metadata: ['previewName', 'resourceName', 'resourceType', 'workspace'],
+  spec: ['token', 'expired'],
+};
+
+interface TokenRecord {
+  metadata: {
+    name: string;
+    previewName: string;
+    resourceName: string;
+    resourceType: 'Sandbox';
+    workspace: string;
+  };
+  spec: { expiresAt: string };
+  tokenHash: string;
+  /** The preview the token was issued for: a later preview of the same name does not accept it. */
+  previewCreatedAt: string;
+  createdAt: string;
+  createdBy: string;
+}
+
+export interface PreviewTokenDeps {
+  resources: Resources;
+  now?: () => Date;
+}
+
+const hash = (token: string) => createHash('sha256').update(token).digest();
+
+export const tokenParent = (sandboxName: string, previewName: string) => `${sandboxName}/${previewName}`;
+
+function view(o: StoredObject, nowMs: number, token?: string) {
+  const r = o.body as TokenRecord;
+  return {
+    metadata: { ...r.metadata },
+    spec: {
+      ...(token ? { token } : {}),
+      expiresAt: r.spec.expiresAt,
+      expired: Date.parse(r.spec.expiresAt) <= nowMs,
+    },
+  };
+}
+
+/**
+ * Whether `token` opens the preview now: the gateway's check for a private preview. The preview must
+ * still exist, not be on its way out, and be the one the token was issued for.
+ */
+export async function verifyPreviewToken(
+  store: Store,
+  workspace: string,
+  sandboxName: string,
+  previewName: string,
+  token: string,
+  nowMs: number,
+): Promise<boolean> {
+  if (!token.startsWith(TOKEN_PREFIX)) return false;
+  const p = await store.get({ kind: previewKind.kind, workspace, parent: sandboxName, name: previewName });
+  if (!p || p.body.status === 'DELETING' || p.body.status === 'TERMINATED') return false;
+  const h = hash(token);
+  for (const t of await store.list({
+    kind: PREVIEW_TOKEN_KIND,
+    workspace,
+    parent: tokenParent(sandboxName, previewName),
+  })) {
+    const r = t.body as TokenRecord;
+    const stored = Buffer.from(r.tokenHash, 'hex');
+    if (stored.length === h.length && timingSafeEqual(stored, h))
+      return Date.parse(r.spec.expiresAt) > nowMs && r.previewCreatedAt === p.body.metadata.createdAt;
+  }
+  return false;
+}
+
+export function register(v0: FastifyInstance, deps: PreviewTokenDeps) {
+  const { resources } = deps;
+  const now = deps.now ?? (() => new Date());
+  const base = '/sandboxes/:sandboxName/previews/:previewName/tokens';
+
+  async function previewOf(req: FastifyRequest, workspace: string) {
+    const { sandboxName, previewName } = req.params as Record<string, string>;
+    await resources.checkParents(previewKind, workspace, [sandboxName]);
+    const p = await resources.mustGet(previewKind, workspace, [sandboxName], previewName);
+    return { p, sandboxName, previewName, parent: tokenParent(sandboxName, previewName) };
+  }
+
+  v0.post(base, async (req, reply) => {
+    const a = requireRole(req, 'member');
+    const { p, sandboxName, previewName, parent } = await previewOf(req, a.workspace);
+    if (p.body.status === 'DELETING' || p.body.status === 'TERMINATED')
+      throw new ApiError('INVALID_STATE', `preview ${JSON.stringify(previewName)} is being deleted`);
+    const body = structuredClone(req.body ?? {}) as any;
+    if (body && typeof body === 'object')
+      for (const [part, keys] of Object.entries(ECHOED))
+        if (body[part] && typeof body[part] === 'object') for (const k of keys) delete body[part][k];
+    const dropped = prune(CreateBody, body);
+    const issues = checkValue(CreateBody, body);
+    if (issues.length) throw invalid(issues);
+    const at = now();
+    const expiresMs = Date.parse(body.spec.expiresAt);
+    if (expiresMs <= at.getTime())
+      throw invalid([{ pointer: '/spec/expiresAt', message: 'must be in the future' }]);
+    const existing = await resources.store.list({ kind: PREVIEW_TOKEN_KIND, workspace: a.workspace, parent });
+    if (existing.length >= MAX_TOKENS_PER_PREVIEW)
+      throw new ApiError(
+        'QUOTA_EXCEEDED',
+        `preview ${JSON.stringify(previewName)} already has ${MAX_TOKENS_PER_PREVIEW} tokens; delete some first`,
+      );
+    const name: string = body.metadata?.name ?? `token-${randomBytes(4).toString('hex')}`;
+    const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
+    const record: TokenRecord = {
+      metadata: {
+        name,
+        previewName,
+        resourceName: sandboxName,
+        resourceType: 'Sandbox',
+        workspace: a.workspace,
+      },
+      spec: { expiresAt: new Date(expiresMs).toISOString() },
+      tokenHash: hash(token).toString('hex'),
+      previewCreatedAt: p.body.metadata.createdAt,
+      createdAt: at.toISOString(),
+      createdBy: a.principal.subject,
+    };
+    const key: ResourceKey = { kind: PREVIEW_TOKEN_KIND, workspace: a.workspace, parent, name };
+    try {
+      const [o] = await resources.store.write([
+        { op: 'create', key, body: record as unknown as Record<string, any> },
+      ]);
+      warnDropped(reply, dropped);
+      return view(o, at.getTime(), token);
+    } catch (e) {
+      if (e instanceof StoreError && e.reason === 'exists')
+        throw new ApiError('ALREADY_EXISTS', `preview token ${JSON.stringify(name)} already exists`, {
+          code: 'PREVIEW_TOKEN_ALREADY_EXISTS',
+        });
+      throw e;
+    }
+  });
+
+  v0.get(base, async (req, reply) => {
+    const a = requireRole(req, 'viewer');
+    const { parent } = await previewOf(req, a.workspace);
+    const page = await listPage(resources.store, PREVIEW_TOKEN_KIND, a.workspace, parent, req, reply);
+    const nowMs = now().getTime();
+    return page.map((o) => view(o, nowMs));
+  });
+
+  v0.delete(`${base}/:tokenName`, async (req) => {
+    const a = requireRole(req, 'member');
+    const { parent } = await previewOf(req, a.workspace);
+    const { tokenName } = req.params as Record<string, string>;
+    const key: ResourceKey = { kind: PREVIEW_TOKEN_KIND, workspace: a.workspace, parent, name: tokenName };
+    const o = await resources.store.get(key);
+    if (!o) throw notFound(`preview token ${JSON.stringify(tokenName)}`);
+    try {
+      await resources.store.write([{ op: 'delete', key, expectVersion: o.resourceVersion }]);
+    } catch (e) {
+      if (e instanceof StoreError) throw notFound(`preview token ${JSON.stringify(tokenName)}`);
+      throw e;
+    }
+    return view(o, now().getTime());
+  });
+}

@@ -1,0 +1,17 @@
+// The checks of configuration-only kinds: what makes one of them FAILED instead of DEPLOYED.
+// Integration connections and volume templates have no status (§2.13, §2.11), so no reconciler.
+import type { ConfigProfile } from './lifecycle.js';
+
+export const CONFIG_PROFILES: Record<string, ConfigProfile> = {
+  Vpc: { deployedMessage: 'network configured' },
+  EgressGateway: {
+    // The API checks the region at write time; this catches a server restarted with fewer regions.
+    check(o, { resources }) {
+      const region = o.body.spec?.region;
+      if (region !== undefined && !resources.regions.includes(region))
+        return `region ${JSON.stringify(region)} is not configured on this server; known: ${resources.regions.join(', ')}`;
+    },
+    deployedMessage: 'egress routed through the host',
+  },
+  EgressIp: { deployedMessage: 'no public address: local egress' },
+};

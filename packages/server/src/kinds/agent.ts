@@ -1,0 +1,106 @@
+// Agent (§2.2): a serverless deployment built from a repository, served at run_url/<ws>/agents/<name>.
+import { Type } from '@sinclair/typebox';
+import {
+  Env,
+  envSecrets,
+  Generation,
+  literals,
+  MemoryMb,
+  NameList,
+  opt,
+  Revision,
+  Trigger,
+  VolumeMount,
+} from './common.js';
+import {
+  envIssues,
+  referenceIssues,
+  regionIssues,
+  scaleIssues,
+  triggerDefaults,
+  triggerIssues,
+} from './rules.js';
+import type { KindDescriptor, SecretPath } from './types.js';
+
+export const AGENT_MEMORY_MB = 2048;
+export const DEFAULT_MIN_SCALE = 0;
+export const DEFAULT_MAX_SCALE = 10;
+export const DEFAULT_GENERATION = 'mk3';
+/** Upper bound of replicas one object may ask for; a quota can lower it. */
+export const MAX_SCALE_LIMIT = 100;
+
+export const Repository = Type.Object({
+  type: opt(literals(['git', 'upload'])),
+  url: opt(Type.String({ minLength: 1 })),
+});
+
+export const ScaledRuntime = {
+  envs: opt(Type.Array(Env)),
+  generation: opt(Generation),
+  image: opt(Type.String({ minLength: 1 })),
+  maxScale: opt(Type.Integer({ minimum: 0, maximum: MAX_SCALE_LIMIT })),
+  memory: opt(MemoryMb),
+  minScale: opt(Type.Integer({ minimum: 0, maximum: MAX_SCALE_LIMIT })),
+};
+
+export const AgentSpec = Type.Object({
+  enabled: opt(Type.Boolean()),
+  policies: opt(NameList),
+  public: opt(Type.Boolean()),
+  region: opt(Type.String()),
+  repository: opt(Repository),
+  revision: opt(Revision),
+  runtime: opt(Type.Object(ScaledRuntime)),
+  triggers: opt(Type.Array(Trigger)),
+  volumes: opt(Type.Array(VolumeMount)),
+});
+
+/** The signing secret of a trigger's callbacks (§2.8: appears in responses only, redacted unless asked). */
+export const callbackSecrets: SecretPath = { path: ['triggers', '*', 'configuration', 'callbackSecret'] };
+
+/** Defaults shared by the scaled, code-built kinds (agent, function). */
+export function scaledDefaults(spec: any, regions: string[], memory: number) {
+  spec.enabled ??= true;
+  spec.region ??= regions[0];
+  spec.runtime ??= {};
+  spec.runtime.memory ??= memory;
+  spec.runtime.minScale ??= DEFAULT_MIN_SCALE;
+  spec.runtime.maxScale ??= Math.max(DEFAULT_MAX_SCALE, spec.runtime.minScale);
+  spec.runtime.generation ??= DEFAULT_GENERATION;
+  triggerDefaults(spec.triggers);
+}
+
+export const agent = {
+  kind: 'Agent',
+  plural: 'agents',
+  aliases: ['agent', 'ag'],
+  errorPrefix: 'AGENT',
+  path: '/agents',
+  nameParam: 'agentName',
+  description:
+    'Serverless agent deployment built from a code repository, exposed as an auto-scaling endpoint.',
+  spec: AgentSpec,
+  hasStatus: true,
+  secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
+  defaults(spec, { regions }) {
+    scaledDefaults(spec, regions, AGENT_MEMORY_MB);
+  },
+  async validate(next, prev, ctx) {
+    const s = next.spec;
+    const p = prev?.spec;
+    return [
+      ...regionIssues(s.region, ctx),
+      ...scaleIssues(s.runtime),
+      ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
+      ...triggerIssues(s.triggers),
+      ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+      ...(await referenceIssues(
+        ctx,
+        'Volume',
+        s.volumes?.map((v: any) => v.name),
+        p?.volumes?.map((v: any) => v.name),
+        (i) => `/spec/volumes/${i}/name`,
+      )),
+    ];
+  },
+} satisfies KindDescriptor;

@@ -1,0 +1,103 @@
+// Batch job (§2.5): a definition whose executions run tasks in parallel with retries and a timeout.
+import { Type } from '@sinclair/typebox';
+import {
+  Env,
+  envSecrets,
+  Generation,
+  literals,
+  MemoryMb,
+  Name,
+  NameList,
+  opt,
+  Port,
+  Revision,
+  Trigger,
+} from './common.js';
+import { callbackSecrets } from './agent.js';
+import { envIssues, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
+import type { KindDescriptor } from './types.js';
+
+export const JOB_MEMORY_MB = 1024;
+export const DEFAULT_MAX_CONCURRENT_TASKS = 1;
+export const DEFAULT_MAX_RETRIES = 0;
+/** Seconds one task may run. */
+export const DEFAULT_TIMEOUT_S = 900;
+/** A day: longer work belongs in a sandbox. */
+export const MAX_TIMEOUT_S = 86_400;
+
+/** `ephemeral` is the service SDK's word for an emptydir volume. */
+export const JOB_VOLUME_TYPES = ['emptydir', 'persistent', 'ephemeral'] as const;
+
+export const JobVolume = Type.Object({
+  mountPath: Type.String({ pattern: '^/' }),
+  name: Name,
+  sizeMb: opt(Type.Integer({ minimum: 1 })),
+  type: opt(literals(JOB_VOLUME_TYPES)),
+  readOnly: opt(Type.Boolean()),
+});
+
+export const JobSpec = Type.Object({
+  enabled: opt(Type.Boolean()),
+  githubRunner: opt(Type.Object({ repositories: opt(Type.String()) })),
+  policies: opt(NameList),
+  region: opt(Type.String()),
+  revision: opt(Revision),
+  runtime: opt(
+    Type.Object({
+      diskPercent: opt(Type.Integer({ minimum: 0, maximum: 100 })),
+      envs: opt(Type.Array(Env)),
+      generation: opt(Generation),
+      image: opt(Type.String({ minLength: 1 })),
+      maxConcurrentTasks: opt(Type.Integer({ minimum: 1, maximum: 1000 })),
+      maxRetries: opt(Type.Integer({ minimum: 0, maximum: 100 })),
+      memory: opt(MemoryMb),
+      ports: opt(Type.Array(Port)),
+      timeout: opt(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_S })),
+    }),
+  ),
+  triggers: opt(Type.Array(Trigger)),
+  volumes: opt(Type.Array(JobVolume)),
+});
+
+const isPersistent = (v: { type?: string }) => (v.type ?? 'persistent') === 'persistent';
+
+export const job = {
+  kind: 'Job',
+  plural: 'jobs',
+  aliases: ['job'],
+  errorPrefix: 'JOB',
+  path: '/jobs',
+  nameParam: 'jobId',
+  description: 'Batch job: parallel tasks with configurable parallelism, retries and timeout.',
+  spec: JobSpec,
+  hasStatus: true,
+  secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
+  defaults(spec, { regions }) {
+    spec.enabled ??= true;
+    spec.region ??= regions[0];
+    spec.runtime ??= {};
+    spec.runtime.memory ??= JOB_MEMORY_MB;
+    spec.runtime.maxConcurrentTasks ??= DEFAULT_MAX_CONCURRENT_TASKS;
+    spec.runtime.maxRetries ??= DEFAULT_MAX_RETRIES;
+    spec.runtime.timeout ??= DEFAULT_TIMEOUT_S;
+    triggerDefaults(spec.triggers);
+  },
+  async validate(next, prev, ctx) {
+    const s = next.spec;
+    const p = prev?.spec;
+    const persistent = (vs: any[] | undefined) => vs?.map((v) => (isPersistent(v) ? v.name : undefined));
+    return [
+      ...regionIssues(s.region, ctx),
+      ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
+      ...triggerIssues(s.triggers),
+      ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+      ...(await referenceIssues(
+        ctx,
+        'Volume',
+        persistent(s.volumes),
+        persistent(p?.volumes),
+        (i) => `/spec/volumes/${i}/name`,
+      )),
+    ];
+  },
+} satisfies KindDescriptor;

@@ -1,0 +1,86 @@
+// Sandbox preview (§2.7): a public or token-protected URL to one port of a sandbox.
+import { Type } from '@sinclair/typebox';
+import type { FieldIssue } from '../api/errors.js';
+import { Duration, opt, StringMap, Timestamp } from './common.js';
+import type { KindDescriptor } from './types.js';
+
+/** Record kind of preview tokens (api/preview-tokens.ts), stored under `<sandbox>/<preview>`. */
+export const PREVIEW_TOKEN_KIND = 'PreviewToken';
+
+export const PreviewSpec = Type.Object({
+  customDomain: opt(Type.String({ pattern: '^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$', maxLength: 253 })),
+  /** ISO date after which the preview stops answering. */
+  expires: opt(Timestamp),
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  prefixUrl: opt(Type.String({ maxLength: 63 })),
+  public: opt(Type.Boolean()),
+  requestHeaders: opt(StringMap),
+  responseHeaders: opt(StringMap),
+  /** Max age from creation. */
+  ttl: opt(Duration),
+  /** Written by the server (response only). */
+  region: opt(Type.String()),
+  /** Written by the server (response only). */
+  url: opt(Type.String()),
+});
+
+/** Hop-by-hop and framing headers a preview may not inject: they would break the proxied exchange. */
+const FORBIDDEN_HEADERS = new Set([
+  'connection',
+  'content-length',
+  'host',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'trailer',
+  'proxy-connection',
+]);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function headerIssues(headers: Record<string, string> | undefined, field: string): FieldIssue[] {
+  const out: FieldIssue[] = [];
+  for (const [k, v] of Object.entries(headers ?? {})) {
+    const at = `/spec/${field}/${k.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+    if (!HEADER_NAME.test(k)) out.push({ pointer: at, message: 'is not a valid header name' });
+    else if (FORBIDDEN_HEADERS.has(k.toLowerCase()))
+      out.push({ pointer: at, message: 'cannot be set by a preview' });
+    else if (/[\r\n\0]/.test(v)) out.push({ pointer: at, message: 'header values cannot hold line breaks' });
+  }
+  return out;
+}
+
+export const preview = {
+  kind: 'Preview',
+  plural: 'previews',
+  aliases: ['preview', 'pv'],
+  errorPrefix: 'PREVIEW',
+  path: '/sandboxes/{sandboxName}/previews',
+  nameParam: 'previewName',
+  parents: [{ param: 'sandboxName', kind: 'Sandbox', metadataField: 'resourceName' }],
+  cascade: true,
+  ownedRecords: [PREVIEW_TOKEN_KIND],
+  description: 'Public or token-protected URL to a port of a sandbox.',
+  spec: PreviewSpec,
+  metadataExtra: { resourceName: Type.String(), resourceType: Type.String() },
+  readOnlySpec: ['/url', '/region'],
+  hasStatus: true,
+  stampMetadata(meta) {
+    meta.resourceType = 'Sandbox';
+  },
+  defaults(spec, { regions }) {
+    spec.public ??= false;
+    spec.region ??= regions[0];
+  },
+  validate(next) {
+    const s = next.spec;
+    return [
+      ...headerIssues(s.requestHeaders, 'requestHeaders'),
+      ...headerIssues(s.responseHeaders, 'responseHeaders'),
+    ];
+  },
+  decorate(obj) {
+    // The address the gateway serves the preview at is the object's URL (filled by the server's urlOf).
+    if (obj.metadata?.url && !obj.spec.url) obj.spec.url = obj.metadata.url;
+  },
+} satisfies KindDescriptor;

@@ -1,0 +1,229 @@
+// Sandbox (§2.4): a lightweight VM for code execution that scales to zero in standby and keeps its memory.
+import { randomBytes } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import type { FieldIssue } from '../api/errors.js';
+import {
+  Duration,
+  Env,
+  envSecrets,
+  Generation,
+  literals,
+  MemoryMb,
+  opt,
+  Port,
+  StringMap,
+  Timestamp,
+  VolumeMount,
+} from './common.js';
+import { durationMs, envIssues, isIsoDate, referenceIssues, regionIssues } from './rules.js';
+import type { KindDescriptor } from './types.js';
+
+/** The service's SDK default (COMPAT.md). */
+export const SANDBOX_MEMORY_MB = 4096;
+export const EXPIRATION_TYPES = ['ttl-idle', 'ttl-max-age', 'date'] as const;
+export const EXPIRATION_ACTIONS = ['delete'] as const;
+export const SANDBOX_STATES = ['RUNNING', 'STANDBY'] as const;
+
+/** A list of domain patterns: the specification's string form (comma or space separated) or the SDK's array. */
+const DomainList = Type.Union([Type.String(), Type.Array(Type.String())]);
+/** The specification has headers and body as strings; the SDK sends maps. Both are accepted. */
+const Injected = Type.Union([Type.String(), StringMap]);
+
+export const SandboxNetwork = Type.Object({
+  allowedDomains: opt(DomainList),
+  forbiddenDomains: opt(DomainList),
+  egress: opt(
+    Type.Object({
+      gateway: opt(Type.String()),
+      mode: opt(literals(['direct', 'gateway'])),
+      policies: opt(
+        Type.Array(
+          Type.Object({
+            destinations: opt(Type.Array(Type.String())),
+            mode: opt(literals(['allow', 'deny'])),
+            name: opt(Type.String()),
+          }),
+        ),
+      ),
+    }),
+  ),
+  proxy: opt(
+    Type.Object({
+      bypass: opt(Type.Array(Type.String())),
+      routing: opt(
+        Type.Array(
+          Type.Object({
+            body: opt(Injected),
+            destinations: opt(Type.Array(Type.String())),
+            headers: opt(Injected),
+            secrets: opt(StringMap),
+          }),
+        ),
+      ),
+    }),
+  ),
+});
+
+export const SandboxSpec = Type.Object({
+  enabled: opt(Type.Boolean()),
+  lifecycle: opt(
+    Type.Object({
+      expirationPolicies: opt(
+        Type.Array(
+          Type.Object({
+            action: opt(literals(EXPIRATION_ACTIONS)),
+            type: literals(EXPIRATION_TYPES),
+            value: Type.String({ minLength: 1 }),
+          }),
+        ),
+      ),
+      terminatedRetention: opt(Duration),
+    }),
+  ),
+  network: opt(SandboxNetwork),
+  region: opt(Type.String()),
+  runtime: opt(
+    Type.Object({
+      envs: opt(Type.Array(Env)),
+      /** ISO date at which the sandbox is deleted. */
+      expires: opt(Timestamp),
+      generation: opt(Generation),
+      image: opt(Type.String({ minLength: 1 })),
+      memory: opt(MemoryMb),
+      ports: opt(Type.Array(Port)),
+      /** Max age from creation. */
+      ttl: opt(Duration),
+    }),
+  ),
+  volumes: opt(Type.Array(VolumeMount)),
+});
+
+const DOMAIN_PATTERN = /^(\*|(\*\.)?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*)$/i;
+
+export const domainsOf = (v: string | string[] | undefined): string[] =>
+  v === undefined ? [] : (Array.isArray(v) ? v : v.split(/[\s,]+/)).map((d) => d.trim()).filter(Boolean);
+
+const PLACEHOLDER = /\{\{SECRET:([^}]+)\}\}/g;
+
+function networkIssues(n: any): FieldIssue[] {
+  const out: FieldIssue[] = [];
+  if (!n) return out;
+  for (const field of ['allowedDomains', 'forbiddenDomains']) {
+    const bad = domainsOf(n[field]).filter((d) => !DOMAIN_PATTERN.test(d));
+    if (bad.length)
+      out.push({ pointer: `/spec/network/${field}`, message: `not domain patterns: ${bad.join(', ')}` });
+  }
+  if (n.egress?.mode === 'gateway' && !n.egress.gateway)
+    out.push({
+      pointer: '/spec/network/egress/gateway',
+      message: 'egress mode gateway needs a gateway name',
+    });
+  (n.proxy?.routing ?? []).forEach((r: any, i: number) => {
+    for (const field of ['headers', 'body']) {
+      const text = typeof r[field] === 'string' ? r[field] : JSON.stringify(r[field] ?? {});
+      for (const m of text.matchAll(PLACEHOLDER))
+        if (!(m[1] in (r.secrets ?? {})))
+          out.push({
+            pointer: `/spec/network/proxy/routing/${i}/${field}`,
+            message: `{{SECRET:${m[1]}}} names no entry of this rule's secrets`,
+          });
+    }
+  });
+  return out;
+}
+
+function lifecycleIssues(l: any): FieldIssue[] {
+  const out: FieldIssue[] = [];
+  (l?.expirationPolicies ?? []).forEach((p: any, i: number) => {
+    const ok = p.type === 'date' ? isIsoDate(p.value) : durationMs(p.value) !== undefined;
+    if (!ok)
+      out.push({
+        pointer: `/spec/lifecycle/expirationPolicies/${i}/value`,
+        message: p.type === 'date' ? 'must be an ISO 8601 date' : 'must be a duration such as 30m, 24h, 7d',
+      });
+  });
+  return out;
+}
+
+function portIssues(ports: { target: number }[] | undefined): FieldIssue[] {
+  const seen = new Set<number>();
+  const out: FieldIssue[] = [];
+  (ports ?? []).forEach((p, i) => {
+    if (seen.has(p.target))
+      out.push({ pointer: `/spec/runtime/ports/${i}/target`, message: `duplicates port ${p.target}` });
+    seen.add(p.target);
+  });
+  return out;
+}
+
+/**
+ * When the sandbox is deleted automatically, in epoch ms: the earliest of runtime.ttl (from creation),
+ * runtime.expires, and the expiration policies (ttl-idle counts from the last use). Undefined without any.
+ */
+export function expiresAtMs(obj: any): number | undefined {
+  const created = Date.parse(obj.metadata?.createdAt ?? '');
+  const lastUsed = Date.parse(obj.lastUsedAt ?? '') || created;
+  const rt = obj.spec?.runtime ?? {};
+  const candidates: number[] = [];
+  const ttl = durationMs(rt.ttl);
+  if (ttl !== undefined) candidates.push(created + ttl);
+  if (rt.expires) candidates.push(Date.parse(rt.expires));
+  for (const p of obj.spec?.lifecycle?.expirationPolicies ?? []) {
+    if (p.type === 'date') candidates.push(Date.parse(p.value));
+    else if (p.type === 'ttl-max-age') candidates.push(created + (durationMs(p.value) ?? Number.NaN));
+    else if (p.type === 'ttl-idle') candidates.push(lastUsed + (durationMs(p.value) ?? Number.NaN));
+  }
+  const valid = candidates.filter((c) => Number.isFinite(c));
+  return valid.length ? Math.min(...valid) : undefined;
+}
+
+export const sandbox = {
+  kind: 'Sandbox',
+  plural: 'sandboxes',
+  aliases: ['sandbox', 'sbx'],
+  errorPrefix: 'SANDBOX',
+  path: '/sandboxes',
+  nameParam: 'sandboxName',
+  description: 'Lightweight virtual machine for code execution; resumes from standby and keeps its memory.',
+  spec: SandboxSpec,
+  hasStatus: true,
+  // A running sandbox keeps its memory limit and root image: changing either would mean a new sandbox.
+  immutable: ['/runtime/memory', '/runtime/image'],
+  readOnly: {
+    state: literals(SANDBOX_STATES),
+    /** Seconds until automatic deletion; present only when a TTL, expiry or policy is set. */
+    expiresIn: Type.Integer({ minimum: 0 }),
+    lastUsedAt: Type.String(),
+  },
+  secrets: [envSecrets('runtime', 'envs'), { path: ['network', 'proxy', 'routing', '*', 'secrets', '*'] }],
+  generateName: () => `sandbox-${randomBytes(4).toString('hex')}`,
+  defaults(spec, { regions }) {
+    spec.enabled ??= true;
+    spec.region ??= regions[0];
+    spec.runtime ??= {};
+    spec.runtime.memory ??= SANDBOX_MEMORY_MB;
+    for (const p of spec.lifecycle?.expirationPolicies ?? []) p.action ??= 'delete';
+  },
+  async validate(next, prev, ctx) {
+    const s = next.spec;
+    return [
+      ...regionIssues(s.region, ctx),
+      ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
+      ...portIssues(s.runtime?.ports),
+      ...lifecycleIssues(s.lifecycle),
+      ...networkIssues(s.network),
+      ...(await referenceIssues(
+        ctx,
+        'Volume',
+        s.volumes?.map((v: any) => v.name),
+        prev?.spec.volumes?.map((v: any) => v.name),
+        (i) => `/spec/volumes/${i}/name`,
+      )),
+    ];
+  },
+  decorate(obj, nowMs) {
+    const at = expiresAtMs(obj);
+    if (at === undefined) delete obj.expiresIn;
+    else obj.expiresIn = Math.max(0, Math.floor((at - nowMs) / 1000));
+  },
+} satisfies KindDescriptor;
