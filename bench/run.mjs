@@ -2,8 +2,19 @@
 // `npm run bench -- api` runs only the named ones.
 import { benchApi } from './api/bench.mjs';
 import { benchModels } from './models/bench.mjs';
+import { benchCreate } from './sandboxes/create.mjs';
+import { benchDensity } from './sandboxes/density.mjs';
+import { benchExec } from './sandboxes/exec.mjs';
+import { benchWake } from './sandboxes/wake.mjs';
 
-const all = { api: benchApi, models: benchModels };
+const all = {
+  api: benchApi,
+  models: benchModels,
+  'sandbox-wake': benchWake,
+  'sandbox-create': benchCreate,
+  'sandbox-exec': benchExec,
+  'sandbox-density': benchDensity,
+};
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {
   if (only.length && !only.includes(name)) continue;

@@ -1,6 +1,6 @@
-// bench/models: the same chat request sent straight to a fake provider (a child process) and through the
-// Berth model gateway, in one run. Prints what the gateway adds: latency p50/p99, throughput, and
-// time-to-first-token for streamed answers.
+// bench/models: the same chat request (JSON and streamed) sent straight to a fake provider (a child
+// process), through a bare undici proxy (the least one hop costs), and through the Berth model gateway, in
+// one run. Prints throughput, p50/p99 latency and time-to-first-token, and what Berth adds over direct.
 import { createRequire } from 'node:module';
 import { startBerth, startScript } from '../lib/berth.mjs';
 import { header, row } from '../lib/report.mjs';
@@ -12,6 +12,7 @@ const CONNECTIONS = 32;
 /** Sequential streamed calls per path for time-to-first-token percentiles. */
 const TTFT_SAMPLES = 300;
 const FAKE = new URL('../../packages/server/src/test-support/fake-provider.ts', import.meta.url).pathname;
+const BARE = new URL('./bare-proxy.mjs', import.meta.url).pathname;
 const CHAT = { model: 'fake-gpt', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 };
 
 const run = (opts) =>
@@ -71,50 +72,71 @@ async function deploy(berth, fakeUrl) {
 }
 
 export async function benchModels() {
+  // The fake is TypeScript: load it through tsx, resolved from here so any working directory works.
+  const tsx = import.meta.resolve('tsx');
   const fake = await startScript(FAKE, {
-    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import tsx`.trim(),
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${tsx}`.trim(),
   });
-  const berth = await startBerth();
+  let berth;
+  let bare;
   try {
+    berth = await startBerth();
+    bare = await startScript(BARE, { TARGET: fake.url });
     await deploy(berth, fake.url);
-    const direct = `${fake.url}/v1/chat/completions`;
-    const via = `${berth.url}/run/default/models/bench/v1/chat/completions`;
+    const path = '/v1/chat/completions';
     const dh = { authorization: 'Bearer sk-bench', 'content-type': 'application/json' };
     const bh = { authorization: `Bearer ${berth.key}`, 'content-type': 'application/json' };
+    const paths = {
+      direct: { url: fake.url + path, headers: dh },
+      bare: { url: bare.url + path, headers: dh },
+      berth: { url: `${berth.url}/run/default/models/bench${path}`, headers: bh },
+    };
     const body = JSON.stringify(CHAT);
     const streamBody = JSON.stringify({ ...CHAT, stream: true });
-    await run({ url: via, headers: bh, body, duration: 1 }); // warm-up: pools, JIT, caches
+    await run({ ...paths.berth, body, duration: 1 }); // warm-up: pools, JIT, caches
+    await run({ ...paths.bare, body, duration: 1 });
 
-    const d = await run({ url: direct, headers: dh, body });
-    const b = await run({ url: via, headers: bh, body });
-    const ds = await run({ url: direct, headers: dh, body: streamBody });
-    const bs = await run({ url: via, headers: bh, body: streamBody });
-    const dt = await ttft(direct, dh, TTFT_SAMPLES);
-    const bt = await ttft(via, bh, TTFT_SAMPLES);
-
+    const r = {};
+    for (const [k, p] of Object.entries(paths)) {
+      r[k] = {
+        chat: await run({ ...p, body }),
+        stream: await run({ ...p, body: streamBody }),
+        ttft: await ttft(p.url, p.headers, TTFT_SAMPLES),
+      };
+    }
     header(
       `models (autocannon, ${CONNECTIONS} connections, ${DURATION_S}s each; TTFT over ${TTFT_SAMPLES} sequential calls)`,
     );
-    row('chat req/s (via Berth vs direct)', b.requests.average, d.requests.average, 'req/s');
-    row('chat p50 latency', b.latency.p50, d.latency.p50, 'ms');
-    row('chat p99 latency', b.latency.p99, d.latency.p99, 'ms');
-    row('stream req/s', bs.requests.average, ds.requests.average, 'req/s');
-    row('stream p50 latency (whole answer)', bs.latency.p50, ds.latency.p50, 'ms');
-    row('stream p99 latency (whole answer)', bs.latency.p99, ds.latency.p99, 'ms');
-    row('time to first token p50', pct(bt, 50), pct(dt, 50), 'ms');
-    row('time to first token p99', pct(bt, 99), pct(dt, 99), 'ms');
+    console.log('baseline = the bare undici proxy (one hop, no auth or metering); direct figures below');
+    const { direct: d, bare: x, berth: b } = r;
+    row('chat req/s via Berth', b.chat.requests.average, x.chat.requests.average, 'req/s');
+    row('chat p50 latency', b.chat.latency.p50, x.chat.latency.p50, 'ms');
+    row('chat p99 latency', b.chat.latency.p99, x.chat.latency.p99, 'ms');
+    row('stream req/s', b.stream.requests.average, x.stream.requests.average, 'req/s');
+    row('stream p50 latency (whole answer)', b.stream.latency.p50, x.stream.latency.p50, 'ms');
+    row('stream p99 latency (whole answer)', b.stream.latency.p99, x.stream.latency.p99, 'ms');
+    row('time to first token p50', pct(b.ttft, 50), pct(x.ttft, 50), 'ms');
+    row('time to first token p99', pct(b.ttft, 99), pct(x.ttft, 99), 'ms');
+    row('chat req/s direct to the provider', d.chat.requests.average, d.chat.requests.average, 'req/s');
+    const added = (k, f) =>
+      `${k} p50 +${(f(b, 50) - f(d, 50)).toFixed(2)} ms, p99 +${(f(b, 99) - f(d, 99)).toFixed(2)} ms`;
+    const lat = (which) => (v, q) => (q === 50 ? v[which].latency.p50 : v[which].latency.p99);
     console.log(
-      `added by the gateway: chat p50 +${(b.latency.p50 - d.latency.p50).toFixed(2)} ms, p99 +${(b.latency.p99 - d.latency.p99).toFixed(2)} ms; ` +
-        `first token p50 +${(pct(bt, 50) - pct(dt, 50)).toFixed(2)} ms, p99 +${(pct(bt, 99) - pct(dt, 99)).toFixed(2)} ms`,
+      `added by Berth over direct: ${added('chat', lat('chat'))}; ${added('stream', lat('stream'))}; ` +
+        `${added('first token', (v, q) => pct(v.ttft, q))}; throughput ${(b.chat.requests.average / d.chat.requests.average).toFixed(2)}x direct`,
     );
-    const errs = d.non2xx + b.non2xx + ds.non2xx + bs.non2xx + d.errors + b.errors + ds.errors + bs.errors;
+    const errs = Object.values(r).reduce(
+      (n, v) => n + v.chat.non2xx + v.chat.errors + v.stream.non2xx + v.stream.errors,
+      0,
+    );
     if (errs) console.log(`WARNING: ${errs} non-2xx responses or errors during the run`);
     return {
-      addedP50: b.latency.p50 - d.latency.p50,
-      throughputRatio: b.requests.average / d.requests.average,
+      addedFirstTokenP50: pct(b.ttft, 50) - pct(d.ttft, 50),
+      throughputVsBare: b.chat.requests.average / x.chat.requests.average,
     };
   } finally {
-    await berth.stop();
+    await bare?.stop();
+    await berth?.stop();
     await fake.stop();
   }
 }

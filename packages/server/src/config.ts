@@ -19,6 +19,8 @@ export interface Config {
   logLevel: string;
   /** Seconds of no request before a sandbox goes to standby. */
   standbyAfterS: number;
+  /** Longest wait for a model provider's answer (and between its streamed chunks), in ms. */
+  modelTimeoutMs?: number;
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -41,5 +43,6 @@ export function loadConfig(flags: Partial<Record<string, string | undefined>>, e
     masterKey: env.BERTH_MASTER_KEY || undefined,
     logLevel: env.BERTH_LOG_LEVEL ?? 'info',
     standbyAfterS: standby,
+    modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
   };
 }

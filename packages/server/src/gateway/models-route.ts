@@ -1,0 +1,196 @@
+// The model gateway's HTTP entry: `/run/<ws>/models/<name>/<provider path>`. Authenticates the caller with
+// a Berth credential, reserves tokens under the model's maxToken policies, forwards to the provider (with
+// fallbacks) and streams the answer back as it arrives, metering it on the side.
+import type { Readable, Transform } from 'node:stream';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../api/errors.js';
+import type { Endpoint } from '../models/endpoints.js';
+import {
+  defaultMaxOutput,
+  estimateInputTokens,
+  isEmbeddings,
+  requestedMaxOutput,
+} from '../models/estimate.js';
+import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall } from '../models/forward.js';
+import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from '../models/index.js';
+import { CallMeter } from '../models/meter.js';
+import { registerModelRoutes } from '../models/routes.js';
+import { UsageObserver } from '../models/stream/usage-observer.js';
+import { AnthropicToChatStream, messageToChat } from '../models/translate/anthropic-to-openai.js';
+import { normalizeUsage } from '../models/usage.js';
+import { inferenceErrorHandler } from './inference-problem.js';
+
+/** Inference bodies carry images and long contexts: far above the 1 MiB of management calls. */
+export const MAX_INFERENCE_BODY = 32 * 1024 * 1024;
+
+/** Provider response headers not passed back: hop-by-hop, cookies of the provider's edge. */
+const DROP_RESPONSE = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'set-cookie',
+  'alt-svc',
+  'server',
+]);
+
+/** `src.pipe(t)` with src's failure passed on; cheaper per call than stream.pipeline (no AbortController). */
+function through<T extends Transform>(src: Readable, t: T): T {
+  src.on('error', (err) => t.destroy(err));
+  return src.pipe(t);
+}
+
+/** The call as the provider will see it: body parsed when JSON, model pinned, output ceiling known. */
+function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string): IncomingCall {
+  const raw = Buffer.isBuffer(req.body) && req.body.length ? req.body : undefined;
+  let json: any;
+  if (raw && /json/i.test(String(req.headers['content-type'] ?? ''))) {
+    try {
+      json = JSON.parse(raw.toString('utf8'));
+    } catch (e) {
+      throw new ApiError('MALFORMED_REQUEST', `body is not valid JSON: ${(e as Error).message}`);
+    }
+  }
+  let model: string | undefined = typeof json?.model === 'string' && json.model ? json.model : undefined;
+  // A call naming no model, or the endpoint itself, is for the endpoint's model.
+  if (!model || model === ep.name) model = ep.model ?? model;
+  const maxOutput = requestedMaxOutput(json) ?? defaultMaxOutput(model);
+  return { method: req.method, path, query, headers: req.headers, raw, json, model, maxOutput };
+}
+
+function reserve(
+  gw: ModelGateway,
+  ep: Endpoint,
+  call: IncomingCall,
+  meter: CallMeter,
+  estimate: () => number,
+) {
+  if (!ep.budgets.length || !call.json) return;
+  const inputEstimate = estimate();
+  const output = isEmbeddings(call.path) ? 0 : call.maxOutput;
+  const r = gw.budget.reserve(ep.budgets, { input: inputEstimate, output });
+  if (r.ok) {
+    meter.reservation = r.reservation;
+    return;
+  }
+  gw.metrics.deniedBy(ep.workspace, r.policy);
+  const per = ep.budgets.find((b) => b.name === r.policy);
+  const window = per
+    ? `${per.step > 1 ? `${per.step} ` : ''}${per.granularity}${per.step > 1 ? 's' : ''}`
+    : 'window';
+  const asked =
+    r.dimension === 'input' ? inputEstimate : r.dimension === 'output' ? output : inputEstimate + output;
+  if (r.never)
+    throw new ApiError(
+      'POLICY_DENIED',
+      `this call may use ${asked} ${r.dimension} tokens but policy ${r.policy} allows ${r.limit} per ${window}; ask for fewer (max_tokens)`,
+    );
+  throw new ApiError(
+    'RATE_LIMITED',
+    `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; this call (up to ${asked}) would exceed it until ${new Date(r.windowEnd).toISOString()}`,
+    { headers: { 'retry-after': String(r.retryAfterS) } },
+  );
+}
+
+async function send(
+  gw: ModelGateway,
+  reply: FastifyReply,
+  call: IncomingCall,
+  fwd: Forwarded,
+  meter: CallMeter,
+) {
+  reply.code(fwd.statusCode).header('x-berth-connection', fwd.upstream.connection.name);
+  const contentType = String(fwd.headers['content-type'] ?? '');
+  if (fwd.prepared.translate) {
+    const nowS = Math.floor(gw.now() / 1000);
+    if (contentType.includes('text/event-stream')) {
+      const t = new AnthropicToChatStream(call.json?.stream_options?.include_usage === true, nowS, gw.now);
+      meter.source = t;
+      reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache');
+      return reply.send(through(fwd.body, t));
+    }
+    const msg = (await fwd.body.json()) as any;
+    meter.firstByteAt = gw.now();
+    meter.usage = normalizeUsage(msg?.usage);
+    return reply.type('application/json').send(messageToChat(msg, nowS));
+  }
+  for (const [k, v] of Object.entries(fwd.headers))
+    if (v !== undefined && !DROP_RESPONSE.has(k)) reply.header(k, v);
+  const observer = new UsageObserver(contentType, gw.now);
+  meter.source = observer;
+  return reply.send(through(fwd.body, observer));
+}
+
+export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
+  return async (app) => {
+    // Bodies stay bytes: passed on as they came unless the gateway must change them.
+    app.setErrorHandler(inferenceErrorHandler);
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_INFERENCE_BODY }, (_req, body, done) =>
+      done(null, body),
+    );
+
+    app.all('/run/:workspace/models/:model', async (req) => {
+      const { workspace, model } = req.params as Record<string, string>;
+      throw new ApiError(
+        'NOT_FOUND',
+        `add the provider's path: /run/${workspace}/models/${model}${CHAT_PATH} (or the provider's own, e.g. /v1/messages)`,
+      );
+    });
+
+    app.all('/run/:workspace/models/:model/*', { bodyLimit: MAX_INFERENCE_BODY }, async (req, reply) => {
+      const startedAt = gw.now();
+      const params = req.params as Record<string, string>;
+      const caller = await gw.callers.resolve(req.headers, params.workspace);
+      const ep = await gw.endpoints.get(caller.access.workspace, params.model);
+      const q = req.url.indexOf('?');
+      const call = incoming(ep, req, `/${params['*'] ?? ''}`, q >= 0 ? req.url.slice(q + 1) : '');
+      let estimated: number | undefined;
+      const inputEstimate = () => (estimated ??= call.json ? estimateInputTokens(call.json) : 0);
+      const meter = new CallMeter(
+        gw,
+        ep.workspace,
+        ep.name,
+        caller.keyId,
+        inputEstimate,
+        !isEmbeddings(call.path),
+        startedAt,
+      );
+      const abort = new Cancel();
+      reply.raw.on('close', () => {
+        const completed = reply.raw.writableFinished;
+        if (!completed) abort.abort();
+        meter.finish(reply.raw.statusCode, completed);
+      });
+      // The caller left while its credential or endpoint was being read: 'close' has fired already.
+      if (req.raw.socket?.destroyed) {
+        abort.abort();
+        meter.finish(499, false);
+        return reply.hijack();
+      }
+      reserve(gw, ep, call, meter, inputEstimate);
+      const fwd = await forward(ep, call, {
+        agent: gw.agent,
+        signal: abort,
+        headersTimeoutMs: gw.upstreamTimeoutMs,
+        bodyTimeoutMs: gw.upstreamTimeoutMs,
+      });
+      if (fwd.fellBackFrom.length)
+        req.log.info(
+          { model: ep.name, failed: fwd.fellBackFrom, served: fwd.upstream.connection.name },
+          'model call fell back',
+        );
+      return send(gw, reply, call, fwd, meter);
+    });
+  };
+}
+
+/** Mounted once at the app root by main.ts: the /run entry, the /v0 read-outs, and shutdown. */
+export const modelGateway: FastifyPluginAsync<ModelGatewayDeps> = async (app, deps) => {
+  const gw = createModelGateway({
+    ...deps,
+    onError: (err) => app.log.error({ err }, 'writing model usage failed; retrying at the next flush'),
+  });
+  app.addHook('onClose', () => gw.close());
+  registerModelRoutes(app, gw);
+  await app.register(modelsRoute(gw));
+};

@@ -1,0 +1,98 @@
+// What a request may cost before the provider answers: its input tokens (estimated) and the most output
+// tokens it may produce (what it asks for, or the model's default maximum).
+//
+// Input is counted with a real BPE tokenizer (gpt-tokenizer's o200k_base, OpenAI's current encoding; other
+// providers' tokenizers differ by a few percent) and settled with the provider's own count afterwards. The
+// tokenizer's tables cost about 200 ms and 60 MB to load, so they load on the first request that needs an input
+// estimate (a policy with an input or total limit), never at start-up.
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+let counter: ((text: string) => number) | undefined;
+function countTokens(text: string): number {
+  counter ??= (require('gpt-tokenizer/cjs/encoding/o200k_base') as { countTokens: (t: string) => number }).countTokens;
+  return counter(text);
+}
+
+/** Tokens counted for an image or file part, whose base64 bytes say little about its token cost. */
+export const TOKENS_PER_MEDIA = 1_600;
+/** Per-message framing tokens (role markers, separators). */
+const TOKENS_PER_MESSAGE = 4;
+/** Output reserved for a model not in the table below that asks for no limit. */
+export const DEFAULT_MAX_OUTPUT = 4_096;
+
+/** Default output ceilings of well-known models (longest prefix wins). */
+const MAX_OUTPUT: [string, number][] = [
+  ['gpt-4o-mini', 16_384],
+  ['gpt-4o', 16_384],
+  ['gpt-4.1', 32_768],
+  ['gpt-4-turbo', 4_096],
+  ['gpt-4', 8_192],
+  ['gpt-3.5-turbo', 4_096],
+  ['gpt-5', 128_000],
+  ['o1-mini', 65_536],
+  ['o1', 100_000],
+  ['o3', 100_000],
+  ['o4-mini', 100_000],
+  ['claude-3-haiku', 4_096],
+  ['claude-3-opus', 4_096],
+  ['claude-3-sonnet', 4_096],
+  ['claude-3-5', 8_192],
+  ['claude-3-7-sonnet', 64_000],
+  ['claude-sonnet-4', 64_000],
+  ['claude-opus-4', 32_000],
+  ['claude-haiku-4', 64_000],
+  ['gemini-1.5', 8_192],
+  ['gemini-2.0', 8_192],
+  ['gemini-2.5', 65_536],
+  ['mistral-large', 4_096],
+  ['deepseek-chat', 8_192],
+  ['deepseek-reasoner', 64_000],
+  ['grok', 131_072],
+].sort((a, b) => (b[0] as string).length - (a[0] as string).length) as [string, number][];
+
+export function defaultMaxOutput(model: string | undefined): number {
+  if (!model) return DEFAULT_MAX_OUTPUT;
+  const m = model.toLowerCase().replace(/^models\//, '');
+  return MAX_OUTPUT.find(([prefix]) => m.startsWith(prefix))?.[1] ?? DEFAULT_MAX_OUTPUT;
+}
+
+const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
+
+/** The output limit the request itself sets, in any provider's field name. */
+export function requestedMaxOutput(body: any): number | undefined {
+  if (!body || typeof body !== 'object') return undefined;
+  return (
+    int(body.max_completion_tokens) ??
+    int(body.max_tokens) ??
+    int(body.max_output_tokens) ??
+    int(body.generationConfig?.maxOutputTokens)
+  );
+}
+
+/** Whether a path produces no output tokens (embeddings). */
+export const isEmbeddings = (path: string) => /embed/i.test(path);
+
+/** Counts the tokens of a request body's text; media parts count a flat amount instead of their base64 size. */
+export function estimateInputTokens(body: unknown): number {
+  const texts: string[] = [];
+  let fixed = 0;
+  const walk = (v: unknown, key: string | undefined): void => {
+    if (typeof v === 'string') {
+      if (v.startsWith('data:') || key === 'data' || key === 'file_data' || key === 'b64_json')
+        fixed += TOKENS_PER_MEDIA;
+      else if (key !== 'model' && key !== 'role' && key !== 'type') texts.push(v);
+      return;
+    }
+    if (Array.isArray(v)) {
+      for (const x of v) walk(x, key);
+      return;
+    }
+    if (v && typeof v === 'object') {
+      if (key === 'messages' || key === 'contents') fixed += TOKENS_PER_MESSAGE;
+      for (const [k, x] of Object.entries(v)) walk(x, k);
+    }
+  };
+  walk(body, undefined);
+  return (texts.length ? countTokens(texts.join('\n')) : 0) + fixed;
+}

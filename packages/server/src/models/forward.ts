@@ -1,0 +1,233 @@
+// One call to a provider, with fallbacks: for each usable connection in order, shape the request for it
+// (credential swapped in, model pinned, translation when needed) and send it; a 429, a 5xx or a failed
+// connection moves on to the next one. Nothing has reached the client yet at that point, so a fallback is
+// invisible to it. The first answer that is neither is returned with its body unread.
+import { EventEmitter } from 'node:events';
+import type { IncomingHttpHeaders } from 'node:http';
+import { type Agent, request } from 'undici';
+import { ApiError } from '../api/errors.js';
+import type { Endpoint, Upstream } from './endpoints.js';
+import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
+import { chatToMessages } from './translate/openai-to-anthropic.js';
+
+/** The path every endpoint answers in OpenAI's format, whatever its provider. */
+export const CHAT_PATH = '/v1/chat/completions';
+
+export interface IncomingCall {
+  method: string;
+  /** The provider path after `/models/<name>`, e.g. `/v1/chat/completions`. */
+  path: string;
+  query: string;
+  headers: IncomingHttpHeaders;
+  raw?: Buffer;
+  /** The parsed body when it is JSON. */
+  json?: any;
+  /** The model the call is for once pinned (the request's, or the endpoint's). */
+  model?: string;
+  /** Output tokens the call may produce (for Anthropic, which needs max_tokens). */
+  maxOutput: number;
+}
+
+export interface Prepared {
+  url: string;
+  headers: Record<string, string>;
+  body?: string | Buffer;
+  /** Anthropic's answer must be translated back to OpenAI's format. */
+  translate: boolean;
+}
+
+export interface Forwarded {
+  upstream: Upstream;
+  prepared: Prepared;
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: import('undici').Dispatcher.ResponseData['body'];
+  /** Connections that failed before this one answered. */
+  fellBackFrom: string[];
+}
+
+/** Inference paths whose body names a model: only these get the endpoint's model pinned. */
+const MODEL_PATHS =
+  /\/(chat\/completions|completions|responses|embeddings|messages|messages\/count_tokens|moderations|images\/generations|audio\/speech|rerank|chat)$/;
+
+/** Request headers never forwarded: hop-by-hop, the caller's credentials, and ones Berth sets itself. */
+const DROP = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'authorization',
+  'x-api-key',
+  'api-key',
+  'x-goog-api-key',
+  'cookie',
+  'accept-encoding',
+  'forwarded',
+  'x-real-ip',
+  'openai-organization',
+  'openai-project',
+]);
+const DROP_PREFIX = ['x-service-', 'x-blaxel-', 'x-forwarded-'];
+
+function forwardHeaders(h: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined || DROP.has(k) || DROP_PREFIX.some((p) => k.startsWith(p))) continue;
+    out[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+/** The request as connection `up` needs it, or undefined when it cannot serve this path. */
+export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepared | undefined {
+  const { provider, connection } = up;
+  const isChat = call.path === CHAT_PATH && call.method === 'POST';
+  const cred = provider.credentialHeaders(connection, ep.organization);
+  if (isChat && provider.chat.mode === 'anthropic') {
+    if (!call.json) return undefined;
+    const body = chatToMessages(call.json, call.model ?? '', call.maxOutput);
+    return {
+      url: provider.url(connection, '/v1/messages', ''),
+      headers: {
+        'content-type': 'application/json',
+        accept: body.stream ? 'text/event-stream' : 'application/json',
+        'accept-encoding': 'identity',
+        ...cred,
+      },
+      body: JSON.stringify(body),
+      translate: true,
+    };
+  }
+  // A native path other than OpenAI chat needs a connection speaking the endpoint's own API.
+  if (!isChat && provider.wire !== ep.provider.wire) return undefined;
+  const headers: Record<string, string> = {
+    ...forwardHeaders(call.headers),
+    'accept-encoding': 'identity',
+    ...cred,
+  };
+  if (call.headers['anthropic-version'] && provider.wire === 'anthropic')
+    headers['anthropic-version'] = String(call.headers['anthropic-version']);
+  let body: string | Buffer | undefined = call.raw;
+  const json =
+    call.json && typeof call.json === 'object' && !Array.isArray(call.json) ? call.json : undefined;
+  const pin =
+    !!json &&
+    !!call.model &&
+    provider.wire !== 'gemini' &&
+    MODEL_PATHS.test(call.path) &&
+    json.model !== call.model;
+  const askUsage =
+    !!json &&
+    isChat &&
+    json.stream === true &&
+    !!provider.askStreamUsage &&
+    json.stream_options?.include_usage === undefined;
+  // The caller's bytes go as they came unless something must change.
+  if (pin || askUsage) {
+    const j = { ...json };
+    if (pin) j.model = call.model;
+    if (askUsage) j.stream_options = { ...(j.stream_options ?? {}), include_usage: true };
+    body = JSON.stringify(j);
+  }
+  const path =
+    isChat && provider.chat.mode === 'native' && provider.chat.path ? provider.chat.path : call.path;
+  return { url: provider.url(connection, path, call.query, call.model), headers, body, translate: false };
+}
+
+/**
+ * Cancels a provider call when its caller hangs up. An EventEmitter rather than an AbortController:
+ * undici takes either, and this one costs nothing per call (no AbortSignal, no DOMException).
+ */
+export class Cancel extends EventEmitter {
+  aborted = false;
+  abort() {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.emit('abort');
+  }
+}
+
+export interface ForwardOptions {
+  agent: Agent;
+  signal: Cancel;
+  /** Longest wait for the provider's response headers (a long non-streamed generation counts here). */
+  headersTimeoutMs: number;
+  /** Longest silence between two body chunks. */
+  bodyTimeoutMs: number;
+}
+
+async function readText(body: Forwarded['body']): Promise<string> {
+  const parts: Buffer[] = [];
+  let n = 0;
+  for await (const c of body) {
+    const b = c as Buffer;
+    if (n < MAX_ERROR_BODY) parts.push(b.subarray(0, MAX_ERROR_BODY - n));
+    n += b.length;
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+const retriable = (status: number) => status === 429 || status >= 500;
+
+/** Whether connection `up` can serve this call at all (its wire format, or a translation of chat). */
+function serves(ep: Endpoint, up: Upstream, call: IncomingCall): boolean {
+  const isChat = call.path === CHAT_PATH && call.method === 'POST';
+  if (isChat && up.provider.chat.mode === 'anthropic') return !!call.json;
+  return isChat || up.provider.wire === ep.provider.wire;
+}
+
+export async function forward(ep: Endpoint, call: IncomingCall, o: ForwardOptions): Promise<Forwarded> {
+  // Shaped one at a time: a fallback's request is only built when the one before it failed.
+  const candidates = ep.upstreams.filter((up) => serves(ep, up, call));
+  if (!candidates.length)
+    throw new ApiError(
+      'UNAVAILABLE',
+      `no integration connection of model ${ep.name} speaks the API of ${call.path}`,
+    );
+  const failed: string[] = [];
+  let last: ApiError | undefined;
+  for (const [i, up] of candidates.entries()) {
+    const more = i < candidates.length - 1;
+    const prepared = prepare(ep, up, call)!;
+    const secrets = up.connection.secretValues;
+    let res: Awaited<ReturnType<typeof request>>;
+    try {
+      res = await request(prepared.url, {
+        method: call.method as 'POST',
+        headers: prepared.headers,
+        body: call.method === 'GET' || call.method === 'HEAD' ? undefined : prepared.body,
+        signal: o.signal,
+        dispatcher: o.agent,
+        headersTimeout: o.headersTimeoutMs,
+        bodyTimeout: o.bodyTimeoutMs,
+      });
+    } catch (err: any) {
+      if (o.signal.aborted) throw err;
+      last = transportError(up.connection.name, err);
+      // A provider that accepted the call but is slow is not retried elsewhere: it may be generating.
+      if (last.name === 'TIMEOUT' && err?.code !== 'UND_ERR_CONNECT_TIMEOUT') throw last;
+      failed.push(up.connection.name);
+      continue;
+    }
+    if (res.statusCode < 400)
+      return {
+        upstream: up,
+        prepared,
+        statusCode: res.statusCode,
+        headers: res.headers,
+        body: res.body,
+        fellBackFrom: failed,
+      };
+    const text = await readText(res.body);
+    last = providerError(up.connection.name, res.statusCode, text, res.headers, secrets);
+    if (!(retriable(res.statusCode) && more)) throw last;
+    failed.push(up.connection.name);
+  }
+  throw last!;
+}

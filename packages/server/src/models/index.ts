@@ -1,0 +1,71 @@
+// The model gateway: provider adapters, OpenAI <-> Anthropic translation, token budgets of maxToken
+// policies and usage metering. `createModelGateway` builds its long-lived parts once; gateway/models-route.ts
+// is its HTTP entry and models/routes.ts its /v0 read-outs.
+import { Agent } from 'undici';
+import type { Authenticator } from '../auth/access.js';
+import type { Resources } from '../store/resources.js';
+import { CallerResolver } from './caller.js';
+import { EndpointCache } from './endpoints.js';
+import { ModelMetrics } from './metrics.js';
+import { TokenBudget } from './token-budget.js';
+import { UsageRecorder } from './usage-recorder.js';
+
+/** Sockets kept open to a provider when idle: a new TLS handshake costs more than the whole gateway hop. */
+export const UPSTREAM_KEEPALIVE_MS = 60_000;
+/** Connections per provider origin; a streamed answer holds one for its whole length. */
+export const UPSTREAM_CONNECTIONS = 256;
+/** A long non-streamed generation can take minutes before the first byte. */
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
+
+export interface ModelGatewayDeps {
+  resources: Resources;
+  authenticator: Authenticator;
+  /** prom-client registry to add the gateway's series to (api/metrics.ts owns it). */
+  registry?: import('prom-client').Registry;
+  /** Headers timeout and between-chunk body timeout for provider calls. */
+  upstreamTimeoutMs?: number;
+  now?: () => number;
+  onError?: (err: unknown) => void;
+}
+
+export interface ModelGateway {
+  resources: Resources;
+  callers: CallerResolver;
+  endpoints: EndpointCache;
+  budget: TokenBudget;
+  recorder: UsageRecorder;
+  metrics: ModelMetrics;
+  agent: Agent;
+  upstreamTimeoutMs: number;
+  now: () => number;
+  close(): Promise<void>;
+}
+
+export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
+  const now = deps.now ?? Date.now;
+  const recorder = new UsageRecorder(deps.resources.store, deps.onError);
+  recorder.start();
+  const agent = new Agent({
+    keepAliveTimeout: UPSTREAM_KEEPALIVE_MS,
+    keepAliveMaxTimeout: UPSTREAM_KEEPALIVE_MS,
+    connections: UPSTREAM_CONNECTIONS,
+  });
+  const endpoints = new EndpointCache(deps.resources);
+  return {
+    resources: deps.resources,
+    callers: new CallerResolver(deps.authenticator, deps.resources.store),
+    endpoints,
+    budget: new TokenBudget(now),
+    recorder,
+    metrics: new ModelMetrics(deps.registry),
+    agent,
+    upstreamTimeoutMs: deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    now,
+    async close() {
+      endpoints.close();
+      await recorder.close();
+      // In-flight provider calls were aborted with their clients; idle sockets go now.
+      await agent.destroy();
+    },
+  };
+}

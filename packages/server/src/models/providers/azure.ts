@@ -1,0 +1,26 @@
+// Azure OpenAI: OpenAI's wire format at `{resource}/openai/deployments/{deployment}/...?api-version=`,
+// credential in `api-key`. The deployment is the model the request names (or the endpoint's model).
+import { type Connection, joinUrl, type Provider } from './types.js';
+
+/** A GA data-plane version; `config.apiVersion` overrides it. */
+export const AZURE_API_VERSION = '2024-10-21';
+
+export const azureOpenai: Provider = {
+  type: 'azure-openai',
+  wire: 'openai',
+  credentialHeaders: (c: Connection): Record<string, string> => (c.apiKey ? { 'api-key': c.apiKey } : {}),
+  url(c, path, query, model) {
+    const version = typeof c.config.apiVersion === 'string' ? c.config.apiVersion : AZURE_API_VERSION;
+    const params = new URLSearchParams(query.replace(/^\?/, ''));
+    if (!params.has('api-version')) params.set('api-version', version);
+    // `/v1/chat/completions` -> `/openai/deployments/<model>/chat/completions`; `/openai/...` passes as is.
+    const deployment = model ?? (typeof c.config.deployment === 'string' ? c.config.deployment : undefined);
+    const p =
+      path.startsWith('/v1/') && deployment
+        ? `/openai/deployments/${encodeURIComponent(deployment)}${path.slice(3)}`
+        : path;
+    return joinUrl(c.baseUrl, p, params.toString());
+  },
+  chat: { mode: 'native' },
+  askStreamUsage: true,
+};

@@ -1,0 +1,195 @@
+// Token budgets of `maxToken` policies: reserve before a provider is asked, settle with its reported usage
+// after. Pure and synchronous (the clock is injected), so a reservation is atomic on Node's one thread and
+// 100 concurrent requests can never be granted more than a window holds.
+
+export type Granularity = 'minute' | 'hour' | 'day' | 'month';
+
+export interface Limits {
+  input?: number;
+  output?: number;
+  total?: number;
+}
+
+/** One policy as the budget sees it: `id` scopes its windows (workspace + policy name). */
+export interface BudgetPolicy {
+  id: string;
+  name: string;
+  granularity: Granularity;
+  /** Window length in granularity units (`step: 5` with `minute` = five-minute windows). */
+  step: number;
+  limits: Limits;
+}
+
+export interface Amount {
+  input: number;
+  output: number;
+}
+
+export interface WindowState {
+  policy: string;
+  granularity: Granularity;
+  step: number;
+  start: number;
+  end: number;
+  limits: Limits;
+  used: Amount;
+  reserved: Amount;
+}
+
+export interface Reservation {
+  readonly id: number;
+  readonly amount: Amount;
+  /** Keys of the windows holding this reservation. */
+  readonly windows: string[];
+  settled: boolean;
+}
+
+export type ReserveResult =
+  | { ok: true; reservation: Reservation }
+  | {
+      ok: false;
+      policy: string;
+      /** Which limit would break. */
+      dimension: keyof Limits;
+      limit: number;
+      /** The request alone is larger than the limit: waiting will not help. */
+      never: boolean;
+      /** Seconds until the window that refused ends (at least 1). */
+      retryAfterS: number;
+      windowEnd: number;
+    };
+
+const UNIT_MS: Record<Exclude<Granularity, 'month'>, number> = {
+  minute: 60_000,
+  hour: 3_600_000,
+  day: 86_400_000,
+};
+
+/** The window holding `nowMs`: epoch-aligned UTC for minute/hour/day, calendar months (UTC) for month. */
+export function windowAt(
+  granularity: Granularity,
+  step: number,
+  nowMs: number,
+): { start: number; end: number } {
+  const n = Math.max(1, Math.floor(step));
+  if (granularity === 'month') {
+    const d = new Date(nowMs);
+    const index = d.getUTCFullYear() * 12 + d.getUTCMonth();
+    const first = index - (index % n);
+    const start = Date.UTC(Math.floor(first / 12), first % 12, 1);
+    const end = Date.UTC(Math.floor((first + n) / 12), (first + n) % 12, 1);
+    return { start, end };
+  }
+  const len = UNIT_MS[granularity] * n;
+  const start = Math.floor(nowMs / len) * len;
+  return { start, end: start + len };
+}
+
+const total = (a: Amount) => a.input + a.output;
+const zero = (): Amount => ({ input: 0, output: 0 });
+
+export class TokenBudget {
+  private readonly windows = new Map<string, WindowState>();
+  /** Open reservations per window key, so a window is not forgotten while a call is in flight. */
+  private readonly open = new Map<string, number>();
+  private nextId = 1;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Reserves `amount` in the current window of every policy, or in none of them. */
+  reserve(policies: BudgetPolicy[], amount: Amount): ReserveResult {
+    const t = this.now();
+    this.forgetOld(t);
+    const states: [string, WindowState][] = [];
+    for (const p of policies) {
+      const w = this.current(p, t);
+      for (const dim of ['input', 'output', 'total'] as const) {
+        const limit = p.limits[dim];
+        if (limit === undefined) continue;
+        const want = dim === 'total' ? total(amount) : amount[dim];
+        const held = dim === 'total' ? total(w.used) + total(w.reserved) : w.used[dim] + w.reserved[dim];
+        if (want > 0 && held + want > limit)
+          return {
+            ok: false,
+            policy: p.name,
+            dimension: dim,
+            limit,
+            never: want > limit,
+            retryAfterS: Math.max(1, Math.ceil((w.end - t) / 1000)),
+            windowEnd: w.end,
+          };
+      }
+      states.push([windowKey(p, w.start), w]);
+    }
+    for (const [k, w] of states) {
+      w.reserved.input += amount.input;
+      w.reserved.output += amount.output;
+      this.windows.set(k, w);
+      this.open.set(k, (this.open.get(k) ?? 0) + 1);
+    }
+    const reservation: Reservation = {
+      id: this.nextId++,
+      amount: { ...amount },
+      windows: states.map(([k]) => k),
+      settled: false,
+    };
+    return { ok: true, reservation };
+  }
+
+  /**
+   * Replaces the reservation by what was really used (the provider's figures). Idempotent. The window
+   * the reservation was made in is charged, even when it has ended since (a long stream).
+   */
+  settle(r: Reservation, actual: Amount): void {
+    if (r.settled) return;
+    r.settled = true;
+    for (const k of r.windows) {
+      const w = this.windows.get(k);
+      if (!w) continue;
+      w.reserved.input -= r.amount.input;
+      w.reserved.output -= r.amount.output;
+      w.used.input += Math.max(0, actual.input);
+      w.used.output += Math.max(0, actual.output);
+      const n = (this.open.get(k) ?? 1) - 1;
+      if (n > 0) this.open.set(k, n);
+      else this.open.delete(k);
+    }
+  }
+
+  /** The current window of `p` (always, even when unused) and any older one still holding reservations. */
+  snapshot(p: BudgetPolicy): WindowState[] {
+    const t = this.now();
+    this.forgetOld(t);
+    const cur = this.current(p, t);
+    const prefix = `${p.id}\u0000`;
+    const out = new Map<number, WindowState>([[cur.start, cur]]);
+    for (const [k, w] of this.windows) if (k.startsWith(prefix)) out.set(w.start, w);
+    return [...out.values()].sort((a, b) => a.start - b.start).map((w) => structuredClone(w));
+  }
+
+  private current(p: BudgetPolicy, t: number): WindowState {
+    const { start, end } = windowAt(p.granularity, p.step, t);
+    const k = windowKey(p, start);
+    const w = this.windows.get(k) ?? {
+      policy: p.name,
+      granularity: p.granularity,
+      step: p.step,
+      start,
+      end,
+      limits: {},
+      used: zero(),
+      reserved: zero(),
+    };
+    // A policy edited mid-window applies its new limits at once.
+    w.limits = { ...p.limits };
+    return w;
+  }
+
+  /** Ended windows with no open reservation are dropped: memory stays proportional to active policies. */
+  private forgetOld(t: number) {
+    for (const [k, w] of this.windows) if (w.end <= t && !this.open.has(k)) this.windows.delete(k);
+  }
+}
+
+const windowKey = (p: BudgetPolicy, start: number) =>
+  `${p.id}\u0000${p.granularity}\u0000${p.step}\u0000${start}`;

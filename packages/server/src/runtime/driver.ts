@@ -1,0 +1,128 @@
+// The runtime driver contract: the only boundary through which controllers touch the operating system.
+// A Kubernetes driver (DESIGN.md §6) implements the same interface; controllers never learn which one runs.
+import { createHash } from 'node:crypto';
+
+export interface VolumeMount {
+  /** Directory on the host; the runtime owns it and makes it writable by the sandbox unless readOnly. */
+  hostPath: string;
+  /** Absolute path inside the sandbox. */
+  mountPath: string;
+  readOnly: boolean;
+}
+
+export interface SandboxSpec {
+  memoryMb: number;
+  /** Tasks (threads count) allowed in the sandbox; the driver raises anything below MIN_PIDS. */
+  pidsMax: number;
+  /** Relative CPU weight; see defaultCpuShares(). */
+  cpuShares: number;
+  /** Cap of the writable layer (/home/user, /tmp, /workspace, /var together). */
+  diskMb: number;
+  /** Environment of the sandbox API daemon and so of every process it starts; already decrypted. */
+  envs: Record<string, string>;
+  /** Image name; the host's own userland when no image of that name is installed. */
+  image: string;
+  volumes: VolumeMount[];
+}
+
+/** Node needs about 7 tasks and hangs (does not fail) below its need, so never go under this. */
+export const MIN_PIDS = 64;
+
+/** One CPU's worth of shares (1024) per 2 GiB of memory, the service's memory-to-CPU ratio. */
+export function defaultCpuShares(memoryMb: number): number {
+  return Math.max(2, Math.round((1024 * memoryMb) / 2048));
+}
+
+export type SandboxState = 'running' | 'frozen' | 'dead';
+
+export interface SandboxInfo {
+  id: string;
+  state: SandboxState;
+  /** Host pid of the sandbox's outermost process (bubblewrap); 0 when unknown. */
+  pid: number;
+  /** Unprivileged host uid the sandbox runs as (root inside its own user namespace). */
+  hostUid: number;
+  /** The sandbox's private IPv4 address (reachable from the host only). */
+  address: string;
+  /** Host path of the sandbox API unix socket. */
+  socketPath: string;
+  specHash: string;
+  image: string;
+  createdAt: string;
+}
+
+export interface SandboxStats {
+  memoryBytes: number;
+  memoryLimitBytes: number;
+  memoryPeakBytes: number;
+  /** Times the OOM killer ran inside this sandbox. */
+  oomKills: number;
+  pids: number;
+  pidsMax: number;
+}
+
+export interface RuntimeCapabilities {
+  /** Standby by freezing is available. */
+  freezer: boolean;
+  /** Why not, when freezer is false. */
+  reason?: string;
+  /** Deep standby (checkpoint to disk) is available; false on kernels where CRIU fails. */
+  deepStandby: boolean;
+  deepStandbyReason?: string;
+  /** A seccomp filter is applied to sandbox processes. */
+  seccomp: boolean;
+  seccompReason?: string;
+}
+
+export interface RuntimeDriver {
+  readonly capabilities: RuntimeCapabilities;
+  /**
+   * Makes the sandbox exist and answer on its socket. Idempotent: the same spec returns the running
+   * sandbox untouched; a different spec (or a dead sandbox) replaces it.
+   */
+  ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo>;
+  inspect(id: string): Promise<SandboxInfo | undefined>;
+  /** Every sandbox this driver's data dir knows, live or dead (re-adoption after a server restart). */
+  list(): Promise<SandboxInfo[]>;
+  freeze(id: string): Promise<void>;
+  thaw(id: string): Promise<void>;
+  /** Kills every process and deletes all the sandbox's resources; idempotent. */
+  remove(id: string): Promise<void>;
+  socketPath(id: string): string;
+  stats(id: string): Promise<SandboxStats | undefined>;
+  /** Releases the driver's own resources; sandboxes keep running. */
+  close(): Promise<void>;
+}
+
+/** Thrown for operations on a sandbox the driver does not know. */
+export class SandboxNotFoundError extends Error {
+  constructor(readonly id: string) {
+    super(`sandbox ${id} not found`);
+    this.name = 'SandboxNotFoundError';
+  }
+}
+
+/** Ids become file names and appear in kernel object names: keep them short and plain. */
+export const SANDBOX_ID_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
+
+export function checkSandboxId(id: string): void {
+  if (!SANDBOX_ID_PATTERN.test(id) || id.includes('..'))
+    throw new Error(`invalid sandbox id: ${JSON.stringify(id)}`);
+}
+
+/** Stable hash of a spec (key order does not matter); envs are hashed, never stored. */
+export function specHash(spec: SandboxSpec): string {
+  return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 32);
+}
+
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    const keys = Object.keys(o)
+      .filter((k) => o[k] !== undefined)
+      .sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}

@@ -1,0 +1,105 @@
+// An in-memory RuntimeDriver for controller tests that run without root. It keeps the contract's
+// observable rules (idempotent ensure by spec hash, freeze/thaw states, remove idempotent) and lets
+// a test kill a sandbox to exercise recreation. It starts no processes, so sockets do not answer.
+import {
+  checkSandboxId,
+  type RuntimeCapabilities,
+  type RuntimeDriver,
+  type SandboxInfo,
+  type SandboxSpec,
+  type SandboxStats,
+  SandboxNotFoundError,
+  specHash,
+} from './driver.js';
+
+export class FakeDriver implements RuntimeDriver {
+  readonly capabilities: RuntimeCapabilities = { freezer: true, deepStandby: false, seccomp: false };
+  private readonly boxes = new Map<string, SandboxInfo & { spec: SandboxSpec }>();
+  private nextPid = 1000;
+  /** Number of sandboxes actually created (not re-used) — what idempotency tests count. */
+  creations = 0;
+
+  constructor(private readonly now: () => Date = () => new Date()) {}
+
+  socketPath(id: string): string {
+    checkSandboxId(id);
+    return `/nonexistent/berth-fake/${id}.sock`;
+  }
+
+  async ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {
+    checkSandboxId(id);
+    const hash = specHash(spec);
+    const cur = this.boxes.get(id);
+    if (cur && cur.specHash === hash && cur.state !== 'dead') return strip(cur);
+    this.creations++;
+    const box = {
+      id,
+      state: 'running' as const,
+      pid: this.nextPid++,
+      hostUid: 1_000_000_000 + this.boxes.size,
+      address: `10.200.0.${(this.boxes.size * 4 + 2) % 256}`,
+      socketPath: this.socketPath(id),
+      specHash: hash,
+      image: spec.image,
+      createdAt: this.now().toISOString(),
+      spec,
+    };
+    this.boxes.set(id, box);
+    return strip(box);
+  }
+
+  async inspect(id: string): Promise<SandboxInfo | undefined> {
+    const b = this.boxes.get(id);
+    return b ? strip(b) : undefined;
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    return [...this.boxes.values()].map(strip);
+  }
+
+  private get(id: string) {
+    const b = this.boxes.get(id);
+    if (!b) throw new SandboxNotFoundError(id);
+    if (b.state === 'dead') throw new Error(`sandbox ${id} is not running`);
+    return b;
+  }
+
+  async freeze(id: string): Promise<void> {
+    this.get(id).state = 'frozen';
+  }
+
+  async thaw(id: string): Promise<void> {
+    this.get(id).state = 'running';
+  }
+
+  async remove(id: string): Promise<void> {
+    this.boxes.delete(id);
+  }
+
+  async stats(id: string): Promise<SandboxStats | undefined> {
+    const b = this.boxes.get(id);
+    if (!b || b.state === 'dead') return undefined;
+    const limit = b.spec.memoryMb * 1024 * 1024;
+    return {
+      memoryBytes: 8 * 1024 * 1024,
+      memoryLimitBytes: limit,
+      memoryPeakBytes: 8 * 1024 * 1024,
+      oomKills: 0,
+      pids: 3,
+      pidsMax: b.spec.pidsMax,
+    };
+  }
+
+  /** Test hook: the sandbox's processes die (as after a crash or a host reboot). */
+  kill(id: string): void {
+    const b = this.boxes.get(id);
+    if (b) b.state = 'dead';
+  }
+
+  async close(): Promise<void> {}
+}
+
+function strip(b: SandboxInfo & { spec: SandboxSpec }): SandboxInfo {
+  const { spec: _spec, ...info } = b;
+  return { ...info };
+}

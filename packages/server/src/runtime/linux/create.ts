@@ -1,0 +1,185 @@
+// Creating and tearing down one sandbox's host resources, in the order that keeps a crash at any
+// point recoverable: the state record is written right after the slot is claimed, so a later
+// teardown always knows which cgroups, namespace and layer to remove.
+import { randomBytes } from 'node:crypto';
+import {
+  chownSync,
+  closeSync,
+  fchownSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { MIN_PIDS, type SandboxSpec } from '../driver.js';
+import { type CgroupHost, SandboxCgroup } from './cgroup.js';
+import { mountWritableLayer, unmountLayer, WRITABLE_DIRS } from './disk.js';
+import { run } from './exec.js';
+import { exposeDir, LAYERS_DIR, nodeModulesFor, type SandboxPaths } from './host.js';
+import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './launch.js';
+import { type NetPool, slotName } from './net-pool.js';
+import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
+import { imageRoot } from './rootfs.js';
+import { claimSlot, releaseSlot, slotOwner } from './slots.js';
+import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
+
+/** Inside the sandbox: the spec's envs as JSON, which the daemon merges into every process it starts. */
+export const SANDBOX_ENV_FILE = `${SANDBOX_SOCKET_DIR}/env.json`;
+/** Node starts in ~25 ms; a loaded host or a cold page cache can take seconds. */
+const START_TIMEOUT_MS = 20_000;
+
+export interface HostContext {
+  dataDir: string;
+  cgroupHost: CgroupHost;
+  uidBase: number;
+  codeDir: string;
+  command: string[];
+  baseEtc: string;
+  seccompFile?: string;
+  netPool: NetPool;
+  startTimeoutMs?: number;
+}
+
+export interface StartRequest {
+  /** State directory (`<dataDir>/sandboxes/<id>`, or a warm-pool directory). */
+  dir: string;
+  id: string;
+  paths: SandboxPaths;
+  spec: SandboxSpec;
+  hash: string;
+}
+
+/** Everything the sandbox's processes may read about themselves, as env vars and as the env file. */
+export function sandboxEnv(id: string, spec: SandboxSpec): Record<string, string> {
+  return { ...spec.envs, BERTH_SANDBOX_ID: id };
+}
+
+/**
+ * Writes the env file into the sandbox's run dir (0600, its own uid). The directory belongs to the
+ * sandbox, so nothing here may follow a name it could have planted: an exclusive create of an
+ * unguessable temporary name, fchown on the descriptor, and rename (which replaces the entry).
+ */
+export function writeEnvFile(runDir: string, uid: number, env: Record<string, string>): void {
+  const tmp = join(runDir, `.env.${randomBytes(8).toString('hex')}`);
+  const fd = openSync(tmp, 'wx', 0o600);
+  try {
+    fchownSync(fd, uid, uid);
+    writeSync(fd, JSON.stringify(env));
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, join(runDir, 'env.json')); // the daemon never reads half a file
+}
+
+export async function startSandbox(ctx: HostContext, req: StartRequest): Promise<SandboxRecord> {
+  const { dir, spec } = req;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const pooled = ctx.netPool.take(dir);
+  const slot = pooled ?? claimSlot(dir);
+  const name = slotName(slot);
+  const net = slotNet(slot, name);
+  const hostUid = ctx.uidBase + slot;
+  const rec: SandboxRecord = {
+    id: req.id,
+    slot,
+    name,
+    pid: 0,
+    pidStart: 0,
+    hostUid,
+    address: net.address,
+    hostAddress: net.hostAddress,
+    specHash: req.hash,
+    image: spec.image,
+    socketPath: req.paths.socketPath,
+    createdAt: new Date().toISOString(),
+  };
+  writeRecord(dir, rec); // from here on a crash leaves enough to tear everything down
+  const cg = new SandboxCgroup(ctx.cgroupHost, name);
+  await cg.kill(); // debris under our slot's name (see createSlotNetwork); a no-op when absent
+  cg.create({
+    memoryMb: spec.memoryMb,
+    pidsMax: Math.max(MIN_PIDS, spec.pidsMax),
+    cpuShares: spec.cpuShares,
+  });
+  const rwDir = join(LAYERS_DIR, name);
+  const { runDir } = req.paths;
+  await Promise.all([
+    pooled === undefined ? createSlotNetwork(net) : undefined,
+    mountWritableLayer(rwDir, spec.diskMb, hostUid),
+  ]);
+  rmSync(runDir, { recursive: true, force: true }); // a fresh one: nothing a previous holder planted
+  mkdirSync(runDir, { mode: 0o700 });
+  chownSync(runDir, hostUid, hostUid);
+  const envs = sandboxEnv(req.id, spec);
+  writeEnvFile(runDir, hostUid, envs);
+  const volumes = [];
+  for (const v of spec.volumes) {
+    if (!v.readOnly) await ownVolume(v.hostPath, hostUid);
+    volumes.push({ ...v, hostPath: await exposeDir(v.hostPath) });
+  }
+  const root = await Promise.all(
+    imageRoot(ctx.dataDir, spec.image, ctx.baseEtc).map(async (e) =>
+      e.kind === 'bind' ? { ...e, src: await exposeDir(e.src) } : e,
+    ),
+  );
+  const logFile = join(dir, 'daemon.log');
+  const pid = launch({
+    id: req.id,
+    netnsPath: net.netnsPath,
+    hostUid,
+    cgroupProcs: cg.procsFiles(),
+    root,
+    writable: WRITABLE_DIRS.map((w) => ({ src: join(rwDir, w.sub), dest: w.target })),
+    runDir,
+    codeDir: await exposeDir(ctx.codeDir),
+    nodeModulesDirs: await Promise.all(nodeModulesFor(ctx.codeDir).map((d) => exposeDir(d))),
+    volumes,
+    seccompFile: ctx.seccompFile,
+    env: {
+      PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      HOME: '/home/user',
+      USER: 'root',
+      LANG: 'C.UTF-8',
+      ...envs,
+      BERTH_SANDBOX_SOCKET: SANDBOX_SOCKET,
+      BERTH_SANDBOX_ENV_FILE: SANDBOX_ENV_FILE,
+    },
+    command: ctx.command,
+    logFile,
+  });
+  rec.pid = pid;
+  rec.pidStart = processStartTime(pid) ?? 0;
+  writeRecord(dir, rec);
+  const timeout = ctx.startTimeoutMs ?? START_TIMEOUT_MS;
+  await waitForSocket(runDir, req.paths.socketPath, pid, rec.pidStart, logFile, timeout);
+  return rec;
+}
+
+/** A writable volume must belong to this sandbox's uid; files of a previous holder are re-owned. */
+async function ownVolume(hostPath: string, uid: number): Promise<void> {
+  mkdirSync(hostPath, { recursive: true });
+  if (statSync(hostPath).uid !== uid) await run('chown', ['-R', `${uid}:${uid}`, hostPath]);
+}
+
+/** Kill, then delete cgroups, netns, layer, socket dir, state dir and slot; tolerant of each being gone. */
+export async function teardownSandbox(ctx: HostContext, dir: string, paths: SandboxPaths): Promise<void> {
+  const rec = readRecord(dir);
+  // After a reboot /run is empty and the record's slot may belong to a newer sandbox by now: its
+  // kernel objects are only ours while the slot still points at us (or at no one).
+  const owner = rec ? slotOwner(rec.slot) : undefined;
+  if (rec && (owner === dir || owner === undefined)) {
+    const cg = new SandboxCgroup(ctx.cgroupHost, rec.name);
+    await cg.kill();
+    if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL'); // died before joining
+    await cg.remove();
+    await deleteSlotNetwork(slotNet(rec.slot, rec.name));
+    await unmountLayer(join(LAYERS_DIR, rec.name));
+  }
+  rmSync(paths.socketPath, { force: true });
+  rmSync(paths.runDir, { recursive: true, force: true });
+  rmSync(dir, { recursive: true, force: true });
+  if (rec) releaseSlot(rec.slot, dir);
+}

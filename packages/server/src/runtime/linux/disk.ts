@@ -1,0 +1,69 @@
+// The writable layer: one size-capped tmpfs per sandbox, mounted on the host at
+// `/run/berth/sbx/<name>` and bound into the sandbox as /home/user, /tmp, /workspace and /var.
+// tmpfs because it costs a single mount (~1 ms, no pool needed) against ~50 ms for mkfs + loop
+// mount of an ext4 image; its pages are charged to the memory cgroup of the process that writes
+// them, so a sandbox's files count toward its memory limit (docs/decisions/005-sandbox-runtime.md).
+import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { run } from './exec.js';
+
+/** Sub-directories of the layer and where each appears inside the sandbox. */
+export const WRITABLE_DIRS: Array<{ sub: string; target: string; mode: number }> = [
+  { sub: 'home', target: '/home/user', mode: 0o755 },
+  { sub: 'tmp', target: '/tmp', mode: 0o1777 },
+  { sub: 'workspace', target: '/workspace', mode: 0o755 },
+  { sub: 'var', target: '/var', mode: 0o755 },
+];
+const VAR_SUBDIRS = ['tmp', 'log', 'cache', 'lib'];
+
+/** Mount points under `dir` (inclusive), deepest first, from this process's mount table. */
+export function mountsUnder(dir: string): string[] {
+  const out: string[] = [];
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const mp = line.split(' ')[4];
+    if (!mp) continue;
+    const path = mp.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8)));
+    if (path === dir || path.startsWith(`${dir}/`)) out.push(path);
+  }
+  return out.sort((a, b) => b.length - a.length);
+}
+
+/** Mounts the layer (root 0700, owned by the sandbox's uid) and creates its sub-directories. */
+export async function mountWritableLayer(rwDir: string, sizeMb: number, uid: number): Promise<void> {
+  // Always a fresh layer, filled before any sandbox process runs: the chowns below follow names,
+  // and an old layer could hold symlinks a previous sandbox planted.
+  await unmountLayer(rwDir);
+  mkdirSync(rwDir, { recursive: true, mode: 0o700 });
+  await run('mount', [
+    '-t',
+    'tmpfs',
+    '-o',
+    `size=${Math.floor(sizeMb)}m,mode=0700,uid=${uid},gid=${uid},nosuid,nodev`,
+    'berth-rw',
+    rwDir,
+  ]);
+  for (const d of WRITABLE_DIRS) {
+    const p = join(rwDir, d.sub);
+    mkdirSync(p, { recursive: true });
+    chownSync(p, uid, uid);
+    chmodSync(p, d.mode);
+  }
+  for (const s of VAR_SUBDIRS) {
+    const p = join(rwDir, 'var', s);
+    mkdirSync(p, { recursive: true });
+    chownSync(p, uid, uid);
+  }
+}
+
+/** Changes the cap of a mounted layer (a warm sandbox assigned to a spec); fails below current use. */
+export async function resizeWritableLayer(rwDir: string, sizeMb: number): Promise<void> {
+  await run('mount', ['-o', `remount,size=${Math.floor(sizeMb)}m`, rwDir]);
+}
+
+/** Unmounts everything at or under `dir` (lazily if still busy) and deletes the mount point. */
+export async function unmountLayer(dir: string): Promise<void> {
+  for (const mp of mountsUnder(dir)) {
+    await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
+  }
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,138 @@
+// Facts about the host the driver needs: its tools, where the server's own code lives, and the
+// runtime directory /run/berth (volatile like every sandbox: a reboot clears both).
+import { createHash } from 'node:crypto';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { mountsUnder } from './disk.js';
+import { run } from './exec.js';
+
+export const RUN_DIR = '/run/berth';
+/** Writable layers, one tmpfs per sandbox: `<RUN_DIR>/sbx/<name>`. */
+export const LAYERS_DIR = `${RUN_DIR}/sbx`;
+/** Sandbox API sockets, `<RUN_DIR>/sock/<key>.sock`: root only (the daemon makes its socket 0666). */
+export const SOCKETS_DIR = `${RUN_DIR}/sock`;
+/** Per-sandbox directories bound at /run/berth inside, `<RUN_DIR>/run/<key>`, owned by the sandbox. */
+export const SANDBOX_RUN_DIRS = `${RUN_DIR}/run`;
+/** Bind mounts that make directories under private parents reachable by bwrap (see exposeDir). */
+const EXPOSE_DIR = `${RUN_DIR}/expose`;
+
+const TOOLS = ['bwrap', 'nsenter', 'setpriv', 'ip', 'nft', 'mount', 'umount', 'chown'];
+
+/** Fails start-up with one message naming every missing tool (scripts/install.sh installs them). */
+export async function requireHostTools(): Promise<void> {
+  const missing: string[] = [];
+  await Promise.all(
+    TOOLS.map((t) =>
+      run('sh', ['-c', `command -v ${t}`]).catch(() => {
+        missing.push(t);
+      }),
+    ),
+  );
+  if (missing.length) {
+    throw new Error(
+      `sandbox runtime needs ${missing.join(', ')} (apt-get install bubblewrap nftables iproute2 util-linux)`,
+    );
+  }
+}
+
+/**
+ * Creates the runtime directories. They are traversable (0711) but not listable by other users:
+ * bwrap runs as each sandbox's unprivileged uid and must reach its own layer and run directory,
+ * whose own modes (0700, owned by that uid) keep everyone else out. The sockets are root's alone.
+ */
+export function ensureRunDirs(): void {
+  for (const d of [RUN_DIR, LAYERS_DIR, SOCKETS_DIR, SANDBOX_RUN_DIRS, EXPOSE_DIR]) {
+    mkdirSync(d, { recursive: true });
+    chmodSync(d, d === SOCKETS_DIR ? 0o700 : 0o711);
+  }
+}
+
+export interface SandboxPaths {
+  /** Host side of the sandbox's /run/berth: the daemon creates its socket here, the env file lives here. */
+  runDir: string;
+  /** Where the host connects: a hard link to the daemon's socket, out of the sandbox's reach (launch.ts). */
+  socketPath: string;
+}
+
+/** Short (a socket path holds at most 107 bytes) and deterministic for a data dir and sandbox id. */
+export function sandboxPaths(dataDir: string, id: string): SandboxPaths {
+  const key = createHash('sha256').update(`${dataDir}\0${id}`).digest('hex').slice(0, 16);
+  return { runDir: join(SANDBOX_RUN_DIRS, key), socketPath: join(SOCKETS_DIR, `${key}.sock`) };
+}
+
+/** Every ancestor of `path` lets others search it, so an unprivileged process can resolve `path`. */
+function traversable(path: string): boolean {
+  for (let d = dirname(path); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) return false;
+    if (dirname(d) === d) return true;
+  }
+}
+
+/**
+ * A path under which an unprivileged bwrap can find `path`. bwrap (0.8) resolves every bind source
+ * with realpath() as the sandbox's uid, even for --bind-fd, so a directory below a private parent
+ * (a data dir in /root, a test's mkdtemp) is bound once onto `<RUN_DIR>/expose/<hash>`. Only that
+ * directory becomes reachable, not its siblings; a stale exposure (source replaced) is redone.
+ */
+export async function exposeDir(path: string): Promise<string> {
+  const real = realpathSync(path);
+  if (traversable(real)) return real;
+  const target = join(EXPOSE_DIR, createHash('sha256').update(real).digest('hex').slice(0, 16));
+  const src = statSync(real);
+  if (mountsUnder(target).includes(target)) {
+    const cur = statSync(target);
+    if (cur.ino === src.ino && cur.dev === src.dev) return target;
+    await run('umount', ['-l', target]);
+  }
+  mkdirSync(target, { recursive: true });
+  await run('mount', ['--bind', real, target]);
+  writeFileSync(`${target}.src`, real);
+  return target;
+}
+
+/**
+ * Removes the exposures of directories under `prefix` (a data dir being closed). Sandboxes already
+ * started keep their own references to the directories; only future launches need an exposure.
+ */
+export async function unexposeUnder(prefix: string): Promise<void> {
+  const root = existsSync(prefix) ? realpathSync(prefix) : prefix;
+  for (const f of readdirSync(EXPOSE_DIR).filter((n) => n.endsWith('.src'))) {
+    const meta = join(EXPOSE_DIR, f);
+    const src = readFileSync(meta, 'utf8');
+    if (src !== root && !src.startsWith(`${root}/`)) continue;
+    const target = meta.slice(0, -'.src'.length);
+    for (const mp of mountsUnder(target)) await run('umount', ['-l', mp]).catch(() => undefined);
+    rmSync(target, { recursive: true, force: true });
+    rmSync(meta, { force: true });
+  }
+}
+
+/**
+ * The server package's built code (`dist`), which holds the sandbox API daemon. When running from
+ * sources (tsx), this module sits under `src`, and the built twin is its `dist` sibling.
+ */
+export function defaultCodeDir(): string {
+  const root = dirname(dirname(dirname(fileURLToPath(import.meta.url)))); // .../src or .../dist
+  return basename(root) === 'src' ? join(dirname(root), 'dist') : root;
+}
+
+/** The node_modules directories Node would search from codeDir upwards, nearest first. */
+export function nodeModulesFor(codeDir: string): string[] {
+  const out: string[] = [];
+  for (let d = dirname(codeDir); ; d = dirname(d)) {
+    const nm = join(d, 'node_modules');
+    if (existsSync(nm)) out.push(nm);
+    if (dirname(d) === d) return out;
+  }
+}

@@ -1,0 +1,213 @@
+// Starts a sandbox: a detached process chain  sh (joins the cgroups) → nsenter (joins the netns)
+// → setpriv (drops to the sandbox's unprivileged host uid) → bwrap (namespaces, mounts, seccomp)
+// → the sandbox API daemon. Every step is an exec in the same pid, so the cgroups are joined before
+// bwrap or the payload can fork: no process ever escapes the limits, and no pid has to be written
+// after the fact. The chain runs in its own session with stdio on a log file, so it outlives the
+// server (a crash or kill -9 of `berth serve` leaves sandboxes running for re-adoption).
+import { spawn } from 'node:child_process';
+import { closeSync, constants, linkSync, lstatSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect } from 'node:net';
+import type { VolumeMount } from '../driver.js';
+import { sleep } from './exec.js';
+import type { RootEntry } from './rootfs.js';
+import { SANDBOX_HOSTNAME } from './rootfs.js';
+import { isProcessAlive } from './state.js';
+
+export const SANDBOX_SOCKET_DIR = '/run/berth';
+export const SANDBOX_SOCKET = `${SANDBOX_SOCKET_DIR}/api.sock`;
+/** Size cap of the sandbox's own /run (pid files, small sockets); the socket dir is bound over it. */
+const RUN_TMPFS_BYTES = 8 * 1024 * 1024;
+const NODE_MODULES_TARGETS = ['/opt/node_modules', '/node_modules'];
+
+export interface LaunchPlan {
+  id: string;
+  netnsPath: string;
+  hostUid: number;
+  cgroupProcs: string[];
+  /** Every bind source below must be reachable by the sandbox's uid (see host.ts exposeDir). */
+  root: RootEntry[];
+  /** Host directories of the writable layer and where each appears. */
+  writable: Array<{ src: string; dest: string }>;
+  /** Host directory bound at /run/berth; the daemon creates its socket there. */
+  runDir: string;
+  /** The server's built code, bound read-only at /opt/berth. */
+  codeDir: string;
+  /** Its dependencies, nearest first, bound read-only at /opt/node_modules then /node_modules: the
+   *  two places Node's resolution looks from /opt/berth/... after the code's own directories. */
+  nodeModulesDirs: string[];
+  volumes: VolumeMount[];
+  seccompFile?: string;
+  env: Record<string, string>;
+  command: string[];
+  logFile: string;
+}
+
+/** Builds bwrap's options (not the command, which bwrap 0.8 wants on argv). */
+export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): string[] {
+  const a = [
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    '--disable-userns',
+    '--uid',
+    '0',
+    '--gid',
+    '0',
+    '--hostname',
+    SANDBOX_HOSTNAME,
+    '--cap-drop',
+    'ALL',
+    '--new-session',
+  ];
+  const bind = (src: string, dest: string, readOnly: boolean) =>
+    a.push(readOnly ? '--ro-bind' : '--bind', src, dest);
+  for (const e of plan.root) {
+    if (e.kind === 'symlink') a.push('--symlink', e.target, e.dest);
+    else bind(e.src, e.dest, e.readOnly);
+  }
+  a.push('--proc', '/proc', '--dev', '/dev');
+  for (const w of plan.writable) bind(w.src, w.dest, false);
+  a.push('--size', String(RUN_TMPFS_BYTES), '--tmpfs', '/run');
+  bind(plan.runDir, SANDBOX_SOCKET_DIR, false);
+  bind(plan.codeDir, '/opt/berth', true);
+  plan.nodeModulesDirs.slice(0, NODE_MODULES_TARGETS.length).forEach((dir, i) => {
+    bind(dir, NODE_MODULES_TARGETS[i], true);
+  });
+  for (const v of plan.volumes) bind(v.hostPath, v.mountPath, v.readOnly);
+  // The root itself (a bwrap tmpfs) becomes read-only, so every write lands in a capped layer.
+  a.push('--remount-ro', '/', '--chdir', '/home/user');
+  // Read from an fd opened by root: the filter file may sit in a private data dir.
+  if (plan.seccompFile) a.push('--seccomp', String(passFd(plan.seccompFile)));
+  a.push('--clearenv');
+  for (const [k, v] of Object.entries(plan.env)) a.push('--setenv', k, v);
+  return a;
+}
+
+/** Child fd numbers: 0-2 stdio, 3 carries bwrap's options, 4.. files bwrap reads (the filter). */
+const ARGS_FD = 3;
+const FIRST_PASSED_FD = 4;
+
+const WRAPPER =
+  'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS; exec "$@"';
+
+/** Spawns the chain and returns bwrap's host pid (the same pid as the wrapper: each step execs). */
+export function launch(plan: LaunchPlan): number {
+  const passed: number[] = [];
+  const passFd = (path: string) => {
+    passed.push(openSync(path, constants.O_RDONLY));
+    return FIRST_PASSED_FD + passed.length - 1;
+  };
+  const log = openSync(plan.logFile, 'a', 0o600);
+  try {
+    // Options travel through an fd, not argv: envs may hold secrets and argv is world-readable.
+    const args = bwrapArgs(plan, passFd);
+    for (const s of args)
+      if (s.includes('\0')) throw new Error('sandbox arguments may not contain NUL bytes');
+    const uid = String(plan.hostUid);
+    const child = spawn(
+      '/bin/sh',
+      [
+        '-c',
+        WRAPPER,
+        'berth-launch',
+        'nsenter',
+        `--net=${plan.netnsPath}`,
+        '--',
+        'setpriv',
+        `--reuid=${uid}`,
+        `--regid=${uid}`,
+        '--clear-groups',
+        '--no-new-privs',
+        '--',
+        'bwrap',
+        '--args',
+        String(ARGS_FD),
+        '--',
+        ...plan.command,
+      ],
+      {
+        detached: true,
+        stdio: ['ignore', log, log, 'pipe', ...passed],
+        env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':') },
+      },
+    );
+    if (!child.pid) throw new Error('could not spawn the sandbox launcher');
+    const argsStream = child.stdio[ARGS_FD] as NodeJS.WritableStream & { unref?: () => void };
+    argsStream.on('error', () => undefined); // bwrap died early; the socket wait reports it with the log
+    argsStream.end(Buffer.from(args.map((s) => `${s}\0`).join('')));
+    argsStream.unref?.();
+    child.on('error', () => undefined);
+    child.unref();
+    return child.pid;
+  } finally {
+    for (const fd of passed) closeSync(fd);
+    closeSync(log);
+  }
+}
+
+/**
+ * Waits for the daemon's socket in the sandbox's run dir, hard-links it as `socketPath` (in a
+ * directory the sandbox cannot write), then waits until it accepts connections. The server connects
+ * as root, and the run dir belongs to the sandbox, which could swap its socket for a symlink to any
+ * socket on the host; the link names the socket inode itself (link(2) never follows a symlink, and
+ * the result is checked). A link, not a rename, because the daemon still uses its own path (chmod).
+ */
+export async function waitForSocket(
+  runDir: string,
+  socketPath: string,
+  pid: number,
+  pidStart: number,
+  logFile: string,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const inner = join(runDir, 'api.sock');
+  let linked = false;
+  for (;;) {
+    if (!linked && isSocket(inner)) {
+      rmSync(socketPath, { force: true });
+      linkSync(inner, socketPath);
+      if (!isSocket(socketPath)) {
+        rmSync(socketPath, { force: true });
+        throw new Error('the sandbox replaced its API socket during start');
+      }
+      linked = true;
+    }
+    if (linked && (await canConnect(socketPath))) return;
+    if (!isProcessAlive(pid, pidStart)) throw new Error(`sandbox exited during start: ${logTail(logFile)}`);
+    if (Date.now() > deadline)
+      throw new Error(`sandbox API did not listen within ${timeoutMs} ms: ${logTail(logFile)}`);
+    await sleep(2);
+  }
+}
+
+function isSocket(p: string): boolean {
+  try {
+    return lstatSync(p).isSocket();
+  } catch {
+    return false;
+  }
+}
+
+export function canConnect(socketPath: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(socketPath);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+export function logTail(logFile: string, bytes = 2000): string {
+  try {
+    const text = readFileSync(logFile, 'utf8');
+    return text.slice(-bytes).trim() || '(empty log)';
+  } catch {
+    return '(no log)';
+  }
+}

@@ -1,0 +1,303 @@
+// The local driver: sandboxes as bubblewrap process trees in their own cgroups and network namespace.
+// It keeps no state that matters in memory: everything is re-read from state.json, /proc and the
+// cgroup tree, so a new instance (after a restart) adopts whatever is still running.
+import { existsSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  checkSandboxId,
+  MIN_PIDS,
+  type RuntimeCapabilities,
+  type RuntimeDriver,
+  type SandboxInfo,
+  type SandboxSpec,
+  type SandboxStats,
+  SandboxNotFoundError,
+  specHash,
+} from '../driver.js';
+import { type CgroupHost, detectCgroups, SandboxCgroup } from './cgroup.js';
+import { type HostContext, sandboxEnv, startSandbox, teardownSandbox, writeEnvFile } from './create.js';
+import { resizeWritableLayer } from './disk.js';
+import {
+  defaultCodeDir,
+  ensureRunDirs,
+  LAYERS_DIR,
+  requireHostTools,
+  type SandboxPaths,
+  sandboxPaths,
+  unexposeUnder,
+} from './host.js';
+import { NetPool } from './net-pool.js';
+import { setupHostNetwork } from './network.js';
+import { ensureBaseEtc, isHostImage } from './rootfs.js';
+import { seccompFilterForHost } from './seccomp.js';
+import { transferSlot } from './slots.js';
+import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
+import { checkSpec } from './spec-check.js';
+import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
+
+/** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
+export const DEFAULT_UID_BASE = 1_000_000_000;
+/** Networks kept ready: enough for a burst of creates while the pool refills in the background. */
+export const DEFAULT_NET_POOL = 4;
+
+export interface LinuxDriverOptions {
+  dataDir: string;
+  /** Host directory bound read-only at /opt/berth (default: this package's dist directory). */
+  codeDir?: string;
+  /** The sandbox's first process (default: the sandbox API daemon under Node). */
+  command?: string[];
+  uidBase?: number;
+  startTimeoutMs?: number;
+  /** Network namespaces created ahead of time (0 disables the pool). */
+  netPoolSize?: number;
+  /**
+   * Sandboxes started ahead of time (default 0). Only for a daemon that honours
+   * BERTH_SANDBOX_ENV_FILE: a warm sandbox's daemon learns the spec's envs from that file.
+   */
+  warmPoolSize?: number;
+}
+
+export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<LinuxDriver> {
+  if (process.getuid?.() !== 0) throw new Error('the local sandbox runtime must run as root');
+  await requireHostTools();
+  const cgroupHost = detectCgroups();
+  ensureRunDirs();
+  await setupHostNetwork();
+  mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
+  const baseEtc = ensureBaseEtc(opts.dataDir);
+  const seccomp = seccompFilterForHost();
+  let seccompFile: string | undefined;
+  if (seccomp.ok) {
+    seccompFile = join(opts.dataDir, 'images', 'seccomp.bpf');
+    writeFileSync(seccompFile, seccomp.bpf, { mode: 0o644 });
+  }
+  const capabilities: RuntimeCapabilities = {
+    freezer: !!cgroupHost.freezer,
+    ...(cgroupHost.freezer ? {} : { reason: cgroupHost.freezerReason }),
+    deepStandby: false,
+    deepStandbyReason: 'checkpoint to disk is not implemented: CRIU 3.17 cannot dump on this kernel',
+    seccomp: seccomp.ok,
+    ...(seccomp.ok ? {} : { seccompReason: seccomp.reason }),
+  };
+  const netPool = new NetPool(opts.dataDir, opts.netPoolSize ?? DEFAULT_NET_POOL);
+  await netPool.sweep();
+  const ctx: HostContext = {
+    dataDir: opts.dataDir,
+    cgroupHost,
+    uidBase: opts.uidBase ?? DEFAULT_UID_BASE,
+    codeDir: opts.codeDir ?? defaultCodeDir(),
+    command: opts.command ?? ['/usr/bin/node', '/opt/berth/sandbox-api/daemon.js'],
+    baseEtc,
+    seccompFile,
+    netPool,
+    startTimeoutMs: opts.startTimeoutMs,
+  };
+  const warmPool = new WarmPool(ctx, opts.warmPoolSize ?? 0);
+  await warmPool.sweep();
+  netPool.refill();
+  warmPool.refill();
+  return new LinuxDriver(ctx, capabilities, warmPool);
+}
+
+export class LinuxDriver implements RuntimeDriver {
+  private readonly locks = new Map<string, Promise<unknown>>();
+  readonly cgroupHost: CgroupHost;
+  readonly netPool: NetPool;
+
+  constructor(
+    private readonly ctx: HostContext,
+    readonly capabilities: RuntimeCapabilities,
+    readonly warmPool: WarmPool,
+  ) {
+    this.cgroupHost = ctx.cgroupHost;
+    this.netPool = ctx.netPool;
+  }
+
+  private dir(id: string): string {
+    return join(this.ctx.dataDir, 'sandboxes', id);
+  }
+
+  private paths(id: string): SandboxPaths {
+    checkSandboxId(id);
+    return sandboxPaths(this.ctx.dataDir, id);
+  }
+
+  /** Deterministic for the id and short (a unix socket path holds at most 107 bytes). */
+  socketPath(id: string): string {
+    return this.paths(id).socketPath;
+  }
+
+  /** The sandbox's cgroups (for tests and the metering code); undefined when unknown. */
+  cgroup(id: string): SandboxCgroup | undefined {
+    const rec = readRecord(this.dir(id));
+    return rec ? new SandboxCgroup(this.cgroupHost, rec.name) : undefined;
+  }
+
+  private serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(id) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.locks.set(id, tail);
+    void tail.then(() => {
+      if (this.locks.get(id) === tail) this.locks.delete(id);
+    });
+    return next;
+  }
+
+  private alive(rec: SandboxRecord): boolean {
+    return (
+      isProcessAlive(rec.pid, rec.pidStart) && new SandboxCgroup(this.cgroupHost, rec.name).pids().length > 0
+    );
+  }
+
+  private info(rec: SandboxRecord): SandboxInfo {
+    const alive = this.alive(rec);
+    const frozen = alive && new SandboxCgroup(this.cgroupHost, rec.name).isFrozen();
+    return {
+      id: rec.id,
+      state: !alive ? 'dead' : frozen ? 'frozen' : 'running',
+      pid: rec.pid,
+      hostUid: rec.hostUid,
+      address: rec.address,
+      socketPath: rec.socketPath,
+      specHash: rec.specHash,
+      image: rec.image,
+      createdAt: rec.createdAt,
+    };
+  }
+
+  ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {
+    checkSandboxId(id);
+    checkSpec(spec);
+    const hash = specHash(spec);
+    return this.serial(id, async () => {
+      const rec = readRecord(this.dir(id));
+      if (rec && rec.specHash === hash && this.alive(rec)) return this.info(rec);
+      if (rec || existsSync(this.dir(id))) await this.teardown(id);
+      try {
+        return await this.create(id, spec, hash);
+      } catch (e) {
+        await this.teardown(id).catch(() => undefined);
+        throw e;
+      } finally {
+        // After the caller resumes: spawning the refill's tools blocks the event loop for a few ms.
+        setImmediate(() => {
+          this.netPool.refill();
+          this.warmPool.refill();
+        });
+      }
+    });
+  }
+
+  private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
+    const warm =
+      spec.volumes.length === 0 && isHostImage(this.ctx.dataDir, spec.image)
+        ? this.warmPool.take()
+        : undefined;
+    if (warm) return this.info(await this.assign(warm, id, spec, hash));
+    const rec = await startSandbox(this.ctx, { dir: this.dir(id), id, paths: this.paths(id), spec, hash });
+    return this.info(rec);
+  }
+
+  /** Turns a warm sandbox into `id`: limits, disk size and envs of the spec, then its names. */
+  private async assign(w: WarmSandbox, id: string, spec: SandboxSpec, hash: string): Promise<SandboxRecord> {
+    const rec = w.rec;
+    try {
+      new SandboxCgroup(this.cgroupHost, rec.name).setLimits({
+        memoryMb: spec.memoryMb,
+        pidsMax: Math.max(MIN_PIDS, spec.pidsMax),
+        cpuShares: spec.cpuShares,
+      });
+      if (spec.diskMb !== WARM_SPEC.diskMb)
+        await resizeWritableLayer(join(LAYERS_DIR, rec.name), spec.diskMb);
+      writeEnvFile(w.paths.runDir, rec.hostUid, sandboxEnv(id, spec));
+    } catch (e) {
+      await teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
+      throw e;
+    }
+    // Renames on the host only: inside, the bind mount holds the run directory itself, and the
+    // listening socket answers under any name.
+    const to = this.paths(id);
+    renameSync(w.paths.runDir, to.runDir);
+    renameSync(w.paths.socketPath, to.socketPath);
+    renameSync(w.dir, this.dir(id));
+    transferSlot(rec.slot, w.dir, this.dir(id));
+    Object.assign(rec, {
+      id,
+      specHash: hash,
+      image: spec.image,
+      socketPath: this.socketPath(id),
+      createdAt: new Date().toISOString(),
+    });
+    writeRecord(this.dir(id), rec);
+    return rec;
+  }
+
+  async inspect(id: string): Promise<SandboxInfo | undefined> {
+    checkSandboxId(id);
+    const rec = readRecord(this.dir(id));
+    return rec ? this.info(rec) : undefined;
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    const root = join(this.ctx.dataDir, 'sandboxes');
+    const out: SandboxInfo[] = [];
+    for (const id of existsSync(root) ? readdirSync(root) : []) {
+      const rec = readRecord(join(root, id));
+      if (rec) out.push(this.info(rec));
+    }
+    return out;
+  }
+
+  private live(id: string): SandboxCgroup {
+    checkSandboxId(id);
+    const rec = readRecord(this.dir(id));
+    if (!rec) throw new SandboxNotFoundError(id);
+    if (!this.alive(rec)) throw new Error(`sandbox ${id} is not running`);
+    return new SandboxCgroup(this.cgroupHost, rec.name);
+  }
+
+  freeze(id: string): Promise<void> {
+    return this.serial(id, () => this.live(id).freeze());
+  }
+
+  thaw(id: string): Promise<void> {
+    // Not serialised behind a slow ensure: a thaw is what a waiting request needs right now.
+    this.live(id).thaw();
+    return Promise.resolve();
+  }
+
+  async stats(id: string): Promise<SandboxStats | undefined> {
+    const rec = readRecord(this.dir(id));
+    if (!rec || !this.alive(rec)) return undefined;
+    return new SandboxCgroup(this.cgroupHost, rec.name).stats();
+  }
+
+  remove(id: string): Promise<void> {
+    checkSandboxId(id);
+    return this.serial(id, () => this.teardown(id));
+  }
+
+  private teardown(id: string): Promise<void> {
+    return teardownSandbox(this.ctx, this.dir(id), this.paths(id));
+  }
+
+  /** Resolves once both pools have finished refilling (refills start just after each ensure). */
+  async poolsIdle(): Promise<void> {
+    await new Promise((r) => setImmediate(r));
+    await Promise.all([this.netPool.whenIdle(), this.warmPool.whenIdle()]);
+  }
+
+  /** Host path of the sandbox's writable layer (its /workspace is `<layer>/workspace`). */
+  layerDir(id: string): string | undefined {
+    const rec = readRecord(this.dir(id));
+    return rec ? join(LAYERS_DIR, rec.name) : undefined;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.locks.values()]);
+    await this.warmPool.close();
+    await this.netPool.close();
+    await unexposeUnder(this.ctx.dataDir);
+  }
+}

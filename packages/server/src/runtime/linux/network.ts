@@ -1,0 +1,142 @@
+// Sandbox networking: one network namespace per sandbox joined to the host by a veth pair on a /30,
+// outbound NAT, and an nftables table (`inet berth`, rules shared by every sandbox through the `bh*`
+// interface-name wildcard) that keeps sandboxes away from the host and from each other.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { run, sleep } from './exec.js';
+
+/** Private range used only inside this machine; each slot takes one /30 of it. */
+export const SANDBOX_NET = '10.200.0.0/16';
+const NET_BASE = (10 << 24) | (200 << 16);
+const HOST_IF_PREFIX = 'bh';
+/** Where the first server to enable forwarding records the previous value, shared by all drivers. */
+const FORWARD_ORIG = '/run/berth/ip_forward.orig';
+const IP_FORWARD = '/proc/sys/net/ipv4/ip_forward';
+/** Namespace teardown runs in a kernel work queue: milliseconds normally, longer under load. */
+const VETH_GONE_TIMEOUT_MS = 5_000;
+
+/**
+ * Destinations a sandbox may never reach through the host: link-local (cloud metadata services),
+ * multicast, and other sandboxes. The host's own addresses are covered by the input chain.
+ */
+const BLOCKED_DESTINATIONS = ['169.254.0.0/16', '224.0.0.0/4', SANDBOX_NET];
+
+export interface SlotNet {
+  netns: string;
+  netnsPath: string;
+  hostIf: string;
+  hostAddress: string;
+  address: string;
+}
+
+const ipv4 = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+
+export function slotNet(slot: number, name: string): SlotNet {
+  const base = NET_BASE + slot * 4;
+  return {
+    netns: `berth-${name}`,
+    netnsPath: `/run/netns/berth-${name}`,
+    hostIf: `${HOST_IF_PREFIX}${slot}`,
+    hostAddress: ipv4(base + 1),
+    address: ipv4(base + 2),
+  };
+}
+
+/** The Berth-owned ruleset; replaced atomically as a whole, idempotent, never touches other tables. */
+export function rulesetText(dropOtherForwarding: boolean): string {
+  const bh = `"${HOST_IF_PREFIX}*"`;
+  return `table inet berth
+delete table inet berth
+table inet berth {
+  set blocked_dst {
+    type ipv4_addr; flags interval
+    elements = { ${BLOCKED_DESTINATIONS.join(', ')} }
+  }
+  chain input {
+    type filter hook input priority filter - 10; policy accept;
+    iifname ${bh} ct state established,related accept
+    iifname ${bh} counter drop comment "sandboxes never reach the host itself"
+  }
+  chain forward {
+    type filter hook forward priority filter - 10; policy accept;
+    iifname ${bh} oifname ${bh} counter drop comment "sandbox to sandbox"
+    iifname ${bh} ip daddr @blocked_dst counter drop
+    iifname ${bh} meta nfproto ipv6 counter drop comment "sandboxes have no IPv6 route out"
+    iifname ${bh} accept
+    oifname ${bh} ct state established,related accept
+    oifname ${bh} counter drop comment "no inbound connections from outside"
+${dropOtherForwarding ? '    counter drop comment "forwarding was off before Berth: keep it off for everything else"\n' : ''}  }
+  chain egress_redirect {
+    comment "reserved: the egress proxy will redirect sandbox TCP here (prerouting dnat to a host port)"
+  }
+  chain prerouting {
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname ${bh} jump egress_redirect
+  }
+  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    ip saddr ${SANDBOX_NET} oifname != ${bh} masquerade
+  }
+}
+`;
+}
+
+/** Installs the table and turns IPv4 forwarding on, remembering whether it was off. Safe to repeat.
+ *  Needs /run/berth (host.ts ensureRunDirs). */
+export async function setupHostNetwork(): Promise<void> {
+  if (!existsSync(FORWARD_ORIG))
+    writeFileSync(FORWARD_ORIG, readFileSync(IP_FORWARD, 'utf8'), { flag: 'wx' });
+  const wasOff = readFileSync(FORWARD_ORIG, 'utf8').trim() === '0';
+  await run('nft', ['-f', '-'], rulesetText(wasOff));
+  writeFileSync(IP_FORWARD, '1');
+}
+
+/**
+ * Creates the namespace, the veth pair, addresses and the default route (two `ip` invocations).
+ * The caller holds the slot, so anything already named after it is debris (an `ip` that outlived a
+ * killed server, say) and is deleted first.
+ */
+export async function createSlotNetwork(net: SlotNet): Promise<void> {
+  await deleteSlotNetwork(net);
+  await run(
+    'ip',
+    ['-batch', '-'],
+    [
+      `netns add ${net.netns}`,
+      `link add ${net.hostIf} type veth peer name eth0 netns ${net.netns}`,
+      `addr add ${net.hostAddress}/30 dev ${net.hostIf}`,
+      `link set ${net.hostIf} up`,
+      '',
+    ].join('\n'),
+  );
+  await run(
+    'ip',
+    ['-n', net.netns, '-batch', '-'],
+    [
+      'link set lo up',
+      `addr add ${net.address}/30 dev eth0`,
+      'link set eth0 up',
+      `route add default via ${net.hostAddress}`,
+      '',
+    ].join('\n'),
+  );
+}
+
+/** Deletes the namespace (its veth end goes with it) and the host end if it lingers. Idempotent. */
+export async function deleteSlotNetwork(net: SlotNet): Promise<void> {
+  if (existsSync(net.netnsPath)) await run('ip', ['netns', 'del', net.netns]);
+  // The host end goes with its peer, but the kernel destroys a namespace asynchronously: wait for
+  // it (a new pair of the same name cannot be made before), deleting it ourselves if it lingers.
+  const hostIf = `/sys/class/net/${net.hostIf}`;
+  const deadline = Date.now() + VETH_GONE_TIMEOUT_MS;
+  for (let tried = false; existsSync(hostIf); await sleep(2)) {
+    if (!tried && Date.now() > deadline - VETH_GONE_TIMEOUT_MS / 2) {
+      tried = true;
+      await run('ip', ['link', 'del', net.hostIf]).catch(() => undefined);
+    }
+    if (Date.now() > deadline) throw new Error(`${net.hostIf} still exists after its namespace was deleted`);
+  }
+}
+
+export function slotNetworkExists(net: SlotNet): boolean {
+  return existsSync(net.netnsPath) && existsSync(`/sys/class/net/${net.hostIf}`);
+}

@@ -1,0 +1,103 @@
+// The two pools (needs root): ready network namespaces, and warm sandboxes assigned on create.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { SandboxSpec } from '../driver.js';
+import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
+import { claimedSlots } from './slots.js';
+import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
+
+const T = { timeout: 90_000 };
+const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({
+  memoryMb: 256,
+  pidsMax: 64,
+  cpuShares: 128,
+  diskMb: 64,
+  envs: {},
+  image: 'base',
+  volumes: [],
+  ...over,
+});
+
+const ownedUnder = (dir: string) => claimedSlots().filter((s) => s.owner.startsWith(`${dir}/`));
+
+/** Whatever happened in the test, nothing of it stays on the host. */
+async function cleanUp(driver: LinuxDriver, dataDir: string): Promise<void> {
+  for (const s of await driver.list()) await driver.remove(s.id);
+  await driver.close();
+  rmSync(dataDir, { recursive: true, force: true });
+}
+
+test('a create takes a ready network from the pool, which refills; close deletes the rest', T, async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'berth-pool-'));
+  const driver = await createLinuxDriver({
+    dataDir,
+    codeDir: makeMiniDaemonCodeDir(dataDir),
+    netPoolSize: 2,
+  });
+  try {
+    await driver.poolsIdle();
+    assert.equal(driver.netPool.readyCount, 2);
+    const pooled = ownedUnder(join(dataDir, 'pool')).map((s) => s.slot);
+    const info = await driver.ensure('p1', spec());
+    const slot = Number(driver.cgroup('p1')!.name.slice(2));
+    assert.ok(pooled.includes(slot), 'the sandbox got a pooled slot');
+    assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
+    await driver.poolsIdle();
+    assert.equal(driver.netPool.readyCount, 2, `refilled (${driver.netPool.lastError?.message})`);
+    await driver.remove('p1');
+  } finally {
+    await cleanUp(driver, dataDir);
+  }
+  assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  for (const n of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) assert.ok(!n.includes(dataDir));
+});
+
+test('a warm sandbox is assigned to a create with the spec envs, limits and disk cap', T, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-'));
+  const driver = await createLinuxDriver({
+    dataDir,
+    codeDir: makeMiniDaemonCodeDir(dataDir),
+    netPoolSize: 0,
+    warmPoolSize: 1,
+  });
+  try {
+    await driver.poolsIdle();
+    assert.equal(driver.warmPool.readyCount, 1);
+    const started = performance.now();
+    const info = await driver.ensure('w1', spec({ memoryMb: 128, diskMb: 32, envs: { COLOR: 'teal' } }));
+    t.diagnostic(`create from the warm pool: ${(performance.now() - started).toFixed(1)} ms`);
+    assert.equal(info.socketPath, driver.socketPath('w1'));
+    assert.equal(info.state, 'running');
+    const run = async (cmd: string) => (await sandboxExec(info.socketPath, cmd)).stdout.trim();
+    assert.equal(await run('echo $COLOR $BERTH_SANDBOX_ID'), 'teal w1');
+    assert.equal(await run("df -m /workspace | awk 'NR==2{print $2}'"), '32');
+    assert.equal((await driver.stats('w1'))!.memoryLimitBytes, 128 * 1024 * 1024);
+    assert.deepEqual(
+      (await driver.list()).map((s) => s.id),
+      ['w1'],
+    );
+    assert.ok(existsSync(join(dataDir, 'sandboxes', 'w1', 'state.json')));
+    await driver.poolsIdle();
+    assert.equal(driver.warmPool.readyCount, 1, `refilled (${driver.warmPool.lastError?.message})`);
+    // A spec with a volume cannot use a warm sandbox (its mount must exist at start): a cold start.
+    const vol = mkdtempSync(join(dataDir, 'vol-'));
+    const cold = await driver.ensure(
+      'w2',
+      spec({ volumes: [{ hostPath: vol, mountPath: '/data', readOnly: false }] }),
+    );
+    assert.equal(driver.warmPool.readyCount, 1, 'the warm sandbox stayed in the pool');
+    assert.equal(
+      (await sandboxExec(cold.socketPath, 'echo hi > /data/f && cat /data/f')).stdout.trim(),
+      'hi',
+    );
+    assert.equal(readFileSync(join(vol, 'f'), 'utf8'), 'hi\n');
+    await driver.remove('w1');
+    await driver.remove('w2');
+  } finally {
+    await cleanUp(driver, dataDir);
+  }
+  assert.deepEqual(ownedUnder(dataDir), [], 'warm sandboxes removed on close');
+});

@@ -1,0 +1,187 @@
+// The sandbox's root file system: a read-only image (the host's own /usr by default, or an installed
+// rootfs directory), a curated /etc, and the writable layer on top.
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+
+/** Bumped whenever the list below changes, so an old base-etc is rebuilt. */
+const BASE_ETC_VERSION = '2';
+export const SANDBOX_HOSTNAME = 'sandbox';
+
+/**
+ * Host /etc entries a sandbox may see: name resolution, TLS roots, dynamic linker, time zone, shells.
+ * An allowlist on purpose: never shadow/gshadow, ssl/private, SSH keys, npmrc/pip.conf/gitconfig
+ * (they may hold tokens), machine-id, or anything naming the data dir.
+ */
+const COPIED_ETC = [
+  'ssl/certs',
+  'ssl/openssl.cnf',
+  'ca-certificates.conf',
+  'alternatives',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'localtime',
+  'timezone',
+  'protocols',
+  'services',
+  'networks',
+  'ethertypes',
+  'gai.conf',
+  'host.conf',
+  'mime.types',
+  'magic',
+  'magic.mime',
+  'profile',
+  'profile.d',
+  'bash.bashrc',
+  'inputrc',
+  'shells',
+  'os-release',
+  'debian_version',
+  'locale.alias',
+  'terminfo',
+  'python3',
+  'perl',
+];
+
+const GENERATED_ETC: Record<string, string> = {
+  passwd: [
+    'root:x:0:0:root:/home/user:/bin/bash',
+    'user:x:1000:1000:user:/home/user:/bin/bash',
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin',
+    '',
+  ].join('\n'),
+  group: ['root:x:0:', 'user:x:1000:', 'nogroup:x:65534:', ''].join('\n'),
+  hosts: `127.0.0.1\tlocalhost\n127.0.1.1\t${SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n`,
+  hostname: `${SANDBOX_HOSTNAME}\n`,
+  'nsswitch.conf':
+    'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n',
+};
+
+/** Builds `<dataDir>/images/base-etc` once (again after a version bump); returns its path. */
+export function ensureBaseEtc(dataDir: string, hostEtc = '/etc'): string {
+  const images = join(dataDir, 'images');
+  const target = join(images, 'base-etc');
+  const marker = join(target, '.berth-version');
+  if (existsSync(marker) && readFileSync(marker, 'utf8') === BASE_ETC_VERSION) {
+    writeResolvConf(target, hostEtc);
+    return target;
+  }
+  mkdirSync(images, { recursive: true, mode: 0o755 });
+  const tmp = join(images, `.base-etc-${process.pid}-${Date.now()}`);
+  mkdirSync(tmp, { mode: 0o755 });
+  for (const rel of COPIED_ETC) {
+    const src = join(hostEtc, rel);
+    if (!existsSync(src) && !isSymlink(src)) continue;
+    mkdirSync(join(tmp, rel, '..'), { recursive: true });
+    cpSync(src, join(tmp, rel), { recursive: true, verbatimSymlinks: true, dereference: false });
+  }
+  for (const [name, text] of Object.entries(GENERATED_ETC))
+    writeFileSync(join(tmp, name), text, { mode: 0o644 });
+  writeResolvConf(tmp, hostEtc);
+  writeFileSync(join(tmp, '.berth-version'), BASE_ETC_VERSION);
+  if (existsSync(target)) rmSync(target, { recursive: true, force: true });
+  try {
+    renameSync(tmp, target);
+  } catch {
+    rmSync(tmp, { recursive: true, force: true }); // another server built it at the same moment
+  }
+  return target;
+}
+
+/**
+ * The host's resolvers, refreshed at every start (written in place, so running sandboxes see it too).
+ * A loopback resolver (systemd-resolved's 127.0.0.53) would be the sandbox's own lo in its network
+ * namespace; then the upstream list systemd-resolved keeps is used instead, as container engines do.
+ */
+function writeResolvConf(etc: string, hostEtc: string): void {
+  const read = (p: string) => (existsSync(p) ? readFileSync(p, 'utf8') : '');
+  let text = read(join(hostEtc, 'resolv.conf'));
+  const servers = [...text.matchAll(/^nameserver\s+(\S+)/gm)].map((m) => m[1]);
+  if (servers.length && servers.every((a) => a.startsWith('127.') || a === '::1')) {
+    text = read('/run/systemd/resolve/resolv.conf') || text;
+  }
+  const p = join(etc, 'resolv.conf');
+  if (isSymlink(p)) rmSync(p); // never write through a link
+  if (read(p) !== text) writeFileSync(p, text, { mode: 0o644 });
+}
+
+function isSymlink(p: string): boolean {
+  try {
+    return lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+/** One top-level entry of the sandbox root. */
+export type RootEntry =
+  | { kind: 'symlink'; target: string; dest: string }
+  | { kind: 'bind'; src: string; dest: string; readOnly: boolean };
+
+/** Top-level names the runtime provides itself, never taken from an image. */
+const RUNTIME_OWNED = new Set([
+  'proc',
+  'dev',
+  'sys',
+  'tmp',
+  'home',
+  'var',
+  'workspace',
+  'run',
+  'etc',
+  'opt',
+  'root',
+]);
+
+function installedImage(dataDir: string, image: string): string | undefined {
+  if (!/^[a-z0-9][a-z0-9._-]*$/i.test(image)) return undefined;
+  const rootfs = join(dataDir, 'images', 'rootfs', image);
+  return existsSync(join(rootfs, 'usr')) ? rootfs : undefined;
+}
+
+/** True when `image` runs on the host's own userland (no rootfs of that name is installed). */
+export function isHostImage(dataDir: string, image: string): boolean {
+  return installedImage(dataDir, image) === undefined;
+}
+
+/**
+ * The read-only part of the root. `image` names a directory `<dataDir>/images/rootfs/<image>` when
+ * one is installed there; any other name (including the default) means the host's own userland.
+ */
+export function imageRoot(dataDir: string, image: string, baseEtc: string): RootEntry[] {
+  const rootfs = installedImage(dataDir, image);
+  if (rootfs) {
+    const out: RootEntry[] = [];
+    for (const name of readdirSync(rootfs)) {
+      if (RUNTIME_OWNED.has(name)) continue;
+      const p = join(rootfs, name);
+      const st = lstatSync(p);
+      if (st.isSymbolicLink()) out.push({ kind: 'symlink', target: readlinkSync(p), dest: `/${name}` });
+      else if (st.isDirectory()) out.push({ kind: 'bind', src: p, dest: `/${name}`, readOnly: true });
+    }
+    const etc = join(rootfs, 'etc');
+    out.push({ kind: 'bind', src: existsSync(etc) ? etc : baseEtc, dest: '/etc', readOnly: true });
+    return out;
+  }
+  const out: RootEntry[] = [{ kind: 'bind', src: '/usr', dest: '/usr', readOnly: true }];
+  // Merged-/usr hosts have /bin, /lib... as symlinks into /usr; older layouts have real directories.
+  for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
+    const p = `/${name}`;
+    if (isSymlink(p)) out.push({ kind: 'symlink', target: readlinkSync(p), dest: p });
+    else if (existsSync(p)) out.push({ kind: 'bind', src: p, dest: p, readOnly: true });
+  }
+  out.push({ kind: 'bind', src: baseEtc, dest: '/etc', readOnly: true });
+  return out;
+}

@@ -1,0 +1,57 @@
+// The per-sandbox record `<dataDir>/sandboxes/<id>/state.json`: everything needed to find, adopt and
+// tear down a sandbox after the server restarts. It never holds envs (they may be secrets), only a hash.
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface SandboxRecord {
+  id: string;
+  slot: number;
+  /** Kernel-visible name: cgroup directory, netns `berth-<name>`. */
+  name: string;
+  /** Host pid of bubblewrap; 0 while the sandbox is being created. */
+  pid: number;
+  /** Start time of `pid` in clock ticks since boot, so a recycled pid is not mistaken for ours. */
+  pidStart: number;
+  hostUid: number;
+  address: string;
+  hostAddress: string;
+  specHash: string;
+  image: string;
+  socketPath: string;
+  createdAt: string;
+}
+
+export const stateFile = (sandboxDir: string) => join(sandboxDir, 'state.json');
+
+export function readRecord(sandboxDir: string): SandboxRecord | undefined {
+  try {
+    return JSON.parse(readFileSync(stateFile(sandboxDir), 'utf8')) as SandboxRecord;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Written by rename so a crash never leaves half a file. */
+export function writeRecord(sandboxDir: string, rec: SandboxRecord): void {
+  const tmp = `${stateFile(sandboxDir)}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(rec, null, 2)}\n`, { mode: 0o600 });
+  renameSync(tmp, stateFile(sandboxDir));
+}
+
+/** Field 22 of /proc/<pid>/stat; undefined when the process does not exist. */
+export function processStartTime(pid: number): number | undefined {
+  if (!(pid > 0)) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // comm (field 2) may hold spaces and parentheses: split after its last ')'.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (rest[0] === 'Z' || rest[0] === 'X') return undefined; // exited, waiting to be reaped
+    return Number(rest[19]);
+  } catch {
+    return undefined;
+  }
+}
+
+export function isProcessAlive(pid: number, startTime: number): boolean {
+  return processStartTime(pid) === startTime;
+}

@@ -1,0 +1,127 @@
+// Syscall numbers for the seccomp filter, per architecture, read from the kernel's uapi headers
+// (asm/unistd_64.h for x86_64, asm-generic/unistd.h for aarch64).
+
+export interface SyscallTable {
+  /** AUDIT_ARCH_* value seccomp reports in seccomp_data.arch. */
+  auditArch: number;
+  /** Syscall numbers at or above this belong to a second ABI on the same arch (x32); 0 when none. */
+  foreignAbiFrom: number;
+  nr: Record<string, number>;
+}
+
+const X86_64: SyscallTable = {
+  auditArch: 0xc000003e,
+  foreignAbiFrom: 0x40000000,
+  nr: {
+    ioctl: 16,
+    clone: 56,
+    syslog: 103,
+    uselib: 134,
+    vhangup: 153,
+    modify_ldt: 154,
+    pivot_root: 155,
+    _sysctl: 156,
+    adjtimex: 159,
+    acct: 163,
+    settimeofday: 164,
+    mount: 165,
+    umount2: 166,
+    swapon: 167,
+    swapoff: 168,
+    reboot: 169,
+    iopl: 172,
+    ioperm: 173,
+    init_module: 175,
+    delete_module: 176,
+    quotactl: 179,
+    nfsservctl: 180,
+    lookup_dcookie: 212,
+    clock_settime: 227,
+    kexec_load: 246,
+    add_key: 248,
+    request_key: 249,
+    keyctl: 250,
+    unshare: 272,
+    perf_event_open: 298,
+    fanotify_init: 300,
+    name_to_handle_at: 303,
+    open_by_handle_at: 304,
+    clock_adjtime: 305,
+    setns: 308,
+    finit_module: 313,
+    kexec_file_load: 320,
+    bpf: 321,
+    userfaultfd: 323,
+    io_uring_setup: 425,
+    io_uring_enter: 426,
+    io_uring_register: 427,
+    open_tree: 428,
+    move_mount: 429,
+    fsopen: 430,
+    fsconfig: 431,
+    fsmount: 432,
+    fspick: 433,
+    clone3: 435,
+    mount_setattr: 442,
+    quotactl_fd: 443,
+  },
+};
+
+const AARCH64: SyscallTable = {
+  auditArch: 0xc00000b7,
+  foreignAbiFrom: 0,
+  nr: {
+    lookup_dcookie: 18,
+    ioctl: 29,
+    umount2: 39,
+    mount: 40,
+    pivot_root: 41,
+    nfsservctl: 42,
+    vhangup: 58,
+    quotactl: 60,
+    acct: 89,
+    unshare: 97,
+    kexec_load: 104,
+    init_module: 105,
+    delete_module: 106,
+    clock_settime: 112,
+    syslog: 116,
+    reboot: 142,
+    settimeofday: 170,
+    adjtimex: 171,
+    add_key: 217,
+    request_key: 218,
+    keyctl: 219,
+    clone: 220,
+    swapon: 224,
+    swapoff: 225,
+    perf_event_open: 241,
+    fanotify_init: 262,
+    name_to_handle_at: 264,
+    open_by_handle_at: 265,
+    clock_adjtime: 266,
+    setns: 268,
+    finit_module: 273,
+    bpf: 280,
+    userfaultfd: 282,
+    kexec_file_load: 294,
+    io_uring_setup: 425,
+    io_uring_enter: 426,
+    io_uring_register: 427,
+    open_tree: 428,
+    move_mount: 429,
+    fsopen: 430,
+    fsconfig: 431,
+    fsmount: 432,
+    fspick: 433,
+    clone3: 435,
+    mount_setattr: 442,
+    quotactl_fd: 443,
+  },
+};
+
+export function syscallTable(arch: string = process.arch): SyscallTable | undefined {
+  if (arch === 'x64') return X86_64;
+  if (arch === 'arm64') return AARCH64;
+  return undefined;
+}

@@ -1,0 +1,122 @@
+// Sandboxes started ahead of time with a base spec, so that creating one is an assignment (limits
+// rewritten, env file written, directories renamed: a few ms) instead of a start (~40-100 ms, most
+// of it Node's own start). Requires a daemon that merges BERTH_SANDBOX_ENV_FILE into the env of
+// every process it starts, because the spec's envs arrive after the daemon is running; opt-in for
+// that reason (LinuxDriverOptions.warmPoolSize). Specs with volumes or an installed image always
+// start cold: their mounts must exist before bwrap builds the root.
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SandboxSpec } from '../driver.js';
+import { type HostContext, startSandbox, teardownSandbox } from './create.js';
+import { type SandboxPaths, sandboxPaths } from './host.js';
+import { isProcessAlive, processStartTime, readRecord, type SandboxRecord } from './state.js';
+
+/** Limits a warm sandbox waits with; assignment rewrites them to the real spec. */
+export const WARM_SPEC: SandboxSpec = {
+  memoryMb: 512,
+  pidsMax: 256,
+  cpuShares: 256,
+  diskMb: 512,
+  envs: {},
+  image: '',
+  volumes: [],
+};
+
+export interface WarmSandbox {
+  dir: string;
+  paths: SandboxPaths;
+  rec: SandboxRecord;
+}
+
+export class WarmPool {
+  private readonly ready: WarmSandbox[] = [];
+  private inflight = 0;
+  private seq = 0;
+  private closed = false;
+  private readonly dir: string;
+  private readonly tag: string;
+  private idle: Promise<void> = Promise.resolve();
+  /** Why the last refill failed, for diagnostics (a failed refill only leaves the pool smaller). */
+  lastError?: Error;
+
+  constructor(
+    private readonly ctx: HostContext,
+    private readonly size: number,
+  ) {
+    this.dir = join(ctx.dataDir, 'warm');
+    this.tag = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
+  }
+
+  private paths(name: string): SandboxPaths {
+    return sandboxPaths(this.ctx.dataDir, `warm/${name}`);
+  }
+
+  /** Takes over the warm sandboxes of a driver process that no longer runs; removes dead ones. */
+  async sweep(): Promise<void> {
+    if (!existsSync(this.dir)) return;
+    for (const n of readdirSync(this.dir)) {
+      const [pid, start] = n.split('.').map(Number);
+      if (isProcessAlive(pid, start)) continue; // another live driver's pool
+      const w = { dir: join(this.dir, n), paths: this.paths(n) };
+      const rec = readRecord(w.dir);
+      if (rec && isProcessAlive(rec.pid, rec.pidStart) && this.ready.length < this.size)
+        this.ready.push({ ...w, rec });
+      else await teardownSandbox(this.ctx, w.dir, w.paths);
+    }
+  }
+
+  /** A running warm sandbox, removed from the pool, or undefined. */
+  take(): WarmSandbox | undefined {
+    for (let w = this.ready.shift(); w; w = this.ready.shift()) {
+      const rec = readRecord(w.dir);
+      if (rec && isProcessAlive(rec.pid, rec.pidStart)) return { ...w, rec };
+      void teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
+    }
+    return undefined;
+  }
+
+  /** Starts missing warm sandboxes in the background; a failure only leaves the pool smaller. */
+  refill(): void {
+    if (this.closed) return;
+    const missing = this.size - this.ready.length - this.inflight;
+    if (missing <= 0) return;
+    this.inflight += missing;
+    const jobs = Array.from({ length: missing }, () =>
+      this.startOne()
+        .catch((e: Error) => {
+          this.lastError = e;
+        })
+        .finally(() => this.inflight--),
+    );
+    this.idle = Promise.allSettled([this.idle, ...jobs]).then(() => undefined);
+  }
+
+  private async startOne(): Promise<void> {
+    const name = `${this.tag}.${this.seq++}`;
+    const dir = join(this.dir, name);
+    const paths = this.paths(name);
+    try {
+      const rec = await startSandbox(this.ctx, { dir, id: `warm.${name}`, paths, spec: WARM_SPEC, hash: '' });
+      if (this.closed) await teardownSandbox(this.ctx, dir, paths);
+      else this.ready.push({ dir, paths, rec });
+    } catch (e) {
+      await teardownSandbox(this.ctx, dir, paths).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  get readyCount(): number {
+    return this.ready.length;
+  }
+
+  async whenIdle(): Promise<void> {
+    await this.idle;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.idle;
+    for (let w = this.ready.shift(); w; w = this.ready.shift())
+      await teardownSandbox(this.ctx, w.dir, w.paths);
+  }
+}

@@ -1,0 +1,13 @@
+// What every handler of the daemon is given: its configuration and the few long-lived services.
+import type { DaemonConfig } from './config.js';
+import type { UploadStore } from './fs/upload-store.js';
+import type { PathResolver } from './paths.js';
+import type { ProcessManager } from './process/manager.js';
+
+export interface SandboxApi {
+  config: DaemonConfig;
+  paths: PathResolver;
+  processes: ProcessManager;
+  uploads: UploadStore;
+  startedAt: Date;
+}

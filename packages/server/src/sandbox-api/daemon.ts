@@ -1,0 +1,61 @@
+// Entry point of the daemon that runs inside each sandbox (`node /opt/berth/sandbox-api/daemon.js`). Listens on
+// BERTH_SANDBOX_SOCKET (the host gateway's way in) or on 127.0.0.1:BERTH_SANDBOX_PORT, then prints one JSON line
+// `{"event":"listening",...}` on stdout so whoever started it knows it is ready.
+import { chmodSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { createApi, createHttpServer } from './app.js';
+import { loadDaemonConfig } from './config.js';
+
+/** How often a daemon started with BERTH_SANDBOX_EXIT_WITH_PARENT checks that its parent is still there. */
+const PARENT_CHECK_MS = 1000;
+
+function main(): void {
+  const config = loadDaemonConfig();
+  const api = createApi(config);
+  const server = createHttpServer(api);
+
+  const ready = () => {
+    if (config.socket) {
+      // The host side connects through a bind mount, possibly as another uid.
+      chmodSync(config.socket, 0o666);
+      process.stdout.write(`${JSON.stringify({ event: 'listening', socket: config.socket })}\n`);
+    } else {
+      const { port } = server.address() as AddressInfo;
+      process.stdout.write(
+        `${JSON.stringify({ event: 'listening', url: `http://127.0.0.1:${port}`, port })}\n`,
+      );
+    }
+  };
+  if (config.socket) {
+    rmSync(config.socket, { force: true }); // a socket file left by a previous run
+    server.listen(config.socket, ready);
+  } else {
+    server.listen(config.port, '127.0.0.1', ready);
+  }
+
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    api.processes.killAll();
+    api.uploads.disposeSync();
+    server.close();
+    server.closeAllConnections();
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  if (config.exitWithParent) {
+    // Outside a sandbox (tests, a developer's machine) a daemon whose starter died must not linger.
+    const parent = process.ppid;
+    setInterval(() => {
+      if (process.ppid !== parent) stop();
+    }, PARENT_CHECK_MS).unref();
+  }
+  server.on('error', (err) => {
+    process.stderr.write(`sandbox-api: ${err.message}\n`);
+    process.exit(1);
+  });
+}
+
+main();

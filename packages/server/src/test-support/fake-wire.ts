@@ -1,0 +1,60 @@
+// What the fake provider's OpenAI and Anthropic halves share: JSON and SSE answers, a paced stream that
+// notices when the client hangs up, and a deterministic text generator (one word = one token).
+import type { ServerResponse } from 'node:http';
+
+export const WORDS = ['Hello', 'from', 'the', 'fake', 'provider'];
+export const TOOL_ARGS = { city: 'Paris' };
+
+/** Per-server stream settings: pace between chunks, and who to tell when a client cuts a stream. */
+export interface StreamContext {
+  chunkDelayMs: number;
+  onCancel(): void;
+}
+
+/** N output tokens, one word each. */
+export const words = (n: number) => Array.from({ length: n }, (_, i) => WORDS[i % WORDS.length]);
+
+export function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((p: any) => (typeof p?.text === 'string' ? p.text : typeof p?.content === 'string' ? p.content : ''))
+    .join(' ');
+}
+
+/** Input tokens as the fake counts them: one per 4 characters of message text. */
+export function promptTokens(messages: any[], system?: unknown) {
+  const chars = (messages ?? []).map((m: any) => textOf(m.content)).join(' ').length + textOf(system).length;
+  return Math.max(1, Math.ceil(chars / 4));
+}
+
+export function json(res: ServerResponse, status: number, body: unknown) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'x-request-id': 'req_fake',
+  });
+  res.end(text);
+}
+
+export const sse = (data: unknown, event?: string) =>
+  `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function stream(ctx: StreamContext, res: ServerResponse, frames: string[]) {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  let cut = false;
+  res.on('close', () => {
+    if (res.writableFinished) return;
+    cut = true;
+    ctx.onCancel();
+  });
+  for (const f of frames) {
+    if (cut) return;
+    res.write(f);
+    if (ctx.chunkDelayMs) await sleep(ctx.chunkDelayMs);
+  }
+  res.end();
+}
