@@ -616,7 +616,7 @@ export interface paths {
         };
         /** Get a workspace */
         get: operations["getWorkspace"];
-        /** Change the display name of a workspace */
+        /** Change the display name of a workspace (it cannot be renamed) */
         put: operations["updateWorkspace"];
         post?: never;
         /** Delete an empty workspace */
@@ -636,7 +636,7 @@ export interface paths {
         /** Members of a workspace */
         get: operations["listMembers"];
         put?: never;
-        /** Add a member or change its role */
+        /** Add a member or change its role (the subject in the body) */
         post: operations["addMember"];
         delete?: never;
         options?: never;
@@ -652,7 +652,7 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Add a member or change its role */
+        /** Add a member or change its role (the subject in the path) */
         put: operations["setMemberRole"];
         post?: never;
         /** Remove a member */
@@ -761,6 +761,57 @@ export interface paths {
         post?: never;
         /** Delete one version of a volume template */
         delete: operations["deleteVolumeTemplateVersion"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/connections/{connectionName}/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Models the connection's provider offers (asked of the provider now) */
+        get: operations["listConnectionModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{modelName}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Token usage of a model endpoint, by hour or by API key */
+        get: operations["getModelUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/policies/{policyName}/usages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Current token consumption of a maxToken policy, per window (empty for other policies) */
+        get: operations["getPolicyUsages"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -2004,8 +2055,9 @@ export interface components {
             updatedBy: string;
         };
         ApiKeyInput: {
-            name?: string;
+            /** @description duration such as 30d, 24h, 1w; absent = never expires */
             expires_in?: string;
+            name?: string;
         };
         ApiKeyCreated: {
             id: string;
@@ -2037,6 +2089,7 @@ export interface components {
         WorkspaceUpdate: {
             /** @description must equal the name in the path */
             name?: string;
+            /** @description replaces the display name; absent clears it */
             displayName?: string;
         };
         Member: {
@@ -2098,8 +2151,8 @@ export interface components {
             };
         };
         PreviewTokenInput: {
+            /** @description metadata.name defaults to a generated name */
             metadata?: {
-                /** @description default: a generated name */
                 name?: string;
             };
             spec: {
@@ -2121,6 +2174,59 @@ export interface components {
             region?: string;
             contentSize?: number;
             bucket?: string;
+        };
+        /** @description one model of the connection's provider */
+        ProviderModel: {
+            id: string;
+            displayName?: string;
+            ownedBy?: string;
+            createdAt?: string;
+        };
+        /** @description calls to a model in one hour, or by one key, ordered by that */
+        ModelUsage: {
+            /** @description start of the hour, ISO 8601 (groupBy=hour) */
+            hour?: string;
+            /** @description the API key the calls used (groupBy=key) */
+            keyId?: string;
+            inputTokens: number;
+            outputTokens: number;
+            totalTokens: number;
+            requests: number;
+            errors: number;
+            avgLatencyMs: number;
+        };
+        /** @description a maxToken policy's current window */
+        PolicyWindow: {
+            policy: string;
+            /** @enum {string} */
+            granularity: "minute" | "hour" | "day" | "month";
+            /** @description window length in granularity units */
+            step: number;
+            /** Format: date-time */
+            start: string;
+            /** Format: date-time */
+            end: string;
+            limits: {
+                input?: number;
+                output?: number;
+                total?: number;
+            };
+            used: {
+                input: number;
+                output: number;
+                total: number;
+            };
+            /** @description held by calls still running */
+            reserved: {
+                input: number;
+                output: number;
+                total: number;
+            };
+            remaining: {
+                input?: number;
+                output?: number;
+                total?: number;
+            };
         };
     };
     responses: {
@@ -4728,7 +4834,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Change the display name of a workspace */
+            /** @description Change the display name of a workspace (it cannot be renamed) */
             200: {
                 headers: {
                     /** @description unknown fields that were dropped (299 - "unknown field ...") */
@@ -4815,7 +4921,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Add a member or change its role */
+            /** @description Add a member or change its role (the subject in the body) */
             200: {
                 headers: {
                     /** @description unknown fields that were dropped (299 - "unknown field ...") */
@@ -4849,7 +4955,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Add a member or change its role */
+            /** @description Add a member or change its role (the subject in the path) */
             200: {
                 headers: {
                     /** @description unknown fields that were dropped (299 - "unknown field ...") */
@@ -5132,6 +5238,94 @@ export interface operations {
                         message: string;
                         template: components["schemas"]["VolumeTemplate"];
                     };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listConnectionModels: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                connectionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Models the connection's provider offers (asked of the provider now) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModel"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getModelUsage: {
+        parameters: {
+            query?: {
+                /** @description start (default: 24h ago): an ISO 8601 time, or a duration ago such as 24h */
+                from?: string;
+                /** @description end (default: now): an ISO 8601 time, or a duration ago such as 24h */
+                to?: string;
+                /** @description one row per hour, or per API key */
+                groupBy?: "hour" | "key";
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                modelName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Token usage of a model endpoint, by hour or by API key */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelUsage"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getPolicyUsages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                policyName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Current token consumption of a maxToken policy, per window (empty for other policies) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyWindow"][];
                 };
             };
             "4XX": components["responses"]["Problem"];

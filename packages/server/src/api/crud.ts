@@ -25,7 +25,10 @@ export function requireRole(req: FastifyRequest, need: Role) {
   const a = req.access;
   if (!a) throw new ApiError('UNAUTHENTICATED', 'a bearer credential is required');
   if (!atLeast(a.role, need))
-    throw new ApiError('FORBIDDEN', `role ${a.role} in workspace ${a.workspace} cannot do this (needs ${need})`);
+    throw new ApiError(
+      'FORBIDDEN',
+      `role ${a.role} in workspace ${a.workspace} cannot do this (needs ${need})`,
+    );
   return a;
 }
 
@@ -44,10 +47,17 @@ function parentsOf(kd: KindDescriptor, params: Record<string, string>) {
 /** Kubernetes-style warning for dropped unknown fields: `299 - "unknown field \"/spec/x\""`. */
 export function warnDropped(reply: FastifyReply, dropped: string[]) {
   if (dropped.length)
-    reply.header('Warning', dropped.map((p) => `299 - "unknown field ${JSON.stringify(p).slice(1, -1)}"`).join(', '));
+    reply.header(
+      'Warning',
+      dropped.map((p) => `299 - "unknown field ${JSON.stringify(p).slice(1, -1)}"`).join(', '),
+    );
 }
 
-export function registerCrud(app: FastifyInstance, kinds: KindDescriptor[], { resources, createHooks = {} }: CrudDeps) {
+export function registerCrud(
+  app: FastifyInstance,
+  kinds: KindDescriptor[],
+  { resources, createHooks = {} }: CrudDeps,
+) {
   for (const kd of kinds) {
     const coll = toFastifyPath(kd.path);
     const item = `${coll}/:${kd.nameParam}`;

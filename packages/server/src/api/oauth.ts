@@ -8,7 +8,7 @@ import { keys, type ServiceAccountRecord } from '../auth/records.js';
 import { ACCESS_TOKEN_TTL_S, JWT_ALG } from '../auth/signing-key.js';
 import { ApiError } from './errors.js';
 
-type OAuthErrorCode = 'invalid_request' | 'invalid_client' | 'unsupported_grant_type' | 'server_error';
+export type OAuthErrorCode = 'invalid_request' | 'invalid_client' | 'unsupported_grant_type' | 'server_error';
 
 class OAuthError extends Error {
   constructor(

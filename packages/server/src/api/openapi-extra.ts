@@ -1,9 +1,17 @@
-// The routes that are not generic CRUD (accounts, keys, tokens, workspaces, catalog, sub-resources),
-// described once for the OpenAPI document. Shapes follow the route modules that serve them.
-import { type TSchema, Type } from '@sinclair/typebox';
-import { DURATION_PATTERN, Name, Timestamp } from '../kinds/common.js';
+// The routes that are not generic CRUD (accounts, keys, tokens, workspaces, catalog, sub-resources,
+// model gateway read-outs), described once for the OpenAPI document. Request bodies are the route
+// modules' own schemas, imported; answer shapes are checked against the modules' view functions at
+// compile time (`Same` below), so the table cannot drift from what is served.
+import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
+import type { ProviderModel } from '../models/list-models.js';
+import type * as modelRoutes from '../models/routes.js';
 import { VolumeTemplateVersion as VersionSchema } from '../kinds/volume-template.js';
 import { Template } from '../templates/schema.js';
+import type { OAuthErrorCode } from './oauth.js';
+import * as previewTokens from './preview-tokens.js';
+import * as serviceAccounts from './service-accounts.js';
+import * as versions from './volume-template-versions.js';
+import * as workspaces from './workspaces.js';
 
 export interface ExtraOperation {
   operationId: string;
@@ -15,6 +23,8 @@ export interface ExtraOperation {
   /** The body may also be sent form-encoded (the OAuth token endpoint). */
   formBody?: boolean;
   query?: Record<string, TSchema>;
+  /** Schemas of path parameters the route checks (default: any string). */
+  params?: Record<string, TSchema>;
   /** A list served by api/pagination.ts: limit, cursor and labels, next-page headers. */
   paged?: boolean;
   response?: TSchema;
@@ -34,9 +44,39 @@ export type ExtraPaths = Record<string, Partial<Record<'get' | 'post' | 'put' | 
 
 const opt = Type.Optional;
 const Str = Type.String;
+const Int = Type.Integer;
 const ref = (id: string) => Type.Unsafe<unknown>({ $ref: id });
-/** A copy of a schema defined elsewhere, named so the document lists it once under components. */
-const named = <T extends TSchema>(schema: T, $id: string): T => ({ ...schema, $id });
+
+/**
+ * A route module's schema, named `$id` so the document lists it once under components, with
+ * descriptions added to some of its fields (keys the schema does not have do not compile).
+ */
+function named<T extends TObject>(
+  schema: T,
+  $id: string,
+  fields: Partial<Record<keyof T['properties'], string>> = {},
+): T {
+  const properties: Record<string, TSchema> = { ...schema.properties };
+  for (const [k, description] of Object.entries(fields) as [string, string][])
+    properties[k] = { ...properties[k], description };
+  return { ...schema, properties, $id };
+}
+
+/** All keys of every branch of a union. */
+type KeysOf<T> = T extends unknown ? keyof T : never;
+/** `T` with the fields that may hold `undefined` made optional, as a schema's optional fields are. */
+type Loose<T> = { [K in keyof T as undefined extends T[K] ? never : K]: T[K] } & {
+  [K in keyof T as undefined extends T[K] ? K : never]?: T[K];
+};
+/** `true` when what a route answers (`T`) has exactly the fields schema `S` documents, of its types. */
+type Same<S extends TSchema, T> = [T] extends [Static<S>]
+  ? [Static<S>] extends [Loose<T>]
+    ? [Exclude<KeysOf<T>, keyof Static<S>> | Exclude<keyof Static<S>, KeysOf<T>>] extends [never]
+      ? true
+      : false
+    : false
+  : false;
+
 const Role = Type.Union([Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')]);
 const SubType = Type.Union([Type.Literal('user'), Type.Literal('service_account')]);
 
@@ -53,18 +93,10 @@ const ServiceAccountCreated = Type.Object(
   { ...ServiceAccountFields, client_secret: Str({ description: 'shown only in this answer' }) },
   { $id: 'ServiceAccountCreated' },
 );
-const ServiceAccountInput = Type.Object(
-  {
-    name: Str({ minLength: 1, maxLength: 253 }),
-    description: opt(Str({ maxLength: 1024 })),
-    role: opt({ ...Role, description: 'role in the workspace (default member)' }),
-  },
-  { $id: 'ServiceAccountInput' },
-);
-const ServiceAccountUpdate = Type.Object(
-  { name: opt(Str({ minLength: 1, maxLength: 253 })), description: opt(Str({ maxLength: 1024 })) },
-  { $id: 'ServiceAccountUpdate' },
-);
+const ServiceAccountInput = named(serviceAccounts.CreateBody, 'ServiceAccountInput', {
+  role: 'role in the workspace (default member)',
+});
+const ServiceAccountUpdate = named(serviceAccounts.UpdateBody, 'ServiceAccountUpdate');
 
 const ApiKeyFields = {
   id: Str(),
@@ -82,11 +114,11 @@ const ApiKeyCreated = Type.Object(
   { ...ApiKeyFields, apiKey: Str({ description: 'the key; shown only in this answer' }) },
   { $id: 'ApiKeyCreated' },
 );
-const ApiKeyInput = Type.Object(
-  { name: opt(Str({ maxLength: 253 })), expires_in: opt(Str({ pattern: DURATION_PATTERN })) },
-  { $id: 'ApiKeyInput' },
-);
+const ApiKeyInput = named(serviceAccounts.KeyBody, 'ApiKeyInput', {
+  expires_in: 'duration such as 30d, 24h, 1w; absent = never expires',
+});
 
+// The token endpoint parses its body by hand (JSON or form), so this schema is the documentation only.
 const TokenRequest = Type.Object(
   {
     grant_type: Type.Literal('client_credentials'),
@@ -99,41 +131,31 @@ const TokenResponse = Type.Object(
   {
     access_token: Str(),
     token_type: Type.Literal('Bearer'),
-    expires_in: Type.Integer({ description: 'seconds' }),
+    expires_in: Int({ description: 'seconds' }),
   },
   { $id: 'TokenResponse' },
 );
+const OAUTH_ERRORS = [
+  'invalid_request',
+  'invalid_client',
+  'unsupported_grant_type',
+  'server_error',
+] as const satisfies readonly OAuthErrorCode[];
 const OAuthError = Type.Object(
-  {
-    error: Type.Union(
-      ['invalid_request', 'invalid_client', 'unsupported_grant_type', 'server_error'].map((e) =>
-        Type.Literal(e),
-      ),
-    ),
-    error_description: Str(),
-  },
+  { error: Type.Union(OAUTH_ERRORS.map((e) => Type.Literal(e))), error_description: Str() },
   { $id: 'OAuthError', description: 'RFC 6749 error' },
 );
 
 const Stamps = { createdAt: Str(), updatedAt: Str(), createdBy: Str(), updatedBy: Str() };
 const Workspace = Type.Object({ name: Str(), displayName: opt(Str()), ...Stamps }, { $id: 'Workspace' });
-const WorkspaceInput = Type.Object(
-  { name: Name, displayName: opt(Str({ maxLength: 253 })) },
-  { $id: 'WorkspaceInput' },
-);
-const WorkspaceUpdate = Type.Object(
-  {
-    name: opt({ ...Name, description: 'must equal the name in the path' }),
-    displayName: opt(Str({ maxLength: 253 })),
-  },
-  { $id: 'WorkspaceUpdate' },
-);
+const WorkspaceInput = named(workspaces.CreateBody, 'WorkspaceInput');
+const WorkspaceUpdate = named(workspaces.UpdateBody, 'WorkspaceUpdate', {
+  name: 'must equal the name in the path',
+  displayName: 'replaces the display name; absent clears it',
+});
 const Member = Type.Object({ subject: Str(), subType: SubType, role: Role, ...Stamps }, { $id: 'Member' });
-const MemberInput = Type.Object(
-  { subject: Str({ minLength: 1, maxLength: 253, description: 'service account client ID' }), role: Role },
-  { $id: 'MemberInput' },
-);
-const MemberRole = Type.Object({ role: Role }, { $id: 'MemberRole' });
+const MemberInput = named(workspaces.NewMemberBody, 'MemberInput', { subject: 'service account client ID' });
+const MemberRole = named(workspaces.MemberBody, 'MemberRole');
 
 const PreviewToken = Type.Object(
   {
@@ -152,23 +174,75 @@ const PreviewToken = Type.Object(
   },
   { $id: 'PreviewToken' },
 );
-const PreviewTokenInput = Type.Object(
-  {
-    metadata: opt(Type.Object({ name: opt({ ...Name, description: 'default: a generated name' }) })),
-    spec: Type.Object({ expiresAt: Timestamp }),
-  },
-  { $id: 'PreviewTokenInput' },
-);
+const PreviewTokenInput = named(previewTokens.CreateBody, 'PreviewTokenInput', {
+  metadata: 'metadata.name defaults to a generated name',
+});
 
 const VolumeTemplateVersion = named(VersionSchema, 'VolumeTemplateVersion');
-const VolumeTemplateVersionInput = Type.Object(
-  {
-    region: opt(Str({ description: 'default: the first region served' })),
-    contentSize: opt(Type.Integer({ minimum: 0 })),
-    bucket: opt(Str({ maxLength: 253 })),
-  },
-  { $id: 'VolumeTemplateVersionInput' },
+const VolumeTemplateVersionInput = named(versions.VersionBody, 'VolumeTemplateVersionInput', {
+  region: 'default: the first region served',
+});
+const VersionName = Str({ pattern: versions.VERSION_NAME.source });
+
+const ProviderModelSchema = Type.Object(
+  { id: Str(), displayName: opt(Str()), ownedBy: opt(Str()), createdAt: opt(Str()) },
+  { $id: 'ProviderModel', description: "one model of the connection's provider" },
 );
+const UsageTotals = {
+  inputTokens: Int(),
+  outputTokens: Int(),
+  totalTokens: Int(),
+  requests: Int(),
+  errors: Int(),
+  avgLatencyMs: Int(),
+};
+const Totals = Type.Object(UsageTotals);
+const ModelUsage = Type.Object(
+  {
+    hour: opt(Str({ description: 'start of the hour, ISO 8601 (groupBy=hour)' })),
+    keyId: opt(Str({ description: 'the API key the calls used (groupBy=key)' })),
+    ...UsageTotals,
+  },
+  { $id: 'ModelUsage', description: 'calls to a model in one hour, or by one key, ordered by that' },
+);
+const TimeQuery = (what: string) =>
+  Str({ description: `${what}: an ISO 8601 time, or a duration ago such as 24h` });
+const TokenLimits = Type.Object({ input: opt(Int()), output: opt(Int()), total: opt(Int()) });
+const TokenAmount = Type.Object({ input: Int(), output: Int(), total: Int() });
+const PolicyWindow = Type.Object(
+  {
+    policy: Str(),
+    granularity: Type.Union((['minute', 'hour', 'day', 'month'] as const).map((g) => Type.Literal(g))),
+    step: Int({ description: 'window length in granularity units' }),
+    start: Str({ format: 'date-time' }),
+    end: Str({ format: 'date-time' }),
+    limits: TokenLimits,
+    used: TokenAmount,
+    reserved: { ...TokenAmount, description: 'held by calls still running' },
+    remaining: TokenLimits,
+  },
+  { $id: 'PolicyWindow', description: "a maxToken policy's current window" },
+);
+
+// Compile-time: each answer schema has exactly the fields the route module's view returns.
+type Fields<T, K extends PropertyKey> = { [P in Exclude<keyof T, K>]: T[P] };
+type SaView = ReturnType<typeof serviceAccounts.serviceAccountView>;
+type KeyView = ReturnType<typeof serviceAccounts.apiKeyView>;
+type WindowView = ReturnType<typeof modelRoutes.windowView>;
+const _answers: [
+  Same<typeof ServiceAccount, Fields<SaView, 'client_secret'>>,
+  Same<typeof ServiceAccountCreated, Fields<SaView, never> & { client_secret: string }>,
+  Same<typeof ApiKey, Fields<KeyView, 'apiKey'>>,
+  Same<typeof ApiKeyCreated, Fields<KeyView, never> & { apiKey: string }>,
+  Same<typeof Workspace, ReturnType<typeof workspaces.workspaceView>>,
+  Same<typeof Member, ReturnType<typeof workspaces.memberView>>,
+  Same<typeof PreviewToken, ReturnType<typeof previewTokens.view>>,
+  Same<typeof ProviderModelSchema, ProviderModel>,
+  Same<typeof Totals, ReturnType<typeof modelRoutes.totals>>,
+  Same<typeof PolicyWindow, WindowView>,
+  Same<typeof TokenLimits, WindowView['remaining']>,
+  Same<typeof OAuthError, { error: OAuthErrorCode; error_description: string }>,
+] = [true, true, true, true, true, true, true, true, true, true, true, true];
 
 const SA = 'ServiceAccount';
 const SA_KEYS = '/service_accounts/{clientId}/api_keys';
@@ -271,7 +345,7 @@ export const EXTRA_PATHS: ExtraPaths = {
     get: { operationId: 'getWorkspace', summary: 'Get a workspace', tag: 'Workspace', response: Workspace },
     put: {
       operationId: 'updateWorkspace',
-      summary: 'Change the display name of a workspace',
+      summary: 'Change the display name of a workspace (it cannot be renamed)',
       tag: 'Workspace',
       body: WorkspaceUpdate,
       response: Workspace,
@@ -292,7 +366,7 @@ export const EXTRA_PATHS: ExtraPaths = {
     },
     post: {
       operationId: 'addMember',
-      summary: 'Add a member or change its role',
+      summary: 'Add a member or change its role (the subject in the body)',
       tag: 'Workspace',
       body: MemberInput,
       response: Member,
@@ -301,7 +375,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/members/{subject}': {
     put: {
       operationId: 'setMemberRole',
-      summary: 'Add a member or change its role',
+      summary: 'Add a member or change its role (the subject in the path)',
       tag: 'Workspace',
       body: MemberRole,
       response: Member,
@@ -361,6 +435,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       summary: 'Record a version of a volume template (the latest from now on)',
       tag: 'VolumeTemplate',
       requiresKind: 'VolumeTemplate',
+      params: { versionName: VersionName },
       body: VolumeTemplateVersionInput,
       bodyOptional: true,
       response: VolumeTemplateVersion,
@@ -371,6 +446,41 @@ export const EXTRA_PATHS: ExtraPaths = {
       tag: 'VolumeTemplate',
       requiresKind: 'VolumeTemplate',
       response: Type.Object({ message: Str(), template: ref('VolumeTemplate') }),
+    },
+  },
+  '/integrations/connections/{connectionName}/models': {
+    get: {
+      operationId: 'listConnectionModels',
+      summary: "Models the connection's provider offers (asked of the provider now)",
+      tag: 'IntegrationConnection',
+      requiresKind: 'IntegrationConnection',
+      response: Type.Array(ProviderModelSchema),
+    },
+  },
+  '/models/{modelName}/usage': {
+    get: {
+      operationId: 'getModelUsage',
+      summary: 'Token usage of a model endpoint, by hour or by API key',
+      tag: 'Model',
+      requiresKind: 'Model',
+      query: {
+        from: TimeQuery('start (default: 24h ago)'),
+        to: TimeQuery('end (default: now)'),
+        groupBy: Type.Union([Type.Literal('hour'), Type.Literal('key')], {
+          default: 'hour',
+          description: 'one row per hour, or per API key',
+        }),
+      },
+      response: Type.Array(ModelUsage),
+    },
+  },
+  '/policies/{policyName}/usages': {
+    get: {
+      operationId: 'getPolicyUsages',
+      summary: 'Current token consumption of a maxToken policy, per window (empty for other policies)',
+      tag: 'Policy',
+      requiresKind: 'Policy',
+      response: Type.Array(PolicyWindow),
     },
   },
 };

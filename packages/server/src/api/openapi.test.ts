@@ -2,10 +2,48 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Type } from '@sinclair/typebox';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import { KINDS } from '../kinds/index.js';
 import { startTestServer, type TestServer } from '../test-support/server.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { SchemaCollector } from './openapi-schema.js';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/** The routes the server serves besides the generic CRUD of kinds (api/*.ts, templates/, models/). */
+const NON_CRUD = [
+  'GET /openapi.json',
+  'POST /oauth/token',
+  'GET /service_accounts',
+  'POST /service_accounts',
+  'GET /service_accounts/{clientId}',
+  'PUT /service_accounts/{clientId}',
+  'DELETE /service_accounts/{clientId}',
+  'GET /service_accounts/{clientId}/api_keys',
+  'POST /service_accounts/{clientId}/api_keys',
+  'DELETE /service_accounts/{clientId}/api_keys/{apiKeyId}',
+  'GET /workspaces',
+  'POST /workspaces',
+  'GET /workspaces/{workspaceName}',
+  'PUT /workspaces/{workspaceName}',
+  'DELETE /workspaces/{workspaceName}',
+  'GET /workspaces/{workspaceName}/members',
+  'POST /workspaces/{workspaceName}/members',
+  'PUT /workspaces/{workspaceName}/members/{subject}',
+  'DELETE /workspaces/{workspaceName}/members/{subject}',
+  'GET /templates',
+  'GET /templates/{templateName}',
+  'GET /sandboxes/{sandboxName}/previews/{previewName}/tokens',
+  'POST /sandboxes/{sandboxName}/previews/{previewName}/tokens',
+  'DELETE /sandboxes/{sandboxName}/previews/{previewName}/tokens/{tokenName}',
+  'GET /volume_templates/{volumeTemplateName}/versions',
+  'PUT /volume_templates/{volumeTemplateName}/versions/{versionName}',
+  'DELETE /volume_templates/{volumeTemplateName}/versions/{versionName}',
+  'GET /integrations/connections/{connectionName}/models',
+  'GET /models/{modelName}/usage',
+  'GET /policies/{policyName}/usages',
+];
 
 describe('GET /v0/openapi.json', () => {
   let s: TestServer;
@@ -78,23 +116,91 @@ describe('GET /v0/openapi.json', () => {
     assert.deepEqual(doc.paths['/oauth/token'].post.security, []);
   });
 
-  it('documents the non-CRUD routes', () => {
-    for (const p of [
-      '/service_accounts',
-      '/service_accounts/{clientId}/api_keys',
-      '/service_accounts/{clientId}/api_keys/{apiKeyId}',
-      '/oauth/token',
-      '/workspaces',
-      '/workspaces/{workspaceName}/members',
-      '/templates',
-      '/templates/{templateName}',
-    ])
-      assert.ok(doc.paths[p], `${p} is documented`);
+  it('documents every non-CRUD route the server serves, with its method', () => {
+    for (const route of NON_CRUD) {
+      const [method, path] = route.split(' ');
+      assert.ok(doc.paths[path]?.[method.toLowerCase()], `${route} is documented`);
+    }
     assert.ok(
       doc.paths['/service_accounts'].post.responses['200'].content['application/json'].schema.$ref.endsWith(
         '/ServiceAccountCreated',
       ),
     );
+  });
+
+  it('documents only routes the server serves: no documented operation is a "no route" 404', async () => {
+    let calls = 0;
+    for (const [path, ops] of Object.entries<Record<string, unknown>>(doc.paths)) {
+      // Every path parameter gets a name that exists nowhere: the route answers 4xx, but it answers.
+      const url = path.replace(/\{\w+\}/g, 'doc-probe');
+      for (const method of Object.keys(ops)) {
+        const write = method === 'post' || method === 'put';
+        // An array is no valid body anywhere, so no write can succeed and create something.
+        const r = await s.api(url, { method: method.toUpperCase(), ...(write ? { json: [] } : {}) });
+        const text = await r.text();
+        calls++;
+        if (r.status !== 404) continue;
+        const detail = JSON.parse(text).detail as string;
+        assert.doesNotMatch(detail, /^no route /, `${method.toUpperCase()} ${path} is served`);
+      }
+    }
+    assert.ok(calls > NON_CRUD.length);
+    // The check itself: a route that is not served answers the "no route" problem.
+    const none = await (await s.api('/service_accounts/x/nothing-here')).json();
+    assert.match(none.detail, /^no route GET /);
+  });
+
+  it('describes what the non-CRUD routes answer: real answers validate against the documented schemas', async () => {
+    const deref: any = await SwaggerParser.dereference(structuredClone(doc));
+    const ajv = addFormats(new Ajv({ strict: false, allErrors: true }));
+    async function call(method: string, docPath: string, url: string, json?: unknown): Promise<any> {
+      const r = await s.api(url, { method, ...(json !== undefined ? { json } : {}) });
+      const body = await r.json();
+      assert.equal(r.status, 200, `${method} ${url}: ${JSON.stringify(body)}`);
+      const op = deref.paths[docPath][method.toLowerCase()];
+      if (op.requestBody) {
+        const ok = ajv.validate(op.requestBody.content['application/json'].schema, json ?? {});
+        assert.ok(ok, `${method} ${docPath} request: ${ajv.errorsText()}`);
+      }
+      const ok = ajv.validate(op.responses['200'].content['application/json'].schema, body);
+      assert.ok(ok, `${method} ${docPath} answer: ${ajv.errorsText()}`);
+      return body;
+    }
+    const sa = await call('POST', '/service_accounts', '/service_accounts', {
+      name: 'doc-sa',
+      description: 'checks the document',
+      role: 'viewer',
+    });
+    const one = `/service_accounts/${sa.client_id}`;
+    await call('GET', '/service_accounts', '/service_accounts');
+    await call('GET', '/service_accounts/{clientId}', one);
+    await call('PUT', '/service_accounts/{clientId}', one, { description: 'changed' });
+    const key = await call('POST', '/service_accounts/{clientId}/api_keys', `${one}/api_keys`, {
+      name: 'k',
+      expires_in: '1d',
+    });
+    await call('GET', '/service_accounts/{clientId}/api_keys', `${one}/api_keys`);
+    await call('DELETE', '/service_accounts/{clientId}/api_keys/{apiKeyId}', `${one}/api_keys/${key.id}`);
+
+    const ws = '/workspaces/{workspaceName}';
+    await call('POST', '/workspaces', '/workspaces', { name: 'doc-ws', displayName: 'Doc' });
+    await call('GET', '/workspaces', '/workspaces');
+    await call('GET', ws, '/workspaces/doc-ws');
+    await call('PUT', ws, '/workspaces/doc-ws', { displayName: 'Doc 2' });
+    await call('POST', `${ws}/members`, '/workspaces/doc-ws/members', {
+      subject: sa.client_id,
+      role: 'viewer',
+    });
+    await call('PUT', `${ws}/members/{subject}`, `/workspaces/doc-ws/members/${sa.client_id}`, {
+      role: 'member',
+    });
+    await call('GET', `${ws}/members`, '/workspaces/doc-ws/members');
+    await call('DELETE', `${ws}/members/{subject}`, `/workspaces/doc-ws/members/${sa.client_id}`);
+    await call('DELETE', ws, '/workspaces/doc-ws');
+
+    const [template] = await call('GET', '/templates', '/templates');
+    await call('GET', '/templates/{templateName}', `/templates/${template.name}`);
+    await call('DELETE', '/service_accounts/{clientId}', one);
   });
 
   it('is self-contained: every $ref points inside the document and no $id is left', () => {

@@ -194,7 +194,12 @@ function errorsAs(schema: TSchema, c: SchemaCollector) {
 }
 
 function extraOperation(path: string, op: ExtraOperation, c: SchemaCollector) {
-  const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => pathParam(m[1]));
+  const params = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => {
+    const schema = op.params?.[name];
+    return schema ? { ...pathParam(name), schema: c.inline(schema) } : pathParam(name);
+  });
+  for (const name of Object.keys(op.params ?? {}))
+    if (!params.some((p) => p.name === name)) throw new Error(`${path} has no path parameter ${name}`);
   for (const [name, schema] of Object.entries(op.query ?? {}))
     params.push({
       name,

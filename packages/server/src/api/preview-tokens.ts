@@ -17,7 +17,7 @@ import { listPage } from './pagination.js';
 export const MAX_TOKENS_PER_PREVIEW = 100;
 const TOKEN_PREFIX = 'bpt_';
 
-const CreateBody = Type.Object({
+export const CreateBody = Type.Object({
   metadata: opt(Type.Object({ name: opt(Name) })),
   spec: Type.Object({ expiresAt: Timestamp }),
 });
@@ -53,7 +53,7 @@ const hash = (token: string) => createHash('sha256').update(token).digest();
 
 export const tokenParent = (sandboxName: string, previewName: string) => `${sandboxName}/${previewName}`;
 
-function view(o: StoredObject, nowMs: number, token?: string) {
+export function view(o: StoredObject, nowMs: number, token?: string) {
   const r = o.body as TokenRecord;
   return {
     metadata: { ...r.metadata },

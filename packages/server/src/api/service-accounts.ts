@@ -30,7 +30,7 @@ import { requireRole } from './crud.js';
 
 const SaName = Type.String({ minLength: 1, maxLength: 253 });
 const Description = Type.String({ maxLength: 1024 });
-const CreateBody = Type.Object(
+export const CreateBody = Type.Object(
   {
     name: SaName,
     description: Type.Optional(Description),
@@ -38,11 +38,11 @@ const CreateBody = Type.Object(
   },
   { additionalProperties: false },
 );
-const UpdateBody = Type.Object(
+export const UpdateBody = Type.Object(
   { name: Type.Optional(SaName), description: Type.Optional(Description) },
   { additionalProperties: false },
 );
-const KeyBody = Type.Object(
+export const KeyBody = Type.Object(
   {
     expires_in: Type.Optional(Type.String({ pattern: DURATION_PATTERN })),
     name: Type.Optional(Type.String({ maxLength: 253 })),

@@ -16,9 +16,9 @@ import { ApiError, invalid, notFound } from './errors.js';
 export const MAX_VERSIONS = 100;
 /** Attempts of a read-modify-write that loses to concurrent writers before giving up with 409. */
 const WRITE_ATTEMPTS = 5;
-const VERSION_NAME = /^[A-Za-z0-9]([A-Za-z0-9._-]{0,62})$/;
+export const VERSION_NAME = /^[A-Za-z0-9]([A-Za-z0-9._-]{0,62})$/;
 
-const VersionBody = Type.Object({
+export const VersionBody = Type.Object({
   region: opt(Type.String()),
   contentSize: opt(Type.Integer({ minimum: 0 })),
   bucket: opt(Type.String({ maxLength: 253 })),

@@ -26,16 +26,16 @@ import { ApiError, notFound } from './errors.js';
 const RoleSchema = Type.Union([Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')]);
 const DisplayName = Type.String({ maxLength: 253 });
 
-const CreateBody = Type.Object(
+export const CreateBody = Type.Object(
   { name: Name, displayName: Type.Optional(DisplayName) },
   { additionalProperties: false },
 );
-const UpdateBody = Type.Object(
+export const UpdateBody = Type.Object(
   { name: Type.Optional(Name), displayName: Type.Optional(DisplayName) },
   { additionalProperties: false },
 );
-const MemberBody = Type.Object({ role: RoleSchema }, { additionalProperties: false });
-const NewMemberBody = Type.Object(
+export const MemberBody = Type.Object({ role: RoleSchema }, { additionalProperties: false });
+export const NewMemberBody = Type.Object(
   { subject: Type.String({ minLength: 1, maxLength: 253 }), role: RoleSchema },
   { additionalProperties: false },
 );

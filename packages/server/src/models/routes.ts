@@ -39,7 +39,7 @@ interface Totals {
   avgLatencyMs: number;
 }
 
-function totals(rows: UsageRow[]): Totals {
+export function totals(rows: UsageRow[]): Totals {
   const s = { inputTokens: 0, outputTokens: 0, requests: 0, errors: 0, latency: 0 };
   for (const r of rows) {
     s.inputTokens += r.inputTokens;
@@ -68,7 +68,7 @@ function group(rows: UsageRow[], by: 'hour' | 'keyId') {
 
 const withTotal = (a: Amount) => ({ input: a.input, output: a.output, total: a.input + a.output });
 
-function windowView(w: WindowState) {
+export function windowView(w: WindowState) {
   const held = { input: w.used.input + w.reserved.input, output: w.used.output + w.reserved.output };
   const remaining: Limits = {};
   if (w.limits.input !== undefined) remaining.input = Math.max(0, w.limits.input - held.input);

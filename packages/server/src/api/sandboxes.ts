@@ -1,0 +1,106 @@
+// POST /v0/sandboxes answers once the sandbox runs, because the service's SDK uses the answer at once
+// (COMPAT.md): it waits on the store watch for the object to be DEPLOYED, bounded; past the bound it
+// answers 504 with the object as it is, and the SDK polls GET. `?createIfNotExist=true` answers the
+// existing sandbox instead of a 409; a TERMINATED record kept for retention never blocks a new create.
+import type { FastifyRequest } from 'fastify';
+import type { Resources } from '../store/resources.js';
+import {
+  keyOf,
+  keyString,
+  type ResourceKey,
+  StoreError,
+  type Store,
+  type StoredObject,
+} from '../store/store.js';
+import type { CreateHook } from './crud.js';
+import { ApiError } from './errors.js';
+
+/**
+ * How long a create waits for its sandbox to run. A start takes tens of milliseconds; this bound is for
+ * a loaded host, and stays under the minute after which proxies in front of Berth commonly give up.
+ */
+export const CREATE_WAIT_MS = 30_000;
+
+/** Statuses a new sandbox moves out of by itself; anything else is what the create answers with. */
+const SETTLING = new Set(['DEPLOYING']);
+
+/** Resolves with the object once it is no longer settling, or with the latest seen once `ms` pass. */
+export async function waitSettled(
+  store: Store,
+  key: ResourceKey,
+  ms: number,
+): Promise<{ object?: StoredObject; settled: boolean }> {
+  const ks = keyString(key);
+  let latest: StoredObject | undefined;
+  /** A change seen by the watch is newer than anything the read below returns. */
+  let seen = false;
+  let wake!: () => void;
+  const changed = new Promise<void>((r) => {
+    wake = r;
+  });
+  // Subscribed before reading, so a change between the read and the wait is not missed.
+  const unwatch = store.watch((c) => {
+    if (keyString(c.object) !== ks) return;
+    seen = true;
+    latest = c.type === 'DELETED' ? undefined : c.object;
+    if (c.type === 'DELETED' || !SETTLING.has(c.object.body.status)) wake();
+  });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const now = await store.get(key);
+    if (!seen) latest = now;
+    if (!latest || !SETTLING.has(latest.body.status)) return { object: latest, settled: true };
+    const timedOut = new Promise<boolean>((r) => {
+      timer = setTimeout(() => r(true), ms);
+    });
+    const out = await Promise.race([changed.then(() => false), timedOut]);
+    return { object: latest, settled: !out };
+  } finally {
+    clearTimeout(timer);
+    unwatch();
+  }
+}
+
+const nameIn = (body: unknown): string | undefined => {
+  const n = (body as { metadata?: { name?: unknown } } | undefined)?.metadata?.name;
+  return typeof n === 'string' ? n : undefined;
+};
+
+export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number }): CreateHook {
+  const { resources } = deps;
+  const kd = resources.kind('Sandbox');
+  return async (req: FastifyRequest, reply, create) => {
+    const q = (req.query ?? {}) as Record<string, string>;
+    const ifNotExist = q.createIfNotExist === 'true';
+    const name = nameIn(req.body);
+    let result: { object: StoredObject; dropped: string[] };
+    try {
+      result = await create();
+    } catch (e) {
+      if (!(e instanceof ApiError && e.name === 'ALREADY_EXISTS') || !name || !req.access) throw e;
+      const existing = await resources.get(kd, req.access.workspace, [], name);
+      if (existing?.body.status === 'TERMINATED') {
+        // Only kept to be read: a new sandbox of that name replaces the record (at the version read).
+        await resources.store
+          .write([{ op: 'delete', key: keyOf(existing), expectVersion: existing.resourceVersion }])
+          .catch((err) => {
+            if (!(err instanceof StoreError)) throw err;
+          });
+        result = await create();
+      } else if (ifNotExist && existing) result = { object: existing, dropped: [] };
+      else throw e;
+    }
+    const { object, settled } = await waitSettled(
+      resources.store,
+      keyOf(result.object),
+      deps.waitMs ?? CREATE_WAIT_MS,
+    );
+    if (!object)
+      throw new ApiError(
+        'NOT_FOUND',
+        `sandbox ${JSON.stringify(result.object.name)} was deleted while it started`,
+      );
+    if (!settled) reply.code(504);
+    return { object, dropped: result.dropped };
+  };
+}
