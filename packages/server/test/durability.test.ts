@@ -9,20 +9,23 @@ import { test } from 'node:test';
 
 const BIN = join(import.meta.dirname, '../../cli/bin/berth.mjs');
 
-function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; exited: Promise<unknown> }> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
     env: { ...process.env, BERTH_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  // Listen for the exit now: after a SIGKILL it may come before the test gets to wait for it.
+  const exited = new Promise((r) => child.once('exit', r));
   return new Promise((resolve, reject) => {
     let out = '';
-    child.once('exit', (c) => reject(new Error(`berth serve exited with ${c}`)));
+    const early = (c: unknown) => reject(new Error(`berth serve exited with ${c}`));
+    child.once('exit', early);
     child.stdout!.on('data', (d) => {
       out += d;
       const m = /berth listening on (\S+)/.exec(out);
       if (m) {
-        child.removeAllListeners('exit');
-        resolve({ child, url: m[1] });
+        child.off('exit', early);
+        resolve({ child, url: m[1], exited });
       }
     });
   });
@@ -59,7 +62,7 @@ test('every acknowledged write survives kill -9 and no partial object exists', a
     first.child.kill('SIGKILL');
     stop = true;
     await Promise.all(writers);
-    await new Promise((r) => first.child.once('exit', r));
+    await first.exited;
 
     const second = await serve(dataDir);
     try {
@@ -85,7 +88,7 @@ test('every acknowledged write survives kill -9 and no partial object exists', a
       }
     } finally {
       second.child.kill('SIGTERM');
-      await new Promise((r) => second.child.once('exit', r));
+      await second.exited;
     }
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
