@@ -55,19 +55,14 @@ describe('preview tokens', () => {
     const r = await s.api(tokens, { method: 'POST', json: { spec: { expiresAt: inAnHour() } } });
     const t = await r.json();
     assert.match(t.metadata.name, /^token-[0-9a-f]{8}$/);
-    const store = (await import('../store/sqlite.js')).SqliteStore;
-    const db = new store(`${s.dataDir}/berth.db`);
-    try {
-      assert.equal(await verifyPreviewToken(db, 'default', 'box', 'web', t.spec.token, Date.now()), true);
-      assert.equal(await verifyPreviewToken(db, 'default', 'box', 'other', t.spec.token, Date.now()), false);
-      assert.equal(await verifyPreviewToken(db, 'default', 'box', 'web', 'bpt_forged', Date.now()), false);
-      assert.equal(
-        await verifyPreviewToken(db, 'default', 'box', 'web', t.spec.token, Date.now() + 7_200_000),
-        false,
-      );
-    } finally {
-      await db.close();
-    }
+    const db = s.store;
+    assert.equal(await verifyPreviewToken(db, 'default', 'box', 'web', t.spec.token, Date.now()), true);
+    assert.equal(await verifyPreviewToken(db, 'default', 'box', 'other', t.spec.token, Date.now()), false);
+    assert.equal(await verifyPreviewToken(db, 'default', 'box', 'web', 'bpt_forged', Date.now()), false);
+    assert.equal(
+      await verifyPreviewToken(db, 'default', 'box', 'web', t.spec.token, Date.now() + 7_200_000),
+      false,
+    );
     assert.equal((await s.api(`${tokens}/${t.metadata.name}`, { method: 'DELETE' })).status, 200);
   });
 

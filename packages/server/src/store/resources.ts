@@ -12,7 +12,7 @@ import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, typ
 /** Events kept per object; older ones are dropped (the API is not an audit log). */
 export const MAX_EVENTS = 50;
 
-/** A replace that loses a store-level race with a controller's status write is re-run this many times. */
+/** A replace that loses a race with another client's write is judged again this many times. */
 const REPLACE_RETRIES = 3;
 
 export interface WriteContext {
@@ -95,7 +95,9 @@ export class Resources {
     const { body, dropped } = await this.prepare(kd, ctx, raw, undefined);
     const key = this.key(kd, ctx.workspace, ctx.parents, body.metadata.name);
     try {
-      const [object] = await this.store.write([{ op: 'create', key, body: this.stamp(kd, ctx, body, undefined) }]);
+      const [object] = await this.store.write([
+        { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
+      ]);
       return { object, created: true, dropped };
     } catch (e) {
       throw this.mapStoreError(kd, e);
@@ -103,7 +105,13 @@ export class Resources {
   }
 
   /** PUT: creates or replaces. The name in the path wins; a different `metadata.name` is a 422. */
-  async replace(kd: KindDescriptor, ctx: WriteContext, name: string, raw: unknown, attempt = 0): Promise<WriteResult> {
+  async replace(
+    kd: KindDescriptor,
+    ctx: WriteContext,
+    name: string,
+    raw: unknown,
+    attempt = 0,
+  ): Promise<WriteResult> {
     await this.checkParents(kd, ctx.workspace, ctx.parents);
     const key = this.key(kd, ctx.workspace, ctx.parents, name);
     const prev = await this.store.get(key);
@@ -115,20 +123,37 @@ export class Resources {
     }
     if (prev?.body.status === 'DELETING' || prev?.body.status === 'TERMINATED')
       throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
-    const { body, dropped, expectVersion } = await this.prepare(kd, ctx, raw, prev);
+    const { body, dropped, expectVersion, keptSecrets } = await this.prepare(kd, ctx, raw, prev);
     // The client-visible resourceVersion moves only with client writes, so a controller's status write between a
-    // client's GET and PUT (the SDK's update pattern) is not a conflict; a store-level race with one is retried.
+    // client's GET and PUT (the SDK's update pattern) is not a conflict.
     if (expectVersion !== undefined && prev && String(expectVersion) !== userVersion(prev))
       throw this.mapStoreError(kd, new StoreError('conflict', key));
+    // The final body is made inside the store's transaction from the object as it is then, so concurrent status
+    // writes and concurrent unconditional replaces (last writer wins) never turn into spurious conflicts.
+    const mutate = (cur: StoredObject) => {
+      if (prev && userVersion(cur) !== userVersion(prev)) {
+        // Another client write landed after this request read the object: a conditional write or one that kept
+        // stored secrets by echoing them redacted was judged against what is no longer there.
+        if (expectVersion !== undefined || keptSecrets) throw new StoreError('conflict', key);
+        const issues = immutableIssues(kd, body.spec, cur.body.spec);
+        if (issues.length) throw invalid(issues);
+      }
+      if (cur.body.status === 'DELETING' || cur.body.status === 'TERMINATED')
+        throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
+      return this.stamp(kd, ctx, body, cur);
+    };
     try {
       const op: WriteOp = prev
-        ? { op: 'update', key, body: this.stamp(kd, ctx, body, prev), expectVersion: prev.resourceVersion }
+        ? { op: 'update', key, mutate }
         : { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) };
       const [object] = await this.store.write([op]);
       return { object, created: !prev, dropped };
     } catch (e) {
-      if (e instanceof StoreError && e.reason === 'conflict' && attempt < REPLACE_RETRIES)
-        return this.replace(kd, ctx, name, raw, attempt + 1);
+      // Lost a race: created by someone else meanwhile, or changed under a redacted echo; judge it again.
+      const raced =
+        e instanceof StoreError &&
+        (e.reason === 'exists' || (e.reason === 'conflict' && expectVersion === undefined));
+      if (raced && attempt < REPLACE_RETRIES) return this.replace(kd, ctx, name, raw, attempt + 1);
       throw this.mapStoreError(kd, e);
     }
   }
@@ -149,7 +174,12 @@ export class Resources {
       if (ops.length) await this.store.write(ops);
       return prev;
     }
-    const body = withEvent(structuredClone(prev.body), 'DELETING', `deletion requested by ${ctx.actor}`, this.now());
+    const body = withEvent(
+      structuredClone(prev.body),
+      'DELETING',
+      `deletion requested by ${ctx.actor}`,
+      this.now(),
+    );
     ops.push({ op: 'update', key: keyOf(prev), body, expectVersion: prev.resourceVersion });
     const out = await this.store.write(ops);
     return out.at(-1)!;
@@ -192,7 +222,9 @@ export class Resources {
       Object.assign(body, extras);
       const next = status && status !== body.status ? withEvent(body, status, message, this.now()) : body;
       try {
-        return (await this.store.write([{ op: 'update', key, body: next, expectVersion: cur.resourceVersion }]))[0];
+        return (
+          await this.store.write([{ op: 'update', key, body: next, expectVersion: cur.resourceVersion }])
+        )[0];
       } catch (e) {
         if (e instanceof StoreError && e.reason === 'conflict') continue;
         throw e;
@@ -203,8 +235,14 @@ export class Resources {
 
   /** The response body: secrets redacted (or opened for an admin asking `show_secrets`), computed fields added. */
   view(kd: KindDescriptor, o: StoredObject, showSecrets = false): any {
-    const body = structuredClone(o.body);
-    body.metadata = { ...body.metadata, resourceVersion: userVersion(o), workspace: o.workspace };
+    // Copies only what this function or a kind's decorate() changes: top-level fields, metadata, spec's top
+    // level, and the whole spec when secrets are rewritten in it (a deep clone per read was a tenth of a GET).
+    const src = o.body;
+    const body: any = {
+      ...src,
+      metadata: { ...src.metadata, resourceVersion: userVersion(o), workspace: o.workspace },
+      spec: kd.secrets?.length ? structuredClone(src.spec) : { ...src.spec },
+    };
     const url = this.opts.urlOf?.(kd, o.workspace, body);
     if (url) body.metadata.url = url;
     visitSecrets(body.spec, kd.secrets, (v) => (showSecrets ? this.box.open(v) : REDACTED));
@@ -232,15 +270,23 @@ export class Resources {
     delete body.metadata.resourceVersion;
     const expectVersion = rv !== undefined && /^\d+$/.test(rv) ? Number(rv) : undefined;
     if (rv !== undefined && expectVersion === undefined)
-      throw invalid([{ pointer: '/metadata/resourceVersion', message: 'must be a resourceVersion read from the server' }]);
+      throw invalid([
+        { pointer: '/metadata/resourceVersion', message: 'must be a resourceVersion read from the server' },
+      ]);
     // A redacted value sent back (GET then PUT) keeps the stored secret; a new value replaces it.
     const redactedWithoutPrev: FieldIssue[] = [];
+    let keptSecrets = false;
     visitSecrets(
       body.spec,
       kd.secrets,
       (v, p) => {
         if (v !== REDACTED) return v;
-        if (p === undefined) redactedWithoutPrev.push({ pointer: '/spec', message: 'a redacted secret was sent with no stored value to keep' });
+        keptSecrets = true;
+        if (p === undefined)
+          redactedWithoutPrev.push({
+            pointer: '/spec',
+            message: 'a redacted secret was sent with no stored value to keep',
+          });
         return p;
       },
       prev?.body.spec,
@@ -253,19 +299,20 @@ export class Resources {
     kd.defaults?.(body.spec, { regions: this.opts.regions });
     const prevView = prev ? { ...prev.body, spec: this.openSecrets(kd, prev.body.spec) } : undefined;
     const issues = [
-      ...(await kd.validate?.(body, prevView, this.validationContext(ctx.workspace)) ?? []),
+      ...((await kd.validate?.(body, prevView, this.validationContext(ctx.workspace))) ?? []),
       ...immutableIssues(kd, body.spec, prev?.body.spec),
     ];
     if (issues.length) throw invalid(issues);
     visitSecrets(body.spec, kd.secrets, (v) => (v.startsWith('enc:v1:') ? v : this.box.seal(v)));
-    return { body, dropped: unknown, expectVersion };
+    return { body, dropped: unknown, expectVersion, keptSecrets };
   }
 
   private validationContext(workspace: string) {
     return {
       workspace,
       regions: this.opts.regions,
-      exists: async (kind: string, name: string) => !!(await this.store.get({ kind, workspace, parent: '', name })),
+      exists: async (kind: string, name: string) =>
+        !!(await this.store.get({ kind, workspace, parent: '', name })),
     };
   }
 
@@ -293,7 +340,8 @@ export class Resources {
     out.status = prev?.body.status;
     if (!prev) return withEvent(out, 'DEPLOYING', `created by ${ctx.actor}`, this.now());
     // A changed spec is a new generation: the controller deploys it again.
-    if (specChanged && out.status !== 'FAILED') return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}`, this.now());
+    if (specChanged && out.status !== 'FAILED')
+      return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}`, this.now());
     if (specChanged) return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}; retrying`, this.now());
     return out;
   }
@@ -321,9 +369,10 @@ function userVersion(o: StoredObject): string {
 export function withEvent(body: any, status: string, message: string, now: Date) {
   const revision = String(body.metadata?.generation ?? '');
   body.status = status;
-  body.events = [...(body.events ?? []), { type: 'deployment', status, message, revision, time: now.toISOString() }].slice(
-    -MAX_EVENTS,
-  );
+  body.events = [
+    ...(body.events ?? []),
+    { type: 'deployment', status, message, revision, time: now.toISOString() },
+  ].slice(-MAX_EVENTS);
   return body;
 }
 

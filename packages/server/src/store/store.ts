@@ -37,6 +37,13 @@ export interface ListQuery {
 export type WriteOp =
   | { op: 'create'; key: ResourceKey; body: Record<string, any> }
   | { op: 'update'; key: ResourceKey; body: Record<string, any>; expectVersion?: number }
+  /** Read-modify-write inside the transaction: `mutate` gets the current object and returns its new body. */
+  | {
+      op: 'update';
+      key: ResourceKey;
+      mutate: (cur: StoredObject) => Record<string, any>;
+      expectVersion?: number;
+    }
   | { op: 'delete'; key: ResourceKey; expectVersion?: number };
 
 export type StoreErrorReason = 'exists' | 'not_found' | 'conflict';
@@ -73,7 +80,12 @@ export const keyString = (k: ResourceKey) => `${k.kind}\u0000${k.workspace}\u000
 export async function create(store: Store, key: ResourceKey, body: Record<string, any>) {
   return (await store.write([{ op: 'create', key, body }]))[0];
 }
-export async function update(store: Store, key: ResourceKey, body: Record<string, any>, expectVersion?: number) {
+export async function update(
+  store: Store,
+  key: ResourceKey,
+  body: Record<string, any>,
+  expectVersion?: number,
+) {
   return (await store.write([{ op: 'update', key, body, expectVersion }]))[0];
 }
 export async function remove(store: Store, key: ResourceKey, expectVersion?: number) {
