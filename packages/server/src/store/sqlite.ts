@@ -187,7 +187,10 @@ export class SqliteStore implements Store {
     }
     batch.forEach((w, i) => {
       const o = outcomes[i];
-      if (!o.ok) return w.reject(o.error);
+      if (!o.ok) {
+        w.reject(o.error);
+        return;
+      }
       for (const [k, row] of o.rows) this.remember(k, row);
       for (const c of o.changes) this.notify(c);
       w.resolve(o.out);
