@@ -11,14 +11,23 @@ const CONNECTIONS = 100;
 
 const run = (opts) =>
   new Promise((resolve, reject) =>
-    autocannon({ connections: CONNECTIONS, duration: DURATION_S, ...opts }, (err, res) => (err ? reject(err) : resolve(res))),
+    autocannon({ connections: CONNECTIONS, duration: DURATION_S, ...opts }, (err, res) =>
+      err ? reject(err) : resolve(res),
+    ),
   );
 
 export async function benchApi() {
   const berth = await startBerth();
-  const policy = { metadata: { name: 'bench' }, spec: { type: 'maxToken', maxTokens: { output: 100000, granularity: 'hour' } } };
+  const policy = {
+    metadata: { name: 'bench' },
+    spec: { type: 'maxToken', maxTokens: { output: 100000, granularity: 'hour' } },
+  };
   const auth = { authorization: `Bearer ${berth.key}`, 'content-type': 'application/json' };
-  const created = await fetch(`${berth.url}/v0/policies`, { method: 'POST', headers: auth, body: JSON.stringify(policy) });
+  const created = await fetch(`${berth.url}/v0/policies`, {
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify(policy),
+  });
   if (!created.ok) throw new Error(`create failed: ${created.status} ${await created.text()}`);
   const body = await (await fetch(`${berth.url}/v0/policies/bench`, { headers: auth })).text();
   const bare = await startScript(new URL('./bare-server.mjs', import.meta.url).pathname, { BARE_BODY: body });
@@ -27,11 +36,27 @@ export async function benchApi() {
     await run({ url: berth.url + path, headers: auth, duration: 1 }); // warm-up
     const bareGet = await run({ url: bare.url + path });
     const get = await run({ url: berth.url + path, headers: auth });
-    const put = await run({ url: berth.url + path, method: 'PUT', headers: auth, body: JSON.stringify(policy) });
-    const barePut = await run({ url: bare.url + path, method: 'PUT', headers: auth, body: JSON.stringify(policy) });
+    const put = await run({
+      url: berth.url + path,
+      method: 'PUT',
+      headers: auth,
+      body: JSON.stringify(policy),
+    });
+    const barePut = await run({
+      url: bare.url + path,
+      method: 'PUT',
+      headers: auth,
+      body: JSON.stringify(policy),
+    });
     header(`api (autocannon, ${CONNECTIONS} connections, ${DURATION_S}s each)`);
     const errs = get.non2xx + put.non2xx + get.errors + put.errors;
-    const ratio = row('GET /v0/policies/{name} req/s', get.requests.average, bareGet.requests.average, 'req/s', '>= 0.60');
+    const ratio = row(
+      'GET /v0/policies/{name} req/s',
+      get.requests.average,
+      bareGet.requests.average,
+      'req/s',
+      '>= 0.60',
+    );
     row('GET p50 latency', get.latency.p50, bareGet.latency.p50, 'ms');
     row('GET p99 latency', get.latency.p99, bareGet.latency.p99, 'ms');
     row('PUT /v0/policies/{name} req/s', put.requests.average, barePut.requests.average, 'req/s');

@@ -39,7 +39,10 @@ export async function startBerth(env = {}) {
 
 /** Runs a child Node script that prints `listening <url>` and returns its URL. */
 export async function startScript(path, env = {}) {
-  const child = spawn(process.execPath, [path], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const url = await new Promise((resolve, reject) => {
     let out = '';
     child.on('exit', (c) => reject(new Error(`${path} exited with ${c}`)));

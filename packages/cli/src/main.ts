@@ -4,7 +4,10 @@ import { registerApply } from './apply.js';
 import { registerDelete } from './delete.js';
 import { registerGet } from './get.js';
 import { registerLogin } from './login.js';
+import { registerRunModel } from './run-model.js';
+import { registerSandbox } from './sandbox.js';
 import { registerServe } from './serve.js';
+import { registerUsage } from './usage.js';
 
 export async function main(argv: string[]) {
   const program = new Command('berth').description(
@@ -16,5 +19,8 @@ export async function main(argv: string[]) {
   registerGet(program);
   registerApply(program);
   registerDelete(program);
+  registerSandbox(program);
+  registerRunModel(program);
+  registerUsage(program);
   await program.parseAsync(argv);
 }

@@ -6,26 +6,42 @@ import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
 import { registerMetrics } from './api/metrics.js';
 import { registerOpenApi } from './api/openapi.js';
+import * as previewTokens from './api/preview-tokens.js';
+import * as templateVersions from './api/volume-template-versions.js';
 import { createAuth } from './auth/index.js';
 import { loadMasterKey } from './auth/master-key.js';
 import { SecretBox } from './auth/secret-box.js';
 import type { Config } from './config.js';
 import { startControllers } from './controllers/index.js';
+import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
+import { SandboxExpiry } from './controllers/sandbox-expiry.js';
+import { LazyRuntime } from './controllers/sandbox-runtime.js';
+import { createLinuxDriver } from './runtime/index.js';
+import { sandboxUrlOf } from './gateway/address.js';
+import { startGateway } from './gateway/index.js';
+import { sandboxCreateHook } from './api/sandboxes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
 import { Resources } from './store/resources.js';
 import { SqliteStore } from './store/sqlite.js';
+import type { Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
+import { modelGateway } from './gateway/models-route.js';
 
 export interface RunningServer {
   url: string;
   port: number;
   /** Printed once on first start; undefined afterwards. */
   adminKey?: string;
+  /** The server's store, for embedding and tests (the database is held exclusively by this process). */
+  store: Store;
   close(): Promise<void>;
 }
 
-export async function startServer(config: Config, opts: { logStream?: NodeJS.WritableStream } = {}): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  opts: { logStream?: NodeJS.WritableStream } = {},
+): Promise<RunningServer> {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const logger = pino(
     { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
@@ -35,18 +51,52 @@ export async function startServer(config: Config, opts: { logStream?: NodeJS.Wri
   const store = new SqliteStore(join(config.dataDir, 'berth.db'));
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${actualPort}`;
   let actualPort = config.port;
-  const resources = new Resources(store, KINDS, box, { regions: config.regions });
+  const urlOf = sandboxUrlOf({
+    baseUrl,
+    inferenceHost: config.inferenceHost,
+    defaultRegion: config.regions[0],
+  });
+  const resources = new Resources(store, KINDS, box, { regions: config.regions, urlOf });
+  const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
+    createLinuxDriver({ dataDir, warmPoolSize: config.warmPoolSize }),
+  );
   const auth = await createAuth({ store, dataDir: config.dataDir, box, logger });
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
-  await app.register(async (v0) => {
-    registerCrud(v0, KINDS, { resources });
-    auth.registerRoutes(v0, { baseUrl });
-    registerTemplates(v0);
-    registerOpenApi(v0, KINDS);
-  }, { prefix: '/v0' });
+  await app.register(
+    async (v0) => {
+      registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
+      for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
+      auth.registerRoutes(v0, { baseUrl });
+      registerTemplates(v0);
+      registerOpenApi(v0, KINDS);
+    },
+    { prefix: '/v0' },
+  );
   auth.registerPublicRoutes(app, { baseUrl });
-  registerMetrics(app);
-  const controllers = startControllers({ resources, logger });
+  const metrics = registerMetrics(app);
+  await app.register(modelGateway, {
+    resources,
+    authenticator: auth.authenticator,
+    registry: metrics,
+    upstreamTimeoutMs: config.modelTimeoutMs,
+  });
+  const gateway = await startGateway({
+    server: app.server,
+    resources,
+    driver,
+    authenticator: auth.authenticator,
+    logger,
+    standbyAfterS: config.standbyAfterS,
+    inferenceHost: config.inferenceHost,
+  });
+  await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
+  const controllers = startControllers({
+    resources,
+    logger,
+    reconcilers: { Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }) },
+  });
+  const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
+  expiry.start();
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
@@ -55,9 +105,14 @@ export async function startServer(config: Config, opts: { logStream?: NodeJS.Wri
     url: `http://${config.host}:${actualPort}`,
     port: actualPort,
     adminKey: bootstrap.adminKey,
+    store,
     async close() {
+      // Sandboxes keep running: a restarted server adopts them as they are.
+      await gateway.close();
+      await expiry.stop();
       await controllers.stop();
       await app.close();
+      await driver.close();
       await store.close();
       logger.flush?.();
     },

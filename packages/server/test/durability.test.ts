@@ -48,7 +48,10 @@ test('every acknowledged write survives kill -9 and no partial object exists', a
           const r = await fetch(`${first.url}/v0/policies`, {
             method: 'POST',
             headers,
-            body: JSON.stringify({ metadata: { name, labels: { burst: 'yes' } }, spec: { type: 'maxToken', maxTokens: { output } } }),
+            body: JSON.stringify({
+              metadata: { name, labels: { burst: 'yes' } },
+              spec: { type: 'maxToken', maxTokens: { output } },
+            }),
           });
           if (r.status === 200) acked.set(name, output);
           await r.arrayBuffer();
@@ -69,7 +72,9 @@ test('every acknowledged write survives kill -9 and no partial object exists', a
       const all: any[] = [];
       let cursor = '';
       for (;;) {
-        const r = await fetch(`${second.url}/v0/policies?limit=1000${cursor ? `&cursor=${cursor}` : ''}`, { headers });
+        const r = await fetch(`${second.url}/v0/policies?limit=1000${cursor ? `&cursor=${cursor}` : ''}`, {
+          headers,
+        });
         assert.equal(r.status, 200);
         all.push(...((await r.json()) as any[]));
         cursor = r.headers.get('x-next-cursor') ?? '';

@@ -45,7 +45,8 @@ for (const kd of KINDS.filter((k) => !k.readOnlyKind)) {
       fc.asyncProperty(body, fc.boolean(), async (b, usePut) => {
         const before = await snapshot(coll);
         const name = (b as any)?.metadata?.name;
-        const target = usePut && typeof name === 'string' && /^[a-z0-9-]{1,63}$/.test(name) ? `${coll}/${name}` : coll;
+        const target =
+          usePut && typeof name === 'string' && /^[a-z0-9-]{1,63}$/.test(name) ? `${coll}/${name}` : coll;
         const r = await server.api(target, { method: target === coll ? 'POST' : 'PUT', json: b });
         const text = await r.text();
         assert.ok(r.status < 500, `${r.status} for ${JSON.stringify(b)}: ${text}`);

@@ -24,14 +24,24 @@ async function call(path: string, init?: Parameters<TestServer['api']>[1]) {
 test('secrets are sealed at rest and redacted everywhere unless an admin asks', async () => {
   const conn = await call('/integrations/connections', {
     method: 'POST',
-    json: { metadata: { name: 'openai' }, spec: { integration: 'openai', secret: { apiKey: SECRET }, config: { baseUrl: 'http://127.0.0.1:9' } } },
+    json: {
+      metadata: { name: 'openai' },
+      spec: { integration: 'openai', secret: { apiKey: SECRET }, config: { baseUrl: 'http://127.0.0.1:9' } },
+    },
   });
   assert.equal(conn.status, 200);
   const agent = await call('/agents', {
     method: 'POST',
     json: {
       metadata: { name: 'a1' },
-      spec: { runtime: { envs: [{ name: 'TOKEN', value: SECRET, secret: true }, { name: 'PLAIN', value: 'visible' }] } },
+      spec: {
+        runtime: {
+          envs: [
+            { name: 'TOKEN', value: SECRET, secret: true },
+            { name: 'PLAIN', value: 'visible' },
+          ],
+        },
+      },
     },
   });
   assert.equal(agent.status, 200);
@@ -41,11 +51,23 @@ test('secrets are sealed at rest and redacted everywhere unless an admin asks', 
   await call('/agents/a1');
   // GET then PUT of the redacted object keeps the secret (the SDK's update pattern).
   const got = await call('/agents/a1');
-  const put = await call('/agents/a1', { method: 'PUT', json: { ...got.body, metadata: { ...got.body.metadata, labels: { x: 'y' } } } });
+  const put = await call('/agents/a1', {
+    method: 'PUT',
+    json: { ...got.body, metadata: { ...got.body.metadata, labels: { x: 'y' } } },
+  });
   assert.equal(put.status, 200);
   // A rejected write that carries the secret must not echo it in the error.
-  await call('/integrations/connections', { method: 'POST', json: { metadata: { name: 'Bad Name' }, spec: { integration: 'openai', secret: { k: SECRET } } } });
-  await call('/agents', { method: 'POST', json: { metadata: { name: 'a2' }, spec: { runtime: { envs: [{ name: 'bad name', value: SECRET, secret: true }] } } } });
+  await call('/integrations/connections', {
+    method: 'POST',
+    json: { metadata: { name: 'Bad Name' }, spec: { integration: 'openai', secret: { k: SECRET } } },
+  });
+  await call('/agents', {
+    method: 'POST',
+    json: {
+      metadata: { name: 'a2' },
+      spec: { runtime: { envs: [{ name: 'bad name', value: SECRET, secret: true }] } },
+    },
+  });
 
   for (const s of seen) assert.ok(!s.includes(SECRET), `a response carries the secret:\n${s.slice(0, 400)}`);
   assert.ok(!server.logs().includes(SECRET), 'the log carries the secret');

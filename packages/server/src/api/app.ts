@@ -47,7 +47,10 @@ export function createApp(opts: AppOptions): FastifyInstance {
     else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
       e = new ApiError('PAYLOAD_TOO_LARGE', `body is larger than ${opts.bodyLimit} bytes`);
     else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-      e = new ApiError('UNSUPPORTED_MEDIA_TYPE', `content type ${req.headers['content-type']} is not supported; send application/json`);
+      e = new ApiError(
+        'UNSUPPORTED_MEDIA_TYPE',
+        `content type ${req.headers['content-type']} is not supported; send application/json`,
+      );
     else if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY')
       e = new ApiError('MALFORMED_REQUEST', 'body is not valid JSON');
     else if (err.validation) e = new ApiError('MALFORMED_REQUEST', err.message);

@@ -6,5 +6,3 @@ declare module 'fastify' {
     access: Access | null;
   }
 }
-
-export {};

@@ -51,7 +51,12 @@ export class ApiError extends Error {
   constructor(
     readonly name: WireErrorName,
     readonly detail: string,
-    readonly opts: { errors?: FieldIssue[]; code?: string; headers?: Record<string, string>; status?: number } = {},
+    readonly opts: {
+      errors?: FieldIssue[];
+      code?: string;
+      headers?: Record<string, string>;
+      status?: number;
+    } = {},
   ) {
     super(detail);
     const def = WIRE_ERRORS[name];
@@ -83,6 +88,10 @@ export class ApiError extends Error {
 export const notFound = (what: string) => new ApiError('NOT_FOUND', `${what} not found`);
 
 export const invalid = (errors: FieldIssue[], detail?: string) =>
-  new ApiError('VALIDATION_FAILED', detail ?? errors.map((e) => `${e.pointer || '/'}: ${e.message}`).join('; '), {
-    errors,
-  });
+  new ApiError(
+    'VALIDATION_FAILED',
+    detail ?? errors.map((e) => `${e.pointer || '/'}: ${e.message}`).join('; '),
+    {
+      errors,
+    },
+  );

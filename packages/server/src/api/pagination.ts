@@ -25,9 +25,13 @@ export function parseLabels(s: string | undefined): Record<string, string> | und
   for (const part of s.split(',')) {
     const i = part.indexOf('=');
     if (i <= 0)
-      throw new ApiError('MALFORMED_REQUEST', `labels must be key=value pairs separated by commas, got ${JSON.stringify(part)}`, {
-        errors: [{ pointer: '/query/labels', message: 'expected key=value' }],
-      });
+      throw new ApiError(
+        'MALFORMED_REQUEST',
+        `labels must be key=value pairs separated by commas, got ${JSON.stringify(part)}`,
+        {
+          errors: [{ pointer: '/query/labels', message: 'expected key=value' }],
+        },
+      );
     out[part.slice(0, i).trim()] = part.slice(i + 1).trim();
   }
   return out;
@@ -54,7 +58,14 @@ export async function listPage(
   const q = (req.query ?? {}) as Record<string, string>;
   const limit = parseLimit(q.limit);
   const after = q.cursor ? decodeCursor(q.cursor) : undefined;
-  const items = await store.list({ kind, workspace, parent, after, limit: limit + 1, labels: parseLabels(q.labels) });
+  const items = await store.list({
+    kind,
+    workspace,
+    parent,
+    after,
+    limit: limit + 1,
+    labels: parseLabels(q.labels),
+  });
   if (items.length > limit) {
     items.length = limit;
     const cursor = encodeCursor(items[limit - 1].name);

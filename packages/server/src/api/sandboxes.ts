@@ -16,7 +16,7 @@ import type { CreateHook } from './crud.js';
 import { ApiError } from './errors.js';
 
 /**
- * How long a create waits for its sandbox to run. A start takes tens of milliseconds; this bound is for
+ * How long a create waits for its sandbox to run. A start takes 0.1-0.3 s on a busy 2-core host; this bound is for
  * a loaded host, and stays under the minute after which proxies in front of Berth commonly give up.
  */
 export const CREATE_WAIT_MS = 30_000;

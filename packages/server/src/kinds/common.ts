@@ -12,7 +12,10 @@ export const Duration = Type.String({ pattern: DURATION_PATTERN });
 export const Timestamp = Type.String({ format: 'date-time' });
 export const StringMap = Type.Record(Type.String(), Type.String());
 
-export const Labels = Type.Record(Type.String({ maxLength: 63, minLength: 1 }), Type.String({ maxLength: 253 }));
+export const Labels = Type.Record(
+  Type.String({ maxLength: 63, minLength: 1 }),
+  Type.String({ maxLength: 253 }),
+);
 
 /** metadata fields a client may send. */
 export const MetadataInput = {

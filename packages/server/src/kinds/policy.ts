@@ -48,7 +48,10 @@ export const policy = {
     if (s.type === 'maxToken') {
       const m = s.maxTokens;
       if (!m || (m.input === undefined && m.output === undefined && m.total === undefined))
-        issues.push({ pointer: '/spec/maxTokens', message: 'a maxToken policy needs input, output or total' });
+        issues.push({
+          pointer: '/spec/maxTokens',
+          message: 'a maxToken policy needs input, output or total',
+        });
     }
     if (s.type === 'location' && !s.locations?.length)
       issues.push({ pointer: '/spec/locations', message: 'a location policy needs at least one location' });

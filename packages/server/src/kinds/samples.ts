@@ -95,13 +95,18 @@ export const SAMPLES: Record<string, KindSample> = {
   },
   Sandbox: {
     parents: [],
-    valid: { metadata: { name: 'box' }, spec: { runtime: { image: 'blaxel/base-image:latest' } } },
+    // No retention: a deleted sandbox's record goes at once, as every other kind's does.
+    valid: {
+      metadata: { name: 'box' },
+      spec: { runtime: { image: 'blaxel/base-image:latest' }, lifecycle: { terminatedRetention: '0s' } },
+    },
     invalid: {
       body: { metadata: { name: 's' }, spec: { runtime: { ttl: 'forever' } } },
       pointer: '/spec/runtime/ttl',
     },
+    // Memory and image cannot change on a running sandbox; its ttl can.
     change: ({ spec: s }) => {
-      s.runtime.memory = 2048;
+      s.runtime.ttl = '2h';
     },
   },
   Preview: {

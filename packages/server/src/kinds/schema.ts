@@ -65,7 +65,7 @@ export function prune(schema: TSchema, value: unknown, at = '', out: string[] = 
   if (value === null || typeof value !== 'object') return out;
   const s = schema as any;
   if (Array.isArray(value)) {
-    if (s.type === 'array' && s.items) value.forEach((v, i) => prune(s.items, v, `${at}/${i}`, out));
+    if (s.type === 'array' && s.items) value.forEach((v, i) => void prune(s.items, v, `${at}/${i}`, out));
     return out;
   }
   if (s.anyOf) {
@@ -73,7 +73,10 @@ export function prune(schema: TSchema, value: unknown, at = '', out: string[] = 
     // A map branch (a record) accepts any key, so nothing in the value is unknown.
     if (objs.some((b) => !b.properties)) return out;
     if (objs.length) {
-      const merged = { type: 'object', properties: Object.assign({}, ...objs.map((b) => b.properties ?? {})) };
+      const merged = {
+        type: 'object',
+        properties: Object.assign({}, ...objs.map((b) => b.properties ?? {})),
+      };
       return prune(merged as unknown as TSchema, value, at, out);
     }
     return out;
@@ -84,7 +87,10 @@ export function prune(schema: TSchema, value: unknown, at = '', out: string[] = 
     for (const k of Object.keys(obj)) {
       const p = `${at}/${escapePointer(k)}`;
       if (k in s.properties) prune(s.properties[k], obj[k], p, out);
-      else if (s.patternProperties || (s.additionalProperties && typeof s.additionalProperties === 'object')) {
+      else if (
+        s.patternProperties ||
+        (s.additionalProperties && typeof s.additionalProperties === 'object')
+      ) {
         const vs = s.additionalProperties ?? Object.values(s.patternProperties)[0];
         prune(vs, obj[k], p, out);
       } else if (s.additionalProperties === true || s.additionalProperties === undefined) {
@@ -100,19 +106,24 @@ export function prune(schema: TSchema, value: unknown, at = '', out: string[] = 
     return out;
   }
   const vs = s.patternProperties ? Object.values(s.patternProperties)[0] : s.additionalProperties;
-  if (vs && typeof vs === 'object') for (const [k, v] of Object.entries(obj)) prune(vs, v, `${at}/${escapePointer(k)}`, out);
+  if (vs && typeof vs === 'object')
+    for (const [k, v] of Object.entries(obj)) prune(vs, v, `${at}/${escapePointer(k)}`, out);
   return out;
 }
 
 function issueOf(e: ErrorObject): FieldIssue {
   if (e.keyword === 'required')
-    return { pointer: `${e.instancePath}/${escapePointer((e.params as any).missingProperty)}`, message: 'is required' };
+    return {
+      pointer: `${e.instancePath}/${escapePointer((e.params as any).missingProperty)}`,
+      message: 'is required',
+    };
   if (e.keyword === 'additionalProperties')
     return {
       pointer: `${e.instancePath}/${escapePointer((e.params as any).additionalProperty)}`,
       message: 'is not a known field',
     };
-  if (e.keyword === 'const') return { pointer: e.instancePath, message: `must be ${JSON.stringify((e.params as any).allowedValue)}` };
+  if (e.keyword === 'const')
+    return { pointer: e.instancePath, message: `must be ${JSON.stringify((e.params as any).allowedValue)}` };
   return { pointer: e.instancePath, message: e.message ?? 'is invalid' };
 }
 
@@ -124,7 +135,10 @@ function issuesOf(errors: ErrorObject[], schemaRoot: TSchema): FieldIssue[] {
       const sub = schemaAt(schemaRoot, e.schemaPath);
       const consts = (sub?.anyOf ?? []).map((b: any) => b.const).filter((c: unknown) => c !== undefined);
       if (consts.length)
-        byPointer.set(e.instancePath, { pointer: e.instancePath, message: `must be one of ${consts.map((c: unknown) => JSON.stringify(c)).join(', ')}` });
+        byPointer.set(e.instancePath, {
+          pointer: e.instancePath,
+          message: `must be one of ${consts.map((c: unknown) => JSON.stringify(c)).join(', ')}`,
+        });
       continue;
     }
     if (e.keyword === 'const' && /anyOf\/\d+\/const$/.test(e.schemaPath)) continue;
@@ -154,7 +168,10 @@ export interface CheckedBody {
 }
 
 /** Prunes, then validates a request body for a kind. Returns issues instead of throwing. */
-export function checkBody(kd: KindDescriptor, raw: unknown): { ok: true; value: CheckedBody } | { ok: false; issues: FieldIssue[] } {
+export function checkBody(
+  kd: KindDescriptor,
+  raw: unknown,
+): { ok: true; value: CheckedBody } | { ok: false; issues: FieldIssue[] } {
   const s = schemasOf(kd);
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
     return { ok: false, issues: [{ pointer: '', message: 'must be a JSON object' }] };
@@ -171,7 +188,8 @@ function dropNulls(obj: Record<string, any>) {
   for (const [k, v] of Object.entries(obj)) {
     if (v === null) delete obj[k];
     else if (typeof v === 'object' && !Array.isArray(v)) dropNulls(v);
-    else if (Array.isArray(v)) for (const e of v) if (e && typeof e === 'object' && !Array.isArray(e)) dropNulls(e);
+    else if (Array.isArray(v))
+      for (const e of v) if (e && typeof e === 'object' && !Array.isArray(e)) dropNulls(e);
   }
 }
 

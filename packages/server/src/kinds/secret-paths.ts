@@ -23,7 +23,9 @@ function walk(node: unknown, prevNode: unknown, segs: string[], sp: SecretPath, 
   const obj = node as Record<string, unknown>;
   const prevObj = (prevNode ?? {}) as Record<string, unknown>;
   if (seg === '*') {
-    const entries: [string, unknown][] = Array.isArray(obj) ? obj.map((v, i) => [String(i), v]) : Object.entries(obj);
+    const entries: [string, unknown][] = Array.isArray(obj)
+      ? obj.map((v, i) => [String(i), v])
+      : Object.entries(obj);
     for (const [k, v] of entries) {
       // Array elements are matched to the previous spec by `name` (env entries), else `id` (triggers),
       // else position (proxy routing rules); map values by key.

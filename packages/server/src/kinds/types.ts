@@ -58,7 +58,11 @@ export interface KindDescriptor {
   /** Fills defaults into a spec (a fresh copy, free to mutate). */
   defaults?: (spec: any, ctx: DefaultsContext) => void;
   /** Rules beyond the schema; pointers are into the whole body (`/spec/...`). */
-  validate?: (next: any, prev: any | undefined, ctx: ValidationContext) => FieldIssue[] | Promise<FieldIssue[]>;
+  validate?: (
+    next: any,
+    prev: any | undefined,
+    ctx: ValidationContext,
+  ) => FieldIssue[] | Promise<FieldIssue[]>;
   /** Spec pointers that cannot change after creation (e.g. `/size`). */
   immutable?: string[];
   secrets?: SecretPath[];

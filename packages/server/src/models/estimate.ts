@@ -10,7 +10,8 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 let counter: ((text: string) => number) | undefined;
 function countTokens(text: string): number {
-  counter ??= (require('gpt-tokenizer/cjs/encoding/o200k_base') as { countTokens: (t: string) => number }).countTokens;
+  counter ??= (require('gpt-tokenizer/cjs/encoding/o200k_base') as { countTokens: (t: string) => number })
+    .countTokens;
   return counter(text);
 }
 

@@ -6,12 +6,21 @@ const nameArb = fc
   .filter((s) => s.length > 0 && s.length <= 63);
 
 function stringArb(s: any): fc.Arbitrary<string> {
-  if (s.format === 'date-time') return fc.date({ min: new Date('2030-01-01'), max: new Date('2040-01-01'), noInvalidDate: true }).map((d) => d.toISOString());
+  if (s.format === 'date-time')
+    return fc
+      .date({ min: new Date('2030-01-01'), max: new Date('2040-01-01'), noInvalidDate: true })
+      .map((d) => d.toISOString());
   if (s.format === 'uri') return fc.webUrl();
   if (s.pattern === '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$') return nameArb;
-  if (s.pattern === '^[0-9]+(s|m|h|d|w)$') return fc.tuple(fc.integer({ min: 1, max: 99 }), fc.constantFrom('s', 'm', 'h', 'd', 'w')).map(([n, u]) => `${n}${u}`);
+  if (s.pattern === '^[0-9]+(s|m|h|d|w)$')
+    return fc
+      .tuple(fc.integer({ min: 1, max: 99 }), fc.constantFrom('s', 'm', 'h', 'd', 'w'))
+      .map(([n, u]) => `${n}${u}`);
   if (s.pattern === '^/') return fc.stringMatching(/^\/[a-z]{1,8}$/);
-  if (s.pattern) return fc.stringMatching(new RegExp(s.pattern)).filter((x) => x.length >= (s.minLength ?? 0) && x.length <= (s.maxLength ?? 1e9));
+  if (s.pattern)
+    return fc
+      .stringMatching(new RegExp(s.pattern))
+      .filter((x) => x.length >= (s.minLength ?? 0) && x.length <= (s.maxLength ?? 1e9));
   return fc.string({ minLength: s.minLength ?? 0, maxLength: Math.min(s.maxLength ?? 12, 12) });
 }
 
@@ -38,7 +47,8 @@ export function fromSchema(s: any, depth = 0): fc.Arbitrary<unknown> {
         return fc.record(rec, { requiredKeys: [...required] as any });
       }
       const vs = s.patternProperties ? Object.values(s.patternProperties)[0] : s.additionalProperties;
-      if (vs && typeof vs === 'object') return fc.dictionary(fc.stringMatching(/^[a-z]{1,6}$/), fromSchema(vs, depth + 1), { maxKeys: 2 });
+      if (vs && typeof vs === 'object')
+        return fc.dictionary(fc.stringMatching(/^[a-z]{1,6}$/), fromSchema(vs, depth + 1), { maxKeys: 2 });
       return fc.constant({});
     }
     default:

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { loadConfig } from '../config.js';
 import { type RunningServer, startServer } from '../main.js';
+import { removeSandboxesIn } from './sandboxes.js';
 
 export interface TestServer extends RunningServer {
   dataDir: string;
@@ -31,7 +32,10 @@ export async function startTestServer(
   const chunks: Buffer[] = [];
   const logStream = new PassThrough();
   logStream.on('data', (c: Buffer) => chunks.push(c));
-  const config = loadConfig({ port: '0', dataDir }, { BERTH_LOG_LEVEL: 'info', ...env });
+  const config = loadConfig(
+    { port: '0', dataDir },
+    { BERTH_LOG_LEVEL: 'info', BERTH_WARM_POOL: '1', ...env },
+  );
   const s = await startServer(config, { logStream });
   const adminKey =
     s.adminKey ?? (opts.dataDir ? readFileSync(join(dataDir, 'admin.key'), 'utf8').trim() : undefined);
@@ -55,7 +59,9 @@ export async function startTestServer(
     },
     async close() {
       await s.close();
-      if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      if (opts.dataDir) return;
+      await removeSandboxesIn(dataDir);
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

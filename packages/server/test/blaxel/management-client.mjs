@@ -26,7 +26,15 @@ await call(
     },
   }),
 );
-await call('createPolicyAgain', createPolicy({ body: { metadata: { name: 'sdk-policy' }, spec: { type: 'location', locations: [{ name: 'local', type: 'region' }] } } }));
+await call(
+  'createPolicyAgain',
+  createPolicy({
+    body: {
+      metadata: { name: 'sdk-policy' },
+      spec: { type: 'location', locations: [{ name: 'local', type: 'region' }] },
+    },
+  }),
+);
 await call('listPolicies', listPolicies());
 await call('getPolicy', getPolicy({ path: { policyName: 'sdk-policy' } }));
 await call(
@@ -40,7 +48,10 @@ await call(
 );
 await call('listIntegrationConnections', listIntegrationConnections());
 await call('getIntegrationConnection', getIntegrationConnection({ path: { connectionName: 'sdk-conn' } }));
-await call('deleteIntegrationConnection', deleteIntegrationConnection({ path: { connectionName: 'sdk-conn' } }));
+await call(
+  'deleteIntegrationConnection',
+  deleteIntegrationConnection({ path: { connectionName: 'sdk-conn' } }),
+);
 await call('deletePolicy', deletePolicy({ path: { policyName: 'sdk-policy' } }));
 await call('getPolicyAfterDelete', getPolicy({ path: { policyName: 'sdk-policy' } }));
 process.stdout.write(JSON.stringify(out));

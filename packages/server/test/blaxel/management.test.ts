@@ -38,7 +38,9 @@ export async function runBlaxel(script: string, server: TestServer, env: Record<
 
 test('@blaxel/core creates, lists, gets and deletes policies and integration connections', async () => {
   const secret = 'sk-planted-blaxel-7f3a9c';
-  const r = await runBlaxel(join(import.meta.dirname, 'management-client.mjs'), server, { PLANTED_SECRET: secret });
+  const r = await runBlaxel(join(import.meta.dirname, 'management-client.mjs'), server, {
+    PLANTED_SECRET: secret,
+  });
   assert.equal(r.createPolicy.status, 200, JSON.stringify(r.createPolicy.error));
   assert.equal(r.createPolicy.data.metadata.name, 'sdk-policy');
   assert.equal(r.createPolicy.data.spec.type, 'location');
@@ -47,7 +49,11 @@ test('@blaxel/core creates, lists, gets and deletes policies and integration con
   assert.ok(Array.isArray(r.listPolicies.data));
   assert.ok(r.listPolicies.data.some((p: any) => p.metadata.name === 'sdk-policy'));
   assert.equal(r.getPolicy.data.metadata.labels.team, 'a');
-  assert.equal(r.createIntegrationConnection.status, 200, JSON.stringify(r.createIntegrationConnection.error));
+  assert.equal(
+    r.createIntegrationConnection.status,
+    200,
+    JSON.stringify(r.createIntegrationConnection.error),
+  );
   assert.ok(r.listIntegrationConnections.data.some((c: any) => c.metadata.name === 'sdk-conn'));
   assert.equal(r.getIntegrationConnection.data.spec.integration, 'openai');
   assert.notEqual(r.getIntegrationConnection.data.spec.secret.apiKey, secret);

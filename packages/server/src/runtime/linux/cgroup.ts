@@ -114,10 +114,15 @@ export class SandboxCgroup {
   setLimits(limits: CgroupLimits): void {
     const bytes = String(Math.floor(limits.memoryMb * 1024 * 1024));
     if (this.host.layout === 'hybrid') {
-      write(join(this.v1('memory'), 'memory.limit_in_bytes'), bytes);
-      // No swapping around the limit where swap exists (the file is absent without swap accounting).
+      // No swapping around the limit where swap exists (the file is absent without swap accounting). The kernel
+      // keeps memsw >= limit at every step: raise memsw first when growing, lower the limit first when shrinking.
+      const limit = join(this.v1('memory'), 'memory.limit_in_bytes');
       const memsw = join(this.v1('memory'), 'memory.memsw.limit_in_bytes');
-      if (existsSync(memsw)) write(memsw, bytes);
+      const hasMemsw = existsSync(memsw);
+      const growing = hasMemsw && Number(bytes) > Number(readFileSync(limit, 'utf8'));
+      if (growing) write(memsw, bytes);
+      write(limit, bytes);
+      if (hasMemsw && !growing) write(memsw, bytes);
       write(join(this.v1('pids'), 'pids.max'), String(limits.pidsMax));
       write(join(this.v1('cpu'), 'cpu.shares'), String(limits.cpuShares));
     } else {

@@ -1,0 +1,90 @@
+// Deletes sandboxes whose time is up: runtime.ttl (max age from creation), runtime.expires (a date) and
+// lifecycle.expirationPolicies (ttl-idle from the last use, ttl-max-age, date; action delete). A sweep every
+// few seconds over every sandbox keeps each deletion at most one sweep (plus the delete itself) late.
+import type { Logger } from 'pino';
+import { expiresAtMs } from '../kinds/sandbox.js';
+import type { Resources } from '../store/resources.js';
+import type { StoredObject } from '../store/store.js';
+
+/** Sweep period: half of the 10 s lateness DESIGN.md allows, leaving the rest for the deletion itself. */
+export const EXPIRY_SWEEP_MS = 5_000;
+/** Who the DELETING event names. */
+export const EXPIRY_ACTOR = 'berth:expiry';
+
+export interface ExpiryDeps {
+  resources: Resources;
+  logger: Logger;
+  now?: () => Date;
+  /** The gateway's own last-use time (fresher than the stored lastUsedAt, written only every few seconds). */
+  lastUsedMs?: (workspace: string, name: string) => number | undefined;
+  sweepMs?: number;
+}
+
+/** The sandboxes due for deletion at `nowMs` (pure: the decision, apart from the act). */
+export function dueSandboxes(
+  objects: StoredObject[],
+  nowMs: number,
+  lastUsedMs: ExpiryDeps['lastUsedMs'] = () => undefined,
+): StoredObject[] {
+  return objects.filter((o) => {
+    const status = o.body.status;
+    if (status === 'DELETING' || status === 'TERMINATED') return false;
+    const seen = lastUsedMs(o.workspace, o.name);
+    const stored = Date.parse(o.body.lastUsedAt ?? '');
+    const body =
+      seen !== undefined && !(stored >= seen)
+        ? { ...o.body, lastUsedAt: new Date(seen).toISOString() }
+        : o.body;
+    const at = expiresAtMs(body);
+    return at !== undefined && at <= nowMs;
+  });
+}
+
+export class SandboxExpiry {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<unknown>;
+  private readonly now: () => Date;
+
+  constructor(private readonly deps: ExpiryDeps) {
+    this.now = deps.now ?? (() => new Date());
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.sweep().finally(() => {
+        this.running = undefined;
+      });
+    }, this.deps.sweepMs ?? EXPIRY_SWEEP_MS);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** One sweep: marks every due sandbox DELETING (the reconciler does the rest). Returns their names. */
+  async sweep(): Promise<string[]> {
+    const { resources, logger } = this.deps;
+    const kd = resources.kind('Sandbox');
+    const due = dueSandboxes(
+      await resources.store.list({ kind: 'Sandbox' }),
+      this.now().getTime(),
+      this.deps.lastUsedMs,
+    );
+    const deleted: string[] = [];
+    for (const o of due) {
+      try {
+        await resources.delete(kd, { workspace: o.workspace, parents: [], actor: EXPIRY_ACTOR }, o.name);
+        deleted.push(`${o.workspace}/${o.name}`);
+      } catch (err) {
+        logger.warn(
+          { err, sandbox: `${o.workspace}/${o.name}` },
+          'deleting an expired sandbox failed; next sweep retries',
+        );
+      }
+    }
+    if (deleted.length) logger.info({ sandboxes: deleted }, 'deleted expired sandboxes');
+    return deleted;
+  }
+}

@@ -1,0 +1,105 @@
+// Where a sandbox is served, both ways: its public address from (workspace, name) for `metadata.url`,
+// and (workspace, name, rest of the path) from an incoming request's path or Host header (DESIGN.md §4).
+import { createHash } from 'node:crypto';
+
+/** Path prefix of every inference address (run_url). */
+export const RUN_PREFIX = '/run/';
+const SANDBOXES_SEGMENT = '/sandboxes/';
+/** Host label prefix of a sandbox address: `sbx-<sandbox>-<workspace>.<region>.<inference_host>`. */
+export const HOST_LABEL_PREFIX = 'sbx-';
+
+export interface PathTarget {
+  workspace: string;
+  name: string;
+  /** The rest of the URL as received (still percent-encoded), starting with `/`, query included. */
+  rest: string;
+}
+
+/**
+ * `/run/<ws>/sandboxes/<name>[/<rest>][?q]` → its parts; undefined for any other URL. Segments are
+ * taken as they are (names are DNS labels, so a percent-encoded one simply matches nothing).
+ */
+export function matchSandboxPath(url: string): PathTarget | undefined {
+  if (!url.startsWith(RUN_PREFIX)) return undefined;
+  const wsEnd = url.indexOf('/', RUN_PREFIX.length);
+  if (wsEnd < 0 || !url.startsWith(SANDBOXES_SEGMENT, wsEnd)) return undefined;
+  const nameStart = wsEnd + SANDBOXES_SEGMENT.length;
+  let nameEnd = nameStart;
+  while (nameEnd < url.length && url[nameEnd] !== '/' && url[nameEnd] !== '?') nameEnd++;
+  if (nameEnd === nameStart) return undefined;
+  const tail = url.slice(nameEnd);
+  return {
+    workspace: url.slice(RUN_PREFIX.length, wsEnd),
+    name: url.slice(nameStart, nameEnd),
+    rest: tail === '' ? '/' : tail.startsWith('?') ? `/${tail}` : tail,
+  };
+}
+
+export interface HostTarget {
+  /** `<sandbox>-<workspace>`: split into its two names by whichever sandbox exists (names hold `-`). */
+  label: string;
+  region: string;
+}
+
+/** `sbx-<label>.<region>.<inferenceHost>[:port]` → its parts; undefined when the Host is anything else. */
+export function matchSandboxHost(
+  host: string | undefined,
+  inferenceHost: string | undefined,
+): HostTarget | undefined {
+  if (!host || !inferenceHost || host.slice(0, HOST_LABEL_PREFIX.length).toLowerCase() !== HOST_LABEL_PREFIX)
+    return undefined;
+  const colon = host.lastIndexOf(':');
+  const bare = (colon > host.lastIndexOf(']') && colon >= 0 ? host.slice(0, colon) : host).toLowerCase();
+  const suffix = `.${inferenceHost.toLowerCase()}`;
+  if (!bare.endsWith(suffix)) return undefined;
+  const head = bare.slice(HOST_LABEL_PREFIX.length, bare.length - suffix.length);
+  const dot = head.indexOf('.');
+  if (dot <= 0 || dot === head.length - 1 || head.indexOf('.', dot + 1) >= 0) return undefined;
+  return { label: head.slice(0, dot), region: head.slice(dot + 1) };
+}
+
+/** Every (sandbox, workspace) a host label can mean: split at each `-`, longest sandbox name first. */
+export function labelSplits(label: string): Array<{ name: string; workspace: string }> {
+  const out: Array<{ name: string; workspace: string }> = [];
+  for (let i = label.lastIndexOf('-'); i > 0; i = label.lastIndexOf('-', i - 1)) {
+    const name = label.slice(0, i);
+    const workspace = label.slice(i + 1);
+    if (name && workspace) out.push({ name, workspace });
+  }
+  return out;
+}
+
+export interface AddressOptions {
+  /** The server's public base URL (e.g. `http://127.0.0.1:8080`), read at call time. */
+  baseUrl: () => string;
+  inferenceHost?: string;
+}
+
+/** `metadata.url` of a sandbox: the host form when an inference host is configured, else the path form. */
+export function sandboxUrl(o: AddressOptions, workspace: string, name: string, region: string): string {
+  const base = o.baseUrl().replace(/\/+$/, '');
+  if (!o.inferenceHost) return `${base}${RUN_PREFIX}${workspace}${SANDBOXES_SEGMENT}${name}`;
+  const u = new URL(base);
+  return `${u.protocol}//${HOST_LABEL_PREFIX}${name}-${workspace}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
+}
+
+/** Longest id the runtime accepts (it becomes a file name and appears in kernel object names). */
+const MAX_ID_LENGTH = 63;
+
+/**
+ * The runtime id of a sandbox: `<workspace>.<name>` (names hold no dots, so it is unambiguous), or a
+ * hash when that would be too long. Deterministic, so a restarted server finds its sandboxes again.
+ */
+export function sandboxId(workspace: string, name: string): string {
+  const id = `${workspace}.${name}`;
+  if (id.length <= MAX_ID_LENGTH) return id;
+  return `h-${createHash('sha256').update(`${workspace}/${name}`).digest('hex').slice(0, 40)}`;
+}
+
+/** The `urlOf` hook of Resources: fills `metadata.url` of sandboxes (other kinds answer undefined). */
+export function sandboxUrlOf(o: AddressOptions & { defaultRegion: string }) {
+  return (kd: { kind: string }, workspace: string, body: any): string | undefined =>
+    kd.kind === 'Sandbox' && body?.metadata?.name
+      ? sandboxUrl(o, workspace, body.metadata.name, body.spec?.region ?? o.defaultRegion)
+      : undefined;
+}

@@ -1,0 +1,37 @@
+// Who may reach a sandbox: a credential (API key or JWT, in any header DESIGN.md §4 names) whose principal is
+// a member of the workspace named by the address. The workspace comes from the address, never from a header,
+// so a key of workspace A cannot reach B's sandboxes by saying it is in A.
+import type { IncomingHttpHeaders } from 'node:http';
+import { ApiError } from '../api/errors.js';
+import { type Access, type Authenticator, atLeast } from '../auth/access.js';
+
+/** Headers that carry Berth credentials; removed before a request reaches the sandbox. */
+export const CREDENTIAL_HEADERS = [
+  'authorization',
+  'x-service-authorization',
+  'x-blaxel-authorization',
+] as const;
+
+/**
+ * Resolves the caller for `workspace`: 401 without a valid credential, 404 when the principal is not a
+ * member (indistinguishable from a workspace that does not exist), 403 for a viewer (running code in a
+ * sandbox is a write: it can read the sandbox's secrets).
+ */
+export async function authorize(
+  authn: Authenticator,
+  headers: IncomingHttpHeaders,
+  workspace: string,
+): Promise<Access> {
+  const access = await authn.resolve({
+    authorization: headers.authorization,
+    'x-service-authorization': headers['x-service-authorization'],
+    'x-blaxel-authorization': headers['x-blaxel-authorization'],
+    'x-service-workspace': workspace,
+  });
+  if (!atLeast(access.role, 'member'))
+    throw new ApiError(
+      'FORBIDDEN',
+      `role ${access.role} in workspace ${workspace} cannot use sandboxes (needs member)`,
+    );
+  return access;
+}

@@ -1,0 +1,104 @@
+// Forwards one HTTP request to a sandbox's daemon over its unix socket and streams the answer back. Neither
+// body is buffered: the request is piped up as it arrives, the response written down chunk by chunk (an
+// NDJSON exec stream or a file watch reaches the client line by line). The daemon's own status codes and
+// error bodies pass through untouched; only a sandbox that cannot be reached becomes a 502.
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { ApiError } from '../api/errors.js';
+import { CREDENTIAL_HEADERS } from './auth.js';
+import { sendProblem } from './problem.js';
+import type { Target } from './targets.js';
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and ones undici sets itself; never forwarded either way. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  ...CREDENTIAL_HEADERS,
+]);
+
+/** The request headers the sandbox sees: the caller's, minus Berth credentials and hop-by-hop ones. */
+export function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  const h = req.headers;
+  for (const name in h) {
+    const v = h[name];
+    if (v !== undefined && !HOP_BY_HOP.has(name)) out[name] = v;
+  }
+  const host = h.host;
+  if (host) out['x-forwarded-host'] = host;
+  const addr = req.socket.remoteAddress;
+  if (addr) out['x-forwarded-for'] = h['x-forwarded-for'] ? `${h['x-forwarded-for']}, ${addr}` : addr;
+  out['x-forwarded-proto'] = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+  return out;
+}
+
+function downstreamHeaders(h: IncomingHttpHeaders): IncomingHttpHeaders {
+  for (const name of ['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'trailer'])
+    delete h[name];
+  return h;
+}
+
+const hasBody = (req: IncomingMessage) =>
+  req.headers['content-length'] !== undefined
+    ? req.headers['content-length'] !== '0'
+    : req.headers['transfer-encoding'] !== undefined;
+
+/** Maps a failure to reach the daemon to the gateway status DESIGN.md §4 reserves for a down workload. */
+function upstreamError(t: Target, err: Error & { code?: string }): ApiError {
+  const name = JSON.stringify(t.key.name);
+  if (err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT')
+    return new ApiError('TIMEOUT', `sandbox ${name} did not answer in time`);
+  return new ApiError('BAD_GATEWAY', `sandbox ${name} is unreachable: ${err.code ?? err.message}`);
+}
+
+/** Forwards `req` to `path` (the part after the sandbox's address) and calls `done` once it is over. */
+export function forward(
+  t: Target,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  done: () => void,
+): void {
+  const ac = new AbortController();
+  // A client gone before the answer started must not leave the sandbox's request running.
+  const onClose = () => {
+    if (!res.writableFinished) ac.abort();
+  };
+  res.once('close', onClose);
+  const opts: Dispatcher.RequestOptions = {
+    path,
+    method: req.method as Dispatcher.HttpMethod,
+    headers: upstreamHeaders(req),
+    body: hasBody(req) ? req : undefined,
+    signal: ac.signal,
+  };
+  t.pool.stream(
+    opts,
+    ({ statusCode, headers }) => {
+      const h = downstreamHeaders(headers as IncomingHttpHeaders);
+      res.writeHead(statusCode, h);
+      // A body of unknown length is a stream (watch, logs, exec): its headers go out now, not with its first
+      // chunk, so the client sees it open at once. Sized bodies leave with their headers in one write.
+      if (h['content-length'] === undefined) res.flushHeaders();
+      return res;
+    },
+    (err) => {
+      res.removeListener('close', onClose);
+      if (err && res.destroyed) {
+        // The client went away; nothing to answer.
+      } else if (err && !res.headersSent)
+        sendProblem(res, upstreamError(t, err as Error & { code?: string }));
+      else if (err) res.destroy();
+      done();
+    },
+  );
+}

@@ -1,0 +1,181 @@
+// The gateway's table of sandboxes it can forward to: one entry per live sandbox, found by `<ws>/<name>` with
+// one Map lookup on the hot path. Entries come from the store (status) and the runtime (live, frozen); the
+// store watch keeps their status current and drops them when the sandbox goes away.
+import { Pool } from 'undici';
+import type { Logger } from 'pino';
+import { ApiError } from '../api/errors.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { Resources } from '../store/resources.js';
+import { keyOf, type ResourceKey, type StoredObject } from '../store/store.js';
+import { sandboxId } from './address.js';
+
+/** Upstream connections per sandbox: concurrent requests beyond this wait in the pool, not in the sandbox. */
+export const POOL_CONNECTIONS = 64;
+/** Idle upstream connections close after this; below the daemon's own 65 s so the gateway always closes first. */
+export const POOL_KEEP_ALIVE_MS = 30_000;
+/** How soon a client may retry when the sandbox is not serving yet (starting, deactivated). */
+const RETRY_AFTER_S = '1';
+
+export interface Target {
+  readonly key: ResourceKey;
+  readonly id: string;
+  readonly pool: Pool;
+  /** Host path of the daemon's unix socket (tunnels connect to it directly). */
+  readonly socketPath: string;
+  /** The store status; only DEPLOYED takes the fast path. */
+  status: string;
+  /** The runtime froze it (standby); a request must thaw it first. */
+  frozen: boolean;
+  /** A freeze or a thaw under way: requests wait for it (one shared promise, never one per request). */
+  transition?: Promise<void>;
+  /** Requests in flight and tunnels open: while above 0 the sandbox never goes to standby. */
+  inflight: number;
+  /** Epoch ms of the last request start or end. */
+  lastUsedMs: number;
+  /** What the store holds, so only changes are written. */
+  stored: { state?: string; lastUsedMs: number; writtenAtMs: number };
+  writing?: Promise<void>;
+  dirty?: boolean;
+  evicted: boolean;
+}
+
+export interface TargetsDeps {
+  resources: Resources;
+  driver: RuntimeDriver;
+  logger: Logger;
+}
+
+const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
+const GONE = new Set(['DELETING', 'TERMINATED']);
+/** DEPLOYING with a live runtime is a spec update being applied: the sandbox keeps serving meanwhile. */
+const serving = (status: string) => status === 'DEPLOYED' || status === 'DEPLOYING';
+
+function notServing(o: StoredObject): ApiError {
+  const name = JSON.stringify(o.name);
+  const status = o.body.status as string;
+  if (GONE.has(status)) return new ApiError('NOT_FOUND', `sandbox ${name} is being deleted`);
+  const why =
+    status === 'FAILED'
+      ? `failed: ${(o.body.events ?? []).at(-1)?.message ?? 'see its events'}`
+      : status === 'DEACTIVATED' || status === 'DEACTIVATING'
+        ? 'deactivated (spec.enabled is false)'
+        : status === 'DEPLOYING'
+          ? 'starting'
+          : 'not running';
+  return new ApiError('UNAVAILABLE', `sandbox ${name} is ${why}`, {
+    headers: { 'retry-after': RETRY_AFTER_S },
+  });
+}
+
+export class Targets {
+  private readonly byName = new Map<string, Target>();
+  private readonly loading = new Map<string, Promise<Target | undefined>>();
+  private unwatch?: () => void;
+
+  constructor(private readonly deps: TargetsDeps) {}
+
+  /** Follows the store, and loads every deployed sandbox so idle ones go to standby even if never called. */
+  async start(): Promise<void> {
+    this.unwatch = this.deps.resources.store.watch((c) => {
+      if (c.object.kind !== 'Sandbox') return;
+      const k = nameKey(c.object.workspace, c.object.name);
+      const t = this.byName.get(k);
+      const status = c.object.body.status;
+      if (c.type === 'DELETED' || !serving(status)) {
+        if (t) this.evict(k, t);
+      } else if (t) t.status = status;
+      else if (status === 'DEPLOYED')
+        this.load(c.object).catch((err) =>
+          this.deps.logger.warn({ err, sandbox: c.object.name }, 'loading a sandbox failed'),
+        );
+    });
+    for (const o of await this.deps.resources.store.list({ kind: 'Sandbox' }))
+      if (o.body.status === 'DEPLOYED') await this.load(o);
+  }
+
+  /** The hot path: one Map lookup. */
+  get(workspace: string, name: string): Target | undefined {
+    return this.byName.get(nameKey(workspace, name));
+  }
+
+  values(): IterableIterator<Target> {
+    return this.byName.values();
+  }
+
+  /** The slow path: the store says whether it should serve, the runtime whether it runs. Throws 404/503. */
+  async resolve(workspace: string, name: string): Promise<Target> {
+    const key: ResourceKey = { kind: 'Sandbox', workspace, parent: '', name };
+    const o = await this.deps.resources.store.get(key);
+    if (!o)
+      throw new ApiError('NOT_FOUND', `sandbox ${JSON.stringify(name)} not found in workspace ${workspace}`);
+    const status = o.body.status;
+    if (!serving(status)) throw notServing(o);
+    const t = this.get(workspace, name) ?? (await this.load(o));
+    if (!t) throw notServing(o);
+    t.status = status;
+    return t;
+  }
+
+  private load(o: StoredObject): Promise<Target | undefined> {
+    const k = nameKey(o.workspace, o.name);
+    let p = this.loading.get(k);
+    if (!p) {
+      p = this.create(o).finally(() => this.loading.delete(k));
+      this.loading.set(k, p);
+    }
+    return p;
+  }
+
+  private async create(o: StoredObject): Promise<Target | undefined> {
+    const id = sandboxId(o.workspace, o.name);
+    const info = await this.deps.driver.inspect(id);
+    if (!info || info.state === 'dead') return undefined;
+    // The object may have changed while the runtime was asked (a DELETE whose watch event has passed).
+    const now = await this.deps.resources.store.get(keyOf(o));
+    if (!now || !serving(now.body.status)) return undefined;
+    const k = nameKey(o.workspace, o.name);
+    const existing = this.byName.get(k);
+    if (existing) return existing;
+    const used =
+      Date.parse(o.body.lastUsedAt ?? '') || Date.parse(o.body.metadata?.createdAt ?? '') || Date.now();
+    const t: Target = {
+      key: { kind: 'Sandbox', workspace: o.workspace, parent: '', name: o.name },
+      id,
+      socketPath: info.socketPath,
+      pool: new Pool('http://sandbox', {
+        socketPath: info.socketPath,
+        connections: POOL_CONNECTIONS,
+        keepAliveTimeout: POOL_KEEP_ALIVE_MS,
+        keepAliveMaxTimeout: POOL_KEEP_ALIVE_MS,
+        // A synchronous exec answers when its command ends and a log stream lasts as long as its process:
+        // the gateway imposes no time limit of its own, the client decides how long to wait.
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      }),
+      status: now.body.status,
+      frozen: info.state === 'frozen',
+      inflight: 0,
+      lastUsedMs: used,
+      stored: { state: o.body.state, lastUsedMs: used, writtenAtMs: 0 },
+      evicted: false,
+    };
+    this.byName.set(k, t);
+    return t;
+  }
+
+  private evict(k: string, t: Target) {
+    this.byName.delete(k);
+    t.evicted = true;
+    t.pool
+      .close()
+      .catch((err) => this.deps.logger.debug({ err, sandbox: t.id }, 'closing a sandbox pool failed'));
+  }
+
+  async close(): Promise<void> {
+    this.unwatch?.();
+    await Promise.allSettled([...this.loading.values()]);
+    const pools = [...this.byName.values()].map((t) => t.pool.destroy());
+    this.byName.clear();
+    await Promise.allSettled(pools);
+  }
+}

@@ -1,0 +1,79 @@
+// WebSocket (and any other Upgrade) requests to a sandbox: the request head is re-written to the daemon's unix
+// socket, then bytes are piped both ways until either side closes. The daemon does the handshake itself, so
+// the terminal and /port/{n} websockets work without the gateway knowing the protocol.
+import type { IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { ApiError } from '../api/errors.js';
+import { CREDENTIAL_HEADERS } from './auth.js';
+import { rejectUpgrade } from './problem.js';
+import type { Target } from './targets.js';
+
+const DROPPED = new Set<string>(['host', ...CREDENTIAL_HEADERS]);
+
+function requestHead(req: IncomingMessage, path: string): string {
+  let head = `${req.method} ${path} HTTP/1.1\r\nhost: sandbox\r\n`;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    const value = raw[i + 1];
+    if (DROPPED.has(name.toLowerCase()) || /[\r\n]/.test(value)) continue;
+    head += `${name}: ${value}\r\n`;
+  }
+  if (req.headers.host) head += `x-forwarded-host: ${req.headers.host}\r\n`;
+  return `${head}\r\n`;
+}
+
+/**
+ * Tunnels the upgrade of `req` to the sandbox. `done` runs once when the tunnel is over; `open` holds the
+ * client sockets still tunnelled, so a shutdown can end them.
+ */
+export function tunnel(
+  t: Target,
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  path: string,
+  open: Set<Duplex>,
+  done: () => void,
+): void {
+  const up = connect(t.socketPath);
+  let connected = false;
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    open.delete(socket);
+    up.destroy();
+    socket.destroy();
+    done();
+  };
+  open.add(socket);
+  up.once('connect', () => {
+    connected = true;
+    up.setNoDelay(true);
+    up.write(requestHead(req, path));
+    if (head.length) up.write(head);
+    up.pipe(socket);
+    socket.pipe(up);
+  });
+  up.on('error', (err: Error & { code?: string }) => {
+    if (!connected && !finished) {
+      rejectUpgrade(
+        socket,
+        new ApiError(
+          'BAD_GATEWAY',
+          `sandbox ${JSON.stringify(t.key.name)} is unreachable: ${err.code ?? err.message}`,
+        ),
+      );
+      finished = true;
+      open.delete(socket);
+      done();
+      return;
+    }
+    finish();
+  });
+  up.on('close', finish);
+  socket.on('error', finish);
+  socket.on('close', finish);
+}

@@ -1,0 +1,18 @@
+// Sandboxes outlive the server that started them (a restarted server adopts them), so a test that throws
+// its data dir away must remove the sandboxes that dir accounts for, or they keep running.
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { createLinuxDriver } from '../runtime/index.js';
+
+/** Removes every sandbox of `dataDir`'s runtime; costs nothing when it never ran one. */
+export async function removeSandboxesIn(dataDir: string): Promise<void> {
+  const dir = join(dataDir, 'sandboxes');
+  if (!existsSync(dir) || readdirSync(dir).length === 0) return;
+  // No network pool: this driver only tears down.
+  const driver = await createLinuxDriver({ dataDir, netPoolSize: 0 });
+  try {
+    for (const info of await driver.list()) await driver.remove(info.id);
+  } finally {
+    await driver.close();
+  }
+}

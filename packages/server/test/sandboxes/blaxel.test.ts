@@ -1,0 +1,70 @@
+// The unmodified @blaxel/core SDK, in its own process and pointed at Berth, creates a sandbox and works in it.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
+import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
+
+const run = promisify(execFile);
+let server: SandboxServer;
+before(async () => {
+  server = await startSandboxServer();
+});
+after(() => server.close());
+
+/** Runs `script` with the SDK's environment (COMPAT.md), from an empty cwd and HOME it cannot read config from. */
+async function runSdk(script: string, env: Record<string, string>) {
+  const home = mkdtempSync(join(tmpdir(), 'blaxel-home-'));
+  try {
+    const { stdout } = await run(process.execPath, [script], {
+      cwd: home,
+      env: {
+        PATH: process.env.PATH,
+        HOME: home,
+        BL_API_URL: `${server.url}/v0`,
+        BL_RUN_URL: `${server.url}/run`,
+        BL_WORKSPACE: 'default',
+        BL_API_KEY: server.adminKey,
+        BL_DISABLE_H2: 'true',
+        ...env,
+      },
+      timeout: 90_000,
+    });
+    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    assert.ok(line, `the SDK script printed no result: ${stdout}`);
+    return JSON.parse(line.slice('RESULT '.length));
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+test('@blaxel/core creates a sandbox, runs processes, uses its files, watches, and deletes it', async () => {
+  const r = await runSdk(join(import.meta.dirname, 'blaxel-client.mjs'), {
+    SANDBOX_NAME: 'sdk-box',
+    SANDBOX_MEMORY: String(TEST_MEMORY_MB),
+  });
+  assert.equal(r.created.status, 'DEPLOYED');
+  assert.equal(r.created.state, 'RUNNING');
+  assert.equal(r.created.url, `${server.url}/run/default/sandboxes/sdk-box`);
+  assert.deepEqual(r.sync, { status: 'failed', exitCode: 4, stdout: 'hello\n' });
+  assert.equal(r.streamed.exitCode, 0);
+  assert.deepEqual(r.streamed.logs.map((l: string) => l.trimEnd()).sort(), [
+    'stderr:err-line',
+    'stdout:out-line',
+  ]);
+  assert.equal(r.read, 'written by the sdk');
+  assert.deepEqual(r.ls, ['a.txt']);
+  assert.deepEqual(r.lsAfterRm, []);
+  assert.equal(r.watchError, undefined);
+  assert.ok(r.watch, 'a file event reached the watcher');
+  assert.ok(['CREATE', 'WRITE'].includes(r.watch.op), JSON.stringify(r.watch));
+  assert.match(r.watch.name, /^f\d+\.txt$/);
+  assert.equal(r.logs, 'logged line\n');
+  assert.ok(r.processes.includes('logger'));
+  assert.equal(r.again.status, 'DEPLOYED');
+  assert.equal(r.again.createdAt, r.created.createdAt, 'createIfNotExists answered the same sandbox');
+  assert.equal(r.afterDelete, 'TERMINATED');
+});

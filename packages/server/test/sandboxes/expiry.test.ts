@@ -1,0 +1,32 @@
+// A sandbox whose lifecycle says so is deleted by the server itself, with nobody asking.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type SandboxServer, startSandboxServer } from './support.js';
+
+let s: SandboxServer;
+before(async () => {
+  s = await startSandboxServer();
+});
+after(() => s.close());
+
+test('a ttl-max-age of 2s deletes the sandbox on its own, and it shows expiresIn until then', async () => {
+  const sb = await s.create('short-lived', {
+    lifecycle: {
+      expirationPolicies: [{ type: 'ttl-max-age', value: '2s', action: 'delete' }],
+      terminatedRetention: '1m',
+    },
+  });
+  assert.equal(sb.status, 'DEPLOYED');
+  assert.ok(sb.expiresIn >= 0 && sb.expiresIn <= 2, `expiresIn ${sb.expiresIn}`);
+  // Bounded generously: the sweep runs every 5 s, so deletion lands well within 20 s of creation.
+  const gone = await s.waitFor('short-lived', (b) => b.status === 'TERMINATED', 'TERMINATED');
+  const deleting = gone.events.find((e: any) => e.status === 'DELETING');
+  assert.match(deleting.message, /berth:expiry/);
+  assert.equal((await s.run(`${sb.metadata.url}/health`)).status, 404);
+});
+
+test('a sandbox without any ttl or policy has no expiresIn and stays', async () => {
+  const sb = await s.create('long-lived');
+  assert.equal(sb.expiresIn, undefined);
+  assert.equal(sb.status, 'DEPLOYED');
+});
