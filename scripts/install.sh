@@ -18,7 +18,9 @@ fi
 
 stamp=node_modules/.berth-install-stamp
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
-  npm ci --no-audit --no-fund
+  # `npm install`, not `npm ci`: npm 11 leaves other platforms' optional packages (biome's binaries) out of the
+  # lock file it writes, and `npm ci` then refuses that lock as out of sync. The lock still pins every version.
+  npm install --no-audit --no-fund
   touch "$stamp"
 fi
 npm run --silent build

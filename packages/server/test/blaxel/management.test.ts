@@ -1,46 +1,23 @@
 // The unmodified @blaxel/core SDK, pointed at Berth, manages policies and integration connections (COMPAT.md).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { promisify } from 'node:util';
+import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { startTestServer, type TestServer } from '../../src/test-support/server.js';
 
-const run = promisify(execFile);
 let server: TestServer;
 before(async () => {
   server = await startTestServer();
 });
 after(() => server.close());
 
-export async function runBlaxel(script: string, server: TestServer, env: Record<string, string> = {}) {
-  // The SDK reads .env, blaxel.toml and ~/.blaxel/config.yaml: give it an empty cwd and HOME.
-  const home = mkdtempSync(join(tmpdir(), 'blaxel-home-'));
-  const { stdout } = await run(process.execPath, [script], {
-    cwd: home,
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      NODE_PATH: join(process.cwd(), 'node_modules'),
-      BL_API_URL: `${server.url}/v0`,
-      BL_RUN_URL: `${server.url}/run`,
-      BL_WORKSPACE: 'default',
-      BL_API_KEY: server.adminKey,
-      BL_DISABLE_H2: 'true',
-      ...env,
-    },
-    timeout: 60_000,
-  });
-  return JSON.parse(stdout);
-}
-
 test('@blaxel/core creates, lists, gets and deletes policies and integration connections', async () => {
   const secret = 'sk-planted-blaxel-7f3a9c';
-  const r = await runBlaxel(join(import.meta.dirname, 'management-client.mjs'), server, {
-    PLANTED_SECRET: secret,
-  });
+  const r = JSON.parse(
+    await runBlaxelScript(join(import.meta.dirname, 'management-client.mjs'), server, {
+      PLANTED_SECRET: secret,
+    }),
+  );
   assert.equal(r.createPolicy.status, 200, JSON.stringify(r.createPolicy.error));
   assert.equal(r.createPolicy.data.metadata.name, 'sdk-policy');
   assert.equal(r.createPolicy.data.spec.type, 'location');

@@ -1,44 +1,21 @@
 // The unmodified @blaxel/core SDK, in its own process and pointed at Berth, creates a sandbox and works in it.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { promisify } from 'node:util';
+import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
-const run = promisify(execFile);
 let server: SandboxServer;
 before(async () => {
   server = await startSandboxServer();
 });
 after(() => server.close());
 
-/** Runs `script` with the SDK's environment (COMPAT.md), from an empty cwd and HOME it cannot read config from. */
 async function runSdk(script: string, env: Record<string, string>) {
-  const home = mkdtempSync(join(tmpdir(), 'blaxel-home-'));
-  try {
-    const { stdout } = await run(process.execPath, [script], {
-      cwd: home,
-      env: {
-        PATH: process.env.PATH,
-        HOME: home,
-        BL_API_URL: `${server.url}/v0`,
-        BL_RUN_URL: `${server.url}/run`,
-        BL_WORKSPACE: 'default',
-        BL_API_KEY: server.adminKey,
-        BL_DISABLE_H2: 'true',
-        ...env,
-      },
-      timeout: 90_000,
-    });
-    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
-    assert.ok(line, `the SDK script printed no result: ${stdout}`);
-    return JSON.parse(line.slice('RESULT '.length));
-  } finally {
-    rmSync(home, { recursive: true, force: true });
-  }
+  const stdout = await runBlaxelScript(script, server, env);
+  const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+  assert.ok(line, `the SDK script printed no result: ${stdout}`);
+  return JSON.parse(line.slice('RESULT '.length));
 }
 
 test('@blaxel/core creates a sandbox, runs processes, uses its files, watches, and deletes it', async () => {
