@@ -52,6 +52,9 @@ export async function benchWake() {
     const thaw = [];
     for (let i = 0; i < N; i++) {
       await frozen();
+      // Berth's own freeze() polls for the frozen state every millisecond; thawing before it has seen it
+      // would leave it waiting (and logging a timeout), so let it finish first.
+      await new Promise((r) => setTimeout(r, 20));
       const cg = driver.cgroup(id);
       thaw.push(await timed(async () => cg.thaw()));
       await get('/health', 'ok')(); // lets the gateway see it running again
