@@ -1,5 +1,5 @@
 // The Fastify app for /v0: body parsing, the problem renderer, authentication, and route modules.
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Authenticator } from '../auth/access.js';
 import './context.js';
 import { ApiError } from './errors.js';
@@ -10,6 +10,10 @@ export interface AppOptions {
   authenticator: Authenticator;
 }
 
+const debugEnabled = (l: FastifyBaseLogger) =>
+  (l as FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.('debug') ??
+  true;
+
 /** Routes under /v0 that answer without a credential. */
 const PUBLIC_V0 = new Set(['/v0/oauth/token', '/v0/openapi.json']);
 
@@ -17,6 +21,9 @@ export function createApp(opts: AppOptions): FastifyInstance {
   const app = Fastify({
     bodyLimit: opts.bodyLimit,
     loggerInstance: opts.logger,
+    // A log line per request cost a tenth of the API's throughput; /metrics counts and times every request, so
+    // the per-request lines are written only when debugging (BERTH_LOG_LEVEL=debug). Errors are always logged.
+    logController: new LogController({ disableRequestLogging: !debugEnabled(opts.logger) }),
     // Keep-alive connections of load generators should not hold shutdown.
     forceCloseConnections: true,
     return503OnClosing: true,
