@@ -1,7 +1,9 @@
 // bench/models: the same chat request (JSON and streamed) sent straight to a fake provider (a child
-// process), through a bare undici proxy (the least one hop costs), and through the Berth model gateway, in
-// one run. Prints throughput, p50/p99 latency and time-to-first-token, and what Berth adds over direct.
+// process), through a bare undici proxy (the least one hop costs), through Portkey's open-source gateway
+// (@portkey-ai/gateway, run locally) and through the Berth model gateway, in one run. Prints throughput, p50/p99 latency and time-to-first-token, and what Berth adds over direct.
+import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { createServer } from 'node:net';
 import { startBerth, startScript } from '../lib/berth.mjs';
 import { header, row } from '../lib/report.mjs';
 
@@ -26,6 +28,41 @@ const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
+
+const freePort = () =>
+  new Promise((resolve) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+
+/** Portkey's gateway as its package ships it (`start-server.js --headless`), on a free loopback port. */
+async function startPortkey() {
+  const port = await freePort();
+  const bin = require.resolve('@portkey-ai/gateway/build/start-server.js');
+  const child = spawn(process.execPath, [bin, `--port=${port}`, '--headless'], {
+    env: { ...process.env, NODE_ENV: 'production' },
+    stdio: 'ignore',
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    const ok = await fetch(url).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    async stop() {
+      const done = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await done;
+    },
+  };
+}
 
 async function ttft(url, headers, n) {
   const out = [];
@@ -79,9 +116,11 @@ export async function benchModels() {
   });
   let berth;
   let bare;
+  let portkey;
   try {
     berth = await startBerth();
     bare = await startScript(BARE, { TARGET: fake.url });
+    portkey = await startPortkey();
     await deploy(berth, fake.url);
     const path = '/v1/chat/completions';
     const dh = { authorization: 'Bearer sk-bench', 'content-type': 'application/json' };
@@ -89,12 +128,17 @@ export async function benchModels() {
     const paths = {
       direct: { url: fake.url + path, headers: dh },
       bare: { url: bare.url + path, headers: dh },
+      portkey: {
+        url: portkey.url + path,
+        headers: { ...dh, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${fake.url}/v1` },
+      },
       berth: { url: `${berth.url}/run/default/models/bench${path}`, headers: bh },
     };
     const body = JSON.stringify(CHAT);
     const streamBody = JSON.stringify({ ...CHAT, stream: true });
     await run({ ...paths.berth, body, duration: 1 }); // warm-up: pools, JIT, caches
     await run({ ...paths.bare, body, duration: 1 });
+    await run({ ...paths.portkey, body, duration: 1 });
 
     const r = {};
     for (const [k, p] of Object.entries(paths)) {
@@ -108,7 +152,7 @@ export async function benchModels() {
       `models (autocannon, ${CONNECTIONS} connections, ${DURATION_S}s each; TTFT over ${TTFT_SAMPLES} sequential calls)`,
     );
     console.log('baseline = the bare undici proxy (one hop, no auth or metering); direct figures below');
-    const { direct: d, bare: x, berth: b } = r;
+    const { direct: d, bare: x, berth: b, portkey: pk } = r;
     row('chat req/s via Berth', b.chat.requests.average, x.chat.requests.average, 'req/s');
     row('chat p50 latency', b.chat.latency.p50, x.chat.latency.p50, 'ms');
     row('chat p99 latency', b.chat.latency.p99, x.chat.latency.p99, 'ms');
@@ -118,24 +162,40 @@ export async function benchModels() {
     row('time to first token p50', pct(b.ttft, 50), pct(x.ttft, 50), 'ms');
     row('time to first token p99', pct(b.ttft, 99), pct(x.ttft, 99), 'ms');
     row('chat req/s direct to the provider', d.chat.requests.average, d.chat.requests.average, 'req/s');
-    const added = (k, f) =>
-      `${k} p50 +${(f(b, 50) - f(d, 50)).toFixed(2)} ms, p99 +${(f(b, 99) - f(d, 99)).toFixed(2)} ms`;
+    row(
+      'chat req/s via Berth (baseline: via Portkey)',
+      b.chat.requests.average,
+      pk.chat.requests.average,
+      'req/s',
+    );
+    row('chat p50 latency (baseline: via Portkey)', b.chat.latency.p50, pk.chat.latency.p50, 'ms');
+    row('stream p50 latency (baseline: via Portkey)', b.stream.latency.p50, pk.stream.latency.p50, 'ms');
+    row('time to first token p50 (baseline: via Portkey)', pct(b.ttft, 50), pct(pk.ttft, 50), 'ms');
+    const added = (v, k, f) =>
+      `${k} p50 +${(f(v, 50) - f(d, 50)).toFixed(2)} ms, p99 +${(f(v, 99) - f(d, 99)).toFixed(2)} ms`;
     const lat = (which) => (v, q) => (q === 50 ? v[which].latency.p50 : v[which].latency.p99);
-    console.log(
-      `added by Berth over direct: ${added('chat', lat('chat'))}; ${added('stream', lat('stream'))}; ` +
-        `${added('first token', (v, q) => pct(v.ttft, q))}; throughput ${(b.chat.requests.average / d.chat.requests.average).toFixed(2)}x direct`,
-    );
-    const errs = Object.values(r).reduce(
-      (n, v) => n + v.chat.non2xx + v.chat.errors + v.stream.non2xx + v.stream.errors,
-      0,
-    );
-    if (errs) console.log(`WARNING: ${errs} non-2xx responses or errors during the run`);
+    for (const [who, v] of [
+      ['Berth', b],
+      ['Portkey', pk],
+    ])
+      console.log(
+        `added by ${who} over direct: ${added(v, 'chat', lat('chat'))}; ${added(v, 'stream', lat('stream'))}; ` +
+          `${added(v, 'first token', (x, q) => pct(x.ttft, q))}; throughput ${(v.chat.requests.average / d.chat.requests.average).toFixed(2)}x direct`,
+      );
+    const errs = Object.entries(r)
+      .map(([k, v]) => [k, v.chat.non2xx + v.chat.errors + v.stream.non2xx + v.stream.errors])
+      .filter(([, n]) => n > 0);
+    if (errs.length)
+      console.log(
+        `WARNING: non-2xx responses or errors during the run: ${errs.map(([k, n]) => `${k} ${n}`).join(', ')}`,
+      );
     return {
       addedFirstTokenP50: pct(b.ttft, 50) - pct(d.ttft, 50),
       throughputVsBare: b.chat.requests.average / x.chat.requests.average,
     };
   } finally {
     await bare?.stop();
+    await portkey?.stop();
     await berth?.stop();
     await fake.stop();
   }
