@@ -5,6 +5,9 @@ import { after, before, describe, test } from 'node:test';
 import { enc, startSandboxDaemon, type TestDaemon } from '../test-support/sandbox-daemon.js';
 import type { FileEvent } from './schema.js';
 
+/** Bound on waiting for one event, so a lost event fails with what was seen instead of hanging the file. */
+const WAIT_MS = 20_000;
+
 let d: TestDaemon;
 before(async () => {
   d = await startSandboxDaemon();
@@ -42,10 +45,16 @@ async function watch(path: string, query = '') {
   return {
     events,
     async waitFor(pred: (e: FileEvent) => boolean): Promise<FileEvent> {
+      const deadline = Date.now() + WAIT_MS;
       for (;;) {
         const hit = events.find(pred);
         if (hit) return hit;
-        await new Promise<void>((r) => waiters.push(r));
+        if (Date.now() > deadline)
+          assert.fail(`no matching event in ${WAIT_MS} ms; saw ${JSON.stringify(events)}`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 250);
+        });
       }
     },
     close: () => ctrl.abort(),

@@ -9,6 +9,10 @@ import { walk } from './walk.js';
 
 /** Directories one watch covers at most (inotify watches are a per-user kernel budget, 8192 by default). */
 export const MAX_WATCHED_DIRS = 2048;
+/** Files whose mode and owner a watch remembers (oldest forgotten first); bounds memory on busy trees. */
+const MAX_REMEMBERED_FILES = 10_000;
+
+type Owner = { mode: number; uid: number; gid: number };
 
 export class TreeWatcher {
   private watchers = new Map<string, FSWatcher>();
@@ -22,6 +26,15 @@ export class TreeWatcher {
   ) {}
 
   /** Arms the watches; events that happen after this resolves are reported. */
+  /** What this watch last saw of each file it reported, to tell a chmod from a write. */
+  private readonly seen = new Map<string, Owner>();
+
+  private remember(abs: string, st: Owner): void {
+    this.seen.delete(abs);
+    this.seen.set(abs, { mode: st.mode, uid: st.uid, gid: st.gid });
+    if (this.seen.size > MAX_REMEMBERED_FILES) this.seen.delete(this.seen.keys().next().value as string);
+  }
+
   async start(): Promise<void> {
     this.add(this.root, true);
     if (this.recursive) await this.addTree(this.root);
@@ -71,6 +84,9 @@ export class TreeWatcher {
     const abs = join(dir, name);
     const st = await lstat(abs).catch(() => undefined);
     let op: WatchOp;
+    const prev = this.seen.get(abs);
+    if (st) this.remember(abs, st);
+    else this.seen.delete(abs);
     if (type === 'rename') {
       op = st ? 'CREATE' : 'REMOVE';
       if (!st) this.drop(abs);
@@ -79,8 +95,12 @@ export class TreeWatcher {
         // Whatever was created inside before the watch was armed is watched too.
         await this.addTree(abs);
       }
+    } else if (st && prev) {
+      // inotify says only "changed": a chmod/chown changes mode or owner, a write does not. Compared with what this
+      // watch last saw, because a chmod right after a write can share its (coarse) timestamp.
+      op = st.mode !== prev.mode || st.uid !== prev.uid || st.gid !== prev.gid ? 'CHMOD' : 'WRITE';
     } else {
-      // A write moves mtime and ctime together; a chmod/chown moves ctime alone.
+      // A file this watch has not seen yet: a write moves mtime and ctime together; a chmod/chown moves ctime alone.
       op = st && st.ctimeMs !== st.mtimeMs ? 'CHMOD' : 'WRITE';
     }
     if (!this.closed) this.emit({ op, name: basename(abs), path: dir, error: null });
