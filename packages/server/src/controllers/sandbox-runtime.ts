@@ -98,6 +98,9 @@ export class LazyRuntime implements RuntimeDriver {
     if (!this.driver) throw new Error('the sandbox runtime is not open');
     return this.driver.socketPath(id);
   }
+  async setEnvs(id: string, envs: Record<string, string>): Promise<void> {
+    return (await this.ready()).setEnvs(id, envs);
+  }
   async stats(id: string): Promise<SandboxStats | undefined> {
     if (this.holdsNone()) return undefined;
     return (await this.ready()).stats(id);

@@ -3,7 +3,7 @@
 //   enabled: false → DEACTIVATING → (driver.remove) → DEACTIVATED; enabled again → DEPLOYING, a fresh sandbox.
 //   DELETING → (driver.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
 // A sandbox the runtime still runs is never touched: after a server restart it is adopted as it is (same
-// processes, frozen or not), and a spec update that cannot apply live (envs) waits for the next start.
+// processes, frozen or not); a spec update's envs apply to the processes started from then on.
 import type { Logger } from 'pino';
 import { durationMs } from '../kinds/rules.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
@@ -159,14 +159,16 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       const info = await driver.inspect(id);
       if (!info || info.state === 'dead') return start(o, id, signal);
       if (status !== 'DEPLOYED') {
-        // Live already: a spec update (or a restart mid-way) that needs no new sandbox.
+        // Live already: a spec update (or a restart mid-way) that needs no new sandbox. Envs are the one
+        // runtime setting that applies live: to the processes started from now on.
+        await driver.setEnvs(id, runtimeSpecOf(resources, o.body.spec).envs);
         const state = info.state === 'frozen' ? 'STANDBY' : 'RUNNING';
         await moveIf(
           deps,
           key,
           (x) => enabled(x) && x.body.status === 'DEPLOYING',
           'DEPLOYED',
-          'deployed: sandbox running (kept as it was; changed envs apply from its next start)',
+          'deployed: sandbox running (kept as it was; envs apply to processes started from now on)',
           { state },
         );
       }

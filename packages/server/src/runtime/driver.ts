@@ -90,6 +90,8 @@ export interface RuntimeDriver {
   remove(id: string): Promise<void>;
   socketPath(id: string): string;
   stats(id: string): Promise<SandboxStats | undefined>;
+  /** Sets the environment of the processes the sandbox starts from now on (running ones keep theirs). */
+  setEnvs(id: string, envs: Record<string, string>): Promise<void>;
   /** Releases the driver's own resources; sandboxes keep running. */
   close(): Promise<void>;
 }

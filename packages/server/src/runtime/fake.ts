@@ -76,6 +76,12 @@ export class FakeDriver implements RuntimeDriver {
     this.boxes.delete(id);
   }
 
+  async setEnvs(id: string, envs: Record<string, string>): Promise<void> {
+    const b = this.boxes.get(id);
+    if (!b) throw new SandboxNotFoundError(id);
+    b.spec = { ...b.spec, envs };
+  }
+
   async stats(id: string): Promise<SandboxStats | undefined> {
     const b = this.boxes.get(id);
     if (!b || b.state === 'dead') return undefined;

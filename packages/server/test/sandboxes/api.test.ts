@@ -74,6 +74,33 @@ describe('sandboxes through the API and the gateway', () => {
     }
   });
 
+  it('applies changed envs to the processes a running sandbox starts afterwards, keeping its processes', async () => {
+    const sb = await s.create('api-env-live', { runtime: { envs: [{ name: 'MODE', value: 'one' }] } });
+    const before = await exec(s, sb.metadata.url, 'printf %s "$MODE"');
+    assert.equal(before.stdout, 'one');
+    const keeper = await s.run(`${sb.metadata.url}/process`, {
+      method: 'POST',
+      json: { command: 'sleep 300', name: 'keeper' },
+    });
+    const keeperPid = (await keeper.json()).pid;
+    const got = await (await s.api('/sandboxes/api-env-live')).json();
+    got.spec.runtime.envs = [
+      { name: 'MODE', value: 'two' },
+      { name: 'TOKEN', value: 'live-secret', secret: true },
+    ];
+    const put = await s.api('/sandboxes/api-env-live', { method: 'PUT', json: got });
+    assert.equal(put.status, 200, await put.clone().text());
+    await s.waitFor(
+      'api-env-live',
+      (b) => b.status === 'DEPLOYED' && b.events.at(-1).message.includes('envs'),
+    );
+    const after = await exec(s, sb.metadata.url, 'printf %s-%s "$MODE" "$TOKEN"');
+    assert.equal(after.stdout, 'two-live-secret');
+    const still = await (await s.run(`${sb.metadata.url}/process/keeper`)).json();
+    assert.equal(still.status, 'running');
+    assert.equal(still.pid, keeperPid);
+  });
+
   it('runs a command synchronously and streamed, with its output and exit code', async () => {
     const { metadata } = await s.create('api-exec');
     const sync = await exec(s, metadata.url, 'echo hello; echo oops >&2; exit 3');

@@ -267,6 +267,14 @@ export class LinuxDriver implements RuntimeDriver {
     return Promise.resolve();
   }
 
+  async setEnvs(id: string, envs: Record<string, string>): Promise<void> {
+    checkSandboxId(id);
+    const rec = readRecord(this.dir(id));
+    if (!rec) throw new SandboxNotFoundError(id);
+    // The daemon reads this file at every process start (see sandbox-api/process/spec.ts).
+    writeEnvFile(this.paths(id).runDir, rec.hostUid, { ...envs, BERTH_SANDBOX_ID: id });
+  }
+
   async stats(id: string): Promise<SandboxStats | undefined> {
     const rec = readRecord(this.dir(id));
     if (!rec || !this.alive(rec)) return undefined;

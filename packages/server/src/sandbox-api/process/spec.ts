@@ -12,7 +12,7 @@ import { KEEPALIVE_DEFAULT_TIMEOUT_S } from './manager.js';
 const DAEMON_ENV_PREFIX = 'BERTH_SANDBOX_';
 
 let baseEnv: NodeJS.ProcessEnv | undefined;
-let fileEnv: { mtimeMs: number; env: NodeJS.ProcessEnv } | undefined;
+let fileEnv: { ino: number; mtimeMs: number; env: NodeJS.ProcessEnv } | undefined;
 
 /**
  * The sandbox's environment: what the daemon received (minus its own settings), then the runtime's env file
@@ -28,13 +28,14 @@ export function sandboxEnv(): NodeJS.ProcessEnv {
   if (!file) return baseEnv;
   const st = statSync(file, { throwIfNoEntry: false });
   if (!st) return baseEnv;
-  if (fileEnv?.mtimeMs !== st.mtimeMs) {
+  // Each write renames a new file into place: a new inode, even within one (coarse) mtime tick.
+  if (fileEnv?.ino !== st.ino || fileEnv.mtimeMs !== st.mtimeMs) {
     try {
       const parsed = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
       const env: NodeJS.ProcessEnv = { ...baseEnv };
       for (const [k, v] of Object.entries(parsed))
         if (typeof v === 'string' && !k.startsWith(DAEMON_ENV_PREFIX)) env[k] = v;
-      fileEnv = { mtimeMs: st.mtimeMs, env };
+      fileEnv = { ino: st.ino, mtimeMs: st.mtimeMs, env };
     } catch {
       return fileEnv?.env ?? baseEnv; // being replaced: keep what was last read whole
     }
