@@ -26,10 +26,16 @@ export function registerMetrics(app: FastifyInstance, registry = new Registry())
     const rk = `${req.method} ${route}`;
     const ck = `${rk} ${reply.statusCode}`;
     let c = counters.get(ck);
-    if (!c) counters.set(ck, (c = requests.labels(req.method, route, String(reply.statusCode))));
+    if (!c) {
+      c = requests.labels(req.method, route, String(reply.statusCode));
+      counters.set(ck, c);
+    }
     c.inc();
     let t = timers.get(rk);
-    if (!t) timers.set(rk, (t = latency.labels(req.method, route)));
+    if (!t) {
+      t = latency.labels(req.method, route);
+      timers.set(rk, t);
+    }
     t.observe(reply.elapsedTime / 1000);
     done();
   });
