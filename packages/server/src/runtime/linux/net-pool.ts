@@ -2,6 +2,7 @@
 // netlink operations of a new namespace and veth pair (measured 15-25 ms of a ~100 ms create).
 // A pooled network holds a slot like a sandbox does, owned by `<dataDir>/pool/<pid>.<start>.<n>`;
 // taking one hands the slot to the sandbox's directory in one atomic rename.
+import { BackgroundFill } from './background-fill.js';
 import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSlotNetwork, deleteSlotNetwork, slotNet, slotNetworkExists } from './network.js';
@@ -17,15 +18,15 @@ interface Pooled {
 
 export class NetPool {
   private readonly ready: Pooled[] = [];
-  private inflight = 0;
+  private readonly fill = new BackgroundFill();
   private seq = 0;
   private closed = false;
   private readonly dir: string;
   private readonly tag: string;
-  /** Settles when no refill is running (tests and close wait on it). */
-  private idle: Promise<void> = Promise.resolve();
   /** Why the last refill failed, for diagnostics (a failed refill only leaves the pool smaller). */
-  lastError?: Error;
+  get lastError(): Error | undefined {
+    return this.fill.lastError;
+  }
 
   constructor(
     dataDir: string,
@@ -71,17 +72,7 @@ export class NetPool {
   /** Tops the pool up in the background; failures only leave it smaller. */
   refill(): void {
     if (this.closed) return;
-    const missing = this.size - this.ready.length - this.inflight;
-    if (missing <= 0) return;
-    this.inflight += missing;
-    const jobs = Array.from({ length: missing }, () =>
-      this.makeOne()
-        .catch((e: Error) => {
-          this.lastError = e;
-        })
-        .finally(() => this.inflight--),
-    );
-    this.idle = Promise.allSettled([this.idle, ...jobs]).then(() => undefined);
+    this.fill.start(this.size - this.ready.length - this.fill.inflight, () => this.makeOne());
   }
 
   private async makeOne(): Promise<void> {
@@ -109,12 +100,12 @@ export class NetPool {
   }
 
   async whenIdle(): Promise<void> {
-    await this.idle;
+    await this.fill.idle();
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.idle;
+    await this.fill.idle();
     for (let p = this.ready.shift(); p; p = this.ready.shift()) await this.discard(p);
   }
 }

@@ -4,6 +4,7 @@
 // every process it starts, because the spec's envs arrive after the daemon is running; opt-in for
 // that reason (LinuxDriverOptions.warmPoolSize). Specs with volumes or an installed image always
 // start cold: their mounts must exist before bwrap builds the root.
+import { BackgroundFill } from './background-fill.js';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxSpec } from '../driver.js';
@@ -30,14 +31,15 @@ export interface WarmSandbox {
 
 export class WarmPool {
   private readonly ready: WarmSandbox[] = [];
-  private inflight = 0;
+  private readonly fill = new BackgroundFill();
   private seq = 0;
   private closed = false;
   private readonly dir: string;
   private readonly tag: string;
-  private idle: Promise<void> = Promise.resolve();
   /** Why the last refill failed, for diagnostics (a failed refill only leaves the pool smaller). */
-  lastError?: Error;
+  get lastError(): Error | undefined {
+    return this.fill.lastError;
+  }
 
   constructor(
     private readonly ctx: HostContext,
@@ -78,17 +80,7 @@ export class WarmPool {
   /** Starts missing warm sandboxes in the background; a failure only leaves the pool smaller. */
   refill(): void {
     if (this.closed) return;
-    const missing = this.size - this.ready.length - this.inflight;
-    if (missing <= 0) return;
-    this.inflight += missing;
-    const jobs = Array.from({ length: missing }, () =>
-      this.startOne()
-        .catch((e: Error) => {
-          this.lastError = e;
-        })
-        .finally(() => this.inflight--),
-    );
-    this.idle = Promise.allSettled([this.idle, ...jobs]).then(() => undefined);
+    this.fill.start(this.size - this.ready.length - this.fill.inflight, () => this.startOne());
   }
 
   private async startOne(): Promise<void> {
@@ -110,12 +102,12 @@ export class WarmPool {
   }
 
   async whenIdle(): Promise<void> {
-    await this.idle;
+    await this.fill.idle();
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.idle;
+    await this.fill.idle();
     for (let w = this.ready.shift(); w; w = this.ready.shift())
       await teardownSandbox(this.ctx, w.dir, w.paths);
   }
