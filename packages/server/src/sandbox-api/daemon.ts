@@ -1,6 +1,7 @@
-// Entry point of the daemon that runs inside each sandbox (`node /opt/berth/sandbox-api/daemon.js`). Listens on
-// BERTH_SANDBOX_SOCKET (the host gateway's way in) or on 127.0.0.1:BERTH_SANDBOX_PORT, then prints one JSON line
-// `{"event":"listening",...}` on stdout so whoever started it knows it is ready.
+// Entry point of the daemon that runs inside each sandbox (`node /opt/berth/sandbox-api/daemon.cjs`, bundled from
+// this file by scripts/bundle-daemon.mjs). Listens on BERTH_SANDBOX_SOCKET (the host gateway's way in) or on
+// 127.0.0.1:BERTH_SANDBOX_PORT, then prints one JSON line `{"event":"listening",...}` on stdout so whoever
+// started it knows it is ready.
 import { chmodSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createApi, createHttpServer } from './app.js';

@@ -118,6 +118,9 @@ export async function unexposeUnder(prefix: string): Promise<void> {
   }
 }
 
+/** The sandbox API daemon inside codeDir: one bundled file (packages/server/scripts/bundle-daemon.mjs). */
+export const DAEMON_ENTRY = 'sandbox-api/daemon.cjs';
+
 /**
  * The server package's built code (`dist`), which holds the sandbox API daemon. When running from
  * sources (tsx), this module sits under `src`, and the built twin is its `dist` sibling.

@@ -18,6 +18,7 @@ import { type CgroupHost, detectCgroups, SandboxCgroup } from './cgroup.js';
 import { type HostContext, sandboxEnv, startSandbox, teardownSandbox, writeEnvFile } from './create.js';
 import { resizeWritableLayer } from './disk.js';
 import {
+  DAEMON_ENTRY,
   defaultCodeDir,
   ensureRunDirs,
   LAYERS_DIR,
@@ -86,7 +87,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     cgroupHost,
     uidBase: opts.uidBase ?? DEFAULT_UID_BASE,
     codeDir: opts.codeDir ?? defaultCodeDir(),
-    command: opts.command ?? ['/usr/bin/node', '/opt/berth/sandbox-api/daemon.js'],
+    command: opts.command ?? ['/usr/bin/node', `/opt/berth/${DAEMON_ENTRY}`],
     baseEtc,
     seccompFile,
     netPool,

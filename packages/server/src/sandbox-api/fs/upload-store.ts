@@ -1,7 +1,5 @@
 // Multipart uploads of large files (the SDK sends files above 5 MB as 5 MB parts, 3 at a time): parts are kept
 // as files in a private temp directory and assembled in order on complete.
-import { randomUUID } from 'node:crypto';
-import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, rmSync } from 'node:fs';
 import { chmod, mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,6 +7,9 @@ import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 
 /** An upload neither completed nor aborted is forgotten (and its parts deleted) after this long. */
+/** node:crypto costs every sandbox's daemon ~0.4 MB when loaded at start; only uploads need it. */
+const crypto = () => import('node:crypto');
+
 export const UPLOAD_TTL_MS = 24 * 60 * 60 * 1000;
 /** Part numbers allowed, as in S3's multipart upload, which the SDK's protocol mirrors. */
 export const MAX_PART_NUMBER = 10_000;
@@ -36,7 +37,7 @@ export class UploadStore {
 
   async initiate(path: string, permissions: number): Promise<Upload> {
     await this.sweep();
-    const uploadId = randomUUID();
+    const uploadId = (await crypto()).randomUUID();
     const dir = join(this.baseDir, uploadId);
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const upload: Upload = { uploadId, path, permissions, initiatedAt: new Date(), dir, parts: new Map() };
@@ -58,7 +59,8 @@ export class UploadStore {
 
   /** Records a part whose bytes are already in partFile(); its etag is the MD5 of those bytes (as S3's is). */
   async recordPart(upload: Upload, partNumber: number, size: number): Promise<UploadedPart> {
-    const etag = createHash('md5')
+    const etag = (await crypto())
+      .createHash('md5')
       .update(await readFile(this.partFile(upload, partNumber)))
       .digest('hex');
     const part = { partNumber, etag, size, uploadedAt: new Date().toISOString() };

@@ -4,6 +4,7 @@ import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DAEMON_ENTRY } from '../host.js';
 
 const DAEMON = `
 const http = require('node:http');
@@ -48,12 +49,12 @@ server.listen(sock, () => {
 });
 `;
 
-/** Creates a code dir holding `sandbox-api/daemon.js` (the path the driver runs by default). */
+/** Creates a code dir holding the daemon at DAEMON_ENTRY (the path the driver runs by default). */
 export function makeMiniDaemonCodeDir(parent = tmpdir()): string {
   const dir = mkdtempSync(join(parent, 'berth-code-'));
   chmodSync(dir, 0o755); // the sandbox's unprivileged uid must read it, like a real dist dir
   mkdirSync(join(dir, 'sandbox-api'));
-  writeFileSync(join(dir, 'sandbox-api', 'daemon.js'), DAEMON);
+  writeFileSync(join(dir, DAEMON_ENTRY), DAEMON);
   return dir;
 }
 
