@@ -8,7 +8,9 @@ const BIN = new URL('../../packages/cli/bin/berth.mjs', import.meta.url).pathnam
 
 export async function startBerth(env = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-bench-'));
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+  // BENCH_BERTH_NODE_ARGS passes Node options to the server only (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+  const nodeArgs = (process.env.BENCH_BERTH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
     env: { ...process.env, BERTH_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -1,11 +1,13 @@
-// Forwards one HTTP request to a sandbox's daemon over its unix socket and streams the answer back. Neither
-// body is buffered: the request is piped up as it arrives, the response written down chunk by chunk (an
-// NDJSON exec stream or a file watch reaches the client line by line). The daemon's own status codes and
-// error bodies pass through untouched; only a sandbox that cannot be reached becomes a 502.
+// Forwards one HTTP request to a sandbox (its daemon over the unix socket, or for /port/{n} the port itself,
+// see ports.ts) and streams the answer back. Neither body is buffered: the request is piped up as it arrives,
+// the response written down chunk by chunk (an NDJSON exec stream or a file watch reaches the client line by
+// line). The sandbox's own status codes and error bodies pass through untouched; only a sandbox that cannot be
+// reached becomes a 502.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { ApiError } from '../api/errors.js';
 import { CREDENTIAL_HEADERS } from './auth.js';
+import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
 import { sendProblem } from './problem.js';
 import type { Target } from './targets.js';
 
@@ -53,7 +55,7 @@ const hasBody = (req: IncomingMessage) =>
     : req.headers['transfer-encoding'] !== undefined;
 
 /** Maps a failure to reach the daemon to the gateway status DESIGN.md §4 reserves for a down workload. */
-function upstreamError(t: Target, err: Error & { code?: string }): ApiError {
+function daemonUnreachable(t: Target, err: Error & { code?: string }): ApiError {
   const name = JSON.stringify(t.key.name);
   if (err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT')
     return new ApiError('TIMEOUT', `sandbox ${name} did not answer in time`);
@@ -68,6 +70,25 @@ export function forward(
   path: string,
   done: () => void,
 ): void {
+  const port = matchPort(path);
+  if (port) {
+    const headers = upstreamHeaders(req);
+    headers.host = portHost(port.port);
+    send(portPool(t, port.port), req, res, port.path, headers, done, (err) =>
+      portUnreachable(t, port.port, err),
+    );
+  } else send(t.pool, req, res, path, upstreamHeaders(req), done, (err) => daemonUnreachable(t, err));
+}
+
+function send(
+  upstream: Dispatcher,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  headers: Record<string, string | string[]>,
+  done: () => void,
+  unreachable: (err: Error & { code?: string }) => ApiError,
+): void {
   const ac = new AbortController();
   // A client gone before the answer started must not leave the sandbox's request running.
   const onClose = () => {
@@ -77,11 +98,11 @@ export function forward(
   const opts: Dispatcher.RequestOptions = {
     path,
     method: req.method as Dispatcher.HttpMethod,
-    headers: upstreamHeaders(req),
+    headers,
     body: hasBody(req) ? req : undefined,
     signal: ac.signal,
   };
-  t.pool.stream(
+  upstream.stream(
     opts,
     ({ statusCode, headers }) => {
       const h = downstreamHeaders(headers as IncomingHttpHeaders);
@@ -95,8 +116,7 @@ export function forward(
       res.removeListener('close', onClose);
       if (err && res.destroyed) {
         // The client went away; nothing to answer.
-      } else if (err && !res.headersSent)
-        sendProblem(res, upstreamError(t, err as Error & { code?: string }));
+      } else if (err && !res.headersSent) sendProblem(res, unreachable(err as Error & { code?: string }));
       else if (err) res.destroy();
       done();
     },

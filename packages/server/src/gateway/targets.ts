@@ -22,6 +22,10 @@ export interface Target {
   readonly pool: Pool;
   /** Host path of the daemon's unix socket (tunnels connect to it directly). */
   readonly socketPath: string;
+  /** The sandbox's private address: its ports are reached there (ports.ts). */
+  readonly address: string;
+  /** Keep-alive pools to the sandbox's ports, made on first use. */
+  readonly ports: Map<number, Pool>;
   /** The store status; only DEPLOYED takes the fast path. */
   status: string;
   /** The runtime froze it (standby); a request must thaw it first. */
@@ -142,6 +146,8 @@ export class Targets {
       key: { kind: 'Sandbox', workspace: o.workspace, parent: '', name: o.name },
       id,
       socketPath: info.socketPath,
+      address: info.address,
+      ports: new Map(),
       pool: new Pool('http://sandbox', {
         socketPath: info.socketPath,
         connections: POOL_CONNECTIONS,
@@ -166,15 +172,18 @@ export class Targets {
   private evict(k: string, t: Target) {
     this.byName.delete(k);
     t.evicted = true;
-    t.pool
-      .close()
-      .catch((err) => this.deps.logger.debug({ err, sandbox: t.id }, 'closing a sandbox pool failed'));
+    for (const p of [t.pool, ...t.ports.values()])
+      p.close().catch((err) =>
+        this.deps.logger.debug({ err, sandbox: t.id }, 'closing a sandbox pool failed'),
+      );
   }
 
   async close(): Promise<void> {
     this.unwatch?.();
     await Promise.allSettled([...this.loading.values()]);
-    const pools = [...this.byName.values()].map((t) => t.pool.destroy());
+    const pools = [...this.byName.values()].flatMap((t) =>
+      [t.pool, ...t.ports.values()].map((p) => p.destroy()),
+    );
     this.byName.clear();
     await Promise.allSettled(pools);
   }

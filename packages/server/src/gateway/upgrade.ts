@@ -1,18 +1,20 @@
 // WebSocket (and any other Upgrade) requests to a sandbox: the request head is re-written to the daemon's unix
-// socket, then bytes are piped both ways until either side closes. The daemon does the handshake itself, so
-// the terminal and /port/{n} websockets work without the gateway knowing the protocol.
+// socket (or, for /port/{n}, to that port at the sandbox's address), then bytes are piped both ways until either
+// side closes. The far end does the handshake itself, so the terminal and /port/{n} websockets work without
+// the gateway knowing the protocol.
 import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ApiError } from '../api/errors.js';
 import { CREDENTIAL_HEADERS } from './auth.js';
+import { matchPort, portHost, portUnreachable } from './ports.js';
 import { rejectUpgrade } from './problem.js';
 import type { Target } from './targets.js';
 
 const DROPPED = new Set<string>(['host', ...CREDENTIAL_HEADERS]);
 
-function requestHead(req: IncomingMessage, path: string): string {
-  let head = `${req.method} ${path} HTTP/1.1\r\nhost: sandbox\r\n`;
+function requestHead(req: IncomingMessage, path: string, host: string): string {
+  let head = `${req.method} ${path} HTTP/1.1\r\nhost: ${host}\r\n`;
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
@@ -37,7 +39,8 @@ export function tunnel(
   open: Set<Duplex>,
   done: () => void,
 ): void {
-  const up = connect(t.socketPath);
+  const port = matchPort(path);
+  const up = port ? connect(port.port, t.address) : connect(t.socketPath);
   let connected = false;
   let finished = false;
   const finish = () => {
@@ -52,7 +55,7 @@ export function tunnel(
   up.once('connect', () => {
     connected = true;
     up.setNoDelay(true);
-    up.write(requestHead(req, path));
+    up.write(port ? requestHead(req, port.path, portHost(port.port)) : requestHead(req, path, 'sandbox'));
     if (head.length) up.write(head);
     up.pipe(socket);
     socket.pipe(up);
@@ -61,10 +64,12 @@ export function tunnel(
     if (!connected && !finished) {
       rejectUpgrade(
         socket,
-        new ApiError(
-          'BAD_GATEWAY',
-          `sandbox ${JSON.stringify(t.key.name)} is unreachable: ${err.code ?? err.message}`,
-        ),
+        port
+          ? portUnreachable(t, port.port, err)
+          : new ApiError(
+              'BAD_GATEWAY',
+              `sandbox ${JSON.stringify(t.key.name)} is unreachable: ${err.code ?? err.message}`,
+            ),
       );
       finished = true;
       open.delete(socket);

@@ -102,6 +102,8 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
 
 export class LinuxDriver implements RuntimeDriver {
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
+  private readonly thawable = new Map<string, SandboxCgroup>();
   readonly cgroupHost: CgroupHost;
   readonly netPool: NetPool;
 
@@ -170,6 +172,7 @@ export class LinuxDriver implements RuntimeDriver {
   ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {
     checkSandboxId(id);
     checkSpec(spec);
+    this.thawable.delete(id); // a replaced sandbox has another cgroup
     const hash = specHash(spec);
     return this.serial(id, async () => {
       const rec = readRecord(this.dir(id));
@@ -264,7 +267,17 @@ export class LinuxDriver implements RuntimeDriver {
 
   thaw(id: string): Promise<void> {
     // Not serialised behind a slow ensure: a thaw is what a waiting request needs right now.
-    this.live(id).thaw();
+    let cg = this.thawable.get(id);
+    if (!cg) {
+      cg = this.live(id);
+      this.thawable.set(id, cg);
+    }
+    try {
+      cg.thaw();
+    } catch (err) {
+      this.thawable.delete(id);
+      throw err;
+    }
     return Promise.resolve();
   }
 
@@ -284,6 +297,7 @@ export class LinuxDriver implements RuntimeDriver {
 
   remove(id: string): Promise<void> {
     checkSandboxId(id);
+    this.thawable.delete(id);
     return this.serial(id, () => this.teardown(id));
   }
 

@@ -56,6 +56,10 @@ table inet berth {
     iifname ${bh} ct state established,related accept
     iifname ${bh} counter drop comment "sandboxes never reach the host itself"
   }
+  chain output {
+    type filter hook output priority filter - 10; policy accept;
+    ip daddr ${SANDBOX_NET} meta skuid != 0 counter reject comment "only root (Berth) connects into sandboxes"
+  }
   chain forward {
     type filter hook forward priority filter - 10; policy accept;
     iifname ${bh} oifname ${bh} counter drop comment "sandbox to sandbox"
@@ -91,7 +95,8 @@ export async function setupHostNetwork(): Promise<void> {
 }
 
 /**
- * Creates the namespace, the veth pair, addresses and the default route (two `ip` invocations).
+ * Creates the namespace, the veth pair, addresses, the default route (two `ip` invocations) and the
+ * ingress rule inside it.
  * The caller holds the slot, so anything already named after it is debris (an `ip` that outlived a
  * killed server, say) and is deleted first.
  */
@@ -119,6 +124,34 @@ export async function createSlotNetwork(net: SlotNet): Promise<void> {
       '',
     ].join('\n'),
   );
+  await run(
+    'nsenter',
+    [
+      `--net=${net.netnsPath}`,
+      'sh',
+      '-c',
+      'echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet && exec nft -f -',
+    ],
+    ingressRulesetText(net),
+  );
+}
+
+/**
+ * Inside the sandbox's namespace: TCP the host opens to the sandbox's address is delivered to 127.0.0.1 (same
+ * port), so the gateway reaches a server on port n whether it listens on loopback or on every address, with
+ * no process in between (what `/port/{n}` used to cost: a second proxy hop through the sandbox's daemon).
+ * route_localnet lets eth0 carry those loopback-bound packets; only the host end of this sandbox's own veth
+ * matches (other sandboxes never reach it: the host drops sandbox-to-sandbox forwarding), and on the host only
+ * root may open such connections (the output chain above).
+ */
+export function ingressRulesetText(net: SlotNet): string {
+  return `table ip berth_ingress {
+  chain prerouting {
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "eth0" ip saddr ${net.hostAddress} ip daddr ${net.address} meta l4proto tcp dnat to 127.0.0.1
+  }
+}
+`;
 }
 
 /** Deletes the namespace (its veth end goes with it) and the host end if it lingers. Idempotent. */
