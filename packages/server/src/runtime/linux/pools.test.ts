@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { SandboxSpec } from '../driver.js';
+import { SandboxCgroup } from './cgroup.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
 import { claimedSlots } from './slots.js';
 import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
@@ -66,6 +67,14 @@ test('a warm sandbox is assigned to a create with the spec envs, limits and disk
   try {
     await driver.poolsIdle();
     assert.equal(driver.warmPool.readyCount, 1);
+    // cgroup v1 hosts (these machines): cpu.shares says the CPU weight.
+    const cpuShares = (cg: SandboxCgroup) => {
+      const dir = cg.dirs().find((d) => d.startsWith('/sys/fs/cgroup/cpu/'));
+      return dir ? Number(readFileSync(join(dir, 'cpu.shares'), 'utf8')) : undefined;
+    };
+    const waiting = new SandboxCgroup(driver.cgroupHost, driver.warmPool.readyRecords()[0].name);
+    if (cpuShares(waiting) !== undefined)
+      assert.equal(cpuShares(waiting), 2, 'a waiting sandbox yields the CPU');
     const started = performance.now();
     const info = await driver.ensure('w1', spec({ memoryMb: 128, diskMb: 32, envs: { COLOR: 'teal' } }));
     t.diagnostic(`create from the warm pool: ${(performance.now() - started).toFixed(1)} ms`);
@@ -75,6 +84,7 @@ test('a warm sandbox is assigned to a create with the spec envs, limits and disk
     assert.equal(await run('echo $COLOR $BERTH_SANDBOX_ID'), 'teal w1');
     assert.equal(await run("df -m /workspace | awk 'NR==2{print $2}'"), '32');
     assert.equal((await driver.stats('w1'))!.memoryLimitBytes, 128 * 1024 * 1024);
+    if (cpuShares(waiting) !== undefined) assert.equal(cpuShares(driver.cgroup('w1')!), spec({}).cpuShares);
     assert.deepEqual(
       (await driver.list()).map((s) => s.id),
       ['w1'],

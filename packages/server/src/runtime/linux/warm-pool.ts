@@ -16,9 +16,11 @@ import { isProcessAlive, processStartTime, readRecord, type SandboxRecord } from
 export const WARM_SPEC: SandboxSpec = {
   memoryMb: 512,
   pidsMax: 256,
-  cpuShares: 256,
+  // The lowest weight: a sandbox waiting in the pool never takes CPU from one in use (assignment resets it).
+  cpuShares: 2,
   diskMb: 512,
-  envs: {},
+  // The daemon runs its own hot routes while it waits (sandbox-api/warm-up.ts); user processes never see it.
+  envs: { BERTH_SANDBOX_WARM_UP: '1' },
   image: '',
   volumes: [],
 };
@@ -99,6 +101,11 @@ export class WarmPool {
 
   get readyCount(): number {
     return this.ready.length;
+  }
+
+  /** The records of the sandboxes waiting in the pool (tests look at their cgroups). */
+  readyRecords(): SandboxRecord[] {
+    return this.ready.map((w) => w.rec);
   }
 
   async whenIdle(): Promise<void> {
