@@ -17,7 +17,7 @@ import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
 import { LazyRuntime } from './controllers/sandbox-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
-import { sandboxUrlOf } from './gateway/address.js';
+import { runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook } from './api/sandboxes.js';
 import { KINDS } from './kinds/index.js';
@@ -51,7 +51,7 @@ export async function startServer(
   const store = new SqliteStore(join(config.dataDir, 'berth.db'));
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${actualPort}`;
   let actualPort = config.port;
-  const urlOf = sandboxUrlOf({
+  const urlOf = runUrlOf({
     baseUrl,
     inferenceHost: config.inferenceHost,
     defaultRegion: config.regions[0],

@@ -1,5 +1,6 @@
-// Where a sandbox is served, both ways: its public address from (workspace, name) for `metadata.url`,
-// and (workspace, name, rest of the path) from an incoming request's path or Host header (DESIGN.md §4).
+// Where a sandbox (and a preview of one) is served, both ways: its public address from (workspace, name) for
+// `metadata.url`, and (workspace, name, rest of the path) from an incoming request's path or Host header
+// (DESIGN.md §4).
 import { createHash } from 'node:crypto';
 
 /** Path prefix of every inference address (run_url). */
@@ -7,6 +8,12 @@ export const RUN_PREFIX = '/run/';
 const SANDBOXES_SEGMENT = '/sandboxes/';
 /** Host label prefix of a sandbox address: `sbx-<sandbox>-<workspace>.<region>.<inference_host>`. */
 export const HOST_LABEL_PREFIX = 'sbx-';
+const PREVIEWS_SEGMENT = '/previews/';
+/**
+ * Host label prefix of a preview address: `pv-<id>.<region>.<inference_host>`, id a hash of workspace, sandbox
+ * and preview names, so a Host maps to one preview without guessing where names split.
+ */
+export const PREVIEW_LABEL_PREFIX = 'pv-';
 
 export interface PathTarget {
   workspace: string;
@@ -96,10 +103,53 @@ export function sandboxId(workspace: string, name: string): string {
   return `h-${createHash('sha256').update(`${workspace}/${name}`).digest('hex').slice(0, 40)}`;
 }
 
-/** The `urlOf` hook of Resources: fills `metadata.url` of sandboxes (other kinds answer undefined). */
-export function sandboxUrlOf(o: AddressOptions & { defaultRegion: string }) {
-  return (kd: { kind: string }, workspace: string, body: any): string | undefined =>
-    kd.kind === 'Sandbox' && body?.metadata?.name
-      ? sandboxUrl(o, workspace, body.metadata.name, body.spec?.region ?? o.defaultRegion)
-      : undefined;
+/** The `urlOf` hook of Resources: fills `metadata.url` of sandboxes and previews (other kinds: undefined). */
+export function runUrlOf(o: AddressOptions & { defaultRegion: string }) {
+  return (kd: { kind: string }, workspace: string, body: any): string | undefined => {
+    if (!body?.metadata?.name) return undefined;
+    const region = body.spec?.region ?? o.defaultRegion;
+    if (kd.kind === 'Sandbox') return sandboxUrl(o, workspace, body.metadata.name, region);
+    if (kd.kind === 'Preview' && body.metadata.resourceName) return previewUrl(o, workspace, body, region);
+    return undefined;
+  };
+}
+
+export interface PreviewAddress {
+  workspace: string;
+  sandbox: string;
+  preview: string;
+  /** The path and query the application sees. */
+  rest: string;
+  /** Path under which the preview lives on this server ('/' for a host of its own): the cookie's scope. */
+  base: string;
+}
+
+/** `/run/<ws>/previews/<sandbox>/<preview>[/<rest>][?q]` → its parts; undefined for any other URL. */
+export function matchPreviewPath(url: string): PreviewAddress | undefined {
+  if (!url.startsWith(RUN_PREFIX)) return undefined;
+  const m = /^\/run\/([^/?]+)\/previews\/([^/?]+)\/([^/?]+)(.*)$/.exec(url);
+  if (!m) return undefined;
+  const tail = m[4];
+  return {
+    workspace: m[1],
+    sandbox: m[2],
+    preview: m[3],
+    rest: tail === '' ? '/' : tail.startsWith('?') ? `/${tail}` : tail,
+    base: `${RUN_PREFIX}${m[1]}${PREVIEWS_SEGMENT}${m[2]}/${m[3]}/`,
+  };
+}
+
+export function previewLabel(workspace: string, sandbox: string, preview: string): string {
+  const id = createHash('sha256').update(`${workspace}/${sandbox}/${preview}`).digest('hex').slice(0, 20);
+  return `${PREVIEW_LABEL_PREFIX}${id}`;
+}
+
+/** `metadata.url` of a preview: the host form when an inference host is configured, else the path form. */
+export function previewUrl(o: AddressOptions, workspace: string, body: any, region: string): string {
+  const sandbox = body.metadata.resourceName;
+  const name = body.metadata.name;
+  const base = o.baseUrl().replace(/\/+$/, '');
+  if (!o.inferenceHost) return `${base}${RUN_PREFIX}${workspace}${PREVIEWS_SEGMENT}${sandbox}/${name}`;
+  const u = new URL(base);
+  return `${u.protocol}//${previewLabel(workspace, sandbox, name)}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
 }

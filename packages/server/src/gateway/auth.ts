@@ -12,6 +12,20 @@ export const CREDENTIAL_HEADERS = [
   'x-blaxel-authorization',
 ] as const;
 
+/** Headers that carry a preview token (previews.ts); never forwarded either. */
+export const PREVIEW_TOKEN_HEADERS = ['x-blaxel-preview-token', 'x-service-preview-token'] as const;
+/** Cookie a private preview's token is kept in once given in the query (previews.ts). */
+export const PREVIEW_TOKEN_COOKIE = 'bl_preview_token';
+
+/** A Cookie header without the preview token cookie; '' when nothing else is left. */
+export function withoutTokenCookie(cookie: string): string {
+  return cookie
+    .split(';')
+    .filter((c) => c.split('=')[0].trim() !== PREVIEW_TOKEN_COOKIE)
+    .join(';')
+    .trim();
+}
+
 /**
  * Resolves the caller for `workspace`: 401 without a valid credential, 404 when the principal is not a
  * member (indistinguishable from a workspace that does not exist), 403 for a viewer (running code in a

@@ -1,6 +1,7 @@
 // The data plane for sandboxes: `/run/<ws>/sandboxes/<name>/...` and `sbx-<name>-<ws>.<region>.<inference_host>`
-// reach the sandbox's own API daemon, resuming it from standby first. Composed here in one visible order:
-// address → credential → target (Map) → activator (hold/wake) → proxy or tunnel; idle sweeps put it back to sleep.
+// reach the sandbox's own API daemon, and its previews (previews.ts) one of its ports, resuming it from standby
+// first. Composed here in one visible order: address → credential (or preview token) → target (Map) →
+// activator (hold/wake) → proxy or tunnel; idle sweeps put it back to sleep.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -9,11 +10,12 @@ import type { Authenticator } from '../auth/access.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 import { Activator } from './activator.js';
-import { labelSplits, matchSandboxHost, matchSandboxPath } from './address.js';
+import { labelSplits, matchPreviewPath, matchSandboxHost, matchSandboxPath } from './address.js';
 import { authorize } from './auth.js';
 import { IdleSweeper } from './idle.js';
 import { rejectUpgrade, sendProblem, toApiError } from './problem.js';
-import { forward } from './proxy.js';
+import { admitPreview, PreviewHosts } from './previews.js';
+import { type ForwardExtra, forward } from './proxy.js';
 import { type Target, Targets } from './targets.js';
 import { tunnel } from './upgrade.js';
 
@@ -57,7 +59,9 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     canFreeze: () => driver.capabilities.freezer,
     targets: () => targets.values(),
   });
+  const previews = new PreviewHosts(resources.store, deps.inferenceHost);
   await targets.start();
+  await previews.start();
   idle.start();
   const tunnels = new Set<Duplex>();
   let closing = false;
@@ -81,22 +85,49 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     return matchSandboxPath(url);
   }
 
+  const previewAddress = (req: IncomingMessage) =>
+    previews.match(req.headers.host, req.url ?? '/') ??
+    (req.url?.startsWith('/run/') ? matchPreviewPath(req.url) : undefined);
+
   const isSandboxRequest = (req: IncomingMessage) =>
     (deps.inferenceHost !== undefined &&
       matchSandboxHost(req.headers.host, deps.inferenceHost) !== undefined) ||
-    (req.url?.startsWith('/run/') === true && matchSandboxPath(req.url) !== undefined);
+    (req.url?.startsWith('/run/') === true && matchSandboxPath(req.url) !== undefined) ||
+    previewAddress(req) !== undefined;
 
-  /** Authenticates, finds the sandbox and counts the request in (resuming the sandbox when frozen). */
-  async function admit(req: IncomingMessage): Promise<{ t: Target; rest: string }> {
+  /** Finds the sandbox and counts the request in (resuming the sandbox when frozen). */
+  async function enter(workspace: string, name: string): Promise<Target> {
+    let t = targets.get(workspace, name);
+    if (t?.status !== 'DEPLOYED') t = await targets.resolve(workspace, name);
+    const wait = activator.enter(t);
+    if (wait) await wait;
+    return t;
+  }
+
+  /**
+   * Authenticates and enters the sandbox a request addresses; `path` is what to forward (`/port/{n}/...` for a
+   * preview) and `extra` the headers a preview adds.
+   */
+  async function admit(req: IncomingMessage): Promise<{ t: Target; path: string; extra?: ForwardExtra }> {
     if (closing) throw new ApiError('UNAVAILABLE', 'the server is shutting down');
+    const p = previewAddress(req);
+    if (p) {
+      const ok = await admitPreview(
+        { store: resources.store, authenticator: deps.authenticator, now: Date.now },
+        req,
+        p,
+      );
+      const t = await enter(p.workspace, p.sandbox);
+      return {
+        t,
+        path: `/port/${ok.port}${ok.rest}`,
+        extra: { requestHeaders: ok.requestHeaders, responseHeaders: ok.responseHeaders },
+      };
+    }
     const a = await address(req);
     if (!a) throw new ApiError('NOT_FOUND', `no sandbox at ${req.url}`);
     await authorize(deps.authenticator, req.headers, a.workspace);
-    let t = targets.get(a.workspace, a.name);
-    if (t?.status !== 'DEPLOYED') t = await targets.resolve(a.workspace, a.name);
-    const wait = activator.enter(t);
-    if (wait) await wait;
-    return { t, rest: a.rest };
+    return { t: await enter(a.workspace, a.name), path: a.rest };
   }
 
   const logInternal = (err: unknown) => {
@@ -105,8 +136,8 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
 
   const serve = async (req: IncomingMessage, res: ServerResponse) => {
     try {
-      const { t, rest } = await admit(req);
-      forward(t, req, res, rest, () => activator.leave(t));
+      const { t, path, extra } = await admit(req);
+      forward(t, req, res, path, () => activator.leave(t), extra);
     } catch (err) {
       logInternal(err);
       sendProblem(res, toApiError(err), req.url?.split('?')[0]);
@@ -132,7 +163,8 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       return;
     }
     admit(req).then(
-      ({ t, rest }) => tunnel(t, req, socket, head, rest, tunnels, () => activator.leave(t)),
+      ({ t, path, extra }) =>
+        tunnel(t, req, socket, head, path, tunnels, () => activator.leave(t), extra?.requestHeaders),
       (err) => {
         logInternal(err);
         rejectUpgrade(socket, toApiError(err), req.url?.split('?')[0]);
@@ -149,6 +181,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       server.removeListener('upgrade', onUpgrade);
       for (const s of tunnels) s.destroy();
       await idle.drain(targets.values());
+      previews.close();
       await targets.close();
     },
   };

@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { ApiError } from '../api/errors.js';
-import { CREDENTIAL_HEADERS } from './auth.js';
+import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
 import { sendProblem } from './problem.js';
 import type { Target } from './targets.js';
@@ -25,6 +25,7 @@ const HOP_BY_HOP = new Set([
   'expect',
   'host',
   ...CREDENTIAL_HEADERS,
+  ...PREVIEW_TOKEN_HEADERS,
 ]);
 
 /** The request headers the sandbox sees: the caller's, minus Berth credentials and hop-by-hop ones. */
@@ -34,6 +35,12 @@ export function upstreamHeaders(req: IncomingMessage): Record<string, string | s
   for (const name in h) {
     const v = h[name];
     if (v !== undefined && !HOP_BY_HOP.has(name)) out[name] = v;
+  }
+  if (typeof out.cookie === 'string') {
+    // A private preview's token cookie is Berth's, not the application's.
+    const kept = withoutTokenCookie(out.cookie);
+    if (kept) out.cookie = kept;
+    else delete out.cookie;
   }
   const host = h.host;
   if (host) out['x-forwarded-host'] = host;
@@ -62,6 +69,12 @@ function daemonUnreachable(t: Target, err: Error & { code?: string }): ApiError 
   return new ApiError('BAD_GATEWAY', `sandbox ${name} is unreachable: ${err.code ?? err.message}`);
 }
 
+/** Headers a preview adds (its spec's requestHeaders and responseHeaders, and a token cookie). */
+export interface ForwardExtra {
+  requestHeaders?: Record<string, string>;
+  responseHeaders?: Record<string, string>;
+}
+
 /** Forwards `req` to `path` (the part after the sandbox's address) and calls `done` once it is over. */
 export function forward(
   t: Target,
@@ -69,15 +82,24 @@ export function forward(
   res: ServerResponse,
   path: string,
   done: () => void,
+  extra: ForwardExtra = {},
 ): void {
   const port = matchPort(path);
   if (port) {
-    const headers = upstreamHeaders(req);
-    headers.host = portHost(port.port);
-    send(portPool(t, port.port), req, res, port.path, headers, done, (err) =>
+    const headers = { ...upstreamHeaders(req), ...extra.requestHeaders, host: portHost(port.port) };
+    send(portPool(t, port.port), req, res, port.path, headers, done, extra, (err) =>
       portUnreachable(t, port.port, err),
     );
-  } else send(t.pool, req, res, path, upstreamHeaders(req), done, (err) => daemonUnreachable(t, err));
+  } else send(t.pool, req, res, path, upstreamHeaders(req), done, extra, (err) => daemonUnreachable(t, err));
+}
+
+function addResponseHeaders(h: IncomingHttpHeaders, extra: Record<string, string> | undefined) {
+  for (const [k, v] of Object.entries(extra ?? {})) {
+    const name = k.toLowerCase();
+    const cur = h[name];
+    if (name === 'set-cookie' && cur !== undefined) h[name] = [...(Array.isArray(cur) ? cur : [cur]), v];
+    else h[name] = v;
+  }
 }
 
 function send(
@@ -87,6 +109,7 @@ function send(
   path: string,
   headers: Record<string, string | string[]>,
   done: () => void,
+  extra: ForwardExtra,
   unreachable: (err: Error & { code?: string }) => ApiError,
 ): void {
   const ac = new AbortController();
@@ -106,6 +129,7 @@ function send(
     opts,
     ({ statusCode, headers }) => {
       const h = downstreamHeaders(headers as IncomingHttpHeaders);
+      addResponseHeaders(h, extra.responseHeaders);
       res.writeHead(statusCode, h);
       // A body of unknown length is a stream (watch, logs, exec): its headers go out now, not with its first
       // chunk, so the client sees it open at once. Sized bodies leave with their headers in one write.

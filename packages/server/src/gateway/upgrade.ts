@@ -6,22 +6,30 @@ import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ApiError } from '../api/errors.js';
-import { CREDENTIAL_HEADERS } from './auth.js';
+import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portUnreachable } from './ports.js';
 import { rejectUpgrade } from './problem.js';
 import type { Target } from './targets.js';
 
-const DROPPED = new Set<string>(['host', ...CREDENTIAL_HEADERS]);
+const DROPPED = new Set<string>(['host', ...CREDENTIAL_HEADERS, ...PREVIEW_TOKEN_HEADERS]);
 
-function requestHead(req: IncomingMessage, path: string, host: string): string {
+function requestHead(
+  req: IncomingMessage,
+  path: string,
+  host: string,
+  extra: Record<string, string> = {},
+): string {
   let head = `${req.method} ${path} HTTP/1.1\r\nhost: ${host}\r\n`;
   const raw = req.rawHeaders;
+  const overridden = new Set(Object.keys(extra).map((k) => k.toLowerCase()));
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
-    const value = raw[i + 1];
-    if (DROPPED.has(name.toLowerCase()) || /[\r\n]/.test(value)) continue;
+    const lower = name.toLowerCase();
+    const value = lower === 'cookie' ? withoutTokenCookie(raw[i + 1]) : raw[i + 1];
+    if (DROPPED.has(lower) || overridden.has(lower) || !value || /[\r\n]/.test(value)) continue;
     head += `${name}: ${value}\r\n`;
   }
+  for (const [name, value] of Object.entries(extra)) head += `${name}: ${value}\r\n`;
   if (req.headers.host) head += `x-forwarded-host: ${req.headers.host}\r\n`;
   return `${head}\r\n`;
 }
@@ -38,6 +46,7 @@ export function tunnel(
   path: string,
   open: Set<Duplex>,
   done: () => void,
+  requestHeaders?: Record<string, string>,
 ): void {
   const port = matchPort(path);
   const up = port ? connect(port.port, t.address) : connect(t.socketPath);
@@ -55,7 +64,11 @@ export function tunnel(
   up.once('connect', () => {
     connected = true;
     up.setNoDelay(true);
-    up.write(port ? requestHead(req, port.path, portHost(port.port)) : requestHead(req, path, 'sandbox'));
+    up.write(
+      port
+        ? requestHead(req, port.path, portHost(port.port), requestHeaders)
+        : requestHead(req, path, 'sandbox'),
+    );
     if (head.length) up.write(head);
     up.pipe(socket);
     socket.pipe(up);

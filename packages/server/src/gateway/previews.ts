@@ -1,0 +1,165 @@
+// Previews (§2.7): one port of a sandbox published at an address of its own (address.ts), open to anyone (public)
+// or to holders of a preview token. Once admitted, the request goes the way of `/port/{n}`.
+import type { IncomingMessage } from 'node:http';
+import { ApiError } from '../api/errors.js';
+import { verifyPreviewToken } from '../api/preview-tokens.js';
+import type { Authenticator } from '../auth/access.js';
+import { durationMs } from '../kinds/rules.js';
+import type { Store, StoredObject } from '../store/store.js';
+import { PREVIEW_LABEL_PREFIX, type PreviewAddress, previewLabel } from './address.js';
+import { authorize, CREDENTIAL_HEADERS, PREVIEW_TOKEN_COOKIE, PREVIEW_TOKEN_HEADERS } from './auth.js';
+
+/** A private preview's token may come in a header (PREVIEW_TOKEN_HEADERS), this query parameter, or the cookie. */
+export const TOKEN_QUERY = 'bl_preview_token';
+const GONE = new Set(['DELETING', 'TERMINATED']);
+
+const bareHost = (host: string | undefined) => {
+  if (!host) return '';
+  const colon = host.lastIndexOf(':');
+  return (colon > host.lastIndexOf(']') && colon >= 0 ? host.slice(0, colon) : host).toLowerCase();
+};
+
+/** Epoch ms after which the preview no longer answers: the earlier of `expires` and `ttl` from creation. */
+export function previewExpiresAtMs(body: any): number | undefined {
+  const out: number[] = [];
+  if (body.spec?.expires) out.push(Date.parse(body.spec.expires));
+  const ttl = durationMs(body.spec?.ttl);
+  if (ttl !== undefined) out.push(Date.parse(body.metadata?.createdAt ?? '') + ttl);
+  const valid = out.filter(Number.isFinite);
+  return valid.length ? Math.min(...valid) : undefined;
+}
+
+type Key = { workspace: string; sandbox: string; preview: string };
+
+/**
+ * Host label → preview, for the host form; kept current by the store's watch. Custom domains are not served:
+ * without proof of ownership a member could name the server's own host and take its traffic.
+ */
+export class PreviewHosts {
+  private readonly byHost = new Map<string, Key>();
+  private readonly hostsOf = new Map<string, string[]>();
+  private unwatch?: () => void;
+
+  constructor(
+    private readonly store: Store,
+    private readonly inferenceHost: string | undefined,
+  ) {}
+
+  async start(): Promise<void> {
+    this.unwatch = this.store.watch((c) => {
+      if (c.object.kind !== 'Preview') return;
+      if (c.type === 'DELETED') this.drop(c.object);
+      else this.add(c.object);
+    });
+    for (const o of await this.store.list({ kind: 'Preview' })) this.add(o);
+  }
+
+  close(): void {
+    this.unwatch?.();
+  }
+
+  private id(o: StoredObject) {
+    return `${o.workspace}/${o.parent}/${o.name}`;
+  }
+
+  private add(o: StoredObject) {
+    this.drop(o);
+    const key = { workspace: o.workspace, sandbox: o.parent, preview: o.name };
+    const hosts = [previewLabel(o.workspace, o.parent, o.name)];
+    for (const h of hosts) this.byHost.set(h, key);
+    this.hostsOf.set(this.id(o), hosts);
+  }
+
+  private drop(o: StoredObject) {
+    for (const h of this.hostsOf.get(this.id(o)) ?? []) this.byHost.delete(h);
+    this.hostsOf.delete(this.id(o));
+  }
+
+  /** The preview a Host names (`pv-<id>.<region>.<inference_host>`), if any. */
+  match(host: string | undefined, url: string): PreviewAddress | undefined {
+    const bare = bareHost(host);
+    if (!this.inferenceHost || !bare.startsWith(PREVIEW_LABEL_PREFIX)) return undefined;
+    if (!bare.endsWith(`.${this.inferenceHost.toLowerCase()}`)) return undefined;
+    const key = this.byHost.get(bare.slice(0, bare.indexOf('.')));
+    if (!key) return undefined;
+    return { ...key, rest: url.startsWith('/') ? url : `/${url}`, base: '/' };
+  }
+}
+
+function cookieToken(req: IncomingMessage): string | undefined {
+  const raw = req.headers.cookie;
+  if (!raw) return undefined;
+  for (const part of raw.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === PREVIEW_TOKEN_COOKIE)
+      return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return undefined;
+}
+
+/** The rest without the token query parameter (the application never sees it), and the token if present. */
+export function takeQueryToken(rest: string): { rest: string; token?: string } {
+  const q = rest.indexOf('?');
+  if (q < 0) return { rest };
+  const params = new URLSearchParams(rest.slice(q + 1));
+  const token = params.get(TOKEN_QUERY) ?? undefined;
+  if (token === undefined) return { rest };
+  params.delete(TOKEN_QUERY);
+  const query = params.toString();
+  return { rest: rest.slice(0, q) + (query ? `?${query}` : ''), token };
+}
+
+export interface AdmittedPreview {
+  port: number;
+  rest: string;
+  requestHeaders: Record<string, string>;
+  responseHeaders: Record<string, string>;
+}
+
+/**
+ * Checks that the preview exists, has not expired, and that the caller may open it: anyone when public; else a
+ * valid preview token (header, query or cookie) or a credential of a workspace member. A token that came in the
+ * query is answered with a cookie, so the pages and assets a browser loads next are let in too.
+ */
+export async function admitPreview(
+  deps: { store: Store; authenticator: Authenticator; now: () => number },
+  req: IncomingMessage,
+  a: PreviewAddress,
+): Promise<AdmittedPreview> {
+  const o = await deps.store.get({
+    kind: 'Preview',
+    workspace: a.workspace,
+    parent: a.sandbox,
+    name: a.preview,
+  });
+  const what = `preview ${JSON.stringify(a.preview)} of sandbox ${JSON.stringify(a.sandbox)}`;
+  if (!o || GONE.has(o.body.status)) throw new ApiError('NOT_FOUND', `${what} not found`);
+  const expiresAt = previewExpiresAtMs(o.body);
+  if (expiresAt !== undefined && expiresAt <= deps.now())
+    throw new ApiError('NOT_FOUND', `${what} has expired`);
+  const spec = o.body.spec;
+  const { rest, token: queryToken } = takeQueryToken(a.rest);
+  const responseHeaders: Record<string, string> = { ...(spec.responseHeaders ?? {}) };
+  if (!spec.public) {
+    const headerToken = PREVIEW_TOKEN_HEADERS.map((h) => req.headers[h]).find((v) => typeof v === 'string');
+    const token = (headerToken as string | undefined) ?? queryToken ?? cookieToken(req);
+    const valid =
+      token !== undefined &&
+      (await verifyPreviewToken(deps.store, a.workspace, a.sandbox, a.preview, token, deps.now()));
+    if (!valid) {
+      if (token === undefined && CREDENTIAL_HEADERS.some((h) => req.headers[h]))
+        await authorize(deps.authenticator, req.headers, a.workspace);
+      else
+        throw new ApiError(
+          'UNAUTHENTICATED',
+          token === undefined
+            ? `${what} is private: send a preview token (X-Blaxel-Preview-Token header or ${TOKEN_QUERY} query)`
+            : `the preview token is not valid for ${what} (unknown, expired, or of another preview)`,
+        );
+    }
+    if (valid && queryToken !== undefined)
+      responseHeaders['set-cookie'] =
+        `${PREVIEW_TOKEN_COOKIE}=${encodeURIComponent(queryToken)}; Path=${a.base}; HttpOnly; SameSite=Lax`;
+  }
+  return { port: spec.port, rest, requestHeaders: spec.requestHeaders ?? {}, responseHeaders };
+}

@@ -1,0 +1,155 @@
+// Previews end to end: the unmodified @blaxel/core SDK publishes a port of a real sandbox; plain HTTP clients
+// then reach it at the preview's URL, public or with a token, and the sandbox wakes from standby for them.
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { runBlaxelScript } from '../../src/test-support/blaxel.js';
+import { type SandboxServer, startSandboxServer } from './support.js';
+
+/** Answers with what it saw. */
+const SERVER = `node -e "require('http').createServer((q, r) => { r.setHeader('set-cookie', 'app=1'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).listen(3000, '127.0.0.1')"`;
+
+describe('sandbox previews', () => {
+  let s: SandboxServer;
+  let urls: { publicUrl: string; privateUrl: string; token: string };
+
+  before(async () => {
+    s = await startSandboxServer({ BERTH_STANDBY_AFTER: '1' });
+    await s.create('pv-box');
+    const res = await s.run(`${s.url}/run/default/sandboxes/pv-box/process`, {
+      method: 'POST',
+      json: { command: SERVER, name: 'web', waitForPorts: [3000] },
+    });
+    assert.equal(res.status, 200, await res.text());
+    const stdout = await runBlaxelScript(join(import.meta.dirname, 'blaxel-previews.mjs'), s, {
+      SANDBOX_NAME: 'pv-box',
+      PREVIEW_PORT: '3000',
+    });
+    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    assert.ok(line, stdout);
+    urls = JSON.parse(line.slice('RESULT '.length));
+  });
+  after(() => s?.close());
+
+  it('gives each preview a URL on this server', () => {
+    assert.equal(urls.publicUrl, `${s.url}/run/default/previews/pv-box/pub`);
+    assert.equal(urls.privateUrl, `${s.url}/run/default/previews/pv-box/priv`);
+    assert.match(urls.token, /^bpt_/);
+  });
+
+  it('serves a public preview to anyone, path and query intact, as localhost:<port>', async () => {
+    const res = await fetch(`${urls.publicUrl}/a/b?c=d`);
+    assert.equal(res.status, 200);
+    const seen = await res.json();
+    assert.equal(seen.url, '/a/b?c=d');
+    assert.equal(seen.headers.host, 'localhost:3000');
+    assert.equal(res.headers.get('set-cookie'), 'app=1');
+  });
+
+  it('refuses a private preview without a token, and with a wrong one', async () => {
+    const none = await fetch(`${urls.privateUrl}/`);
+    assert.equal(none.status, 401);
+    assert.match((await none.json()).detail, /private/);
+    const wrong = await fetch(`${urls.privateUrl}/`, { headers: { 'x-blaxel-preview-token': 'bpt_forged' } });
+    assert.equal(wrong.status, 401);
+  });
+
+  it('serves a private preview with its token, adds its headers, and hides the token from the app', async () => {
+    const res = await fetch(`${urls.privateUrl}/x`, { headers: { 'x-blaxel-preview-token': urls.token } });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-served-by'), 'berth');
+    const seen = await res.json();
+    assert.equal(seen.headers['x-from-preview'], 'yes');
+    assert.equal(seen.headers['x-blaxel-preview-token'], undefined);
+  });
+
+  it('takes the token from the query once, then from the cookie it sets', async () => {
+    const first = await fetch(`${urls.privateUrl}/page?bl_preview_token=${urls.token}&keep=1`);
+    assert.equal(first.status, 200);
+    const seen = await first.json();
+    assert.equal(seen.url, '/page?keep=1', 'the token is not passed on');
+    const cookies = first.headers.getSetCookie();
+    const tokenCookie = cookies.find((c) => c.startsWith('bl_preview_token='));
+    assert.ok(tokenCookie, cookies.join(' | '));
+    assert.match(tokenCookie, /Path=\/run\/default\/previews\/pv-box\/priv\/; HttpOnly/);
+    const next = await fetch(`${urls.privateUrl}/asset.js`, {
+      headers: { cookie: `${tokenCookie.split(';')[0]}; theme=dark` },
+    });
+    assert.equal(next.status, 200);
+    assert.equal((await next.json()).headers.cookie, 'theme=dark');
+  });
+
+  it('lets a workspace member in with an API key', async () => {
+    const res = await s.run(`${urls.privateUrl}/`);
+    assert.equal(res.status, 200);
+  });
+
+  it('wakes the sandbox from standby for a preview request', async () => {
+    await s.waitFor('pv-box', (b) => b.state === 'STANDBY', 'standby');
+    const res = await fetch(`${urls.publicUrl}/woken`);
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).url, '/woken');
+  });
+
+  it('stops serving a deleted preview', async () => {
+    const del = await s.api('/sandboxes/pv-box/previews/pub', { method: 'DELETE' });
+    assert.equal(del.status, 200);
+    for (let i = 0; i < 100; i++) {
+      if ((await s.api('/sandboxes/pv-box/previews/pub')).status === 404) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal((await fetch(`${urls.publicUrl}/`)).status, 404);
+  });
+});
+
+/** GET through node:http, which (unlike fetch) lets a test set the Host header. */
+function getWithHost(url: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { host } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => {
+        body += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('sandbox previews by host, and their expiry', () => {
+  let s: SandboxServer;
+
+  before(async () => {
+    s = await startSandboxServer({ BERTH_INFERENCE_HOST: 'berth.test' });
+    await s.create('pv-host');
+    const res = await s.run(`${s.url}/run/default/sandboxes/pv-host/process`, {
+      method: 'POST',
+      json: { command: SERVER, name: 'web', waitForPorts: [3000] },
+    });
+    assert.equal(res.status, 200, await res.text());
+  });
+  after(() => s?.close());
+
+  it('serves a preview at pv-<id>.<region>.<inference host> until its ttl runs out', async () => {
+    const created = await s.api('/sandboxes/pv-host/previews', {
+      method: 'POST',
+      json: { metadata: { name: 'web' }, spec: { port: 3000, public: true, ttl: '3s' } },
+    });
+    assert.equal(created.status, 200);
+    const url = new URL((await created.json()).spec.url);
+    assert.match(url.hostname, /^pv-[0-9a-f]{20}\.[a-z0-9-]+\.berth\.test$/);
+    assert.equal(url.port, String(s.port));
+    const ok = await getWithHost(`${s.url}/deep/path?q=1`, url.host);
+    assert.equal(ok.status, 200, ok.body);
+    assert.equal(JSON.parse(ok.body).url, '/deep/path?q=1');
+    const unknown = await getWithHost(`${s.url}/`, url.host.replace(/pv-[0-9a-f]{4}/, 'pv-0000'));
+    assert.equal(unknown.status, 404);
+    await new Promise((r) => setTimeout(r, 3200));
+    const expired = await getWithHost(`${s.url}/`, url.host);
+    assert.equal(expired.status, 404);
+    assert.match(JSON.parse(expired.body).detail, /expired/);
+  });
+});
