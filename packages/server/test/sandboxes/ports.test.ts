@@ -6,7 +6,10 @@ import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { sandboxId } from '../../src/gateway/address.js';
+import { slotNet } from '../../src/runtime/linux/network.js';
+import { readRecord } from '../../src/runtime/linux/state.js';
 import { exec, inspectingDriver, type SandboxServer, startSandboxServer } from './support.js';
 
 const run = promisify(execFile);
@@ -110,6 +113,24 @@ describe('sandbox ports through the gateway', () => {
       `http://${address}:8000/`,
     ]);
     await assert.rejects(nobody, /Connection refused|Failed to connect|timed out/);
+  });
+
+  it('gives a sandbox that lost its ingress rule (one made by an older server) its ports back at start', async () => {
+    const rec = readRecord(join(s.dataDir, 'sandboxes', sandboxId('default', 'ports')))!;
+    await run('nsenter', [
+      `--net=${slotNet(rec.slot, rec.name).netnsPath}`,
+      'nft',
+      'delete',
+      'table',
+      'ip',
+      'berth_ingress',
+    ]);
+    const lost = await s.run(`${base}/port/8000/`);
+    assert.equal(lost.status, 502, 'without the rule a loopback-only server is out of reach');
+    const driver = await inspectingDriver(s.dataDir);
+    await driver.close(); // waits for the start-up pass
+    const back = await s.run(`${base}/port/8000/`);
+    assert.equal(back.status, 200);
   });
 
   it('keeps another sandbox away from the loopback server', async () => {

@@ -28,7 +28,7 @@ import {
   unexposeUnder,
 } from './host.js';
 import { NetPool } from './net-pool.js';
-import { setupHostNetwork } from './network.js';
+import { setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { ensureBaseEtc, isHostImage } from './rootfs.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
@@ -100,13 +100,17 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   await warmPool.sweep();
   netPool.refill();
   warmPool.refill();
-  return new LinuxDriver(ctx, capabilities, warmPool);
+  const driver = new LinuxDriver(ctx, capabilities, warmPool);
+  driver.adoptIngress();
+  return driver;
 }
 
 export class LinuxDriver implements RuntimeDriver {
   private readonly locks = new Map<string, Promise<unknown>>();
   /** When the last ensure asked for a refill (refillSoon tells a burst from a lone create). */
   private lastEnsureMs = 0;
+  /** The start-up pass of adoptIngress. */
+  private adopting?: Promise<void>;
   /** A refill waiting for its delay (refillSoon). */
   private refill?: { timer?: NodeJS.Timeout; done: Promise<void>; settle: () => void };
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
@@ -340,6 +344,20 @@ export class LinuxDriver implements RuntimeDriver {
     );
   }
 
+  /**
+   * Re-applies the ingress rule of every live sandbox, in the background: sandboxes started by a server without
+   * it (or whose rule was lost) get their ports reachable again. Failures are left to the next start.
+   */
+  adoptIngress(): void {
+    const root = join(this.ctx.dataDir, 'sandboxes');
+    this.adopting = (async () => {
+      for (const id of existsSync(root) ? readdirSync(root) : []) {
+        const rec = readRecord(join(root, id));
+        if (rec && this.alive(rec)) await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
+      }
+    })();
+  }
+
   /** Resolves once both pools have finished refilling (refills start REFILL_DELAY_MS after each ensure). */
   async poolsIdle(): Promise<void> {
     while (this.refill) await this.refill.done;
@@ -353,7 +371,7 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.locks.values()]);
+    await Promise.allSettled([...this.locks.values(), this.adopting]);
     if (this.refill) {
       clearTimeout(this.refill.timer);
       this.refill.settle();

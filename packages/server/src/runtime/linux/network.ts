@@ -124,6 +124,14 @@ export async function createSlotNetwork(net: SlotNet): Promise<void> {
       '',
     ].join('\n'),
   );
+  await setupIngress(net);
+}
+
+/**
+ * Installs (or replaces) the namespace's ingress rule. Idempotent: also run for sandboxes adopted at start, so
+ * ones made by a server without the rule get it.
+ */
+export async function setupIngress(net: SlotNet): Promise<void> {
   await run(
     'nsenter',
     [
@@ -145,7 +153,9 @@ export async function createSlotNetwork(net: SlotNet): Promise<void> {
  * root may open such connections (the output chain above).
  */
 export function ingressRulesetText(net: SlotNet): string {
-  return `table ip berth_ingress {
+  return `table ip berth_ingress
+delete table ip berth_ingress
+table ip berth_ingress {
   chain prerouting {
     type nat hook prerouting priority dstnat; policy accept;
     iifname "eth0" ip saddr ${net.hostAddress} ip daddr ${net.address} meta l4proto tcp dnat to 127.0.0.1
