@@ -1,6 +1,6 @@
 // Starts `berth serve` as a child process on a free port with a fresh data dir; returns its URL and admin key.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -14,6 +14,8 @@ export async function startBerth(env = {}) {
     env: { ...process.env, BERTH_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  // BENCH_BERTH_LOG=<file> keeps the server's log (its stdout) for a look after the run.
+  if (process.env.BENCH_BERTH_LOG) child.stdout.pipe(createWriteStream(process.env.BENCH_BERTH_LOG, { flags: 'a' }));
   let out = '';
   const { url, key } = await new Promise((resolve, reject) => {
     child.on('exit', (c) => reject(new Error(`berth serve exited with ${c}`)));

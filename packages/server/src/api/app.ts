@@ -2,6 +2,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Authenticator } from '../auth/access.js';
 import './context.js';
+import { StoreError } from '../store/store.js';
 import { ApiError } from './errors.js';
 
 export interface AppOptions {
@@ -61,7 +62,19 @@ export function createApp(opts: AppOptions): FastifyInstance {
     else if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY')
       e = new ApiError('MALFORMED_REQUEST', 'body is not valid JSON');
     else if (err.validation) e = new ApiError('MALFORMED_REQUEST', err.message);
-    else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500)
+    else if (err instanceof StoreError) {
+      // A write that lost a race where no handler judged it again: the caller may retry; still, say so in the log.
+      req.log.warn({ err }, 'a store race reached the client');
+      e =
+        err.reason === 'not_found'
+          ? new ApiError('NOT_FOUND', `${err.key.kind} ${JSON.stringify(err.key.name)} not found`)
+          : err.reason === 'exists'
+            ? new ApiError('ALREADY_EXISTS', `${err.key.kind} ${JSON.stringify(err.key.name)} already exists`)
+            : new ApiError(
+                'CONFLICT',
+                `${err.key.kind} ${JSON.stringify(err.key.name)} changed meanwhile; retry`,
+              );
+    } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500)
       e = new ApiError('MALFORMED_REQUEST', err.message, { status: err.statusCode });
     else {
       req.log.error({ err }, 'unhandled error');

@@ -22,7 +22,7 @@ export interface DaemonConfig {
   version: string;
   /** BERTH_SANDBOX_EXIT_WITH_PARENT=1: stop when the process that started the daemon goes away. */
   exitWithParent: boolean;
-  /** BERTH_SANDBOX_WARM_UP=1 (pre-started sandboxes): call its own routes once listening (warm-up.ts). */
+  /** BERTH_SANDBOX_WARM_UP=1 (pre-started sandboxes): answer one request of its own once listening (warm-up.ts). */
   warmUp: boolean;
 }
 

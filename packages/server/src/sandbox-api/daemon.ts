@@ -21,13 +21,13 @@ function main(): void {
       // The host side connects through a bind mount, possibly as another uid.
       chmodSync(config.socket, 0o666);
       process.stdout.write(`${JSON.stringify({ event: 'listening', socket: config.socket })}\n`);
-      if (config.warmUp) void warmUp(api, { socketPath: config.socket });
+      if (config.warmUp) void warmUp({ socketPath: config.socket });
     } else {
       const { port } = server.address() as AddressInfo;
       process.stdout.write(
         `${JSON.stringify({ event: 'listening', url: `http://127.0.0.1:${port}`, port })}\n`,
       );
-      if (config.warmUp) void warmUp(api, { port });
+      if (config.warmUp) void warmUp({ port });
     }
   };
   if (config.socket) {

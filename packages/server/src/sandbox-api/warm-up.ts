@@ -1,57 +1,25 @@
-// A pre-started (warm-pool) daemon calls its own hot routes once before anyone else does. V8 compiles
-// lazily: a fresh daemon's first exec took ~5 ms more than the next ones, and that cost sat on the user's
-// create → first exec path. Done here, it is paid while the sandbox waits in the pool.
+// A pre-started (warm-pool) daemon answers one request of its own before anyone else calls it. V8 compiles lazily,
+// and a fresh daemon's first request compiles Node's whole HTTP server path: done here, that is paid while the
+// sandbox waits in the pool, not on the user's create → first exec (~2-3 ms of it). The same request costs no
+// memory that an idle sandbox would not spend anyway: the gateway asks every sandbox for /health before standby.
+// Running a process as well took the first exec another ~5 ms lower but left each idle sandbox ~0.4 MB larger,
+// which the density target could not afford (docs/decisions/010-sandbox-performance.md).
 import { request } from 'node:http';
-import type { SandboxApi } from './context.js';
-
-/**
- * One round: it takes the first exec from ~11 to ~6 ms; five took it no further but cost each idle daemon 2.1 MB
- * instead of 1.2 MB of compiled code and heap (density is a target too).
- */
-const ROUNDS = 1;
 
 type Target = { socketPath: string } | { port: number };
 
-function call(target: Target, method: string, path: string, body?: unknown): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
+/** Calls GET /health once; never throws (a failed warm-up only leaves the daemon as cold as it started). */
+export function warmUp(target: Target): Promise<void> {
+  return new Promise((resolve) => {
     const req = request(
-      {
-        ...target,
-        ...('port' in target ? { host: '127.0.0.1' } : {}),
-        method,
-        path,
-        headers: data ? { 'content-type': 'application/json' } : {},
-      },
+      { ...target, ...('port' in target ? { host: '127.0.0.1' } : {}), path: '/health' },
       (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => {
-          text += c;
-        });
-        res.on('end', () => resolve(text));
-        res.on('error', reject);
+        res.resume();
+        res.on('end', resolve);
+        res.on('error', () => resolve());
       },
     );
-    req.on('error', reject);
-    req.end(data);
+    req.on('error', () => resolve());
+    req.end();
   });
-}
-
-/** Runs the warm-up; the processes it started leave no record behind. Never throws. */
-export async function warmUp(api: SandboxApi, target: Target): Promise<void> {
-  try {
-    for (let i = 0; i < ROUNDS; i++) {
-      await call(target, 'GET', '/health');
-      const started = JSON.parse(
-        await call(target, 'POST', '/process', { command: 'true', waitForCompletion: true }),
-      );
-      if (typeof started.pid === 'string') {
-        await call(target, 'GET', `/process/${started.pid}`);
-        api.processes.forget(started.pid);
-      }
-    }
-  } catch {
-    // A warm-up that fails only leaves the daemon as cold as it started.
-  }
 }

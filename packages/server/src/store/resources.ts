@@ -162,7 +162,18 @@ export class Resources {
    * Marks an object DELETING (kinds with status; a controller finishes the job) or removes it at once.
    * Children of a `cascade` kind go with it; any other child blocks the delete.
    */
-  async delete(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
+  async delete(kd: KindDescriptor, ctx: WriteContext, name: string, attempt = 0): Promise<StoredObject> {
+    try {
+      return await this.deleteOnce(kd, ctx, name);
+    } catch (e) {
+      // A controller's status write (or a child's) between the read and the write: judge it again.
+      if (e instanceof StoreError && e.reason === 'conflict' && attempt < REPLACE_RETRIES)
+        return this.delete(kd, ctx, name, attempt + 1);
+      throw this.mapStoreError(kd, e);
+    }
+  }
+
+  private async deleteOnce(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
     const prev = await this.mustGet(kd, ctx.workspace, ctx.parents, name);
     const ops = await this.dependentOps(kd, ctx.workspace, [...ctx.parents, name]);
     if (!kd.hasStatus) {

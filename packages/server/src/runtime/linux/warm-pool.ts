@@ -19,7 +19,7 @@ export const WARM_SPEC: SandboxSpec = {
   // The lowest weight: a sandbox waiting in the pool never takes CPU from one in use (assignment resets it).
   cpuShares: 2,
   diskMb: 512,
-  // The daemon runs its own hot routes while it waits (sandbox-api/warm-up.ts); user processes never see it.
+  // The daemon warms its HTTP path while it waits (sandbox-api/warm-up.ts); user processes never see it.
   envs: { BERTH_SANDBOX_WARM_UP: '1' },
   image: '',
   volumes: [],

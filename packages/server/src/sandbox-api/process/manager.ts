@@ -54,11 +54,6 @@ export class ProcessManager {
     return n;
   }
 
-  /** Drops the record of a finished process (the daemon's own warm-up runs, see warm-up.ts). */
-  forget(id: string): void {
-    if (this.procs.get(id)?.running === false) this.procs.delete(id);
-  }
-
   /** For shutdown: every running process group gets SIGKILL. */
   killAll(): void {
     for (const p of this.procs.values()) p.kill();

@@ -1,0 +1,33 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import pino from 'pino';
+import type { Authenticator } from '../auth/access.js';
+import { StoreError } from '../store/store.js';
+import { createApp } from './app.js';
+
+test('a store race that reaches the error handler is a 409 or 404 problem, never a 500', async () => {
+  // Routes outside /v0 never ask the authenticator.
+  const app = createApp({
+    bodyLimit: 1024,
+    logger: pino({ level: 'silent' }),
+    authenticator: {} as Authenticator,
+  });
+  const key = { kind: 'Sandbox', workspace: 'ws', parent: '', name: 'box' };
+  app.get('/race/:reason', async (req) => {
+    throw new StoreError((req.params as { reason: 'conflict' | 'exists' | 'not_found' }).reason, key);
+  });
+  try {
+    for (const [reason, status, code] of [
+      ['conflict', 409, 'CONFLICT'],
+      ['exists', 409, 'ALREADY_EXISTS'],
+      ['not_found', 404, 'NOT_FOUND'],
+    ] as const) {
+      const res = await app.inject({ method: 'GET', url: `/race/${reason}` });
+      assert.equal(res.statusCode, status, res.body);
+      assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+      assert.equal(res.json().error, code);
+    }
+  } finally {
+    await app.close();
+  }
+});

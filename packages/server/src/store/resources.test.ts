@@ -1,0 +1,59 @@
+// The write pipeline against a real SQLite store, where requests and controllers race.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Type } from '@sinclair/typebox';
+import { SecretBox } from '../auth/secret-box.js';
+import type { KindDescriptor } from '../kinds/types.js';
+import { Resources } from './resources.js';
+import { SqliteStore } from './sqlite.js';
+import type { ResourceKey, Store, WriteOp } from './store.js';
+
+const widget: KindDescriptor = {
+  kind: 'Widget',
+  plural: 'widgets',
+  errorPrefix: 'WIDGET',
+  path: '/widgets',
+  nameParam: 'widgetName',
+  description: 'a kind for these tests',
+  spec: Type.Object({ enabled: Type.Optional(Type.Boolean()) }),
+  hasStatus: true,
+};
+const note: KindDescriptor = { ...widget, kind: 'Note', plural: 'notes', path: '/notes', hasStatus: false };
+
+test('a delete that races a status write (a controller between its read and its write) still succeeds', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-resources-'));
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  // The first delete's write is preceded by a controller's status write, exactly in the window between the
+  // pipeline's read and its write.
+  let racing: ((key: ResourceKey) => Promise<unknown>) | undefined;
+  const racy: Store = Object.create(store);
+  racy.write = async (ops: WriteOp[]) => {
+    const race = racing;
+    racing = undefined;
+    if (race) await race(ops.at(-1)!.key);
+    return store.write(ops);
+  };
+  const resources = new Resources(racy, [widget, note], new SecretBox(randomBytes(32)), {
+    regions: ['local'],
+  });
+  const ctx = { workspace: 'ws', parents: [], actor: 'test' };
+  try {
+    for (const kd of [widget, note]) {
+      await resources.create(kd, ctx, { metadata: { name: 'w' }, spec: {} });
+      racing = (key) =>
+        store.write([{ op: 'update', key, mutate: (cur) => ({ ...cur.body, lastUsedAt: 'now' }) }]);
+      const out = await resources.delete(kd, ctx, 'w');
+      assert.equal(racing, undefined, 'the race happened');
+      if (kd.hasStatus) assert.equal(out.body.status, 'DELETING');
+      else
+        assert.equal(await store.get({ kind: kd.kind, workspace: 'ws', parent: '', name: 'w' }), undefined);
+    }
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
