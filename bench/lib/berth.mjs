@@ -15,7 +15,8 @@ export async function startBerth(env = {}) {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   // BENCH_BERTH_LOG=<file> keeps the server's log (its stdout) for a look after the run.
-  if (process.env.BENCH_BERTH_LOG) child.stdout.pipe(createWriteStream(process.env.BENCH_BERTH_LOG, { flags: 'a' }));
+  if (process.env.BENCH_BERTH_LOG)
+    child.stdout.pipe(createWriteStream(process.env.BENCH_BERTH_LOG, { flags: 'a' }));
   let out = '';
   const { url, key } = await new Promise((resolve, reject) => {
     child.on('exit', (c) => reject(new Error(`berth serve exited with ${c}`)));
