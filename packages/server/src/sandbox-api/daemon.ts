@@ -6,7 +6,6 @@ import { chmodSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createApi, createHttpServer } from './app.js';
 import { loadDaemonConfig } from './config.js';
-import { warmUp } from './warm-up.js';
 
 /** How often a daemon started with BERTH_SANDBOX_EXIT_WITH_PARENT checks that its parent is still there. */
 const PARENT_CHECK_MS = 1000;
@@ -21,13 +20,11 @@ function main(): void {
       // The host side connects through a bind mount, possibly as another uid.
       chmodSync(config.socket, 0o666);
       process.stdout.write(`${JSON.stringify({ event: 'listening', socket: config.socket })}\n`);
-      if (config.warmUp) void warmUp({ socketPath: config.socket });
     } else {
       const { port } = server.address() as AddressInfo;
       process.stdout.write(
         `${JSON.stringify({ event: 'listening', url: `http://127.0.0.1:${port}`, port })}\n`,
       );
-      if (config.warmUp) void warmUp({ port });
     }
   };
   if (config.socket) {

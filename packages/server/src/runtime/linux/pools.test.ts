@@ -80,6 +80,8 @@ test('a warm sandbox is assigned to a create with the spec envs, limits and disk
     t.diagnostic(`create from the warm pool: ${(performance.now() - started).toFixed(1)} ms`);
     assert.equal(info.socketPath, driver.socketPath('w1'));
     assert.equal(info.state, 'running');
+    // The pool sent it one /health while it waited (its HTTP path compiled before anyone called it).
+    assert.equal((await callSocket(info.socketPath, 'GET', '/health')).body.calls, 2);
     const run = async (cmd: string) => (await sandboxExec(info.socketPath, cmd)).stdout.trim();
     assert.equal(await run('echo $COLOR $BERTH_SANDBOX_ID'), 'teal w1');
     assert.equal(await run("df -m /workspace | awk 'NR==2{print $2}'"), '32');

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { SandboxSpec } from '../driver.js';
 import { type HostContext, startSandbox, teardownSandbox } from './create.js';
 import { type SandboxPaths, sandboxPaths } from './host.js';
+import { pingHealth } from './launch.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord } from './state.js';
 
 /** Limits a warm sandbox waits with; assignment rewrites them to the real spec. */
@@ -19,8 +20,7 @@ export const WARM_SPEC: SandboxSpec = {
   // The lowest weight: a sandbox waiting in the pool never takes CPU from one in use (assignment resets it).
   cpuShares: 2,
   diskMb: 512,
-  // The daemon warms its HTTP path while it waits (sandbox-api/warm-up.ts); user processes never see it.
-  envs: { BERTH_SANDBOX_WARM_UP: '1' },
+  envs: {},
   image: '',
   volumes: [],
 };
@@ -91,6 +91,7 @@ export class WarmPool {
     const paths = this.paths(name);
     try {
       const rec = await startSandbox(this.ctx, { dir, id: `warm.${name}`, paths, spec: WARM_SPEC, hash: '' });
+      await pingHealth(rec.socketPath);
       if (this.closed) await teardownSandbox(this.ctx, dir, paths);
       else this.ready.push({ dir, paths, rec });
     } catch (e) {

@@ -17,12 +17,13 @@ const envOf = () => {
   catch { return process.env; }
 };
 try { fs.unlinkSync(sock); } catch {}
+let healthCalls = 0;
 const server = http.createServer((req, res) => {
   let body = '';
   req.on('data', (c) => (body += c));
   req.on('end', () => {
     const reply = (code, obj) => { res.writeHead(code, { 'content-type': 'application/json' }); res.end(JSON.stringify(obj)); };
-    if (req.url === '/health') return reply(200, { ok: true, pid: process.pid });
+    if (req.url === '/health') return reply(200, { ok: true, pid: process.pid, calls: ++healthCalls });
     if (req.url === '/env') return reply(200, envOf());
     if (req.url === '/exec' && req.method === 'POST') {
       const { cmd, detached } = JSON.parse(body);
