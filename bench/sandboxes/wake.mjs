@@ -16,13 +16,15 @@ const N = Number(process.env.BENCH_WAKES ?? 100);
 const WARM_UP = 1000;
 const PORT = 8000;
 const SERVER = `node -e "require('http').createServer((q, s) => s.end('ok')).listen(${PORT}, '127.0.0.1')"`;
-/** Idle time before each request of the awake baseline: about what a standby cycle leaves (0.3 s + freeze). */
-const GAP_MS = 350;
+/** Idle time before standby (BENCH_STANDBY_AFTER, seconds): short, so cycles are quick. */
+const STANDBY_AFTER_S = Number(process.env.BENCH_STANDBY_AFTER ?? 0.3);
+/** Idle time before each request of the awake baseline: about what a standby cycle leaves (+ the freeze). */
+const GAP_MS = STANDBY_AFTER_S * 1000 + 50;
 
 export async function benchWake() {
   // 300 ms of idleness puts the sandbox to standby: cycles stay short, yet the run-state writes of one
   // cycle (deferred 100 ms after each change) are over before the next wake-up is measured.
-  const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: process.env.BENCH_STANDBY_AFTER ?? '0.3' });
+  const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: String(STANDBY_AFTER_S) });
   const { createLinuxDriver } = await import('../../packages/server/dist/runtime/index.js');
   const driver = await createLinuxDriver({ dataDir: berth.dataDir, netPoolSize: 0 });
   let direct;
