@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { StoredObject } from '../store/store.js';
-import { dueSandboxes } from './sandbox-expiry.js';
+import { duePreviews, dueSandboxes } from './sandbox-expiry.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const at = (ms: number) => new Date(T0 + ms).toISOString();
@@ -54,4 +54,23 @@ test('sandboxes already on their way out are left alone', () => {
   const deleting = box('deleting', spec, { status: 'DELETING' });
   const terminated = box('terminated', spec, { status: 'TERMINATED' });
   assert.deepEqual(dueSandboxes([deleting, terminated], T0 + 60_000), []);
+});
+
+test('previews are due at the earlier of their ttl (from creation) and expires, and only then', () => {
+  const preview = (name: string, spec: any, status = 'DEPLOYED'): StoredObject => ({
+    ...box(name, spec, { status }),
+    kind: 'Preview',
+    parent: 'box',
+  });
+  const all = [
+    preview('ttl', { port: 3000, ttl: '1m' }),
+    preview('date', { port: 3000, expires: at(30_000) }),
+    preview('both', { port: 3000, ttl: '1h', expires: at(45_000) }),
+    preview('forever', { port: 3000 }),
+    preview('going', { port: 3000, ttl: '1s' }, 'DELETING'),
+  ];
+  assert.deepEqual(names(duePreviews(all, T0 + 29_000)), []);
+  assert.deepEqual(names(duePreviews(all, T0 + 30_000)), ['date']);
+  assert.deepEqual(names(duePreviews(all, T0 + 50_000)), ['both', 'date']);
+  assert.deepEqual(names(duePreviews(all, T0 + 3_600_000)), ['both', 'date', 'ttl']);
 });

@@ -1,7 +1,9 @@
 // Deletes sandboxes whose time is up: runtime.ttl (max age from creation), runtime.expires (a date) and
-// lifecycle.expirationPolicies (ttl-idle from the last use, ttl-max-age, date; action delete). A sweep every
-// few seconds over every sandbox keeps each deletion at most one sweep (plus the delete itself) late.
+// lifecycle.expirationPolicies (ttl-idle from the last use, ttl-max-age, date; action delete); and previews past
+// their ttl or expires. A sweep every few seconds over every one keeps each deletion at most one sweep (plus the
+// delete itself) late.
 import type { Logger } from 'pino';
+import { previewExpiresAtMs } from '../kinds/preview.js';
 import { expiresAtMs } from '../kinds/sandbox.js';
 import type { Resources } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';
@@ -36,6 +38,15 @@ export function dueSandboxes(
         ? { ...o.body, lastUsedAt: new Date(seen).toISOString() }
         : o.body;
     const at = expiresAtMs(body);
+    return at !== undefined && at <= nowMs;
+  });
+}
+
+/** The previews due for deletion at `nowMs`. */
+export function duePreviews(objects: StoredObject[], nowMs: number): StoredObject[] {
+  return objects.filter((o) => {
+    if (o.body.status === 'DELETING' || o.body.status === 'TERMINATED') return false;
+    const at = previewExpiresAtMs(o.body);
     return at !== undefined && at <= nowMs;
   });
 }
@@ -85,6 +96,20 @@ export class SandboxExpiry {
       }
     }
     if (deleted.length) logger.info({ sandboxes: deleted }, 'deleted expired sandboxes');
+    const pk = resources.kind('Preview');
+    for (const o of duePreviews(await resources.store.list({ kind: 'Preview' }), this.now().getTime())) {
+      const ctx = { workspace: o.workspace, parents: [o.parent], actor: EXPIRY_ACTOR };
+      try {
+        await resources.delete(pk, ctx, o.name);
+        logger.info({ preview: `${o.workspace}/${o.parent}/${o.name}` }, 'deleted an expired preview');
+      } catch (err) {
+        // Its sandbox may be going away with it (a cascade): the next sweep finds nothing left or retries.
+        logger.debug(
+          { err, preview: `${o.workspace}/${o.parent}/${o.name}` },
+          'deleting an expired preview failed',
+        );
+      }
+    }
     return deleted;
   }
 }

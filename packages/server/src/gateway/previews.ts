@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../api/errors.js';
 import { verifyPreviewToken } from '../api/preview-tokens.js';
 import type { Authenticator } from '../auth/access.js';
-import { durationMs } from '../kinds/rules.js';
+import { previewExpiresAtMs } from '../kinds/preview.js';
 import type { Store, StoredObject } from '../store/store.js';
 import { PREVIEW_LABEL_PREFIX, type PreviewAddress, previewLabel } from './address.js';
 import { authorize, CREDENTIAL_HEADERS, PREVIEW_TOKEN_COOKIE, PREVIEW_TOKEN_HEADERS } from './auth.js';
@@ -18,16 +18,6 @@ const bareHost = (host: string | undefined) => {
   const colon = host.lastIndexOf(':');
   return (colon > host.lastIndexOf(']') && colon >= 0 ? host.slice(0, colon) : host).toLowerCase();
 };
-
-/** Epoch ms after which the preview no longer answers: the earlier of `expires` and `ttl` from creation. */
-export function previewExpiresAtMs(body: any): number | undefined {
-  const out: number[] = [];
-  if (body.spec?.expires) out.push(Date.parse(body.spec.expires));
-  const ttl = durationMs(body.spec?.ttl);
-  if (ttl !== undefined) out.push(Date.parse(body.metadata?.createdAt ?? '') + ttl);
-  const valid = out.filter(Number.isFinite);
-  return valid.length ? Math.min(...valid) : undefined;
-}
 
 type Key = { workspace: string; sandbox: string; preview: string };
 

@@ -2,6 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FieldIssue } from '../api/errors.js';
 import { Duration, opt, StringMap, Timestamp } from './common.js';
+import { durationMs } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
 /** Record kind of preview tokens (api/preview-tokens.ts), stored under `<sandbox>/<preview>`. */
@@ -84,3 +85,16 @@ export const preview = {
     if (obj.metadata?.url && !obj.spec.url) obj.spec.url = obj.metadata.url;
   },
 } satisfies KindDescriptor;
+
+/**
+ * Epoch ms after which the preview no longer answers (the gateway) and is deleted (the expiry sweep): the earlier
+ * of `expires` and `ttl` from creation; undefined without either.
+ */
+export function previewExpiresAtMs(body: any): number | undefined {
+  const out: number[] = [];
+  if (body.spec?.expires) out.push(Date.parse(body.spec.expires));
+  const ttl = durationMs(body.spec?.ttl);
+  if (ttl !== undefined) out.push(Date.parse(body.metadata?.createdAt ?? '') + ttl);
+  const valid = out.filter(Number.isFinite);
+  return valid.length ? Math.min(...valid) : undefined;
+}

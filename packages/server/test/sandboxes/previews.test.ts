@@ -133,7 +133,7 @@ describe('sandbox previews by host, and their expiry', () => {
   });
   after(() => s?.close());
 
-  it('serves a preview at pv-<id>.<region>.<inference host> until its ttl runs out', async () => {
+  it('serves a preview at pv-<id>.<region>.<inference host> until its ttl runs out, then deletes it', async () => {
     const created = await s.api('/sandboxes/pv-host/previews', {
       method: 'POST',
       json: { metadata: { name: 'web' }, spec: { port: 3000, public: true, ttl: '3s' } },
@@ -150,6 +150,13 @@ describe('sandbox previews by host, and their expiry', () => {
     await new Promise((r) => setTimeout(r, 3200));
     const expired = await getWithHost(`${s.url}/`, url.host);
     assert.equal(expired.status, 404);
-    assert.match(JSON.parse(expired.body).detail, /expired/);
+    assert.match(JSON.parse(expired.body).detail, /expired|not found/);
+    // The expiry sweep (every 5 s) deletes it.
+    let status = 0;
+    for (let i = 0; i < 150 && status !== 404; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      status = (await s.api('/sandboxes/pv-host/previews/web')).status;
+    }
+    assert.equal(status, 404, 'the expired preview was deleted');
   });
 });
