@@ -14,7 +14,7 @@ const CONNECTIONS = 32;
 /** Sequential streamed calls per path for time-to-first-token percentiles. */
 const TTFT_SAMPLES = 300;
 const FAKE = new URL('../../packages/server/src/test-support/fake-provider.ts', import.meta.url).pathname;
-const BARE = new URL('./bare-proxy.mjs', import.meta.url).pathname;
+const BARE = new URL('../lib/bare-proxy.mjs', import.meta.url).pathname;
 const CHAT = { model: 'fake-gpt', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 };
 
 const run = (opts) =>

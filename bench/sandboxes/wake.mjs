@@ -6,8 +6,11 @@
 //  - the same request through Berth to a sandbox kept awake (a keepAlive process), after the same idle gap:
 //    on a VM a request after a few hundred idle milliseconds costs more than one of a back-to-back series
 //    (idle vCPUs, cold caches), with or without a freeze, so that is the fair "running" figure;
+//  - the same request to the awake sandbox through a bare Node proxy (bench/lib/bare-proxy.mjs), same gap: what
+//    any proxy hop costs here;
 //  - the same request back to back (the warm figure), and the daemon's own /health the same ways.
 import { Pool } from 'undici';
+import { startScript } from '../lib/berth.mjs';
 import { header, row } from '../lib/report.mjs';
 import { percentile, startSandboxBerth, timed } from './lib.mjs';
 
@@ -15,6 +18,7 @@ const N = Number(process.env.BENCH_WAKES ?? 100);
 /** Requests before measuring: the server's hot path is compiled by then, as on a server that has run a while. */
 const WARM_UP = 1000;
 const PORT = 8000;
+const BARE_PROXY = new URL('../lib/bare-proxy.mjs', import.meta.url).pathname;
 const SERVER = `node -e "require('http').createServer((q, s) => s.end('ok')).listen(${PORT}, '127.0.0.1')"`;
 /** Idle time before standby (BENCH_STANDBY_AFTER, seconds): short, so cycles are quick. */
 const STANDBY_AFTER_S = Number(process.env.BENCH_STANDBY_AFTER ?? 0.3);
@@ -28,6 +32,7 @@ export async function benchWake() {
   const { createLinuxDriver } = await import('../../packages/server/dist/runtime/index.js');
   const driver = await createLinuxDriver({ dataDir: berth.dataDir, netPoolSize: 0 });
   let direct;
+  let bare;
   try {
     await berth.create('wake-bench');
     await berth.create('awake-bench');
@@ -57,26 +62,42 @@ export async function benchWake() {
         await new Promise((r) => setTimeout(r, 2));
       }
     };
-    const measure = async (path, expect) => {
+    const awakeAddress = (await driver.inspect('default.awake-bench')).address;
+    bare = await startScript(BARE_PROXY, { TARGET: `http://${awakeAddress}:${PORT}` });
+    const bareProxy = new Pool(bare.url);
+    const viaBare = async () => {
+      const res = await bareProxy.request({ method: 'GET', path: '/' });
+      const text = await res.body.text();
+      if (text !== 'ok') throw new Error(`the bare proxy answered ${res.statusCode}: ${text}`);
+    };
+    const measure = async (path, expect, withBare) => {
       const waking = get('wake-bench', path, expect);
       const awake = get('awake-bench', path, expect);
-      for (let i = 0; i < WARM_UP; i++) await awake();
+      for (let i = 0; i < WARM_UP; i++) {
+        await awake();
+        if (withBare) await viaBare();
+      }
       const hot = [];
       for (let i = 0; i < N; i++) hot.push(await timed(awake));
       const gap = [];
+      const bareGap = [];
       for (let i = 0; i < N; i++) {
         await new Promise((r) => setTimeout(r, GAP_MS));
         gap.push(await timed(awake));
+        if (!withBare) continue;
+        await new Promise((r) => setTimeout(r, GAP_MS));
+        bareGap.push(await timed(viaBare));
       }
       const woken = [];
       for (let i = 0; i < N; i++) {
         await frozen();
         woken.push(await timed(waking));
       }
-      return { hot, gap, woken };
+      return { hot, gap, bareGap, woken };
     };
-    const port = await measure(`/port/${PORT}/`, 'ok');
-    const health = await measure('/health', 'activeKeepAlive');
+    const port = await measure(`/port/${PORT}/`, 'ok', true);
+    const health = await measure('/health', 'activeKeepAlive', false);
+    await bareProxy.close();
 
     // The floor: thaw the cgroup ourselves and send the request straight to the sandbox's address.
     const info = await driver.inspect(id);
@@ -116,6 +137,12 @@ export async function benchWake() {
     );
     row(`standby, GET /port/${PORT}/ p50 (vs awake, same gap)`, p(port.woken, 50), p(port.gap, 50), 'ms');
     row(`awake, GET /port/${PORT}/ p50 (vs back to back)`, p(port.gap, 50), p(port.hot, 50), 'ms');
+    row(
+      `awake, GET /port/${PORT}/ p50 (vs bare proxy, same gap)`,
+      p(port.gap, 50),
+      p(port.bareGap, 50),
+      'ms',
+    );
     row('standby, GET /health p50 (vs awake, same gap)', p(health.woken, 50), p(health.gap, 50), 'ms');
     row('standby, GET /health p99 (vs awake, same gap)', p(health.woken, 99), p(health.gap, 99), 'ms');
     row('awake, GET /health p50 (vs back to back)', p(health.gap, 50), p(health.hot, 50), 'ms');
@@ -124,6 +151,7 @@ export async function benchWake() {
     return { p50: p(port.woken, 50), p99: p(port.woken, 99) };
   } finally {
     await direct?.close();
+    await bare?.stop();
     await driver.close();
     await berth.stop();
   }

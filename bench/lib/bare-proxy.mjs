@@ -13,12 +13,13 @@ const server = createServer(async (req, res) => {
       method: req.method,
       headers: {
         'content-type': req.headers['content-type'] ?? 'application/json',
-        authorization: req.headers.authorization,
+        ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
       },
       body: chunks.length ? Buffer.concat(chunks) : undefined,
       dispatcher: agent,
     });
-    res.writeHead(up.statusCode, { 'content-type': up.headers['content-type'] });
+    const type = up.headers['content-type'];
+    res.writeHead(up.statusCode, type ? { 'content-type': type } : {});
     up.body.pipe(res);
   } catch {
     res.writeHead(502).end();
