@@ -5,26 +5,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Type } from '@sinclair/typebox';
 import pino from 'pino';
 import { SecretBox } from '../auth/secret-box.js';
 import type { KindDescriptor } from '../kinds/types.js';
+import { note, widget } from '../test-support/test-kinds.js';
 import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { ResourceKey } from '../store/store.js';
 import { type Reconciler, startControllers, TerminalError } from './index.js';
-
-const widget: KindDescriptor = {
-  kind: 'Widget',
-  plural: 'widgets',
-  errorPrefix: 'WIDGET',
-  path: '/widgets',
-  nameParam: 'widgetName',
-  description: 'a kind for these tests',
-  spec: Type.Object({ enabled: Type.Optional(Type.Boolean()) }),
-  hasStatus: true,
-};
-const note: KindDescriptor = { ...widget, kind: 'Note', plural: 'notes', path: '/notes', hasStatus: false };
 
 async function setup() {
   const dir = mkdtempSync(join(tmpdir(), 'berth-manager-'));

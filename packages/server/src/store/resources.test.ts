@@ -5,24 +5,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Type } from '@sinclair/typebox';
 import { SecretBox } from '../auth/secret-box.js';
-import type { KindDescriptor } from '../kinds/types.js';
+import { note, widget } from '../test-support/test-kinds.js';
 import { Resources } from './resources.js';
 import { SqliteStore } from './sqlite.js';
 import type { ResourceKey, Store, WriteOp } from './store.js';
-
-const widget: KindDescriptor = {
-  kind: 'Widget',
-  plural: 'widgets',
-  errorPrefix: 'WIDGET',
-  path: '/widgets',
-  nameParam: 'widgetName',
-  description: 'a kind for these tests',
-  spec: Type.Object({ enabled: Type.Optional(Type.Boolean()) }),
-  hasStatus: true,
-};
-const note: KindDescriptor = { ...widget, kind: 'Note', plural: 'notes', path: '/notes', hasStatus: false };
 
 test('a delete that races a status write (a controller between its read and its write) still succeeds', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'berth-resources-'));

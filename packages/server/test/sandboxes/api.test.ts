@@ -1,9 +1,8 @@
 // Sandboxes end to end over HTTP: a real server, real sandboxes (as root), the gateway at /run/... and by Host.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { exec, type SandboxServer, startSandboxServer } from './support.js';
+import { exec, getWithHost, type SandboxServer, startSandboxServer } from './support.js';
 
 /** Host pids whose command line holds `marker` (processes inside sandboxes are host processes too). */
 function pidsRunning(marker: string): number[] {
@@ -16,26 +15,6 @@ function pidsRunning(marker: string): number[] {
     } catch {}
   }
   return out;
-}
-
-/** GET through node:http, which (unlike fetch) lets a test set the Host header. */
-function getWithHost(
-  url: string,
-  host: string,
-  headers: Record<string, string>,
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { headers: { ...headers, host } }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => {
-        body += c;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 describe('sandboxes through the API and the gateway', () => {

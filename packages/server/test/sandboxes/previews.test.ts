@@ -1,11 +1,10 @@
 // Previews end to end: the unmodified @blaxel/core SDK publishes a port of a real sandbox; plain HTTP clients
 // then reach it at the preview's URL, public or with a token, and the sandbox wakes from standby for them.
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
-import { type SandboxServer, startSandboxServer } from './support.js';
+import { getWithHost, type SandboxServer, startSandboxServer } from './support.js';
 
 /** Answers with what it saw. */
 const SERVER = `node -e "require('http').createServer((q, r) => { r.setHeader('set-cookie', 'app=1'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).listen(3000, '127.0.0.1')"`;
@@ -102,22 +101,6 @@ describe('sandbox previews', () => {
     assert.equal((await fetch(`${urls.publicUrl}/`)).status, 404);
   });
 });
-
-/** GET through node:http, which (unlike fetch) lets a test set the Host header. */
-function getWithHost(url: string, host: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { headers: { host } }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => {
-        body += c;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 describe('sandbox previews by host, and their expiry', () => {
   let s: SandboxServer;

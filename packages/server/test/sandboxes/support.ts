@@ -2,6 +2,7 @@
 // server stops, every sandbox it left (sandboxes outlive the server by design) is removed and the dir deleted.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLinuxDriver } from '../../src/runtime/index.js';
@@ -85,4 +86,24 @@ export async function exec(
   const body = await res.json();
   assert.equal(res.status, 200, JSON.stringify(body));
   return body;
+}
+
+/** GET through node:http, which (unlike fetch) lets a test set the Host header. */
+export function getWithHost(
+  url: string,
+  host: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { ...headers, host } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => {
+        body += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
