@@ -58,9 +58,12 @@ export async function benchWake() {
     };
     const frozen = async () => {
       for (;;) {
-        if ((await driver.inspect(id))?.state === 'frozen') return;
+        if ((await driver.inspect(id))?.state === 'frozen') break;
         await new Promise((r) => setTimeout(r, 2));
       }
+      // Berth's freeze() polls for the frozen state every millisecond and a request arriving before it has seen
+      // it waits for that freeze to finish: let it, so what is measured is a wake from standby, not a race.
+      await new Promise((r) => setTimeout(r, 20));
     };
     const awakeAddress = (await driver.inspect('default.awake-bench')).address;
     bare = await startScript(BARE_PROXY, { TARGET: `http://${awakeAddress}:${PORT}` });
@@ -106,9 +109,6 @@ export async function benchWake() {
     const floor = [];
     for (let i = 0; i < N; i++) {
       await frozen();
-      // Berth's own freeze() polls for the frozen state every millisecond; thawing before it has seen it
-      // would leave it waiting (and logging a timeout), so let it finish first.
-      await new Promise((r) => setTimeout(r, 20));
       const cg = driver.cgroup(id);
       floor.push(
         await timed(async () => {

@@ -81,8 +81,11 @@ export class Activator {
   }
 
   private async resume(t: Target): Promise<void> {
-    // A freeze under way finishes first (it gives up by itself when it sees this request counted).
-    if (t.transition) await t.transition.catch(() => undefined);
+    // A freeze under way is called off (the runtime thaws what it froze); a thaw under way is joined.
+    if (t.transition) {
+      t.freezing?.abort();
+      await t.transition.catch(() => undefined);
+    }
     if (!t.frozen) return;
     try {
       await this.transition(t, async () => {

@@ -69,13 +69,22 @@ export class IdleSweeper {
   }
 
   private async freeze(t: Target): Promise<void> {
-    const keepAlive = await this.activeKeepAlive(t);
-    // A request that arrived meanwhile is waiting on this transition: give up so it goes on at once.
-    if (keepAlive !== 0 || t.inflight > 0 || t.evicted || t.frozen) return;
+    const ac = new AbortController();
+    t.freezing = ac;
     try {
-      await this.deps.driver.freeze(t.id);
+      const keepAlive = await this.activeKeepAlive(t, ac.signal);
+      // A request that arrived meanwhile is waiting on this transition: give up so it goes on at once.
+      if (keepAlive !== 0 || t.inflight > 0 || t.evicted || t.frozen || ac.signal.aborted) return;
+      await this.deps.driver.freeze(t.id, ac.signal);
     } catch (err) {
       this.deps.logger.warn({ err, sandbox: t.id }, 'freezing an idle sandbox failed');
+      return;
+    } finally {
+      t.freezing = undefined;
+    }
+    if (ac.signal.aborted) {
+      // Called off by a request: however far the runtime got, the sandbox must run (thaw is idempotent).
+      await this.deps.driver.thaw(t.id).catch(() => undefined);
       return;
     }
     t.frozen = true;
@@ -89,11 +98,12 @@ export class IdleSweeper {
   }
 
   /** Running keepAlive processes per the daemon's /health; undefined when it does not answer. */
-  private async activeKeepAlive(t: Target): Promise<number | undefined> {
+  private async activeKeepAlive(t: Target, signal: AbortSignal): Promise<number | undefined> {
     try {
       const res = await t.pool.request({
         path: '/health',
         method: 'GET',
+        signal,
         headersTimeout: HEALTH_TIMEOUT_MS,
         bodyTimeout: HEALTH_TIMEOUT_MS,
       });

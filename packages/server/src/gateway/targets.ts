@@ -32,6 +32,8 @@ export interface Target {
   frozen: boolean;
   /** A freeze or a thaw under way: requests wait for it (one shared promise, never one per request). */
   transition?: Promise<void>;
+  /** Aborts the freeze under way, if any: a request that arrives meanwhile undoes it instead of waiting. */
+  freezing?: AbortController;
   /** Requests in flight and tunnels open: while above 0 the sandbox never goes to standby. */
   inflight: number;
   /** Epoch ms of the last request start or end. */

@@ -84,7 +84,11 @@ export interface RuntimeDriver {
   inspect(id: string): Promise<SandboxInfo | undefined>;
   /** Every sandbox this driver's data dir knows, live or dead (re-adoption after a server restart). */
   list(): Promise<SandboxInfo[]>;
-  freeze(id: string): Promise<void>;
+  /**
+   * Freezes the sandbox; resolves once every task is stopped. When `signal` aborts first (a request arrived), it
+   * gives up at once and leaves the sandbox running.
+   */
+  freeze(id: string, signal?: AbortSignal): Promise<void>;
   thaw(id: string): Promise<void>;
   /** Kills every process and deletes all the sandbox's resources; idempotent. */
   remove(id: string): Promise<void>;

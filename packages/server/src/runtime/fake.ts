@@ -64,8 +64,9 @@ export class FakeDriver implements RuntimeDriver {
     return b;
   }
 
-  async freeze(id: string): Promise<void> {
-    this.get(id).state = 'frozen';
+  async freeze(id: string, signal?: AbortSignal): Promise<void> {
+    const b = this.get(id);
+    if (!signal?.aborted) b.state = 'frozen';
   }
 
   async thaw(id: string): Promise<void> {

@@ -268,8 +268,8 @@ export class LinuxDriver implements RuntimeDriver {
     return new SandboxCgroup(this.cgroupHost, rec.name);
   }
 
-  freeze(id: string): Promise<void> {
-    return this.serial(id, () => this.live(id).freeze());
+  freeze(id: string, signal?: AbortSignal): Promise<void> {
+    return this.serial(id, () => this.live(id).freeze(signal));
   }
 
   thaw(id: string): Promise<void> {

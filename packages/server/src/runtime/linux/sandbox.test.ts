@@ -232,7 +232,7 @@ test('filling the writable layer stops at the disk cap', T, async () => {
 });
 
 test(
-  'freeze stops a counter, thaw resumes it; 100 cycles keep it monotonic and files identical',
+  'freeze stops a counter, thaw resumes it; 100 cycles keep it monotonic and files identical; an aborted freeze leaves it running',
   T,
   async (t) => {
     const info = await driver.ensure('freezer', spec());
@@ -275,6 +275,23 @@ test(
       }
       await waitFor('the counter to pass the last frozen value', () => count() > last);
       assert.equal(hash(), before, 'files are byte-identical after 100 cycles');
+
+      // A freeze called off (a request arrived) leaves the sandbox running, however far it got.
+      for (const when of ['before', 'at once', 'after 1 ms'] as const) {
+        const ac = new AbortController();
+        if (when === 'before') ac.abort();
+        const freezing = driver.freeze('freezer', ac.signal);
+        if (when === 'at once') ac.abort();
+        if (when === 'after 1 ms') setTimeout(() => ac.abort(), 1);
+        await freezing;
+        if (when === 'after 1 ms' && (await driver.inspect('freezer'))!.state === 'frozen') {
+          // The freeze finished before the abort: the caller (the gateway) thaws, as it would.
+          await driver.thaw('freezer');
+        }
+        assert.equal((await driver.inspect('freezer'))!.state, 'running', `aborted ${when}`);
+        const c = count();
+        await waitFor(`the counter to run after a freeze aborted ${when}`, () => count() > c);
+      }
       thawMs.sort((x, y) => x - y);
       t.diagnostic(`thaw p50 ${thawMs[50].toFixed(3)} ms, p99 ${thawMs[98].toFixed(3)} ms`);
       await driver.freeze('freezer');
