@@ -85,15 +85,15 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     return matchSandboxPath(url);
   }
 
-  const previewAddress = (req: IncomingMessage) =>
-    previews.match(req.headers.host, req.url ?? '/') ??
-    (req.url?.startsWith('/run/') ? matchPreviewPath(req.url) : undefined);
+  const previewPath = (req: IncomingMessage) =>
+    req.url?.startsWith('/run/') ? matchPreviewPath(req.url) : undefined;
 
   const isSandboxRequest = (req: IncomingMessage) =>
     (deps.inferenceHost !== undefined &&
       matchSandboxHost(req.headers.host, deps.inferenceHost) !== undefined) ||
     (req.url?.startsWith('/run/') === true && matchSandboxPath(req.url) !== undefined) ||
-    previewAddress(req) !== undefined;
+    previews.match(req.headers.host, req.url ?? '/') !== undefined ||
+    previewPath(req) !== undefined;
 
   /** Finds the sandbox and counts the request in (resuming the sandbox when frozen). */
   async function enter(workspace: string, name: string): Promise<Target> {
@@ -110,24 +110,25 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
    */
   async function admit(req: IncomingMessage): Promise<{ t: Target; path: string; extra?: ForwardExtra }> {
     if (closing) throw new ApiError('UNAVAILABLE', 'the server is shutting down');
-    const p = previewAddress(req);
-    if (p) {
-      const ok = await admitPreview(
-        { store: resources.store, authenticator: deps.authenticator, now: Date.now },
-        req,
-        p,
-      );
-      const t = await enter(p.workspace, p.sandbox);
-      return {
-        t,
-        path: `/port/${ok.port}${ok.rest}`,
-        extra: { requestHeaders: ok.requestHeaders, responseHeaders: ok.responseHeaders },
-      };
+    // A preview's own host owns every path on it; otherwise sandbox addresses come before preview paths.
+    const byHost = previews.match(req.headers.host, req.url ?? '/');
+    const a = byHost ? undefined : await address(req);
+    if (a) {
+      await authorize(deps.authenticator, req.headers, a.workspace);
+      return { t: await enter(a.workspace, a.name), path: a.rest };
     }
-    const a = await address(req);
-    if (!a) throw new ApiError('NOT_FOUND', `no sandbox at ${req.url}`);
-    await authorize(deps.authenticator, req.headers, a.workspace);
-    return { t: await enter(a.workspace, a.name), path: a.rest };
+    const p = byHost ?? previewPath(req);
+    if (!p) throw new ApiError('NOT_FOUND', `no sandbox at ${req.url}`);
+    const ok = await admitPreview(
+      { store: resources.store, authenticator: deps.authenticator, now: Date.now },
+      req,
+      p,
+    );
+    return {
+      t: await enter(p.workspace, p.sandbox),
+      path: `/port/${ok.port}${ok.rest}`,
+      extra: { requestHeaders: ok.requestHeaders, responseHeaders: ok.responseHeaders },
+    };
   }
 
   const logInternal = (err: unknown) => {

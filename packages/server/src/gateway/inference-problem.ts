@@ -3,7 +3,8 @@
 // a bare code otherwise), the Anthropic client reads `body.message` and `body.error.message`, and the
 // service's SDK reads the numeric `code`; this one shape serves all three.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../api/errors.js';
+import { apiErrorOf } from '../api/app.js';
+import type { ApiError } from '../api/errors.js';
 
 export function inferenceProblem(e: ApiError, instance?: string) {
   return {
@@ -13,17 +14,9 @@ export function inferenceProblem(e: ApiError, instance?: string) {
 }
 
 export function inferenceErrorHandler(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
-  let e: ApiError;
-  if (err instanceof ApiError) e = err;
-  else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') e = new ApiError('PAYLOAD_TOO_LARGE', err.message);
-  else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500)
-    e = new ApiError('MALFORMED_REQUEST', err.message, { status: err.statusCode });
-  else {
-    // The client went away while the provider was being asked: nobody is left to answer.
-    if (reply.raw.destroyed || err.name === 'AbortError' || err.code === 'UND_ERR_ABORTED') return;
-    req.log.error({ err }, 'unhandled error in the model gateway');
-    e = new ApiError('INTERNAL', 'internal error; the server log has the details');
-  }
+  // The client went away while the provider was being asked: nobody is left to answer.
+  if (reply.raw.destroyed || err.name === 'AbortError' || err.code === 'UND_ERR_ABORTED') return;
+  const e = apiErrorOf(err, req, 'unhandled error in the model gateway');
   reply
     .code(e.status)
     .headers(e.headers)

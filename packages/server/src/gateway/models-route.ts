@@ -4,6 +4,7 @@
 import type { Readable, Transform } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../api/errors.js';
+import { HOP_BY_HOP } from '../hop-by-hop.js';
 import type { Endpoint } from '../models/endpoints.js';
 import {
   defaultMaxOutput,
@@ -24,14 +25,7 @@ import { inferenceErrorHandler } from './inference-problem.js';
 export const MAX_INFERENCE_BODY = 32 * 1024 * 1024;
 
 /** Provider response headers not passed back: hop-by-hop, cookies of the provider's edge. */
-const DROP_RESPONSE = new Set([
-  'connection',
-  'keep-alive',
-  'transfer-encoding',
-  'set-cookie',
-  'alt-svc',
-  'server',
-]);
+const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'set-cookie', 'alt-svc', 'server']);
 
 /** `src.pipe(t)` with src's failure passed on; cheaper per call than stream.pipeline (no AbortController). */
 function through<T extends Transform>(src: Readable, t: T): T {

@@ -6,27 +6,14 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { ApiError } from '../api/errors.js';
+import { HOP_BY_HOP } from '../hop-by-hop.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
 import { sendProblem } from './problem.js';
 import type { Target } from './targets.js';
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1) and ones undici sets itself; never forwarded either way. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'expect',
-  'host',
-  ...CREDENTIAL_HEADERS,
-  ...PREVIEW_TOKEN_HEADERS,
-]);
+/** Request headers never forwarded: hop-by-hop ones, ones undici sets itself, Berth's credentials. */
+const DROPPED = new Set([...HOP_BY_HOP, 'expect', 'host', ...CREDENTIAL_HEADERS, ...PREVIEW_TOKEN_HEADERS]);
 
 /** The request headers the sandbox sees: the caller's, minus Berth credentials and hop-by-hop ones. */
 export function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
@@ -34,7 +21,7 @@ export function upstreamHeaders(req: IncomingMessage): Record<string, string | s
   const h = req.headers;
   for (const name in h) {
     const v = h[name];
-    if (v !== undefined && !HOP_BY_HOP.has(name)) out[name] = v;
+    if (v !== undefined && !DROPPED.has(name)) out[name] = v;
   }
   if (typeof out.cookie === 'string') {
     // A private preview's token cookie is Berth's, not the application's.
@@ -51,8 +38,7 @@ export function upstreamHeaders(req: IncomingMessage): Record<string, string | s
 }
 
 function downstreamHeaders(h: IncomingHttpHeaders): IncomingHttpHeaders {
-  for (const name of ['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'trailer'])
-    delete h[name];
+  for (const name of HOP_BY_HOP) delete h[name];
   return h;
 }
 

@@ -6,6 +6,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Agent, request } from 'undici';
 import { ApiError } from '../api/errors.js';
+import { HOP_BY_HOP } from '../hop-by-hop.js';
 import type { Endpoint, Upstream } from './endpoints.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
 import { chatToMessages } from './translate/openai-to-anthropic.js';
@@ -52,15 +53,8 @@ const MODEL_PATHS =
 
 /** Request headers never forwarded: hop-by-hop, the caller's credentials, and ones Berth sets itself. */
 const DROP = new Set([
+  ...HOP_BY_HOP,
   'host',
-  'connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
   'content-length',
   'authorization',
   'x-api-key',
