@@ -27,6 +27,7 @@ import {
   sandboxPaths,
   unexposeUnder,
 } from './host.js';
+import { sleep } from './exec.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { ensureBaseEtc, isHostImage } from './rootfs.js';
@@ -112,7 +113,7 @@ export class LinuxDriver implements RuntimeDriver {
   /** The start-up pass of adoptIngress. */
   private adopting?: Promise<void>;
   /** A refill waiting for its delay (refillSoon). */
-  private refill?: { timer?: NodeJS.Timeout; done: Promise<void>; settle: () => void };
+  private refillTimer?: NodeJS.Timeout;
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
   private readonly thawable = new Map<string, SandboxCgroup>();
   readonly cgroupHost: CgroupHost;
@@ -323,22 +324,13 @@ export class LinuxDriver implements RuntimeDriver {
     const burst = now - this.lastEnsureMs < REFILL_DELAY_MS;
     this.lastEnsureMs = now;
     const urgent = burst || this.warmPool.readyCount === 0 || this.netPool.readyCount === 0;
-    if (this.refill && !urgent) return;
-    if (!this.refill) {
-      let settle!: () => void;
-      const done = new Promise<void>((resolve) => {
-        settle = resolve;
-      });
-      this.refill = { done, settle };
-    }
-    const r = this.refill;
-    clearTimeout(r.timer);
-    r.timer = setTimeout(
+    if (this.refillTimer && !urgent) return;
+    clearTimeout(this.refillTimer);
+    this.refillTimer = setTimeout(
       () => {
-        this.refill = undefined;
+        this.refillTimer = undefined;
         this.netPool.refill();
         this.warmPool.refill();
-        r.settle();
       },
       urgent ? 0 : REFILL_DELAY_MS,
     );
@@ -360,7 +352,7 @@ export class LinuxDriver implements RuntimeDriver {
 
   /** Resolves once both pools have finished refilling (refills start REFILL_DELAY_MS after each ensure). */
   async poolsIdle(): Promise<void> {
-    while (this.refill) await this.refill.done;
+    while (this.refillTimer) await sleep(5);
     await Promise.all([this.netPool.whenIdle(), this.warmPool.whenIdle()]);
   }
 
@@ -372,11 +364,8 @@ export class LinuxDriver implements RuntimeDriver {
 
   async close(): Promise<void> {
     await Promise.allSettled([...this.locks.values(), this.adopting]);
-    if (this.refill) {
-      clearTimeout(this.refill.timer);
-      this.refill.settle();
-      this.refill = undefined;
-    }
+    clearTimeout(this.refillTimer);
+    this.refillTimer = undefined;
     await this.warmPool.close();
     await this.netPool.close();
     await unexposeUnder(this.ctx.dataDir);
