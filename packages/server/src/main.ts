@@ -4,18 +4,19 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
+import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/identity.js';
 import { registerMetrics } from './api/metrics.js';
 import { registerOpenApi } from './api/openapi.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import { createAuth } from './auth/index.js';
-import { loadMasterKey } from './auth/master-key.js';
-import { SecretBox } from './auth/secret-box.js';
+import { loadMasterKey } from './crypto/master-key.js';
+import { SecretBox } from './crypto/secret-box.js';
 import type { Config } from './config.js';
 import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
-import { LazyRuntime } from './controllers/sandbox-runtime.js';
+import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
 import { runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
@@ -60,19 +61,20 @@ export async function startServer(
   const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
     createLinuxDriver({ dataDir, warmPoolSize: config.warmPoolSize }),
   );
-  const auth = await createAuth({ store, dataDir: config.dataDir, box, logger });
+  const auth = await createAuth({ store, dataDir: config.dataDir, logger });
+  auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   await app.register(
     async (v0) => {
       registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
       for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
-      auth.registerRoutes(v0, { baseUrl });
+      registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
     },
     { prefix: '/v0' },
   );
-  auth.registerPublicRoutes(app, { baseUrl });
+  registerIdentityPublicRoutes(app, auth.context);
   const metrics = registerMetrics(app);
   await app.register(modelGateway, {
     resources,

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
 import type { Authenticator } from '../auth/access.js';
+import { errorPrefixOf } from '../errors.js';
 import { StoreError } from '../store/store.js';
 import { createApp } from './app.js';
 
-test('a store race that reaches the error handler is a 409 or 404 problem, never a 500', async () => {
+test("a store race that reaches the error handler is a 409 (with the kind's own code) or 404 problem, never a 500", async () => {
   // Routes outside /v0 never ask the authenticator.
   const app = createApp({
     bodyLimit: 1024,
@@ -19,7 +20,7 @@ test('a store race that reaches the error handler is a 409 or 404 problem, never
   try {
     for (const [reason, status, code] of [
       ['conflict', 409, 'CONFLICT'],
-      ['exists', 409, 'ALREADY_EXISTS'],
+      ['exists', 409, 'SANDBOX_ALREADY_EXISTS'],
       ['not_found', 404, 'NOT_FOUND'],
     ] as const) {
       const res = await app.inject({ method: 'GET', url: `/race/${reason}` });
@@ -30,4 +31,14 @@ test('a store race that reaches the error handler is a 409 or 404 problem, never
   } finally {
     await app.close();
   }
+});
+
+test('the error prefix of a kind is its name in SCREAMING_SNAKE_CASE', () => {
+  for (const [kind, prefix] of [
+    ['Sandbox', 'SANDBOX'],
+    ['EgressGateway', 'EGRESS_GATEWAY'],
+    ['IntegrationConnection', 'INTEGRATION_CONNECTION'],
+    ['Vpc', 'VPC'],
+  ])
+    assert.equal(errorPrefixOf(kind), prefix);
 });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { errorPrefixOf } from '../errors.js';
 import { KINDS } from '../kinds/index.js';
 import { SAMPLES } from '../kinds/samples.js';
 import type { KindDescriptor } from '../kinds/types.js';
@@ -38,7 +39,7 @@ describe('CRUD of every kind', () => {
     const coll = () => pathOf(kd, sample.parents);
     const item = () => `${coll()}/${sample.valid.metadata.name}`;
 
-    it(`${kd.kind}: POST creates it, a second POST is ${kd.errorPrefix}_ALREADY_EXISTS`, async () => {
+    it(`${kd.kind}: POST creates it, a second POST is ${errorPrefixOf(kd.kind)}_ALREADY_EXISTS`, async () => {
       const r = await s.api(coll(), { method: 'POST', json: sample.valid });
       const body = await r.json();
       assert.equal(r.status, 200, JSON.stringify(body));
@@ -59,7 +60,7 @@ describe('CRUD of every kind', () => {
       const problem = await again.json();
       assert.equal(again.status, 409);
       assert.equal(problem.code, 409);
-      assert.equal(problem.error, `${kd.errorPrefix}_ALREADY_EXISTS`);
+      assert.equal(problem.error, `${errorPrefixOf(kd.kind)}_ALREADY_EXISTS`);
     });
 
     it(`${kd.kind}: GET reads it and the list (a bare array) includes it`, async () => {

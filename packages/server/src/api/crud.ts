@@ -1,9 +1,8 @@
 // Generic routes: every kind in the registry gets POST/GET(list)/GET/PUT/DELETE at its paths (§4.1).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { atLeast } from '../auth/access.js';
-import type { KindDescriptor, Role } from '../kinds/types.js';
+import { requireRole, wantsSecrets } from '../auth/require-role.js';
+import type { KindDescriptor } from '../kinds/types.js';
 import type { Resources, WriteResult } from '../store/resources.js';
-import { ApiError } from './errors.js';
 import { listPage } from './pagination.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
@@ -20,25 +19,6 @@ export interface CrudDeps {
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
-
-export function requireRole(req: FastifyRequest, need: Role) {
-  const a = req.access;
-  if (!a) throw new ApiError('UNAUTHENTICATED', 'a bearer credential is required');
-  if (!atLeast(a.role, need))
-    throw new ApiError(
-      'FORBIDDEN',
-      `role ${a.role} in workspace ${a.workspace} cannot do this (needs ${need})`,
-    );
-  return a;
-}
-
-/** `show_secrets=true` needs the workspace admin role (§5). */
-export function wantsSecrets(req: FastifyRequest) {
-  const q = (req.query ?? {}) as Record<string, string>;
-  if (q.show_secrets !== 'true') return false;
-  requireRole(req, 'admin');
-  return true;
-}
 
 function parentsOf(kd: KindDescriptor, params: Record<string, string>) {
   return (kd.parents ?? []).map((p) => params[p.param]);

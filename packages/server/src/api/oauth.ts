@@ -6,7 +6,7 @@ import { matchesHash } from '../auth/credentials.js';
 import type { AuthContext } from '../auth/index.js';
 import { keys, type ServiceAccountRecord } from '../auth/records.js';
 import { ACCESS_TOKEN_TTL_S, JWT_ALG } from '../auth/signing-key.js';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 export type OAuthErrorCode = 'invalid_request' | 'invalid_client' | 'unsupported_grant_type' | 'server_error';
 

@@ -2,7 +2,7 @@
 // The body stays a bare array (the SDK needs that for previews); the next cursor rides in headers.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Store } from '../store/store.js';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestServer, type TestServer } from '../test-support/server.js';
-import { verifyPreviewToken } from './preview-tokens.js';
+import { verifyPreviewToken } from '../auth/preview-token.js';
 
 describe('preview tokens', () => {
   let s: TestServer;

@@ -1,21 +1,22 @@
 // Preview tokens (§2.7, COMPAT.md): access tokens of a private preview, under
 // /sandboxes/{sandboxName}/previews/{previewName}/tokens. The value is random, returned once by the
 // POST and stored only as a sha256 hash; lists and deletes never show it.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Name, opt, Timestamp } from '../kinds/common.js';
 import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js';
 import { checkValue, prune } from '../kinds/schema.js';
 import type { Resources } from '../store/resources.js';
-import { type ResourceKey, type Store, StoreError, type StoredObject } from '../store/store.js';
-import { requireRole, warnDropped } from './crud.js';
-import { ApiError, invalid, notFound } from './errors.js';
+import { type ResourceKey, StoreError, type StoredObject } from '../store/store.js';
+import { hashToken, TOKEN_PREFIX, type TokenRecord, tokenParent } from '../auth/preview-token.js';
+import { requireRole } from '../auth/require-role.js';
+import { warnDropped } from './crud.js';
+import { ApiError, invalid, notFound } from '../errors.js';
 import { listPage } from './pagination.js';
 
 /** Tokens one preview may hold; each is checked on every private request, so the list stays short. */
 export const MAX_TOKENS_PER_PREVIEW = 100;
-const TOKEN_PREFIX = 'bpt_';
 
 export const CreateBody = Type.Object({
   metadata: opt(Type.Object({ name: opt(Name) })),
@@ -28,30 +29,10 @@ const ECHOED = {
   spec: ['token', 'expired'],
 };
 
-interface TokenRecord {
-  metadata: {
-    name: string;
-    previewName: string;
-    resourceName: string;
-    resourceType: 'Sandbox';
-    workspace: string;
-  };
-  spec: { expiresAt: string };
-  tokenHash: string;
-  /** The preview the token was issued for: a later preview of the same name does not accept it. */
-  previewCreatedAt: string;
-  createdAt: string;
-  createdBy: string;
-}
-
 export interface PreviewTokenDeps {
   resources: Resources;
   now?: () => Date;
 }
-
-const hash = (token: string) => createHash('sha256').update(token).digest();
-
-export const tokenParent = (sandboxName: string, previewName: string) => `${sandboxName}/${previewName}`;
 
 export function view(o: StoredObject, nowMs: number, token?: string) {
   const r = o.body as TokenRecord;
@@ -63,35 +44,6 @@ export function view(o: StoredObject, nowMs: number, token?: string) {
       expired: Date.parse(r.spec.expiresAt) <= nowMs,
     },
   };
-}
-
-/**
- * Whether `token` opens the preview now: the gateway's check for a private preview. The preview must
- * still exist, not be on its way out, and be the one the token was issued for.
- */
-export async function verifyPreviewToken(
-  store: Store,
-  workspace: string,
-  sandboxName: string,
-  previewName: string,
-  token: string,
-  nowMs: number,
-): Promise<boolean> {
-  if (!token.startsWith(TOKEN_PREFIX)) return false;
-  const p = await store.get({ kind: previewKind.kind, workspace, parent: sandboxName, name: previewName });
-  if (!p || p.body.status === 'DELETING' || p.body.status === 'TERMINATED') return false;
-  const h = hash(token);
-  for (const t of await store.list({
-    kind: PREVIEW_TOKEN_KIND,
-    workspace,
-    parent: tokenParent(sandboxName, previewName),
-  })) {
-    const r = t.body as TokenRecord;
-    const stored = Buffer.from(r.tokenHash, 'hex');
-    if (stored.length === h.length && timingSafeEqual(stored, h))
-      return Date.parse(r.spec.expiresAt) > nowMs && r.previewCreatedAt === p.body.metadata.createdAt;
-  }
-  return false;
 }
 
 export function register(v0: FastifyInstance, deps: PreviewTokenDeps) {
@@ -139,7 +91,7 @@ export function register(v0: FastifyInstance, deps: PreviewTokenDeps) {
         workspace: a.workspace,
       },
       spec: { expiresAt: new Date(expiresMs).toISOString() },
-      tokenHash: hash(token).toString('hex'),
+      tokenHash: hashToken(token).toString('hex'),
       previewCreatedAt: p.body.metadata.createdAt,
       createdAt: at.toISOString(),
       createdBy: a.principal.subject,

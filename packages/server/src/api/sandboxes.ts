@@ -13,7 +13,7 @@ import {
   type StoredObject,
 } from '../store/store.js';
 import type { CreateHook } from './crud.js';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 /**
  * How long a create waits for its sandbox to run. A start takes 0.1-0.3 s on a busy 2-core host; this bound is for
@@ -77,7 +77,7 @@ export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number 
     try {
       result = await create();
     } catch (e) {
-      if (!(e instanceof ApiError && e.name === 'ALREADY_EXISTS') || !name || !req.access) throw e;
+      if (!(e instanceof StoreError && e.reason === 'exists') || !name || !req.access) throw e;
       const existing = await resources.get(kd, req.access.workspace, [], name);
       if (existing?.body.status === 'TERMINATED') {
         // Only kept to be read: a new sandbox of that name replaces the record (at the version read).

@@ -11,7 +11,7 @@ import {
   durationMs,
 } from '../auth/credentials.js';
 import type { AuthContext } from '../auth/index.js';
-import { checkInput } from '../auth/input.js';
+import { checkInput } from './input.js';
 import {
   type ApiKeyHashRecord,
   type ApiKeyRecord,
@@ -25,8 +25,8 @@ import {
   stamps,
 } from '../auth/records.js';
 import { DURATION_PATTERN } from '../kinds/common.js';
-import { ApiError, invalid, notFound } from './errors.js';
-import { requireRole } from './crud.js';
+import { ApiError, invalid, notFound } from '../errors.js';
+import { requireRole } from '../auth/require-role.js';
 
 const SaName = Type.String({ minLength: 1, maxLength: 253 });
 const Description = Type.String({ maxLength: 1024 });

@@ -9,8 +9,9 @@ import { checkValue, prune } from '../kinds/schema.js';
 import { volumeTemplate } from '../kinds/volume-template.js';
 import type { Resources } from '../store/resources.js';
 import { keyOf, StoreError, type StoredObject } from '../store/store.js';
-import { requireRole, warnDropped } from './crud.js';
-import { ApiError, invalid, notFound } from './errors.js';
+import { requireRole } from '../auth/require-role.js';
+import { warnDropped } from './crud.js';
+import { ApiError, invalid, notFound } from '../errors.js';
 
 /** Versions one template keeps; older ones are deleted explicitly, never dropped silently. */
 export const MAX_VERSIONS = 100;

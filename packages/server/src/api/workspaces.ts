@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Principal } from '../auth/access.js';
 import { atLeast } from '../auth/access.js';
 import type { AuthContext } from '../auth/index.js';
-import { checkInput } from '../auth/input.js';
+import { checkInput } from './input.js';
 import {
   admins,
   K,
@@ -21,7 +21,7 @@ import { Name } from '../kinds/common.js';
 import { KINDS } from '../kinds/index.js';
 import type { Role } from '../kinds/types.js';
 import { StoreError, type WriteOp } from '../store/store.js';
-import { ApiError, notFound } from './errors.js';
+import { ApiError, notFound } from '../errors.js';
 
 const RoleSchema = Type.Union([Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')]);
 const DisplayName = Type.String({ maxLength: 253 });

@@ -1,7 +1,7 @@
 // Resolves a request's credential (API key or JWT) to a principal, and the addressed workspace to a role.
 // Hot path: an API key is one sha256 and one store get; both lookups are cached for a few seconds and
 // the caches are dropped on any change to an identity record, so a deleted key stops working at once.
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import type { Role } from '../kinds/types.js';
 import type { Store } from '../store/store.js';
 import { type Access, type Authenticator, bearer, type Principal, workspaceHeader } from './access.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { Type } from '@sinclair/typebox';
 import pino from 'pino';
-import { SecretBox } from '../auth/secret-box.js';
+import { SecretBox } from '../crypto/secret-box.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
@@ -18,7 +18,6 @@ import { WAITING_FOR_RUNTIME } from './lifecycle.js';
 const gizmo: KindDescriptor = {
   kind: 'Gizmo',
   plural: 'gizmos',
-  errorPrefix: 'GIZMO',
   path: '/gizmos',
   nameParam: 'gizmoName',
   description: 'a kind with status and no runtime',

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pino from 'pino';
-import { SecretBox } from '../auth/secret-box.js';
+import { SecretBox } from '../crypto/secret-box.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import { note, widget } from '../test-support/test-kinds.js';
 import { Resources } from '../store/resources.js';

@@ -9,7 +9,7 @@ import { durationMs } from '../kinds/rules.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { withEvent } from '../store/resources.js';
 import { type ResourceKey, StoreError, type StoredObject } from '../store/store.js';
-import { sandboxId } from '../gateway/address.js';
+import { sandboxId } from '../runtime/sandbox-id.js';
 import { type ControllerDeps, transition } from './events.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';

@@ -1,7 +1,7 @@
 // The activator (Knative's, in small): counts what is in flight per sandbox and holds a request while its
 // sandbox is frozen or being frozen, resuming it first. Concurrent requests share ONE wake; the hot path for
 // a running sandbox is two field writes and no promise.
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Target } from './targets.js';
 

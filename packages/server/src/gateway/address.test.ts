@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { labelSplits, matchSandboxHost, matchSandboxPath, sandboxId, sandboxUrl } from './address.js';
+import { sandboxId } from '../runtime/sandbox-id.js';
+import { labelSplits, matchSandboxHost, matchSandboxPath, sandboxUrl } from './address.js';
 
 test('the path form yields workspace, name and the rest of the URL, still encoded', () => {
   assert.deepEqual(matchSandboxPath('/run/default/sandboxes/box/filesystem/%2Ftmp%2Fa?x=1'), {

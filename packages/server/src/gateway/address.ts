@@ -90,19 +90,6 @@ export function sandboxUrl(o: AddressOptions, workspace: string, name: string, r
   return `${u.protocol}//${HOST_LABEL_PREFIX}${name}-${workspace}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
 }
 
-/** Longest id the runtime accepts (it becomes a file name and appears in kernel object names). */
-const MAX_ID_LENGTH = 63;
-
-/**
- * The runtime id of a sandbox: `<workspace>.<name>` (names hold no dots, so it is unambiguous), or a
- * hash when that would be too long. Deterministic, so a restarted server finds its sandboxes again.
- */
-export function sandboxId(workspace: string, name: string): string {
-  const id = `${workspace}.${name}`;
-  if (id.length <= MAX_ID_LENGTH) return id;
-  return `h-${createHash('sha256').update(`${workspace}/${name}`).digest('hex').slice(0, 40)}`;
-}
-
 /** The `urlOf` hook of Resources: fills `metadata.url` of sandboxes and previews (other kinds: undefined). */
 export function runUrlOf(o: AddressOptions & { defaultRegion: string }) {
   return (kd: { kind: string }, workspace: string, body: any): string | undefined => {

@@ -2,7 +2,7 @@
 // a member of the workspace named by the address. The workspace comes from the address, never from a header,
 // so a key of workspace A cannot reach B's sandboxes by saying it is in A.
 import type { IncomingHttpHeaders } from 'node:http';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import { type Access, type Authenticator, atLeast } from '../auth/access.js';
 
 /** Headers that carry Berth credentials; removed before a request reaches the sandbox. */

@@ -5,7 +5,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import type { Authenticator } from '../auth/access.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
@@ -13,7 +13,8 @@ import { Activator } from './activator.js';
 import { labelSplits, matchPreviewPath, matchSandboxHost, matchSandboxPath } from './address.js';
 import { authorize } from './auth.js';
 import { IdleSweeper } from './idle.js';
-import { rejectUpgrade, sendProblem, toApiError } from './problem.js';
+import { rejectUpgrade, sendProblem } from '../http/problem.js';
+import { wireErrorOf } from '../http/wire-error.js';
 import { admitPreview, PreviewHosts } from './previews.js';
 import { type ForwardExtra, forward } from './proxy.js';
 import { type Target, Targets } from './targets.js';
@@ -131,17 +132,14 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     };
   }
 
-  const logInternal = (err: unknown) => {
-    if (!(err instanceof ApiError)) logger.error({ err }, 'sandbox gateway error');
-  };
+  const toWire = (err: unknown) => wireErrorOf(err, { log: logger, what: 'sandbox gateway error' });
 
   const serve = async (req: IncomingMessage, res: ServerResponse) => {
     try {
       const { t, path, extra } = await admit(req);
       forward(t, req, res, path, () => activator.leave(t), extra);
     } catch (err) {
-      logInternal(err);
-      sendProblem(res, toApiError(err), req.url?.split('?')[0]);
+      sendProblem(res, toWire(err), req.url?.split('?')[0]);
     }
   };
 
@@ -167,8 +165,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       ({ t, path, extra }) =>
         tunnel(t, req, socket, head, path, tunnels, () => activator.leave(t), extra?.requestHeaders),
       (err) => {
-        logInternal(err);
-        rejectUpgrade(socket, toApiError(err), req.url?.split('?')[0]);
+        rejectUpgrade(socket, toWire(err), req.url?.split('?')[0]);
       },
     );
   };

@@ -3,8 +3,8 @@
 // a bare code otherwise), the Anthropic client reads `body.message` and `body.error.message`, and the
 // service's SDK reads the numeric `code`; this one shape serves all three.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { apiErrorOf } from '../api/app.js';
-import type { ApiError } from '../api/errors.js';
+import type { ApiError } from '../errors.js';
+import { wireErrorOf } from '../http/wire-error.js';
 
 export function inferenceProblem(e: ApiError, instance?: string) {
   return {
@@ -16,7 +16,7 @@ export function inferenceProblem(e: ApiError, instance?: string) {
 export function inferenceErrorHandler(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
   // The client went away while the provider was being asked: nobody is left to answer.
   if (reply.raw.destroyed || err.name === 'AbortError' || err.code === 'UND_ERR_ABORTED') return;
-  const e = apiErrorOf(err, req, 'unhandled error in the model gateway');
+  const e = wireErrorOf(err, { log: req.log, what: 'unhandled error in the model gateway' });
   reply
     .code(e.status)
     .headers(e.headers)

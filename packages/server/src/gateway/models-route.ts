@@ -3,8 +3,8 @@
 // fallbacks) and streams the answer back as it arrives, metering it on the side.
 import type { Readable, Transform } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../api/errors.js';
-import { HOP_BY_HOP } from '../hop-by-hop.js';
+import { ApiError } from '../errors.js';
+import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from '../models/endpoints.js';
 import {
   defaultMaxOutput,

@@ -2,7 +2,7 @@
 // port n, where the namespace's ingress rule (runtime/linux/network.ts) hands the connection to 127.0.0.1:n.
 // One hop instead of two (the daemon's own /port route stays, for clients that talk to the daemon directly).
 import { Pool } from 'undici';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import type { Target } from './targets.js';
 
 /** Upstream connections per sandbox port; more concurrent requests wait in the pool. */

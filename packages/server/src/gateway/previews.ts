@@ -1,8 +1,8 @@
 // Previews (§2.7): one port of a sandbox published at an address of its own (address.ts), open to anyone (public)
 // or to holders of a preview token. Once admitted, the request goes the way of `/port/{n}`.
 import type { IncomingMessage } from 'node:http';
-import { ApiError } from '../api/errors.js';
-import { verifyPreviewToken } from '../api/preview-tokens.js';
+import { ApiError } from '../errors.js';
+import { verifyPreviewToken } from '../auth/preview-token.js';
 import type { Authenticator } from '../auth/access.js';
 import { previewExpiresAtMs } from '../kinds/preview.js';
 import type { Store, StoredObject } from '../store/store.js';

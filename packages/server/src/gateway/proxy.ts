@@ -5,11 +5,11 @@
 // reached becomes a 502.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { ApiError } from '../api/errors.js';
-import { HOP_BY_HOP } from '../hop-by-hop.js';
+import { ApiError } from '../errors.js';
+import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
-import { sendProblem } from './problem.js';
+import { sendProblem } from '../http/problem.js';
 import type { Target } from './targets.js';
 
 /** Request headers never forwarded: hop-by-hop ones, ones undici sets itself, Berth's credentials. */

@@ -3,11 +3,11 @@
 // store watch keeps their status current and drops them when the sandbox goes away.
 import { Pool } from 'undici';
 import type { Logger } from 'pino';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 import { keyOf, type ResourceKey, type StoredObject } from '../store/store.js';
-import { sandboxId } from './address.js';
+import { sandboxId } from '../runtime/sandbox-id.js';
 
 /** Upstream connections per sandbox: concurrent requests beyond this wait in the pool, not in the sandbox. */
 export const POOL_CONNECTIONS = 64;

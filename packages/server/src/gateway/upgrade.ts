@@ -5,10 +5,10 @@
 import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portUnreachable } from './ports.js';
-import { rejectUpgrade } from './problem.js';
+import { rejectUpgrade } from '../http/problem.js';
 import type { Target } from './targets.js';
 
 const DROPPED = new Set<string>(['host', ...CREDENTIAL_HEADERS, ...PREVIEW_TOKEN_HEADERS]);

@@ -74,7 +74,6 @@ export const agent = {
   kind: 'Agent',
   plural: 'agents',
   aliases: ['agent', 'ag'],
-  errorPrefix: 'AGENT',
   path: '/agents',
   nameParam: 'agentName',
   description:

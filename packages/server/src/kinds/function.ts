@@ -31,7 +31,6 @@ export const fn = {
   kind: 'Function',
   plural: 'functions',
   aliases: ['function', 'fn', 'mcp', 'mcps'],
-  errorPrefix: 'FUNCTION',
   path: '/functions',
   nameParam: 'functionName',
   description: 'MCP server reachable over the streamable HTTP transport.',

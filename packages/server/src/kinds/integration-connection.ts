@@ -1,6 +1,6 @@
 // Integration connection (§2.13): settings and encrypted credentials for an external service.
 import { Type } from '@sinclair/typebox';
-import type { FieldIssue } from '../api/errors.js';
+import type { FieldIssue } from '../errors.js';
 import { literals, opt, PROVIDER_TYPES, StringMap } from './common.js';
 import type { KindDescriptor } from './types.js';
 
@@ -30,7 +30,6 @@ export const integrationConnection = {
   kind: 'IntegrationConnection',
   plural: 'integrationconnections',
   aliases: ['integrationconnection', 'connections', 'connection', 'ic'],
-  errorPrefix: 'INTEGRATION_CONNECTION',
   path: '/integrations/connections',
   nameParam: 'connectionName',
   description: 'Stored connection to an external service holding settings and encrypted credentials.',

@@ -65,7 +65,6 @@ export const job = {
   kind: 'Job',
   plural: 'jobs',
   aliases: ['job'],
-  errorPrefix: 'JOB',
   path: '/jobs',
   nameParam: 'jobId',
   description: 'Batch job: parallel tasks with configurable parallelism, retries and timeout.',

@@ -23,7 +23,6 @@ export const model = {
   kind: 'Model',
   plural: 'models',
   aliases: ['model', 'mdl'],
-  errorPrefix: 'MODEL',
   path: '/models',
   nameParam: 'modelName',
   description: 'Gateway to an external LLM provider API with access control, credentials and usage tracking.',

@@ -1,6 +1,6 @@
 // Policy (§2.6): rules on how deployments are made and served. Responses carry metadata and spec only.
 import { Type } from '@sinclair/typebox';
-import type { FieldIssue } from '../api/errors.js';
+import type { FieldIssue } from '../errors.js';
 import { NamedType, opt } from './common.js';
 import type { KindDescriptor } from './types.js';
 
@@ -32,7 +32,6 @@ export const policy = {
   kind: 'Policy',
   plural: 'policies',
   aliases: ['policy', 'pol'],
-  errorPrefix: 'POLICY',
   path: '/policies',
   nameParam: 'policyName',
   description: 'Rule controlling how a deployment is made and served (location, flavor, token limits).',

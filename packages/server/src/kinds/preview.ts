@@ -1,6 +1,6 @@
 // Sandbox preview (§2.7): a public or token-protected URL to one port of a sandbox.
 import { Type } from '@sinclair/typebox';
-import type { FieldIssue } from '../api/errors.js';
+import type { FieldIssue } from '../errors.js';
 import { Duration, opt, StringMap, Timestamp } from './common.js';
 import { durationMs } from './rules.js';
 import type { KindDescriptor } from './types.js';
@@ -55,7 +55,6 @@ export const preview = {
   kind: 'Preview',
   plural: 'previews',
   aliases: ['preview', 'pv'],
-  errorPrefix: 'PREVIEW',
   path: '/sandboxes/{sandboxName}/previews',
   nameParam: 'previewName',
   parents: [{ param: 'sandboxName', kind: 'Sandbox', metadataField: 'resourceName' }],

@@ -1,7 +1,7 @@
 // Validation rules several kinds share: regions, references to other objects, scale bounds, triggers.
 // Each returns FieldIssues with pointers into the whole body, so the 422 names the offending field.
 import { randomBytes } from 'node:crypto';
-import type { FieldIssue } from '../api/errors.js';
+import type { FieldIssue } from '../errors.js';
 import { DURATION_PATTERN } from './common.js';
 import type { ValidationContext } from './types.js';
 

@@ -1,7 +1,7 @@
 // Sandbox (§2.4): a lightweight VM for code execution that scales to zero in standby and keeps its memory.
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import type { FieldIssue } from '../api/errors.js';
+import type { FieldIssue } from '../errors.js';
 import {
   Duration,
   Env,
@@ -181,7 +181,6 @@ export const sandbox = {
   kind: 'Sandbox',
   plural: 'sandboxes',
   aliases: ['sandbox', 'sbx'],
-  errorPrefix: 'SANDBOX',
   path: '/sandboxes',
   nameParam: 'sandboxName',
   description: 'Lightweight virtual machine for code execution; resumes from standby and keeps its memory.',

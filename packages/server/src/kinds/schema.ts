@@ -3,7 +3,7 @@
 import { type TObject, type TSchema, Type } from '@sinclair/typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { FieldIssue } from '../api/errors.js';
+import type { FieldIssue } from '../errors.js';
 import { Event, MetadataInput, MetadataReadOnly, Status } from './common.js';
 import type { KindDescriptor } from './types.js';
 

@@ -1,7 +1,7 @@
 // The contract every resource kind fills in. A kind is data handed to the generic store and routes
 // (Kubernetes' strategy pattern): schemas, defaults, validation, immutable paths and secret paths.
 import type { TObject, TSchema } from '@sinclair/typebox';
-import type { FieldIssue } from '../api/errors.js';
+import type { FieldIssue } from '../errors.js';
 
 export type Role = 'viewer' | 'member' | 'admin';
 
@@ -38,8 +38,6 @@ export interface KindDescriptor {
   plural: string;
   /** Other names the CLI accepts (`sandbox`, `sbx`). */
   aliases?: string[];
-  /** Prefix of `<PREFIX>_ALREADY_EXISTS`. */
-  errorPrefix: string;
   /** Collection path under /v0 with parent params, e.g. `/vpcs/{vpcName}/egressgateways`. */
   path: string;
   /** Path parameter that names the object, e.g. `gatewayName`. */

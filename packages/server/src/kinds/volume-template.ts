@@ -24,7 +24,6 @@ export const volumeTemplate = {
   kind: 'VolumeTemplate',
   plural: 'volumetemplates',
   aliases: ['volumetemplate', 'volume_templates', 'volume-templates', 'vt'],
-  errorPrefix: 'VOLUME_TEMPLATE',
   path: '/volume_templates',
   nameParam: 'volumeTemplateName',
   description: 'Pre-configured volume source with versions.',

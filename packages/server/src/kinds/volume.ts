@@ -23,7 +23,6 @@ export const volume = {
   kind: 'Volume',
   plural: 'volumes',
   aliases: ['volume', 'vol'],
-  errorPrefix: 'VOLUME',
   path: '/volumes',
   nameParam: 'volumeName',
   description: 'Persistent volume attachable to sandboxes; survives sandbox deletion.',

@@ -11,7 +11,6 @@ export const vpc = {
   kind: 'Vpc',
   plural: 'vpcs',
   aliases: ['vpc'],
-  errorPrefix: 'VPC',
   path: '/vpcs',
   nameParam: 'vpcName',
   description: 'Network isolation boundary holding egress gateways.',
@@ -23,7 +22,6 @@ export const egressGateway = {
   kind: 'EgressGateway',
   plural: 'egressgateways',
   aliases: ['egressgateway', 'gateways', 'gateway', 'egw'],
-  errorPrefix: 'EGRESS_GATEWAY',
   path: '/vpcs/{vpcName}/egressgateways',
   nameParam: 'gatewayName',
   parents: [{ param: 'vpcName', kind: 'Vpc', metadataField: 'vpcName' }],
@@ -44,7 +42,6 @@ export const egressIp = {
   kind: 'EgressIp',
   plural: 'egressips',
   aliases: ['egressip', 'ips', 'ip'],
-  errorPrefix: 'EGRESS_IP',
   path: '/vpcs/{vpcName}/egressgateways/{gatewayName}/ips',
   nameParam: 'ipName',
   parents: [

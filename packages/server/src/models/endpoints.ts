@@ -1,7 +1,7 @@
 // What the gateway needs per call, read once and kept: the model endpoint, its connections opened (keys
 // decrypted) and its maxToken budgets. Any write to a model, connection or policy drops the cached entries
 // of that workspace, so an edit applies to the very next call.
-import { ApiError, notFound } from '../api/errors.js';
+import { ApiError, notFound } from '../errors.js';
 import type { Resources } from '../store/resources.js';
 import { CONNECTION_KIND, openConnection } from './connections.js';
 import { budgetOf, type PolicyBody } from './policies.js';

@@ -5,8 +5,8 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Agent, request } from 'undici';
-import { ApiError } from '../api/errors.js';
-import { HOP_BY_HOP } from '../hop-by-hop.js';
+import { ApiError } from '../errors.js';
+import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint, Upstream } from './endpoints.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
 import { chatToMessages } from './translate/openai-to-anthropic.js';

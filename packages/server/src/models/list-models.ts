@@ -1,7 +1,7 @@
 // The models a provider offers, asked of the provider with the connection's credential and reduced to
 // one shape: `[{id, displayName?, ownedBy?, createdAt?}]`.
 import { type Agent, request } from 'undici';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../errors.js';
 import type { Opened } from './connections.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
 

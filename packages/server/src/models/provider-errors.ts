@@ -1,7 +1,7 @@
 // A provider's failure as a Berth problem: the provider's own message kept (minus anything that looks like
 // its credential), the status mapped so the caller is never told its Berth key is wrong when the stored
 // provider key is, and transport failures as 502 (unreachable) or 504 (too slow).
-import { ApiError, type WireErrorName } from '../api/errors.js';
+import { ApiError, type WireErrorName } from '../errors.js';
 
 /** Provider bodies read for their message; anything longer is cut (error bodies are small). */
 export const MAX_ERROR_BODY = 64 * 1024;

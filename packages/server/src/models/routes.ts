@@ -1,8 +1,8 @@
 // /v0 read-outs of the model gateway: a connection's provider models, a model's usage by hour or key,
 // and a maxToken policy's current consumption per window.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError, type FieldIssue, notFound } from '../api/errors.js';
-import { requireRole } from '../api/crud.js';
+import { ApiError, type FieldIssue, notFound } from '../errors.js';
+import { requireRole } from '../auth/require-role.js';
 import { durationMs } from '../kinds/rules.js';
 import { CONNECTION_KIND, openConnection } from './connections.js';
 import type { ModelGateway } from './index.js';

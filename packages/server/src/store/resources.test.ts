@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { SecretBox } from '../auth/secret-box.js';
+import { SecretBox } from '../crypto/secret-box.js';
 import { note, widget } from '../test-support/test-kinds.js';
 import { Resources } from './resources.js';
 import { SqliteStore } from './sqlite.js';

@@ -2,8 +2,8 @@
 // check body -> keep stored secrets for redacted echoes -> defaults -> kind rules -> immutables ->
 // seal secrets -> timestamps, creator, initial status -> one transaction.
 // Controllers write status and events through `setStatus`, never through create/replace.
-import { ApiError, type FieldIssue, invalid, notFound } from '../api/errors.js';
-import type { SecretBox } from '../auth/secret-box.js';
+import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
+import type { SecretBox } from '../crypto/secret-box.js';
 import { checkBody } from '../kinds/schema.js';
 import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
 import type { KindDescriptor } from '../kinds/types.js';
@@ -94,14 +94,10 @@ export class Resources {
     }
     const { body, dropped } = await this.prepare(kd, ctx, raw, undefined);
     const key = this.key(kd, ctx.workspace, ctx.parents, body.metadata.name);
-    try {
-      const [object] = await this.store.write([
-        { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
-      ]);
-      return { object, created: true, dropped };
-    } catch (e) {
-      throw this.mapStoreError(kd, e);
-    }
+    const [object] = await this.store.write([
+      { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
+    ]);
+    return { object, created: true, dropped };
   }
 
   /** PUT: creates or replaces. The name in the path wins; a different `metadata.name` is a 422. */
@@ -127,7 +123,7 @@ export class Resources {
     // The client-visible resourceVersion moves only with client writes, so a controller's status write between a
     // client's GET and PUT (the SDK's update pattern) is not a conflict.
     if (expectVersion !== undefined && prev && String(expectVersion) !== userVersion(prev))
-      throw this.mapStoreError(kd, new StoreError('conflict', key));
+      throw new StoreError('conflict', key);
     // The final body is made inside the store's transaction from the object as it is then, so concurrent status
     // writes and concurrent unconditional replaces (last writer wins) never turn into spurious conflicts.
     const mutate = (cur: StoredObject) => {
@@ -154,7 +150,7 @@ export class Resources {
         e instanceof StoreError &&
         (e.reason === 'exists' || (e.reason === 'conflict' && expectVersion === undefined));
       if (raced && attempt < REPLACE_RETRIES) return this.replace(kd, ctx, name, raw, attempt + 1);
-      throw this.mapStoreError(kd, e);
+      throw e;
     }
   }
 
@@ -169,7 +165,7 @@ export class Resources {
       // A controller's status write (or a child's) between the read and the write: judge it again.
       if (e instanceof StoreError && e.reason === 'conflict' && attempt < REPLACE_RETRIES)
         return this.delete(kd, ctx, name, attempt + 1);
-      throw this.mapStoreError(kd, e);
+      throw e;
     }
   }
 
@@ -355,20 +351,6 @@ export class Resources {
       return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}`, this.now());
     if (specChanged) return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}; retrying`, this.now());
     return out;
-  }
-
-  private mapStoreError(kd: KindDescriptor, e: unknown) {
-    if (!(e instanceof StoreError)) return e;
-    if (e.reason === 'exists')
-      return new ApiError('ALREADY_EXISTS', `${kd.kind} ${JSON.stringify(e.key.name)} already exists`, {
-        code: `${kd.errorPrefix}_ALREADY_EXISTS`,
-      });
-    if (e.reason === 'conflict')
-      return new ApiError(
-        'CONFLICT',
-        `${kd.kind} ${JSON.stringify(e.key.name)} was changed since it was read; read it again and retry`,
-      );
-    return notFound(`${kd.kind} ${JSON.stringify(e.key.name)}`);
   }
 }
 

@@ -1,8 +1,8 @@
 // The template catalog (§2.15): `GET /templates` (a bare array) and `GET /templates/{templateName}`.
 // Read at start from the repository's `templates/` directory; readable by every role.
 import type { FastifyInstance } from 'fastify';
-import { requireRole } from '../api/crud.js';
-import { notFound } from '../api/errors.js';
+import { requireRole } from '../auth/require-role.js';
+import { notFound } from '../errors.js';
 import { loadCatalog } from './catalog.js';
 import type { Template } from './schema.js';
 

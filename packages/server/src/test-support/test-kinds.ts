@@ -5,7 +5,6 @@ import type { KindDescriptor } from '../kinds/types.js';
 export const widget: KindDescriptor = {
   kind: 'Widget',
   plural: 'widgets',
-  errorPrefix: 'WIDGET',
   path: '/widgets',
   nameParam: 'widgetName',
   description: 'a kind for these tests',

@@ -7,7 +7,7 @@ import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
-import { sandboxId } from '../../src/gateway/address.js';
+import { sandboxId } from '../../src/runtime/sandbox-id.js';
 import { slotNet } from '../../src/runtime/linux/network.js';
 import { readRecord } from '../../src/runtime/linux/state.js';
 import { exec, inspectingDriver, type SandboxServer, startSandboxServer } from './support.js';

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { sandboxId } from '../../src/gateway/address.js';
+import { sandboxId } from '../../src/runtime/sandbox-id.js';
 import { exec, inspectingDriver, removeAllSandboxes, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
 const BIN = join(import.meta.dirname, '../../../cli/bin/berth.mjs');

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { sandboxId } from '../../src/gateway/address.js';
+import { sandboxId } from '../../src/runtime/sandbox-id.js';
 import type { LinuxDriver } from '../../src/runtime/index.js';
 import { exec, inspectingDriver, type SandboxServer, startSandboxServer } from './support.js';
 

@@ -2,8 +2,8 @@
 // and named in a Warning header, everything else validated by TypeBox, 422 with JSON pointers).
 import type { TObject } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
-import { warnDropped } from '../api/crud.js';
-import { invalid } from '../api/errors.js';
+import { warnDropped } from './crud.js';
+import { invalid } from '../errors.js';
 import { checkValue, prune } from '../kinds/schema.js';
 
 export function checkInput<T>(schema: TObject, raw: unknown, reply: FastifyReply, emptyOk = false): T {

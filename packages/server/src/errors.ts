@@ -1,5 +1,7 @@
 // Every error that crosses the wire is declared here once; the problem+json shape of DESIGN.md §4
-// (RFC 9457 plus `code` and `error`, which the service's own SDK reads) is rendered only here.
+// (RFC 9457 plus `code` and `error`, which the service's own SDK reads) is rendered only here. This file is the
+// bottom layer: it imports nothing of Berth's, so every layer may throw these. Internal errors (StoreError)
+// are mapped to these only at the HTTP edges (http/wire-error.ts).
 
 export const WIRE_ERRORS = {
   VALIDATION_FAILED: { status: 422, title: 'Validation failed' },
@@ -86,6 +88,19 @@ export class ApiError extends Error {
 }
 
 export const notFound = (what: string) => new ApiError('NOT_FOUND', `${what} not found`);
+
+/** `SandboxName` -> `SANDBOX_NAME`: the prefix of a kind's `<PREFIX>_ALREADY_EXISTS`. */
+export const errorPrefixOf = (kind: string) =>
+  kind
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .replace(/[^A-Za-z0-9]+/g, '_')
+    .toUpperCase();
+
+/** 409 for a name taken in its kind, with the kind-specific code the service's SDK matches on. */
+export const alreadyExists = (kind: string, name: string) =>
+  new ApiError('ALREADY_EXISTS', `${kind} ${JSON.stringify(name)} already exists`, {
+    code: `${errorPrefixOf(kind)}_ALREADY_EXISTS`,
+  });
 
 export const invalid = (errors: FieldIssue[], detail?: string) =>
   new ApiError(

@@ -1,5 +1,5 @@
 // Request-scoped facts the hooks attach, typed once for every route module.
-import type { Access } from '../auth/access.js';
+import type { Access } from './access.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

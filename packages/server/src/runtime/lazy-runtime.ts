@@ -5,14 +5,8 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type {
-  RuntimeCapabilities,
-  RuntimeDriver,
-  SandboxInfo,
-  SandboxSpec,
-  SandboxStats,
-} from '../runtime/driver.js';
-import { createLinuxDriver } from '../runtime/index.js';
+import type { RuntimeCapabilities, RuntimeDriver, SandboxInfo, SandboxSpec, SandboxStats } from './driver.js';
+import { createLinuxDriver } from './index.js';
 
 /** What is assumed before the runtime is open; nothing reads it then (no sandbox exists yet). */
 const UNOPENED: RuntimeCapabilities = {

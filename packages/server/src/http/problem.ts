@@ -1,17 +1,11 @@
-// Gateway failures on the wire: the same problem+json shape as /v0 (api/errors.ts), written on raw node:http
-// objects because the gateway answers before Fastify ever sees the request.
+// Problems written on raw node:http objects: the gateway answers before Fastify ever sees the request, in the
+// same problem+json shape as /v0 (errors.ts).
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ApiError } from '../api/errors.js';
-
-export function toApiError(err: unknown): ApiError {
-  return err instanceof ApiError
-    ? err
-    : new ApiError('INTERNAL', 'internal error; the server log has the details');
-}
+import { wireErrorOf } from './wire-error.js';
 
 export function sendProblem(res: ServerResponse, err: unknown, instance?: string): void {
-  const e = toApiError(err);
+  const e = wireErrorOf(err);
   if (res.headersSent) {
     res.destroy();
     return;
@@ -27,7 +21,7 @@ export function sendProblem(res: ServerResponse, err: unknown, instance?: string
 
 /** The same answer on a socket that asked for an upgrade (no ServerResponse exists there). */
 export function rejectUpgrade(socket: Duplex, err: unknown, instance?: string): void {
-  const e = toApiError(err);
+  const e = wireErrorOf(err);
   const body = JSON.stringify(e.toProblem(instance));
   const headers = Object.entries(e.headers)
     .map(([k, v]) => `${k}: ${v}\r\n`)

@@ -1,0 +1,17 @@
+// The identity routes over auth/: workspaces and members, service accounts and API keys, the OAuth2 token
+// endpoint (under /v0 and at the root, where OAuth clients look for it).
+import type { FastifyInstance } from 'fastify';
+import type { AuthContext } from '../auth/index.js';
+import { registerOAuthPublic, registerOAuthV0 } from './oauth.js';
+import { registerServiceAccounts } from './service-accounts.js';
+import { registerWorkspaces } from './workspaces.js';
+
+export function registerIdentityRoutes(v0: FastifyInstance, ctx: AuthContext) {
+  registerWorkspaces(v0, ctx);
+  registerServiceAccounts(v0, ctx);
+  registerOAuthV0(v0, ctx);
+}
+
+export function registerIdentityPublicRoutes(app: FastifyInstance, ctx: AuthContext) {
+  registerOAuthPublic(app, ctx);
+}

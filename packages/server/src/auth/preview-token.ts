@@ -1,0 +1,56 @@
+// Preview tokens as credentials: what a token record holds, and the check that a token opens a private
+// preview now. The routes that issue and list tokens are in api/preview-tokens.ts.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js';
+import type { Store } from '../store/store.js';
+
+export const TOKEN_PREFIX = 'bpt_';
+
+export interface TokenRecord {
+  metadata: {
+    name: string;
+    previewName: string;
+    resourceName: string;
+    resourceType: 'Sandbox';
+    workspace: string;
+  };
+  spec: { expiresAt: string };
+  tokenHash: string;
+  /** The preview the token was issued for: a later preview of the same name does not accept it. */
+  previewCreatedAt: string;
+  createdAt: string;
+  createdBy: string;
+}
+
+export const hashToken = (token: string) => createHash('sha256').update(token).digest();
+
+export const tokenParent = (sandboxName: string, previewName: string) => `${sandboxName}/${previewName}`;
+
+/**
+ * Whether `token` opens the preview now: the gateway's check for a private preview. The preview must
+ * still exist, not be on its way out, and be the one the token was issued for.
+ */
+export async function verifyPreviewToken(
+  store: Store,
+  workspace: string,
+  sandboxName: string,
+  previewName: string,
+  token: string,
+  nowMs: number,
+): Promise<boolean> {
+  if (!token.startsWith(TOKEN_PREFIX)) return false;
+  const p = await store.get({ kind: previewKind.kind, workspace, parent: sandboxName, name: previewName });
+  if (!p || p.body.status === 'DELETING' || p.body.status === 'TERMINATED') return false;
+  const h = hashToken(token);
+  for (const t of await store.list({
+    kind: PREVIEW_TOKEN_KIND,
+    workspace,
+    parent: tokenParent(sandboxName, previewName),
+  })) {
+    const r = t.body as TokenRecord;
+    const stored = Buffer.from(r.tokenHash, 'hex');
+    if (stored.length === h.length && timingSafeEqual(stored, h))
+      return Date.parse(r.spec.expiresAt) > nowMs && r.previewCreatedAt === p.body.metadata.createdAt;
+  }
+  return false;
+}
