@@ -1,19 +1,42 @@
 // The one ordered pipeline for envelope objects (Kubernetes' BeforeCreate/BeforeUpdate in one place):
 // check body -> keep stored secrets for redacted echoes -> defaults -> kind rules -> immutables ->
 // seal secrets -> timestamps, creator, initial status -> one transaction.
-// Controllers write status and events through `setStatus`, never through create/replace.
+// Status and events are written through `updateStatus` and `recordEvent`, never through create/replace.
 import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { checkBody } from '../kinds/schema.js';
 import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
+import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
 
 /** Events kept per object; older ones are dropped (the API is not an audit log). */
 export const MAX_EVENTS = 50;
 
-/** A replace that loses a race with another client's write is judged again this many times. */
+/**
+ * A replace that loses a race with another client's write is judged again this many times: the one retry
+ * outside the controllers' queue (decision 004). Validation is asynchronous (it reads other objects), so it
+ * cannot run inside the store's transaction; only a client's create of the same name, or a client's write
+ * under a redacted secret echo, leads here. Status writes never do.
+ */
 const REPLACE_RETRIES = 3;
+
+/** What `updateStatus` changes; see there. */
+export interface StatusUpdate {
+  /** The new status; the event (with `message`) is appended only when it differs from the current one. */
+  to?: Status;
+  message?: string;
+  /** Read-only fields beside status (e.g. a sandbox's `state`, `lastUsedAt`); undefined deletes the field. */
+  extras?: Record<string, unknown>;
+  /** Judged on the object as it is at the write: false writes nothing (e.g. a DELETE landed meanwhile). */
+  when?: (cur: StoredObject) => boolean;
+}
+
+/** `updateStatus` outcomes that write nothing. */
+const SKIP = Symbol('skip');
+const UNCHANGED = Symbol('unchanged');
+/** Thrown out of a `mutate` to end its transaction without a write. */
+class NothingToWrite extends Error {}
 
 export interface WriteContext {
   workspace: string;
@@ -117,7 +140,7 @@ export class Resources {
       if (meta && typeof meta === 'object' && meta.name !== name)
         throw invalid([{ pointer: '/metadata/name', message: `must equal the name in the path (${name})` }]);
     }
-    if (prev?.body.status === 'DELETING' || prev?.body.status === 'TERMINATED')
+    if (isGone(prev))
       throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
     const { body, dropped, expectVersion, keptSecrets } = await this.prepare(kd, ctx, raw, prev);
     // The client-visible resourceVersion moves only with client writes, so a controller's status write between a
@@ -134,7 +157,7 @@ export class Resources {
         const issues = immutableIssues(kd, body.spec, cur.body.spec);
         if (issues.length) throw invalid(issues);
       }
-      if (cur.body.status === 'DELETING' || cur.body.status === 'TERMINATED')
+      if (isGone(cur))
         throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
       return this.stamp(kd, ctx, body, cur);
     };
@@ -156,38 +179,27 @@ export class Resources {
 
   /**
    * Marks an object DELETING (kinds with status; a controller finishes the job) or removes it at once.
-   * Children of a `cascade` kind go with it; any other child blocks the delete.
+   * Children of a `cascade` kind go with it; any other child blocks the delete. A DELETE has no precondition,
+   * so every op here is unconditional and the DELETING mark is made from the object as it is at the write:
+   * a status write racing the request cannot make it fail.
    */
-  async delete(kd: KindDescriptor, ctx: WriteContext, name: string, attempt = 0): Promise<StoredObject> {
-    try {
-      return await this.deleteOnce(kd, ctx, name);
-    } catch (e) {
-      // A controller's status write (or a child's) between the read and the write: judge it again.
-      if (e instanceof StoreError && e.reason === 'conflict' && attempt < REPLACE_RETRIES)
-        return this.delete(kd, ctx, name, attempt + 1);
-      throw e;
-    }
-  }
-
-  private async deleteOnce(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
+  async delete(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
     const prev = await this.mustGet(kd, ctx.workspace, ctx.parents, name);
     const ops = await this.dependentOps(kd, ctx.workspace, [...ctx.parents, name]);
+    const key = keyOf(prev);
     if (!kd.hasStatus) {
-      ops.push({ op: 'delete', key: keyOf(prev), expectVersion: prev.resourceVersion });
+      ops.push({ op: 'delete', key });
       const out = await this.store.write(ops);
       return out.at(-1)!;
     }
-    if (prev.body.status === 'DELETING' || prev.body.status === 'TERMINATED') {
+    if (isGone(prev)) {
       if (ops.length) await this.store.write(ops);
       return prev;
     }
-    const body = withEvent(
-      structuredClone(prev.body),
-      'DELETING',
-      `deletion requested by ${ctx.actor}`,
-      this.now(),
-    );
-    ops.push({ op: 'update', key: keyOf(prev), body, expectVersion: prev.resourceVersion });
+    const message = `deletion requested by ${ctx.actor}`;
+    const mutate = (cur: StoredObject) =>
+      isGone(cur) ? cur.body : withEvent(structuredClone(cur.body), 'DELETING', message, this.now());
+    ops.push({ op: 'update', key, mutate });
     const out = await this.store.write(ops);
     return out.at(-1)!;
   }
@@ -198,7 +210,7 @@ export class Resources {
     const parent = path.join('/');
     for (const rk of kd.ownedRecords ?? [])
       for (const r of await this.store.list({ kind: rk, workspace, parent }))
-        ops.push({ op: 'delete', key: keyOf(r), expectVersion: r.resourceVersion });
+        ops.push({ op: 'delete', key: keyOf(r) });
     for (const ck of this.kinds.filter((k) => k.parents?.at(-1)?.kind === kd.kind)) {
       const children = await this.store.list({ kind: ck.kind, workspace, parent });
       if (!children.length) continue;
@@ -209,35 +221,82 @@ export class Resources {
         );
       for (const c of children) {
         ops.push(...(await this.dependentOps(ck, workspace, [...path, c.name])));
-        ops.push({ op: 'delete', key: keyOf(c), expectVersion: c.resourceVersion });
+        ops.push({ op: 'delete', key: keyOf(c) });
       }
     }
     return ops;
   }
 
-  /** The controllers' verb: set status (and any read-only extras), append an event. */
-  async setStatus(
-    key: ResourceKey,
-    status: string | undefined,
-    message: string,
-    extras: Record<string, unknown> = {},
-  ): Promise<StoredObject | undefined> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const cur = await this.store.get(key);
-      if (!cur) return undefined;
+  /**
+   * The one status verb (controllers, gateway bookkeeping, the expiry sweeper): moves the object to `to` (with
+   * its event) and sets or, for an undefined value, deletes the `extras` fields. Read-modify-write inside the
+   * store's transaction, so a concurrent writer never causes a conflict and no caller needs a retry loop.
+   * Returns the written object; the object as it is when nothing would change (nothing is written, so no
+   * watch fires); undefined when the object is gone or `when` is false for it as it is at the write.
+   * An object being deleted moves only to TERMINATED: nothing reopens what a DELETE closed.
+   */
+  async updateStatus(key: ResourceKey, u: StatusUpdate): Promise<StoredObject | undefined> {
+    return this.writeStatus(key, (cur) => {
+      if (u.when && !u.when(cur)) return SKIP;
+      if (isGone(cur) && u.to !== undefined && u.to !== 'TERMINATED' && u.to !== cur.body.status) return SKIP;
       const body = structuredClone(cur.body);
-      Object.assign(body, extras);
-      const next = status && status !== body.status ? withEvent(body, status, message, this.now()) : body;
-      try {
-        return (
-          await this.store.write([{ op: 'update', key, body: next, expectVersion: cur.resourceVersion }])
-        )[0];
-      } catch (e) {
-        if (e instanceof StoreError && e.reason === 'conflict') continue;
-        throw e;
+      let changed = false;
+      for (const [k, v] of Object.entries(u.extras ?? {})) {
+        if (JSON.stringify(body[k]) === JSON.stringify(v)) continue;
+        if (v === undefined) delete body[k];
+        else body[k] = v;
+        changed = true;
       }
+      if (u.to !== undefined && u.to !== body.status) {
+        withEvent(body, u.to, u.message ?? '', this.now());
+        changed = true;
+      }
+      return changed ? body : UNCHANGED;
+    });
+  }
+
+  /**
+   * Appends an event (with `status`, the current one by default, which it also sets) unless the last event
+   * already says the same: a fact such as "waiting for a runtime" is recorded once, not once per reconcile.
+   * Returns what `updateStatus` returns.
+   */
+  async recordEvent(key: ResourceKey, message: string, status?: Status): Promise<StoredObject | undefined> {
+    return this.writeStatus(key, (cur) => {
+      const to = status ?? cur.body.status;
+      const last = (cur.body.events ?? []).at(-1);
+      if (last?.status === to && last?.message === message) return UNCHANGED;
+      if (isGone(cur) && to !== cur.body.status && to !== 'TERMINATED') return SKIP;
+      return withEvent(structuredClone(cur.body), to, message, this.now());
+    });
+  }
+
+  /** Runs `next` on the stored object inside the write's transaction; SKIP and UNCHANGED write nothing. */
+  private async writeStatus(
+    key: ResourceKey,
+    next: (cur: StoredObject) => Record<string, any> | typeof SKIP | typeof UNCHANGED,
+  ): Promise<StoredObject | undefined> {
+    // Judged on a read first: most calls change nothing, and those should not open a write transaction.
+    const seen = await this.store.get(key);
+    if (!seen) return undefined;
+    const first = next(seen);
+    if (first === SKIP) return undefined;
+    if (first === UNCHANGED) return seen;
+    let outcome: StoredObject | undefined;
+    const mutate = (cur: StoredObject) => {
+      const body = next(cur);
+      if (body === SKIP || body === UNCHANGED) {
+        outcome = body === SKIP ? undefined : cur;
+        throw new NothingToWrite();
+      }
+      return body;
+    };
+    try {
+      return (await this.store.write([{ op: 'update', key, mutate }]))[0];
+    } catch (e) {
+      if (e instanceof NothingToWrite) return outcome;
+      if (e instanceof StoreError && e.reason === 'not_found') return undefined;
+      throw e;
     }
-    throw new Error(`setStatus: too many conflicts on ${key.kind}/${key.name}`);
   }
 
   /** The response body: secrets redacted (or opened for an admin asking `show_secrets`), computed fields added. */
