@@ -71,7 +71,7 @@ export async function finishDeletion(
     });
     if (t) steps.done?.(t);
   }
-  if (!t || t.body.status !== 'TERMINATED') return DONE;
+  if (t?.body.status !== 'TERMINATED') return DONE;
   const nowMs = deps.now().getTime();
   const left = (terminatedAtMs(t) ?? nowMs) + (steps.retentionMs ?? 0) - nowMs;
   if (left > 0) return { requeueAfterMs: left };
