@@ -8,10 +8,8 @@ import { checkBody } from '../kinds/schema.js';
 import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
 import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor } from '../kinds/types.js';
+import { recordEvent, type StatusUpdate, updateStatus, withEvent } from './status-writes.js';
 import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
-
-/** Events kept per object; older ones are dropped (the API is not an audit log). */
-export const MAX_EVENTS = 50;
 
 /**
  * A replace that loses a race with another client's write is judged again this many times: the one retry
@@ -20,23 +18,6 @@ export const MAX_EVENTS = 50;
  * under a redacted secret echo, leads here. Status writes never do.
  */
 const REPLACE_RETRIES = 3;
-
-/** What `updateStatus` changes; see there. */
-export interface StatusUpdate {
-  /** The new status; the event (with `message`) is appended only when it differs from the current one. */
-  to?: Status;
-  message?: string;
-  /** Read-only fields beside status (e.g. a sandbox's `state`, `lastUsedAt`); undefined deletes the field. */
-  extras?: Record<string, unknown>;
-  /** Judged on the object as it is at the write: false writes nothing (e.g. a DELETE landed meanwhile). */
-  when?: (cur: StoredObject) => boolean;
-}
-
-/** `updateStatus` outcomes that write nothing. */
-const SKIP = Symbol('skip');
-const UNCHANGED = Symbol('unchanged');
-/** Thrown out of a `mutate` to end its transaction without a write. */
-class NothingToWrite extends Error {}
 
 export interface WriteContext {
   workspace: string;
@@ -227,76 +208,14 @@ export class Resources {
     return ops;
   }
 
-  /**
-   * The one status verb (controllers, gateway bookkeeping, the expiry sweeper): moves the object to `to` (with
-   * its event) and sets or, for an undefined value, deletes the `extras` fields. Read-modify-write inside the
-   * store's transaction, so a concurrent writer never causes a conflict and no caller needs a retry loop.
-   * Returns the written object; the object as it is when nothing would change (nothing is written, so no
-   * watch fires); undefined when the object is gone or `when` is false for it as it is at the write.
-   * An object being deleted moves only to TERMINATED: nothing reopens what a DELETE closed.
-   */
-  async updateStatus(key: ResourceKey, u: StatusUpdate): Promise<StoredObject | undefined> {
-    return this.writeStatus(key, (cur) => {
-      if (u.when && !u.when(cur)) return SKIP;
-      if (isGone(cur) && u.to !== undefined && u.to !== 'TERMINATED' && u.to !== cur.body.status) return SKIP;
-      const body = structuredClone(cur.body);
-      let changed = false;
-      for (const [k, v] of Object.entries(u.extras ?? {})) {
-        if (JSON.stringify(body[k]) === JSON.stringify(v)) continue;
-        if (v === undefined) delete body[k];
-        else body[k] = v;
-        changed = true;
-      }
-      if (u.to !== undefined && u.to !== body.status) {
-        withEvent(body, u.to, u.message ?? '', this.now());
-        changed = true;
-      }
-      return changed ? body : UNCHANGED;
-    });
+  /** The one status verb; see `updateStatus` in status-writes.ts. */
+  updateStatus(key: ResourceKey, u: StatusUpdate): Promise<StoredObject | undefined> {
+    return updateStatus(this.store, this.now, key, u);
   }
 
-  /**
-   * Appends an event (with `status`, the current one by default, which it also sets) unless the last event
-   * already says the same: a fact such as "waiting for a runtime" is recorded once, not once per reconcile.
-   * Returns what `updateStatus` returns.
-   */
-  async recordEvent(key: ResourceKey, message: string, status?: Status): Promise<StoredObject | undefined> {
-    return this.writeStatus(key, (cur) => {
-      const to = status ?? cur.body.status;
-      const last = (cur.body.events ?? []).at(-1);
-      if (last?.status === to && last?.message === message) return UNCHANGED;
-      if (isGone(cur) && to !== cur.body.status && to !== 'TERMINATED') return SKIP;
-      return withEvent(structuredClone(cur.body), to, message, this.now());
-    });
-  }
-
-  /** Runs `next` on the stored object inside the write's transaction; SKIP and UNCHANGED write nothing. */
-  private async writeStatus(
-    key: ResourceKey,
-    next: (cur: StoredObject) => Record<string, any> | typeof SKIP | typeof UNCHANGED,
-  ): Promise<StoredObject | undefined> {
-    // Judged on a read first: most calls change nothing, and those should not open a write transaction.
-    const seen = await this.store.get(key);
-    if (!seen) return undefined;
-    const first = next(seen);
-    if (first === SKIP) return undefined;
-    if (first === UNCHANGED) return seen;
-    let outcome: StoredObject | undefined;
-    const mutate = (cur: StoredObject) => {
-      const body = next(cur);
-      if (body === SKIP || body === UNCHANGED) {
-        outcome = body === SKIP ? undefined : cur;
-        throw new NothingToWrite();
-      }
-      return body;
-    };
-    try {
-      return (await this.store.write([{ op: 'update', key, mutate }]))[0];
-    } catch (e) {
-      if (e instanceof NothingToWrite) return outcome;
-      if (e instanceof StoreError && e.reason === 'not_found') return undefined;
-      throw e;
-    }
+  /** Appends an event unless the last one says the same; see `recordEvent` in status-writes.ts. */
+  recordEvent(key: ResourceKey, message: string, status?: Status): Promise<StoredObject | undefined> {
+    return recordEvent(this.store, this.now, key, message, status);
   }
 
   /** The response body: secrets redacted (or opened for an admin asking `show_secrets`), computed fields added. */
@@ -416,16 +335,6 @@ export class Resources {
 /** The resourceVersion clients see: bumped by every client write, not by controllers' status writes. */
 function userVersion(o: StoredObject): string {
   return o.body.metadata?.resourceVersion ?? String(o.resourceVersion);
-}
-
-export function withEvent(body: any, status: string, message: string, now: Date) {
-  const revision = String(body.metadata?.generation ?? '');
-  body.status = status;
-  body.events = [
-    ...(body.events ?? []),
-    { type: 'deployment', status, message, revision, time: now.toISOString() },
-  ].slice(-MAX_EVENTS);
-  return body;
 }
 
 function getPointer(obj: any, pointer: string) {

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { SecretBox } from '../crypto/secret-box.js';
 import { widget } from '../test-support/test-kinds.js';
-import { MAX_EVENTS, Resources } from './resources.js';
+import { Resources } from './resources.js';
+import { MAX_EVENTS } from './status-writes.js';
 import { SqliteStore } from './sqlite.js';
 import type { Store, WriteOp } from './store.js';
 
