@@ -145,7 +145,7 @@ test('a start that fails is a terminal error, recorded as FAILED with the reason
     // Through the manager, as the server runs it: FAILED with the reason, once.
     manager.start();
     let b: any;
-    for (let i = 0; i < 500 && b?.status !== 'FAILED'; i++) {
+    for (let i = 0; i < 2000 && b?.status !== 'FAILED'; i++) {
       await new Promise((r) => setTimeout(r, 5));
       b = await env.get('bad');
     }
