@@ -7,6 +7,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Name, opt, Timestamp } from '../kinds/common.js';
 import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js';
 import { checkValue, prune } from '../kinds/schema.js';
+import { isGone } from '../kinds/status.js';
 import type { Resources } from '../store/resources.js';
 import { type ResourceKey, StoreError, type StoredObject } from '../store/store.js';
 import { hashToken, TOKEN_PREFIX, type TokenRecord, tokenParent } from '../auth/preview-token.js';
@@ -61,7 +62,7 @@ export function register(v0: FastifyInstance, deps: PreviewTokenDeps) {
   v0.post(base, async (req, reply) => {
     const a = requireRole(req, 'member');
     const { p, sandboxName, previewName, parent } = await previewOf(req, a.workspace);
-    if (p.body.status === 'DELETING' || p.body.status === 'TERMINATED')
+    if (isGone(p))
       throw new ApiError('INVALID_STATE', `preview ${JSON.stringify(previewName)} is being deleted`);
     const body = structuredClone(req.body ?? {}) as any;
     if (body && typeof body === 'object')

@@ -2,6 +2,7 @@
 // preview now. The routes that issue and list tokens are in api/preview-tokens.ts.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js';
+import { isGone } from '../kinds/status.js';
 import type { Store } from '../store/store.js';
 
 export const TOKEN_PREFIX = 'bpt_';
@@ -40,7 +41,7 @@ export async function verifyPreviewToken(
 ): Promise<boolean> {
   if (!token.startsWith(TOKEN_PREFIX)) return false;
   const p = await store.get({ kind: previewKind.kind, workspace, parent: sandboxName, name: previewName });
-  if (!p || p.body.status === 'DELETING' || p.body.status === 'TERMINATED') return false;
+  if (!p || isGone(p)) return false;
   const h = hashToken(token);
   for (const t of await store.list({
     kind: PREVIEW_TOKEN_KIND,

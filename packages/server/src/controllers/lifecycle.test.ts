@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { withEvent } from '../store/resources.js';
+import { withEvent } from '../store/status-writes.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { startTestServer, type TestServer } from '../test-support/server.js';
 

@@ -1,10 +1,11 @@
 // The generic reconcilers for kinds with nothing to run yet. Configuration-only kinds (VPC, egress
 // gateway and IP) are deployed once their checks pass (config-kinds.ts); kinds
 // whose runtime is not in this build stay DEPLOYING with one event saying so. Every kind with status
-// is deleted the same way (deletion.ts).
-import type { StoredObject } from '../store/store.js';
-import { finishDeletion, isDeleting } from './deletion.js';
-import { appendEvent, type ControllerDeps, deactivate, transition } from './events.js';
+// winds down the same way (lifecycle-steps.ts).
+import { isGone } from '../kinds/status.js';
+import { keyOf, type StoredObject } from '../store/store.js';
+import { type ControllerDeps, stillDeploying, transition } from './events.js';
+import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, TerminalError } from './reconciler.js';
 
 export const WAITING_FOR_RUNTIME = 'waiting for a runtime: not available in this build';
@@ -33,10 +34,7 @@ export function configLifecycle(deps: ControllerDeps, profile: ConfigProfile = {
     async reconcile(key) {
       const o = await deps.resources.store.get(key);
       if (!o) return DONE;
-      if (isDeleting(o)) {
-        await finishDeletion(deps, o);
-        return DONE;
-      }
+      if (isGone(o)) return finishDeletion(deps, o);
       if (o.body.spec?.enabled === false) {
         await deactivate(deps, o);
         return DONE;
@@ -45,7 +43,7 @@ export function configLifecycle(deps: ControllerDeps, profile: ConfigProfile = {
       if (problem) throw new TerminalError(problem);
       if (o.body.status === 'DEPLOYED') return DONE;
       const d = await transition(deps, o, 'DEPLOYING', deployingMessage(o.body.status));
-      if (d) await transition(deps, d, 'DEPLOYED', profile.deployedMessage ?? 'deployed');
+      if (d) await transition(deps, d, 'DEPLOYED', profile.deployedMessage ?? 'deployed', stillDeploying);
       return DONE;
     },
   };
@@ -60,15 +58,16 @@ export function awaitingRuntime(deps: ControllerDeps): Reconciler {
     async reconcile(key) {
       const o = await deps.resources.store.get(key);
       if (!o) return DONE;
-      if (isDeleting(o)) await finishDeletion(deps, o);
+      if (isGone(o)) return finishDeletion(deps, o);
       // Being off needs no runtime, so a disabled object can honestly be DEACTIVATED.
-      else if (o.body.spec?.enabled === false) await deactivate(deps, o);
-      else {
-        // Other statuses (FAILED, BUILDING, ...) belong to a runtime: left as they are.
-        const off = o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING';
-        const d = off ? await transition(deps, o, 'DEPLOYING', deployingMessage(o.body.status)) : o;
-        if (d?.body.status === 'DEPLOYING') await appendEvent(deps, d, WAITING_FOR_RUNTIME);
+      if (o.body.spec?.enabled === false) {
+        await deactivate(deps, o);
+        return DONE;
       }
+      // Other statuses (FAILED, BUILDING, ...) belong to a runtime: left as they are.
+      const off = o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING';
+      const d = off ? await transition(deps, o, 'DEPLOYING', deployingMessage(o.body.status)) : o;
+      if (d?.body.status === 'DEPLOYING') await deps.resources.recordEvent(keyOf(d), WAITING_FOR_RUNTIME);
       return DONE;
     },
   };

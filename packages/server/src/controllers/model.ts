@@ -5,8 +5,9 @@
 import { openConnection } from '../models/connections.js';
 import { locationDenial, type PolicyBody } from '../models/policies.js';
 import { providerFor } from '../models/providers/index.js';
-import { finishDeletion, isDeleting } from './deletion.js';
-import { type ControllerDeps, recordFailure, transition } from './events.js';
+import { isGone } from '../kinds/status.js';
+import { type ControllerDeps, recordFailure, stillDeploying, transition } from './events.js';
+import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult } from './reconciler.js';
 
 /** How soon a FAILED model is re-judged: quick enough that creating the missing connection feels immediate. */
@@ -57,14 +58,10 @@ export function modelReconciler(deps: ControllerDeps): Reconciler {
     async reconcile(key): Promise<ReconcileResult> {
       const o = await deps.resources.store.get(key);
       if (!o) return DONE;
-      if (isDeleting(o)) {
-        await finishDeletion(deps, o);
-        return DONE;
-      }
+      if (isGone(o)) return finishDeletion(deps, o);
       const spec = o.body.spec ?? {};
       if (spec.enabled === false) {
-        const d = await transition(deps, o, 'DEACTIVATING', 'deactivating: spec.enabled is false');
-        if (d) await transition(deps, d, 'DEACTIVATED', 'deactivated: the gateway refuses calls');
+        await deactivate(deps, o, { message: 'deactivated: the gateway refuses calls' });
         return DONE;
       }
       const verdict = await judge(deps, key.workspace, spec);
@@ -79,7 +76,7 @@ export function modelReconciler(deps: ControllerDeps): Reconciler {
           'DEPLOYING',
           o.body.status === 'FAILED' ? 'the earlier problem is gone; deploying again' : 'deploying',
         );
-        if (d) await transition(deps, d, 'DEPLOYED', verdict.message ?? 'deployed');
+        if (d) await transition(deps, d, 'DEPLOYED', verdict.message ?? 'deployed', stillDeploying);
       }
       return { requeueAfterMs: DEPLOYED_RECHECK_MS };
     },

@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import { previewExpiresAtMs } from '../kinds/preview.js';
 import { expiresAtMs } from '../kinds/sandbox.js';
+import { isGone } from '../kinds/status.js';
 import type { Resources } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';
 
@@ -29,8 +30,7 @@ export function dueSandboxes(
   lastUsedMs: ExpiryDeps['lastUsedMs'] = () => undefined,
 ): StoredObject[] {
   return objects.filter((o) => {
-    const status = o.body.status;
-    if (status === 'DELETING' || status === 'TERMINATED') return false;
+    if (isGone(o)) return false;
     const seen = lastUsedMs(o.workspace, o.name);
     const stored = Date.parse(o.body.lastUsedAt ?? '');
     const body =
@@ -45,7 +45,7 @@ export function dueSandboxes(
 /** The previews due for deletion at `nowMs`. */
 export function duePreviews(objects: StoredObject[], nowMs: number): StoredObject[] {
   return objects.filter((o) => {
-    if (o.body.status === 'DELETING' || o.body.status === 'TERMINATED') return false;
+    if (isGone(o)) return false;
     const at = previewExpiresAtMs(o.body);
     return at !== undefined && at <= nowMs;
   });

@@ -4,13 +4,13 @@
 //   DELETING → (driver.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
 // A sandbox the runtime still runs is never touched: after a server restart it is adopted as it is (same
 // processes, frozen or not); a spec update's envs apply to the processes started from then on.
-import type { Logger } from 'pino';
 import { durationMs } from '../kinds/rules.js';
+import { isGone } from '../kinds/status.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
-import { withEvent } from '../store/resources.js';
-import { type ResourceKey, StoreError, type StoredObject } from '../store/store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
-import { type ControllerDeps, transition } from './events.js';
+import { keyOf, type StoredObject } from '../store/store.js';
+import { type ControllerDeps, stillDeploying, transition } from './events.js';
+import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';
 import { runtimeSpecOf } from './sandbox-spec.js';
@@ -19,110 +19,33 @@ import { runtimeSpecOf } from './sandbox-spec.js';
 export const DEFAULT_TERMINATED_RETENTION = '5m';
 /** How often a live sandbox is looked at again, so one whose processes all died is started again. */
 export const LIVE_RECHECK_MS = 30_000;
-/** Conflicting writers (the gateway records usage) make a guarded status write retry this often. */
-const WRITE_ATTEMPTS = 5;
 
 export interface SandboxControllerDeps extends ControllerDeps {
   driver: RuntimeDriver;
-  logger?: Logger;
-}
-
-type Extras = Record<string, unknown>;
-
-/**
- * Moves the object to `to` only while `when` holds for what the store holds now: a DELETE or a
- * deactivation that landed during a slow start must not be overwritten by that start's DEPLOYED.
- */
-async function moveIf(
-  deps: ControllerDeps,
-  key: ResourceKey,
-  when: (o: StoredObject) => boolean,
-  to: string,
-  message: string,
-  extras: Extras = {},
-): Promise<StoredObject | undefined> {
-  const { store } = deps.resources;
-  for (let i = 0; i < WRITE_ATTEMPTS; i++) {
-    const cur = await store.get(key);
-    if (!cur || !when(cur)) return undefined;
-    const body = structuredClone(cur.body);
-    for (const [k, v] of Object.entries(extras)) {
-      if (v === undefined) delete body[k];
-      else body[k] = v;
-    }
-    if (body.status !== to) withEvent(body, to, message, deps.now());
-    try {
-      return (await store.write([{ op: 'update', key, body, expectVersion: cur.resourceVersion }]))[0];
-    } catch (e) {
-      if (!(e instanceof StoreError && e.reason === 'conflict')) throw e;
-    }
-  }
-  throw new Error(`too many concurrent writes to sandbox ${key.workspace}/${key.name}`);
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
-const statusIn =
-  (...statuses: string[]) =>
-  (o: StoredObject) =>
-    statuses.includes(o.body.status);
 
-function terminatedAtMs(o: StoredObject): number | undefined {
-  const e = [...(o.body.events ?? [])].reverse().find((x: any) => x.status === 'TERMINATED');
-  const t = Date.parse(e?.time ?? '');
-  return Number.isFinite(t) ? t : undefined;
+/** Milliseconds from the last DEPLOYING event (or the creation) to the DEPLOYED event just written. */
+function deployMs(o: StoredObject): number | undefined {
+  const events: { status?: string; time?: string }[] = o.body.events ?? [];
+  const from =
+    [...events].reverse().find((e) => e.status === 'DEPLOYING')?.time ?? o.body.metadata?.createdAt;
+  const ms = Date.parse(events.at(-1)?.time ?? '') - Date.parse(from ?? '');
+  return Number.isFinite(ms) ? ms : undefined;
 }
 
 export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
   const { resources, driver } = deps;
-
-  async function finishDeletion(key: ResourceKey, id: string): Promise<ReconcileResult> {
-    await driver.remove(id);
-    const o = await moveIf(
-      deps,
-      key,
-      statusIn('DELETING'),
-      'TERMINATED',
-      'terminated: processes stopped and files released',
-      {
-        state: undefined,
-      },
-    );
-    return o ? expireRecord(o) : DONE;
-  }
-
-  async function expireRecord(o: StoredObject): Promise<ReconcileResult> {
-    const retention =
-      durationMs(o.body.spec?.lifecycle?.terminatedRetention ?? DEFAULT_TERMINATED_RETENTION) ?? 0;
-    const left = (terminatedAtMs(o) ?? deps.now().getTime()) + retention - deps.now().getTime();
-    if (left > 0) return { requeueAfterMs: left };
-    // At the version read: a concurrent write (a new create over this name) makes this throw and retry.
-    await resources.store.write([{ op: 'delete', key: o, expectVersion: o.resourceVersion }]);
-    return DONE;
-  }
-
-  async function deactivate(o: StoredObject, id: string): Promise<ReconcileResult> {
-    const d = await transition(deps, o, 'DEACTIVATING', 'deactivating: spec.enabled is false');
-    await driver.remove(id);
-    if (d)
-      await moveIf(
-        deps,
-        o,
-        (x) => !enabled(x) && x.body.status === 'DEACTIVATING',
-        'DEACTIVATED',
-        'deactivated: processes stopped and files released',
-        { state: undefined },
-      );
-    return DONE;
-  }
+  /** One info line per lifecycle step: workspace and name only (the spec may hold secrets). */
+  const log = (o: StoredObject, msg: string, extra: Record<string, unknown> = {}) =>
+    deps.logger?.info({ workspace: o.workspace, name: o.name, ...extra }, msg);
 
   async function start(o: StoredObject, id: string, signal: AbortSignal): Promise<ReconcileResult> {
-    const why =
-      o.body.status === 'DEPLOYED'
-        ? 'the sandbox had stopped; starting it again'
-        : o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING'
-          ? 'enabled again'
-          : undefined;
-    if (why) await transition(deps, o, 'DEPLOYING', why);
+    if (o.body.status === 'DEPLOYED') {
+      const d = await transition(deps, o, 'DEPLOYING', 'the sandbox had stopped; starting it again', enabled);
+      if (!d) return DONE;
+    }
     try {
       const info = await driver.ensure(id, runtimeSpecOf(resources, o.body.spec));
       await waitHealthy(info.socketPath, signal);
@@ -131,46 +54,62 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       if (signal.aborted) throw err;
       throw new TerminalError(`the sandbox could not start: ${(err as Error).message}`);
     }
-    await moveIf(
-      deps,
-      o,
-      (x) => enabled(x) && x.body.status === 'DEPLOYING',
-      'DEPLOYED',
-      'deployed: sandbox running',
-      {
-        state: 'RUNNING',
-        lastUsedAt: deps.now().toISOString(),
-      },
-    );
+    // Only while still DEPLOYING and enabled: a DELETE or a deactivation that landed during a slow start wins,
+    // and the reconcile its write queued releases the sandbox just started.
+    const d = await resources.updateStatus(keyOf(o), {
+      to: 'DEPLOYED',
+      message: 'deployed: sandbox running',
+      extras: { state: 'RUNNING', lastUsedAt: deps.now().toISOString() },
+      when: stillDeploying,
+    });
+    if (!d) return DONE;
+    log(d, 'sandbox deployed', { ms: deployMs(d) });
     return { requeueAfterMs: LIVE_RECHECK_MS };
   }
 
   return {
     async reconcile(key, signal): Promise<ReconcileResult> {
-      const o = await resources.store.get(key);
+      let o = await resources.store.get(key);
       if (!o) return DONE;
       const id = sandboxId(key.workspace, key.name);
-      const status = o.body.status;
-      if (status === 'DELETING') return finishDeletion(key, id);
-      if (status === 'TERMINATED') return expireRecord(o);
-      if (!enabled(o)) return status === 'DEACTIVATED' ? DONE : deactivate(o, id);
+      const release = () => driver.remove(id);
+      if (isGone(o))
+        return finishDeletion(deps, o, {
+          release,
+          message: 'terminated: processes stopped and files released',
+          extras: { state: undefined },
+          retentionMs:
+            durationMs(o.body.spec?.lifecycle?.terminatedRetention ?? DEFAULT_TERMINATED_RETENTION) ?? 0,
+          done: (t) => log(t, 'sandbox terminated'),
+        });
+      if (!enabled(o)) {
+        await deactivate(deps, o, {
+          release,
+          message: 'deactivated: processes stopped and files released',
+          extras: { state: undefined },
+          done: (d) => log(d, 'sandbox deactivated'),
+        });
+        return DONE;
+      }
       // FAILED stays until the spec changes (a PUT moves it back to DEPLOYING).
-      if (status === 'FAILED') return DONE;
+      if (o.body.status === 'FAILED') return DONE;
+      if (o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING') {
+        o = await transition(deps, o, 'DEPLOYING', 'enabled again', enabled);
+        if (!o) return DONE;
+      }
       const info = await driver.inspect(id);
       if (!info || info.state === 'dead') return start(o, id, signal);
-      if (status !== 'DEPLOYED') {
+      if (o.body.status !== 'DEPLOYED') {
         // Live already: a spec update (or a restart mid-way) that needs no new sandbox. Envs are the one
         // runtime setting that applies live: to the processes started from now on.
         await driver.setEnvs(id, runtimeSpecOf(resources, o.body.spec).envs);
-        const state = info.state === 'frozen' ? 'STANDBY' : 'RUNNING';
-        await moveIf(
-          deps,
-          key,
-          (x) => enabled(x) && x.body.status === 'DEPLOYING',
-          'DEPLOYED',
-          'deployed: sandbox running (kept as it was; envs apply to processes started from now on)',
-          { state },
-        );
+        const d = await resources.updateStatus(key, {
+          to: 'DEPLOYED',
+          message: 'deployed: sandbox running (kept as it was; envs apply to processes started from now on)',
+          extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
+          when: stillDeploying,
+        });
+        if (d) log(d, 'sandbox deployed', { ms: deployMs(d), adopted: true });
       }
       return { requeueAfterMs: LIVE_RECHECK_MS };
     },

@@ -139,7 +139,7 @@ export class IdleSweeper {
       if (used > t.stored.lastUsedMs) extras.lastUsedAt = new Date(used).toISOString();
       if (!Object.keys(extras).length || t.evicted) continue;
       try {
-        await this.deps.resources.setStatus(t.key, undefined, '', extras);
+        await this.deps.resources.updateStatus(t.key, { extras });
         t.stored = { state, lastUsedMs: used, writtenAtMs: this.now() };
       } catch (err) {
         this.deps.logger.warn({ err, sandbox: t.id }, 'recording sandbox usage failed');

@@ -5,13 +5,13 @@ import { ApiError } from '../errors.js';
 import { verifyPreviewToken } from '../auth/preview-token.js';
 import type { Authenticator } from '../auth/access.js';
 import { previewExpiresAtMs } from '../kinds/preview.js';
+import { isGone } from '../kinds/status.js';
 import type { Store, StoredObject } from '../store/store.js';
 import { PREVIEW_LABEL_PREFIX, type PreviewAddress, previewLabel } from './address.js';
 import { authorize, CREDENTIAL_HEADERS, PREVIEW_TOKEN_COOKIE, PREVIEW_TOKEN_HEADERS } from './auth.js';
 
 /** A private preview's token may come in a header (PREVIEW_TOKEN_HEADERS), this query parameter, or the cookie. */
 export const TOKEN_QUERY = 'bl_preview_token';
-const GONE = new Set(['DELETING', 'TERMINATED']);
 
 const bareHost = (host: string | undefined) => {
   if (!host) return '';
@@ -123,7 +123,7 @@ export async function admitPreview(
     name: a.preview,
   });
   const what = `preview ${JSON.stringify(a.preview)} of sandbox ${JSON.stringify(a.sandbox)}`;
-  if (!o || GONE.has(o.body.status)) throw new ApiError('NOT_FOUND', `${what} not found`);
+  if (!o || isGone(o)) throw new ApiError('NOT_FOUND', `${what} not found`);
   const expiresAt = previewExpiresAtMs(o.body);
   if (expiresAt !== undefined && expiresAt <= deps.now())
     throw new ApiError('NOT_FOUND', `${what} has expired`);

@@ -4,6 +4,7 @@
 import { Pool } from 'undici';
 import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
+import { isGone } from '../kinds/status.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 import { keyOf, type ResourceKey, type StoredObject } from '../store/store.js';
@@ -52,14 +53,13 @@ export interface TargetsDeps {
 }
 
 const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
-const GONE = new Set(['DELETING', 'TERMINATED']);
 /** DEPLOYING with a live runtime is a spec update being applied: the sandbox keeps serving meanwhile. */
 const serving = (status: string) => status === 'DEPLOYED' || status === 'DEPLOYING';
 
 function notServing(o: StoredObject): ApiError {
   const name = JSON.stringify(o.name);
   const status = o.body.status as string;
-  if (GONE.has(status)) return new ApiError('NOT_FOUND', `sandbox ${name} is being deleted`);
+  if (isGone(status)) return new ApiError('NOT_FOUND', `sandbox ${name} is being deleted`);
   const why =
     status === 'FAILED'
       ? `failed: ${(o.body.events ?? []).at(-1)?.message ?? 'see its events'}`

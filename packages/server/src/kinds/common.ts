@@ -1,5 +1,6 @@
 // Schemas shared by several kinds, with the specification's exact field names.
 import { type TSchema, Type } from '@sinclair/typebox';
+import { STATUSES } from './status.js';
 
 /** DNS label: the identity of an object within its workspace and kind (DESIGN.md §4). */
 export const NAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
@@ -98,20 +99,7 @@ export const Event = Type.Object({
   time: Type.String(),
 });
 
-export const Status = Type.Union(
-  [
-    'DELETING',
-    'TERMINATED',
-    'FAILED',
-    'DEACTIVATED',
-    'DEACTIVATING',
-    'UPLOADING',
-    'BUILDING',
-    'DEPLOYING',
-    'DEPLOYED',
-    'BUILT',
-  ].map((s) => Type.Literal(s)),
-);
+export const Status = Type.Union(STATUSES.map((s) => Type.Literal(s)));
 
 /** Env entries whose `secret` is true hold their value encrypted. */
 export const envSecrets = (...path: string[]) => ({

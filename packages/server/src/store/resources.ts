@@ -1,18 +1,22 @@
 // The one ordered pipeline for envelope objects (Kubernetes' BeforeCreate/BeforeUpdate in one place):
 // check body -> keep stored secrets for redacted echoes -> defaults -> kind rules -> immutables ->
 // seal secrets -> timestamps, creator, initial status -> one transaction.
-// Controllers write status and events through `setStatus`, never through create/replace.
+// Status and events are written through `updateStatus` and `recordEvent`, never through create/replace.
 import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { checkBody } from '../kinds/schema.js';
 import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
+import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor } from '../kinds/types.js';
+import { recordEvent, type StatusUpdate, updateStatus, withEvent } from './status-writes.js';
 import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
 
-/** Events kept per object; older ones are dropped (the API is not an audit log). */
-export const MAX_EVENTS = 50;
-
-/** A replace that loses a race with another client's write is judged again this many times. */
+/**
+ * A replace that loses a race with another client's write is judged again this many times: the one retry
+ * outside the controllers' queue (decision 004). Validation is asynchronous (it reads other objects), so it
+ * cannot run inside the store's transaction; only a client's create of the same name, or a client's write
+ * under a redacted secret echo, leads here. Status writes never do.
+ */
 const REPLACE_RETRIES = 3;
 
 export interface WriteContext {
@@ -117,7 +121,7 @@ export class Resources {
       if (meta && typeof meta === 'object' && meta.name !== name)
         throw invalid([{ pointer: '/metadata/name', message: `must equal the name in the path (${name})` }]);
     }
-    if (prev?.body.status === 'DELETING' || prev?.body.status === 'TERMINATED')
+    if (isGone(prev))
       throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
     const { body, dropped, expectVersion, keptSecrets } = await this.prepare(kd, ctx, raw, prev);
     // The client-visible resourceVersion moves only with client writes, so a controller's status write between a
@@ -134,7 +138,7 @@ export class Resources {
         const issues = immutableIssues(kd, body.spec, cur.body.spec);
         if (issues.length) throw invalid(issues);
       }
-      if (cur.body.status === 'DELETING' || cur.body.status === 'TERMINATED')
+      if (isGone(cur))
         throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
       return this.stamp(kd, ctx, body, cur);
     };
@@ -156,38 +160,27 @@ export class Resources {
 
   /**
    * Marks an object DELETING (kinds with status; a controller finishes the job) or removes it at once.
-   * Children of a `cascade` kind go with it; any other child blocks the delete.
+   * Children of a `cascade` kind go with it; any other child blocks the delete. A DELETE has no precondition,
+   * so every op here is unconditional and the DELETING mark is made from the object as it is at the write:
+   * a status write racing the request cannot make it fail.
    */
-  async delete(kd: KindDescriptor, ctx: WriteContext, name: string, attempt = 0): Promise<StoredObject> {
-    try {
-      return await this.deleteOnce(kd, ctx, name);
-    } catch (e) {
-      // A controller's status write (or a child's) between the read and the write: judge it again.
-      if (e instanceof StoreError && e.reason === 'conflict' && attempt < REPLACE_RETRIES)
-        return this.delete(kd, ctx, name, attempt + 1);
-      throw e;
-    }
-  }
-
-  private async deleteOnce(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
+  async delete(kd: KindDescriptor, ctx: WriteContext, name: string): Promise<StoredObject> {
     const prev = await this.mustGet(kd, ctx.workspace, ctx.parents, name);
     const ops = await this.dependentOps(kd, ctx.workspace, [...ctx.parents, name]);
+    const key = keyOf(prev);
     if (!kd.hasStatus) {
-      ops.push({ op: 'delete', key: keyOf(prev), expectVersion: prev.resourceVersion });
+      ops.push({ op: 'delete', key });
       const out = await this.store.write(ops);
       return out.at(-1)!;
     }
-    if (prev.body.status === 'DELETING' || prev.body.status === 'TERMINATED') {
+    if (isGone(prev)) {
       if (ops.length) await this.store.write(ops);
       return prev;
     }
-    const body = withEvent(
-      structuredClone(prev.body),
-      'DELETING',
-      `deletion requested by ${ctx.actor}`,
-      this.now(),
-    );
-    ops.push({ op: 'update', key: keyOf(prev), body, expectVersion: prev.resourceVersion });
+    const message = `deletion requested by ${ctx.actor}`;
+    const mutate = (cur: StoredObject) =>
+      isGone(cur) ? cur.body : withEvent(structuredClone(cur.body), 'DELETING', message, this.now());
+    ops.push({ op: 'update', key, mutate });
     const out = await this.store.write(ops);
     return out.at(-1)!;
   }
@@ -198,7 +191,7 @@ export class Resources {
     const parent = path.join('/');
     for (const rk of kd.ownedRecords ?? [])
       for (const r of await this.store.list({ kind: rk, workspace, parent }))
-        ops.push({ op: 'delete', key: keyOf(r), expectVersion: r.resourceVersion });
+        ops.push({ op: 'delete', key: keyOf(r) });
     for (const ck of this.kinds.filter((k) => k.parents?.at(-1)?.kind === kd.kind)) {
       const children = await this.store.list({ kind: ck.kind, workspace, parent });
       if (!children.length) continue;
@@ -209,35 +202,20 @@ export class Resources {
         );
       for (const c of children) {
         ops.push(...(await this.dependentOps(ck, workspace, [...path, c.name])));
-        ops.push({ op: 'delete', key: keyOf(c), expectVersion: c.resourceVersion });
+        ops.push({ op: 'delete', key: keyOf(c) });
       }
     }
     return ops;
   }
 
-  /** The controllers' verb: set status (and any read-only extras), append an event. */
-  async setStatus(
-    key: ResourceKey,
-    status: string | undefined,
-    message: string,
-    extras: Record<string, unknown> = {},
-  ): Promise<StoredObject | undefined> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const cur = await this.store.get(key);
-      if (!cur) return undefined;
-      const body = structuredClone(cur.body);
-      Object.assign(body, extras);
-      const next = status && status !== body.status ? withEvent(body, status, message, this.now()) : body;
-      try {
-        return (
-          await this.store.write([{ op: 'update', key, body: next, expectVersion: cur.resourceVersion }])
-        )[0];
-      } catch (e) {
-        if (e instanceof StoreError && e.reason === 'conflict') continue;
-        throw e;
-      }
-    }
-    throw new Error(`setStatus: too many conflicts on ${key.kind}/${key.name}`);
+  /** The one status verb; see `updateStatus` in status-writes.ts. */
+  updateStatus(key: ResourceKey, u: StatusUpdate): Promise<StoredObject | undefined> {
+    return updateStatus(this.store, this.now, key, u);
+  }
+
+  /** Appends an event unless the last one says the same; see `recordEvent` in status-writes.ts. */
+  recordEvent(key: ResourceKey, message: string, status?: Status): Promise<StoredObject | undefined> {
+    return recordEvent(this.store, this.now, key, message, status);
   }
 
   /** The response body: secrets redacted (or opened for an admin asking `show_secrets`), computed fields added. */
@@ -357,16 +335,6 @@ export class Resources {
 /** The resourceVersion clients see: bumped by every client write, not by controllers' status writes. */
 function userVersion(o: StoredObject): string {
   return o.body.metadata?.resourceVersion ?? String(o.resourceVersion);
-}
-
-export function withEvent(body: any, status: string, message: string, now: Date) {
-  const revision = String(body.metadata?.generation ?? '');
-  body.status = status;
-  body.events = [
-    ...(body.events ?? []),
-    { type: 'deployment', status, message, revision, time: now.toISOString() },
-  ].slice(-MAX_EVENTS);
-  return body;
 }
 
 function getPointer(obj: any, pointer: string) {
