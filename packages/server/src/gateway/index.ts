@@ -46,9 +46,9 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const { server, resources, driver, logger } = deps;
   const now = Date.now;
   const targets = new Targets({ store: resources.store, driver, logger, now });
-  let usage: UsageWriter | undefined;
-  const activator = new Activator({ driver, logger, now, onStateChange: (t) => usage?.record(t) });
-  usage = new UsageWriter({ resources, logger, now, run: (t) => activator.view(t) });
+  // The writer reads run state from the activator; the activator tells the writer when it changed.
+  const usage = new UsageWriter({ resources, logger, now, run: (t) => activator.view(t) });
+  const activator = new Activator({ driver, logger, now, onStateChange: (t) => usage.record(t) });
   const idle = new IdleSweeper({
     activator,
     usage,
