@@ -1,5 +1,6 @@
 // How the CLI reaches one sandbox's own API: through the server's gateway at the path form of its address
 // (`<server>/run/<ws>/sandboxes/<name>`), which works wherever /v0 does, with or without wildcard DNS.
+import type { ErrorResponse } from '@berth/server/sandbox-api/schema.js';
 import { Api, itemPath } from './client.js';
 import type { CliConfig } from './config.js';
 
@@ -31,7 +32,8 @@ export async function failure(res: Response, what: string): Promise<Error> {
   const text = await res.text();
   let detail = text.slice(0, 500);
   try {
-    const j = JSON.parse(text);
+    // The daemon's own error shape; anything else falls back to `detail` or the text.
+    const j = JSON.parse(text) as Partial<ErrorResponse> & { detail?: string };
     detail = j.error ?? j.detail ?? detail;
   } catch {}
   return new Error(`${what} failed (HTTP ${res.status}): ${detail}`);

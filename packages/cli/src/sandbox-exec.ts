@@ -1,5 +1,6 @@
 // `berth sandbox exec <name> -- cmd...`: runs a command in the sandbox, prints its output as it comes
 // (the NDJSON stream of POST /process) and exits with the command's own exit code.
+import type { ExecStreamEvent, ProcessJson, ProcessRequest } from '@berth/server/sandbox-api/schema.js';
 import type { Command } from 'commander';
 import { loadCliConfig } from './config.js';
 import { failure, openSandbox } from './sandbox-client.js';
@@ -40,7 +41,7 @@ export function registerSandboxExec(sandbox: Command) {
           waitForCompletion: true,
           ...(o.workdir ? { workingDir: o.workdir } : {}),
           ...(Object.keys(env).length ? { env } : {}),
-        }),
+        } satisfies ProcessRequest),
       });
       if (!res.ok || !res.body) throw await failure(res, 'exec');
       const result = await printStream(res.body);
@@ -49,13 +50,13 @@ export function registerSandboxExec(sandbox: Command) {
 }
 
 /** Writes stdout/stderr chunks as they arrive; returns the final process (the `result` line). */
-async function printStream(body: ReadableStream<Uint8Array>): Promise<{ exitCode?: number } | undefined> {
+async function printStream(body: ReadableStream<Uint8Array>): Promise<ProcessJson | undefined> {
   const decoder = new TextDecoder();
   let buffer = '';
-  let result: { exitCode?: number } | undefined;
+  let result: ProcessJson | undefined;
   const handle = (line: string) => {
     if (!line.trim()) return;
-    const msg = JSON.parse(line) as { type: string; data: string };
+    const msg = JSON.parse(line) as ExecStreamEvent;
     if (msg.type === 'stdout') process.stdout.write(msg.data);
     else if (msg.type === 'stderr') process.stderr.write(msg.data);
     else if (msg.type === 'result') result = JSON.parse(msg.data);

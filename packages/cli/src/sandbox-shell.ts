@@ -1,5 +1,6 @@
 // `berth sandbox shell <name>`: an interactive shell in the sandbox, on a PTY over the WebSocket of
 // GET /terminal/ws. Keystrokes go up as binary frames, the terminal's size follows the local window.
+import type { TerminalClientMessage, TerminalExitMessage } from '@berth/server/sandbox-api/schema.js';
 import type { Command } from 'commander';
 import WebSocket from 'ws';
 import { loadCliConfig } from './config.js';
@@ -36,7 +37,13 @@ function session(ws: WebSocket): Promise<number> {
     };
     const resize = () => {
       if (ws.readyState === ws.OPEN)
-        ws.send(JSON.stringify({ type: 'resize', cols: process.stdout.columns, rows: process.stdout.rows }));
+        ws.send(
+          JSON.stringify({
+            type: 'resize',
+            cols: process.stdout.columns,
+            rows: process.stdout.rows,
+          } satisfies TerminalClientMessage),
+        );
     };
     ws.on('unexpected-response', (_req, res) => {
       let body = '';
@@ -64,7 +71,7 @@ function session(ws: WebSocket): Promise<number> {
       }
       const text = data.toString('utf8');
       try {
-        const msg = JSON.parse(text);
+        const msg = JSON.parse(text) as Partial<TerminalExitMessage> | null;
         if (msg?.type === 'exit') {
           exitCode = Number(msg.exitCode ?? 0);
           return;

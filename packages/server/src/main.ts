@@ -27,7 +27,7 @@ import { Resources } from './store/resources.js';
 import { SqliteStore } from './store/sqlite.js';
 import type { Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
-import { modelGateway } from './gateway/models-route.js';
+import { modelGateway } from './models/http-route.js';
 
 export interface RunningServer {
   url: string;

@@ -1,6 +1,7 @@
 // Asks a sandbox's API daemon whether it serves: GET /health over its unix socket. A sandbox is DEPLOYED only
 // once this answers, so the first request a client sends after the create never meets a half-started daemon.
 import { request } from 'node:http';
+import type { HealthResponse } from '../sandbox-api/schema.js';
 
 /** One probe's bound: the daemon answers /health from memory in well under a millisecond. */
 export const HEALTH_PROBE_TIMEOUT_MS = 1_000;
@@ -8,13 +9,10 @@ export const HEALTH_PROBE_TIMEOUT_MS = 1_000;
 export const HEALTH_WAIT_MS = 10_000;
 const RETRY_MS = 5;
 
-export interface DaemonHealth {
-  status: string;
-  version?: string;
-  activeKeepAlive?: number;
-}
-
-export function probeHealth(socketPath: string, timeoutMs = HEALTH_PROBE_TIMEOUT_MS): Promise<DaemonHealth> {
+export function probeHealth(
+  socketPath: string,
+  timeoutMs = HEALTH_PROBE_TIMEOUT_MS,
+): Promise<HealthResponse> {
   return new Promise((resolve, reject) => {
     const req = request(
       { socketPath, path: '/health', method: 'GET', timeout: timeoutMs, agent: false },
@@ -28,7 +26,7 @@ export function probeHealth(socketPath: string, timeoutMs = HEALTH_PROBE_TIMEOUT
           if (res.statusCode !== 200)
             return reject(new Error(`/health answered ${res.statusCode}: ${text.slice(0, 200)}`));
           try {
-            resolve(JSON.parse(text) as DaemonHealth);
+            resolve(JSON.parse(text) as HealthResponse);
           } catch {
             reject(new Error(`/health answered something that is not JSON: ${text.slice(0, 200)}`));
           }
@@ -47,7 +45,7 @@ export async function waitHealthy(
   socketPath: string,
   signal?: AbortSignal,
   waitMs = HEALTH_WAIT_MS,
-): Promise<DaemonHealth> {
+): Promise<HealthResponse> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {

@@ -20,15 +20,15 @@ export function matchPort(rest: string): { port: number; path: string } | undefi
 
 /** The keep-alive pool to one port of the sandbox, made on first use and closed with the target. */
 export function portPool(t: Target, port: number): Pool {
-  let pool = t.ports.get(port);
+  let pool = t.conn.ports.get(port);
   if (!pool) {
-    pool = new Pool(`http://${t.address}:${port}`, {
+    pool = new Pool(`http://${t.conn.address}:${port}`, {
       connections: PORT_POOL_CONNECTIONS,
       // Long polls, SSE and slow pages are the application's business: no time limit of the gateway's own.
       headersTimeout: 0,
       bodyTimeout: 0,
     });
-    t.ports.set(port, pool);
+    t.conn.ports.set(port, pool);
   }
   return pool;
 }

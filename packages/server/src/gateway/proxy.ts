@@ -76,7 +76,8 @@ export function forward(
     send(portPool(t, port.port), req, res, port.path, headers, done, extra, (err) =>
       portUnreachable(t, port.port, err),
     );
-  } else send(t.pool, req, res, path, upstreamHeaders(req), done, extra, (err) => daemonUnreachable(t, err));
+  } else
+    send(t.conn.pool, req, res, path, upstreamHeaders(req), done, extra, (err) => daemonUnreachable(t, err));
 }
 
 function addResponseHeaders(h: IncomingHttpHeaders, extra: Record<string, string> | undefined) {

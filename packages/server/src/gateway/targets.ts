@@ -6,8 +6,7 @@ import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
 import { isGone } from '../kinds/status.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
-import type { Resources } from '../store/resources.js';
-import { keyOf, type ResourceKey, type StoredObject } from '../store/store.js';
+import { keyOf, type ResourceKey, type Store, type StoredObject } from '../store/store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 
 /** Upstream connections per sandbox: concurrent requests beyond this wait in the pool, not in the sandbox. */
@@ -17,39 +16,53 @@ export const POOL_KEEP_ALIVE_MS = 30_000;
 /** How soon a client may retry when the sandbox is not serving yet (starting, deactivated). */
 const RETRY_AFTER_S = '1';
 
-export interface Target {
-  readonly key: ResourceKey;
-  readonly id: string;
+/** How the gateway reaches a sandbox: fixed for the life of the entry (a restarted sandbox is a new entry). */
+export interface Connection {
+  /** Keep-alive pool to the daemon's unix socket. */
   readonly pool: Pool;
   /** Host path of the daemon's unix socket (tunnels connect to it directly). */
   readonly socketPath: string;
   /** The sandbox's private address: its ports are reached there (ports.ts). */
   readonly address: string;
-  /** Keep-alive pools to the sandbox's ports, made on first use. */
+  /** Keep-alive pools to the sandbox's ports, made on first use (ports.ts) and closed with the entry. */
   readonly ports: Map<number, Pool>;
-  /** The store status; only DEPLOYED takes the fast path. */
-  status: string;
-  /** The runtime froze it (standby); a request must thaw it first. */
-  frozen: boolean;
-  /** A freeze or a thaw under way: requests wait for it (one shared promise, never one per request). */
-  transition?: Promise<void>;
-  /** Aborts the freeze under way, if any: a request that arrives meanwhile undoes it instead of waiting. */
-  freezing?: AbortController;
-  /** Requests in flight and tunnels open: while above 0 the sandbox never goes to standby. */
-  inflight: number;
-  /** Epoch ms of the last request start or end. */
-  lastUsedMs: number;
-  /** What the store holds, so only changes are written. */
-  stored: { state?: string; lastUsedMs: number; writtenAtMs: number };
-  writing?: Promise<void>;
-  dirty?: boolean;
-  evicted: boolean;
 }
 
+/**
+ * What the runtime and the store said when the entry was made. The live run state starts from it and is
+ * owned by the activator from then on; the usage writer starts its "already written" figures from it.
+ */
+export interface LoadedState {
+  readonly frozen: boolean;
+  readonly lastUsedMs: number;
+  /** The run state the store holds (RUNNING, STANDBY or none yet). */
+  readonly storedState?: string;
+}
+
+/**
+ * One live sandbox in the table. This file alone writes it: `status` follows the store watch, `evicted` is set
+ * once the entry leaves the table. Run state (frozen, in flight, last use) is the activator's (activator.ts).
+ */
+export interface Target {
+  readonly key: ResourceKey;
+  readonly id: string;
+  readonly conn: Connection;
+  readonly loaded: LoadedState;
+  /** The store status; only DEPLOYED takes the fast path and may go to standby. */
+  readonly status: string;
+  /** Dropped from the table (deleted, deactivated, gone from the runtime): nothing may freeze it any more. */
+  readonly evicted: boolean;
+}
+
+/** The table's own writable view of an entry. */
+type Entry = { -readonly [K in 'status' | 'evicted']: Target[K] } & Omit<Target, 'status' | 'evicted'>;
+
 export interface TargetsDeps {
-  resources: Resources;
+  store: Store;
   driver: RuntimeDriver;
   logger: Logger;
+  /** The clock a never-used sandbox's last use starts from. */
+  now?: () => number;
 }
 
 const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
@@ -74,15 +87,15 @@ function notServing(o: StoredObject): ApiError {
 }
 
 export class Targets {
-  private readonly byName = new Map<string, Target>();
-  private readonly loading = new Map<string, Promise<Target | undefined>>();
+  private readonly byName = new Map<string, Entry>();
+  private readonly loading = new Map<string, Promise<Entry | undefined>>();
   private unwatch?: () => void;
 
   constructor(private readonly deps: TargetsDeps) {}
 
   /** Follows the store, and loads every deployed sandbox so idle ones go to standby even if never called. */
   async start(): Promise<void> {
-    this.unwatch = this.deps.resources.store.watch((c) => {
+    this.unwatch = this.deps.store.watch((c) => {
       if (c.object.kind !== 'Sandbox') return;
       const k = nameKey(c.object.workspace, c.object.name);
       const t = this.byName.get(k);
@@ -95,7 +108,7 @@ export class Targets {
           this.deps.logger.warn({ err, sandbox: c.object.name }, 'loading a sandbox failed'),
         );
     });
-    for (const o of await this.deps.resources.store.list({ kind: 'Sandbox' }))
+    for (const o of await this.deps.store.list({ kind: 'Sandbox' }))
       if (o.body.status === 'DEPLOYED') await this.load(o);
   }
 
@@ -111,18 +124,18 @@ export class Targets {
   /** The slow path: the store says whether it should serve, the runtime whether it runs. Throws 404/503. */
   async resolve(workspace: string, name: string): Promise<Target> {
     const key: ResourceKey = { kind: 'Sandbox', workspace, parent: '', name };
-    const o = await this.deps.resources.store.get(key);
+    const o = await this.deps.store.get(key);
     if (!o)
       throw new ApiError('NOT_FOUND', `sandbox ${JSON.stringify(name)} not found in workspace ${workspace}`);
     const status = o.body.status;
     if (!serving(status)) throw notServing(o);
-    const t = this.get(workspace, name) ?? (await this.load(o));
+    const t = this.byName.get(nameKey(workspace, name)) ?? (await this.load(o));
     if (!t) throw notServing(o);
     t.status = status;
     return t;
   }
 
-  private load(o: StoredObject): Promise<Target | undefined> {
+  private load(o: StoredObject): Promise<Entry | undefined> {
     const k = nameKey(o.workspace, o.name);
     let p = this.loading.get(k);
     if (!p) {
@@ -132,49 +145,50 @@ export class Targets {
     return p;
   }
 
-  private async create(o: StoredObject): Promise<Target | undefined> {
+  private async create(o: StoredObject): Promise<Entry | undefined> {
     const id = sandboxId(o.workspace, o.name);
     const info = await this.deps.driver.inspect(id);
     if (!info || info.state === 'dead') return undefined;
     // The object may have changed while the runtime was asked (a DELETE whose watch event has passed).
-    const now = await this.deps.resources.store.get(keyOf(o));
+    const now = await this.deps.store.get(keyOf(o));
     if (!now || !serving(now.body.status)) return undefined;
     const k = nameKey(o.workspace, o.name);
     const existing = this.byName.get(k);
     if (existing) return existing;
     const used =
-      Date.parse(o.body.lastUsedAt ?? '') || Date.parse(o.body.metadata?.createdAt ?? '') || Date.now();
-    const t: Target = {
+      Date.parse(o.body.lastUsedAt ?? '') ||
+      Date.parse(o.body.metadata?.createdAt ?? '') ||
+      (this.deps.now ?? Date.now)();
+    const t: Entry = {
       key: { kind: 'Sandbox', workspace: o.workspace, parent: '', name: o.name },
       id,
-      socketPath: info.socketPath,
-      address: info.address,
-      ports: new Map(),
-      pool: new Pool('http://sandbox', {
+      conn: {
         socketPath: info.socketPath,
-        connections: POOL_CONNECTIONS,
-        keepAliveTimeout: POOL_KEEP_ALIVE_MS,
-        keepAliveMaxTimeout: POOL_KEEP_ALIVE_MS,
-        // A synchronous exec answers when its command ends and a log stream lasts as long as its process:
-        // the gateway imposes no time limit of its own, the client decides how long to wait.
-        headersTimeout: 0,
-        bodyTimeout: 0,
-      }),
+        address: info.address,
+        ports: new Map(),
+        pool: new Pool('http://sandbox', {
+          socketPath: info.socketPath,
+          connections: POOL_CONNECTIONS,
+          keepAliveTimeout: POOL_KEEP_ALIVE_MS,
+          keepAliveMaxTimeout: POOL_KEEP_ALIVE_MS,
+          // A synchronous exec answers when its command ends and a log stream lasts as long as its process:
+          // the gateway imposes no time limit of its own, the client decides how long to wait.
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        }),
+      },
+      loaded: { frozen: info.state === 'frozen', lastUsedMs: used, storedState: o.body.state },
       status: now.body.status,
-      frozen: info.state === 'frozen',
-      inflight: 0,
-      lastUsedMs: used,
-      stored: { state: o.body.state, lastUsedMs: used, writtenAtMs: 0 },
       evicted: false,
     };
     this.byName.set(k, t);
     return t;
   }
 
-  private evict(k: string, t: Target) {
+  private evict(k: string, t: Entry) {
     this.byName.delete(k);
     t.evicted = true;
-    for (const p of [t.pool, ...t.ports.values()])
+    for (const p of [t.conn.pool, ...t.conn.ports.values()])
       p.close().catch((err) =>
         this.deps.logger.debug({ err, sandbox: t.id }, 'closing a sandbox pool failed'),
       );
@@ -184,7 +198,7 @@ export class Targets {
     this.unwatch?.();
     await Promise.allSettled([...this.loading.values()]);
     const pools = [...this.byName.values()].flatMap((t) =>
-      [t.pool, ...t.ports.values()].map((p) => p.destroy()),
+      [t.conn.pool, ...t.conn.ports.values()].map((p) => p.destroy()),
     );
     this.byName.clear();
     await Promise.allSettled(pools);

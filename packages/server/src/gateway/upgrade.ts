@@ -49,7 +49,7 @@ export function tunnel(
   requestHeaders?: Record<string, string>,
 ): void {
   const port = matchPort(path);
-  const up = port ? connect(port.port, t.address) : connect(t.socketPath);
+  const up = port ? connect(port.port, t.conn.address) : connect(t.conn.socketPath);
   let connected = false;
   let finished = false;
   const finish = () => {

@@ -1,5 +1,5 @@
 // The model gateway: provider adapters, OpenAI <-> Anthropic translation, token budgets of maxToken
-// policies and usage metering. `createModelGateway` builds its long-lived parts once; gateway/models-route.ts
+// policies and usage metering. `createModelGateway` builds its long-lived parts once; models/http-route.ts
 // is its HTTP entry and models/routes.ts its /v0 read-outs.
 import { Agent } from 'undici';
 import type { Authenticator } from '../auth/access.js';

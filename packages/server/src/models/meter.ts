@@ -15,6 +15,15 @@ export interface UsageSource {
   firstChunkAt?: number;
 }
 
+/** One model call as logged: figures only, never a body or a key. */
+export interface CallSummary {
+  model: string;
+  status: number | 'aborted';
+  inputTokens: number;
+  outputTokens: number;
+  durationMs: number;
+}
+
 export class CallMeter {
   reservation?: Reservation;
   source?: UsageSource;
@@ -33,8 +42,9 @@ export class CallMeter {
     private readonly startedAt: number,
   ) {}
 
-  finish(status: number, completed: boolean) {
-    if (this.done) return;
+  /** Closes the call's accounting; returns what one log line says about it (undefined when already closed). */
+  finish(status: number, completed: boolean): CallSummary | undefined {
+    if (this.done) return undefined;
     this.done = true;
     const { gw } = this;
     const ok = status < 400;
@@ -65,5 +75,12 @@ export class CallMeter {
     series.latency.observe((end - this.startedAt) / 1000);
     const first = this.firstByteAt ?? this.source?.firstChunkAt;
     if (first !== undefined) series.firstByte.observe((first - this.startedAt) / 1000);
+    return {
+      model: this.model,
+      status: completed ? status : 'aborted',
+      inputTokens: input,
+      outputTokens: output,
+      durationMs: end - this.startedAt,
+    };
   }
 }

@@ -1,6 +1,7 @@
 // An in-memory RuntimeDriver for controller tests that run without root. It keeps the contract's
 // observable rules (idempotent ensure by spec hash, freeze/thaw states, remove idempotent) and lets
-// a test kill a sandbox to exercise recreation. It starts no processes, so sockets do not answer.
+// a test kill a sandbox to exercise recreation. It starts no processes, so sockets do not answer — unless a test
+// gives a `socketDir` and starts a sandbox API daemon at `<socketDir>/<id>.sock` itself.
 import {
   checkSandboxId,
   type RuntimeCapabilities,
@@ -19,11 +20,14 @@ export class FakeDriver implements RuntimeDriver {
   /** Number of sandboxes actually created (not re-used) — what idempotency tests count. */
   creations = 0;
 
-  constructor(private readonly now: () => Date = () => new Date()) {}
+  constructor(
+    private readonly now: () => Date = () => new Date(),
+    private readonly opts: { socketDir?: string } = {},
+  ) {}
 
   socketPath(id: string): string {
     checkSandboxId(id);
-    return `/nonexistent/berth-fake/${id}.sock`;
+    return `${this.opts.socketDir ?? '/nonexistent/berth-fake'}/${id}.sock`;
   }
 
   async ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {

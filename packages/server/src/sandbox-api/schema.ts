@@ -174,6 +174,17 @@ export interface HealthResponse {
   runningProcesses: number;
 }
 
+/** Text frames of GET /terminal/ws, client → daemon (binary frames are keystrokes). */
+export type TerminalClientMessage =
+  | { type: 'input'; data: string }
+  | { type: 'resize'; cols: number; rows: number };
+
+/** The text frame the daemon sends when the shell ends, before it closes the socket (output is binary frames). */
+export interface TerminalExitMessage {
+  type: 'exit';
+  exitCode: number;
+}
+
 /** A line of the text log stream and of the watch stream that carries no data. */
 export const KEEPALIVE_LINE = '[keepalive]\n';
 

@@ -9,6 +9,7 @@ import type { SandboxApi } from './context.js';
 import { PathResolver } from './paths.js';
 import { sandboxEnv } from './process/spec.js';
 import type { UpgradeHandler } from './router.js';
+import type { TerminalExitMessage } from './schema.js';
 
 export const DEFAULT_COLS = 80;
 export const DEFAULT_ROWS = 24;
@@ -53,7 +54,7 @@ function attach(ws: WebSocket, term: Term): void {
   });
   term.onExit((exitCode) => {
     if (ws.readyState !== ws.OPEN) return;
-    ws.send(JSON.stringify({ type: 'exit', exitCode }));
+    ws.send(JSON.stringify({ type: 'exit', exitCode } satisfies TerminalExitMessage));
     ws.close(1000, 'exit');
   });
   ws.on('message', (data: Buffer, isBinary: boolean) => {

@@ -102,3 +102,33 @@ test('the provider key appears nowhere a caller, an operator or the database can
   assert.ok(w.fake.requests.some((r) => r.headers.authorization === `Bearer ${PROVIDER_KEY}`));
   assert.ok(w.fake.requests.every((r) => !JSON.stringify(r.headers).includes(w.server.adminKey)));
 });
+
+test('each model call is one info line: model, status, tokens and duration, never the body or a key', async () => {
+  const lines = () =>
+    w.server
+      .logs()
+      .split('\n')
+      .filter((l) => l.includes('"model call"'))
+      .map((l) => JSON.parse(l));
+  const before = lines().length;
+  const secret = 'a prompt the log must not hold';
+  const r = await call(`${runUrl(w.server, 'm')}/v1/chat/completions`, {
+    method: 'POST',
+    json: { messages: [{ role: 'user', content: secret }] },
+  });
+  assert.equal(r.status, 200);
+  const added = await eventually(
+    async () => lines().slice(before),
+    (l: any[]) => l.length >= 1,
+    'the call is logged',
+  );
+  assert.equal(added.length, 1);
+  const line = added[0];
+  assert.equal(line.level, 30);
+  assert.equal(line.model, 'm');
+  assert.equal(line.status, 200);
+  assert.ok(line.inputTokens > 0 && line.outputTokens > 0, JSON.stringify(line));
+  assert.equal(typeof line.durationMs, 'number');
+  const text = JSON.stringify(line);
+  for (const s of [secret, w.server.adminKey, PROVIDER_KEY]) assert.ok(!text.includes(s), text);
+});

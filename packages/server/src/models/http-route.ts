@@ -5,20 +5,15 @@ import type { Readable, Transform } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
-import type { Endpoint } from '../models/endpoints.js';
-import {
-  defaultMaxOutput,
-  estimateInputTokens,
-  isEmbeddings,
-  requestedMaxOutput,
-} from '../models/estimate.js';
-import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall } from '../models/forward.js';
-import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from '../models/index.js';
-import { CallMeter } from '../models/meter.js';
-import { registerModelRoutes } from '../models/routes.js';
-import { UsageObserver } from '../models/stream/usage-observer.js';
-import { AnthropicToChatStream, messageToChat } from '../models/translate/anthropic-to-openai.js';
-import { normalizeUsage } from '../models/usage.js';
+import type { Endpoint } from './endpoints.js';
+import { defaultMaxOutput, estimateInputTokens, isEmbeddings, requestedMaxOutput } from './estimate.js';
+import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall } from './forward.js';
+import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
+import { CallMeter } from './meter.js';
+import { registerModelRoutes } from './routes.js';
+import { UsageObserver } from './stream/usage-observer.js';
+import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
+import { normalizeUsage } from './usage.js';
 import { inferenceErrorHandler } from './inference-problem.js';
 
 /** Inference bodies carry images and long contexts: far above the 1 MiB of management calls. */
@@ -153,12 +148,14 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
       reply.raw.on('close', () => {
         const completed = reply.raw.writableFinished;
         if (!completed) abort.abort();
-        meter.finish(reply.raw.statusCode, completed);
+        const call = meter.finish(reply.raw.statusCode, completed);
+        if (call) req.log.info(call, 'model call');
       });
       // The caller left while its credential or endpoint was being read: 'close' has fired already.
       if (req.raw.socket?.destroyed) {
         abort.abort();
-        meter.finish(499, false);
+        const call = meter.finish(499, false);
+        if (call) req.log.info(call, 'model call');
         return reply.hijack();
       }
       reserve(gw, ep, call, meter, inputEstimate);

@@ -1,0 +1,85 @@
+// One resolver per kind of address (parse-address.ts): authenticates the caller for the address's workspace and
+// finds the table entry to forward to, with the path the workload sees. Kept in one table so a new kind of
+// target is an added entry.
+import type { IncomingMessage } from 'node:http';
+import type { Authenticator } from '../auth/access.js';
+import type { Store } from '../store/store.js';
+import { labelSplits } from './address.js';
+import { authorize } from './auth.js';
+import type { Address, AddressKind } from './parse-address.js';
+import { admitPreview } from './previews.js';
+import type { ForwardExtra } from './proxy.js';
+import type { Target, Targets } from './targets.js';
+
+/** A request let in: where it goes, what path the workload sees, and what headers a preview adds. */
+export interface Admission {
+  target: Target;
+  path: string;
+  extra?: ForwardExtra;
+}
+
+export interface ResolveDeps {
+  store: Store;
+  targets: Targets;
+  authenticator: Authenticator;
+  now: () => number;
+}
+
+type Resolver<K extends AddressKind> = (
+  a: Extract<Address, { kind: K }>,
+  req: IncomingMessage,
+  deps: ResolveDeps,
+) => Promise<Admission>;
+
+/**
+ * `sbx-<label>` → (workspace, name). Names may hold `-`, so every split is tried, the longest sandbox name
+ * first, against the live table and then the store; with no such sandbox the last split is returned, so the
+ * caller is still asked for a credential before being told.
+ */
+export async function sandboxOfHost(
+  label: string,
+  deps: Pick<ResolveDeps, 'store' | 'targets'>,
+): Promise<{ workspace: string; name: string }> {
+  const splits = labelSplits(label);
+  for (const s of splits) if (deps.targets.get(s.workspace, s.name)) return s;
+  for (const s of splits)
+    if (await deps.store.get({ kind: 'Sandbox', workspace: s.workspace, parent: '', name: s.name })) return s;
+  const last = splits.at(-1);
+  return { workspace: last?.workspace ?? label, name: last?.name ?? label };
+}
+
+/** The table entry of a sandbox that should serve; the store is asked only off the fast path. Throws 404/503. */
+async function targetOf(deps: ResolveDeps, workspace: string, name: string): Promise<Target> {
+  const t = deps.targets.get(workspace, name);
+  return t?.status === 'DEPLOYED' ? t : deps.targets.resolve(workspace, name);
+}
+
+const sandbox: Resolver<'sandbox'> = async (a, req, deps) => {
+  await authorize(deps.authenticator, req.headers, a.workspace);
+  return { target: await targetOf(deps, a.workspace, a.name), path: a.rest };
+};
+
+const sandboxHost: Resolver<'sandbox-host'> = async (a, req, deps) => {
+  const s = await sandboxOfHost(a.label, deps);
+  return sandbox({ kind: 'sandbox', ...s, rest: a.rest }, req, deps);
+};
+
+const preview: Resolver<'preview'> = async (a, req, deps) => {
+  const p = a.preview;
+  const ok = await admitPreview(deps, req, p);
+  return {
+    target: await targetOf(deps, p.workspace, p.sandbox),
+    path: `/port/${ok.port}${ok.rest}`,
+    extra: { requestHeaders: ok.requestHeaders, responseHeaders: ok.responseHeaders },
+  };
+};
+
+const RESOLVERS: { [K in AddressKind]: Resolver<K> } = {
+  sandbox,
+  'sandbox-host': sandboxHost,
+  preview,
+};
+
+export function resolveAddress(a: Address, req: IncomingMessage, deps: ResolveDeps): Promise<Admission> {
+  return (RESOLVERS[a.kind] as Resolver<typeof a.kind>)(a as never, req, deps);
+}
