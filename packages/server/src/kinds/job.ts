@@ -10,6 +10,7 @@ import {
   NameList,
   opt,
   Port,
+  Quantity,
   Revision,
   Trigger,
 } from './common.js';
@@ -31,7 +32,7 @@ export const JOB_VOLUME_TYPES = ['emptydir', 'persistent', 'ephemeral'] as const
 export const JobVolume = Type.Object({
   mountPath: Type.String({ pattern: '^/' }),
   name: Name,
-  sizeMb: opt(Type.Integer({ minimum: 1 })),
+  sizeMb: opt(Quantity('MB', { minimum: 1, example: 1024 })),
   type: opt(literals(JOB_VOLUME_TYPES)),
   readOnly: opt(Type.Boolean()),
 });
@@ -52,7 +53,7 @@ export const JobSpec = Type.Object({
       maxRetries: opt(Type.Integer({ minimum: 0, maximum: 100 })),
       memory: opt(MemoryMb),
       ports: opt(Type.Array(Port)),
-      timeout: opt(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_S })),
+      timeout: opt(Quantity('seconds', { minimum: 1, maximum: MAX_TIMEOUT_S, example: DEFAULT_TIMEOUT_S })),
     }),
   ),
   triggers: opt(Type.Array(Trigger)),
