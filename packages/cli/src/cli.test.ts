@@ -175,7 +175,7 @@ spec:
     const r = await berth(['apply', '-f', '-'], { input: bad });
     assert.equal(r.code, 1);
     assert.match(r.stderr, /policy\/broken/);
-    assert.match(r.stderr, /\/spec\/sandbox: must be boolean/);
+    assert.match(r.stderr, /\/spec\/sandbox: must be true or false/);
     assert.match(
       r.stderr,
       /\/spec\/locations: a location policy needs at least one location|\/spec\/sandbox/,

@@ -36,7 +36,7 @@ export function closest(word: string, candidates: string[]): string | undefined 
   return best !== undefined && bestD <= limit && !tie ? best : undefined;
 }
 
-const unescape = (seg: string) => seg.replaceAll('~1', '/').replaceAll('~0', '~');
+const unescapePointer = (seg: string) => seg.replaceAll('~1', '/').replaceAll('~0', '~');
 
 /** An object schema with the properties of every object branch of a union (what `prune` keeps). */
 function objectView(s: any): any {
@@ -49,7 +49,7 @@ function objectView(s: any): any {
 
 /** Field names the schema declares for the object that holds `pointer`; undefined when none are declared. */
 export function knownFieldsAt(schema: TSchema, pointer: string): string[] | undefined {
-  const segs = pointer.split('/').slice(1, -1).map(unescape);
+  const segs = pointer.split('/').slice(1, -1).map(unescapePointer);
   let s: any = schema;
   for (const seg of segs) {
     s = objectView(s);
@@ -83,7 +83,7 @@ export function unknownFieldIssues(
   return pointers.map((pointer) => ({
     pointer,
     message: unknownFieldMessage(
-      unescape(pointer.split('/').at(-1) ?? ''),
+      unescapePointer(pointer.split('/').at(-1) ?? ''),
       knownFieldsAt(schema, pointer),
       base,
     ),
