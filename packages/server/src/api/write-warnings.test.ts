@@ -79,12 +79,21 @@ describe('write warnings and messages', () => {
 
     const sbx = await s.api('/sandboxes', {
       method: 'POST',
-      json: { metadata: { name: 'units' }, spec: { runtime: { ttl: '1 day', memory: '4GB' } } },
+      json: {
+        metadata: { name: 'units' },
+        spec: {
+          runtime: { ttl: '1 day', memory: '4GB', envs: [{ name: '1ST', value: 'x' }] },
+          volumes: [{ name: 'data', mountPath: 'data' }],
+        },
+      },
     });
     assert.equal(sbx.status, 422);
     assert.deepEqual(Object.fromEntries((await sbx.json()).errors.map((e: any) => [e.pointer, e.message])), {
       '/spec/runtime/ttl': 'must be a duration like 30s, 15m, 24h, 7d (units s, m, h, d, w)',
       '/spec/runtime/memory': 'must be a whole number of MB from 128 to 65536 (e.g. 4096)',
+      '/spec/runtime/envs/0/name':
+        'must be an environment variable name: letters, digits and _, not starting with a digit (e.g. API_URL)',
+      '/spec/volumes/0/mountPath': 'must be an absolute path like /data',
     });
 
     const vol = await s.api('/volumes/v', {

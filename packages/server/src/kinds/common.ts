@@ -67,7 +67,12 @@ export const MetadataReadOnly = {
 };
 
 export const Env = Type.Object({
-  name: Type.String({ minLength: 1, pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }),
+  name: Type.String({
+    minLength: 1,
+    pattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+    [MESSAGE_KEY]:
+      'must be an environment variable name: letters, digits and _, not starting with a digit (e.g. API_URL)',
+  }),
   value: Type.Optional(Type.String()),
   secret: Type.Optional(Type.Boolean()),
 });
@@ -78,9 +83,12 @@ export const Port = Type.Object({
   protocol: Type.Optional(Type.Union([Type.Literal('HTTP'), Type.Literal('TCP')])),
 });
 
+/** An absolute path inside the sandbox. */
+export const MountPath = Type.String({ pattern: '^/', [MESSAGE_KEY]: 'must be an absolute path like /data' });
+
 export const VolumeMount = Type.Object({
   name: Name,
-  mountPath: Type.String({ pattern: '^/' }),
+  mountPath: MountPath,
   readOnly: Type.Optional(Type.Boolean()),
 });
 

@@ -6,6 +6,7 @@ import {
   Generation,
   literals,
   MemoryMb,
+  MountPath,
   Name,
   NameList,
   opt,
@@ -30,7 +31,7 @@ export const MAX_TIMEOUT_S = 86_400;
 export const JOB_VOLUME_TYPES = ['emptydir', 'persistent', 'ephemeral'] as const;
 
 export const JobVolume = Type.Object({
-  mountPath: Type.String({ pattern: '^/' }),
+  mountPath: MountPath,
   name: Name,
   sizeMb: opt(Quantity('MB', { minimum: 1, example: 1024 })),
   type: opt(literals(JOB_VOLUME_TYPES)),
