@@ -1,10 +1,19 @@
 // `berth apply -f file.yaml`: create-or-replace (PUT) every document of a multi-document YAML file.
 // Every document is parsed and its kind resolved before anything is sent, so a typo changes nothing.
+// Each object is reported created, configured or unchanged, judged from the object before and after the PUT.
 import { readFileSync } from 'node:fs';
 import type { KindDescriptor } from '@berth/server/kinds/types.js';
 import type { Command } from 'commander';
 import YAML from 'yaml';
-import { Api, addParentFlags, collectionPath, itemPath, resolveKind } from './client.js';
+import {
+  Api,
+  ApiFailure,
+  addParentFlags,
+  collectionPath,
+  itemPath,
+  resolveKind,
+  warningLines,
+} from './client.js';
 import { loadCliConfig } from './config.js';
 
 interface Planned {
@@ -41,6 +50,42 @@ export function planDocuments(text: string, file: string): Planned[] {
   return out;
 }
 
+/** JSON with keys sorted, so two maps that differ only in key order compare equal. */
+const canonical = (v: unknown): string =>
+  JSON.stringify(v ?? null, (_k, x) =>
+    x && typeof x === 'object' && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b)))
+      : x,
+  );
+
+export type Outcome = 'created' | 'configured' | 'unchanged';
+
+/**
+ * What a PUT did, from the object before it (undefined: there was none) and the answer. The server bumps
+ * `generation` only when the spec changes; labels, displayName and a kind's top-level fields beside spec are
+ * compared directly.
+ */
+export function outcomeOf(kd: KindDescriptor, before: any, after: any): Outcome {
+  if (!before) return 'created';
+  const fields = (o: any) => [
+    o?.metadata?.generation,
+    o?.metadata?.labels ?? {},
+    o?.metadata?.displayName,
+    ...Object.keys(kd.extraInput ?? {}).map((k) => o?.[k]),
+  ];
+  return canonical(fields(before)) === canonical(fields(after)) ? 'unchanged' : 'configured';
+}
+
+/** The object as it is now, or undefined when there is none (404). */
+async function current(api: Api, path: string) {
+  try {
+    return (await api.call('GET', path)).body;
+  } catch (e) {
+    if (e instanceof ApiFailure && e.status === 404) return undefined;
+    throw e;
+  }
+}
+
 export function registerApply(program: Command) {
   const cmd = program
     .command('apply')
@@ -64,13 +109,17 @@ export function registerApply(program: Command) {
         const label = `${p.kd.kind.toLowerCase()}/${p.name}`;
         try {
           const path = itemPath(collectionPath(p.kd, o, p.body.metadata), p.name);
-          const { headers } = await api.call('PUT', path, {
+          const before = await current(api, path);
+          const { body, headers } = await api.call('PUT', path, {
             body: p.body,
             query: { fieldValidation: o.fieldValidation },
           });
+          // The body's warnings carry suggestions; the header is what a server without them sends.
           const warning = headers.get('warning');
-          if (warning) process.stderr.write(`warning: ${label}: ${warning}\n`);
-          process.stdout.write(`${label} configured\n`);
+          const lines = warningLines(label, body);
+          if (lines) process.stderr.write(lines);
+          else if (warning) process.stderr.write(`warning: ${label}: ${warning}\n`);
+          process.stdout.write(`${label} ${outcomeOf(p.kd, before, body)}\n`);
         } catch (e) {
           failed++;
           process.stderr.write(`error: ${label} (${p.source}): ${(e as Error).message}\n`);

@@ -125,7 +125,7 @@ spec:
     const file = join(dir, 'two.yaml');
     writeFileSync(file, twoDocs(1000));
     const out = await ok(['apply', '-f', file]);
-    assert.equal(out, 'policy/token-cap configured\nintegrationconnection/openai-main configured\n');
+    assert.equal(out, 'policy/token-cap created\nintegrationconnection/openai-main created\n');
 
     const policies = JSON.parse(await ok(['get', 'policies', '-o', 'json']));
     assert.deepEqual(
@@ -148,10 +148,10 @@ spec:
     const doc = YAML.parse(yaml);
     assert.equal(doc.kind, 'Policy');
     assert.equal(doc.metadata.name, 'token-cap');
-    assert.equal(await ok(['apply', '-f', '-'], { input: yaml }), 'policy/token-cap configured\n');
+    assert.equal(await ok(['apply', '-f', '-'], { input: yaml }), 'policy/token-cap unchanged\n');
   });
 
-  it('apply again updates the objects (stdin, env overrides instead of the file)', async () => {
+  it('apply again reports what changed: a new limit configures, a resent secret is a change too', async () => {
     const out = await ok(['apply', '-f', '-'], {
       input: twoDocs(5000),
       env: { BERTH_CONFIG: join(dir, 'none.yaml'), BERTH_URL: s.url, BERTH_API_KEY: s.adminKey },
@@ -170,12 +170,13 @@ spec:
     assert.equal(r.stdout, '');
   });
 
-  it('a bad document exits 1 and prints the detail and each invalid field', async () => {
+  it('a bad document exits 1 and prints each invalid field once', async () => {
     const bad = 'kind: Policy\nmetadata: { name: broken }\nspec:\n  type: location\n  sandbox: maybe\n';
     const r = await berth(['apply', '-f', '-'], { input: bad });
     assert.equal(r.code, 1);
     assert.match(r.stderr, /policy\/broken/);
-    assert.match(r.stderr, /\/spec\/sandbox: must be boolean/);
+    assert.match(r.stderr, /\/spec\/sandbox: must be true or false/);
+    assert.equal(r.stderr.split('/spec/sandbox').length - 1, 1, `each field once:\n${r.stderr}`);
     assert.match(
       r.stderr,
       /\/spec\/locations: a location policy needs at least one location|\/spec\/sandbox/,
@@ -190,7 +191,7 @@ spec:
       'kind: Policy\nmetadata: { name: typo }\nspec:\n  type: location\n  locations: [{ name: eu }]\n  locatoins: []\n';
     const r = await berth(['apply', '-f', '-'], { input: typo });
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /\/spec\/locatoins: is not a known field/);
+    assert.match(r.stderr, /\/spec\/locatoins: is not a known field; did you mean "locations"\?/);
 
     const mixed = `kind: Policy\nmetadata: { name: fine }\nspec: { type: location, locations: [{ name: eu }] }\n---\nkind: Gizmo\nmetadata: { name: g }\n`;
     const u = await berth(['apply', '-f', '-'], { input: mixed });
@@ -201,6 +202,79 @@ spec:
       1,
       'the valid document before it was not sent',
     );
+  });
+
+  it('apply with --field-validation Warn stores the object and prints each dropped field with a suggestion', async () => {
+    const typo =
+      'kind: Policy\nmetadata: { name: warned, lables: { a: b } }\nspec: { type: location, locations: [{ name: eu }] }\n';
+    const r = await berth(['apply', '-f', '-', '--field-validation', 'Warn'], { input: typo });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, 'policy/warned created\n');
+    assert.equal(
+      r.stderr,
+      'warning: policy/warned: /metadata/lables: is not a known field and was ignored; did you mean "labels"?\n',
+    );
+  });
+
+  it('apply says unchanged when the server keeps the object as it was, configured when labels change', async () => {
+    const doc = (team: string) =>
+      `kind: Policy\nmetadata: { name: steady, labels: { team: ${team} } }\nspec: { type: location, locations: [{ name: eu }] }\n`;
+    assert.equal(await ok(['apply', '-f', '-'], { input: doc('a') }), 'policy/steady created\n');
+    assert.equal(await ok(['apply', '-f', '-'], { input: doc('a') }), 'policy/steady unchanged\n');
+    assert.equal(await ok(['apply', '-f', '-'], { input: doc('b') }), 'policy/steady configured\n');
+  });
+
+  it('--version prints the CLI version and the version the server reports', async () => {
+    const version = JSON.parse(readFileSync(join(ROOT, 'packages/server/package.json'), 'utf8')).version;
+    const out = await ok(['--version']);
+    assert.equal(out, `berth CLI ${version}\nserver ${version} at ${s.url}\n`);
+    const alone = await berth(['-V'], { env: { BERTH_CONFIG: join(dir, 'none.yaml') } });
+    assert.equal(alone.code, 0);
+    assert.equal(alone.stdout, `berth CLI ${version}\n`, 'without a server, the CLI version alone');
+  });
+
+  it('status shows the server version and counts sandboxes, models and agents', async () => {
+    const report = JSON.parse(await ok(['status', '-o', 'json']));
+    assert.equal(report.server.status, 'ok');
+    assert.match(report.server.version, /^\d+\.\d+\.\d+/);
+    assert.deepEqual(report.sandboxes, { total: 0, byStatus: {}, byState: {} });
+    assert.equal(report.models, 0);
+    assert.equal(report.agents, 0);
+    const table = await ok(['status']);
+    assert.match(table, /^server\s+http:\/\/127\.0\.0\.1:\d+ \(ok, version \d/m);
+    assert.match(table, /^sandboxes\s+0$/m);
+    const down = await berth(['status'], { env: { BERTH_URL: 'http://127.0.0.1:1', BERTH_API_KEY: 'k' } });
+    assert.equal(down.code, 1);
+    assert.match(down.stderr, /berth: cannot reach http:\/\/127\.0\.0\.1:1/);
+  });
+
+  it('completion bash completes commands, subcommands, flags and kinds', async () => {
+    const script = join(dir, 'berth.bash');
+    writeFileSync(script, await ok(['completion', 'bash']));
+    const complete = (words: string[]) => {
+      const r = spawnSync(
+        'bash',
+        [
+          '-c',
+          `source "$1"; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _berth; echo "\${COMPREPLY[*]}"`,
+          'bash',
+          script,
+        ],
+        { encoding: 'utf8' },
+      );
+      assert.equal(r.status, 0, r.stderr);
+      return r.stdout.trim().split(' ');
+    };
+    assert.deepEqual(complete(['berth', 'sta']), ['status']);
+    assert.deepEqual(complete(['berth', 'sandbox', 'lo']), ['logs']);
+    assert.deepEqual(complete(['berth', 'sbx', 'logs', '--fo']), ['--follow']);
+    assert.ok(complete(['berth', 'get', 'pol']).includes('policies'));
+    assert.deepEqual(complete(['berth', 'completion', '']), ['bash', 'zsh']);
+    const zsh = await ok(['completion', 'zsh']);
+    assert.match(zsh, /bashcompinit/);
+    const bad = await berth(['completion', 'fish']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /use bash or zsh/);
   });
 
   it('a wrong credential exits 1 with the problem detail', async () => {

@@ -6,23 +6,42 @@ import type { KindDescriptor } from '@berth/server/kinds/types.js';
 import type { Command } from 'commander';
 import type { CliConfig } from './config.js';
 
-/** A failed call, its message already shaped for a terminal: detail, then one line per invalid field. */
+/**
+ * The message of a problem for a terminal: a heading, then one line per invalid field. The server's detail of a
+ * validation failure already lists every field, so when it names each of them the title heads the list instead
+ * (printing both showed every field twice).
+ */
+export function problemMessage(status: number, problem: any): string {
+  const detail: string = problem?.detail ?? problem?.message ?? `HTTP ${status}`;
+  const errors: { pointer?: string; message?: string }[] = Array.isArray(problem?.errors)
+    ? problem.errors
+    : [];
+  if (!errors.length) return detail;
+  const named = errors.every((e) => detail.includes(e.pointer || '/'));
+  const heading = named ? (problem?.title ?? `HTTP ${status}`) : detail;
+  return `${heading}${errors.map((e) => `\n  ${e.pointer || '/'}: ${e.message}`).join('')}`;
+}
+
+/** A failed call, its message already shaped for a terminal (see problemMessage). */
 export class ApiFailure extends Error {
   constructor(
     readonly status: number,
     readonly problem: any,
   ) {
-    const detail = problem?.detail ?? problem?.message ?? `HTTP ${status}`;
-    const fields = Array.isArray(problem?.errors)
-      ? problem.errors.map((e: any) => `\n  ${e.pointer || '/'}: ${e.message}`).join('')
-      : '';
-    super(`${detail}${fields}`);
+    super(problemMessage(status, problem));
   }
+}
+
+/** `warnings` of a create or replace (unknown fields the server dropped), one line each for stderr. */
+export function warningLines(label: string, body: any): string {
+  const ws: { pointer?: string; message?: string }[] = Array.isArray(body?.warnings) ? body.warnings : [];
+  return ws.map((w) => `warning: ${label}: ${w.pointer || '/'}: ${w.message}\n`).join('');
 }
 
 export interface Answer {
   body: any;
   headers: Headers;
+  status: number;
 }
 
 export class Api {
@@ -65,8 +84,25 @@ export class Api {
     }
     if (!res.ok)
       throw new ApiFailure(res.status, body ?? { detail: `HTTP ${res.status}: ${text.slice(0, 200)}` });
-    return { body, headers: res.headers };
+    return { body, headers: res.headers, status: res.status };
   }
+}
+
+/** Page size the CLI asks for while following cursors (the server allows up to 1000). */
+export const PAGE = 500;
+
+/** Every object of a collection, following the X-Next-Cursor of each page. */
+export async function listAll(api: Api, path: string, query: Record<string, string> = {}): Promise<any[]> {
+  const items: any[] = [];
+  let cursor: string | null = null;
+  do {
+    const { body, headers } = await api.call('GET', path, {
+      query: { ...query, limit: String(PAGE), ...(cursor ? { cursor } : {}) },
+    });
+    items.push(...(Array.isArray(body) ? body : []));
+    cursor = headers.get('x-next-cursor');
+  } while (cursor);
+  return items;
 }
 
 /** `sandboxName` -> `sandbox`: the flag that names a parent object (`--sandbox`, `--vpc`, `--gateway`). */

@@ -1,11 +1,8 @@
 // `berth get <kind> [name]`: one object or every page of a list, as a table, JSON or YAML.
 import type { Command } from 'commander';
-import { Api, addParentFlags, collectionPath, itemPath, resolveKind } from './client.js';
+import { Api, addParentFlags, collectionPath, itemPath, listAll, resolveKind } from './client.js';
 import { loadCliConfig } from './config.js';
 import { parseFormat, render } from './output.js';
-
-/** Page size the CLI asks for while following cursors (the server allows up to 1000). */
-const PAGE = 500;
 
 interface GetOptions {
   output?: string;
@@ -35,15 +32,7 @@ export function registerGet(program: Command) {
       return;
     }
     if (o.selector) query.labels = o.selector;
-    const items: unknown[] = [];
-    let cursor: string | null = null;
-    do {
-      const { body, headers } = await api.call('GET', coll, {
-        query: { ...query, limit: String(PAGE), ...(cursor ? { cursor } : {}) },
-      });
-      items.push(...(Array.isArray(body) ? body : []));
-      cursor = headers.get('x-next-cursor');
-    } while (cursor);
+    const items = await listAll(api, coll, query);
     if (!items.length && format === 'table') process.stderr.write(`no ${kd.plural} found\n`);
     else process.stdout.write(render(items, format, kd.kind, false));
   });

@@ -12,7 +12,7 @@ export interface SandboxHandle {
   headers: Record<string, string>;
 }
 
-export function serverBase(cfg: CliConfig): string {
+export function serverBase(cfg: Pick<CliConfig, 'url'>): string {
   return cfg.url.replace(/\/+$/, '').replace(/\/v0$/, '');
 }
 

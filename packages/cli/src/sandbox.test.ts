@@ -123,6 +123,33 @@ describe('berth sandbox', () => {
     assert.match(both.stderr, /one side must be/);
   });
 
+  it('logs prints a process’s output by stream, and --follow streams until it ends', async () => {
+    const box = await s.create('cli-logs');
+    const done = await s.run(`${box.metadata.url}/process`, {
+      method: 'POST',
+      json: { name: 'greeter', command: 'echo hello; echo oops >&2', waitForCompletion: true },
+    });
+    assert.equal(done.status, 200, await done.clone().text());
+    const logs = await berth(['sandbox', 'logs', 'cli-logs', 'greeter']);
+    assert.equal(logs.code, 0, logs.stderr);
+    assert.equal(logs.stdout, 'hello\n');
+    assert.equal(logs.stderr, 'oops\n');
+
+    const started = await s.run(`${box.metadata.url}/process`, {
+      method: 'POST',
+      json: { name: 'counter', command: 'for i in 1 2 3; do echo $i; sleep 0.3; done; echo bye >&2' },
+    });
+    assert.equal(started.status, 200, await started.clone().text());
+    const follow = await berth(['sandbox', 'logs', 'cli-logs', 'counter', '--follow']);
+    assert.equal(follow.code, 0, follow.stderr);
+    assert.equal(follow.stdout, '1\n2\n3\n', 'every line, then the command returns when the process ends');
+    assert.equal(follow.stderr, 'bye\n');
+
+    const missing = await berth(['sandbox', 'logs', 'cli-logs', 'nope']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /logs of nope failed \(HTTP 404\)/);
+  });
+
   it('shell runs what is typed on a terminal and exits with the shell’s code', async () => {
     await s.create('cli-shell');
     const r = await berth(['sandbox', 'shell', 'cli-shell'], 'echo "sum=$((20+22))"\nexit 5\n');

@@ -1,10 +1,11 @@
-// `berth sandbox ...`: create, list, get and delete sandboxes, and work inside one (exec, shell, cp).
+// `berth sandbox ...`: create, list, get and delete sandboxes, and work inside one (exec, shell, cp, logs).
 import type { Command } from 'commander';
-import { Api, itemPath } from './client.js';
+import { Api, itemPath, warningLines } from './client.js';
 import { loadCliConfig } from './config.js';
 import { age, parseFormat, render, table } from './output.js';
 import { registerSandboxCp } from './sandbox-cp.js';
 import { registerSandboxExec } from './sandbox-exec.js';
+import { registerSandboxLogs } from './sandbox-logs.js';
 import { registerSandboxShell } from './sandbox-shell.js';
 
 function rows(objects: any[]): string {
@@ -67,6 +68,7 @@ export function registerSandbox(program: Command) {
         const { body } = await new Api(loadCliConfig()).call('POST', '/sandboxes', {
           body: { metadata: { name }, spec: { runtime } },
         });
+        process.stderr.write(warningLines(`sandbox/${name}`, body));
         show([body], o.output, true);
       },
     );
@@ -113,5 +115,6 @@ export function registerSandbox(program: Command) {
 
   registerSandboxExec(sandbox);
   registerSandboxShell(sandbox);
+  registerSandboxLogs(sandbox);
   registerSandboxCp(sandbox);
 }

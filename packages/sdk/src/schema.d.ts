@@ -843,6 +843,15 @@ export interface components {
             }[];
             instance?: string;
         };
+        WriteWarnings: {
+            /** @description unknown fields that were dropped (also in the Warning header); present only when there are some */
+            warnings?: {
+                /** @description JSON pointer into the request */
+                pointer: string;
+                /** @description e.g. is not a known field and was ignored; did you mean "memory"? */
+                message: string;
+            }[];
+        };
         Policy: {
             metadata: {
                 name: string;
@@ -985,7 +994,7 @@ export interface components {
                 generation?: number;
             };
             spec: {
-                /** @description size in MB */
+                /** @description in MB */
                 defaultSize?: number;
                 description?: string;
             };
@@ -1014,7 +1023,7 @@ export interface components {
                 resourceVersion?: string;
             };
             spec: {
-                /** @description size in MB */
+                /** @description in MB */
                 defaultSize?: number;
                 description?: string;
             };
@@ -1039,7 +1048,7 @@ export interface components {
             spec: {
                 infrastructureId?: string;
                 region?: string;
-                /** @description size in MB */
+                /** @description in MB */
                 size?: number;
                 template?: string;
             };
@@ -1070,7 +1079,7 @@ export interface components {
             spec: {
                 infrastructureId?: string;
                 region?: string;
-                /** @description size in MB */
+                /** @description in MB */
                 size?: number;
                 template?: string;
             };
@@ -1190,7 +1199,7 @@ export interface components {
                     generation?: string;
                     image?: string;
                     maxScale?: number;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     minScale?: number;
                 };
@@ -1211,6 +1220,7 @@ export interface components {
                         tasks?: {
                             [key: string]: unknown;
                         }[];
+                        /** @description in seconds */
                         timeout?: number;
                     };
                 }[];
@@ -1266,7 +1276,7 @@ export interface components {
                     generation?: string;
                     image?: string;
                     maxScale?: number;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     minScale?: number;
                 };
@@ -1287,6 +1297,7 @@ export interface components {
                         tasks?: {
                             [key: string]: unknown;
                         }[];
+                        /** @description in seconds */
                         timeout?: number;
                     };
                 }[];
@@ -1339,7 +1350,7 @@ export interface components {
                     generation?: string;
                     image?: string;
                     maxScale?: number;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     minScale?: number;
                 };
@@ -1360,6 +1371,7 @@ export interface components {
                         tasks?: {
                             [key: string]: unknown;
                         }[];
+                        /** @description in seconds */
                         timeout?: number;
                     };
                 }[];
@@ -1409,7 +1421,7 @@ export interface components {
                     generation?: string;
                     image?: string;
                     maxScale?: number;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     minScale?: number;
                 };
@@ -1430,6 +1442,7 @@ export interface components {
                         tasks?: {
                             [key: string]: unknown;
                         }[];
+                        /** @description in seconds */
                         timeout?: number;
                     };
                 }[];
@@ -1477,7 +1490,7 @@ export interface components {
                     image?: string;
                     maxConcurrentTasks?: number;
                     maxRetries?: number;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     ports?: {
                         target: number;
@@ -1485,6 +1498,7 @@ export interface components {
                         /** @enum {string} */
                         protocol?: "HTTP" | "TCP";
                     }[];
+                    /** @description in seconds */
                     timeout?: number;
                 };
                 triggers?: {
@@ -1504,12 +1518,14 @@ export interface components {
                         tasks?: {
                             [key: string]: unknown;
                         }[];
+                        /** @description in seconds */
                         timeout?: number;
                     };
                 }[];
                 volumes?: {
                     mountPath: string;
                     name: string;
+                    /** @description in MB */
                     sizeMb?: number;
                     /** @enum {string} */
                     type?: "emptydir" | "persistent" | "ephemeral";
@@ -1561,7 +1577,7 @@ export interface components {
                     image?: string;
                     maxConcurrentTasks?: number;
                     maxRetries?: number;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     ports?: {
                         target: number;
@@ -1569,6 +1585,7 @@ export interface components {
                         /** @enum {string} */
                         protocol?: "HTTP" | "TCP";
                     }[];
+                    /** @description in seconds */
                     timeout?: number;
                 };
                 triggers?: {
@@ -1588,12 +1605,14 @@ export interface components {
                         tasks?: {
                             [key: string]: unknown;
                         }[];
+                        /** @description in seconds */
                         timeout?: number;
                     };
                 }[];
                 volumes?: {
                     mountPath: string;
                     name: string;
+                    /** @description in MB */
                     sizeMb?: number;
                     /** @enum {string} */
                     type?: "emptydir" | "persistent" | "ephemeral";
@@ -1671,7 +1690,7 @@ export interface components {
                     expires?: string;
                     generation?: string;
                     image?: string;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     ports?: {
                         target: number;
@@ -1764,7 +1783,7 @@ export interface components {
                     expires?: string;
                     generation?: string;
                     image?: string;
-                    /** @description memory in MB */
+                    /** @description in MB */
                     memory?: number;
                     ports?: {
                         target: number;
@@ -2249,7 +2268,7 @@ export interface components {
         labels: string;
         /** @description reveal secret values (workspace admin role) */
         show_secrets: boolean;
-        /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+        /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
         fieldValidation: "Strict" | "Warn";
         /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
         workspace: string;
@@ -2301,7 +2320,7 @@ export interface operations {
     createPolicy: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2325,7 +2344,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Policy"];
+                    "application/json": components["schemas"]["Policy"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2365,7 +2384,7 @@ export interface operations {
     replacePolicy: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2391,7 +2410,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Policy"];
+                    "application/json": components["schemas"]["Policy"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2466,7 +2485,7 @@ export interface operations {
     createIntegrationConnection: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2490,7 +2509,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IntegrationConnection"];
+                    "application/json": components["schemas"]["IntegrationConnection"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2530,7 +2549,7 @@ export interface operations {
     replaceIntegrationConnection: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2556,7 +2575,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IntegrationConnection"];
+                    "application/json": components["schemas"]["IntegrationConnection"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2631,7 +2650,7 @@ export interface operations {
     createVolumeTemplate: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2655,7 +2674,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplate"];
+                    "application/json": components["schemas"]["VolumeTemplate"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2695,7 +2714,7 @@ export interface operations {
     replaceVolumeTemplate: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2721,7 +2740,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplate"];
+                    "application/json": components["schemas"]["VolumeTemplate"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2796,7 +2815,7 @@ export interface operations {
     createVolume: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2820,7 +2839,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Volume"];
+                    "application/json": components["schemas"]["Volume"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2860,7 +2879,7 @@ export interface operations {
     replaceVolume: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2886,7 +2905,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Volume"];
+                    "application/json": components["schemas"]["Volume"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -2961,7 +2980,7 @@ export interface operations {
     createModel: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -2985,7 +3004,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Model"];
+                    "application/json": components["schemas"]["Model"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3025,7 +3044,7 @@ export interface operations {
     replaceModel: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3051,7 +3070,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Model"];
+                    "application/json": components["schemas"]["Model"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3126,7 +3145,7 @@ export interface operations {
     createAgent: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3150,7 +3169,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Agent"];
+                    "application/json": components["schemas"]["Agent"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3190,7 +3209,7 @@ export interface operations {
     replaceAgent: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3216,7 +3235,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Agent"];
+                    "application/json": components["schemas"]["Agent"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3291,7 +3310,7 @@ export interface operations {
     createFunction: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3315,7 +3334,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Function"];
+                    "application/json": components["schemas"]["Function"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3355,7 +3374,7 @@ export interface operations {
     replaceFunction: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3381,7 +3400,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Function"];
+                    "application/json": components["schemas"]["Function"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3456,7 +3475,7 @@ export interface operations {
     createJob: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3480,7 +3499,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Job"];
+                    "application/json": components["schemas"]["Job"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3520,7 +3539,7 @@ export interface operations {
     replaceJob: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3546,7 +3565,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Job"];
+                    "application/json": components["schemas"]["Job"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3621,7 +3640,7 @@ export interface operations {
     createSandbox: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
                 /** @description answer with the existing sandbox instead of 409 */
                 createIfNotExist?: boolean;
@@ -3647,7 +3666,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Sandbox"];
+                    "application/json": components["schemas"]["Sandbox"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3687,7 +3706,7 @@ export interface operations {
     replaceSandbox: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3713,7 +3732,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Sandbox"];
+                    "application/json": components["schemas"]["Sandbox"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3790,7 +3809,7 @@ export interface operations {
     createPreview: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
                 /** @description replace a preview of the same name instead of 409 */
                 force?: boolean;
@@ -3818,7 +3837,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Preview"];
+                    "application/json": components["schemas"]["Preview"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3859,7 +3878,7 @@ export interface operations {
     replacePreview: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3886,7 +3905,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Preview"];
+                    "application/json": components["schemas"]["Preview"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3962,7 +3981,7 @@ export interface operations {
     createVpc: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -3986,7 +4005,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Vpc"];
+                    "application/json": components["schemas"]["Vpc"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4026,7 +4045,7 @@ export interface operations {
     replaceVpc: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -4052,7 +4071,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Vpc"];
+                    "application/json": components["schemas"]["Vpc"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4129,7 +4148,7 @@ export interface operations {
     createEgressGateway: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -4155,7 +4174,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressGateway"];
+                    "application/json": components["schemas"]["EgressGateway"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4196,7 +4215,7 @@ export interface operations {
     replaceEgressGateway: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -4223,7 +4242,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressGateway"];
+                    "application/json": components["schemas"]["EgressGateway"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4302,7 +4321,7 @@ export interface operations {
     createEgressIp: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -4329,7 +4348,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressIp"];
+                    "application/json": components["schemas"]["EgressIp"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4371,7 +4390,7 @@ export interface operations {
     replaceEgressIp: {
         parameters: {
             query?: {
-                /** @description Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header */
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
                 fieldValidation?: components["parameters"]["fieldValidation"];
             };
             header?: {
@@ -4399,7 +4418,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressIp"];
+                    "application/json": components["schemas"]["EgressIp"] & components["schemas"]["WriteWarnings"];
                 };
             };
             "4XX": components["responses"]["Problem"];

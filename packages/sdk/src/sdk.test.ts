@@ -65,6 +65,25 @@ describe('createBerthClient against a real server', () => {
     assert.equal(gone.error?.error, 'NOT_FOUND');
   });
 
+  it('types the warnings of a replace that dropped an unknown field', async () => {
+    const client = createBerthClient({ baseUrl: s.url, apiKey: s.adminKey });
+    // An unknown field is not in PolicyInput; a client talking to a newer server may still send one.
+    const body = {
+      metadata: { name: 'typo' },
+      spec: { type: 'location', locations: [{ name: 'eu' }], locatoins: [] },
+    } as Schemas['PolicyInput'];
+    const put = await unwrap(
+      client.PUT('/policies/{policyName}', { params: { path: { policyName: 'typo' } }, body }),
+    );
+    const warnings: Schemas['WriteWarnings']['warnings'] = put.warnings;
+    assert.deepEqual(warnings, [
+      {
+        pointer: '/spec/locatoins',
+        message: 'is not a known field and was ignored; did you mean "locations"?',
+      },
+    ]);
+  });
+
   it('hands back the problem of a failed call', async () => {
     const client = createBerthClient({ baseUrl: `${s.url}/v0/`, apiKey: s.adminKey, workspace: 'default' });
     const bad = client.POST('/policies', { body: { metadata: { name: 'p' }, spec: { type: 'maxToken' } } });

@@ -6,6 +6,7 @@ import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
 import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/identity.js';
 import { registerMetrics } from './api/metrics.js';
+import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
@@ -75,7 +76,7 @@ export async function startServer(
     { prefix: '/v0' },
   );
   registerIdentityPublicRoutes(app, auth.context);
-  const metrics = registerMetrics(app);
+  const metrics = registerMetrics(app, undefined, { sandboxes: sandboxSampler({ store, driver }) });
   await app.register(modelGateway, {
     resources,
     authenticator: auth.authenticator,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import pino from 'pino';
 import type { Authenticator } from '../auth/access.js';
@@ -41,4 +42,20 @@ test('the error prefix of a kind is its name in SCREAMING_SNAKE_CASE', () => {
     ['Vpc', 'VPC'],
   ])
     assert.equal(errorPrefixOf(kind), prefix);
+});
+
+test('/healthz answers without a credential and reports the version of the server package', async () => {
+  const app = createApp({
+    bodyLimit: 1024,
+    logger: pino({ level: 'silent' }),
+    authenticator: {} as Authenticator,
+  });
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    const res = await app.inject({ method: 'GET', url: '/healthz' });
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.json(), { status: 'ok', version: pkg.version });
+  } finally {
+    await app.close();
+  }
 });

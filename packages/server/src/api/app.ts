@@ -4,6 +4,7 @@ import type { Authenticator } from '../auth/access.js';
 import '../auth/request-access.js';
 import { wireErrorOf } from '../http/wire-error.js';
 import { ApiError } from '../errors.js';
+import { SERVER_VERSION } from './version.js';
 
 export interface AppOptions {
   bodyLimit: number;
@@ -67,6 +68,6 @@ export function createApp(opts: AppOptions): FastifyInstance {
     reply.code(404).type('application/problem+json').send(e.toProblem());
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/healthz', async () => ({ status: 'ok', version: SERVER_VERSION }));
   return app;
 }

@@ -1,8 +1,11 @@
 // Generic routes: every kind in the registry gets POST/GET(list)/GET/PUT/DELETE at its paths (§4.1).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requireRole, wantsSecrets } from '../auth/require-role.js';
+import { unknownFieldIssues } from '../kinds/field-suggestions.js';
+import { checkBody, schemasOf } from '../kinds/schema.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import type { Resources, WriteResult } from '../store/resources.js';
+import { ApiError } from '../errors.js';
 import { listPage } from './pagination.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
@@ -31,6 +34,32 @@ export function warnDropped(reply: FastifyReply, dropped: string[]) {
       'Warning',
       dropped.map((p) => `299 - "unknown field ${JSON.stringify(p).slice(1, -1)}"`).join(', '),
     );
+}
+
+/**
+ * The response of a create or replace: the object, plus `warnings` naming each unknown field that was dropped
+ * (with a suggestion where one is obvious) — only when there are some, so a clean write looks as it always did.
+ */
+export function withWarnings(view: Record<string, unknown>, kd: KindDescriptor, dropped: string[]) {
+  if (!dropped.length) return view;
+  return { ...view, warnings: unknownFieldIssues(schemasOf(kd).input, dropped) };
+}
+
+/**
+ * `?fieldValidation=Strict` (the CLI's default): unknown fields are refused before the store sees the body, with
+ * the same suggestions the warnings carry. A body that fails validation otherwise is left to the store to judge.
+ */
+function refuseUnknown(kd: KindDescriptor, raw: unknown, pathName?: string) {
+  let body = raw;
+  const meta = (raw as { metadata?: unknown } | null)?.metadata;
+  if (pathName && meta && typeof meta === 'object' && !Array.isArray(meta) && !('name' in meta))
+    body = { ...(raw as object), metadata: { ...meta, name: pathName } };
+  const checked = checkBody(kd, body);
+  if (!checked.ok || !checked.value.unknown.length) return;
+  const { unknown } = checked.value;
+  throw new ApiError('MALFORMED_REQUEST', `unknown fields: ${unknown.join(', ')}`, {
+    errors: unknownFieldIssues(schemasOf(kd).input, unknown, 'is not a known field'),
+  });
 }
 
 export function registerCrud(
@@ -74,17 +103,19 @@ export function registerCrud(
     if (kd.readOnlyKind) continue;
 
     app.post(coll, async (req, reply) => {
+      if (ctxOf(req).strict) refuseUnknown(kd, req.body);
       const create = () => resources.create(kd, ctxOf(req), req.body);
       const r = await (createHooks[kd.kind]?.(req, reply, create) ?? create());
       warnDropped(reply, r.dropped);
-      return resources.view(kd, r.object);
+      return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });
 
     app.put(item, async (req, reply) => {
       const params = req.params as Record<string, string>;
+      if (ctxOf(req).strict) refuseUnknown(kd, req.body, params[kd.nameParam]);
       const r = await resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
       warnDropped(reply, r.dropped);
-      return resources.view(kd, r.object);
+      return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });
 
     app.delete(item, async (req) => {

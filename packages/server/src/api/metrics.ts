@@ -1,8 +1,14 @@
-// Prometheus /metrics (prom-client): process metrics plus request counts and latency per route.
+// Prometheus /metrics (prom-client): process metrics, request counts and latency per route, and (when the
+// composition root passes a sampler) per-sandbox gauges read at scrape time (sandbox-metrics.ts).
 import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { registerSandboxMetrics, type SandboxSampler } from './sandbox-metrics.js';
 
-export function registerMetrics(app: FastifyInstance, registry = new Registry()) {
+export function registerMetrics(
+  app: FastifyInstance,
+  registry = new Registry(),
+  opts: { sandboxes?: SandboxSampler } = {},
+) {
   collectDefaultMetrics({ register: registry });
   const requests = new Counter({
     name: 'berth_http_requests_total',
@@ -39,7 +45,9 @@ export function registerMetrics(app: FastifyInstance, registry = new Registry())
     t.observe(reply.elapsedTime / 1000);
     done();
   });
+  const refreshSandboxes = opts.sandboxes && registerSandboxMetrics(registry, opts.sandboxes);
   app.get('/metrics', async (_req, reply) => {
+    await refreshSandboxes?.();
     reply.type(registry.contentType);
     return registry.metrics();
   });

@@ -39,6 +39,27 @@ const _sameProblem: [Static<typeof ProblemSchema>, WireProblem] = [
   {} as Static<typeof ProblemSchema>,
 ];
 
+/** What a create or replace adds to the object it answers with, when it has something to say. */
+export const WriteWarningsSchema = Type.Object(
+  {
+    warnings: Type.Optional(
+      Type.Array(
+        Type.Object({
+          pointer: Type.String({ description: 'JSON pointer into the request' }),
+          message: Type.String({
+            description: 'e.g. is not a known field and was ignored; did you mean "memory"?',
+          }),
+        }),
+        {
+          description:
+            'unknown fields that were dropped (also in the Warning header); present only when there are some',
+        },
+      ),
+    ),
+  },
+  { $id: 'WriteWarnings' },
+);
+
 type Method = 'get' | 'post' | 'put' | 'delete';
 type Param = Record<string, unknown>;
 
@@ -66,7 +87,7 @@ const PARAMETERS: Record<string, Param> = {
   fieldValidation: query(
     'fieldValidation',
     { type: 'string', enum: ['Strict', 'Warn'] },
-    'Strict rejects unknown fields with 422; otherwise they are dropped and named in a Warning header',
+    'Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header',
   ),
   workspace: {
     name: 'X-Service-Workspace',
@@ -128,6 +149,7 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
   const common = [...parents, paramRef('workspace')];
   const item = [...parents, pathParam(kd.nameParam), paramRef('workspace')];
   const body = { required: true, content: json(inRef) };
+  const written = { allOf: [outRef, schemaRef('WriteWarnings')] };
   const writeParams = (m: Method) => [paramRef('fieldValidation'), ...(extra[m] ?? [])];
 
   const coll: Record<string, unknown> = {
@@ -161,7 +183,7 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       tags,
       parameters: [...common, ...writeParams('post')],
       requestBody: body,
-      responses: ok(`the created ${kd.kind}`, outRef, WARNING_HEADER),
+      responses: ok(`the created ${kd.kind}`, written, WARNING_HEADER),
     };
     one.put = {
       operationId: `replace${kd.kind}`,
@@ -169,7 +191,7 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       tags,
       parameters: [...item, ...writeParams('put')],
       requestBody: body,
-      responses: ok(`the stored ${kd.kind}`, outRef, WARNING_HEADER),
+      responses: ok(`the stored ${kd.kind}`, written, WARNING_HEADER),
     };
     one.delete = {
       operationId: `delete${kd.kind}`,
@@ -239,6 +261,7 @@ function extraOperation(path: string, op: ExtraOperation, c: SchemaCollector) {
 export function buildOpenApiDocument(kinds: KindDescriptor[], extra: ExtraPaths = EXTRA_PATHS) {
   const c = new SchemaCollector();
   c.named(ProblemSchema);
+  c.named(WriteWarningsSchema);
   const paths: Record<string, Record<string, unknown>> = {};
   for (const kd of kinds) kindPaths(kd, c, paths);
   const served = new Set(kinds.map((k) => k.kind));

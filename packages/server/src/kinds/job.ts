@@ -6,10 +6,12 @@ import {
   Generation,
   literals,
   MemoryMb,
+  MountPath,
   Name,
   NameList,
   opt,
   Port,
+  Quantity,
   Revision,
   Trigger,
 } from './common.js';
@@ -29,9 +31,9 @@ export const MAX_TIMEOUT_S = 86_400;
 export const JOB_VOLUME_TYPES = ['emptydir', 'persistent', 'ephemeral'] as const;
 
 export const JobVolume = Type.Object({
-  mountPath: Type.String({ pattern: '^/' }),
+  mountPath: MountPath,
   name: Name,
-  sizeMb: opt(Type.Integer({ minimum: 1 })),
+  sizeMb: opt(Quantity('MB', { minimum: 1, example: 1024 })),
   type: opt(literals(JOB_VOLUME_TYPES)),
   readOnly: opt(Type.Boolean()),
 });
@@ -52,7 +54,7 @@ export const JobSpec = Type.Object({
       maxRetries: opt(Type.Integer({ minimum: 0, maximum: 100 })),
       memory: opt(MemoryMb),
       ports: opt(Type.Array(Port)),
-      timeout: opt(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_S })),
+      timeout: opt(Quantity('seconds', { minimum: 1, maximum: MAX_TIMEOUT_S, example: DEFAULT_TIMEOUT_S })),
     }),
   ),
   triggers: opt(Type.Array(Trigger)),

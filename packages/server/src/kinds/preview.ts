@@ -1,7 +1,7 @@
 // Sandbox preview (§2.7): a public or token-protected URL to one port of a sandbox.
 import { Type } from '@sinclair/typebox';
 import type { FieldIssue } from '../errors.js';
-import { Duration, opt, StringMap, Timestamp } from './common.js';
+import { Duration, MESSAGE_KEY, opt, StringMap, Timestamp } from './common.js';
 import { durationMs } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
@@ -9,7 +9,13 @@ import type { KindDescriptor } from './types.js';
 export const PREVIEW_TOKEN_KIND = 'PreviewToken';
 
 export const PreviewSpec = Type.Object({
-  customDomain: opt(Type.String({ pattern: '^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$', maxLength: 253 })),
+  customDomain: opt(
+    Type.String({
+      pattern: '^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$',
+      maxLength: 253,
+      [MESSAGE_KEY]: 'must be a lowercase domain name like app.example.com',
+    }),
+  ),
   /** ISO date after which the preview stops answering. */
   expires: opt(Timestamp),
   port: Type.Integer({ minimum: 1, maximum: 65535 }),

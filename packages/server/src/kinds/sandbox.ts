@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { FieldIssue } from '../errors.js';
 import {
   Duration,
+  DURATION_MESSAGE,
   Env,
   envSecrets,
   Generation,
@@ -139,7 +140,7 @@ function lifecycleIssues(l: any): FieldIssue[] {
     if (!ok)
       out.push({
         pointer: `/spec/lifecycle/expirationPolicies/${i}/value`,
-        message: p.type === 'date' ? 'must be an ISO 8601 date' : 'must be a duration such as 30m, 24h, 7d',
+        message: p.type === 'date' ? 'must be an ISO 8601 date like 2030-01-31' : DURATION_MESSAGE,
       });
   });
   return out;

@@ -1,14 +1,17 @@
 // Turns a kind descriptor into its wire schemas, and checks request bodies against them:
-// unknown fields are pruned (and named), read-only fields dropped silently, the rest validated by Ajv.
+// unknown fields are pruned (and named), read-only fields dropped silently, the rest validated by Ajv, whose
+// errors become messages in the user's words (units, formats, examples; see MESSAGE_KEY in common.ts).
 import { type TObject, type TSchema, Type } from '@sinclair/typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FieldIssue } from '../errors.js';
-import { Event, MetadataInput, MetadataReadOnly, Status } from './common.js';
+import { Event, MESSAGE_KEY, MetadataInput, MetadataReadOnly, Status, TIMESTAMP_MESSAGE } from './common.js';
+import { unknownFieldMessage } from './field-suggestions.js';
 import type { KindDescriptor } from './types.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-const ajv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: false }));
+// verbose: errors carry the failing schema node, whose MESSAGE_KEY annotation is the message to show.
+const ajv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: false, verbose: true }));
 
 export interface KindSchemas {
   input: TObject;
@@ -111,20 +114,66 @@ export function prune(schema: TSchema, value: unknown, at = '', out: string[] = 
   return out;
 }
 
+/** Ajv's wording for a JSON type, in the words of a YAML or JSON author. */
+const TYPE_WORDS: Record<string, string> = {
+  integer: 'must be a whole number',
+  number: 'must be a number',
+  string: 'must be a string (text)',
+  boolean: 'must be true or false',
+  object: 'must be an object of fields',
+  array: 'must be a list',
+};
+
+const FORMAT_WORDS: Record<string, string> = {
+  'date-time': TIMESTAMP_MESSAGE,
+  uri: 'must be an absolute URL like https://example.com/path',
+};
+
+/** The message of one Ajv error: the schema's own message when it has one, else a plain-words rendering. */
+function messageOf(e: ErrorObject): string {
+  const own = (e.parentSchema as Record<string, unknown> | undefined)?.[MESSAGE_KEY];
+  if (typeof own === 'string') return own;
+  const p = e.params as any;
+  switch (e.keyword) {
+    case 'type':
+      return TYPE_WORDS[String(p.type)] ?? e.message ?? 'is invalid';
+    case 'minimum':
+      return `must be at least ${p.limit}`;
+    case 'maximum':
+      return `must be at most ${p.limit}`;
+    case 'minLength':
+      return p.limit === 1 ? 'must not be empty' : `must be at least ${p.limit} characters long`;
+    case 'maxLength':
+      return `must be at most ${p.limit} characters long`;
+    case 'minItems':
+      return `must list at least ${p.limit} item${p.limit === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `must list at most ${p.limit} items`;
+    case 'format':
+      return FORMAT_WORDS[String(p.format)] ?? `must be a ${p.format}`;
+    case 'pattern':
+      return `must match the pattern ${p.pattern}`;
+    case 'const':
+      return `must be ${JSON.stringify(p.allowedValue)}`;
+  }
+  return e.message ?? 'is invalid';
+}
+
 function issueOf(e: ErrorObject): FieldIssue {
   if (e.keyword === 'required')
     return {
       pointer: `${e.instancePath}/${escapePointer((e.params as any).missingProperty)}`,
       message: 'is required',
     };
-  if (e.keyword === 'additionalProperties')
+  if (e.keyword === 'additionalProperties') {
+    const field = (e.params as any).additionalProperty as string;
+    const known = Object.keys((e.parentSchema as any)?.properties ?? {});
     return {
-      pointer: `${e.instancePath}/${escapePointer((e.params as any).additionalProperty)}`,
-      message: 'is not a known field',
+      pointer: `${e.instancePath}/${escapePointer(field)}`,
+      message: unknownFieldMessage(field, known),
     };
-  if (e.keyword === 'const')
-    return { pointer: e.instancePath, message: `must be ${JSON.stringify((e.params as any).allowedValue)}` };
-  return { pointer: e.instancePath, message: e.message ?? 'is invalid' };
+  }
+  return { pointer: e.instancePath, message: messageOf(e) };
 }
 
 /** Collapses Ajv's per-branch errors of a union of literals into one "must be one of" issue. */

@@ -1,6 +1,6 @@
 // Volume template (§2.11): a pre-filled volume source with versions (api/volume-template-versions.ts).
 import { Type } from '@sinclair/typebox';
-import { opt } from './common.js';
+import { opt, Quantity } from './common.js';
 import { DEFAULT_VOLUME_SIZE_MB, MAX_VOLUME_SIZE_MB } from './volume.js';
 import type { KindDescriptor } from './types.js';
 
@@ -28,7 +28,9 @@ export const volumeTemplate = {
   nameParam: 'volumeTemplateName',
   description: 'Pre-configured volume source with versions.',
   spec: Type.Object({
-    defaultSize: opt(Type.Integer({ minimum: 1, maximum: MAX_VOLUME_SIZE_MB, description: 'size in MB' })),
+    defaultSize: opt(
+      Quantity('MB', { minimum: 1, maximum: MAX_VOLUME_SIZE_MB, example: DEFAULT_VOLUME_SIZE_MB }),
+    ),
     description: opt(Type.String({ maxLength: 1000 })),
   }),
   // §2.11 lists no status or events for templates; versions say what is uploaded.

@@ -1,6 +1,6 @@
 // Persistent volume (§2.10): durable storage attached to one sandbox at a time; size and region are fixed.
 import { Type } from '@sinclair/typebox';
-import { opt } from './common.js';
+import { MESSAGE_KEY, opt, Quantity } from './common.js';
 import { regionIssues, referenceIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
@@ -12,9 +12,15 @@ export const MAX_VOLUME_SIZE_MB = 1024 * 1024;
 export const VolumeSpec = Type.Object({
   infrastructureId: opt(Type.String()),
   region: opt(Type.String()),
-  size: opt(Type.Integer({ minimum: 1, maximum: MAX_VOLUME_SIZE_MB, description: 'size in MB' })),
+  size: opt(Quantity('MB', { minimum: 1, maximum: MAX_VOLUME_SIZE_MB, example: DEFAULT_VOLUME_SIZE_MB })),
   /** A volume template name, optionally `<template>:<version>`. */
-  template: opt(Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(:[A-Za-z0-9._-]+)?$' })),
+  template: opt(
+    Type.String({
+      pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(:[A-Za-z0-9._-]+)?$',
+      [MESSAGE_KEY]:
+        'must be a volume template name, optionally with :<version> (e.g. datasets or datasets:v2)',
+    }),
+  ),
 });
 
 export const templateNameOf = (ref: string | undefined) => ref?.split(':')[0];

@@ -59,6 +59,8 @@ export interface SandboxStats {
   oomKills: number;
   pids: number;
   pidsMax: number;
+  /** CPU time used by every process the sandbox ever ran, in seconds; absent where the host does not account it. */
+  cpuSeconds?: number;
 }
 
 export interface RuntimeCapabilities {

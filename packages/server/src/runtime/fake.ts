@@ -15,7 +15,7 @@ import {
 
 export class FakeDriver implements RuntimeDriver {
   readonly capabilities: RuntimeCapabilities = { freezer: true, deepStandby: false, seccomp: false };
-  private readonly boxes = new Map<string, SandboxInfo & { spec: SandboxSpec }>();
+  private readonly boxes = new Map<string, SandboxInfo & { spec: SandboxSpec; cpuSeconds: number }>();
   private nextPid = 1000;
   /** Number of sandboxes actually created (not re-used) — what idempotency tests count. */
   creations = 0;
@@ -47,6 +47,7 @@ export class FakeDriver implements RuntimeDriver {
       image: spec.image,
       createdAt: this.now().toISOString(),
       spec,
+      cpuSeconds: 0,
     };
     this.boxes.set(id, box);
     return strip(box);
@@ -98,7 +99,14 @@ export class FakeDriver implements RuntimeDriver {
       oomKills: 0,
       pids: 3,
       pidsMax: b.spec.pidsMax,
+      cpuSeconds: b.cpuSeconds,
     };
+  }
+
+  /** Test hook: the sandbox's processes use `seconds` more CPU time. */
+  burnCpu(id: string, seconds: number): void {
+    const b = this.boxes.get(id);
+    if (b) b.cpuSeconds += seconds;
   }
 
   /** Test hook: the sandbox's processes die (as after a crash or a host reboot). */
@@ -110,7 +118,7 @@ export class FakeDriver implements RuntimeDriver {
   async close(): Promise<void> {}
 }
 
-function strip(b: SandboxInfo & { spec: SandboxSpec }): SandboxInfo {
-  const { spec: _spec, ...info } = b;
+function strip(b: SandboxInfo & { spec: SandboxSpec; cpuSeconds: number }): SandboxInfo {
+  const { spec: _spec, cpuSeconds: _cpu, ...info } = b;
   return { ...info };
 }

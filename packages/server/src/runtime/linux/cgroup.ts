@@ -224,11 +224,13 @@ export class SandboxCgroup {
     oomKills: number;
     pids: number;
     pidsMax: number;
+    cpuSeconds?: number;
   } {
     const num = (p: string) => {
       const s = read(p).trim();
       return s === 'max' ? Number.POSITIVE_INFINITY : Number(s);
     };
+    const cpuSeconds = this.cpuSeconds();
     if (this.host.layout === 'hybrid') {
       const m = this.v1('memory');
       const oom = /^oom_kill (\d+)$/m.exec(read(join(m, 'memory.oom_control')));
@@ -239,6 +241,7 @@ export class SandboxCgroup {
         oomKills: oom ? Number(oom[1]) : 0,
         pids: num(join(this.v1('pids'), 'pids.current')),
         pidsMax: num(join(this.v1('pids'), 'pids.max')),
+        ...(cpuSeconds === undefined ? {} : { cpuSeconds }),
       };
     }
     const d = this.v2!;
@@ -251,7 +254,23 @@ export class SandboxCgroup {
       oomKills: oom ? Number(oom[1]) : 0,
       pids: num(join(d, 'pids.current')),
       pidsMax: num(join(d, 'pids.max')),
+      ...(cpuSeconds === undefined ? {} : { cpuSeconds }),
     };
+  }
+
+  /**
+   * CPU time of the group: cgroup2 keeps `usage_usec` in cpu.stat of every group, controllers or not (so the
+   * hybrid layout's controller-less unified group has it too); a v1-only host has it where cpuacct is co-mounted.
+   */
+  private cpuSeconds(): number | undefined {
+    const v2 = this.v2 && join(this.v2, 'cpu.stat');
+    if (v2 && existsSync(v2)) {
+      const m = /^usage_usec (\d+)$/m.exec(read(v2));
+      if (m) return Number(m[1]) / 1e6;
+    }
+    const v1 = join(this.v1('cpu'), 'cpuacct.usage');
+    if (this.host.layout === 'hybrid' && existsSync(v1)) return Number(read(v1).trim()) / 1e9;
+    return undefined;
   }
 
   /** Times the pids limit refused a fork (v1 pids.events / v2 pids.events "max"). */

@@ -210,6 +210,8 @@ test('a memory bomb is OOM-killed inside its sandbox only', T, async () => {
     const stats = (await driver.stats('membomb'))!;
     assert.ok(stats.oomKills >= 1);
     assert.equal(stats.memoryLimitBytes, 128 * 1024 * 1024);
+    // Filling 128 MB took CPU time, accounted to the sandbox's own group (what /metrics reports).
+    assert.ok((stats.cpuSeconds ?? 0) > 0, `cpuSeconds ${stats.cpuSeconds}`);
     assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200, 'the daemon survived');
   } finally {
     await driver.remove('membomb');
