@@ -1053,7 +1053,7 @@ export interface components {
                 template?: string;
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1119,7 +1119,7 @@ export interface components {
                 sandbox?: boolean;
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1231,7 +1231,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1377,7 +1377,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1533,7 +1533,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1707,7 +1707,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1837,7 +1837,7 @@ export interface components {
                 url?: string;
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1893,7 +1893,7 @@ export interface components {
             };
             spec: Record<string, never>;
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1936,7 +1936,7 @@ export interface components {
                 region?: string;
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
@@ -1984,7 +1984,7 @@ export interface components {
                 publicIp?: string;
             };
             /** @enum {string} */
-            status?: "DELETING" | "TERMINATED" | "FAILED" | "DEACTIVATED" | "DEACTIVATING" | "UPLOADING" | "BUILDING" | "DEPLOYING" | "DEPLOYED" | "BUILT";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
             events?: {
                 type: string;
                 status: string;
