@@ -1,0 +1,91 @@
+// A node:test reporter that prints a short summary instead of the full TAP (which run-tests.mjs writes to a
+// log file beside it): counts, the slowest files, and each failure with its error and its file's output.
+// The last line is always `N passed, N failed` (plus `, N skipped` when any were), which scripts read.
+import { relative } from 'node:path';
+import { inspect } from 'node:util';
+
+const SLOWEST = 10;
+/** Lines of a failing file's own output shown with its failures; the TAP log holds all of it. */
+const OUTPUT_LINES = 40;
+/** Lines of an error's inspection shown per failure (message, diff, the top of the stack). */
+const ERROR_LINES = 25;
+
+const rel = (f) => (f ? relative(process.cwd(), f) : '(unknown file)');
+const indent = (s, n = 4) =>
+  s
+    .split('\n')
+    .map((l) => ' '.repeat(n) + l)
+    .join('\n');
+const clip = (lines, max) =>
+  lines.length > max ? [...lines.slice(0, max), `… ${lines.length - max} more lines in the TAP log`] : lines;
+
+export default async function* summary(source) {
+  const files = new Map(); // file -> { ms, output: string[], failed: boolean, path: string[] }
+  const failures = []; // { file, name, error }
+  let passed = 0;
+  let failed = 0;
+  let skipped = 0;
+  const fileOf = (f) => {
+    let e = files.get(f);
+    if (!e) files.set(f, (e = { ms: 0, output: [], failed: false, path: [] }));
+    return e;
+  };
+  const tty = process.stdout.isTTY;
+  let done = 0;
+
+  for await (const { type, data } of source) {
+    const isFile = data?.file && data.name === data.file; // the test node:test makes of each file
+    if (type === 'test:stdout' || type === 'test:stderr') {
+      if (data.file) fileOf(data.file).output.push(...data.message.replace(/\n$/, '').split('\n'));
+    } else if (type === 'test:start' && !isFile && data.file) {
+      const p = fileOf(data.file).path;
+      p.length = data.nesting;
+      p[data.nesting] = data.name;
+    } else if (type === 'test:complete' && isFile) {
+      const f = fileOf(data.file);
+      f.ms = data.details.duration_ms;
+      if (!data.details.passed) f.failed = true;
+      done++;
+      if (!data.details.passed) yield `${tty ? '\r\x1b[K' : ''}✖ ${rel(data.file)}\n`;
+      if (tty) yield `\r\x1b[K${done}/${process.env.BERTH_TEST_FILES ?? '?'} files done`;
+    } else if (type === 'test:pass' && !isFile && data.details?.type !== 'suite') {
+      if (data.skip !== undefined || data.todo !== undefined) skipped++;
+      else passed++;
+    } else if (type === 'test:fail' && data.details?.type !== 'suite') {
+      // A file's own failure (it crashed, or exited non-zero) counts only when none of its tests failed.
+      if (isFile && failures.some((x) => x.file === data.file)) continue;
+      failed++;
+      const f = data.file ? fileOf(data.file) : undefined;
+      const name = isFile
+        ? '(the file itself: it crashed or exited non-zero)'
+        : [...(f?.path.slice(0, data.nesting) ?? []), data.name].join(' › ');
+      failures.push({ file: data.file, name, error: isFile ? undefined : data.details.error });
+    }
+  }
+  if (tty) yield '\r\x1b[K';
+
+  const list = [...files.entries()];
+  const failedFiles = list.filter(([, f]) => f.failed).length;
+  const out = [];
+  out.push(`${list.length} files (${failedFiles} failed), ${passed + failed + skipped} tests`);
+  out.push('', `slowest files:`);
+  for (const [file, f] of list.sort((a, b) => b[1].ms - a[1].ms).slice(0, SLOWEST))
+    out.push(`  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${rel(file)}`);
+  const shown = new Set();
+  if (failures.length) out.push('', 'failures:');
+  for (const x of failures) {
+    out.push('', `✖ ${rel(x.file)} › ${x.name}`);
+    if (x.error) out.push(indent(clip(inspect(x.error.cause ?? x.error).split('\n'), ERROR_LINES).join('\n')));
+    if (x.file && !shown.has(x.file)) {
+      shown.add(x.file);
+      const lines = fileOf(x.file).output.filter((l, i, all) => l.trim() || all.slice(0, i).some((p) => p.trim()));
+      if (lines.length) {
+        out.push(`  output of ${rel(x.file)} (last ${Math.min(lines.length, OUTPUT_LINES)} lines):`);
+        out.push(indent(lines.slice(-OUTPUT_LINES).join('\n')));
+      }
+    }
+  }
+  out.push('', `full TAP: ${process.env.BERTH_TAP_LOG ?? 'see run-tests.mjs'}`);
+  out.push(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+  yield `${out.join('\n')}\n`;
+}
