@@ -42,6 +42,9 @@ const r = spawnSync(
     `--test-reporter-destination=${TAP_LOG}`,
     ...selected.sort(),
   ],
-  { stdio: 'inherit', env: { ...process.env, BERTH_TAP_LOG: TAP_LOG, BERTH_TEST_FILES: String(selected.length) } },
+  {
+    stdio: 'inherit',
+    env: { ...process.env, BERTH_TAP_LOG: TAP_LOG, BERTH_TEST_FILES: String(selected.length) },
+  },
 );
 process.exit(r.status ?? 1);

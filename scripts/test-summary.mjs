@@ -26,9 +26,8 @@ export default async function* summary(source) {
   let failed = 0;
   let skipped = 0;
   const fileOf = (f) => {
-    let e = files.get(f);
-    if (!e) files.set(f, (e = { ms: 0, output: [], failed: false, path: [] }));
-    return e;
+    if (!files.has(f)) files.set(f, { ms: 0, output: [], failed: false, path: [] });
+    return files.get(f);
   };
   const tty = process.stdout.isTTY;
   let done = 0;
@@ -75,10 +74,13 @@ export default async function* summary(source) {
   if (failures.length) out.push('', 'failures:');
   for (const x of failures) {
     out.push('', `✖ ${rel(x.file)} › ${x.name}`);
-    if (x.error) out.push(indent(clip(inspect(x.error.cause ?? x.error).split('\n'), ERROR_LINES).join('\n')));
+    if (x.error)
+      out.push(indent(clip(inspect(x.error.cause ?? x.error).split('\n'), ERROR_LINES).join('\n')));
     if (x.file && !shown.has(x.file)) {
       shown.add(x.file);
-      const lines = fileOf(x.file).output.filter((l, i, all) => l.trim() || all.slice(0, i).some((p) => p.trim()));
+      const lines = fileOf(x.file).output.filter(
+        (l, i, all) => l.trim() || all.slice(0, i).some((p) => p.trim()),
+      );
       if (lines.length) {
         out.push(`  output of ${rel(x.file)} (last ${Math.min(lines.length, OUTPUT_LINES)} lines):`);
         out.push(indent(lines.slice(-OUTPUT_LINES).join('\n')));
