@@ -22,6 +22,7 @@ const clip = (lines, max) =>
 export default async function* summary(source) {
   const files = new Map(); // file -> { ms, output: string[], failed: boolean, path: string[] }
   const failures = []; // { file, name, error }
+  const skips = [];
   let passed = 0;
   let failed = 0;
   let skipped = 0;
@@ -48,17 +49,24 @@ export default async function* summary(source) {
       if (!data.details.passed) yield `${tty ? '\r\x1b[K' : ''}✖ ${rel(data.file)}\n`;
       if (tty) yield `\r\x1b[K${done}/${process.env.BERTH_TEST_FILES ?? '?'} files done`;
     } else if (type === 'test:pass' && !isFile && data.details?.type !== 'suite') {
-      if (data.skip !== undefined || data.todo !== undefined) skipped++;
-      else passed++;
+      if (data.skip !== undefined || data.todo !== undefined) {
+        skipped++;
+        const why = data.skip ?? data.todo;
+        // A reason other than --test-name-pattern's is worth a line: it says what did not run, and why.
+        if (typeof why === 'string' && !why.startsWith('test name does not match'))
+          skips.push(`${rel(data.file)} › ${data.name}: ${why}`);
+      } else passed++;
     } else if (type === 'test:fail' && data.details?.type !== 'suite') {
       // A file's own failure (it crashed, or exited non-zero) counts only when none of its tests failed.
       if (isFile && failures.some((x) => x.file === data.file)) continue;
       failed++;
       const f = data.file ? fileOf(data.file) : undefined;
+      // node:test says only 'test failed' when the file crashed or exited non-zero: its output tells why.
+      const generic = isFile && (data.details.error?.cause ?? data.details.error?.message) === 'test failed';
       const name = isFile
-        ? '(the file itself: it crashed or exited non-zero)'
+        ? '(the file itself: it crashed, timed out or exited non-zero)'
         : [...(f?.path.slice(0, data.nesting) ?? []), data.name].join(' › ');
-      failures.push({ file: data.file, name, error: isFile ? undefined : data.details.error });
+      failures.push({ file: data.file, name, error: generic ? undefined : data.details.error });
     }
   }
   if (tty) yield '\r\x1b[K';
@@ -70,12 +78,16 @@ export default async function* summary(source) {
   out.push('', `slowest files:`);
   for (const [file, f] of list.sort((a, b) => b[1].ms - a[1].ms).slice(0, SLOWEST))
     out.push(`  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${rel(file)}`);
+  if (skips.length) out.push('', 'skipped, with a reason:', ...clip(skips, SLOWEST).map((l) => `  ${l}`));
   const shown = new Set();
   if (failures.length) out.push('', 'failures:');
   for (const x of failures) {
     out.push('', `✖ ${rel(x.file)} › ${x.name}`);
-    if (x.error)
-      out.push(indent(clip(inspect(x.error.cause ?? x.error).split('\n'), ERROR_LINES).join('\n')));
+    const err = x.error?.cause ?? x.error;
+    if (err)
+      out.push(
+        indent(clip((typeof err === 'string' ? err : inspect(err)).split('\n'), ERROR_LINES).join('\n')),
+      );
     if (x.file && !shown.has(x.file)) {
       shown.add(x.file);
       const lines = fileOf(x.file).output.filter(

@@ -40,21 +40,29 @@ export function heldByAncestor(): boolean {
   return false;
 }
 
-/** Waits for the lock (as `flock` does) and resolves with its release. */
-export async function holdRuntimeLock(): Promise<() => Promise<void>> {
+/**
+ * Waits up to `waitS` seconds for the lock (as `flock -w` does) and resolves with its release, or with
+ * null when another run kept it that long.
+ */
+export async function holdRuntimeLock(waitS: number): Promise<(() => Promise<void>) | null> {
   if (heldByAncestor()) return async () => {};
   try {
     writeFileSync(RUNTIME_LOCK, '', { flag: 'a' });
   } catch {}
   // flock holds the lock while `cat` runs; `cat` ends when our end of its stdin closes, also if we die.
-  const child = spawn('flock', [RUNTIME_LOCK, 'sh', '-c', 'echo held; exec cat >/dev/null'], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
+  const child = spawn(
+    'flock',
+    ['-w', String(waitS), RUNTIME_LOCK, 'sh', '-c', 'echo held; exec cat >/dev/null'],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  const held = await new Promise<boolean>((resolve, reject) => {
     child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`flock ${RUNTIME_LOCK} exited with ${code}`)));
-    child.stdout.once('data', () => resolve());
+    child.once('exit', () => resolve(false));
+    child.stdout.once('data', () => resolve(true));
   });
+  if (!held) return null;
   child.removeAllListeners('exit');
   return () =>
     new Promise<void>((resolve) => {
