@@ -35,7 +35,10 @@ export default async function* summary(source) {
 
   for await (const { type, data } of source) {
     const isFile = data?.file && data.name === data.file; // the test node:test makes of each file
-    if (type === 'test:stdout' || type === 'test:stderr') {
+    if (type === 'test:diagnostic' && data.file) {
+      // What a test reported with t.diagnostic() (node's own closing counts carry no file).
+      skips.push(`${rel(data.file)}: ${data.message}`);
+    } else if (type === 'test:stdout' || type === 'test:stderr') {
       if (data.file) fileOf(data.file).output.push(...data.message.replace(/\n$/, '').split('\n'));
     } else if (type === 'test:start' && !isFile && data.file) {
       const p = fileOf(data.file).path;
@@ -78,7 +81,7 @@ export default async function* summary(source) {
   out.push('', `slowest files:`);
   for (const [file, f] of list.sort((a, b) => b[1].ms - a[1].ms).slice(0, SLOWEST))
     out.push(`  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${rel(file)}`);
-  if (skips.length) out.push('', 'skipped, with a reason:', ...clip(skips, SLOWEST).map((l) => `  ${l}`));
+  if (skips.length) out.push('', 'skipped or noted:', ...clip(skips, SLOWEST).map((l) => `  ${l}`));
   const shown = new Set();
   if (failures.length) out.push('', 'failures:');
   for (const x of failures) {
