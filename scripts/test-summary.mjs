@@ -7,8 +7,12 @@ import { inspect } from 'node:util';
 const SLOWEST = 10;
 /** Lines of a failing file's own output shown with its failures; the TAP log holds all of it. */
 const OUTPUT_LINES = 40;
-/** Lines of an error's inspection shown per failure (message, diff, the top of the stack). */
-const ERROR_LINES = 25;
+/**
+ * Lines of an error's inspection shown per failure: its first lines (message, diff) and its last (a message
+ * that ends with the output it quotes, the bottom of a stack).
+ */
+const ERROR_HEAD_LINES = 25;
+const ERROR_TAIL_LINES = 35;
 
 const rel = (f) => (f ? relative(process.cwd(), f) : '(unknown file)');
 const indent = (s, n = 4) =>
@@ -18,6 +22,14 @@ const indent = (s, n = 4) =>
     .join('\n');
 const clip = (lines, max) =>
   lines.length > max ? [...lines.slice(0, max), `… ${lines.length - max} more lines in the TAP log`] : lines;
+const headAndTail = (lines) =>
+  lines.length > ERROR_HEAD_LINES + ERROR_TAIL_LINES
+    ? [
+        ...lines.slice(0, ERROR_HEAD_LINES),
+        `… ${lines.length - ERROR_HEAD_LINES - ERROR_TAIL_LINES} lines (all in the TAP log) …`,
+        ...lines.slice(-ERROR_TAIL_LINES),
+      ]
+    : lines;
 
 export default async function* summary(source) {
   const files = new Map(); // file -> { ms, output: string[], failed: boolean, path: string[] }
@@ -88,9 +100,7 @@ export default async function* summary(source) {
     out.push('', `✖ ${rel(x.file)} › ${x.name}`);
     const err = x.error?.cause ?? x.error;
     if (err)
-      out.push(
-        indent(clip((typeof err === 'string' ? err : inspect(err)).split('\n'), ERROR_LINES).join('\n')),
-      );
+      out.push(indent(headAndTail((typeof err === 'string' ? err : inspect(err)).split('\n')).join('\n')));
     if (x.file && !shown.has(x.file)) {
       shown.add(x.file);
       const lines = fileOf(x.file).output.filter(
