@@ -1,9 +1,16 @@
-// Finds every *.test.ts beside the code (and under packages/*/test) and runs them with node's test runner.
+// Finds every *.test.ts beside the code (and under packages/*/test) and runs them with node's test runner:
+// a short summary on stdout (test-summary.mjs), the full TAP in .test-results/tap.log. Arguments are
+// substrings of test file paths to run only those. Exits non-zero when any test failed.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const roots = ['packages', 'bench'];
+const LOG_DIR = '.test-results';
+const TAP_LOG = join(LOG_DIR, 'tap.log');
+/** Per-test bound; the sandbox end-to-end tests start real sandboxes and can take a minute on a loaded host. */
+const TEST_TIMEOUT_MS = 120_000;
+
 const files = [];
 const walk = (dir) => {
   for (const e of readdirSync(dir)) {
@@ -17,12 +24,27 @@ for (const r of roots) walk(r);
 const only = process.argv.slice(2);
 const selected = only.length ? files.filter((f) => only.some((o) => f.includes(o))) : files;
 if (!selected.length) {
-  console.error('no test files matched');
+  console.error(`no test files matched ${only.join(' ')}`);
   process.exit(1);
 }
+mkdirSync(LOG_DIR, { recursive: true });
 const r = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...selected.sort()],
-  { stdio: 'inherit' },
+  [
+    '--import',
+    'tsx',
+    '--test',
+    '--test-concurrency=2',
+    `--test-timeout=${TEST_TIMEOUT_MS}`,
+    '--test-reporter=./scripts/test-summary.mjs',
+    '--test-reporter-destination=stdout',
+    '--test-reporter=tap',
+    `--test-reporter-destination=${TAP_LOG}`,
+    ...selected.sort(),
+  ],
+  {
+    stdio: 'inherit',
+    env: { ...process.env, BERTH_TAP_LOG: TAP_LOG, BERTH_TEST_FILES: String(selected.length) },
+  },
 );
 process.exit(r.status ?? 1);

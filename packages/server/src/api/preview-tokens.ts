@@ -1,4 +1,4 @@
-// Preview tokens (§2.7, COMPAT.md): access tokens of a private preview, under
+// Preview tokens (§2.7, docs/compat.md): access tokens of a private preview, under
 // /sandboxes/{sandboxName}/previews/{previewName}/tokens. The value is random, returned once by the
 // POST and stored only as a sha256 hash; lists and deletes never show it.
 import { randomBytes } from 'node:crypto';

@@ -1,5 +1,5 @@
 // POST /v0/sandboxes answers once the sandbox runs, because the service's SDK uses the answer at once
-// (COMPAT.md): it waits on the store watch for the object to be DEPLOYED, bounded; past the bound it
+// (docs/compat.md): it waits on the store watch for the object to be DEPLOYED, bounded; past the bound it
 // answers 504 with the object as it is, and the SDK polls GET. `?createIfNotExist=true` answers the
 // existing sandbox instead of a 409; a TERMINATED record kept for retention never blocks a new create.
 import type { FastifyRequest } from 'fastify';

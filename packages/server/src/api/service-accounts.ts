@@ -1,4 +1,4 @@
-// /v0/service_accounts and their API keys (COMPAT.md, spec §2.14), admin of the workspace only.
+// /v0/service_accounts and their API keys (docs/compat.md, spec §2.14), admin of the workspace only.
 // Secrets (client_secret, apiKey) appear once, in the creation response; the store holds sha256 hashes.
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';

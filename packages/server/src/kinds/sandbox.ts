@@ -19,7 +19,7 @@ import {
 import { durationMs, envIssues, isIsoDate, referenceIssues, regionIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
-/** The service's SDK default (COMPAT.md). */
+/** The service's SDK default (docs/compat.md). */
 export const SANDBOX_MEMORY_MB = 4096;
 export const EXPIRATION_TYPES = ['ttl-idle', 'ttl-max-age', 'date'] as const;
 export const EXPIRATION_ACTIONS = ['delete'] as const;

@@ -1,4 +1,5 @@
-// Wire shapes of the sandbox API (COMPAT.md "Sandbox API"), shared by the daemon, its MCP tools and its callers.
+// Wire shapes of the sandbox API (docs/compat.md "Sandbox API"), shared by the daemon, its MCP tools and
+// its callers.
 // No Node imports: the SDK and CLI may import this file as is.
 
 export type ProcessStatus = 'running' | 'completed' | 'failed' | 'killed' | 'stopped';

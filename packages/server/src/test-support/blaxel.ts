@@ -8,8 +8,8 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 
 /**
- * The SDK's environment of COMPAT.md, from an empty cwd and HOME: the SDK also reads `.env`, `blaxel.toml` and
- * `~/.blaxel/config.yaml`, which would override it. Returns the script's stdout.
+ * The SDK's environment of docs/compat.md, from an empty cwd and HOME: the SDK also reads `.env`,
+ * `blaxel.toml` and `~/.blaxel/config.yaml`, which would override it. Returns the script's stdout.
  */
 export async function runBlaxelScript(
   script: string,

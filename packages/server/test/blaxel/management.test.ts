@@ -1,4 +1,4 @@
-// The unmodified @blaxel/core SDK, pointed at Berth, manages policies and integration connections (COMPAT.md).
+// The unmodified @blaxel/core SDK, pointed at Berth, manages policies and integration connections (docs/compat.md).
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
