@@ -12,16 +12,9 @@ import { SqliteStore } from '../store/sqlite.js';
 import { create, remove } from '../store/store.js';
 import { registerMetrics } from './metrics.js';
 import { sandboxSampler } from './sandbox-metrics.js';
+import { smallSandboxSpec } from '../test-support/sandbox-spec.js';
 
-const SPEC = {
-  memoryMb: 256,
-  pidsMax: 64,
-  cpuShares: 128,
-  diskMb: 512,
-  envs: {},
-  image: 'host',
-  volumes: [],
-};
+const SPEC = smallSandboxSpec({ diskMb: 512, image: 'host' });
 const key = (workspace: string, name: string) => ({ kind: 'Sandbox', workspace, parent: '', name });
 
 describe('per-sandbox metrics', () => {

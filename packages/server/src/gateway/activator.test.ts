@@ -6,20 +6,12 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { Pool } from 'undici';
 import { ApiError } from '../errors.js';
-import type { SandboxSpec } from '../runtime/driver.js';
 import { FakeDriver } from '../runtime/fake.js';
 import { Activator, HOLD_FULL_RETRY_AFTER_S } from './activator.js';
 import type { Target } from './targets.js';
+import { smallSandboxSpec } from '../test-support/sandbox-spec.js';
 
-const SPEC: SandboxSpec = {
-  memoryMb: 256,
-  pidsMax: 64,
-  cpuShares: 128,
-  diskMb: 64,
-  envs: {},
-  image: 'base',
-  volumes: [],
-};
+const SPEC = smallSandboxSpec();
 
 /** A runtime whose thaw waits until the test opens `gate` (or fails when told to). */
 class SlowThaw extends FakeDriver {

@@ -20,6 +20,7 @@ import { enc, startSandboxDaemon } from '../test-support/sandbox-daemon.js';
 import { startGateway } from './index.js';
 import { isLongLived, MAX_STREAMS_PER_SANDBOX, STREAMS_FULL_RETRY_AFTER_S } from './streams.js';
 import { POOL_CONNECTIONS } from './targets.js';
+import { smallSandboxSpec } from '../test-support/sandbox-spec.js';
 
 test('watches, log streams, stream/follow queries, MCP event streams and tunnels are long-lived; the rest is not', () => {
   for (const [method, path] of [
@@ -53,15 +54,7 @@ test('with the pool full of watch attempts, those past the cap get 429 and an ex
   const auth = await createAuth({ store, dataDir: dir, logger });
   const { adminKey } = await auth.bootstrap();
   const resources = new Resources(store, KINDS, new SecretBox(randomBytes(32)), { regions: ['local'] });
-  await driver.ensure(id, {
-    memoryMb: 256,
-    pidsMax: 64,
-    cpuShares: 128,
-    diskMb: 64,
-    envs: {},
-    image: 'base',
-    volumes: [],
-  });
+  await driver.ensure(id, smallSandboxSpec());
   await store.write([
     {
       op: 'create',

@@ -6,22 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pino from 'pino';
-import type { SandboxSpec } from '../runtime/driver.js';
 import { FakeDriver } from '../runtime/fake.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { ResourceKey } from '../store/store.js';
 import { Targets } from './targets.js';
+import { smallSandboxSpec } from '../test-support/sandbox-spec.js';
 
-const SPEC: SandboxSpec = {
-  memoryMb: 256,
-  pidsMax: 64,
-  cpuShares: 128,
-  diskMb: 64,
-  envs: {},
-  image: 'base',
-  volumes: [],
-};
+const SPEC = smallSandboxSpec();
 const key = (name: string): ResourceKey => ({ kind: 'Sandbox', workspace: 'ws', parent: '', name });
 const body = (name: string, status: string) => ({ metadata: { name }, spec: {}, status, events: [] });
 
