@@ -71,6 +71,8 @@ export interface AdmittedPreview {
   rest: string;
   requestHeaders: Record<string, string>;
   responseHeaders: Record<string, string>;
+  /** The preview's path prefix, to which its cookies are kept ('/' for a host of its own). */
+  cookieScope: string;
 }
 
 /**
@@ -118,5 +120,11 @@ export async function admitPreview(
       responseHeaders['set-cookie'] =
         `${PREVIEW_TOKEN_COOKIE}=${encodeURIComponent(queryToken)}; Path=${a.base}; HttpOnly; SameSite=Lax`;
   }
-  return { port: spec.port, rest, requestHeaders: spec.requestHeaders ?? {}, responseHeaders };
+  return {
+    port: spec.port,
+    rest,
+    requestHeaders: spec.requestHeaders ?? {},
+    responseHeaders,
+    cookieScope: a.base,
+  };
 }

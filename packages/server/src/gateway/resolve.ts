@@ -68,7 +68,11 @@ const preview: Resolver<'preview'> = async (a, req, deps) => {
   return {
     target: await targetOf(deps, p.workspace, p.sandbox),
     path: `/port/${ok.port}${ok.rest}`,
-    extra: { requestHeaders: ok.requestHeaders, responseHeaders: ok.responseHeaders },
+    extra: {
+      requestHeaders: ok.requestHeaders,
+      responseHeaders: ok.responseHeaders,
+      cookieScope: ok.cookieScope,
+    },
   };
 };
 

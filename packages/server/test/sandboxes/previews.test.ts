@@ -6,8 +6,8 @@ import { after, before, describe, it } from 'node:test';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { getWithHost, type SandboxServer, startSandboxServer } from './support.js';
 
-/** Answers with what it saw. */
-const SERVER = `node -e "require('http').createServer((q, r) => { r.setHeader('set-cookie', 'app=1'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).listen(3000, '127.0.0.1')"`;
+/** Answers with what it saw, and sets the cookies named in `?setcookie=` (else `app=1`). */
+const SERVER = `node -e "require('http').createServer((q, r) => { const c = new URL(q.url, 'http://x').searchParams.getAll('setcookie'); r.setHeader('set-cookie', c.length ? c : 'app=1'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).listen(3000, '127.0.0.1')"`;
 
 describe('sandbox previews', () => {
   let s: SandboxServer;
@@ -43,7 +43,22 @@ describe('sandbox previews', () => {
     const seen = await res.json();
     assert.equal(seen.url, '/a/b?c=d');
     assert.equal(seen.headers.host, 'localhost:3000');
-    assert.equal(res.headers.get('set-cookie'), 'app=1');
+    assert.equal(res.headers.get('set-cookie'), 'app=1; Path=/run/default/previews/pv-box/pub/');
+  });
+
+  it("keeps a preview's cookies to its own prefix: no tossing of other previews' token cookies", async () => {
+    const toss = [
+      'bl_preview_token=evil; Path=/run/; HttpOnly',
+      'theme=x; Path=/',
+      'wide=1; Domain=127.0.0.1; Path=/run/default/previews/pv-box/pub/',
+    ];
+    const q = toss.map((c) => `setcookie=${encodeURIComponent(c)}`).join('&');
+    const res = await fetch(`${urls.publicUrl}/?${q}`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.headers.getSetCookie(), [
+      'bl_preview_token=evil; Path=/run/default/previews/pv-box/pub/; HttpOnly',
+      'theme=x; Path=/run/default/previews/pv-box/pub/',
+    ]);
   });
 
   it('refuses a private preview without a token, and with a wrong one', async () => {
