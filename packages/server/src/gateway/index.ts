@@ -138,8 +138,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       return;
     }
     admit(req, a, true).then(
-      ({ target, path, extra, done }) =>
-        tunnel(target, req, socket, head, path, tunnels, done, extra?.requestHeaders),
+      ({ target, path, extra, done }) => tunnel(target, req, socket, head, path, tunnels, done, extra),
       (err) => {
         rejectUpgrade(socket, toWire(err), req.url?.split('?')[0]);
       },

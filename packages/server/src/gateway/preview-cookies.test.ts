@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { scopeSetCookie, scopeSetCookies } from './preview-cookies.js';
+import { scopeResponseHead, scopeSetCookie, scopeSetCookies } from './preview-cookies.js';
 
 const base = '/run/ws/previews/box/web/';
 
@@ -32,4 +32,13 @@ test('a cookie that names a Domain is dropped, in the path form and on a host of
   assert.equal(scopeSetCookie('a=1; Path=/', '/'), 'a=1; Path=/', 'a host of its own is its own origin');
   assert.deepEqual(scopeSetCookies(['a=1; domain=x', 'b=2; Path=/'], base), [`b=2; Path=${base}`]);
   assert.equal(scopeSetCookies(['a=1; Domain=x'], base), undefined);
+});
+
+test("an upgrade's raw response head gets the same treatment", () => {
+  const head =
+    'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nset-cookie: bl_preview_token=evil; Path=/run/\r\nSet-Cookie: w=1; Domain=x\r\n\r\n';
+  assert.equal(
+    scopeResponseHead(head, base),
+    `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSet-Cookie: bl_preview_token=evil; Path=${base}\r\n\r\n`,
+  );
 });

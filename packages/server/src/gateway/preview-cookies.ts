@@ -40,3 +40,17 @@ export function scopeSetCookies(values: string | string[] | undefined, base: str
   }
   return out.length ? out : undefined;
 }
+
+/** A raw HTTP response head (an upgrade's answer, tunnelled as bytes) with its Set-Cookie lines scoped. */
+export function scopeResponseHead(head: string, base: string): string {
+  const lines = head.split('\r\n');
+  const out: string[] = [];
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === 'set-cookie') {
+      const scoped = scopeSetCookie(line.slice(colon + 1).trim(), base);
+      if (scoped !== undefined) out.push(`Set-Cookie: ${scoped}`);
+    } else out.push(line);
+  }
+  return out.join('\r\n');
+}
