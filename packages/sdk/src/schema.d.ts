@@ -636,7 +636,7 @@ export interface paths {
         /** Members of a workspace */
         get: operations["listMembers"];
         put?: never;
-        /** Add a member or change its role (the subject in the body) */
+        /** Add a member or change its role (the subject in the body); a principal of another tenant is invited instead (202, an Invitation) */
         post: operations["addMember"];
         delete?: never;
         options?: never;
@@ -652,11 +652,79 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Add a member or change its role (the subject in the path) */
+        /** Add a member or change its role (the subject in the path); a principal of another tenant is invited instead (202, an Invitation) */
         put: operations["setMemberRole"];
         post?: never;
         /** Remove a member */
         delete: operations["removeMember"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{workspaceName}/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Pending invitations of a workspace (admin) */
+        get: operations["listWorkspaceInvitations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{workspaceName}/invitations/{subject}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Withdraw (workspace admin) or decline (invitee) an invitation */
+        delete: operations["deleteInvitation"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{workspaceName}/invitations/{subject}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept an invitation: the invitee (or an admin of its home workspace) becomes a member */
+        post: operations["acceptInvitation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Pending invitations addressed to the caller (or to ?subject= for an admin of its home workspace) */
+        get: operations["listMyInvitations"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -2131,6 +2199,20 @@ export interface components {
         MemberRole: {
             /** @enum {string} */
             role: "admin" | "member" | "viewer";
+        };
+        Invitation: {
+            workspace: string;
+            subject: string;
+            /** @enum {string} */
+            subType: "user" | "service_account";
+            /** @enum {string} */
+            role: "admin" | "member" | "viewer";
+            /** @constant */
+            status: "PENDING";
+            createdAt: string;
+            updatedAt: string;
+            createdBy: string;
+            updatedBy: string;
         };
         Template: {
             name: string;
@@ -4940,7 +5022,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Add a member or change its role (the subject in the body) */
+            /** @description Add a member or change its role (the subject in the body); a principal of another tenant is invited instead (202, an Invitation) */
             200: {
                 headers: {
                     /** @description unknown fields that were dropped (299 - "unknown field ...") */
@@ -4974,7 +5056,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Add a member or change its role (the subject in the path) */
+            /** @description Add a member or change its role (the subject in the path); a principal of another tenant is invited instead (202, an Invitation) */
             200: {
                 headers: {
                     /** @description unknown fields that were dropped (299 - "unknown field ...") */
@@ -5011,6 +5093,117 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Member"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listWorkspaceInvitations: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                workspaceName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pending invitations of a workspace (admin) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteInvitation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                workspaceName: string;
+                subject: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Withdraw (workspace admin) or decline (invitee) an invitation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    acceptInvitation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                workspaceName: string;
+                subject: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accept an invitation: the invitee (or an admin of its home workspace) becomes a member */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listMyInvitations: {
+        parameters: {
+            query?: {
+                /** @description a service account the caller administers (default: the caller) */
+                subject?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pending invitations addressed to the caller (or to ?subject= for an admin of its home workspace) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"][];
                 };
             };
             "4XX": components["responses"]["Problem"];

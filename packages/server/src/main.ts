@@ -19,11 +19,12 @@ import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
-import { runUrlOf } from './gateway/address.js';
+import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook } from './api/sandboxes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
+import { backfillLabels } from './store/host-labels.js';
 import { Resources } from './store/resources.js';
 import { SqliteStore } from './store/sqlite.js';
 import type { Store } from './store/store.js';
@@ -58,7 +59,13 @@ export async function startServer(
     inferenceHost: config.inferenceHost,
     defaultRegion: config.regions[0],
   });
-  const resources = new Resources(store, KINDS, box, { regions: config.regions, urlOf });
+  const resources = new Resources(store, KINDS, box, {
+    regions: config.regions,
+    urlOf,
+    labelsOf: hostLabelsOf,
+  });
+  // Objects stored before the address table existed get their labels (a no-op on every later start).
+  await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
   const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
     createLinuxDriver({ dataDir, warmPoolSize: config.warmPoolSize }),
   );

@@ -2,6 +2,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Authenticator } from '../auth/access.js';
 import '../auth/request-access.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../http/json-depth.js';
 import { wireErrorOf } from '../http/wire-error.js';
 import { ApiError } from '../errors.js';
 import { SERVER_VERSION } from './version.js';
@@ -37,6 +38,14 @@ export function createApp(opts: AppOptions): FastifyInstance {
   app.addContentTypeParser(/^application\/([\w.+-]*\+)?json$/, { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
+    if (nestsDeeperThan(text, MAX_JSON_DEPTH))
+      return done(
+        new ApiError(
+          'MALFORMED_REQUEST',
+          `body nests deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`,
+        ),
+        undefined,
+      );
     try {
       done(null, JSON.parse(text));
     } catch (e) {

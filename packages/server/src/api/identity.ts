@@ -1,13 +1,15 @@
-// The identity routes over auth/: workspaces and members, service accounts and API keys, the OAuth2 token
+// The identity routes over auth/: workspaces, members and invitations, service accounts and API keys, the OAuth2 token
 // endpoint (under /v0 and at the root, where OAuth clients look for it).
 import type { FastifyInstance } from 'fastify';
 import type { AuthContext } from '../auth/index.js';
+import { registerInvitations } from './invitations.js';
 import { registerOAuthPublic, registerOAuthV0 } from './oauth.js';
 import { registerServiceAccounts } from './service-accounts.js';
 import { registerWorkspaces } from './workspaces.js';
 
 export function registerIdentityRoutes(v0: FastifyInstance, ctx: AuthContext) {
   registerWorkspaces(v0, ctx);
+  registerInvitations(v0, ctx);
   registerServiceAccounts(v0, ctx);
   registerOAuthV0(v0, ctx);
 }

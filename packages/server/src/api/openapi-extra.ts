@@ -156,6 +156,17 @@ const WorkspaceUpdate = named(workspaces.UpdateBody, 'WorkspaceUpdate', {
 const Member = Type.Object({ subject: Str(), subType: SubType, role: Role, ...Stamps }, { $id: 'Member' });
 const MemberInput = named(workspaces.NewMemberBody, 'MemberInput', { subject: 'service account client ID' });
 const MemberRole = named(workspaces.MemberBody, 'MemberRole');
+const Invitation = Type.Object(
+  {
+    workspace: Str(),
+    subject: Str(),
+    subType: SubType,
+    role: Role,
+    status: Type.Literal('PENDING'),
+    ...Stamps,
+  },
+  { $id: 'Invitation' },
+);
 
 const PreviewToken = Type.Object(
   {
@@ -366,7 +377,8 @@ export const EXTRA_PATHS: ExtraPaths = {
     },
     post: {
       operationId: 'addMember',
-      summary: 'Add a member or change its role (the subject in the body)',
+      summary:
+        'Add a member or change its role (the subject in the body); a principal of another tenant is invited instead (202, an Invitation)',
       tag: 'Workspace',
       body: MemberInput,
       response: Member,
@@ -375,12 +387,49 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/members/{subject}': {
     put: {
       operationId: 'setMemberRole',
-      summary: 'Add a member or change its role (the subject in the path)',
+      summary:
+        'Add a member or change its role (the subject in the path); a principal of another tenant is invited instead (202, an Invitation)',
       tag: 'Workspace',
       body: MemberRole,
       response: Member,
     },
     delete: { operationId: 'removeMember', summary: 'Remove a member', tag: 'Workspace', response: Member },
+  },
+  '/workspaces/{workspaceName}/invitations': {
+    get: {
+      operationId: 'listWorkspaceInvitations',
+      summary: 'Pending invitations of a workspace (admin)',
+      tag: 'Workspace',
+      response: Type.Array(Invitation),
+    },
+  },
+  '/workspaces/{workspaceName}/invitations/{subject}': {
+    delete: {
+      operationId: 'deleteInvitation',
+      summary: 'Withdraw (workspace admin) or decline (invitee) an invitation',
+      tag: 'Workspace',
+      response: Invitation,
+    },
+  },
+  '/workspaces/{workspaceName}/invitations/{subject}/accept': {
+    post: {
+      operationId: 'acceptInvitation',
+      summary: 'Accept an invitation: the invitee (or an admin of its home workspace) becomes a member',
+      tag: 'Workspace',
+      response: Member,
+    },
+  },
+  '/invitations': {
+    get: {
+      operationId: 'listMyInvitations',
+      summary:
+        'Pending invitations addressed to the caller (or to ?subject= for an admin of its home workspace)',
+      tag: 'Workspace',
+      query: {
+        subject: Str({ description: 'a service account the caller administers (default: the caller)' }),
+      },
+      response: Type.Array(Invitation),
+    },
   },
   '/templates': {
     get: {

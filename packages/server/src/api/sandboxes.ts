@@ -81,11 +81,9 @@ export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number 
       const existing = await resources.get(kd, req.access.workspace, [], name);
       if (existing?.body.status === 'TERMINATED') {
         // Only kept to be read: a new sandbox of that name replaces the record (at the version read).
-        await resources.store
-          .write([{ op: 'delete', key: keyOf(existing), expectVersion: existing.resourceVersion }])
-          .catch((err) => {
-            if (!(err instanceof StoreError)) throw err;
-          });
+        await resources.removeRecord(existing).catch((err) => {
+          if (!(err instanceof StoreError)) throw err;
+        });
         result = await create();
       } else if (ifNotExist && existing) result = { object: existing, dropped: [] };
       else throw e;

@@ -1,9 +1,9 @@
 // /v0/workspaces and their members. Any principal may create a workspace (it becomes its admin);
 // everything else needs membership of the workspace in the path, and a workspace the caller is not
-// a member of answers 404 exactly like one that does not exist.
+// a member of answers 404 exactly like one that does not exist. A principal of another tenant is not added
+// but invited (invitations.ts): membership needs its consent.
 import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Principal } from '../auth/access.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { atLeast } from '../auth/access.js';
 import type { AuthContext } from '../auth/index.js';
 import { checkInput } from './input.js';
@@ -13,6 +13,7 @@ import {
   keys,
   type MemberRecord,
   memberOps,
+  removeInvitationOps,
   removeMemberOps,
   stamps,
   type WorkspaceRecord,
@@ -22,6 +23,11 @@ import { KINDS } from '../kinds/index.js';
 import type { Role } from '../kinds/types.js';
 import { StoreError, type WriteOp } from '../store/store.js';
 import { ApiError, notFound } from '../errors.js';
+import { mayActFor } from '../auth/tenancy.js';
+import { invite } from './invitations.js';
+import { memberView, principalOf } from './members.js';
+
+export { memberView };
 
 const RoleSchema = Type.Union([Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')]);
 const DisplayName = Type.String({ maxLength: 253 });
@@ -48,21 +54,6 @@ export const workspaceView = (w: WorkspaceRecord) => ({
   createdBy: w.createdBy,
   updatedBy: w.updatedBy,
 });
-
-export const memberView = (m: MemberRecord) => ({
-  subject: m.subject,
-  subType: m.subType,
-  role: m.role,
-  createdAt: m.createdAt,
-  updatedAt: m.updatedAt,
-  createdBy: m.createdBy,
-  updatedBy: m.updatedBy,
-});
-
-function principalOf(req: FastifyRequest): Principal {
-  if (!req.access) throw new ApiError('UNAUTHENTICATED', 'a bearer credential is required');
-  return req.access.principal;
-}
 
 export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
   const { store, authenticator } = ctx;
@@ -155,6 +146,8 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
     const ops: WriteOp[] = [];
     for (const m of await store.list({ kind: K.member, workspace: name, parent: '' }))
       ops.push(...removeMemberOps(name, m.name));
+    for (const i of await store.list({ kind: K.invitation, workspace: name, parent: '' }))
+      ops.push(...removeInvitationOps(name, i.name));
     ops.push({ op: 'delete', key: keys.workspace(name), expectVersion: cur.resourceVersion });
     await store.write(ops);
     return workspaceView(cur.body as WorkspaceRecord);
@@ -167,10 +160,21 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
     return list.map((m) => memberView(m.body as MemberRecord));
   });
 
-  async function setMember(req: FastifyRequest, name: string, subject: string, role: Role) {
+  async function setMember(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    name: string,
+    subject: string,
+    role: Role,
+  ) {
     const a = await roleIn(req, name, 'admin');
     if (!(await store.get(keys.clientId(subject)))) throw notFound(`service account ${subject}`);
     const cur = await store.get(keys.member(name, subject));
+    // Only a principal the caller already answers for joins at once; anyone else is asked (202, pending).
+    if (!cur && !(await mayActFor(store, a.principal.subject, subject))) {
+      reply.code(202);
+      return invite(store, a.principal.subject, name, subject, role);
+    }
     const prev = cur?.body as MemberRecord | undefined;
     if (prev?.role === 'admin' && role !== 'admin') await refuseLastAdmin(name, subject);
     const rec: MemberRecord = {
@@ -187,7 +191,7 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
     const { name, subject } = req.params as { name: string; subject: string };
     await roleIn(req, name, 'admin');
     const body = checkInput<Static<typeof MemberBody>>(MemberBody, req.body, reply);
-    return setMember(req, name, subject, body.role);
+    return setMember(req, reply, name, subject, body.role);
   });
 
   // The same with the subject in the body, for clients that add members to the collection.
@@ -195,7 +199,7 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
     const { name } = req.params as { name: string };
     await roleIn(req, name, 'admin');
     const body = checkInput<Static<typeof NewMemberBody>>(NewMemberBody, req.body, reply);
-    return setMember(req, name, body.subject, body.role);
+    return setMember(req, reply, name, body.subject, body.role);
   });
 
   v0.delete('/workspaces/:name/members/:subject', async (req) => {

@@ -7,6 +7,8 @@
 //   ClientId         '_'   ''        <clientId>    index: clientId -> home workspace (token endpoint, JWTs)
 //   ApiKey           <ws>  <clientId> <keyId>      key metadata (never the key)
 //   ApiKeyHash       '_'   ''        <sha256>      index: key hash -> subject, expiry (one get per request)
+//   Invitation       <ws>  ''        <subject>     a pending invitation of a principal of another tenant
+//   InvitationFor    '_'   <subject> <ws>          reverse index: the pending invitations of a subject
 import type { Role } from '../kinds/types.js';
 import type { ResourceKey, Store, WriteOp } from '../store/store.js';
 
@@ -21,10 +23,14 @@ export const K = {
   clientId: 'ClientId',
   apiKey: 'ApiKey',
   apiKeyHash: 'ApiKeyHash',
+  invitation: 'Invitation',
+  invitationFor: 'InvitationFor',
 } as const;
 
-/** A change to any of these kinds may change who a credential is or what it may do. */
-export const AUTH_KINDS = new Set<string>(Object.values(K));
+/** A change to any of these kinds may change who a credential is or what it may do (invitations grant nothing). */
+export const AUTH_KINDS = new Set<string>(
+  Object.values(K).filter((k) => k !== K.invitation && k !== K.invitationFor),
+);
 
 export type SubType = 'user' | 'service_account';
 
@@ -78,6 +84,14 @@ export interface ApiKeyHashRecord {
   expiresAt?: number;
 }
 
+/** An offer of a role that grants nothing until the invitee (or an admin of its home workspace) accepts it. */
+export interface InvitationRecord extends Stamps {
+  workspace: string;
+  subject: string;
+  subType: SubType;
+  role: Role;
+}
+
 export const keys = {
   workspace: (name: string): ResourceKey => ({ kind: K.workspace, workspace: GLOBAL, parent: '', name }),
   member: (ws: string, subject: string): ResourceKey => ({
@@ -116,7 +130,27 @@ export const keys = {
     parent: '',
     name: hash,
   }),
+  invitation: (ws: string, subject: string): ResourceKey => ({
+    kind: K.invitation,
+    workspace: ws,
+    parent: '',
+    name: subject,
+  }),
+  invitationFor: (subject: string, ws: string): ResourceKey => ({
+    kind: K.invitationFor,
+    workspace: GLOBAL,
+    parent: subject,
+    name: ws,
+  }),
 };
+
+/** Ops that drop a pending invitation with its reverse index. */
+export function removeInvitationOps(ws: string, subject: string): WriteOp[] {
+  return [
+    { op: 'delete', key: keys.invitation(ws, subject) },
+    { op: 'delete', key: keys.invitationFor(subject, ws) },
+  ];
+}
 
 export function stamps(actor: string, now: Date, prev?: Stamps): Stamps {
   const t = now.toISOString();
@@ -161,6 +195,8 @@ export async function deleteServiceAccountOps(store: Store, sa: ServiceAccountRe
   }
   const memberships = await store.list({ kind: K.membership, workspace: GLOBAL, parent: sa.client_id });
   for (const m of memberships) ops.push(...removeMemberOps(m.name, sa.client_id));
+  const invited = await store.list({ kind: K.invitationFor, workspace: GLOBAL, parent: sa.client_id });
+  for (const i of invited) ops.push(...removeInvitationOps(i.name, sa.client_id));
   ops.push({ op: 'delete', key: keys.serviceAccount(sa.workspace, sa.client_id) });
   ops.push({ op: 'delete', key: keys.clientId(sa.client_id) });
   return ops;

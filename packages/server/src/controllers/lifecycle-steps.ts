@@ -77,6 +77,6 @@ export async function finishDeletion(
   if (left > 0) return { requeueAfterMs: left };
   // At the version read: a write since (a new object created over this name) makes this throw, and the queue
   // retries with what is there then.
-  await deps.resources.store.write([{ op: 'delete', key: keyOf(t), expectVersion: t.resourceVersion }]);
+  await deps.resources.removeRecord(t);
   return DONE;
 }

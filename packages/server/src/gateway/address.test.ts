@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sandboxId } from '../runtime/sandbox-id.js';
-import { labelSplits, matchSandboxHost, matchSandboxPath, sandboxUrl } from './address.js';
+import { matchSandboxHost, matchSandboxPath, sandboxUrl } from './address.js';
 
 test('the path form yields workspace, name and the rest of the URL, still encoded', () => {
   assert.deepEqual(matchSandboxPath('/run/default/sandboxes/box/filesystem/%2Ftmp%2Fa?x=1'), {
@@ -27,11 +27,11 @@ test('the path form yields workspace, name and the rest of the URL, still encode
 
 test('the host form is recognised only under the inference host, port or not', () => {
   assert.deepEqual(matchSandboxHost('sbx-my-box-team-a.local.example.com:8080', 'example.com'), {
-    label: 'my-box-team-a',
+    label: 'sbx-my-box-team-a',
     region: 'local',
   });
   assert.deepEqual(matchSandboxHost('SBX-box-ws.eu.Example.com', 'example.com'), {
-    label: 'box-ws',
+    label: 'sbx-box-ws',
     region: 'eu',
   });
   for (const other of [
@@ -42,15 +42,6 @@ test('the host form is recognised only under the inference host, port or not', (
   ])
     assert.equal(matchSandboxHost(other, 'example.com'), undefined, other);
   assert.equal(matchSandboxHost('sbx-box-ws.local.example.com', undefined), undefined);
-});
-
-test('a host label splits at every dash, the longest sandbox name first', () => {
-  assert.deepEqual(labelSplits('my-box-team-a'), [
-    { name: 'my-box-team', workspace: 'a' },
-    { name: 'my-box', workspace: 'team-a' },
-    { name: 'my', workspace: 'box-team-a' },
-  ]);
-  assert.deepEqual(labelSplits('nodash'), []);
 });
 
 test('metadata.url takes the host form when an inference host is configured', () => {

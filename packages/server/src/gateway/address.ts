@@ -2,6 +2,7 @@
 // `metadata.url`, and (workspace, name, rest of the path) from an incoming request's path or Host header
 // (DESIGN.md §4).
 import { createHash } from 'node:crypto';
+import type { ResourceKey } from '../store/store.js';
 
 /** Path prefix of every inference address (run_url). */
 export const RUN_PREFIX = '/run/';
@@ -43,7 +44,7 @@ export function matchSandboxPath(url: string): PathTarget | undefined {
 }
 
 export interface HostTarget {
-  /** `<sandbox>-<workspace>`: split into its two names by whichever sandbox exists (names hold `-`). */
+  /** `<sandbox>-<workspace>` (or its hashed form): looked up whole in the address table, never split. */
   label: string;
   region: string;
 }
@@ -62,18 +63,50 @@ export function matchSandboxHost(
   const head = bare.slice(HOST_LABEL_PREFIX.length, bare.length - suffix.length);
   const dot = head.indexOf('.');
   if (dot <= 0 || dot === head.length - 1 || head.indexOf('.', dot + 1) >= 0) return undefined;
-  return { label: head.slice(0, dot), region: head.slice(dot + 1) };
+  return { label: `${HOST_LABEL_PREFIX}${head.slice(0, dot)}`, region: head.slice(dot + 1) };
 }
 
-/** Every (sandbox, workspace) a host label can mean: split at each `-`, longest sandbox name first. */
-export function labelSplits(label: string): Array<{ name: string; workspace: string }> {
-  const out: Array<{ name: string; workspace: string }> = [];
-  for (let i = label.lastIndexOf('-'); i > 0; i = label.lastIndexOf('-', i - 1)) {
-    const name = label.slice(0, i);
-    const workspace = label.slice(i + 1);
-    if (name && workspace) out.push({ name, workspace });
-  }
-  return out;
+/** A DNS label is at most 63 characters (RFC 1035); longer sandbox labels take the hashed form. */
+export const MAX_DNS_LABEL = 63;
+/**
+ * Hex digits of sha256 in the hashed form: 128 bits, so no two objects meet by chance (the table refuses
+ * it anyway). `sbx--` can never start a plain label: names never start with `-`.
+ */
+const LABEL_HASH_HEX = 32;
+
+/**
+ * The host label of a sandbox: `sbx-<sandbox>-<workspace>` (the service's own form, which its SDK builds), or
+ * `sbx--<hash>` when that would pass 63 characters. Not unique by construction (`app` in `acme-eu` and `app-acme`
+ * in `eu` give the same label): uniqueness is the address table's job (store/host-labels.ts).
+ */
+export function sandboxLabel(workspace: string, name: string): string {
+  const plain = `${HOST_LABEL_PREFIX}${name}-${workspace}`;
+  if (plain.length <= MAX_DNS_LABEL) return plain;
+  const id = createHash('sha256').update(`${workspace}/${name}`).digest('hex').slice(0, LABEL_HASH_HEX);
+  return `${HOST_LABEL_PREFIX}-${id}`;
+}
+
+/** Kinds whose objects hold host labels (agents and functions join when they get host forms). */
+export const LABELED_KINDS = ['Sandbox', 'Preview'];
+
+/** The `labelsOf` hook of Resources: the labels an object holds in the address table (other kinds: none). */
+export function hostLabelsOf(key: ResourceKey): string[] {
+  if (key.kind === 'Sandbox') return [sandboxLabel(key.workspace, key.name)];
+  if (key.kind === 'Preview') return [previewLabel(key.workspace, key.parent, key.name)];
+  return [];
+}
+
+/**
+ * The sandbox a host label routes to: the table's owner when a sandbox holds it; otherwise a name that exists
+ * nowhere, so the request is still asked for a credential before it is told so.
+ */
+export function routeSandboxLabel(
+  table: { resolve(label: string): ResourceKey | undefined },
+  label: string,
+): { workspace: string; name: string } {
+  const owner = table.resolve(label);
+  if (owner?.kind === 'Sandbox') return { workspace: owner.workspace, name: owner.name };
+  return { workspace: label, name: label };
 }
 
 export interface AddressOptions {
@@ -87,7 +120,7 @@ export function sandboxUrl(o: AddressOptions, workspace: string, name: string, r
   const base = o.baseUrl().replace(/\/+$/, '');
   if (!o.inferenceHost) return `${base}${RUN_PREFIX}${workspace}${SANDBOXES_SEGMENT}${name}`;
   const u = new URL(base);
-  return `${u.protocol}//${HOST_LABEL_PREFIX}${name}-${workspace}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
+  return `${u.protocol}//${sandboxLabel(workspace, name)}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
 }
 
 /** The `urlOf` hook of Resources: fills `metadata.url` of sandboxes and previews (other kinds: undefined). */

@@ -11,6 +11,7 @@ import { ApiError } from '../errors.js';
 import { rejectUpgrade, sendProblem } from '../http/problem.js';
 import { wireErrorOf } from '../http/wire-error.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
 import { Activator } from './activator.js';
 import { IdleSweeper } from './idle.js';
@@ -59,10 +60,11 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     canFreeze: () => driver.capabilities.freezer,
     targets: () => targets.values(),
   });
-  const previews = new PreviewHosts(resources.store, deps.inferenceHost);
+  const labels = new HostLabelIndex(resources.store);
+  const previews = new PreviewHosts(labels, deps.inferenceHost);
   const streams = new StreamCap<Target>();
   await targets.start();
-  await previews.start();
+  await labels.start();
   idle.start();
   const tunnels = new Set<Duplex>();
   let closing = false;
@@ -71,7 +73,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     inferenceHost: deps.inferenceHost,
     previewOfHost: (host: string | undefined, url: string) => previews.match(host, url),
   };
-  const resolveDeps = { store: resources.store, targets, authenticator: deps.authenticator, now };
+  const resolveDeps = { store: resources.store, targets, labels, authenticator: deps.authenticator, now };
 
   /**
    * Lets the request in: the caller and the target (resolve.ts), a stream slot when it can last, then counted
@@ -136,8 +138,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       return;
     }
     admit(req, a, true).then(
-      ({ target, path, extra, done }) =>
-        tunnel(target, req, socket, head, path, tunnels, done, extra?.requestHeaders),
+      ({ target, path, extra, done }) => tunnel(target, req, socket, head, path, tunnels, done, extra),
       (err) => {
         rejectUpgrade(socket, toWire(err), req.url?.split('?')[0]);
       },
@@ -156,7 +157,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       server.removeListener('upgrade', onUpgrade);
       for (const s of tunnels) s.destroy();
       await usage.drain();
-      previews.close();
+      labels.close();
       await targets.close();
     },
   };

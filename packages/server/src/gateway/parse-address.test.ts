@@ -5,13 +5,11 @@ import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import pino from 'pino';
-import { FakeDriver } from '../runtime/fake.js';
+import { claimLabelOps, HostLabelIndex } from '../store/host-labels.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { PreviewAddress } from './address.js';
 import { parseAddress } from './parse-address.js';
 import { sandboxOfHost } from './resolve.js';
-import { Targets } from './targets.js';
 
 const req = (url: string, host = '127.0.0.1:8080') => ({ url, headers: { host } }) as IncomingMessage;
 const PREVIEW: PreviewAddress = { workspace: 'ws', sandbox: 'box', preview: 'web', rest: '/x', base: '/' };
@@ -32,7 +30,7 @@ test('a sandbox path is parsed into workspace, name and the rest, still encoded'
 test('a sandbox host owns every path on it, /v0 included', () => {
   assert.deepEqual(parseAddress(req('/v0/sandboxes', 'sbx-my-box-team.local.example.com'), ctx), {
     kind: 'sandbox-host',
-    label: 'my-box-team',
+    label: 'sbx-my-box-team',
     rest: '/v0/sandboxes',
   });
 });
@@ -62,29 +60,28 @@ test('anything else is not the data plane: the API answers it', () => {
   );
 });
 
-test('a host label is resolved to the split whose sandbox exists, the longest name first', async () => {
+test('a host label is resolved by an exact lookup in the address table, never by a split', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'berth-host-'));
   const store = new SqliteStore(join(dir, 'berth.db'));
-  const targets = new Targets({ store, driver: new FakeDriver(), logger: pino({ level: 'silent' }) });
+  const labels = new HostLabelIndex(store);
   try {
-    await targets.start();
+    await labels.start();
+    const key = { kind: 'Sandbox', workspace: 'team', parent: '', name: 'my-box' };
     await store.write([
-      {
-        op: 'create',
-        key: { kind: 'Sandbox', workspace: 'team', parent: '', name: 'my-box' },
-        body: { metadata: { name: 'my-box' }, spec: {}, status: 'DEPLOYING' },
-      },
+      { op: 'create', key, body: { metadata: { name: 'my-box' }, spec: {}, status: 'DEPLOYING' } },
+      ...(await claimLabelOps(store, ['sbx-my-box-team'], key)),
     ]);
-    assert.deepEqual(await sandboxOfHost('my-box-team', { store, targets }), {
+    assert.deepEqual(await sandboxOfHost('sbx-my-box-team', { labels }), {
       workspace: 'team',
       name: 'my-box',
     });
-    assert.deepEqual(await sandboxOfHost('other-x-y', { store, targets }), {
-      workspace: 'x-y',
-      name: 'other',
+    // A label nobody holds names nothing, however it could be split.
+    assert.deepEqual(await sandboxOfHost('sbx-other-x-y', { labels }), {
+      workspace: 'sbx-other-x-y',
+      name: 'sbx-other-x-y',
     });
   } finally {
-    await targets.close();
+    labels.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   }

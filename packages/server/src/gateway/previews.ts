@@ -6,8 +6,9 @@ import { verifyPreviewToken } from '../auth/preview-token.js';
 import type { Authenticator } from '../auth/access.js';
 import { previewExpiresAtMs } from '../kinds/preview.js';
 import { isGone } from '../kinds/status.js';
-import type { Store, StoredObject } from '../store/store.js';
-import { PREVIEW_LABEL_PREFIX, type PreviewAddress, previewLabel } from './address.js';
+import type { HostLabelIndex } from '../store/host-labels.js';
+import type { Store } from '../store/store.js';
+import { PREVIEW_LABEL_PREFIX, type PreviewAddress } from './address.js';
 import { authorize, CREDENTIAL_HEADERS, PREVIEW_TOKEN_COOKIE, PREVIEW_TOKEN_HEADERS } from './auth.js';
 
 /** A private preview's token may come in a header (PREVIEW_TOKEN_HEADERS), this query parameter, or the cookie. */
@@ -19,59 +20,25 @@ const bareHost = (host: string | undefined) => {
   return (colon > host.lastIndexOf(']') && colon >= 0 ? host.slice(0, colon) : host).toLowerCase();
 };
 
-type Key = { workspace: string; sandbox: string; preview: string };
-
 /**
- * Host label → preview, for the host form; kept current by the store's watch. Custom domains are not served:
- * without proof of ownership a member could name the server's own host and take its traffic.
+ * Host label → preview, for the host form: an exact lookup in the address table (store/host-labels.ts), where a
+ * preview's label is claimed with its create. Custom domains are not served: without proof of ownership a member
+ * could name the server's own host and take its traffic.
  */
 export class PreviewHosts {
-  private readonly byHost = new Map<string, Key>();
-  private readonly hostsOf = new Map<string, string[]>();
-  private unwatch?: () => void;
-
   constructor(
-    private readonly store: Store,
+    private readonly labels: HostLabelIndex,
     private readonly inferenceHost: string | undefined,
   ) {}
-
-  async start(): Promise<void> {
-    this.unwatch = this.store.watch((c) => {
-      if (c.object.kind !== 'Preview') return;
-      if (c.type === 'DELETED') this.drop(c.object);
-      else this.add(c.object);
-    });
-    for (const o of await this.store.list({ kind: 'Preview' })) this.add(o);
-  }
-
-  close(): void {
-    this.unwatch?.();
-  }
-
-  private id(o: StoredObject) {
-    return `${o.workspace}/${o.parent}/${o.name}`;
-  }
-
-  private add(o: StoredObject) {
-    this.drop(o);
-    const key = { workspace: o.workspace, sandbox: o.parent, preview: o.name };
-    const hosts = [previewLabel(o.workspace, o.parent, o.name)];
-    for (const h of hosts) this.byHost.set(h, key);
-    this.hostsOf.set(this.id(o), hosts);
-  }
-
-  private drop(o: StoredObject) {
-    for (const h of this.hostsOf.get(this.id(o)) ?? []) this.byHost.delete(h);
-    this.hostsOf.delete(this.id(o));
-  }
 
   /** The preview a Host names (`pv-<id>.<region>.<inference_host>`), if any. */
   match(host: string | undefined, url: string): PreviewAddress | undefined {
     const bare = bareHost(host);
     if (!this.inferenceHost || !bare.startsWith(PREVIEW_LABEL_PREFIX)) return undefined;
     if (!bare.endsWith(`.${this.inferenceHost.toLowerCase()}`)) return undefined;
-    const key = this.byHost.get(bare.slice(0, bare.indexOf('.')));
-    if (!key) return undefined;
+    const owner = this.labels.resolve(bare.slice(0, bare.indexOf('.')));
+    if (owner?.kind !== 'Preview') return undefined;
+    const key = { workspace: owner.workspace, sandbox: owner.parent, preview: owner.name };
     return { ...key, rest: url.startsWith('/') ? url : `/${url}`, base: '/' };
   }
 }
@@ -104,6 +71,8 @@ export interface AdmittedPreview {
   rest: string;
   requestHeaders: Record<string, string>;
   responseHeaders: Record<string, string>;
+  /** The preview's path prefix, to which its cookies are kept ('/' for a host of its own). */
+  cookieScope: string;
 }
 
 /**
@@ -151,5 +120,11 @@ export async function admitPreview(
       responseHeaders['set-cookie'] =
         `${PREVIEW_TOKEN_COOKIE}=${encodeURIComponent(queryToken)}; Path=${a.base}; HttpOnly; SameSite=Lax`;
   }
-  return { port: spec.port, rest, requestHeaders: spec.requestHeaders ?? {}, responseHeaders };
+  return {
+    port: spec.port,
+    rest,
+    requestHeaders: spec.requestHeaders ?? {},
+    responseHeaders,
+    cookieScope: a.base,
+  };
 }

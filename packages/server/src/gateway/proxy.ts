@@ -9,6 +9,7 @@ import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
+import { scopeSetCookies } from './preview-cookies.js';
 import { sendProblem } from '../http/problem.js';
 import type { Target } from './targets.js';
 
@@ -59,6 +60,8 @@ function daemonUnreachable(t: Target, err: Error & { code?: string }): ApiError 
 export interface ForwardExtra {
   requestHeaders?: Record<string, string>;
   responseHeaders?: Record<string, string>;
+  /** A preview's path prefix ('/' for a host of its own): every Set-Cookie is kept to it (preview-cookies.ts). */
+  cookieScope?: string;
 }
 
 /** Forwards `req` to `path` (the part after the sandbox's address) and calls `done` once it is over. */
@@ -117,6 +120,11 @@ function send(
     ({ statusCode, headers }) => {
       const h = downstreamHeaders(headers as IncomingHttpHeaders);
       addResponseHeaders(h, extra.responseHeaders);
+      if (extra.cookieScope !== undefined) {
+        const scoped = scopeSetCookies(h['set-cookie'], extra.cookieScope);
+        if (scoped) h['set-cookie'] = scoped;
+        else delete h['set-cookie'];
+      }
       res.writeHead(statusCode, h);
       // A body of unknown length is a stream (watch, logs, exec): its headers go out now, not with its first
       // chunk, so the client sees it open at once. Sized bodies leave with their headers in one write.

@@ -3,8 +3,9 @@
 // target is an added entry.
 import type { IncomingMessage } from 'node:http';
 import type { Authenticator } from '../auth/access.js';
+import type { HostLabelIndex } from '../store/host-labels.js';
 import type { Store } from '../store/store.js';
-import { labelSplits } from './address.js';
+import { routeSandboxLabel } from './address.js';
 import { authorize } from './auth.js';
 import type { Address, AddressKind } from './parse-address.js';
 import { admitPreview } from './previews.js';
@@ -21,6 +22,8 @@ export interface Admission {
 export interface ResolveDeps {
   store: Store;
   targets: Targets;
+  /** The address table: host label → the object that holds it (store/host-labels.ts). */
+  labels: HostLabelIndex;
   authenticator: Authenticator;
   now: () => number;
 }
@@ -32,20 +35,15 @@ type Resolver<K extends AddressKind> = (
 ) => Promise<Admission>;
 
 /**
- * `sbx-<label>` → (workspace, name). Names may hold `-`, so every split is tried, the longest sandbox name
- * first, against the live table and then the store; with no such sandbox the last split is returned, so the
- * caller is still asked for a credential before being told.
+ * `sbx-<label>` → (workspace, name): an exact lookup of the whole label in the address table, never a split at
+ * `-` (two objects could split to the same label; docs/decisions/016-addresses-and-tenancy.md). With no such
+ * sandbox a name that exists nowhere comes back, so the caller is still asked for a credential before being told.
  */
 export async function sandboxOfHost(
   label: string,
-  deps: Pick<ResolveDeps, 'store' | 'targets'>,
+  deps: Pick<ResolveDeps, 'labels'>,
 ): Promise<{ workspace: string; name: string }> {
-  const splits = labelSplits(label);
-  for (const s of splits) if (deps.targets.get(s.workspace, s.name)) return s;
-  for (const s of splits)
-    if (await deps.store.get({ kind: 'Sandbox', workspace: s.workspace, parent: '', name: s.name })) return s;
-  const last = splits.at(-1);
-  return { workspace: last?.workspace ?? label, name: last?.name ?? label };
+  return routeSandboxLabel(deps.labels, label);
 }
 
 /** The table entry of a sandbox that should serve; the store is asked only off the fast path. Throws 404/503. */
@@ -70,7 +68,11 @@ const preview: Resolver<'preview'> = async (a, req, deps) => {
   return {
     target: await targetOf(deps, p.workspace, p.sandbox),
     path: `/port/${ok.port}${ok.rest}`,
-    extra: { requestHeaders: ok.requestHeaders, responseHeaders: ok.responseHeaders },
+    extra: {
+      requestHeaders: ok.requestHeaders,
+      responseHeaders: ok.responseHeaders,
+      cookieScope: ok.cookieScope,
+    },
   };
 };
 

@@ -8,6 +8,8 @@ import type { Duplex } from 'node:stream';
 import { ApiError } from '../errors.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portUnreachable } from './ports.js';
+import { scopeResponseHead } from './preview-cookies.js';
+import type { ForwardExtra } from './proxy.js';
 import { rejectUpgrade } from '../http/problem.js';
 import type { Target } from './targets.js';
 
@@ -34,6 +36,35 @@ function requestHead(
   return `${head}\r\n`;
 }
 
+/** Bytes of the far end's response head read for a preview (cookies are checked there); past it, the tunnel ends. */
+const MAX_RESPONSE_HEAD = 64 * 1024;
+
+/**
+ * Pipes the far end's answer to the client; for a preview (`cookieScope` set), its response head first goes
+ * through scopeResponseHead, since a handshake's Set-Cookie reaches the browser like any other.
+ */
+function pipeDown(up: Duplex, socket: Duplex, cookieScope: string | undefined, fail: () => void) {
+  if (cookieScope === undefined) {
+    up.pipe(socket);
+    return;
+  }
+  let buf = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    buf = Buffer.concat([buf, chunk]);
+    const end = buf.indexOf('\r\n\r\n');
+    if (end < 0) {
+      if (buf.length > MAX_RESPONSE_HEAD) fail();
+      return;
+    }
+    up.off('data', onData);
+    up.pause();
+    socket.write(scopeResponseHead(buf.subarray(0, end + 4).toString('latin1'), cookieScope), 'latin1');
+    if (buf.length > end + 4) socket.write(buf.subarray(end + 4));
+    up.pipe(socket);
+  };
+  up.on('data', onData);
+}
+
 /**
  * Tunnels the upgrade of `req` to the sandbox. `done` runs once when the tunnel is over; `open` holds the
  * client sockets still tunnelled, so a shutdown can end them.
@@ -46,7 +77,7 @@ export function tunnel(
   path: string,
   open: Set<Duplex>,
   done: () => void,
-  requestHeaders?: Record<string, string>,
+  extra: ForwardExtra = {},
 ): void {
   const port = matchPort(path);
   const up = port ? connect(port.port, t.conn.address) : connect(t.conn.socketPath);
@@ -66,11 +97,11 @@ export function tunnel(
     up.setNoDelay(true);
     up.write(
       port
-        ? requestHead(req, port.path, portHost(port.port), requestHeaders)
+        ? requestHead(req, port.path, portHost(port.port), extra.requestHeaders)
         : requestHead(req, path, 'sandbox'),
     );
     if (head.length) up.write(head);
-    up.pipe(socket);
+    pipeDown(up, socket, extra.cookieScope, () => finish());
     socket.pipe(up);
   });
   up.on('error', (err: Error & { code?: string }) => {

@@ -34,6 +34,9 @@ export function sendError(res: ServerResponse, status: number, message: string):
     res.destroy();
     return;
   }
+  // A body left unread (too large, or refused before it was read) is not drained for keep-alive: the answer
+  // closes the connection, so a client still sending learns of it at once instead of after its last byte.
+  if (res.req && !res.req.complete) res.setHeader('connection', 'close');
   sendJson(res, status, { error: message });
 }
 
@@ -51,15 +54,44 @@ export function fsError(err: unknown, what: string): HttpError {
   return unprocessable(`${what}: ${detail}`);
 }
 
-export async function readBody(req: IncomingMessage, limit = JSON_BODY_LIMIT): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new HttpError(413, `request body larger than ${limit} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+/**
+ * The whole body, up to `limit` bytes. A declared length past the limit is refused before a byte is read; a
+ * chunked body, as soon as it passes it. Either way the rest is left unread (not destroyed, so the 413 still
+ * reaches the client) and sendError closes the connection.
+ */
+export function readBody(req: IncomingMessage, limit = JSON_BODY_LIMIT): Promise<Buffer> {
+  const tooLarge = () => new HttpError(413, `request body larger than ${limit} bytes`);
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) chunks.push(chunk);
+      else {
+        stop();
+        chunks.length = 0;
+        reject(tooLarge());
+      }
+    };
+    const onEnd = () => {
+      stop();
+      resolve(Buffer.concat(chunks));
+    };
+    const onError = (err: Error) => {
+      stop();
+      reject(err);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
 }
 
 /** Reads a JSON body; an empty body is `{}` (the SDK omits optional bodies). */

@@ -8,6 +8,7 @@ import { checkBody } from '../kinds/schema.js';
 import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
 import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor } from '../kinds/types.js';
+import { claimLabelOps, isLabelRace, releaseLabelOps } from './host-labels.js';
 import { recordEvent, type StatusUpdate, updateStatus, withEvent } from './status-writes.js';
 import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
 
@@ -40,6 +41,8 @@ export interface ResourcesOptions {
   now?: () => Date;
   /** Fills `metadata.url` (e.g. the sandbox address) from the stored body. */
   urlOf?: (kd: KindDescriptor, workspace: string, body: any) => string | undefined;
+  /** The host labels an object holds in the address table (store/host-labels.ts); none when absent. */
+  labelsOf?: (key: ResourceKey) => string[];
 }
 
 export class Resources {
@@ -88,7 +91,7 @@ export class Resources {
     }
   }
 
-  async create(kd: KindDescriptor, ctx: WriteContext, raw: unknown): Promise<WriteResult> {
+  async create(kd: KindDescriptor, ctx: WriteContext, raw: unknown, attempt = 0): Promise<WriteResult> {
     await this.checkParents(kd, ctx.workspace, ctx.parents);
     const r = raw as any;
     if (kd.generateName && r && typeof r === 'object' && !Array.isArray(r)) {
@@ -98,10 +101,17 @@ export class Resources {
     }
     const { body, dropped } = await this.prepare(kd, ctx, raw, undefined);
     const key = this.key(kd, ctx.workspace, ctx.parents, body.metadata.name);
-    const [object] = await this.store.write([
-      { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
-    ]);
-    return { object, created: true, dropped };
+    try {
+      const [object] = await this.store.write([
+        { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
+        ...(await claimLabelOps(this.store, this.labelsOf(key), key)),
+      ]);
+      return { object, created: true, dropped };
+    } catch (e) {
+      // Another object took one of the labels meanwhile: judged again, the claim then answers 409.
+      if (isLabelRace(e) && attempt < REPLACE_RETRIES) return this.create(kd, ctx, raw, attempt + 1);
+      throw e;
+    }
   }
 
   /** PUT: creates or replaces. The name in the path wins; a different `metadata.name` is a 422. */
@@ -143,16 +153,20 @@ export class Resources {
       return this.stamp(kd, ctx, body, cur);
     };
     try {
-      const op: WriteOp = prev
-        ? { op: 'update', key, mutate }
-        : { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) };
-      const [object] = await this.store.write([op]);
+      const ops: WriteOp[] = prev
+        ? [{ op: 'update', key, mutate }]
+        : [
+            { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
+            ...(await claimLabelOps(this.store, this.labelsOf(key), key)),
+          ];
+      const [object] = await this.store.write(ops);
       return { object, created: !prev, dropped };
     } catch (e) {
       // Lost a race: created by someone else meanwhile, or changed under a redacted echo; judge it again.
       const raced =
-        e instanceof StoreError &&
-        (e.reason === 'exists' || (e.reason === 'conflict' && expectVersion === undefined));
+        isLabelRace(e) ||
+        (e instanceof StoreError &&
+          (e.reason === 'exists' || (e.reason === 'conflict' && expectVersion === undefined)));
       if (raced && attempt < REPLACE_RETRIES) return this.replace(kd, ctx, name, raw, attempt + 1);
       throw e;
     }
@@ -169,6 +183,7 @@ export class Resources {
     const ops = await this.dependentOps(kd, ctx.workspace, [...ctx.parents, name]);
     const key = keyOf(prev);
     if (!kd.hasStatus) {
+      ops.push(...(await this.releaseOps(prev)));
       ops.push({ op: 'delete', key });
       const out = await this.store.write(ops);
       return out.at(-1)!;
@@ -202,10 +217,30 @@ export class Resources {
         );
       for (const c of children) {
         ops.push(...(await this.dependentOps(ck, workspace, [...path, c.name])));
+        ops.push(...(await this.releaseOps(c)));
         ops.push({ op: 'delete', key: keyOf(c) });
       }
     }
     return ops;
+  }
+
+  /**
+   * The final removal of a record (after TERMINATED): at the version read, with its address labels released in
+   * the same transaction, so a label never outlives its object's record.
+   */
+  async removeRecord(o: StoredObject): Promise<void> {
+    await this.store.write([
+      ...(await this.releaseOps(o)),
+      { op: 'delete', key: keyOf(o), expectVersion: o.resourceVersion },
+    ]);
+  }
+
+  private labelsOf(key: ResourceKey): string[] {
+    return this.opts.labelsOf?.(key) ?? [];
+  }
+
+  private releaseOps(o: ResourceKey): Promise<WriteOp[]> {
+    return releaseLabelOps(this.store, this.labelsOf(o), keyOf(o));
   }
 
   /** The one status verb; see `updateStatus` in status-writes.ts. */

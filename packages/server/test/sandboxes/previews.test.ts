@@ -1,13 +1,14 @@
 // Previews end to end: the unmodified @blaxel/core SDK publishes a port of a real sandbox; plain HTTP clients
 // then reach it at the preview's URL, public or with a token, and the sandbox wakes from standby for them.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { getWithHost, type SandboxServer, startSandboxServer } from './support.js';
 
-/** Answers with what it saw. */
-const SERVER = `node -e "require('http').createServer((q, r) => { r.setHeader('set-cookie', 'app=1'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).listen(3000, '127.0.0.1')"`;
+/** Answers with what it saw, and sets the cookies named in `?setcookie=` (else `app=1`). */
+const SERVER = `node -e "require('http').createServer((q, r) => { const c = new URL(q.url, 'http://x').searchParams.getAll('setcookie'); r.setHeader('set-cookie', c.length ? c : 'app=1'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).on('upgrade', (q, sock) => sock.end('HTTP/1.1 101 Switching Protocols\\r\\nupgrade: websocket\\r\\nconnection: upgrade\\r\\nset-cookie: bl_preview_token=evil; Path=/run/\\r\\n\\r\\n')).listen(3000, '127.0.0.1')"`;
 
 describe('sandbox previews', () => {
   let s: SandboxServer;
@@ -43,7 +44,40 @@ describe('sandbox previews', () => {
     const seen = await res.json();
     assert.equal(seen.url, '/a/b?c=d');
     assert.equal(seen.headers.host, 'localhost:3000');
-    assert.equal(res.headers.get('set-cookie'), 'app=1');
+    assert.equal(res.headers.get('set-cookie'), 'app=1; Path=/run/default/previews/pv-box/pub/');
+  });
+
+  it("keeps a preview's cookies to its own prefix: no tossing of other previews' token cookies", async () => {
+    const toss = [
+      'bl_preview_token=evil; Path=/run/; HttpOnly',
+      'theme=x; Path=/',
+      'wide=1; Domain=127.0.0.1; Path=/run/default/previews/pv-box/pub/',
+    ];
+    const q = toss.map((c) => `setcookie=${encodeURIComponent(c)}`).join('&');
+    const res = await fetch(`${urls.publicUrl}/?${q}`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.headers.getSetCookie(), [
+      'bl_preview_token=evil; Path=/run/default/previews/pv-box/pub/; HttpOnly',
+      'theme=x; Path=/run/default/previews/pv-box/pub/',
+    ]);
+  });
+
+  it("scopes the cookies of an upgrade's answer too", async () => {
+    const u = new URL(urls.publicUrl);
+    const sock = connect(Number(u.port), u.hostname);
+    let text = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d) => {
+      text += d;
+    });
+    const closed = new Promise((r) => sock.on('close', r));
+    sock.write(
+      `GET ${u.pathname}/ws HTTP/1.1\r\nhost: ${u.host}\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n`,
+    );
+    await closed;
+    assert.match(text, /^HTTP\/1\.1 101 /);
+    assert.match(text, /Set-Cookie: bl_preview_token=evil; Path=\/run\/default\/previews\/pv-box\/pub\/\r\n/);
+    assert.doesNotMatch(text, /Path=\/run\/\r\n/);
   });
 
   it('refuses a private preview without a token, and with a wrong one', async () => {
