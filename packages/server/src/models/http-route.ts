@@ -4,6 +4,7 @@
 import type { Readable, Transform } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
+import { nestsDeeperThan } from '../http/json-depth.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
 import { defaultMaxOutput, estimateInputTokens, isEmbeddings, requestedMaxOutput } from './estimate.js';
@@ -15,6 +16,12 @@ import { UsageObserver } from './stream/usage-observer.js';
 import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
 import { normalizeUsage } from './usage.js';
 import { inferenceErrorHandler } from './inference-problem.js';
+
+/**
+ * Deepest nesting of an inference body: tool parameters are JSON Schemas, which nest deeper than Berth's own
+ * management bodies (MAX_JSON_DEPTH), yet far below what would overflow the stack of the metering walk.
+ */
+export const MAX_INFERENCE_JSON_DEPTH = 256;
 
 /** Inference bodies carry images and long contexts: far above the 1 MiB of management calls. */
 export const MAX_INFERENCE_BODY = 32 * 1024 * 1024;
@@ -33,8 +40,15 @@ function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string
   const raw = Buffer.isBuffer(req.body) && req.body.length ? req.body : undefined;
   let json: any;
   if (raw && /json/i.test(String(req.headers['content-type'] ?? ''))) {
+    const text = raw.toString('utf8');
+    // Metering walks the parsed body recursively: a body nested thousands deep would overflow the stack there.
+    if (nestsDeeperThan(text, MAX_INFERENCE_JSON_DEPTH))
+      throw new ApiError(
+        'MALFORMED_REQUEST',
+        `body nests deeper than ${MAX_INFERENCE_JSON_DEPTH} levels of arrays and objects`,
+      );
     try {
-      json = JSON.parse(raw.toString('utf8'));
+      json = JSON.parse(text);
     } catch (e) {
       throw new ApiError('MALFORMED_REQUEST', `body is not valid JSON: ${(e as Error).message}`);
     }

@@ -151,3 +151,16 @@ test('the OpenAI client sees a fallback as a plain success', async () => {
   });
   assert.equal(r.choices[0].message.content, 'Hello');
 });
+
+test('a body nested thousands deep is a 400 problem before anything walks it, never a 500', async () => {
+  const before = w.fake.requests.length;
+  const deep = `${'['.repeat(20_000)}1${']'.repeat(20_000)}`;
+  const r = await fetch(`${runUrl(w.server, 'fb')}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${w.server.adminKey}`, 'content-type': 'application/json' },
+    body: `{"messages":[{"role":"user","content":"Hi"}],"tools":${deep}}`,
+  });
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).detail, /nests deeper than/);
+  assert.equal(w.fake.requests.length, before, 'the provider was not asked');
+});
