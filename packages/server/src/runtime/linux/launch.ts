@@ -5,8 +5,18 @@
 // after the fact. The chain runs in its own session with stdio on a log file, so it outlives the
 // server (a crash or kill -9 of `berth serve` leaves sandboxes running for re-adoption).
 import { spawn } from 'node:child_process';
-import { closeSync, constants, linkSync, lstatSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  closeSync,
+  constants,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
+import { basename, join } from 'node:path';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import type { VolumeMount } from '../driver.js';
@@ -14,9 +24,20 @@ import { sleep } from './exec.js';
 import type { RootEntry } from './rootfs.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
 import { isProcessAlive } from './state.js';
+import { NODUMP_DIR } from './nodump.js';
+
+/** Inside the sandbox: the loader copies of NODUMP_DIR (execute-only; only known names can be run). */
+const NODUMP_BIND = '/opt/berth-bin';
 
 export const SANDBOX_SOCKET_DIR = '/run/berth';
 export const SANDBOX_SOCKET = `${SANDBOX_SOCKET_DIR}/api.sock`;
+/** The daemon's stdout and stderr reach its log file through a host-side logger that keeps this much of it. */
+export const DAEMON_LOG_CAP_BYTES = 1024 * 1024;
+/**
+ * pid 1 of a sandbox: runs the daemon and reaps every orphan while it waits (dash's `wait` collects any child,
+ * known job or not), and ends when the daemon does, which ends the sandbox as before.
+ */
+const INIT_SCRIPT = '"$@" & wait';
 /** Size cap of the sandbox's own /run (pid files, small sockets); the socket dir is bound over it. */
 const RUN_TMPFS_BYTES = 8 * 1024 * 1024;
 const NODE_MODULES_TARGETS = ['/opt/node_modules', '/node_modules'];
@@ -41,6 +62,11 @@ export interface LaunchPlan {
   seccompFile?: string;
   env: Record<string, string>;
   command: string[];
+  /**
+   * Execute-only loader copies on the host (nodump.ts) for the init and for the command's first program. When
+   * both are set the sandbox's pid 1 is a shell reaping orphans and the daemon its child, both non-dumpable.
+   */
+  loaders?: { init: string; command: string };
   logFile: string;
 }
 
@@ -63,6 +89,8 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
     'ALL',
     '--new-session',
   ];
+  // Our own reaper as pid 1 (below), so that pid 1 is non-dumpable too: bubblewrap's reaper is not.
+  if (plan.loaders) a.push('--as-pid-1');
   const bind = (src: string, dest: string, readOnly: boolean) =>
     a.push(readOnly ? '--ro-bind' : '--bind', src, dest);
   for (const e of plan.root) {
@@ -78,6 +106,7 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
     bind(dir, NODE_MODULES_TARGETS[i], true);
   });
   for (const v of plan.volumes) bind(v.hostPath, v.mountPath, v.readOnly);
+  if (plan.loaders) bind(NODUMP_DIR, NODUMP_BIND, true);
   // The root itself (a bwrap tmpfs) becomes read-only, so every write lands in a capped layer.
   a.push('--remount-ro', '/', '--chdir', '/home/user');
   // Read from an fd opened by root: the filter file may sit in a private data dir.
@@ -91,8 +120,33 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
 const ARGS_FD = 3;
 const FIRST_PASSED_FD = 4;
 
-const WRAPPER =
-  'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS; exec "$@"';
+const JOIN_CGROUPS =
+  'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS; ';
+const WRAPPER = `${JOIN_CGROUPS}exec "$@"`;
+/**
+ * The host-side logger: in the sandbox's cgroups (its memory is the sandbox's, removal kills it, a server
+ * restart does not) and under the sandbox's uid, but in the host's pid namespace, so nothing inside can name
+ * it. It keeps the first DAEMON_LOG_CAP_BYTES and discards the rest, still reading so the daemon never blocks
+ * on a full pipe. The sandbox only ever holds the pipe's write end: no host file is open in it.
+ */
+const LOGGER =
+  `${JOIN_CGROUPS}exec setpriv --reuid="$2" --regid="$2" --clear-groups --no-new-privs -- ` +
+  `sh -c 'head -c "$1"; exec cat > /dev/null' berth-log "$1"`;
+
+/** The command as bwrap runs it: through the loader copies and our pid 1 when the plan has them. */
+export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders'>): string[] {
+  if (!plan.loaders) return plan.command;
+  const inside = (hostPath: string) => `${NODUMP_BIND}/${basename(hostPath)}`;
+  return [
+    inside(plan.loaders.init),
+    '/bin/sh',
+    '-c',
+    INIT_SCRIPT,
+    'berth-init',
+    inside(plan.loaders.command),
+    ...plan.command,
+  ];
+}
 
 /** Spawns the chain and returns bwrap's host pid (the same pid as the wrapper: each step execs). */
 export function launch(plan: LaunchPlan): number {
@@ -102,12 +156,22 @@ export function launch(plan: LaunchPlan): number {
     return FIRST_PASSED_FD + passed.length - 1;
   };
   const log = openSync(plan.logFile, 'a', 0o600);
+  const env = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':') };
+  const uid = String(plan.hostUid);
+  let logger: ReturnType<typeof spawn> | undefined;
   try {
+    logger = spawn('/bin/sh', ['-c', LOGGER, 'berth-log', String(DAEMON_LOG_CAP_BYTES), uid], {
+      detached: true,
+      stdio: ['pipe', log, 'ignore'],
+      env,
+    });
+    logger.on('error', () => undefined); // the socket wait reports a sandbox that never started
+    logger.unref();
+    const out = logger.stdin!;
     // Options travel through an fd, not argv: envs may hold secrets and argv is world-readable.
     const args = bwrapArgs(plan, passFd);
     for (const s of args)
       if (s.includes('\0')) throw new Error('sandbox arguments may not contain NUL bytes');
-    const uid = String(plan.hostUid);
     const child = spawn(
       '/bin/sh',
       [
@@ -127,13 +191,9 @@ export function launch(plan: LaunchPlan): number {
         '--args',
         String(ARGS_FD),
         '--',
-        ...plan.command,
+        ...sandboxCommand(plan),
       ],
-      {
-        detached: true,
-        stdio: ['ignore', log, log, 'pipe', ...passed],
-        env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':') },
-      },
+      { detached: true, stdio: ['ignore', out, out, 'pipe', ...passed], env },
     );
     if (!child.pid) throw new Error('could not spawn the sandbox launcher');
     const argsStream = child.stdio[ARGS_FD] as NodeJS.WritableStream & { unref?: () => void };
@@ -144,20 +204,24 @@ export function launch(plan: LaunchPlan): number {
     child.unref();
     return child.pid;
   } finally {
+    logger?.stdin?.destroy(); // the sandbox holds the only write ends now
     for (const fd of passed) closeSync(fd);
     closeSync(log);
   }
 }
 
 /**
- * Waits for the daemon's socket in the sandbox's run dir, hard-links it as `socketPath` (in a
- * directory the sandbox cannot write), then waits until it accepts connections. The server connects
- * as root, and the run dir belongs to the sandbox, which could swap its socket for a symlink to any
- * socket on the host; the link names the socket inode itself (link(2) never follows a symlink, and
- * the result is checked). A link, not a rename, because the daemon still uses its own path (chmod).
+ * Waits for the daemon's socket in the sandbox's run dir, hard-links it into `linkDir` (a root-only directory of
+ * the same layer, which the sandbox never sees), points `socketPath` (in a directory the sandbox cannot write) at
+ * that link, then waits until it accepts connections. The server connects as root, and the run dir belongs to
+ * the sandbox, which could swap its socket for a symlink to any socket on the host; the link names the socket
+ * inode itself (link(2) never follows a symlink, and the result is checked). A link, not a rename, because the
+ * daemon still uses its own path (chmod); a symlink from the socket dir, because the layer is another file
+ * system (a hard link cannot cross it).
  */
 export async function waitForSocket(
   runDir: string,
+  linkDir: string,
   socketPath: string,
   pid: number,
   pidStart: number,
@@ -166,15 +230,19 @@ export async function waitForSocket(
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const inner = join(runDir, 'api.sock');
+  const held = join(linkDir, 'api.sock');
   let linked = false;
   for (;;) {
     if (!linked && isSocket(inner)) {
-      rmSync(socketPath, { force: true });
-      linkSync(inner, socketPath);
-      if (!isSocket(socketPath)) {
-        rmSync(socketPath, { force: true });
+      mkdirSync(linkDir, { recursive: true, mode: 0o700 });
+      rmSync(held, { force: true });
+      linkSync(inner, held);
+      if (!isSocket(held)) {
+        rmSync(held, { force: true });
         throw new Error('the sandbox replaced its API socket during start');
       }
+      rmSync(socketPath, { force: true });
+      symlinkSync(held, socketPath);
       linked = true;
     }
     if (linked && (await canConnect(socketPath))) return;

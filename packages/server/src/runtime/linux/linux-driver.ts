@@ -25,6 +25,7 @@ import {
   requireHostTools,
   type SandboxPaths,
   sandboxPaths,
+  sandboxRunDir,
   unexposeUnder,
 } from './host.js';
 import { sleep } from './exec.js';
@@ -222,15 +223,13 @@ export class LinuxDriver implements RuntimeDriver {
       });
       if (spec.diskMb !== WARM_SPEC.diskMb)
         await resizeWritableLayer(join(LAYERS_DIR, rec.name), spec.diskMb);
-      writeEnvFile(w.paths.runDir, rec.hostUid, sandboxEnv(id, spec));
+      writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, sandboxEnv(id, spec));
     } catch (e) {
       await teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
       throw e;
     }
-    // Renames on the host only: inside, the bind mount holds the run directory itself, and the
-    // listening socket answers under any name.
+    // Renames on the host only: the listening socket answers under any name.
     const to = this.paths(id);
-    renameSync(w.paths.runDir, to.runDir);
     renameSync(w.paths.socketPath, to.socketPath);
     renameSync(w.dir, this.dir(id));
     transferSlot(rec.slot, w.dir, this.dir(id));
@@ -294,7 +293,7 @@ export class LinuxDriver implements RuntimeDriver {
     const rec = readRecord(this.dir(id));
     if (!rec) throw new SandboxNotFoundError(id);
     // The daemon reads this file at every process start (see sandbox-api/process/spec.ts).
-    writeEnvFile(this.paths(id).runDir, rec.hostUid, { ...envs, BERTH_SANDBOX_ID: id });
+    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, { ...envs, BERTH_SANDBOX_ID: id });
   }
 
   async stats(id: string): Promise<SandboxStats | undefined> {

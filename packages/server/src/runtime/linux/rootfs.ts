@@ -145,7 +145,7 @@ const RUNTIME_OWNED = new Set([
   'root',
 ]);
 
-function installedImage(dataDir: string, image: string): string | undefined {
+export function installedImage(dataDir: string, image: string): string | undefined {
   if (!/^[a-z0-9][a-z0-9._-]*$/i.test(image)) return undefined;
   const rootfs = join(dataDir, 'images', 'rootfs', image);
   return existsSync(join(rootfs, 'usr')) ? rootfs : undefined;

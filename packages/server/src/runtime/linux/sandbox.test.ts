@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -137,7 +137,7 @@ test('host secrets and the data dir are absent inside; the root is read-only', T
     assert.equal(await sh(info, 'touch /workspace/ok && echo wrote'), 'wrote');
     // The host connects as root: a sandbox must not be able to point that connection elsewhere.
     await sh(info, 'ln -sf /run/berth/env.json /run/berth/api.sock');
-    assert.ok(lstatSync(info.socketPath).isSocket(), 'the host-side socket is out of the sandbox reach');
+    assert.ok(statSync(info.socketPath).isSocket(), 'the host-side socket is out of the sandbox reach');
     assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
   } finally {
     await driver.remove('secrets');
