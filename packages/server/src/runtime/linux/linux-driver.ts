@@ -31,7 +31,7 @@ import {
 import { sleep } from './exec.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
-import { ensureBaseEtc, isHostImage } from './rootfs.js';
+import { ensureBaseEtc, isHostImage, sandboxResolvers } from './rootfs.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -61,6 +61,11 @@ export interface LinuxDriverOptions {
    * BERTH_SANDBOX_ENV_FILE: a warm sandbox's daemon learns the spec's envs from that file.
    */
   warmPoolSize?: number;
+  /**
+   * IPv4 CIDRs sandboxes may reach although they are private or reserved (network.ts BLOCKED_DESTINATIONS),
+   * e.g. a LAN. Host-wide: the last driver to start sets them for every sandbox on the machine.
+   */
+  allowCidrs?: string[];
 }
 
 export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<LinuxDriver> {
@@ -68,7 +73,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   await requireHostTools();
   const cgroupHost = detectCgroups();
   ensureRunDirs();
-  await setupHostNetwork();
+  await setupHostNetwork({ allowCidrs: opts.allowCidrs, dnsServers: sandboxResolvers() });
   mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();

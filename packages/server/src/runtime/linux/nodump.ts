@@ -5,6 +5,7 @@
 // pidfd_getfd from it. Running `ld.so /usr/bin/node ...` with such a loader copy does exactly that, and the
 // programs it starts become dumpable again at their own exec (docs/decisions/015-sandbox-containment.md).
 import {
+  chmodSync,
   closeSync,
   mkdirSync,
   openSync,
@@ -98,9 +99,11 @@ export function noDumpLoader(root: string, program: string): string | undefined 
   } catch {
     // not there yet
   }
-  mkdirSync(NODUMP_DIR, { recursive: true, mode: 0o711 });
+  mkdirSync(NODUMP_DIR, { recursive: true });
+  chmodSync(NODUMP_DIR, 0o711); // whatever the umask: every sandbox uid must reach its loader
   const tmp = `${target}.${process.pid}.tmp`;
-  writeFileSync(tmp, bytes, { mode: 0o111 });
+  writeFileSync(tmp, bytes);
+  chmodSync(tmp, 0o111);
   renameSync(tmp, target);
   return target;
 }
