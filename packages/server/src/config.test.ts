@@ -12,5 +12,8 @@ test('BERTH_SANDBOX_ALLOW_CIDRS: empty by default; entries normalised; a bare ad
 
 test('BERTH_SANDBOX_ALLOW_CIDRS: anything but IPv4 CIDRs fails start-up naming the entry', () => {
   for (const bad of ['192.168.1.0/33', '256.1.1.1', 'lan', '10.0.0.0/8;drop', 'fd00::/8'])
-    assert.throws(() => parseCidrList(bad), new RegExp(`not an IPv4 CIDR: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`));
+    assert.throws(
+      () => parseCidrList(bad),
+      new RegExp(`not an IPv4 CIDR: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`),
+    );
 });

@@ -131,7 +131,8 @@ const WRAPPER = `${JOIN_CGROUPS}exec "$@"`;
  */
 const LOGGER =
   `${JOIN_CGROUPS}exec setpriv --reuid="$2" --regid="$2" --clear-groups --no-new-privs -- ` +
-  `sh -c 'head -c "$1"; exec cat > /dev/null' berth-log "$1"`;
+  // stdbuf: head's stdio would hold the output until it exits. (dd stops early on a pipe's short reads.)
+  `sh -c 'stdbuf -o0 head -c "$1"; exec cat > /dev/null' berth-log "$1"`;
 
 /** The command as bwrap runs it: through the loader copies and our pid 1 when the plan has them. */
 export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders'>): string[] {
