@@ -148,6 +148,18 @@ test(
   },
 );
 
+test('pid 1 reaps orphans, so a detached grandchild leaves no zombie', T, async () => {
+  const info = await driver.ensure('orphans', spec());
+  try {
+    await exec(info, "sh -c '(sleep 0.2 &) ; true'");
+    await sleep(1000);
+    const z = await exec(info, "cat /proc/[0-9]*/stat 2>/dev/null | grep -c ') Z ' || true");
+    assert.equal(z.stdout.trim(), '0');
+  } finally {
+    await driver.remove('orphans');
+  }
+});
+
 test('user code cannot answer API calls in place of the daemon by rebinding its socket', T, async () => {
   const info = await driver.ensure('imposter', spec());
   try {

@@ -7,6 +7,7 @@
 import {
   chmodSync,
   closeSync,
+  existsSync,
   mkdirSync,
   openSync,
   readlinkSync,
@@ -90,6 +91,18 @@ function resolveIn(root: string, path: string): string {
  * the loader's bytes, so images with different loaders never share a copy and a running sandbox keeps its own.
  */
 export function noDumpLoader(root: string, program: string): string | undefined {
+  const key = `${root}\0${program}`;
+  const known = made.get(key);
+  if (known !== undefined && (known === '' || existsSync(known))) return known || undefined;
+  const copy = makeCopy(root, program);
+  made.set(key, copy ?? '');
+  return copy;
+}
+
+/** Copies made by this process, by image root and program ('' = the program has no loader): one start each. */
+const made = new Map<string, string>();
+
+function makeCopy(root: string, program: string): string | undefined {
   const interp = elfInterpreter(resolveIn(root, program));
   if (!interp) return undefined;
   const bytes = readFileSync(resolveIn(root, interp));
