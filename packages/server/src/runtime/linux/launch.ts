@@ -1,9 +1,10 @@
 // Starts a sandbox: a detached process chain  sh (joins the cgroups) → nsenter (joins the netns)
 // → setpriv (drops to the sandbox's unprivileged host uid) → bwrap (namespaces, mounts, seccomp)
-// → the sandbox API daemon. Every step is an exec in the same pid, so the cgroups are joined before
-// bwrap or the payload can fork: no process ever escapes the limits, and no pid has to be written
-// after the fact. The chain runs in its own session with stdio on a log file, so it outlives the
-// server (a crash or kill -9 of `berth serve` leaves sandboxes running for re-adoption).
+// → pid 1 (a reaping shell) → the sandbox API daemon, both non-dumpable (nodump.ts). Every step up to
+// bwrap is an exec in the same pid, so the cgroups are joined before bwrap or the payload can fork: no
+// process ever escapes the limits, and no pid has to be written after the fact. The chain runs in its
+// own session with stdio on a pipe to a capped logger, so it outlives the server (a crash or kill -9 of
+// `berth serve` leaves sandboxes running for re-adoption).
 import { spawn } from 'node:child_process';
 import {
   closeSync,
