@@ -35,10 +35,11 @@ export const SANDBOX_SOCKET = `${SANDBOX_SOCKET_DIR}/api.sock`;
 /** The daemon's stdout and stderr reach its log file through a host-side logger that keeps this much of it. */
 export const DAEMON_LOG_CAP_BYTES = 1024 * 1024;
 /**
- * pid 1 of a sandbox: runs the daemon and reaps every orphan while it waits (dash's `wait` collects any child,
- * known job or not), and ends when the daemon does, which ends the sandbox as before.
+ * pid 1 of a sandbox: starts the daemon on the logger's pipe, lets go of that pipe itself (a write after the
+ * logger has stopped would be a SIGPIPE, and pid 1's death ends the sandbox), reaps every orphan while it waits
+ * (dash's `wait` collects any child, known job or not), and ends when the daemon does, as bwrap's own did.
  */
-const INIT_SCRIPT = '"$@" & wait';
+const INIT_SCRIPT = '"$@" & exec > /dev/null 2>&1; wait';
 /** Size cap of the sandbox's own /run (pid files, small sockets); the socket dir is bound over it. */
 const RUN_TMPFS_BYTES = 8 * 1024 * 1024;
 const NODE_MODULES_TARGETS = ['/opt/node_modules', '/node_modules'];
@@ -125,15 +126,13 @@ const JOIN_CGROUPS =
   'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS; ';
 const WRAPPER = `${JOIN_CGROUPS}exec "$@"`;
 /**
- * The host-side logger: in the sandbox's cgroups (its memory is the sandbox's, removal kills it, a server
+ * The host-side logger: in the sandbox's cgroups (its ~0.13 MB are the sandbox's, removal kills it, a server
  * restart does not) and under the sandbox's uid, but in the host's pid namespace, so nothing inside can name
- * it. It keeps the first DAEMON_LOG_CAP_BYTES and discards the rest, still reading so the daemon never blocks
- * on a full pipe. The sandbox only ever holds the pipe's write end: no host file is open in it.
+ * it. It keeps the first DAEMON_LOG_CAP_BYTES and exits; the daemon's later writes then fail with EPIPE, which
+ * it ignores. The sandbox only ever holds the pipe's write end: no host file is open in it. stdbuf because
+ * head's stdio would hold the output until it exits (dd stops early on a pipe's short reads).
  */
-const LOGGER =
-  `${JOIN_CGROUPS}exec setpriv --reuid="$2" --regid="$2" --clear-groups --no-new-privs -- ` +
-  // stdbuf: head's stdio would hold the output until it exits. (dd stops early on a pipe's short reads.)
-  `sh -c 'stdbuf -o0 head -c "$1"; exec cat > /dev/null' berth-log "$1"`;
+const LOGGER = `${JOIN_CGROUPS}exec setpriv --reuid="$2" --regid="$2" --clear-groups --no-new-privs -- stdbuf -o0 head -c "$1"`;
 
 /** The command as bwrap runs it: through the loader copies and our pid 1 when the plan has them. */
 export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders'>): string[] {
