@@ -122,17 +122,25 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
 const ARGS_FD = 3;
 const FIRST_PASSED_FD = 4;
 
-const JOIN_CGROUPS =
-  'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS; ';
-const WRAPPER = `${JOIN_CGROUPS}exec "$@"`;
 /**
- * The host-side logger: in the sandbox's cgroups (its ~0.13 MB are the sandbox's, removal kills it, a server
- * restart does not) and under the sandbox's uid, but in the host's pid namespace, so nothing inside can name
- * it. It keeps the first DAEMON_LOG_CAP_BYTES and exits; the daemon's later writes then fail with EPIPE, which
- * it ignores. The sandbox only ever holds the pipe's write end: no host file is open in it. stdbuf because
- * head's stdio would hold the output until it exits (dd stops early on a pipe's short reads).
+ * The root wrapper: joins the sandbox's cgroups, starts the host-side logger, puts its own stdout and stderr on
+ * the logger's pipe (a FIFO in the state dir, removed once both ends are open) and execs the chain. The logger is
+ * forked by this small shell rather than by the server, whose fork costs more; it is in the sandbox's cgroups
+ * (its ~0.13 MB are the sandbox's, removal kills it, a server restart does not), under the sandbox's uid, in the
+ * host's pid namespace where nothing inside can name it, and holds none of the chain's extra descriptors. It
+ * keeps the first DAEMON_LOG_CAP_BYTES and exits; the daemon's later writes fail with EPIPE, which it ignores.
+ * The sandbox only ever holds the pipe's write end: no host file is open in it. stdbuf because head's stdio would
+ * hold the output until it exits (dd stops early on a pipe's short reads).
  */
-const LOGGER = `${JOIN_CGROUPS}exec setpriv --reuid="$2" --regid="$2" --clear-groups --no-new-privs -- stdbuf -o0 head -c "$1"`;
+const WRAPPER = [
+  'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS',
+  'rm -f "$BERTH_LOG_FIFO"; mkfifo -m 600 "$BERTH_LOG_FIFO" || exit 125',
+  'setpriv --reuid="$BERTH_LOG_UID" --regid="$BERTH_LOG_UID" --clear-groups --no-new-privs -- ' +
+    'stdbuf -o0 head -c "$BERTH_LOG_CAP" < "$BERTH_LOG_FIFO" 3<&- 4<&- 5<&- 6<&- 7<&- 8<&- 9<&- &',
+  'exec > "$BERTH_LOG_FIFO" 2>&1',
+  'rm -f "$BERTH_LOG_FIFO"; unset BERTH_LOG_FIFO BERTH_LOG_UID BERTH_LOG_CAP',
+  'exec "$@"',
+].join('\n');
 
 /** The command as bwrap runs it: through the loader copies and our pid 1 when the plan has them. */
 export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders'>): string[] {
@@ -157,18 +165,15 @@ export function launch(plan: LaunchPlan): number {
     return FIRST_PASSED_FD + passed.length - 1;
   };
   const log = openSync(plan.logFile, 'a', 0o600);
-  const env = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':') };
+  const env = {
+    PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
+    BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':'),
+    BERTH_LOG_FIFO: `${plan.logFile}.pipe`,
+    BERTH_LOG_UID: String(plan.hostUid),
+    BERTH_LOG_CAP: String(DAEMON_LOG_CAP_BYTES),
+  };
   const uid = String(plan.hostUid);
-  let logger: ReturnType<typeof spawn> | undefined;
   try {
-    logger = spawn('/bin/sh', ['-c', LOGGER, 'berth-log', String(DAEMON_LOG_CAP_BYTES), uid], {
-      detached: true,
-      stdio: ['pipe', log, 'ignore'],
-      env,
-    });
-    logger.on('error', () => undefined); // the socket wait reports a sandbox that never started
-    logger.unref();
-    const out = logger.stdin!;
     // Options travel through an fd, not argv: envs may hold secrets and argv is world-readable.
     const args = bwrapArgs(plan, passFd);
     for (const s of args)
@@ -194,7 +199,7 @@ export function launch(plan: LaunchPlan): number {
         '--',
         ...sandboxCommand(plan),
       ],
-      { detached: true, stdio: ['ignore', out, out, 'pipe', ...passed], env },
+      { detached: true, stdio: ['ignore', log, log, 'pipe', ...passed], env },
     );
     if (!child.pid) throw new Error('could not spawn the sandbox launcher');
     const argsStream = child.stdio[ARGS_FD] as NodeJS.WritableStream & { unref?: () => void };
@@ -205,7 +210,6 @@ export function launch(plan: LaunchPlan): number {
     child.unref();
     return child.pid;
   } finally {
-    logger?.stdin?.destroy(); // the sandbox holds the only write ends now
     for (const fd of passed) closeSync(fd);
     closeSync(log);
   }
