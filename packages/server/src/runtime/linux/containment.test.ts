@@ -41,7 +41,7 @@ async function exec(info: SandboxInfo, command: string): Promise<Done> {
 }
 
 /** Each attempt on pid 1 and pid 2 (the daemon), and the same calls on a child of the attacker's own. */
-const ATTACK = String.raw`
+const ATTACK = `
 import ctypes, json, os, platform, signal, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long

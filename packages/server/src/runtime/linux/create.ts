@@ -2,17 +2,7 @@
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
 import { randomBytes } from 'node:crypto';
-import {
-  chownSync,
-  closeSync,
-  fchownSync,
-  mkdirSync,
-  openSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, fchownSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
