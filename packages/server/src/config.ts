@@ -23,6 +23,11 @@ export interface Config {
   warmPoolSize: number;
   /** Longest wait for a model provider's answer (and between its streamed chunks), in ms. */
   modelTimeoutMs?: number;
+  /**
+   * IPv4 ranges sandboxes may reach although private (RFC 1918, CGNAT, link-local...), which they may not by
+   * default: BERTH_SANDBOX_ALLOW_CIDRS, comma-separated (e.g. `192.168.1.0/24,10.0.5.7/32`).
+   */
+  sandboxAllowCidrs: string[];
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -57,5 +62,27 @@ export function loadConfig(
     standbyAfterS: standby,
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
+    sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
   };
+}
+
+/**
+ * `a.b.c.d/n` entries (a bare address is /32), comma- or space-separated, with host bits cleared so the
+ * firewall takes them as written; anything else fails start-up naming the entry.
+ */
+export function parseCidrList(text: string): string[] {
+  return text
+    .split(/[\s,]+/)
+    .filter(Boolean)
+    .map((entry) => {
+      const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/.exec(entry);
+      const octets = m ? m.slice(1, 5).map(Number) : [];
+      const bits = m?.[5] === undefined ? 32 : Number(m[5]);
+      if (!m || octets.some((o) => o > 255) || bits > 32)
+        throw new Error(`BERTH_SANDBOX_ALLOW_CIDRS: not an IPv4 CIDR: ${entry}`);
+      const addr = octets.reduce((a, o) => a * 256 + o, 0);
+      const size = 2 ** (32 - bits);
+      const base = addr - (addr % size);
+      return `${[24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256).join('.')}/${bits}`;
+    });
 }

@@ -1,5 +1,4 @@
 // Composition root: config -> data dir -> store -> auth -> resources -> controllers -> HTTP -> shutdown.
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from './api/app.js';
@@ -24,6 +23,7 @@ import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook } from './api/sandboxes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
+import { SERVER_UMASK, secureDataDir } from './store/data-dir.js';
 import { backfillLabels } from './store/host-labels.js';
 import { Resources } from './store/resources.js';
 import { SqliteStore } from './store/sqlite.js';
@@ -45,11 +45,14 @@ export async function startServer(
   config: Config,
   opts: { logStream?: NodeJS.WritableStream } = {},
 ): Promise<RunningServer> {
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  process.umask(SERVER_UMASK);
+  const loosened = secureDataDir(config.dataDir);
   const logger = pino(
     { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
     (opts.logStream as pino.DestinationStream | undefined) ?? pino.destination(2),
   );
+  if (loosened.length)
+    logger.warn({ paths: loosened }, 'data dir was readable by other users: made 0700, its files 0600');
   const box = new SecretBox(loadMasterKey(config));
   const store = new SqliteStore(join(config.dataDir, 'berth.db'));
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${actualPort}`;
@@ -67,7 +70,11 @@ export async function startServer(
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
   const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
-    createLinuxDriver({ dataDir, warmPoolSize: config.warmPoolSize }),
+    createLinuxDriver({
+      dataDir,
+      warmPoolSize: config.warmPoolSize,
+      allowCidrs: config.sandboxAllowCidrs,
+    }),
   );
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);

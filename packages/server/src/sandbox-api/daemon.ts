@@ -2,15 +2,46 @@
 // this file by scripts/bundle-daemon.mjs). Listens on BERTH_SANDBOX_SOCKET (the host gateway's way in) or on
 // 127.0.0.1:BERTH_SANDBOX_PORT, then prints one JSON line `{"event":"listening",...}` on stdout so whoever
 // started it knows it is ready.
-import { chmodSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createApi, createHttpServer } from './app.js';
 import { loadDaemonConfig } from './config.js';
 
 /** How often a daemon started with BERTH_SANDBOX_EXIT_WITH_PARENT checks that its parent is still there. */
 const PARENT_CHECK_MS = 1000;
+/** O_CLOEXEC as /proc/<pid>/fdinfo reports it (octal `flags:`). */
+const O_CLOEXEC = 0o2000000;
+
+/**
+ * Closes descriptors inherited from whoever started us (beyond stdio), so no process the daemon starts inherits
+ * one: every descriptor Node opens itself is close-on-exec, so one without that flag came from outside (a host
+ * file or pipe leaked down the launch chain). NODE_CHANNEL_FD, Node's own IPC channel, is kept.
+ */
+function closeInheritedFds(): void {
+  const keep = new Set([0, 1, 2, Number(process.env.NODE_CHANNEL_FD ?? -1)]);
+  let fds: string[];
+  try {
+    fds = readdirSync('/proc/self/fd');
+  } catch {
+    return; // no /proc (not Linux): nothing to inspect
+  }
+  for (const name of fds) {
+    const fd = Number(name);
+    if (keep.has(fd)) continue;
+    try {
+      const flags = /^flags:\s+([0-7]+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'));
+      if (flags && (Number.parseInt(flags[1], 8) & O_CLOEXEC) === 0) closeSync(fd);
+    } catch {
+      // gone meanwhile (the directory listing's own descriptor)
+    }
+  }
+}
 
 function main(): void {
+  closeInheritedFds();
+  // A log reader that went away must not end the daemon with EPIPE.
+  process.stdout.on('error', () => undefined);
+  process.stderr.on('error', () => undefined);
   const config = loadDaemonConfig();
   const api = createApi(config);
   const server = createHttpServer(api);

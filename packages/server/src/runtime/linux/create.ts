@@ -2,27 +2,25 @@
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
 import { randomBytes } from 'node:crypto';
-import {
-  chownSync,
-  closeSync,
-  fchownSync,
-  mkdirSync,
-  openSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, fchownSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
 import { mountWritableLayer, unmountLayer, WRITABLE_DIRS } from './disk.js';
 import { run } from './exec.js';
-import { exposeDir, LAYERS_DIR, nodeModulesFor, type SandboxPaths } from './host.js';
+import {
+  exposeDir,
+  LAYERS_DIR,
+  nodeModulesFor,
+  type SandboxPaths,
+  sandboxRunDir,
+  sandboxSocketLinkDir,
+} from './host.js';
 import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './launch.js';
 import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
-import { imageRoot } from './rootfs.js';
+import { imageRoot, installedImage } from './rootfs.js';
+import { noDumpLoader } from './nodump.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
@@ -105,14 +103,11 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     cpuShares: spec.cpuShares,
   });
   const rwDir = join(LAYERS_DIR, name);
-  const { runDir } = req.paths;
   await Promise.all([
     pooled === undefined ? createSlotNetwork(net) : undefined,
-    mountWritableLayer(rwDir, spec.diskMb, hostUid),
+    mountWritableLayer(rwDir, spec.diskMb, hostUid), // always fresh: nothing a previous holder planted
   ]);
-  rmSync(runDir, { recursive: true, force: true }); // a fresh one: nothing a previous holder planted
-  mkdirSync(runDir, { mode: 0o700 });
-  chownSync(runDir, hostUid, hostUid);
+  const runDir = sandboxRunDir(name);
   const envs = sandboxEnv(req.id, spec);
   writeEnvFile(runDir, hostUid, envs);
   const volumes = [];
@@ -126,6 +121,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     ),
   );
   const logFile = join(dir, 'daemon.log');
+  const rootDir = installedImage(ctx.dataDir, spec.image) ?? '/';
   const pid = launch({
     id: req.id,
     netnsPath: net.netnsPath,
@@ -148,14 +144,33 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
       BERTH_SANDBOX_ENV_FILE: SANDBOX_ENV_FILE,
     },
     command: ctx.command,
+    loaders: daemonLoaders(rootDir, ctx.command[0]),
     logFile,
   });
   rec.pid = pid;
   rec.pidStart = processStartTime(pid) ?? 0;
   writeRecord(dir, rec);
   const timeout = ctx.startTimeoutMs ?? START_TIMEOUT_MS;
-  await waitForSocket(runDir, req.paths.socketPath, pid, rec.pidStart, logFile, timeout);
+  await waitForSocket(
+    runDir,
+    sandboxSocketLinkDir(name),
+    req.paths.socketPath,
+    pid,
+    rec.pidStart,
+    logFile,
+    timeout,
+  );
   return rec;
+}
+
+/**
+ * Execute-only copies of the loaders of the image's /bin/sh (pid 1) and of the daemon's program, so both run
+ * non-dumpable; a static program (no loader) leaves the launch as it was.
+ */
+function daemonLoaders(root: string, program: string): { init: string; command: string } | undefined {
+  const init = noDumpLoader(root, '/bin/sh');
+  const command = noDumpLoader(root, program);
+  return init && command ? { init, command } : undefined;
 }
 
 /** A writable volume must belong to this sandbox's uid; files of a previous holder are re-owned. */
@@ -179,7 +194,6 @@ export async function teardownSandbox(ctx: HostContext, dir: string, paths: Sand
     await unmountLayer(join(LAYERS_DIR, rec.name));
   }
   rmSync(paths.socketPath, { force: true });
-  rmSync(paths.runDir, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
   if (rec) releaseSlot(rec.slot, dir);
 }

@@ -15,6 +15,8 @@ export const WRITABLE_DIRS: Array<{ sub: string; target: string; mode: number }>
   { sub: 'var', target: '/var', mode: 0o755 },
 ];
 const VAR_SUBDIRS = ['tmp', 'log', 'cache', 'lib'];
+/** Bound at /run/berth (the API socket and env file): inside the layer, so under the same cap. */
+export const RUN_SUBDIR = 'run';
 
 /** Mount points under `dir` (inclusive), deepest first, from this process's mount table. */
 export function mountsUnder(dir: string): string[] {
@@ -42,7 +44,7 @@ export async function mountWritableLayer(rwDir: string, sizeMb: number, uid: num
     'berth-rw',
     rwDir,
   ]);
-  for (const d of WRITABLE_DIRS) {
+  for (const d of [...WRITABLE_DIRS, { sub: RUN_SUBDIR, mode: 0o700 }]) {
     const p = join(rwDir, d.sub);
     mkdirSync(p, { recursive: true });
     chownSync(p, uid, uid);

@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { mountsUnder } from './disk.js';
+import { mountsUnder, RUN_SUBDIR } from './disk.js';
 import { run } from './exec.js';
 
 export const RUN_DIR = '/run/berth';
@@ -22,8 +22,6 @@ export const RUN_DIR = '/run/berth';
 export const LAYERS_DIR = `${RUN_DIR}/sbx`;
 /** Sandbox API sockets, `<RUN_DIR>/sock/<key>.sock`: root only (the daemon makes its socket 0666). */
 export const SOCKETS_DIR = `${RUN_DIR}/sock`;
-/** Per-sandbox directories bound at /run/berth inside, `<RUN_DIR>/run/<key>`, owned by the sandbox. */
-export const SANDBOX_RUN_DIRS = `${RUN_DIR}/run`;
 /** Bind mounts that make directories under private parents reachable by bwrap (see exposeDir). */
 const EXPOSE_DIR = `${RUN_DIR}/expose`;
 
@@ -52,15 +50,13 @@ export async function requireHostTools(): Promise<void> {
  * whose own modes (0700, owned by that uid) keep everyone else out. The sockets are root's alone.
  */
 export function ensureRunDirs(): void {
-  for (const d of [RUN_DIR, LAYERS_DIR, SOCKETS_DIR, SANDBOX_RUN_DIRS, EXPOSE_DIR]) {
+  for (const d of [RUN_DIR, LAYERS_DIR, SOCKETS_DIR, EXPOSE_DIR]) {
     mkdirSync(d, { recursive: true });
     chmodSync(d, d === SOCKETS_DIR ? 0o700 : 0o711);
   }
 }
 
 export interface SandboxPaths {
-  /** Host side of the sandbox's /run/berth: the daemon creates its socket here, the env file lives here. */
-  runDir: string;
   /** Where the host connects: a hard link to the daemon's socket, out of the sandbox's reach (launch.ts). */
   socketPath: string;
 }
@@ -68,7 +64,20 @@ export interface SandboxPaths {
 /** Short (a socket path holds at most 107 bytes) and deterministic for a data dir and sandbox id. */
 export function sandboxPaths(dataDir: string, id: string): SandboxPaths {
   const key = createHash('sha256').update(`${dataDir}\0${id}`).digest('hex').slice(0, 16);
-  return { runDir: join(SANDBOX_RUN_DIRS, key), socketPath: join(SOCKETS_DIR, `${key}.sock`) };
+  return { socketPath: join(SOCKETS_DIR, `${key}.sock`) };
+}
+
+/**
+ * Host side of the sandbox's /run/berth (the daemon's socket, the env file): a directory of the sandbox's own
+ * writable layer, so whatever it writes there counts against its disk cap like every other file it writes.
+ */
+export function sandboxRunDir(name: string): string {
+  return join(LAYERS_DIR, name, RUN_SUBDIR);
+}
+
+/** Root-only directory at the top of the layer, never bound inside: holds the link to the API socket. */
+export function sandboxSocketLinkDir(name: string): string {
+  return join(LAYERS_DIR, name, '.host');
 }
 
 /** Every ancestor of `path` lets others search it, so an unprivileged process can resolve `path`. */

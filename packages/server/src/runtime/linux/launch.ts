@@ -1,12 +1,23 @@
 // Starts a sandbox: a detached process chain  sh (joins the cgroups) → nsenter (joins the netns)
 // → setpriv (drops to the sandbox's unprivileged host uid) → bwrap (namespaces, mounts, seccomp)
-// → the sandbox API daemon. Every step is an exec in the same pid, so the cgroups are joined before
-// bwrap or the payload can fork: no process ever escapes the limits, and no pid has to be written
-// after the fact. The chain runs in its own session with stdio on a log file, so it outlives the
-// server (a crash or kill -9 of `berth serve` leaves sandboxes running for re-adoption).
+// → pid 1 (a reaping shell) → the sandbox API daemon, both non-dumpable (nodump.ts). Every step up to
+// bwrap is an exec in the same pid, so the cgroups are joined before bwrap or the payload can fork: no
+// process ever escapes the limits, and no pid has to be written after the fact. The chain runs in its
+// own session with stdio on a pipe to a capped logger, so it outlives the server (a crash or kill -9 of
+// `berth serve` leaves sandboxes running for re-adoption).
 import { spawn } from 'node:child_process';
-import { closeSync, constants, linkSync, lstatSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  closeSync,
+  constants,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
+import { basename, join } from 'node:path';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import type { VolumeMount } from '../driver.js';
@@ -14,9 +25,21 @@ import { sleep } from './exec.js';
 import type { RootEntry } from './rootfs.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
 import { isProcessAlive } from './state.js';
+import { NODUMP_DIR } from './nodump.js';
+
+/** Inside the sandbox: the loader copies of NODUMP_DIR (execute-only; only known names can be run). */
+const NODUMP_BIND = '/opt/berth-bin';
 
 export const SANDBOX_SOCKET_DIR = '/run/berth';
 export const SANDBOX_SOCKET = `${SANDBOX_SOCKET_DIR}/api.sock`;
+/** The daemon's stdout and stderr reach its log file through a host-side logger that keeps this much of it. */
+export const DAEMON_LOG_CAP_BYTES = 1024 * 1024;
+/**
+ * pid 1 of a sandbox: starts the daemon on the logger's pipe, lets go of that pipe itself (a write after the
+ * logger has stopped would be a SIGPIPE, and pid 1's death ends the sandbox), reaps every orphan while it waits
+ * (dash's `wait` collects any child, known job or not), and ends when the daemon does, as bwrap's own did.
+ */
+const INIT_SCRIPT = '"$@" & exec > /dev/null 2>&1; wait';
 /** Size cap of the sandbox's own /run (pid files, small sockets); the socket dir is bound over it. */
 const RUN_TMPFS_BYTES = 8 * 1024 * 1024;
 const NODE_MODULES_TARGETS = ['/opt/node_modules', '/node_modules'];
@@ -41,6 +64,11 @@ export interface LaunchPlan {
   seccompFile?: string;
   env: Record<string, string>;
   command: string[];
+  /**
+   * Execute-only loader copies on the host (nodump.ts) for the init and for the command's first program. When
+   * both are set the sandbox's pid 1 is a shell reaping orphans and the daemon its child, both non-dumpable.
+   */
+  loaders?: { init: string; command: string };
   logFile: string;
 }
 
@@ -63,6 +91,8 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
     'ALL',
     '--new-session',
   ];
+  // Our own reaper as pid 1 (below), so that pid 1 is non-dumpable too: bubblewrap's reaper is not.
+  if (plan.loaders) a.push('--as-pid-1');
   const bind = (src: string, dest: string, readOnly: boolean) =>
     a.push(readOnly ? '--ro-bind' : '--bind', src, dest);
   for (const e of plan.root) {
@@ -78,6 +108,7 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
     bind(dir, NODE_MODULES_TARGETS[i], true);
   });
   for (const v of plan.volumes) bind(v.hostPath, v.mountPath, v.readOnly);
+  if (plan.loaders) bind(NODUMP_DIR, NODUMP_BIND, true);
   // The root itself (a bwrap tmpfs) becomes read-only, so every write lands in a capped layer.
   a.push('--remount-ro', '/', '--chdir', '/home/user');
   // Read from an fd opened by root: the filter file may sit in a private data dir.
@@ -91,8 +122,40 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
 const ARGS_FD = 3;
 const FIRST_PASSED_FD = 4;
 
-const WRAPPER =
-  'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS; exec "$@"';
+/**
+ * The root wrapper: joins the sandbox's cgroups, starts the host-side logger, puts its own stdout and stderr on
+ * the logger's pipe (a FIFO in the state dir, removed once both ends are open) and execs the chain. The logger is
+ * forked by this small shell rather than by the server, whose fork costs more; it is in the sandbox's cgroups
+ * (its ~0.13 MB are the sandbox's, removal kills it, a server restart does not), under the sandbox's uid, in the
+ * host's pid namespace where nothing inside can name it, and holds none of the chain's extra descriptors. It
+ * keeps the first DAEMON_LOG_CAP_BYTES and exits; the daemon's later writes fail with EPIPE, which it ignores.
+ * The sandbox only ever holds the pipe's write end: no host file is open in it. stdbuf because head's stdio would
+ * hold the output until it exits (dd stops early on a pipe's short reads).
+ */
+const WRAPPER = [
+  'IFS=:; for f in $BERTH_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset BERTH_CGROUP_PROCS',
+  'rm -f "$BERTH_LOG_FIFO"; mkfifo -m 600 "$BERTH_LOG_FIFO" || exit 125',
+  'setpriv --reuid="$BERTH_LOG_UID" --regid="$BERTH_LOG_UID" --clear-groups --no-new-privs -- ' +
+    'stdbuf -o0 head -c "$BERTH_LOG_CAP" < "$BERTH_LOG_FIFO" 3<&- 4<&- 5<&- 6<&- 7<&- 8<&- 9<&- &',
+  'exec > "$BERTH_LOG_FIFO" 2>&1',
+  'rm -f "$BERTH_LOG_FIFO"; unset BERTH_LOG_FIFO BERTH_LOG_UID BERTH_LOG_CAP',
+  'exec "$@"',
+].join('\n');
+
+/** The command as bwrap runs it: through the loader copies and our pid 1 when the plan has them. */
+export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders'>): string[] {
+  if (!plan.loaders) return plan.command;
+  const inside = (hostPath: string) => `${NODUMP_BIND}/${basename(hostPath)}`;
+  return [
+    inside(plan.loaders.init),
+    '/bin/sh',
+    '-c',
+    INIT_SCRIPT,
+    'berth-init',
+    inside(plan.loaders.command),
+    ...plan.command,
+  ];
+}
 
 /** Spawns the chain and returns bwrap's host pid (the same pid as the wrapper: each step execs). */
 export function launch(plan: LaunchPlan): number {
@@ -102,12 +165,19 @@ export function launch(plan: LaunchPlan): number {
     return FIRST_PASSED_FD + passed.length - 1;
   };
   const log = openSync(plan.logFile, 'a', 0o600);
+  const env = {
+    PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
+    BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':'),
+    BERTH_LOG_FIFO: `${plan.logFile}.pipe`,
+    BERTH_LOG_UID: String(plan.hostUid),
+    BERTH_LOG_CAP: String(DAEMON_LOG_CAP_BYTES),
+  };
+  const uid = String(plan.hostUid);
   try {
     // Options travel through an fd, not argv: envs may hold secrets and argv is world-readable.
     const args = bwrapArgs(plan, passFd);
     for (const s of args)
       if (s.includes('\0')) throw new Error('sandbox arguments may not contain NUL bytes');
-    const uid = String(plan.hostUid);
     const child = spawn(
       '/bin/sh',
       [
@@ -127,13 +197,9 @@ export function launch(plan: LaunchPlan): number {
         '--args',
         String(ARGS_FD),
         '--',
-        ...plan.command,
+        ...sandboxCommand(plan),
       ],
-      {
-        detached: true,
-        stdio: ['ignore', log, log, 'pipe', ...passed],
-        env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':') },
-      },
+      { detached: true, stdio: ['ignore', log, log, 'pipe', ...passed], env },
     );
     if (!child.pid) throw new Error('could not spawn the sandbox launcher');
     const argsStream = child.stdio[ARGS_FD] as NodeJS.WritableStream & { unref?: () => void };
@@ -150,14 +216,17 @@ export function launch(plan: LaunchPlan): number {
 }
 
 /**
- * Waits for the daemon's socket in the sandbox's run dir, hard-links it as `socketPath` (in a
- * directory the sandbox cannot write), then waits until it accepts connections. The server connects
- * as root, and the run dir belongs to the sandbox, which could swap its socket for a symlink to any
- * socket on the host; the link names the socket inode itself (link(2) never follows a symlink, and
- * the result is checked). A link, not a rename, because the daemon still uses its own path (chmod).
+ * Waits for the daemon's socket in the sandbox's run dir, hard-links it into `linkDir` (a root-only directory of
+ * the same layer, which the sandbox never sees), points `socketPath` (in a directory the sandbox cannot write) at
+ * that link, then waits until it accepts connections. The server connects as root, and the run dir belongs to
+ * the sandbox, which could swap its socket for a symlink to any socket on the host; the link names the socket
+ * inode itself (link(2) never follows a symlink, and the result is checked). A link, not a rename, because the
+ * daemon still uses its own path (chmod); a symlink from the socket dir, because the layer is another file
+ * system (a hard link cannot cross it).
  */
 export async function waitForSocket(
   runDir: string,
+  linkDir: string,
   socketPath: string,
   pid: number,
   pidStart: number,
@@ -166,15 +235,19 @@ export async function waitForSocket(
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const inner = join(runDir, 'api.sock');
+  const held = join(linkDir, 'api.sock');
   let linked = false;
   for (;;) {
     if (!linked && isSocket(inner)) {
-      rmSync(socketPath, { force: true });
-      linkSync(inner, socketPath);
-      if (!isSocket(socketPath)) {
-        rmSync(socketPath, { force: true });
+      mkdirSync(linkDir, { recursive: true, mode: 0o700 });
+      rmSync(held, { force: true });
+      linkSync(inner, held);
+      if (!isSocket(held)) {
+        rmSync(held, { force: true });
         throw new Error('the sandbox replaced its API socket during start');
       }
+      rmSync(socketPath, { force: true });
+      symlinkSync(held, socketPath);
       linked = true;
     }
     if (linked && (await canConnect(socketPath))) return;

@@ -25,12 +25,13 @@ import {
   requireHostTools,
   type SandboxPaths,
   sandboxPaths,
+  sandboxRunDir,
   unexposeUnder,
 } from './host.js';
 import { sleep } from './exec.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
-import { ensureBaseEtc, isHostImage } from './rootfs.js';
+import { ensureBaseEtc, isHostImage, sandboxResolvers } from './rootfs.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -60,6 +61,11 @@ export interface LinuxDriverOptions {
    * BERTH_SANDBOX_ENV_FILE: a warm sandbox's daemon learns the spec's envs from that file.
    */
   warmPoolSize?: number;
+  /**
+   * IPv4 CIDRs sandboxes may reach although they are private or reserved (network.ts BLOCKED_DESTINATIONS),
+   * e.g. a LAN. Host-wide: the last driver to start sets them for every sandbox on the machine.
+   */
+  allowCidrs?: string[];
 }
 
 export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<LinuxDriver> {
@@ -67,7 +73,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   await requireHostTools();
   const cgroupHost = detectCgroups();
   ensureRunDirs();
-  await setupHostNetwork();
+  await setupHostNetwork({ allowCidrs: opts.allowCidrs, dnsServers: sandboxResolvers() });
   mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();
@@ -222,15 +228,13 @@ export class LinuxDriver implements RuntimeDriver {
       });
       if (spec.diskMb !== WARM_SPEC.diskMb)
         await resizeWritableLayer(join(LAYERS_DIR, rec.name), spec.diskMb);
-      writeEnvFile(w.paths.runDir, rec.hostUid, sandboxEnv(id, spec));
+      writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, sandboxEnv(id, spec));
     } catch (e) {
       await teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
       throw e;
     }
-    // Renames on the host only: inside, the bind mount holds the run directory itself, and the
-    // listening socket answers under any name.
+    // Renames on the host only: the listening socket answers under any name.
     const to = this.paths(id);
-    renameSync(w.paths.runDir, to.runDir);
     renameSync(w.paths.socketPath, to.socketPath);
     renameSync(w.dir, this.dir(id));
     transferSlot(rec.slot, w.dir, this.dir(id));
@@ -294,7 +298,7 @@ export class LinuxDriver implements RuntimeDriver {
     const rec = readRecord(this.dir(id));
     if (!rec) throw new SandboxNotFoundError(id);
     // The daemon reads this file at every process start (see sandbox-api/process/spec.ts).
-    writeEnvFile(this.paths(id).runDir, rec.hostUid, { ...envs, BERTH_SANDBOX_ID: id });
+    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, { ...envs, BERTH_SANDBOX_ID: id });
   }
 
   async stats(id: string): Promise<SandboxStats | undefined> {

@@ -15,10 +15,35 @@ const IP_FORWARD = '/proc/sys/net/ipv4/ip_forward';
 const VETH_GONE_TIMEOUT_MS = 5_000;
 
 /**
- * Destinations a sandbox may never reach through the host: link-local (cloud metadata services),
- * multicast, and other sandboxes. The host's own addresses are covered by the input chain.
+ * Destinations a sandbox does not reach through the host unless the server opens them (allowCidrs): the private
+ * and shared ranges of the networks around the host (RFC 1918, CGNAT 100.64/10), link-local (cloud metadata
+ * services), loopback, "this network", IETF and benchmarking ranges, multicast and the reserved 240/4 (with
+ * broadcast). The host's own addresses are covered by the input chain, other sandboxes by the forward chain,
+ * whatever is allowed. An interval set: overlapping entries would be refused, so the sandbox range (inside
+ * 10/8) has its own rule.
  */
-const BLOCKED_DESTINATIONS = ['169.254.0.0/16', '224.0.0.0/4', SANDBOX_NET];
+export const BLOCKED_DESTINATIONS = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+  '224.0.0.0/4',
+  '240.0.0.0/4',
+];
+
+export interface HostNetworkOptions {
+  /** IPv4 CIDRs opened to sandboxes despite BLOCKED_DESTINATIONS (a LAN the user's code needs). */
+  allowCidrs?: string[];
+  /** The resolvers sandboxes use (their resolv.conf): reachable on port 53 even inside a blocked range. */
+  dnsServers?: string[];
+}
+
+const elements = (xs: string[]) => (xs.length ? `\n    elements = { ${xs.join(', ')} }` : '');
 
 export interface SlotNet {
   netns: string;
@@ -42,14 +67,20 @@ export function slotNet(slot: number, name: string): SlotNet {
 }
 
 /** The Berth-owned ruleset; replaced atomically as a whole, idempotent, never touches other tables. */
-export function rulesetText(dropOtherForwarding: boolean): string {
+export function rulesetText(dropOtherForwarding: boolean, opts: HostNetworkOptions = {}): string {
   const bh = `"${HOST_IF_PREFIX}*"`;
+  const dns = (opts.dnsServers ?? []).filter((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a));
   return `table inet berth
 delete table inet berth
 table inet berth {
   set blocked_dst {
-    type ipv4_addr; flags interval
-    elements = { ${BLOCKED_DESTINATIONS.join(', ')} }
+    type ipv4_addr; flags interval${elements(BLOCKED_DESTINATIONS)}
+  }
+  set allowed_dst {
+    type ipv4_addr; flags interval; auto-merge${elements(opts.allowCidrs ?? [])}
+  }
+  set dns_dst {
+    type ipv4_addr${elements(dns)}
   }
   chain input {
     type filter hook input priority filter - 10; policy accept;
@@ -63,7 +94,10 @@ table inet berth {
   chain forward {
     type filter hook forward priority filter - 10; policy accept;
     iifname ${bh} oifname ${bh} counter drop comment "sandbox to sandbox"
-    iifname ${bh} ip daddr @blocked_dst counter drop
+    iifname ${bh} ip daddr ${SANDBOX_NET} counter drop comment "sandbox to sandbox"
+    iifname ${bh} ip daddr @dns_dst meta l4proto { tcp, udp } th dport 53 accept comment "the sandboxes' resolvers"
+    iifname ${bh} ip daddr @allowed_dst accept comment "opened by the server's settings"
+    iifname ${bh} ip daddr @blocked_dst counter drop comment "private, link-local and reserved ranges"
     iifname ${bh} meta nfproto ipv6 counter drop comment "sandboxes have no IPv6 route out"
     iifname ${bh} accept
     oifname ${bh} ct state established,related accept
@@ -85,12 +119,13 @@ ${dropOtherForwarding ? '    counter drop comment "forwarding was off before Ber
 }
 
 /** Installs the table and turns IPv4 forwarding on, remembering whether it was off. Safe to repeat.
- *  Needs /run/berth (host.ts ensureRunDirs). */
-export async function setupHostNetwork(): Promise<void> {
+ *  Needs /run/berth (host.ts ensureRunDirs). The table is host-wide: the last server to start sets the
+ *  allowed ranges for every sandbox on the machine. */
+export async function setupHostNetwork(opts: HostNetworkOptions = {}): Promise<void> {
   if (!existsSync(FORWARD_ORIG))
     writeFileSync(FORWARD_ORIG, readFileSync(IP_FORWARD, 'utf8'), { flag: 'wx' });
   const wasOff = readFileSync(FORWARD_ORIG, 'utf8').trim() === '0';
-  await run('nft', ['-f', '-'], rulesetText(wasOff));
+  await run('nft', ['-f', '-'], rulesetText(wasOff, opts));
   writeFileSync(IP_FORWARD, '1');
 }
 

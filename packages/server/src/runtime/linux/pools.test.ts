@@ -4,23 +4,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { SandboxSpec } from '../driver.js';
 import { SandboxCgroup } from './cgroup.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
 import { claimedSlots } from './slots.js';
 import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
+import { smallSandboxSpec } from '../../test-support/sandbox-spec.js';
 
 const T = { timeout: 90_000 };
-const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({
-  memoryMb: 256,
-  pidsMax: 64,
-  cpuShares: 128,
-  diskMb: 64,
-  envs: {},
-  image: 'base',
-  volumes: [],
-  ...over,
-});
+const spec = smallSandboxSpec;
 
 const ownedUnder = (dir: string) => claimedSlots().filter((s) => s.owner.startsWith(`${dir}/`));
 

@@ -69,8 +69,21 @@ const GENERATED_ETC: Record<string, string> = {
     'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n',
 };
 
-/** Builds `<dataDir>/images/base-etc` once (again after a version bump); returns its path. */
+/**
+ * Builds `<dataDir>/images/base-etc` once (again after a version bump); returns its path. Its files are read by
+ * every sandbox's uid, so they are made world-readable whatever the server's umask (which keeps its other files
+ * private).
+ */
 export function ensureBaseEtc(dataDir: string, hostEtc = '/etc'): string {
+  const previous = process.umask(0o022);
+  try {
+    return buildBaseEtc(dataDir, hostEtc);
+  } finally {
+    process.umask(previous);
+  }
+}
+
+function buildBaseEtc(dataDir: string, hostEtc: string): string {
   const images = join(dataDir, 'images');
   const target = join(images, 'base-etc');
   const marker = join(target, '.berth-version');
@@ -106,15 +119,26 @@ export function ensureBaseEtc(dataDir: string, hostEtc = '/etc'): string {
  * namespace; then the upstream list systemd-resolved keeps is used instead, as container engines do.
  */
 function writeResolvConf(etc: string, hostEtc: string): void {
-  const read = (p: string) => (existsSync(p) ? readFileSync(p, 'utf8') : '');
-  let text = read(join(hostEtc, 'resolv.conf'));
-  const servers = [...text.matchAll(/^nameserver\s+(\S+)/gm)].map((m) => m[1]);
-  if (servers.length && servers.every((a) => a.startsWith('127.') || a === '::1')) {
-    text = read('/run/systemd/resolve/resolv.conf') || text;
-  }
+  const text = sandboxResolvConf(hostEtc);
   const p = join(etc, 'resolv.conf');
   if (isSymlink(p)) rmSync(p); // never write through a link
-  if (read(p) !== text) writeFileSync(p, text, { mode: 0o644 });
+  if (readText(p) !== text) writeFileSync(p, text, { mode: 0o644 });
+}
+
+const readText = (p: string) => (existsSync(p) ? readFileSync(p, 'utf8') : '');
+const nameservers = (text: string) => [...text.matchAll(/^nameserver\s+(\S+)/gm)].map((m) => m[1]);
+
+function sandboxResolvConf(hostEtc: string): string {
+  const text = readText(join(hostEtc, 'resolv.conf'));
+  const servers = nameservers(text);
+  if (servers.length && servers.every((a) => a.startsWith('127.') || a === '::1'))
+    return readText('/run/systemd/resolve/resolv.conf') || text;
+  return text;
+}
+
+/** The resolvers sandboxes are given: the network rules let them through even in a private range. */
+export function sandboxResolvers(hostEtc = '/etc'): string[] {
+  return nameservers(sandboxResolvConf(hostEtc));
 }
 
 function isSymlink(p: string): boolean {
@@ -145,7 +169,7 @@ const RUNTIME_OWNED = new Set([
   'root',
 ]);
 
-function installedImage(dataDir: string, image: string): string | undefined {
+export function installedImage(dataDir: string, image: string): string | undefined {
   if (!/^[a-z0-9][a-z0-9._-]*$/i.test(image)) return undefined;
   const rootfs = join(dataDir, 'images', 'rootfs', image);
   return existsSync(join(rootfs, 'usr')) ? rootfs : undefined;

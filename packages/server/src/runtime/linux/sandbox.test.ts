@@ -2,34 +2,26 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { SandboxInfo, SandboxSpec } from '../driver.js';
+import type { SandboxInfo } from '../driver.js';
 import { sleep } from './exec.js';
 import { createLinuxDriver, DEFAULT_UID_BASE, type LinuxDriver } from './linux-driver.js';
 import { slotOwner } from './slots.js';
 import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
+import { smallSandboxSpec } from '../../test-support/sandbox-spec.js';
 
 const T = { timeout: 90_000 };
 let dataDir: string;
 let codeDir: string;
 let driver: LinuxDriver;
 
-const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({
-  memoryMb: 256,
-  pidsMax: 64,
-  cpuShares: 128,
-  diskMb: 64,
-  envs: {},
-  image: 'base',
-  volumes: [],
-  ...over,
-});
+const spec = smallSandboxSpec;
 
 /** Polls until `check` returns a value, failing after a bound so no test can hang. */
 async function waitFor<T>(
@@ -137,7 +129,7 @@ test('host secrets and the data dir are absent inside; the root is read-only', T
     assert.equal(await sh(info, 'touch /workspace/ok && echo wrote'), 'wrote');
     // The host connects as root: a sandbox must not be able to point that connection elsewhere.
     await sh(info, 'ln -sf /run/berth/env.json /run/berth/api.sock');
-    assert.ok(lstatSync(info.socketPath).isSocket(), 'the host-side socket is out of the sandbox reach');
+    assert.ok(statSync(info.socketPath).isSocket(), 'the host-side socket is out of the sandbox reach');
     assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
   } finally {
     await driver.remove('secrets');

@@ -66,3 +66,17 @@ test('encoded filter is eight bytes per instruction with every jump inside the p
   const arm = buildFilter(syscallTable('arm64')!);
   assert.equal(run(arm, { nr: 219, arch: 0xc00000b7 }), retErrno(1)); // keyctl on aarch64
 });
+
+test('filter refuses signals and pidfds aimed at pid 1, the daemon (pid 2) or everyone; others pass', () => {
+  for (const name of ['kill', 'tkill', 'tgkill', 'rt_sigqueueinfo', 'rt_tgsigqueueinfo']) {
+    assert.equal(call(name, [1, 9]), retErrno(1), `${name} pid 1`);
+    assert.equal(call(name, [2, 9]), retErrno(1), `${name} pid 2`);
+    assert.equal(call(name, [0xffffffff, 9]), retErrno(1), `${name} -1`);
+    assert.equal(call(name, [3, 9]), RET_ALLOW, `${name} a user process`);
+  }
+  assert.equal(call('kill', [0xfffffff0, 15]), RET_ALLOW, 'a user process group');
+  assert.equal(call('pidfd_open', [2, 0]), retErrno(1));
+  assert.equal(call('pidfd_open', [1, 0]), retErrno(1));
+  assert.equal(call('pidfd_open', [40, 0]), RET_ALLOW);
+  assert.equal(call('pidfd_send_signal', [5, 9]), retErrno(38), 'its target cannot be checked: ENOSYS');
+});

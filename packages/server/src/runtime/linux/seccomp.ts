@@ -58,10 +58,11 @@ const DENY_EPERM = [
 
 /**
  * "Not implemented" so callers fall back cleanly: io_uring (a large kernel surface; libuv and others
- * fall back to threads) and clone3 (its flags sit behind a pointer seccomp cannot read, so libc must
- * use clone, whose flags the filter checks).
+ * fall back to threads), clone3 (its flags sit behind a pointer seccomp cannot read, so libc must
+ * use clone, whose flags the filter checks) and pidfd_send_signal (it also takes an fd of /proc/<pid>,
+ * so its target cannot be checked here; callers such as Go's runtime fall back to kill, which is).
  */
-const DENY_ENOSYS = ['io_uring_setup', 'io_uring_enter', 'io_uring_register', 'clone3'];
+const DENY_ENOSYS = ['io_uring_setup', 'io_uring_enter', 'io_uring_register', 'clone3', 'pidfd_send_signal'];
 
 interface ArgRule {
   syscall: string;
@@ -71,7 +72,19 @@ interface ArgRule {
   values: number[];
 }
 
+/**
+ * pid 1 (the sandbox's init) and pid 2 (the API daemon it starts first) as seen inside the sandbox's pid
+ * namespace, and -1 (every process the caller may signal). Same uid as user code, so only this filter keeps
+ * user code from signalling them or taking a pidfd on them (docs/decisions/015-sandbox-containment.md).
+ */
+const PROTECTED_PIDS = [1, 2];
+const ALL_PROCESSES = 0xffffffff; // (pid_t)-1, low 32 bits
+
 const ARG_RULES: ArgRule[] = [
+  ...['kill', 'tkill', 'tgkill', 'rt_sigqueueinfo', 'rt_tgsigqueueinfo'].map(
+    (syscall): ArgRule => ({ syscall, arg: 0, test: 'eq', values: [...PROTECTED_PIDS, ALL_PROCESSES] }),
+  ),
+  { syscall: 'pidfd_open', arg: 0, test: 'eq', values: PROTECTED_PIDS },
   // Nested user namespaces are the usual first step of a kernel escape (bwrap --disable-userns also applies).
   { syscall: 'unshare', arg: 0, test: 'set', values: [CLONE_NEWUSER] },
   { syscall: 'clone', arg: 0, test: 'set', values: [CLONE_NEWUSER] },
