@@ -14,7 +14,8 @@ export function registerServe(program: Command) {
     )
     .action(async (o: { port?: string; host?: string; dataDir?: string; standbyAfter?: string }) => {
       // Loaded here, not at the top: the server pulls in Fastify and SQLite, which other commands never need.
-      const { loadConfig, startServer } = await import('@berth/server');
+      const { loadConfig, SERVER_UMASK, startServer } = await import('@berth/server');
+      process.umask(SERVER_UMASK);
       const config = loadConfig(o, process.env);
       const server = await startServer(config);
       if (server.adminKey) {

@@ -2,3 +2,4 @@
 export { type Config, loadConfig } from './config.js';
 export { KINDS, kindByName } from './kinds/index.js';
 export { type RunningServer, startServer } from './main.js';
+export { SERVER_UMASK } from './store/data-dir.js';

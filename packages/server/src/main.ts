@@ -23,7 +23,7 @@ import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook } from './api/sandboxes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
-import { SERVER_UMASK, secureDataDir } from './store/data-dir.js';
+import { createPrivateFile, secureDataDir } from './store/data-dir.js';
 import { backfillLabels } from './store/host-labels.js';
 import { Resources } from './store/resources.js';
 import { SqliteStore } from './store/sqlite.js';
@@ -45,7 +45,6 @@ export async function startServer(
   config: Config,
   opts: { logStream?: NodeJS.WritableStream } = {},
 ): Promise<RunningServer> {
-  process.umask(SERVER_UMASK);
   const loosened = secureDataDir(config.dataDir);
   const logger = pino(
     { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
@@ -54,7 +53,9 @@ export async function startServer(
   if (loosened.length)
     logger.warn({ paths: loosened }, 'data dir was readable by other users: made 0700, its files 0600');
   const box = new SecretBox(loadMasterKey(config));
-  const store = new SqliteStore(join(config.dataDir, 'berth.db'));
+  const dbFile = join(config.dataDir, 'berth.db');
+  createPrivateFile(dbFile);
+  const store = new SqliteStore(dbFile);
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${actualPort}`;
   let actualPort = config.port;
   const urlOf = runUrlOf({

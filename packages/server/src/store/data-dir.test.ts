@@ -32,7 +32,8 @@ describe('data dir permissions', () => {
 
   it('a server started on a world-readable data dir leaves no file in it readable by others, and says so once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'berth-perm-'));
-    const umask = process.umask();
+    // The usual umask of whoever embeds the server: startServer must not rely on `berth serve`'s own.
+    const umask = process.umask(0o022);
     try {
       chmodSync(dir, 0o755);
       writeFileSync(join(dir, 'notes.txt'), 'left by an older version', { mode: 0o644 });

@@ -1,13 +1,24 @@
 // The data dir holds the database (every tenant's records and sealed secrets), the master key and the sandboxes'
 // state: no other local user may read any of it. Made 0700 at start, every file directly in it 0600 (the
 // directory's mode already keeps everyone else away from what lies deeper), fixed when found looser.
-import { chmodSync, lstatSync, mkdirSync, readdirSync } from 'node:fs';
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
-/** For the server's whole life: files it creates are its own (SQLite's -wal and -shm copy the database's). */
+/**
+ * The umask `berth serve` runs with: files it creates are its own. Set by the command, not by startServer, because
+ * a umask is process-wide and a program embedding the server (or a test) keeps its own; sandboxes set theirs.
+ */
 export const SERVER_UMASK = 0o077;
+
+/**
+ * Creates the database file 0600 before SQLite opens it, whatever the umask: SQLite gives its -wal and -shm files
+ * the database file's mode, so they are the server's alone too.
+ */
+export function createPrivateFile(path: string): void {
+  closeSync(openSync(path, 'a', FILE_MODE)); // an existing file keeps its mode: secureDataDir has judged it
+}
 
 /** Creates or tightens `dir`; returns the paths whose modes were looser than allowed (to log once). */
 export function secureDataDir(dir: string): string[] {

@@ -53,6 +53,12 @@ describe('sandboxes through the API and the gateway', () => {
     }
   });
 
+  it('runs user code with the conventional umask 022, not the 077 of the server', async () => {
+    const { metadata } = await s.create('api-umask');
+    const r = await exec(s, metadata.url, 'umask; touch /tmp/f && stat -c %a /tmp/f');
+    assert.equal(r.stdout, '0022\n644\n');
+  });
+
   it('applies changed envs to the processes a running sandbox starts afterwards, keeping its processes', async () => {
     const sb = await s.create('api-env-live', { runtime: { envs: [{ name: 'MODE', value: 'one' }] } });
     const before = await exec(s, sb.metadata.url, 'printf %s "$MODE"');

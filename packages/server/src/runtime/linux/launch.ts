@@ -38,8 +38,9 @@ export const DAEMON_LOG_CAP_BYTES = 1024 * 1024;
  * pid 1 of a sandbox: starts the daemon on the logger's pipe, lets go of that pipe itself (a write after the
  * logger has stopped would be a SIGPIPE, and pid 1's death ends the sandbox), reaps every orphan while it waits
  * (dash's `wait` collects any child, known job or not), and ends when the daemon does, as bwrap's own did.
+ * The umask is the conventional 022: the server's own is 077 (its data dir), and a sandbox must not inherit it.
  */
-const INIT_SCRIPT = '"$@" & exec > /dev/null 2>&1; wait';
+const INIT_SCRIPT = 'umask 022; "$@" & exec > /dev/null 2>&1; wait';
 /** Size cap of the sandbox's own /run (pid files, small sockets); the socket dir is bound over it. */
 const RUN_TMPFS_BYTES = 8 * 1024 * 1024;
 const NODE_MODULES_TARGETS = ['/opt/node_modules', '/node_modules'];
