@@ -46,6 +46,21 @@ describe('volume template versions', () => {
     );
   });
 
+  it('versions written at the same time are all kept: none is lost to another and none answers 409', async () => {
+    await s.api('/volume_templates', { method: 'POST', json: { metadata: { name: 'busy' }, spec: {} } });
+    const names = Array.from({ length: 30 }, (_, i) => `c${i}`);
+    const answers = await Promise.all(
+      names.map((n) => s.api(`/volume_templates/busy/versions/${n}`, { method: 'PUT', json: {} })),
+    );
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      names.map(() => 200),
+    );
+    const kept = (await (await s.api('/volume_templates/busy/versions')).json()).map((x: any) => x.name);
+    assert.deepEqual([...kept].sort(), [...names].sort());
+    assert.equal((await (await s.api('/volume_templates/busy')).json()).state.versionCount, 30);
+  });
+
   it('a replace of the template keeps its versions and state', async () => {
     const r = await s.api('/volume_templates/deps', {
       method: 'PUT',

@@ -15,8 +15,6 @@ import { ApiError, invalid, notFound } from '../errors.js';
 
 /** Versions one template keeps; older ones are deleted explicitly, never dropped silently. */
 export const MAX_VERSIONS = 100;
-/** Attempts of a read-modify-write that loses to concurrent writers before giving up with 409. */
-const WRITE_ATTEMPTS = 5;
 export const VERSION_NAME = /^[A-Za-z0-9]([A-Za-z0-9._-]{0,62})$/;
 
 export const VersionBody = Type.Object({
@@ -53,29 +51,28 @@ export function register(v0: FastifyInstance, deps: VersionDeps) {
       (req.params as Record<string, string>).volumeTemplateName,
     );
 
-  /** Applies `change` to the template's body and writes it, re-reading on a concurrent write. */
+  /**
+   * Applies `change` to the template's body as it is inside the write's transaction, so a concurrent write is never
+   * lost and needs no retry; `change` may throw to refuse (the transaction then writes nothing).
+   */
   async function modify(
     req: FastifyRequest,
     workspace: string,
     change: (body: any) => void,
   ): Promise<StoredObject> {
-    for (let i = 0; i < WRITE_ATTEMPTS; i++) {
-      const cur = await templateOf(req, workspace);
-      const body = structuredClone(cur.body);
+    const cur = await templateOf(req, workspace);
+    const mutate = (now: StoredObject) => {
+      const body = structuredClone(now.body);
       change(body);
-      try {
-        return (
-          await resources.store.write([
-            { op: 'update', key: keyOf(cur), body, expectVersion: cur.resourceVersion },
-          ])
-        )[0];
-      } catch (e) {
-        if (e instanceof StoreError && e.reason === 'conflict') continue;
-        if (e instanceof StoreError) throw notFound(`VolumeTemplate ${JSON.stringify(cur.name)}`);
-        throw e;
-      }
+      return body;
+    };
+    try {
+      return (await resources.store.write([{ op: 'update', key: keyOf(cur), mutate }]))[0];
+    } catch (e) {
+      if (e instanceof StoreError && e.reason === 'not_found')
+        throw notFound(`VolumeTemplate ${JSON.stringify(cur.name)}`);
+      throw e;
     }
-    throw new ApiError('CONFLICT', 'the volume template kept changing while this version was written; retry');
   }
 
   v0.get(base, async (req) => {
