@@ -65,6 +65,24 @@ describe('write warnings and messages', () => {
     assert.equal((await s.api('/policies/strict')).status, 404, 'nothing was stored');
   });
 
+  it('a rule broken by a misspelt field names the slip in the refusal too', async () => {
+    const r = await s.api('/policies/slip', {
+      method: 'PUT',
+      json: {
+        metadata: { name: 'slip' },
+        spec: { type: 'maxToken', maxTokns: { output: 100, granularity: 'hour' } },
+      },
+    });
+    assert.equal(r.status, 422);
+    const p = await r.json();
+    assert.deepEqual(
+      p.errors.map((e: { pointer: string }) => e.pointer),
+      ['/spec/maxTokens', '/spec/maxTokns'],
+    );
+    assert.equal(p.errors[1].message, 'is not a known field and was ignored; did you mean "maxTokens"?');
+    assert.equal((await s.api('/policies/slip')).status, 404, 'nothing was stored');
+  });
+
   it('ttl, memory, timeouts and sizes say their unit and an example', async () => {
     const bad = await s.api('/jobs/units', {
       method: 'PUT',

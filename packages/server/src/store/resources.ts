@@ -4,7 +4,8 @@
 // Status and events are written through `updateStatus` and `recordEvent`, never through create/replace.
 import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
 import type { SecretBox } from '../crypto/secret-box.js';
-import { checkBody } from '../kinds/schema.js';
+import { unknownFieldIssues } from '../kinds/field-suggestions.js';
+import { checkBody, schemasOf } from '../kinds/schema.js';
 import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
 import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor } from '../kinds/types.js';
@@ -322,7 +323,8 @@ export class Resources {
       ...((await kd.validate?.(body, prevView, this.validationContext(ctx.workspace))) ?? []),
       ...immutableIssues(kd, body.spec, prev?.body.spec),
     ];
-    if (issues.length) throw invalid(issues);
+    // A rule broken because a field was misspelled (`maxTokns`): the refusal names the slip too, not only its effect.
+    if (issues.length) throw invalid([...issues, ...unknownFieldIssues(schemasOf(kd).input, unknown)]);
     visitSecrets(body.spec, kd.secrets, (v) => (v.startsWith('enc:v1:') ? v : this.box.seal(v)));
     return { body, dropped: unknown, expectVersion, keptSecrets };
   }
