@@ -34,18 +34,6 @@ type Resolver<K extends AddressKind> = (
   deps: ResolveDeps,
 ) => Promise<Admission>;
 
-/**
- * `sbx-<label>` → (workspace, name): an exact lookup of the whole label in the address table, never a split at
- * `-` (two objects could split to the same label; docs/decisions/016-addresses-and-tenancy.md). With no such
- * sandbox a name that exists nowhere comes back, so the caller is still asked for a credential before being told.
- */
-export async function sandboxOfHost(
-  label: string,
-  deps: Pick<ResolveDeps, 'labels'>,
-): Promise<{ workspace: string; name: string }> {
-  return routeSandboxLabel(deps.labels, label);
-}
-
 /** The table entry of a sandbox that should serve; the store is asked only off the fast path. Throws 404/503. */
 async function targetOf(deps: ResolveDeps, workspace: string, name: string): Promise<Target> {
   const t = deps.targets.get(workspace, name);
@@ -57,10 +45,12 @@ const sandbox: Resolver<'sandbox'> = async (a, req, deps) => {
   return { target: await targetOf(deps, a.workspace, a.name), path: a.rest };
 };
 
-const sandboxHost: Resolver<'sandbox-host'> = async (a, req, deps) => {
-  const s = await sandboxOfHost(a.label, deps);
-  return sandbox({ kind: 'sandbox', ...s, rest: a.rest }, req, deps);
-};
+/**
+ * `sbx-<label>` → (workspace, name): an exact lookup of the whole label in the address table, never a split at
+ * `-` (docs/decisions/016-addresses-and-tenancy.md). An unknown label still asks for a credential before the 404.
+ */
+const sandboxHost: Resolver<'sandbox-host'> = async (a, req, deps) =>
+  sandbox({ kind: 'sandbox', ...routeSandboxLabel(deps.labels, a.label), rest: a.rest }, req, deps);
 
 const preview: Resolver<'preview'> = async (a, req, deps) => {
   const p = a.preview;
