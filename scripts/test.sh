@@ -3,6 +3,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+
+# --- Debian packages only the tests use (a real registry and image tools for the image tests) ----------------
+TEST_DEBS=(docker-registry skopeo umoci busybox-static)
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=()
+  for p in "${TEST_DEBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "test.sh: installing Debian packages the tests use: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
 npx --no-install biome check .
 npx --no-install tsc -p tsconfig.json
 node scripts/run-tests.mjs "$@"
