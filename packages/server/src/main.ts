@@ -12,7 +12,7 @@ import * as templateVersions from './api/volume-template-versions.js';
 import { createAuth } from './auth/index.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
-import type { Config } from './config.js';
+import { type Config, regionNames } from './config.js';
 import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
@@ -64,7 +64,7 @@ export async function startServer(
     defaultRegion: config.regions[0],
   });
   const resources = new Resources(store, KINDS, box, {
-    regions: config.regions,
+    regions: regionNames(config),
     urlOf,
     labelsOf: hostLabelsOf,
   });

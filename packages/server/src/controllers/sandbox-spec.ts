@@ -1,10 +1,10 @@
 // From a Sandbox object's spec to what the runtime driver runs. The only place secret envs are opened.
-import { SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
+import { DEFAULT_SANDBOX_IMAGE, SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
 import { defaultCpuShares, type SandboxSpec } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 
 /** The image a spec without one runs: the runtime maps any image it has not installed to the host userland. */
-export const DEFAULT_SANDBOX_IMAGE = 'blaxel/base-image:latest';
+export { DEFAULT_SANDBOX_IMAGE };
 /**
  * Tasks (threads count) per sandbox: room for a dev server, a language server and a test runner at once,
  * while a fork bomb stays contained.

@@ -7,6 +7,7 @@ import {
   DURATION_MESSAGE,
   Env,
   envSecrets,
+  ExternalId,
   Generation,
   literals,
   MemoryMb,
@@ -19,6 +20,8 @@ import {
 import { durationMs, envIssues, isIsoDate, referenceIssues, regionIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
+/** The image a sandbox created without one reports: the service's default name (docs/compat.md). */
+export const DEFAULT_SANDBOX_IMAGE = 'blaxel/base-image:latest';
 /** The service's SDK default (docs/compat.md). */
 export const SANDBOX_MEMORY_MB = 4096;
 export const EXPIRATION_TYPES = ['ttl-idle', 'ttl-max-age', 'date'] as const;
@@ -186,6 +189,7 @@ export const sandbox = {
   nameParam: 'sandboxName',
   description: 'Lightweight virtual machine for code execution; resumes from standby and keeps its memory.',
   spec: SandboxSpec,
+  metadataInput: { externalId: ExternalId },
   hasStatus: true,
   // A running sandbox keeps its memory limit and root image: changing either would mean a new sandbox.
   immutable: ['/runtime/memory', '/runtime/image'],
@@ -202,6 +206,8 @@ export const sandbox = {
     spec.region ??= regions[0];
     spec.runtime ??= {};
     spec.runtime.memory ??= SANDBOX_MEMORY_MB;
+    // Reported as the service reports it; the runtime maps this name to its base image (the host userland).
+    spec.runtime.image ??= DEFAULT_SANDBOX_IMAGE;
     for (const p of spec.lifecycle?.expirationPolicies ?? []) p.action ??= 'delete';
   },
   async validate(next, prev, ctx) {
@@ -225,5 +231,8 @@ export const sandbox = {
     const at = expiresAtMs(obj);
     if (at === undefined) delete obj.expiresIn;
     else obj.expiresIn = Math.max(0, Math.floor((at - nowMs) / 1000));
+    // Past its expiry a sandbox reads as TERMINATED at once, as the service's does; the sweep (at most
+    // EXPIRY_SWEEP_MS later) stops it and writes the record.
+    if (at !== undefined && at <= nowMs && obj.status !== 'TERMINATED') obj.status = 'TERMINATED';
   },
 } satisfies KindDescriptor;
