@@ -20,7 +20,7 @@ import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
-import { sandboxCreateHook } from './api/sandboxes.js';
+import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
 import { createPrivateFile, secureDataDir } from './store/data-dir.js';
@@ -82,7 +82,11 @@ export async function startServer(
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   await app.register(
     async (v0) => {
-      registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
+      registerCrud(v0, KINDS, {
+        resources,
+        createHooks: { Sandbox: sandboxCreateHook({ resources }) },
+        replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
+      });
       for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);

@@ -21,6 +21,8 @@ export interface CrudDeps {
   resources: Resources;
   /** By kind name. */
   createHooks?: Record<string, CreateHook>;
+  /** By kind name: wraps a kind's PUT the same way (e.g. a sandbox answers once it runs its new spec). */
+  replaceHooks?: Record<string, CreateHook>;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -66,15 +68,18 @@ function refuseUnknown(kd: KindDescriptor, raw: unknown, pathName?: string) {
 
 /**
  * Which stored objects a list shows: TERMINATED records (kept for a while after a delete) only with
- * `?showTerminated=true`, as the service does; with `?externalId=`, only objects carrying it.
+ * `?showTerminated=true`, as the service does; a child object (e.g. a preview, which the SDK's sessions are)
+ * leaves its parent's list as soon as its delete is accepted; with `?externalId=`, only objects carrying it.
  */
 function listFilter(kd: KindDescriptor, req: FastifyRequest): ((o: StoredObject) => boolean) | undefined {
   const q = (req.query ?? {}) as Record<string, string>;
   const showTerminated = q.showTerminated === 'true';
   const ext = kd.metadataInput?.externalId ? q.externalId : undefined;
-  if (showTerminated && ext === undefined) return undefined;
+  const hideDeleting = !!kd.parents?.length;
+  if (showTerminated && ext === undefined && !hideDeleting) return undefined;
   return (o) =>
     (showTerminated || o.body.status !== 'TERMINATED') &&
+    !(hideDeleting && isGone(o)) &&
     (ext === undefined || o.body.metadata?.externalId === ext);
 }
 
@@ -99,7 +104,7 @@ async function byExternalId(
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {} }: CrudDeps,
+  { resources, createHooks = {}, replaceHooks = {} }: CrudDeps,
 ) {
   for (const kd of kinds) {
     const coll = toFastifyPath(kd.path);
@@ -166,7 +171,8 @@ export function registerCrud(
     app.put(item, async (req, reply) => {
       const params = req.params as Record<string, string>;
       if (ctxOf(req).strict) refuseUnknown(kd, req.body, params[kd.nameParam]);
-      const r = await resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
+      const replace = () => resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
+      const r = await (replaceHooks[kd.kind]?.(req, reply, replace) ?? replace());
       warnDropped(reply, r.dropped);
       return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });

@@ -33,3 +33,21 @@ export function runtimeSpecOf(resources: Resources, spec: any): SandboxSpec {
     volumes: [],
   };
 }
+
+/**
+ * What a spec asks that this runtime does not do, in one sentence for the sandbox's events (undefined when
+ * nothing): the service's kernel variants (`extraArgs`), snapshots, and a stop grace period.
+ */
+export function unappliedRuntimeFields(spec: any): string | undefined {
+  const rt = spec?.runtime ?? {};
+  const out: string[] = [];
+  const args = Object.entries((rt.extraArgs ?? {}) as Record<string, string>);
+  if (args.length)
+    out.push(
+      `runtime.extraArgs ${args.map(([k, v]) => `${k}=${v}`).join(', ')} (sandboxes here share the host kernel: there are no kernel variants, and a sandbox cannot change its own firewall)`,
+    );
+  if (rt.snapshotEnabled) out.push('runtime.snapshotEnabled (this server has no snapshots)');
+  if (rt.terminationGracePeriodSeconds)
+    out.push('runtime.terminationGracePeriodSeconds (a stopped sandbox is killed at once)');
+  return out.length ? `not applied: ${out.join('; ')}` : undefined;
+}

@@ -91,10 +91,19 @@ export const SandboxSpec = Type.Object({
       envs: opt(Type.Array(Env)),
       /** ISO date at which the sandbox is deleted. */
       expires: opt(Timestamp),
+      /**
+       * The service's kernel-variant switches (`iptables`, `nfs`, `tun`: `enabled`|`disabled`). Stored and returned;
+       * Berth's sandboxes share the host kernel, so the controller says in an event which it could not apply.
+       */
+      extraArgs: opt(StringMap),
       generation: opt(Generation),
       image: opt(Type.String({ minLength: 1 })),
       memory: opt(MemoryMb),
       ports: opt(Type.Array(Port)),
+      /** The service's snapshot switch; Berth has no snapshots, which the controller reports in an event. */
+      snapshotEnabled: opt(Type.Boolean()),
+      /** Seconds a stopping sandbox's processes get between SIGTERM and SIGKILL (the service's field). */
+      terminationGracePeriodSeconds: opt(Type.Integer({ minimum: 0, maximum: 3600 })),
       /** Max age from creation. */
       ttl: opt(Duration),
     }),
@@ -192,7 +201,8 @@ export const sandbox = {
   metadataInput: { externalId: ExternalId },
   hasStatus: true,
   // A running sandbox keeps its memory limit and root image: changing either would mean a new sandbox.
-  immutable: ['/runtime/memory', '/runtime/image'],
+  // extraArgs chooses the service's kernel variant, which is fixed for a sandbox's life there too.
+  immutable: ['/runtime/memory', '/runtime/image', '/runtime/extraArgs'],
   readOnly: {
     state: literals(SANDBOX_STATES),
     /** Seconds until automatic deletion; present only when a TTL, expiry or policy is set. */
