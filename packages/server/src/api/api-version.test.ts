@@ -29,6 +29,7 @@ describe('API versions of lists', () => {
     do {
       const r = await get(`/policies?limit=2${cursor ? `&cursor=${cursor}` : ''}`, '2026-04-28');
       assert.equal(r.status, 200);
+      assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
       const body = await r.json();
       assert.ok(Array.isArray(body.data), JSON.stringify(body));
       assert.equal(typeof body.meta.hasMore, 'boolean');

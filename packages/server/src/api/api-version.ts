@@ -76,7 +76,9 @@ export function answerList(req: FastifyRequest, reply: FastifyReply, info: ListP
   if (version === 'baseline' || version < LIST_ENVELOPE_SINCE) return;
   if (info.kind && BARE_IN_EVERY_VERSION.has(info.kind)) return;
   const meta = info.nextCursor ? { hasMore: true, nextCursor: info.nextCursor } : { hasMore: false };
-  // Only an array is wrapped: an error answered on this reply afterwards goes out as the problem it is.
+  // Only an array is wrapped: an error answered on this reply afterwards goes out as the problem it is (its
+  // handler sets its own type). A custom serializer leaves the type unset, so it is set here.
+  reply.type('application/json; charset=utf-8');
   reply.serializer((payload: unknown) =>
     JSON.stringify(Array.isArray(payload) ? { data: payload, meta } : payload),
   );
