@@ -24,6 +24,9 @@ import type { KindDescriptor } from './types.js';
 export const DEFAULT_SANDBOX_IMAGE = 'blaxel/base-image:latest';
 /** The service's SDK default (docs/compat.md). */
 export const SANDBOX_MEMORY_MB = 4096;
+/** Record kinds of a sandbox's schedules and their executions (api/sandbox-schedules.ts), removed with it. */
+export const SCHEDULE_KIND = 'SandboxSchedule';
+export const SCHEDULE_EXECUTION_KIND = 'SandboxScheduleExecution';
 export const EXPIRATION_TYPES = ['ttl-idle', 'ttl-max-age', 'date'] as const;
 export const EXPIRATION_ACTIONS = ['delete'] as const;
 export const SANDBOX_STATES = ['RUNNING', 'STANDBY'] as const;
@@ -199,6 +202,7 @@ export const sandbox = {
   description: 'Lightweight virtual machine for code execution; resumes from standby and keeps its memory.',
   spec: SandboxSpec,
   metadataInput: { externalId: ExternalId },
+  ownedRecords: [SCHEDULE_KIND, SCHEDULE_EXECUTION_KIND],
   hasStatus: true,
   // A running sandbox keeps its memory limit and root image: changing either would mean a new sandbox.
   // extraArgs chooses the service's kernel variant, which is fixed for a sandbox's life there too.

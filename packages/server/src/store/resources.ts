@@ -271,6 +271,16 @@ export class Resources {
     return body;
   }
 
+  /** Seals one secret value for storage (records that are not envelopes, e.g. a schedule's envs). */
+  sealSecret(v: string): string {
+    return v.startsWith('enc:v1:') ? v : this.box.seal(v);
+  }
+
+  /** Opens a value `sealSecret` sealed, for the runtime only. */
+  openSecret(v: string): string {
+    return this.box.open(v);
+  }
+
   /** The spec with secrets opened, for the runtime only. */
   openSecrets(kd: KindDescriptor, spec: any): any {
     const out = structuredClone(spec);
