@@ -19,6 +19,13 @@ describe('@blaxel/core on the wire gaps', () => {
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     assert.ok(line, `the SDK script printed no result: ${stdout}`);
     r = JSON.parse(line.slice('RESULT '.length));
+    const sched = await runBlaxelScript(join(import.meta.dirname, 'blaxel-schedules.mjs'), server, {
+      SANDBOX_NAME: 'gap-sched',
+      SANDBOX_MEMORY: String(TEST_MEMORY_MB),
+    });
+    const schedLine = sched.split('\n').find((l) => l.startsWith('RESULT '));
+    assert.ok(schedLine, `the schedules script printed no result: ${sched}`);
+    r.schedules = JSON.parse(schedLine.slice('RESULT '.length));
   });
   after(() => server?.close());
 
@@ -98,5 +105,35 @@ describe('@blaxel/core on the wire gaps', () => {
     const body = await res.json();
     assert.equal(res.status, 200, JSON.stringify(body));
     assert.equal(body.spec.runtime.image, 'blaxel/base-image:latest');
+  });
+
+  it('schedules: create cron, at and sleep (resolved to at), list with pages and a type filter, get, update, delete', () => {
+    const x = r.schedules;
+    assert.deepEqual(x.created.cron, { id: 'nightly', type: 'cron', value: '0 3 * * *' });
+    assert.match(x.created.atId, /^sched-[0-9a-f]{8}$/);
+    assert.deepEqual(x.created.atEnv, { TOKEN: '********' }, 'schedule envs are masked');
+    assert.deepEqual(x.created.fires, { type: 'at' });
+    assert.equal(x.sleepResolved, true);
+    assert.deepEqual(x.list, {
+      firstPage: 2,
+      hasMore: true,
+      ids: [x.created.atId, 'nightly', 'soon'].sort(),
+    });
+    assert.deepEqual(x.cronOnly, ['nightly']);
+    assert.equal(x.got, '0 3 * * *');
+    assert.deepEqual(x.updated, { value: '30 4 * * 1-5', command: 'echo weekdays' });
+    assert.equal(x.afterDelete, 404);
+    assert.equal(x.badCron, 422);
+  });
+
+  it('a schedule fires on time: its command runs in the sandbox, with its envs, and the execution names it', () => {
+    const x = r.schedules;
+    assert.deepEqual(x.execution, {
+      scheduleId: 'soon',
+      status: 'succeeded',
+      statusCode: 200,
+      processName: 'soon-proc',
+    });
+    assert.equal(x.firedLogs, 'fired-schedule\n');
   });
 });
