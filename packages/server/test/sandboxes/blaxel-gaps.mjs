@@ -133,6 +133,38 @@ await step('session', async () => {
   };
 });
 
+await step('upgrade', async () => {
+  const web = `node -e "require('http').createServer((q, r) => r.end('web-ok')).listen(3000, '127.0.0.1')"`;
+  await sb.process.exec({ name: 'web', command: web, waitForPorts: [3000] });
+  const preview = await sb.previews.create({
+    metadata: { name: 'up-web' },
+    spec: { port: 3000, public: true },
+  });
+  await sb.process.exec({ name: 'survivor', command: 'echo started; sleep 2; echo finished' });
+  const pid = (await sb.process.get('survivor')).pid;
+  const answer = await sb.system.upgrade({});
+  const during = await sb.process.get('survivor');
+  const previewAfter = await (await fetch(preview.spec.url)).text();
+  const done = await sb.process.wait('survivor', { maxWait: 20_000, interval: 200 });
+  const health = await (
+    await fetch(`${sb.metadata.url}/health`, {
+      headers: { 'x-blaxel-authorization': `Bearer ${process.env.BL_API_KEY}` },
+    })
+  ).json();
+  return {
+    message: answer.message,
+    samePid: during.pid === pid,
+    statusDuring: during.status,
+    previewAfter,
+    final: {
+      status: done.status,
+      exitCode: done.exitCode,
+      logs: await sb.process.logs('survivor', 'stdout'),
+    },
+    upgraded: typeof health.upgradedAt === 'string',
+  };
+});
+
 await step('envUpdate', async () => {
   await sb.fs.write('/tmp/before-update.txt', 'ephemeral');
   await sb.process.exec({ name: 'sleeper', command: 'sleep 600' });

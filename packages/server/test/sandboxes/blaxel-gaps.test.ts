@@ -83,6 +83,17 @@ describe('@blaxel/core on the wire gaps', () => {
     assert.equal(s.listedAfterDelete, false);
   });
 
+  it('system.upgrade replaces the daemon in place: a running process finishes on time, a preview stays reachable', () => {
+    assert.deepEqual(r.upgrade, {
+      message: 'daemon reloaded (its code had not changed)',
+      samePid: true,
+      statusDuring: 'running',
+      previewAfter: 'web-ok',
+      final: { status: 'completed', exitCode: 0, logs: 'started\nfinished\n' },
+      upgraded: true,
+    });
+  });
+
   it('an update of envs restarts the sandbox and answers once it runs: new env, processes and files gone', () => {
     assert.deepEqual(r.envUpdate, {
       status: 'DEPLOYED',
