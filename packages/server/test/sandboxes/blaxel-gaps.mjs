@@ -193,9 +193,9 @@ await step('envUpdate', async () => {
 });
 
 await step('ttlExpiry', async () => {
-  const short = await SandboxInstance.create({ name: `${prefix}-ttl`, memory, ttl: '2s' });
+  const short = await SandboxInstance.create({ name: `${prefix}-ttl`, memory, ttl: '4s' });
   const before = short.status;
-  await sleep(2500);
+  await sleep(4500);
   return { before, after: (await SandboxInstance.get(`${prefix}-ttl`)).status };
 });
 
