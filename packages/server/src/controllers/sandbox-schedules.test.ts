@@ -93,7 +93,7 @@ test('an at schedule fires once when due: the daemon runs its command and an exe
     assert.equal(e.scheduleId, 'once');
     const p = await (await daemon.fetch('/process/sched-once')).json();
     assert.equal(p.command, 'echo scheduled');
-    const s = await env.get('once');
+    const s = (await env.get('once'))!;
     assert.equal(s.nextAt, undefined);
     assert.equal(s.lastRunAt, new Date(T0 + 60_500).toISOString());
     env.set(T0 + 120_000);
@@ -119,7 +119,7 @@ test('a cron schedule whose firings were missed while the server was down fires 
     const next = await restarted.tick();
     assert.equal((await env.executions()).length, 1, 'sixty missed firings make one');
     assert.equal(next, Date.parse('2026-06-01T08:01:00Z'));
-    assert.equal((await env.get('minutely')).nextAt, '2026-06-01T08:01:00.000Z');
+    assert.equal((await env.get('minutely'))?.nextAt, '2026-06-01T08:01:00.000Z');
     env.set(Date.parse('2026-06-01T08:01:00Z'));
     await restarted.tick();
     assert.equal((await env.executions()).length, 2);

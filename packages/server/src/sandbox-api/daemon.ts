@@ -73,7 +73,10 @@ function onStop(server: Server, api: SandboxApi): void {
 
 function main(): void {
   const takeover = (globalThis as Record<string, unknown>)[TAKEOVER_KEY] as Takeover | undefined;
-  if (takeover) return takeOver(takeover);
+  if (takeover) {
+    takeOver(takeover);
+    return;
+  }
   closeInheritedFds();
   // A log reader that went away must not end the daemon with EPIPE.
   process.stdout.on('error', () => undefined);
