@@ -147,4 +147,29 @@ describe('@blaxel/core on the wire gaps', () => {
     });
     assert.equal(x.firedLogs, 'fired-schedule\n');
   });
+
+  it('refuses an externalId outside 1-64 of [A-Za-z0-9._:-], and an unknown region naming the settings (422)', async () => {
+    for (const externalId of ['has space', 'x'.repeat(65), 'slash/no']) {
+      const res = await server.api('/sandboxes', {
+        method: 'POST',
+        json: { metadata: { name: 'gap-badext', externalId }, spec: { runtime: { memory: TEST_MEMORY_MB } } },
+      });
+      const body = await res.json();
+      assert.equal(res.status, 422, JSON.stringify(body));
+      assert.equal(body.errors[0].pointer, '/metadata/externalId');
+    }
+    const res = await server.api('/sandboxes', {
+      method: 'POST',
+      json: {
+        metadata: { name: 'gap-mars' },
+        spec: { region: 'mars-1', runtime: { memory: TEST_MEMORY_MB } },
+      },
+    });
+    const body = await res.json();
+    assert.equal(res.status, 422);
+    assert.match(
+      body.errors[0].message,
+      /known regions: local, us-pdx-1, .*BERTH_REGIONS and BERTH_REGION_ALIASES/,
+    );
+  });
 });
