@@ -799,6 +799,77 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sandboxes/by-external-id/{externalId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The newest sandbox with this metadata.externalId that is not being deleted */
+        get: operations["getSandboxByExternalId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Schedules of a sandbox */
+        get: operations["listSandboxSchedules"];
+        put?: never;
+        /** Create a schedule: a command run in the sandbox at set times */
+        post: operations["createSandboxSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/schedules/{scheduleId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a schedule */
+        get: operations["getSandboxSchedule"];
+        /** Replace a schedule */
+        put: operations["updateSandboxSchedule"];
+        post?: never;
+        /** Delete a schedule */
+        delete: operations["deleteSandboxSchedule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/schedule-executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Firings of a sandbox's schedules, newest first */
+        get: operations["listSandboxScheduleExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/volume_templates/{volumeTemplateName}/versions": {
         parameters: {
             query?: never;
@@ -1696,6 +1767,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
                 createdAt?: string;
                 updatedAt?: string;
                 createdBy?: string;
@@ -1756,6 +1828,9 @@ export interface components {
                     }[];
                     /** Format: date-time */
                     expires?: string;
+                    extraArgs?: {
+                        [key: string]: string;
+                    };
                     generation?: string;
                     image?: string;
                     /** @description in MB */
@@ -1766,6 +1841,8 @@ export interface components {
                         /** @enum {string} */
                         protocol?: "HTTP" | "TCP";
                     }[];
+                    snapshotEnabled?: boolean;
+                    terminationGracePeriodSeconds?: number;
                     ttl?: string;
                 };
                 volumes?: {
@@ -1797,6 +1874,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
             };
             spec: {
                 enabled?: boolean;
@@ -1849,6 +1927,9 @@ export interface components {
                     }[];
                     /** Format: date-time */
                     expires?: string;
+                    extraArgs?: {
+                        [key: string]: string;
+                    };
                     generation?: string;
                     image?: string;
                     /** @description in MB */
@@ -1859,6 +1940,8 @@ export interface components {
                         /** @enum {string} */
                         protocol?: "HTTP" | "TCP";
                     }[];
+                    snapshotEnabled?: boolean;
+                    terminationGracePeriodSeconds?: number;
                     ttl?: string;
                 };
                 volumes?: {
@@ -2261,6 +2344,63 @@ export interface components {
                 expiresAt: string;
             };
         };
+        SandboxSchedule: {
+            id: string;
+            /** @enum {string} */
+            type: "cron" | "at";
+            value: string;
+            input: {
+                command: string;
+                env?: {
+                    [key: string]: string;
+                };
+                keepAlive?: boolean;
+                name?: string;
+                timeout?: number;
+                workingDir?: string;
+            };
+            maxExecutions: number;
+            sandbox: string;
+            createdAt: string;
+            updatedAt: string;
+            /** @description next firing; absent once an `at` schedule has fired */
+            nextAt?: string;
+            lastRunAt?: string;
+        };
+        SandboxScheduleInput: {
+            id?: string;
+            /**
+             * @description `sleep` (a duration) is resolved to an `at` on create
+             * @enum {string}
+             */
+            type: "cron" | "at" | "sleep";
+            value: string;
+            input: {
+                command: string;
+                env?: {
+                    [key: string]: string;
+                };
+                keepAlive?: boolean;
+                name?: string;
+                timeout?: number;
+                workingDir?: string;
+            };
+            maxExecutions?: number;
+        };
+        SandboxScheduleExecution: {
+            id: string;
+            scheduleId: string;
+            sandbox: string;
+            executedAt: string;
+            createdAt: string;
+            /** @enum {string} */
+            status: "succeeded" | "failed";
+            /** @description HTTP status of the process start; 0 when the sandbox was not reached */
+            statusCode: number;
+            processName: string;
+            timeout: number;
+            error?: string;
+        };
         VolumeTemplateVersion: {
             bucket?: string;
             contentSize?: number;
@@ -2344,8 +2484,10 @@ export interface components {
     parameters: {
         /** @description page size */
         limit: number;
-        /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+        /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
         cursor: string;
+        /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+        apiVersion: string;
         /** @description label filter: key=value pairs separated by commas */
         labels: string;
         /** @description reveal secret values (workspace admin role) */
@@ -2366,7 +2508,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -2376,6 +2518,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -2531,7 +2675,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -2541,6 +2685,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -2696,7 +2842,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -2706,6 +2852,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -2861,7 +3009,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -2871,6 +3019,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -3026,7 +3176,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -3036,6 +3186,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -3191,7 +3343,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -3201,6 +3353,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -3356,7 +3510,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -3366,6 +3520,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -3521,7 +3677,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -3531,6 +3687,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -3686,7 +3844,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -3696,6 +3854,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -3853,7 +4013,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -3863,6 +4023,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path: {
                 sandboxName: string;
@@ -4027,7 +4189,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -4037,6 +4199,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path?: never;
             cookie?: never;
@@ -4192,7 +4356,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -4202,6 +4366,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path: {
                 vpcName: string;
@@ -4364,7 +4530,7 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
@@ -4374,6 +4540,8 @@ export interface operations {
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
             };
             path: {
                 vpcName: string;
@@ -5267,12 +5435,14 @@ export interface operations {
             query?: {
                 /** @description page size */
                 limit?: components["parameters"]["limit"];
-                /** @description opaque cursor from the X-Next-Cursor header of the previous page */
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
                 cursor?: components["parameters"]["cursor"];
                 /** @description label filter: key=value pairs separated by commas */
                 labels?: components["parameters"]["labels"];
             };
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5358,6 +5528,238 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PreviewToken"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getSandboxByExternalId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                externalId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The newest sandbox with this metadata.externalId that is not being deleted */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSandboxSchedules: {
+        parameters: {
+            query?: {
+                /** @description only this timing type */
+                type?: "cron" | "at";
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Schedules of a sandbox */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createSandboxSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SandboxScheduleInput"];
+            };
+        };
+        responses: {
+            /** @description Create a schedule: a command run in the sandbox at set times */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getSandboxSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+                scheduleId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Get a schedule */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    updateSandboxSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+                scheduleId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SandboxScheduleInput"];
+            };
+        };
+        responses: {
+            /** @description Replace a schedule */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteSandboxSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+                scheduleId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Delete a schedule */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSandboxScheduleExecutions: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Firings of a sandbox's schedules, newest first */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxScheduleExecution"][];
                 };
             };
             "4XX": components["responses"]["Problem"];

@@ -1,7 +1,7 @@
 // The server setting that opens private ranges to sandboxes: parsed strictly, normalised for the firewall.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { loadConfig, parseCidrList } from './config.js';
+import { loadConfig, parseCidrList, parseRegionAliases, regionNames } from './config.js';
 
 test('BERTH_SANDBOX_ALLOW_CIDRS: empty by default; entries normalised; a bare address is a /32', () => {
   assert.deepEqual(loadConfig({}, {}).sandboxAllowCidrs, []);
@@ -16,4 +16,27 @@ test('BERTH_SANDBOX_ALLOW_CIDRS: anything but IPv4 CIDRs fails start-up naming t
       () => parseCidrList(bad),
       new RegExp(`not an IPv4 CIDR: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`),
     );
+});
+
+test("BERTH_REGION_ALIASES: by default the service's region names stand for the first region", () => {
+  const cfg = loadConfig({}, { BERTH_REGIONS: 'home,lab' });
+  assert.deepEqual(cfg.regionAliases, {
+    'us-pdx-1': 'home',
+    'us-was-1': 'home',
+    'eu-lon-1': 'home',
+    'eu-dub-1': 'home',
+  });
+  assert.deepEqual(regionNames(cfg), ['home', 'lab', 'us-pdx-1', 'us-was-1', 'eu-lon-1', 'eu-dub-1']);
+  assert.deepEqual(loadConfig({}, { BERTH_REGION_ALIASES: '' }).regionAliases, {});
+  assert.deepEqual(loadConfig({}, { BERTH_REGION_ALIASES: 'eu-lon-1=local' }).regionAliases, {
+    'eu-lon-1': 'local',
+  });
+});
+
+test('BERTH_REGION_ALIASES: an alias of a region not served, or not name=region, fails start-up naming it', () => {
+  assert.throws(
+    () => parseRegionAliases('us-pdx-1=mars', ['local']),
+    /BERTH_REGION_ALIASES: us-pdx-1=mars .*BERTH_REGIONS/,
+  );
+  assert.throws(() => parseRegionAliases('us-pdx-1', ['local']), /expected name=region/);
 });

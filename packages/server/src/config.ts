@@ -8,6 +8,12 @@ export interface Config {
   dataDir: string;
   /** Regions a spec may name; the first is the default. */
   regions: string[];
+  /**
+   * Other region names a spec may use, each standing for one of `regions` (BERTH_REGION_ALIASES, `name=region`
+   * pairs): by default the service's own names, so code written for it (which passes one) runs unchanged.
+   * An object keeps the name it was given.
+   */
+  regionAliases: Record<string, string>;
   /** Domain with wildcard DNS for `sbx-<name>-<ws>.<region>.<host>` addresses, if any. */
   inferenceHost?: string;
   /** Public base URL of this server, used in `metadata.url`; derived from host/port when absent. */
@@ -30,6 +36,9 @@ export interface Config {
   sandboxAllowCidrs: string[];
 }
 
+/** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
+export const SERVICE_REGIONS = ['us-pdx-1', 'us-was-1', 'eu-lon-1', 'eu-dub-1'];
+
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
@@ -44,16 +53,18 @@ export function loadConfig(
   const port = Number(pick('port', 'BERTH_PORT') ?? 8080);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new Error(`invalid port: ${pick('port', 'BERTH_PORT')}`);
+  const regions = (env.BERTH_REGIONS ?? 'local')
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
   const standby = Number(pick('standbyAfter', 'BERTH_STANDBY_AFTER') ?? 15);
   if (!(standby > 0)) throw new Error('standby-after must be a positive number of seconds');
   return {
     host: pick('host', 'BERTH_HOST') ?? '127.0.0.1',
     port,
     dataDir: resolve(pick('dataDir', 'BERTH_DATA_DIR') ?? join(homedir(), '.berth')),
-    regions: (env.BERTH_REGIONS ?? 'local')
-      .split(',')
-      .map((r) => r.trim())
-      .filter(Boolean),
+    regions,
+    regionAliases: parseRegionAliases(env.BERTH_REGION_ALIASES, regions),
     inferenceHost: env.BERTH_INFERENCE_HOST || undefined,
     publicUrl: env.BERTH_PUBLIC_URL || undefined,
     bodyLimit: Number(env.BERTH_BODY_LIMIT ?? DEFAULT_BODY_LIMIT),
@@ -86,3 +97,32 @@ export function parseCidrList(text: string): string[] {
       return `${[24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256).join('.')}/${bits}`;
     });
 }
+
+/**
+ * `name=region` pairs (comma- or space-separated) whose region must be one served; unset = the service's names
+ * (SERVICE_REGIONS) standing for the first region, empty = none. A served region's own name is never an alias.
+ */
+export function parseRegionAliases(text: string | undefined, regions: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (text === undefined) {
+    for (const n of SERVICE_REGIONS) if (!regions.includes(n)) out[n] = regions[0];
+    return out;
+  }
+  for (const entry of text.split(/[\s,]+/).filter(Boolean)) {
+    const [name, target, extra] = entry.split('=');
+    if (!name || !target || extra !== undefined)
+      throw new Error(`BERTH_REGION_ALIASES: expected name=region, got ${entry}`);
+    if (!regions.includes(target))
+      throw new Error(
+        `BERTH_REGION_ALIASES: ${entry} names region ${target}, which BERTH_REGIONS does not serve`,
+      );
+    if (!regions.includes(name)) out[name] = target;
+  }
+  return out;
+}
+
+/** Every region name a spec may use: the served regions (the first is the default), then their aliases. */
+export const regionNames = (c: Pick<Config, 'regions' | 'regionAliases'>) => [
+  ...c.regions,
+  ...Object.keys(c.regionAliases),
+];

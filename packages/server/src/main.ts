@@ -9,18 +9,20 @@ import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
+import * as sandboxSchedules from './api/sandbox-schedules.js';
 import { createAuth } from './auth/index.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
-import type { Config } from './config.js';
+import { type Config, regionNames } from './config.js';
 import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
+import { ScheduleRunner } from './controllers/sandbox-schedules.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
-import { sandboxCreateHook } from './api/sandboxes.js';
+import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
 import { createPrivateFile, secureDataDir } from './store/data-dir.js';
@@ -64,7 +66,7 @@ export async function startServer(
     defaultRegion: config.regions[0],
   });
   const resources = new Resources(store, KINDS, box, {
-    regions: config.regions,
+    regions: regionNames(config),
     urlOf,
     labelsOf: hostLabelsOf,
   });
@@ -82,8 +84,12 @@ export async function startServer(
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   await app.register(
     async (v0) => {
-      registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
-      for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
+      registerCrud(v0, KINDS, {
+        resources,
+        createHooks: { Sandbox: sandboxCreateHook({ resources }) },
+        replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
+      });
+      for (const m of [previewTokens, templateVersions, sandboxSchedules]) m.register(v0, { resources });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
@@ -115,6 +121,13 @@ export async function startServer(
   });
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
+  const schedules = new ScheduleRunner({
+    resources,
+    logger,
+    now: Date.now,
+    startProcess: (ws, name, body) => gateway.callSandbox(ws, name, 'POST', '/process', body),
+  });
+  schedules.start();
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
@@ -126,6 +139,7 @@ export async function startServer(
     store,
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
+      await schedules.stop();
       await gateway.close();
       await expiry.stop();
       await controllers.stop();

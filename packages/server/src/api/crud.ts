@@ -5,7 +5,9 @@ import { unknownFieldIssues } from '../kinds/field-suggestions.js';
 import { checkBody, schemasOf } from '../kinds/schema.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import type { Resources, WriteResult } from '../store/resources.js';
-import { ApiError } from '../errors.js';
+import type { StoredObject } from '../store/store.js';
+import { ApiError, notFound } from '../errors.js';
+import { isGone } from '../kinds/status.js';
 import { listPage } from './pagination.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
@@ -19,6 +21,8 @@ export interface CrudDeps {
   resources: Resources;
   /** By kind name. */
   createHooks?: Record<string, CreateHook>;
+  /** By kind name: wraps a kind's PUT the same way (e.g. a sandbox answers once it runs its new spec). */
+  replaceHooks?: Record<string, CreateHook>;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -62,10 +66,45 @@ function refuseUnknown(kd: KindDescriptor, raw: unknown, pathName?: string) {
   });
 }
 
+/**
+ * Which stored objects a list shows: TERMINATED records (kept for a while after a delete) only with
+ * `?showTerminated=true`, as the service does; a child object (e.g. a preview, which the SDK's sessions are)
+ * leaves its parent's list as soon as its delete is accepted; with `?externalId=`, only objects carrying it.
+ */
+function listFilter(kd: KindDescriptor, req: FastifyRequest): ((o: StoredObject) => boolean) | undefined {
+  const q = (req.query ?? {}) as Record<string, string>;
+  const showTerminated = q.showTerminated === 'true';
+  const ext = kd.metadataInput?.externalId ? q.externalId : undefined;
+  const hideDeleting = !!kd.parents?.length;
+  if (showTerminated && ext === undefined && !hideDeleting) return undefined;
+  return (o) =>
+    (showTerminated || o.body.status !== 'TERMINATED') &&
+    !(hideDeleting && isGone(o)) &&
+    (ext === undefined || o.body.metadata?.externalId === ext);
+}
+
+/** The most recently created object with this externalId that is not being deleted (as read now), if any. */
+async function byExternalId(
+  resources: Resources,
+  kd: KindDescriptor,
+  workspace: string,
+  parents: string[],
+  externalId: string,
+) {
+  let best: any;
+  for (const o of await resources.store.list({ kind: kd.kind, workspace, parent: parents.join('/') })) {
+    if (o.body.metadata?.externalId !== externalId) continue;
+    const view = resources.view(kd, o);
+    if (isGone(view)) continue;
+    if (!best || String(view.metadata.createdAt) > String(best.metadata.createdAt)) best = view;
+  }
+  return best;
+}
+
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {} }: CrudDeps,
+  { resources, createHooks = {}, replaceHooks = {} }: CrudDeps,
 ) {
   for (const kd of kinds) {
     const coll = toFastifyPath(kd.path);
@@ -88,9 +127,28 @@ export function registerCrud(
       const show = wantsSecrets(req);
       const parents = parentsOf(kd, req.params as Record<string, string>);
       await resources.checkParents(kd, a.workspace, parents);
-      const page = await listPage(resources.store, kd.kind, a.workspace, parents.join('/'), req, reply);
+      const page = await listPage(
+        resources.store,
+        kd.kind,
+        a.workspace,
+        parents.join('/'),
+        req,
+        reply,
+        listFilter(kd, req),
+      );
       return page.map((o) => resources.view(kd, o, show));
     });
+
+    if (kd.metadataInput?.externalId)
+      app.get(`${coll}/by-external-id/:externalId`, async (req) => {
+        const a = requireRole(req, readRole);
+        const params = req.params as Record<string, string>;
+        const parents = parentsOf(kd, params);
+        await resources.checkParents(kd, a.workspace, parents);
+        const found = await byExternalId(resources, kd, a.workspace, parents, params.externalId);
+        if (!found) throw notFound(`${kd.kind} with externalId ${JSON.stringify(params.externalId)}`);
+        return found;
+      });
 
     app.get(item, async (req) => {
       const a = requireRole(req, readRole);
@@ -113,7 +171,8 @@ export function registerCrud(
     app.put(item, async (req, reply) => {
       const params = req.params as Record<string, string>;
       if (ctxOf(req).strict) refuseUnknown(kd, req.body, params[kd.nameParam]);
-      const r = await resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
+      const replace = () => resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
+      const r = await (replaceHooks[kd.kind]?.(req, reply, replace) ?? replace());
       warnDropped(reply, r.dropped);
       return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });

@@ -20,6 +20,7 @@ import type { Role } from '../kinds/types.js';
 import type { Store } from '../store/store.js';
 import { ApiError, notFound } from '../errors.js';
 import { invitationView, memberView, principalOf } from './members.js';
+import { answerList } from './api-version.js';
 
 /** Writes (or re-offers with a new role) a pending invitation of `subject` to workspace `ws`. */
 export async function invite(store: Store, actor: string, ws: string, subject: string, role: Role) {
@@ -71,7 +72,8 @@ export function registerInvitations(v0: FastifyInstance, ctx: AuthContext) {
   }
 
   // The invitations addressed to the caller, or (for an admin of its home workspace) to `?subject=`.
-  v0.get('/invitations', async (req) => {
+  v0.get('/invitations', async (req, reply) => {
+    answerList(req, reply);
     const q = (req.query ?? {}) as Record<string, string>;
     const subject = q.subject ?? principalOf(req).subject;
     if (!(await mayActFor(store, principalOf(req).subject, subject))) return [];
@@ -83,7 +85,8 @@ export function registerInvitations(v0: FastifyInstance, ctx: AuthContext) {
     return out;
   });
 
-  v0.get('/workspaces/:name/invitations', async (req) => {
+  v0.get('/workspaces/:name/invitations', async (req, reply) => {
+    answerList(req, reply);
     const { name } = req.params as { name: string };
     const a = await authenticator.accessIn(principalOf(req), name);
     if (!atLeast(a.role, 'admin'))

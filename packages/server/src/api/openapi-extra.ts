@@ -9,6 +9,7 @@ import { VolumeTemplateVersion as VersionSchema } from '../kinds/volume-template
 import { Template } from '../templates/schema.js';
 import type { OAuthErrorCode } from './oauth.js';
 import * as previewTokens from './preview-tokens.js';
+import * as schedules from './sandbox-schedules.js';
 import * as serviceAccounts from './service-accounts.js';
 import * as versions from './volume-template-versions.js';
 import * as workspaces from './workspaces.js';
@@ -259,6 +260,42 @@ const SA = 'ServiceAccount';
 const SA_KEYS = '/service_accounts/{clientId}/api_keys';
 const TOKENS = '/sandboxes/{sandboxName}/previews/{previewName}/tokens';
 const VERSIONS = '/volume_templates/{volumeTemplateName}/versions';
+const SCHEDULES = '/sandboxes/{sandboxName}/schedules';
+
+/** A sandbox schedule as answered (api/sandbox-schedules.ts scheduleView). */
+const ScheduleEntry = Type.Object(
+  {
+    id: Str(),
+    type: Type.Union([Type.Literal('cron'), Type.Literal('at')]),
+    value: Str(),
+    input: schedules.ScheduleInput,
+    maxExecutions: Int(),
+    sandbox: Str(),
+    createdAt: Str(),
+    updatedAt: Str(),
+    nextAt: opt(Str({ description: 'next firing; absent once an `at` schedule has fired' })),
+    lastRunAt: opt(Str()),
+  },
+  { $id: 'SandboxSchedule' },
+);
+const ScheduleExecution = Type.Object(
+  {
+    id: Str(),
+    scheduleId: Str(),
+    sandbox: Str(),
+    executedAt: Str(),
+    createdAt: Str(),
+    status: Type.Union([Type.Literal('succeeded'), Type.Literal('failed')]),
+    statusCode: Int({ description: 'HTTP status of the process start; 0 when the sandbox was not reached' }),
+    processName: Str(),
+    timeout: Int(),
+    error: opt(Str()),
+  },
+  { $id: 'SandboxScheduleExecution' },
+);
+const ScheduleBody = named(schedules.ScheduleBody, 'SandboxScheduleInput', {
+  type: '`sleep` (a duration) is resolved to an `at` on create',
+});
 
 export const EXTRA_PATHS: ExtraPaths = {
   '/openapi.json': {
@@ -467,6 +504,72 @@ export const EXTRA_PATHS: ExtraPaths = {
       tag: 'PreviewToken',
       requiresKind: 'Preview',
       response: PreviewToken,
+    },
+  },
+  '/sandboxes/by-external-id/{externalId}': {
+    get: {
+      operationId: 'getSandboxByExternalId',
+      summary: 'The newest sandbox with this metadata.externalId that is not being deleted',
+      tag: 'Sandbox',
+      requiresKind: 'Sandbox',
+      response: ref('Sandbox'),
+    },
+  },
+  [SCHEDULES]: {
+    get: {
+      operationId: 'listSandboxSchedules',
+      summary: 'Schedules of a sandbox',
+      tag: 'SandboxSchedule',
+      requiresKind: 'Sandbox',
+      paged: true,
+      query: {
+        type: Type.Union([Type.Literal('cron'), Type.Literal('at')], {
+          description: 'only this timing type',
+        }),
+      },
+      response: Type.Array(ScheduleEntry),
+    },
+    post: {
+      operationId: 'createSandboxSchedule',
+      summary: 'Create a schedule: a command run in the sandbox at set times',
+      tag: 'SandboxSchedule',
+      requiresKind: 'Sandbox',
+      body: ScheduleBody,
+      response: ScheduleEntry,
+    },
+  },
+  [`${SCHEDULES}/{scheduleId}`]: {
+    get: {
+      operationId: 'getSandboxSchedule',
+      summary: 'Get a schedule',
+      tag: 'SandboxSchedule',
+      requiresKind: 'Sandbox',
+      response: ScheduleEntry,
+    },
+    put: {
+      operationId: 'updateSandboxSchedule',
+      summary: 'Replace a schedule',
+      tag: 'SandboxSchedule',
+      requiresKind: 'Sandbox',
+      body: ScheduleBody,
+      response: ScheduleEntry,
+    },
+    delete: {
+      operationId: 'deleteSandboxSchedule',
+      summary: 'Delete a schedule',
+      tag: 'SandboxSchedule',
+      requiresKind: 'Sandbox',
+      response: ScheduleEntry,
+    },
+  },
+  '/sandboxes/{sandboxName}/schedule-executions': {
+    get: {
+      operationId: 'listSandboxScheduleExecutions',
+      summary: "Firings of a sandbox's schedules, newest first",
+      tag: 'SandboxSchedule',
+      requiresKind: 'Sandbox',
+      paged: true,
+      response: Type.Array(ScheduleExecution),
     },
   },
   [VERSIONS]: {

@@ -80,8 +80,15 @@ const PARAMETERS: Record<string, Param> = {
   cursor: query(
     'cursor',
     { type: 'string' },
-    'opaque cursor from the X-Next-Cursor header of the previous page',
+    'opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page',
   ),
+  apiVersion: {
+    name: 'Blaxel-Version',
+    in: 'header',
+    schema: { type: 'string', format: 'date' },
+    description:
+      'API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019)',
+  },
   labels: query('labels', { type: 'string' }, 'label filter: key=value pairs separated by commas'),
   show_secrets: query('show_secrets', { type: 'boolean' }, 'reveal secret values (workspace admin role)'),
   fieldValidation: query(
@@ -163,6 +170,7 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
         paramRef('cursor'),
         paramRef('labels'),
         paramRef('show_secrets'),
+        paramRef('apiVersion'),
       ],
       responses: ok(`${plural}, ordered by name`, { type: 'array', items: outRef }, PAGE_HEADERS),
     },
@@ -229,7 +237,8 @@ function extraOperation(path: string, op: ExtraOperation, c: SchemaCollector) {
       schema: c.inline(schema),
       ...(schema.description ? { description: schema.description } : {}),
     });
-  if (op.paged) params.push(paramRef('limit'), paramRef('cursor'), paramRef('labels'));
+  if (op.paged)
+    params.push(paramRef('limit'), paramRef('cursor'), paramRef('labels'), paramRef('apiVersion'));
   if (!op.public) params.push(paramRef('workspace'));
   const content: Record<string, unknown> = {};
   if (op.body) {

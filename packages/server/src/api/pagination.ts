@@ -1,8 +1,10 @@
 // Lists: `?limit=` (default 100, max 1000), opaque `?cursor=`, `?labels=k=v,...`; ordered by name.
-// The body stays a bare array (the SDK needs that for previews); the next cursor rides in headers.
+// The page is answered in the shape the caller's API version asks for (api-version.ts): a bare array with the
+// next cursor in headers, or `{data, meta}`.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Store } from '../store/store.js';
+import type { Store, StoredObject } from '../store/store.js';
 import { ApiError } from '../errors.js';
+import { answerList } from './api-version.js';
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
@@ -47,6 +49,11 @@ export function parseLimit(s: string | undefined) {
   return n;
 }
 
+/**
+ * One page of a kind's objects under `parent`, answered (through `reply`) in the caller's version. `keep`, when
+ * given, drops objects from the page (e.g. terminated sandboxes); pages are then refilled from the store, so a
+ * page holds `limit` kept objects while there are more.
+ */
 export async function listPage(
   store: Store,
   kind: string,
@@ -54,25 +61,30 @@ export async function listPage(
   parent: string,
   req: FastifyRequest,
   reply: FastifyReply,
+  keep?: (o: StoredObject) => boolean,
 ) {
   const q = (req.query ?? {}) as Record<string, string>;
   const limit = parseLimit(q.limit);
-  const after = q.cursor ? decodeCursor(q.cursor) : undefined;
-  const items = await store.list({
-    kind,
-    workspace,
-    parent,
-    after,
-    limit: limit + 1,
-    labels: parseLabels(q.labels),
-  });
+  let after = q.cursor ? decodeCursor(q.cursor) : undefined;
+  const labels = parseLabels(q.labels);
+  const items: StoredObject[] = [];
+  let more = false;
+  for (;;) {
+    const batch = await store.list({ kind, workspace, parent, after, limit: limit + 1, labels });
+    const full = batch.length > limit;
+    for (const o of full ? batch.slice(0, limit) : batch) if (!keep || keep(o)) items.push(o);
+    if (!full) break;
+    after = batch[limit - 1].name;
+    if (items.length >= limit) {
+      more = true;
+      break;
+    }
+  }
   if (items.length > limit) {
     items.length = limit;
-    const cursor = encodeCursor(items[limit - 1].name);
-    const url = new URL(req.url, 'http://x');
-    url.searchParams.set('cursor', cursor);
-    reply.header('X-Next-Cursor', cursor);
-    reply.header('Link', `<${url.pathname}${url.search}>; rel="next"`);
+    more = true;
   }
+  // A refilled page may end before the store's batch did: the cursor is the last name answered.
+  answerList(req, reply, { kind, nextCursor: more ? encodeCursor(items[items.length - 1].name) : undefined });
   return items;
 }

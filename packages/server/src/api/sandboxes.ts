@@ -1,4 +1,4 @@
-// POST /v0/sandboxes answers once the sandbox runs, because the service's SDK uses the answer at once
+// POST /v0/sandboxes (and a PUT of a new spec) answers once the sandbox runs, because the service's SDK uses the answer at once
 // (docs/compat.md): it waits on the store watch for the object to be DEPLOYED, bounded; past the bound it
 // answers 504 with the object as it is, and the SDK polls GET. `?createIfNotExist=true` answers the
 // existing sandbox instead of a 409; a TERMINATED record kept for retention never blocks a new create.
@@ -98,6 +98,25 @@ export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number 
         'NOT_FOUND',
         `sandbox ${JSON.stringify(result.object.name)} was deleted while it started`,
       );
+    if (!settled) reply.code(504);
+    return { object, dropped: result.dropped };
+  };
+}
+
+/**
+ * A PUT that moves the sandbox back to DEPLOYING (a new spec; new envs restart it) answers once it runs again,
+ * as the service's update does, within the same bound as a create (then 504 with the object as it is).
+ */
+export function sandboxReplaceHook(deps: { resources: Resources; waitMs?: number }): CreateHook {
+  return async (_req, reply, replace) => {
+    const result = await replace();
+    if (!SETTLING.has(result.object.body.status)) return result;
+    const { object, settled } = await waitSettled(
+      deps.resources.store,
+      keyOf(result.object),
+      deps.waitMs ?? CREATE_WAIT_MS,
+    );
+    if (!object) return result;
     if (!settled) reply.code(504);
     return { object, dropped: result.dropped };
   };

@@ -27,6 +27,7 @@ import {
 import { DURATION_PATTERN } from '../kinds/common.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { requireRole } from '../auth/require-role.js';
+import { answerList } from './api-version.js';
 
 const SaName = Type.String({ minLength: 1, maxLength: 253 });
 const Description = Type.String({ maxLength: 1024 });
@@ -114,8 +115,9 @@ export function registerServiceAccounts(v0: FastifyInstance, ctx: AuthContext) {
     return serviceAccountView(sa, secret);
   });
 
-  v0.get('/service_accounts', async (req) => {
+  v0.get('/service_accounts', async (req, reply) => {
     const a = requireRole(req, 'admin');
+    answerList(req, reply);
     const list = await store.list({ kind: K.serviceAccount, workspace: a.workspace, parent: '' });
     return list.map((o) => serviceAccountView(o.body as ServiceAccountRecord));
   });
@@ -197,8 +199,9 @@ export function registerServiceAccounts(v0: FastifyInstance, ctx: AuthContext) {
     return apiKeyView(rec, apiKey);
   });
 
-  v0.get('/service_accounts/:clientId/api_keys', async (req) => {
+  v0.get('/service_accounts/:clientId/api_keys', async (req, reply) => {
     const { sa } = await mustGet(req);
+    answerList(req, reply);
     const list = await store.list({ kind: K.apiKey, workspace: sa.workspace, parent: sa.client_id });
     return list.map((o) => apiKeyView(o.body as ApiKeyRecord));
   });

@@ -12,6 +12,7 @@ import { keyOf, StoreError, type StoredObject } from '../store/store.js';
 import { requireRole } from '../auth/require-role.js';
 import { warnDropped } from './crud.js';
 import { ApiError, invalid, notFound } from '../errors.js';
+import { answerList } from './api-version.js';
 
 /** Versions one template keeps; older ones are deleted explicitly, never dropped silently. */
 export const MAX_VERSIONS = 100;
@@ -75,9 +76,10 @@ export function register(v0: FastifyInstance, deps: VersionDeps) {
     }
   }
 
-  v0.get(base, async (req) => {
+  v0.get(base, async (req, reply) => {
     const a = requireRole(req, 'viewer');
     const t = await templateOf(req, a.workspace);
+    answerList(req, reply);
     return t.body.versions ?? [];
   });
 

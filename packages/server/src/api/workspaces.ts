@@ -26,6 +26,7 @@ import { ApiError, notFound } from '../errors.js';
 import { mayActFor } from '../auth/tenancy.js';
 import { invite } from './invitations.js';
 import { memberView, principalOf } from './members.js';
+import { answerList } from './api-version.js';
 
 export { memberView };
 
@@ -92,8 +93,9 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
     return workspaceView(rec);
   });
 
-  v0.get('/workspaces', async (req) => {
+  v0.get('/workspaces', async (req, reply) => {
     const p = principalOf(req);
+    answerList(req, reply);
     const mine = await store.list({ kind: K.membership, workspace: '_', parent: p.subject });
     const out = [];
     for (const m of mine) {
@@ -153,9 +155,10 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
     return workspaceView(cur.body as WorkspaceRecord);
   });
 
-  v0.get('/workspaces/:name/members', async (req) => {
+  v0.get('/workspaces/:name/members', async (req, reply) => {
     const { name } = req.params as { name: string };
     await roleIn(req, name, 'viewer');
+    answerList(req, reply);
     const list = await store.list({ kind: K.member, workspace: name, parent: '' });
     return list.map((m) => memberView(m.body as MemberRecord));
   });

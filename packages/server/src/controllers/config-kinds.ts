@@ -9,7 +9,7 @@ export const CONFIG_PROFILES: Record<string, ConfigProfile> = {
     check(o, { resources }) {
       const region = o.body.spec?.region;
       if (region !== undefined && !resources.regions.includes(region))
-        return `region ${JSON.stringify(region)} is not configured on this server; known: ${resources.regions.join(', ')}`;
+        return `region ${JSON.stringify(region)} is not configured on this server; known: ${resources.regions.join(', ')} (settings BERTH_REGIONS and BERTH_REGION_ALIASES)`;
     },
     deployedMessage: 'egress routed through the host',
   },

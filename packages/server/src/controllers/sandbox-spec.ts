@@ -1,10 +1,10 @@
 // From a Sandbox object's spec to what the runtime driver runs. The only place secret envs are opened.
-import { SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
+import { DEFAULT_SANDBOX_IMAGE, SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
 import { defaultCpuShares, type SandboxSpec } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 
 /** The image a spec without one runs: the runtime maps any image it has not installed to the host userland. */
-export const DEFAULT_SANDBOX_IMAGE = 'blaxel/base-image:latest';
+export { DEFAULT_SANDBOX_IMAGE };
 /**
  * Tasks (threads count) per sandbox: room for a dev server, a language server and a test runner at once,
  * while a fork bomb stays contained.
@@ -32,4 +32,22 @@ export function runtimeSpecOf(resources: Resources, spec: any): SandboxSpec {
     // Volumes attach once the volume runtime exists; until then a sandbox runs without them.
     volumes: [],
   };
+}
+
+/**
+ * What a spec asks that this runtime does not do, in one sentence for the sandbox's events (undefined when
+ * nothing): the service's kernel variants (`extraArgs`), snapshots, and a stop grace period.
+ */
+export function unappliedRuntimeFields(spec: any): string | undefined {
+  const rt = spec?.runtime ?? {};
+  const out: string[] = [];
+  const args = Object.entries((rt.extraArgs ?? {}) as Record<string, string>);
+  if (args.length)
+    out.push(
+      `runtime.extraArgs ${args.map(([k, v]) => `${k}=${v}`).join(', ')} (sandboxes here share the host kernel: there are no kernel variants, and a sandbox cannot change its own firewall)`,
+    );
+  if (rt.snapshotEnabled) out.push('runtime.snapshotEnabled (this server has no snapshots)');
+  if (rt.terminationGracePeriodSeconds)
+    out.push('runtime.terminationGracePeriodSeconds (a stopped sandbox is killed at once)');
+  return out.length ? `not applied: ${out.join('; ')}` : undefined;
 }

@@ -19,6 +19,7 @@ import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { ControllerManager } from './manager.js';
 import { DONE, TerminalError } from './reconciler.js';
+import { runtimeSpecOf } from './sandbox-spec.js';
 import { DEFAULT_TERMINATED_RETENTION, LIVE_RECHECK_MS, sandboxReconciler } from './sandbox.js';
 
 const T0 = Date.parse('2026-03-01T12:00:00Z');
@@ -243,17 +244,10 @@ test('a DELETE that lands while the sandbox is starting ends TERMINATED, never D
 test('a sandbox the runtime still runs (after a server restart) is adopted, not started again', async () => {
   const env = await setup();
   try {
-    await env.create('kept', { runtime: { envs: [{ name: 'A', value: '1' }] } });
+    const o = await env.create('kept', { runtime: { envs: [{ name: 'A', value: '1' }] } });
     const id = sandboxId('default', 'kept');
-    await env.driver.ensure(id, {
-      memoryMb: 4096,
-      pidsMax: 2048,
-      cpuShares: 2048,
-      diskMb: 4096,
-      envs: {},
-      image: 'x',
-      volumes: [],
-    });
+    // Started by the server before its restart, from the same spec.
+    await env.driver.ensure(id, runtimeSpecOf(env.resources, o.object.body.spec));
     const pid = (await env.driver.inspect(id))!.pid;
     await env.reconcile('kept');
     const b = await env.get('kept');
@@ -264,6 +258,55 @@ test('a sandbox the runtime still runs (after a server restart) is adopted, not 
     assert.equal(env.driver.creations, 1);
     assert.equal((await env.driver.inspect(id))!.pid, pid, 'the same processes');
     assert.equal(logged(env.lines, 'sandbox deployed')[0].adopted, true);
+  } finally {
+    await env.close();
+  }
+});
+
+test('a PUT that changes the envs starts the sandbox again; one that changes anything else keeps it', async () => {
+  const env = await setup();
+  try {
+    await env.create('envy', { runtime: { envs: [{ name: 'A', value: '1' }] } });
+    await env.reconcile('envy');
+    const id = sandboxId('default', 'envy');
+    const first = (await env.driver.inspect(id))!;
+    const put = async (spec: object) => {
+      const cur = await env.get('envy');
+      await env.resources.replace(sandboxKind, CTX, 'envy', {
+        metadata: cur.metadata,
+        spec: { ...cur.spec, ...spec },
+      });
+      await env.reconcile('envy');
+      return env.get('envy');
+    };
+    const b = await put({ runtime: { ...(await env.get('envy')).spec.runtime, ttl: '1h' } });
+    assert.equal(b.status, 'DEPLOYED');
+    assert.equal((await env.driver.inspect(id))!.pid, first.pid, 'a ttl change keeps the processes');
+    const c = await put({
+      runtime: { ...(await env.get('envy')).spec.runtime, envs: [{ name: 'A', value: '2' }] },
+    });
+    assert.equal(c.status, 'DEPLOYED');
+    const second = (await env.driver.inspect(id))!;
+    assert.notEqual(second.pid, first.pid, 'new envs: a new sandbox');
+    assert.notEqual(second.specHash, first.specHash);
+    assert.equal(env.driver.creations, 2);
+  } finally {
+    await env.close();
+  }
+});
+
+test('runtime fields this server cannot honour are named in an event once the sandbox runs', async () => {
+  const env = await setup();
+  try {
+    await env.create('args', { runtime: { extraArgs: { iptables: 'enabled' }, snapshotEnabled: true } });
+    await env.reconcile('args');
+    const b = await env.get('args');
+    assert.equal(b.status, 'DEPLOYED');
+    assert.deepEqual(b.spec.runtime.extraArgs, { iptables: 'enabled' });
+    assert.match(
+      b.events.at(-1).message,
+      /not applied: runtime.extraArgs iptables=enabled .*runtime.snapshotEnabled/,
+    );
   } finally {
     await env.close();
   }

@@ -2,18 +2,18 @@
 //   DEPLOYING → (driver.ensure, /health answers) → DEPLOYED with state RUNNING; a start that fails is FAILED.
 //   enabled: false → DEACTIVATING → (driver.remove) → DEACTIVATED; enabled again → DEPLOYING, a fresh sandbox.
 //   DELETING → (driver.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
-// A sandbox the runtime still runs is never touched: after a server restart it is adopted as it is (same
-// processes, frozen or not); a spec update's envs apply to the processes started from then on.
+// A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
+// a spec update that changes what runs (its envs) starts it again.
 import { durationMs } from '../kinds/rules.js';
 import { isGone } from '../kinds/status.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
+import { type RuntimeDriver, specHash } from '../runtime/driver.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 import { keyOf, type StoredObject } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';
-import { runtimeSpecOf } from './sandbox-spec.js';
+import { runtimeSpecOf, unappliedRuntimeFields } from './sandbox-spec.js';
 
 /** Kept after deletion so a client polling the sandbox sees TERMINATED rather than a bare 404. */
 export const DEFAULT_TERMINATED_RETENTION = '5m';
@@ -64,6 +64,8 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     });
     if (!d) return DONE;
     log(d, 'sandbox deployed', { ms: deployMs(d) });
+    const unapplied = unappliedRuntimeFields(o.body.spec);
+    if (unapplied) await resources.recordEvent(keyOf(o), unapplied);
     return { requeueAfterMs: LIVE_RECHECK_MS };
   }
 
@@ -100,12 +102,12 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       const info = await driver.inspect(id);
       if (!info || info.state === 'dead') return start(o, id, signal);
       if (o.body.status !== 'DEPLOYED') {
-        // Live already: a spec update (or a restart mid-way) that needs no new sandbox. Envs are the one
-        // runtime setting that applies live: to the processes started from now on.
-        await driver.setEnvs(id, runtimeSpecOf(resources, o.body.spec).envs);
+        // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
+        // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
+        if (info.specHash !== specHash(runtimeSpecOf(resources, o.body.spec))) return start(o, id, signal);
         const d = await resources.updateStatus(key, {
           to: 'DEPLOYED',
-          message: 'deployed: sandbox running (kept as it was; envs apply to processes started from now on)',
+          message: 'deployed: sandbox running (kept as it was)',
           extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
           when: stillDeploying,
         });

@@ -14,6 +14,7 @@ import type { RuntimeDriver } from '../runtime/driver.js';
 import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
 import { Activator } from './activator.js';
+import { type SandboxCall, sandboxCaller } from './sandbox-call.js';
 import { IdleSweeper } from './idle.js';
 import { type Address, parseAddress } from './parse-address.js';
 import { PreviewHosts } from './previews.js';
@@ -38,6 +39,8 @@ export interface GatewayDeps {
 export interface Gateway {
   /** Epoch ms of a sandbox's last request as the gateway saw it (fresher than the stored lastUsedAt). */
   lastUsedMs(workspace: string, name: string): number | undefined;
+  /** A call the server itself makes to a sandbox's API, waking it if needed (sandbox-call.ts). */
+  callSandbox: SandboxCall;
   close(): Promise<void>;
 }
 
@@ -147,6 +150,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   server.on('upgrade', onUpgrade);
 
   return {
+    callSandbox: sandboxCaller(targets, activator),
     lastUsedMs: (workspace, name) => {
       const t = targets.get(workspace, name);
       return t && activator.view(t).lastUsedMs;

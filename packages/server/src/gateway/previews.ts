@@ -11,6 +11,12 @@ import type { Store } from '../store/store.js';
 import { PREVIEW_LABEL_PREFIX, type PreviewAddress } from './address.js';
 import { authorize, CREDENTIAL_HEADERS, PREVIEW_TOKEN_COOKIE, PREVIEW_TOKEN_HEADERS } from './auth.js';
 
+/**
+ * The port that stands for the sandbox API itself (443, the service's convention): the SDK's sessions are private
+ * previews of it, and talk to the daemon (processes, files, logs, watch) with the preview token alone.
+ */
+export const SANDBOX_API_PREVIEW_PORT = 443;
+
 /** A private preview's token may come in a header (PREVIEW_TOKEN_HEADERS), this query parameter, or the cookie. */
 export const TOKEN_QUERY = 'bl_preview_token';
 

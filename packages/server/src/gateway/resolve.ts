@@ -8,7 +8,7 @@ import type { Store } from '../store/store.js';
 import { routeSandboxLabel } from './address.js';
 import { authorize } from './auth.js';
 import type { Address, AddressKind } from './parse-address.js';
-import { admitPreview } from './previews.js';
+import { admitPreview, SANDBOX_API_PREVIEW_PORT } from './previews.js';
 import type { ForwardExtra } from './proxy.js';
 import type { Target, Targets } from './targets.js';
 
@@ -57,7 +57,8 @@ const preview: Resolver<'preview'> = async (a, req, deps) => {
   const ok = await admitPreview(deps, req, p);
   return {
     target: await targetOf(deps, p.workspace, p.sandbox),
-    path: `/port/${ok.port}${ok.rest}`,
+    // A preview of the sandbox API's own port is a session: it reaches the daemon, not a port inside.
+    path: ok.port === SANDBOX_API_PREVIEW_PORT ? ok.rest : `/port/${ok.port}${ok.rest}`,
     extra: {
       requestHeaders: ok.requestHeaders,
       responseHeaders: ok.responseHeaders,

@@ -55,6 +55,15 @@ export const MetadataInput = {
   resourceVersion: Type.Optional(Type.String()),
 };
 
+/**
+ * A caller-owned identifier to find an object by (the service's `metadata.externalId`): at most 64 letters, digits,
+ * `.`, `_`, `:` or `-`, so it is safe in a URL path segment as it is.
+ */
+export const ExternalId = Type.String({
+  pattern: '^[A-Za-z0-9._:-]{1,64}$',
+  [MESSAGE_KEY]: 'must be 1 to 64 letters, digits, ".", "_", ":" or "-"',
+});
+
 /** metadata fields the server writes. */
 export const MetadataReadOnly = {
   createdAt: Type.Optional(Type.String()),

@@ -30,7 +30,7 @@ export function regionIssues(
   return [
     {
       pointer,
-      message: `region ${JSON.stringify(region)} is not served here; known regions: ${ctx.regions.join(', ')}`,
+      message: `region ${JSON.stringify(region)} is not served here; known regions: ${ctx.regions.join(', ')} (settings BERTH_REGIONS and BERTH_REGION_ALIASES)`,
     },
   ];
 }

@@ -7,6 +7,7 @@ import {
   DURATION_MESSAGE,
   Env,
   envSecrets,
+  ExternalId,
   Generation,
   literals,
   MemoryMb,
@@ -19,8 +20,13 @@ import {
 import { durationMs, envIssues, isIsoDate, referenceIssues, regionIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
+/** The image a sandbox created without one reports: the service's default name (docs/compat.md). */
+export const DEFAULT_SANDBOX_IMAGE = 'blaxel/base-image:latest';
 /** The service's SDK default (docs/compat.md). */
 export const SANDBOX_MEMORY_MB = 4096;
+/** Record kinds of a sandbox's schedules and their executions (api/sandbox-schedules.ts), removed with it. */
+export const SCHEDULE_KIND = 'SandboxSchedule';
+export const SCHEDULE_EXECUTION_KIND = 'SandboxScheduleExecution';
 export const EXPIRATION_TYPES = ['ttl-idle', 'ttl-max-age', 'date'] as const;
 export const EXPIRATION_ACTIONS = ['delete'] as const;
 export const SANDBOX_STATES = ['RUNNING', 'STANDBY'] as const;
@@ -88,10 +94,19 @@ export const SandboxSpec = Type.Object({
       envs: opt(Type.Array(Env)),
       /** ISO date at which the sandbox is deleted. */
       expires: opt(Timestamp),
+      /**
+       * The service's kernel-variant switches (`iptables`, `nfs`, `tun`: `enabled`|`disabled`). Stored and returned;
+       * Berth's sandboxes share the host kernel, so the controller says in an event which it could not apply.
+       */
+      extraArgs: opt(StringMap),
       generation: opt(Generation),
       image: opt(Type.String({ minLength: 1 })),
       memory: opt(MemoryMb),
       ports: opt(Type.Array(Port)),
+      /** The service's snapshot switch; Berth has no snapshots, which the controller reports in an event. */
+      snapshotEnabled: opt(Type.Boolean()),
+      /** Seconds a stopping sandbox's processes get between SIGTERM and SIGKILL (the service's field). */
+      terminationGracePeriodSeconds: opt(Type.Integer({ minimum: 0, maximum: 3600 })),
       /** Max age from creation. */
       ttl: opt(Duration),
     }),
@@ -186,9 +201,12 @@ export const sandbox = {
   nameParam: 'sandboxName',
   description: 'Lightweight virtual machine for code execution; resumes from standby and keeps its memory.',
   spec: SandboxSpec,
+  metadataInput: { externalId: ExternalId },
+  ownedRecords: [SCHEDULE_KIND, SCHEDULE_EXECUTION_KIND],
   hasStatus: true,
   // A running sandbox keeps its memory limit and root image: changing either would mean a new sandbox.
-  immutable: ['/runtime/memory', '/runtime/image'],
+  // extraArgs chooses the service's kernel variant, which is fixed for a sandbox's life there too.
+  immutable: ['/runtime/memory', '/runtime/image', '/runtime/extraArgs'],
   readOnly: {
     state: literals(SANDBOX_STATES),
     /** Seconds until automatic deletion; present only when a TTL, expiry or policy is set. */
@@ -202,6 +220,8 @@ export const sandbox = {
     spec.region ??= regions[0];
     spec.runtime ??= {};
     spec.runtime.memory ??= SANDBOX_MEMORY_MB;
+    // Reported as the service reports it; the runtime maps this name to its base image (the host userland).
+    spec.runtime.image ??= DEFAULT_SANDBOX_IMAGE;
     for (const p of spec.lifecycle?.expirationPolicies ?? []) p.action ??= 'delete';
   },
   async validate(next, prev, ctx) {
@@ -225,5 +245,8 @@ export const sandbox = {
     const at = expiresAtMs(obj);
     if (at === undefined) delete obj.expiresIn;
     else obj.expiresIn = Math.max(0, Math.floor((at - nowMs) / 1000));
+    // Past its expiry a sandbox reads as TERMINATED at once, as the service's does; the sweep (at most
+    // EXPIRY_SWEEP_MS later) stops it and writes the record.
+    if (at !== undefined && at <= nowMs && obj.status !== 'TERMINATED') obj.status = 'TERMINATED';
   },
 } satisfies KindDescriptor;

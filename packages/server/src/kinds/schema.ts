@@ -26,12 +26,20 @@ const cache = new WeakMap<KindDescriptor, KindSchemas>();
 export function schemasOf(kd: KindDescriptor): KindSchemas {
   let s = cache.get(kd);
   if (s) return s;
-  const metaIn = Type.Object({ ...MetadataInput }, { additionalProperties: false });
+  const metaIn = Type.Object(
+    { ...MetadataInput, ...opts(kd.metadataInput) },
+    { additionalProperties: false },
+  );
   const input = Type.Object(
     { metadata: metaIn, spec: kd.spec, ...(kd.extraInput ?? {}) },
     { additionalProperties: false, $id: `${kd.kind}Input` },
   );
-  const metaOut = Type.Object({ ...MetadataInput, ...MetadataReadOnly, ...(kd.metadataExtra ?? {}) });
+  const metaOut = Type.Object({
+    ...MetadataInput,
+    ...opts(kd.metadataInput),
+    ...MetadataReadOnly,
+    ...(kd.metadataExtra ?? {}),
+  });
   const output = Type.Object(
     {
       metadata: metaOut,
@@ -53,6 +61,10 @@ export function schemasOf(kd: KindDescriptor): KindSchemas {
   cache.set(kd, s);
   return s;
 }
+
+/** A kind's extra metadata inputs, each optional. */
+const opts = (fields: Record<string, TSchema> | undefined) =>
+  Object.fromEntries(Object.entries(fields ?? {}).map(([k, v]) => [k, Type.Optional(v)]));
 
 function stripIds(schema: TSchema): TSchema {
   return JSON.parse(JSON.stringify(schema, (k, v) => (k === '$id' ? undefined : v)));

@@ -45,8 +45,13 @@ export interface KindDescriptor {
   parents?: ParentRef[];
   description: string;
   spec: TObject;
-  /** Extra metadata fields this kind accepts or returns (response only unless listed in `metadataInput`). */
+  /** Extra metadata fields this kind returns (response only; writable ones go in `metadataInput`). */
   metadataExtra?: Record<string, TSchema>;
+  /**
+   * Extra metadata fields a client may write (e.g. a sandbox's `externalId`); a replace that omits one keeps the
+   * stored value. `externalId` among them also gives the kind `GET .../by-external-id/{externalId}` and `?externalId=`.
+   */
+  metadataInput?: Record<string, TSchema>;
   /** Writable top-level fields beside metadata and spec. */
   extraInput?: Record<string, TSchema>;
   /** Read-only top-level fields beside status and events (e.g. sandbox `state`). */

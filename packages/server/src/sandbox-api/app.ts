@@ -35,6 +35,7 @@ import { closeStdin, writeStdin } from './process/stdin.js';
 import { stopProcess } from './process/stop.js';
 import { Router } from './router.js';
 import { terminal } from './terminal.js';
+import { codeHash, upgrade } from './upgrade.js';
 
 /** Idle keep-alive connections from the host gateway are kept this long (longer than the gateway's own pool idle). */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -46,10 +47,35 @@ export function createApi(config: DaemonConfig): SandboxApi {
     processes: new ProcessManager(),
     uploads: new UploadStore(),
     startedAt: new Date(),
+    codeHash: safeCodeHash(),
   };
 }
 
-export function buildRouter(api: SandboxApi): Router {
+/**
+ * The api of code taking over from an earlier daemon in this process (upgrade.ts): the earlier one's processes
+ * adopted into a new manager, its uploads as they are, its start time kept (the process did not restart).
+ */
+export function adoptApi(config: DaemonConfig, prev: SandboxApi): SandboxApi {
+  const processes = new ProcessManager();
+  processes.adopt(prev.processes.list());
+  return {
+    ...createApi(config),
+    processes,
+    uploads: prev.uploads,
+    startedAt: prev.startedAt,
+    upgradedAt: new Date(),
+  };
+}
+
+function safeCodeHash(): string {
+  try {
+    return codeHash();
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function buildRouter(api: SandboxApi, server: () => Server): Router {
   const r = new Router();
   r.on('GET', '/health', health(api)).on('GET', '/', health(api));
 
@@ -82,6 +108,7 @@ export function buildRouter(api: SandboxApi): Router {
     .on('GET', '/filesystem-multipart/:id/parts', listParts(api));
 
   r.on('GET', '/network/process/:pid/ports', processPorts(api));
+  r.on('POST', '/upgrade', upgrade(api, server));
   r.on('*', '/port/:port/*rest', proxyHttp());
   r.on('POST', '/mcp', mcp(api)).on('GET', '/mcp', mcp(api)).on('DELETE', '/mcp', mcp(api));
 
@@ -90,17 +117,22 @@ export function buildRouter(api: SandboxApi): Router {
 }
 
 export function createHttpServer(api: SandboxApi): Server {
-  const router = buildRouter(api);
-  const server = createServer(
-    {
-      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-      headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1000,
-      requestTimeout: 0,
-    },
-    (req, res) => withCors(req, res, router.handle),
-  );
-  server.on('upgrade', router.handleUpgrade);
+  const server = createServer({
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1000,
+    requestTimeout: 0,
+  });
+  serveOn(server, api);
   return server;
+}
+
+/** Makes `server` answer with this code's routes over `api`, in place of whatever answered before (an upgrade). */
+export function serveOn(server: Server, api: SandboxApi): void {
+  const router = buildRouter(api, () => server);
+  server.removeAllListeners('request');
+  server.removeAllListeners('upgrade');
+  server.on('request', (req, res) => withCors(req, res, router.handle));
+  server.on('upgrade', router.handleUpgrade);
 }
 
 /** Browsers call the sandbox API across origins; what goes to /port/ is the sandboxed app's business, not ours. */

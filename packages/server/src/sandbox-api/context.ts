@@ -10,4 +10,7 @@ export interface SandboxApi {
   processes: ProcessManager;
   uploads: UploadStore;
   startedAt: Date;
+  /** Hash of the daemon code this api runs (upgrade.ts), and when that code took over from an earlier one. */
+  codeHash: string;
+  upgradedAt?: Date;
 }

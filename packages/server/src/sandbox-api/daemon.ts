@@ -4,8 +4,11 @@
 // started it knows it is ready.
 import { chmodSync, closeSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { createApi, createHttpServer } from './app.js';
+import type { Server } from 'node:http';
+import { adoptApi, createApi, createHttpServer, serveOn } from './app.js';
 import { loadDaemonConfig } from './config.js';
+import type { SandboxApi } from './context.js';
+import { TAKEOVER_KEY, type Takeover } from './upgrade.js';
 
 /** How often a daemon started with BERTH_SANDBOX_EXIT_WITH_PARENT checks that its parent is still there. */
 const PARENT_CHECK_MS = 1000;
@@ -37,7 +40,43 @@ function closeInheritedFds(): void {
   }
 }
 
+/** This code was loaded by a running daemon's POST /upgrade: take over its server and processes, start nothing. */
+function takeOver(t: Takeover): void {
+  try {
+    const api = adoptApi(loadDaemonConfig(), t.api);
+    serveOn(t.server, api);
+    // The signal handlers of the earlier code would stop with its (now empty) view of the processes.
+    process.removeAllListeners('SIGTERM');
+    process.removeAllListeners('SIGINT');
+    onStop(t.server, api);
+    t.done();
+  } catch (err) {
+    t.done(err as Error);
+  }
+}
+
+/** SIGTERM/SIGINT: every process killed, uploads dropped, the server closed. */
+function onStop(server: Server, api: SandboxApi): void {
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    api.processes.killAll();
+    api.uploads.disposeSync();
+    server.close();
+    server.closeAllConnections();
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
 function main(): void {
+  const takeover = (globalThis as Record<string, unknown>)[TAKEOVER_KEY] as Takeover | undefined;
+  if (takeover) {
+    takeOver(takeover);
+    return;
+  }
   closeInheritedFds();
   // A log reader that went away must not end the daemon with EPIPE.
   process.stdout.on('error', () => undefined);
@@ -65,23 +104,12 @@ function main(): void {
     server.listen(config.port, '127.0.0.1', ready);
   }
 
-  let stopping = false;
-  const stop = () => {
-    if (stopping) return;
-    stopping = true;
-    api.processes.killAll();
-    api.uploads.disposeSync();
-    server.close();
-    server.closeAllConnections();
-    process.exit(0);
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  onStop(server, api);
   if (config.exitWithParent) {
     // Outside a sandbox (tests, a developer's machine) a daemon whose starter died must not linger.
     const parent = process.ppid;
     setInterval(() => {
-      if (process.ppid !== parent) stop();
+      if (process.ppid !== parent) process.kill(process.pid, 'SIGTERM');
     }, PARENT_CHECK_MS).unref();
   }
   server.on('error', (err) => {

@@ -19,5 +19,6 @@ export function healthOf(api: SandboxApi): HealthResponse {
     uptimeSeconds: Math.floor(seconds),
     activeKeepAlive: api.processes.activeKeepAlive,
     runningProcesses: api.processes.runningCount,
+    ...(api.upgradedAt ? { upgradedAt: api.upgradedAt.toISOString() } : {}),
   };
 }

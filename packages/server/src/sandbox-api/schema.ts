@@ -173,6 +173,8 @@ export interface HealthResponse {
   /** Running processes started with keepAlive: the host must not put the sandbox on standby while > 0. */
   activeKeepAlive: number;
   runningProcesses: number;
+  /** When the daemon's code was last replaced in place (POST /upgrade); absent before any. */
+  upgradedAt?: string;
 }
 
 /** Text frames of GET /terminal/ws, client → daemon (binary frames are keystrokes). */

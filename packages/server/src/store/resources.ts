@@ -146,7 +146,7 @@ export class Resources {
         // Another client write landed after this request read the object: a conditional write or one that kept
         // stored secrets by echoing them redacted was judged against what is no longer there.
         if (expectVersion !== undefined || keptSecrets) throw new StoreError('conflict', key);
-        const issues = immutableIssues(kd, body.spec, cur.body.spec);
+        const issues = immutableIssues(kd, body.spec, this.defaulted(kd, cur.body.spec));
         if (issues.length) throw invalid(issues);
       }
       if (isGone(cur))
@@ -271,6 +271,16 @@ export class Resources {
     return body;
   }
 
+  /** Seals one secret value for storage (records that are not envelopes, e.g. a schedule's envs). */
+  sealSecret(v: string): string {
+    return v.startsWith('enc:v1:') ? v : this.box.seal(v);
+  }
+
+  /** Opens a value `sealSecret` sealed, for the runtime only. */
+  openSecret(v: string): string {
+    return this.box.open(v);
+  }
+
   /** The spec with secrets opened, for the runtime only. */
   openSecrets(kd: KindDescriptor, spec: any): any {
     const out = structuredClone(spec);
@@ -321,12 +331,23 @@ export class Resources {
     const prevView = prev ? { ...prev.body, spec: this.openSecrets(kd, prev.body.spec) } : undefined;
     const issues = [
       ...((await kd.validate?.(body, prevView, this.validationContext(ctx.workspace))) ?? []),
-      ...immutableIssues(kd, body.spec, prev?.body.spec),
+      ...immutableIssues(kd, body.spec, prev && this.defaulted(kd, prev.body.spec)),
     ];
     // A rule broken because a field was misspelled (`maxTokns`): the refusal names the slip too, not only its effect.
     if (issues.length) throw invalid([...issues, ...unknownFieldIssues(schemasOf(kd).input, unknown)]);
     visitSecrets(body.spec, kd.secrets, (v) => (v.startsWith('enc:v1:') ? v : this.box.seal(v)));
     return { body, dropped: unknown, expectVersion, keptSecrets };
+  }
+
+  /**
+   * A stored spec with today's defaults filled in: a record written before a default existed (e.g. a sandbox's
+   * reported image) meant that default, so an immutable field it left out is not "changed" by a replace.
+   */
+  private defaulted(kd: KindDescriptor, spec: any) {
+    if (!kd.defaults || !spec) return spec;
+    const out = structuredClone(spec);
+    kd.defaults(out, { regions: this.opts.regions });
+    return out;
   }
 
   private validationContext(workspace: string) {
@@ -351,6 +372,9 @@ export class Resources {
     (kd.parents ?? []).forEach((p, i) => {
       meta[p.metadataField] = ctx.parents[i];
     });
+    // A replace that leaves out a writable extra (e.g. `externalId`) keeps it: clients send only what they know.
+    for (const k of Object.keys(kd.metadataInput ?? {}))
+      if (meta[k] === undefined && prev?.body.metadata?.[k] !== undefined) meta[k] = prev.body.metadata[k];
     kd.stampMetadata?.(meta);
     const specChanged = !prev || JSON.stringify(prev.body.spec) !== JSON.stringify(body.spec);
     meta.generation = (prev?.body.metadata.generation ?? 0) + (specChanged ? 1 : 0);

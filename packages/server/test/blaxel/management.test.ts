@@ -23,15 +23,17 @@ test('@blaxel/core creates, lists, gets and deletes policies and integration con
   assert.equal(r.createPolicy.data.spec.type, 'location');
   assert.equal(r.createPolicyAgain.status, 409);
   assert.equal(r.createPolicyAgain.error.code, 409);
-  assert.ok(Array.isArray(r.listPolicies.data));
-  assert.ok(r.listPolicies.data.some((p: any) => p.metadata.name === 'sdk-policy'));
+  // The SDK sends Blaxel-Version 2026-04-28, so lists come as {data, meta} (decision 019).
+  assert.ok(Array.isArray(r.listPolicies.data.data), JSON.stringify(r.listPolicies.data));
+  assert.deepEqual(r.listPolicies.data.meta, { hasMore: false });
+  assert.ok(r.listPolicies.data.data.some((p: any) => p.metadata.name === 'sdk-policy'));
   assert.equal(r.getPolicy.data.metadata.labels.team, 'a');
   assert.equal(
     r.createIntegrationConnection.status,
     200,
     JSON.stringify(r.createIntegrationConnection.error),
   );
-  assert.ok(r.listIntegrationConnections.data.some((c: any) => c.metadata.name === 'sdk-conn'));
+  assert.ok(r.listIntegrationConnections.data.data.some((c: any) => c.metadata.name === 'sdk-conn'));
   assert.equal(r.getIntegrationConnection.data.spec.integration, 'openai');
   assert.notEqual(r.getIntegrationConnection.data.spec.secret.apiKey, secret);
   assert.ok(!JSON.stringify(r).includes(secret), 'the secret never comes back');

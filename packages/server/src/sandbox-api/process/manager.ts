@@ -27,6 +27,14 @@ export class ProcessManager {
     return p;
   }
 
+  /**
+   * Takes over processes an earlier daemon code started in this same process (upgrade.ts): they stay its
+   * children, so nothing about them changes; they keep the code that started them until they end.
+   */
+  adopt(procs: ManagedProcess[]): void {
+    for (const p of procs) this.procs.set(p.id, p);
+  }
+
   /** By id, then by current OS pid (after a restart), then by name (the newest). */
   find(identifier: string): ManagedProcess | undefined {
     const direct = this.procs.get(identifier);

@@ -1,5 +1,6 @@
 // Turns a validated POST /process body into what the process manager runs: resolved working directory, the
 // environment (the sandbox's own, minus the daemon's settings, plus the request's), timeouts in milliseconds.
+import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { SandboxApi } from '../context.js';
@@ -59,7 +60,8 @@ export async function buildSpec(api: SandboxApi, r: ProcessRequest): Promise<Pro
       : r.maxRestarts;
   return {
     command: r.command,
-    name: r.name ?? '',
+    // An unnamed process gets a name as the service's daemon gives one, so the answer names it for later calls.
+    name: r.name || `proc-${randomBytes(4).toString('hex')}`,
     workingDir,
     env: r.env ? { ...sandboxEnv(), ...r.env } : sandboxEnv(),
     timeoutMs: Math.round(timeoutS * 1000),
