@@ -6,6 +6,7 @@
 // tokenizer's tables cost about 200 ms and 60 MB to load, so they load on the first request that needs an input
 // estimate (a policy with an input or total limit), never at start-up.
 import { createRequire } from 'node:module';
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
 
 const require = createRequire(import.meta.url);
 let counter: ((text: string) => number) | undefined;
@@ -14,6 +15,25 @@ function countTokens(text: string): number {
     .countTokens;
   return counter(text);
 }
+
+/**
+ * Characters tokenized in one go before yielding to the event loop: about 3 ms of counting, so a 10 MB prompt
+ * never holds other callers for longer than that. Slices end at whitespace, where BPE pieces start anyway;
+ * the count may differ from the whole text's by at most one token per slice.
+ */
+export const COUNT_SLICE_CHARS = 64 * 1024;
+
+/** Tokens the reply is primed with (`<|start|>assistant<|message|>`), counted once per chat request. */
+const REPLY_PRIMING = 3;
+
+/**
+ * Input reserved for models outside OpenAI's family is the o200k count times this: other tokenizers (e.g.
+ * Anthropic's) cut the same text into more pieces. Only the reservation uses it; the provider's count is charged.
+ */
+export const OTHER_FAMILY_INPUT_MARGIN = 1.25;
+
+/** Output reserved for a call that sets no limit of its own (BERTH_MODEL_OUTPUT_ESTIMATE overrides it). */
+export const DEFAULT_OUTPUT_ESTIMATE = 1_024;
 
 /** Tokens counted for an image or file part, whose base64 bytes say little about its token cost. */
 export const TOKENS_PER_MEDIA = 1_600;
@@ -74,8 +94,14 @@ export function requestedMaxOutput(body: any): number | undefined {
 /** Whether a path produces no output tokens (embeddings). */
 export const isEmbeddings = (path: string) => /embed/i.test(path);
 
-/** Counts the tokens of a request body's text; media parts count a flat amount instead of their base64 size. */
-export function estimateInputTokens(body: unknown): number {
+/** OpenAI's models, whose tokenizer is the one counted with. */
+const OPENAI_FAMILY = /^(gpt-|o\d|chatgpt|text-embedding|davinci|babbage|ft:gpt)/i;
+
+const marginFor = (model: string | undefined) =>
+  model && !OPENAI_FAMILY.test(model.replace(/^models\//, '')) ? OTHER_FAMILY_INPUT_MARGIN : 1;
+
+/** The text of a body (to count) and the tokens it holds beyond its text (media, message framing). */
+function collect(body: unknown): { texts: string[]; fixed: number } {
   const texts: string[] = [];
   let fixed = 0;
   const walk = (v: unknown, key: string | undefined): void => {
@@ -90,10 +116,41 @@ export function estimateInputTokens(body: unknown): number {
       return;
     }
     if (v && typeof v === 'object') {
-      if (key === 'messages' || key === 'contents') fixed += TOKENS_PER_MESSAGE;
+      if (key === 'messages' || key === 'contents' || key === 'input') fixed += TOKENS_PER_MESSAGE;
       for (const [k, x] of Object.entries(v)) walk(x, k);
     }
   };
   walk(body, undefined);
-  return (texts.length ? countTokens(texts.join('\n')) : 0) + fixed;
+  if (body && typeof body === 'object' && Array.isArray((body as any).messages)) fixed += REPLY_PRIMING;
+  return { texts, fixed };
 }
+
+/** Counts the tokens of a request body's text; media parts count a flat amount instead of their base64 size. */
+export function estimateInputTokens(body: unknown, model?: string): number {
+  const { texts, fixed } = collect(body);
+  return Math.ceil(((texts.length ? countTokens(texts.join('\n')) : 0) + fixed) * marginFor(model));
+}
+
+/**
+ * The same count without holding the event loop: a long text is counted in slices of COUNT_SLICE_CHARS
+ * with a yield between them, so one caller's 10 MB prompt delays the others by one slice at a time.
+ */
+export async function countInputTokens(body: unknown, model?: string): Promise<number> {
+  const { texts, fixed } = collect(body);
+  const text = texts.join('\n');
+  let n = 0;
+  for (let at = 0; at < text.length; ) {
+    let end = Math.min(text.length, at + COUNT_SLICE_CHARS);
+    if (end < text.length) {
+      const ws = text.lastIndexOf(' ', end);
+      if (ws > at) end = ws;
+    }
+    n += countTokens(text.slice(at, end));
+    at = end;
+    if (at < text.length) await yieldToLoop();
+  }
+  return Math.ceil((n + fixed) * marginFor(model));
+}
+
+/** Tokens of text an answer streamed (for a stream cut before the provider reported its usage). */
+export const countTextTokens = (text: string) => (text ? countTokens(text) : 0);

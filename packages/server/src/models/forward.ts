@@ -9,7 +9,7 @@ import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint, Upstream } from './endpoints.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
-import { chatToMessages } from './translate/openai-to-anthropic.js';
+import { chatToMessages, STRUCTURED_TOOL } from './translate/openai-to-anthropic.js';
 
 /** The path every endpoint answers in OpenAI's format, whatever its provider. */
 export const CHAT_PATH = '/v1/chat/completions';
@@ -27,6 +27,8 @@ export interface IncomingCall {
   model?: string;
   /** Output tokens the call may produce (for Anthropic, which needs max_tokens). */
   maxOutput: number;
+  /** The output limit the request itself set, if any. */
+  requestedOutput?: number;
 }
 
 export interface Prepared {
@@ -35,6 +37,10 @@ export interface Prepared {
   body?: string | Buffer;
   /** Anthropic's answer must be translated back to OpenAI's format. */
   translate: boolean;
+  /** The tool through which a `response_format` was asked of Anthropic: its call is the answer. */
+  structuredTool?: string;
+  /** Berth asked for stream usage the caller did not: the usage-only chunk must not reach it. */
+  stripUsageChunk?: boolean;
 }
 
 export interface Forwarded {
@@ -62,6 +68,8 @@ const DROP = new Set([
   'x-goog-api-key',
   'cookie',
   'accept-encoding',
+  // The body goes out decoded (it was decoded to be judged).
+  'content-encoding',
   'forwarded',
   'x-real-ip',
   'openai-organization',
@@ -96,6 +104,7 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
       },
       body: JSON.stringify(body),
       translate: true,
+      structuredTool: call.json.response_format ? STRUCTURED_TOOL : undefined,
     };
   }
   // A native path other than OpenAI chat needs a connection speaking the endpoint's own API.
@@ -131,7 +140,13 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
   }
   const path =
     isChat && provider.chat.mode === 'native' && provider.chat.path ? provider.chat.path : call.path;
-  return { url: provider.url(connection, path, call.query, call.model), headers, body, translate: false };
+  return {
+    url: provider.url(connection, path, call.query, call.model),
+    headers,
+    body,
+    translate: false,
+    stripUsageChunk: askUsage,
+  };
 }
 
 /**

@@ -2,12 +2,13 @@
 // a Berth credential, reserves tokens under the model's maxToken policies, forwards to the provider (with
 // fallbacks) and streams the answer back as it arrives, metering it on the side.
 import type { Readable, Transform } from 'node:stream';
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { nestsDeeperThan } from '../http/json-depth.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
-import { defaultMaxOutput, estimateInputTokens, isEmbeddings, requestedMaxOutput } from './estimate.js';
+import { defaultMaxOutput, isEmbeddings, requestedMaxOutput } from './estimate.js';
 import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall } from './forward.js';
 import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
 import { CallMeter } from './meter.js';
@@ -35,11 +36,48 @@ function through<T extends Transform>(src: Readable, t: T): T {
   return src.pipe(t);
 }
 
-/** The call as the provider will see it: body parsed when JSON, model pinned, output ceiling known. */
-function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string): IncomingCall {
+/** Content codings a request body may arrive in; decoded so what is forwarded is what was judged. */
+const DECODE: Record<string, (b: Buffer, o: { maxOutputLength: number }) => Buffer> = {
+  gzip: gunzipSync,
+  'x-gzip': gunzipSync,
+  deflate: inflateSync,
+  br: brotliDecompressSync,
+};
+
+/** The body as bytes without any content coding (a gzipped body must not slip past a budget unread). */
+function decodedBody(req: FastifyRequest): Buffer | undefined {
   const raw = Buffer.isBuffer(req.body) && req.body.length ? req.body : undefined;
+  const coding = String(req.headers['content-encoding'] ?? 'identity')
+    .trim()
+    .toLowerCase();
+  if (!raw || coding === 'identity' || coding === '') return raw;
+  const decode = DECODE[coding];
+  if (!decode) throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `content-encoding ${coding} is not supported`);
+  try {
+    return decode(raw, { maxOutputLength: MAX_INFERENCE_BODY });
+  } catch (e) {
+    throw new ApiError('MALFORMED_REQUEST', `body is not valid ${coding}: ${(e as Error).message}`);
+  }
+}
+
+/** Whether bytes start like a JSON document, whatever Content-Type the caller declared. */
+function looksJson(b: Buffer): boolean {
+  for (const c of b) {
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+    return c === 0x7b || c === 0x5b; // { or [
+  }
+  return false;
+}
+
+/**
+ * The call as the provider will see it: body parsed when it is JSON (declared or not: a provider reads a JSON
+ * body sent as text/plain, so the gateway must read and judge it too), model pinned, output ceiling known.
+ */
+function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string): IncomingCall {
+  const raw = decodedBody(req);
+  const declared = /json/i.test(String(req.headers['content-type'] ?? ''));
   let json: any;
-  if (raw && /json/i.test(String(req.headers['content-type'] ?? ''))) {
+  if (raw && (declared || looksJson(raw))) {
     const text = raw.toString('utf8');
     // Metering walks the parsed body recursively: a body nested thousands deep would overflow the stack there.
     if (nestsDeeperThan(text, MAX_INFERENCE_JSON_DEPTH))
@@ -56,23 +94,35 @@ function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string
   let model: string | undefined = typeof json?.model === 'string' && json.model ? json.model : undefined;
   // A call naming no model, or the endpoint itself, is for the endpoint's model.
   if (!model || model === ep.name) model = ep.model ?? model;
-  const maxOutput = requestedMaxOutput(json) ?? defaultMaxOutput(model);
-  return { method: req.method, path, query, headers: req.headers, raw, json, model, maxOutput };
+  const requestedOutput = requestedMaxOutput(json);
+  const maxOutput = requestedOutput ?? defaultMaxOutput(model);
+  return {
+    method: req.method,
+    path,
+    query,
+    headers: req.headers,
+    raw,
+    json,
+    model,
+    maxOutput,
+    requestedOutput,
+  };
 }
 
-function reserve(
-  gw: ModelGateway,
-  ep: Endpoint,
-  call: IncomingCall,
-  meter: CallMeter,
-  estimate: () => number,
-) {
-  if (!ep.budgets.length || !call.json) return;
-  const inputEstimate = estimate();
-  const output = isEmbeddings(call.path) ? 0 : call.maxOutput;
+/** Seconds of Retry-After beyond which clients are told not to retry on their own (they would hang). */
+const MAX_CLIENT_RETRY_WAIT_S = 60;
+
+/** What a call may cost, reserved in every budget before the provider is asked (or a 429/422 thrown). */
+async function reserve(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter) {
+  if (!ep.budgets.length || !call.raw) return;
+  // A body that is not JSON cannot be counted: a token is at least one byte, so its size bounds its input.
+  const inputEstimate = call.json ? await meter.estimateInput() : call.raw.length;
+  const output = isEmbeddings(call.path)
+    ? 0
+    : (call.requestedOutput ?? Math.min(gw.outputEstimate, call.maxOutput));
   const r = gw.budget.reserve(ep.budgets, { input: inputEstimate, output });
   if (r.ok) {
-    meter.reservation = r.reservation;
+    meter.hold(r.reservation);
     return;
   }
   gw.metrics.deniedBy(ep.workspace, r.policy);
@@ -87,10 +137,19 @@ function reserve(
       'POLICY_DENIED',
       `this call may use ${asked} ${r.dimension} tokens but policy ${r.policy} allows ${r.limit} per ${window}; ask for fewer (max_tokens)`,
     );
+  const headers: Record<string, string> = {
+    'retry-after': String(r.retryAfterS),
+    'retry-after-ms': String(r.retryAfterS * 1000),
+  };
+  // openai and @anthropic-ai/sdk honour any Retry-After without a cap; past a minute they must give up instead.
+  if (r.retryAfterS > MAX_CLIENT_RETRY_WAIT_S) headers['x-should-retry'] = 'false';
+  const until = new Date(r.windowEnd).toISOString();
   throw new ApiError(
     'RATE_LIMITED',
-    `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; this call (up to ${asked}) would exceed it until ${new Date(r.windowEnd).toISOString()}`,
-    { headers: { 'retry-after': String(r.retryAfterS) } },
+    r.inFlight
+      ? `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; calls in flight hold the rest of it until they finish: retry in ${r.retryAfterS} s`
+      : `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; this call (up to ${asked}) cannot succeed in this window, which ends at ${until}`,
+    { headers },
   );
 }
 
@@ -106,7 +165,12 @@ async function send(
   if (fwd.prepared.translate) {
     const nowS = Math.floor(gw.now() / 1000);
     if (contentType.includes('text/event-stream')) {
-      const t = new AnthropicToChatStream(call.json?.stream_options?.include_usage === true, nowS, gw.now);
+      const t = new AnthropicToChatStream(
+        call.json?.stream_options?.include_usage === true,
+        nowS,
+        gw.now,
+        fwd.prepared.structuredTool,
+      );
       meter.source = t;
       reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache');
       return reply.send(through(fwd.body, t));
@@ -114,11 +178,11 @@ async function send(
     const msg = (await fwd.body.json()) as any;
     meter.firstByteAt = gw.now();
     meter.usage = normalizeUsage(msg?.usage);
-    return reply.type('application/json').send(messageToChat(msg, nowS));
+    return reply.type('application/json').send(messageToChat(msg, nowS, fwd.prepared.structuredTool));
   }
   for (const [k, v] of Object.entries(fwd.headers))
     if (v !== undefined && !DROP_RESPONSE.has(k)) reply.header(k, v);
-  const observer = new UsageObserver(contentType, gw.now);
+  const observer = new UsageObserver(contentType, gw.now, fwd.prepared.stripUsageChunk);
   meter.source = observer;
   return reply.send(through(fwd.body, observer));
 }
@@ -146,15 +210,17 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
       const caller = await gw.callers.resolve(req.headers, params.workspace);
       const ep = await gw.endpoints.get(caller.access.workspace, params.model);
       const q = req.url.indexOf('?');
-      const call = incoming(ep, req, `/${params['*'] ?? ''}`, q >= 0 ? req.url.slice(q + 1) : '');
-      let estimated: number | undefined;
-      const inputEstimate = () => (estimated ??= call.json ? estimateInputTokens(call.json) : 0);
+      let path = `/${params['*'] ?? ''}`;
+      // @ai-sdk/anthropic appends `/messages` to a base URL it expects to end in /v1: both forms are served.
+      if (/^\/messages(\/|$)/.test(path)) path = `/v1${path}`;
+      const call = incoming(ep, req, path, q >= 0 ? req.url.slice(q + 1) : '');
       const meter = new CallMeter(
         gw,
         ep.workspace,
         ep.name,
         caller.keyId,
-        inputEstimate,
+        call.json,
+        call.model,
         !isEmbeddings(call.path),
         startedAt,
       );
@@ -172,7 +238,9 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
         if (call) req.log.info(call, 'model call');
         return reply.hijack();
       }
-      reserve(gw, ep, call, meter, inputEstimate);
+      await reserve(gw, ep, call, meter);
+      // The caller may have left while a long prompt was being counted.
+      if (abort.aborted) return reply.hijack();
       const fwd = await forward(ep, call, {
         agent: gw.agent,
         signal: abort,

@@ -1,12 +1,26 @@
 // A pass-through that watches a provider's answer for its token usage on the side. Every chunk is
 // forwarded the moment it arrives; SSE events are JSON-parsed only when they mention usage, and a JSON
-// body is searched once it has ended.
+// body is searched once it has ended. The text a stream carries is kept (bounded) so a stream cut before
+// its usage arrived is charged what it produced. When Berth itself asked an OpenAI-style provider for
+// stream usage, the usage-only chunk (`choices: []`) is taken out: a client that did not ask for it
+// would read `choices[0]` of it and fail.
 import { Transform, type TransformCallback } from 'node:stream';
+import { countTextTokens } from '../estimate.js';
 import { mergeUsage, type TokenUsage, usageIn, usageInJsonText } from '../usage.js';
 import { SseParser } from './sse.js';
 
 /** A JSON answer larger than this is not kept for usage (it is still forwarded whole). */
 const MAX_JSON_KEPT = 16 * 1024 * 1024;
+/** Streamed text kept for counting a cut stream (~250k tokens); past it, the rest counts 4 chars a token. */
+const MAX_TEXT_KEPT = 1024 * 1024;
+const CHARS_PER_TOKEN = 4;
+
+/** String values of the fields that carry generated text in OpenAI, Anthropic and Responses stream events. */
+const TEXT_FIELD =
+  /"(?:content|text|partial_json|arguments|thinking|reasoning_content|reasoning|delta|refusal)":"((?:[^"\\]|\\.)*)"/g;
+
+/** An OpenAI usage-only chunk: `"choices":[]` plus a usage object. */
+const USAGE_ONLY = /"choices"\s*:\s*\[\s*\]/;
 
 export class UsageObserver extends Transform {
   usage: Partial<TokenUsage> = {};
@@ -17,10 +31,18 @@ export class UsageObserver extends Transform {
   private readonly sse?: SseParser;
   private readonly kept: Buffer[] = [];
   private keptBytes = 0;
+  private text: string[] = [];
+  private textChars = 0;
+  private overflowChars = 0;
+  /** Strip mode: bytes of an event not yet complete. */
+  private pending = '';
+  private readonly decoder = new TextDecoder();
 
   constructor(
     contentType: string,
     private readonly now: () => number = Date.now,
+    /** Berth added `stream_options.include_usage`: drop the usage-only chunk the caller never asked for. */
+    private readonly stripUsageChunk = false,
   ) {
     super();
     if (contentType.includes('text/event-stream')) this.sse = new SseParser();
@@ -29,7 +51,8 @@ export class UsageObserver extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback) {
     this.firstChunkAt ??= this.now();
     this.bytes += chunk.length;
-    cb(null, chunk);
+    if (this.sse && this.stripUsageChunk) cb(null, this.withoutUsageChunk(chunk) || undefined);
+    else cb(null, chunk);
     if (this.sse) {
       for (const e of this.sse.push(chunk)) this.observe(e.data);
     } else if (this.keptBytes + chunk.length <= MAX_JSON_KEPT) {
@@ -42,15 +65,56 @@ export class UsageObserver extends Transform {
     if (this.sse) for (const e of this.sse.end()) this.observe(e.data);
     else if (this.kept.length)
       this.usage = mergeUsage(this.usage, usageInJsonText(Buffer.concat(this.kept).toString('utf8')));
-    cb();
+    const rest = this.pending + this.decoder.decode();
+    this.pending = '';
+    cb(null, rest || undefined);
+  }
+
+  /** Output tokens streamed so far, counted with the tokenizer (undefined for an answer that is no stream). */
+  streamedTokens(): number | undefined {
+    if (!this.sse) return undefined;
+    return countTextTokens(this.text.join('')) + Math.ceil(this.overflowChars / CHARS_PER_TOKEN);
+  }
+
+  /** Complete events of this chunk, minus a usage-only one; an incomplete tail waits for the next chunk. */
+  private withoutUsageChunk(chunk: Buffer): string {
+    this.pending += this.decoder.decode(chunk, { stream: true });
+    let out = '';
+    for (;;) {
+      const m = /\r?\n\r?\n/.exec(this.pending);
+      if (!m) break;
+      const end = m.index + m[0].length;
+      const event = this.pending.slice(0, end);
+      this.pending = this.pending.slice(end);
+      if (!(event.includes('"usage"') && USAGE_ONLY.test(event))) out += event;
+    }
+    return out;
   }
 
   private observe(data: string) {
+    this.collectText(data);
     if (!data.includes('"usage') && !data.includes('usageMetadata')) return;
     try {
       this.usage = mergeUsage(this.usage, usageIn(JSON.parse(data)));
     } catch {
       // Not JSON (e.g. `[DONE]`): nothing to count.
+    }
+  }
+
+  private collectText(data: string) {
+    TEXT_FIELD.lastIndex = 0;
+    for (let m = TEXT_FIELD.exec(data); m; m = TEXT_FIELD.exec(data)) {
+      if (!m[1]) continue;
+      let s: string;
+      try {
+        s = JSON.parse(`"${m[1]}"`);
+      } catch {
+        continue;
+      }
+      if (this.textChars + s.length <= MAX_TEXT_KEPT) {
+        this.text.push(s);
+        this.textChars += s.length;
+      } else this.overflowChars += s.length;
     }
   }
 }
