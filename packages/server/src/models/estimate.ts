@@ -17,6 +17,25 @@ function countTokens(text: string): number {
 }
 
 /**
+ * Counts of short texts remembered: system prompts and earlier turns come back on every call of a
+ * conversation, and counting even a short text was the gateway's largest cost per call after I/O.
+ */
+const COUNT_CACHE_MAX = 4_096;
+/** Texts longer than this are counted afresh (a cache of long texts would hold megabytes). */
+const CACHED_TEXT_CHARS = 4_096;
+const counted = new Map<string, number>();
+function countCached(text: string): number {
+  if (text.length > CACHED_TEXT_CHARS) return countTokens(text);
+  let n = counted.get(text);
+  if (n === undefined) {
+    n = countTokens(text);
+    if (counted.size >= COUNT_CACHE_MAX) counted.delete(counted.keys().next().value!);
+    counted.set(text, n);
+  }
+  return n;
+}
+
+/**
  * Characters tokenized in one go before yielding to the event loop: about 3 ms of counting, so a 10 MB prompt
  * never holds other callers for longer than that. Slices end at whitespace, where BPE pieces start anyway;
  * the count may differ from the whole text's by at most one token per slice.
@@ -128,7 +147,9 @@ function collect(body: unknown): { texts: string[]; fixed: number } {
 /** Counts the tokens of a request body's text; media parts count a flat amount instead of their base64 size. */
 export function estimateInputTokens(body: unknown, model?: string): number {
   const { texts, fixed } = collect(body);
-  return Math.ceil(((texts.length ? countTokens(texts.join('\n')) : 0) + fixed) * marginFor(model));
+  let n = fixed;
+  for (const t of texts) n += countCached(t);
+  return Math.ceil(n * marginFor(model));
 }
 
 /**
@@ -137,19 +158,33 @@ export function estimateInputTokens(body: unknown, model?: string): number {
  */
 export async function countInputTokens(body: unknown, model?: string): Promise<number> {
   const { texts, fixed } = collect(body);
-  const text = texts.join('\n');
-  let n = 0;
-  for (let at = 0; at < text.length; ) {
-    let end = Math.min(text.length, at + COUNT_SLICE_CHARS);
-    if (end < text.length) {
-      const ws = text.lastIndexOf(' ', end);
-      if (ws > at) end = ws;
+  let n = fixed;
+  let sinceYield = 0;
+  for (const text of texts) {
+    if (text.length <= COUNT_SLICE_CHARS) {
+      n += countCached(text);
+      sinceYield += text.length;
+    } else
+      for (let at = 0; at < text.length; ) {
+        let end = Math.min(text.length, at + COUNT_SLICE_CHARS);
+        if (end < text.length) {
+          const ws = text.lastIndexOf(' ', end);
+          if (ws > at) end = ws;
+        }
+        n += countTokens(text.slice(at, end));
+        sinceYield += end - at;
+        at = end;
+        if (sinceYield >= COUNT_SLICE_CHARS) {
+          sinceYield = 0;
+          await yieldToLoop();
+        }
+      }
+    if (sinceYield >= COUNT_SLICE_CHARS) {
+      sinceYield = 0;
+      await yieldToLoop();
     }
-    n += countTokens(text.slice(at, end));
-    at = end;
-    if (at < text.length) await yieldToLoop();
   }
-  return Math.ceil((n + fixed) * marginFor(model));
+  return Math.ceil(n * marginFor(model));
 }
 
 /** Tokens of text an answer streamed (for a stream cut before the provider reported its usage). */

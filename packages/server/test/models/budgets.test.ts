@@ -20,7 +20,7 @@ const LIMITS = {
   ratio: { output: 500, ratioInputOverOutput: 0.3 },
 } as const;
 
-const SENDS: Record<string, (json: string) => { headers: Record<string, string>; body: Uint8Array }> = {
+const SENDS: Record<string, (json: string) => { headers: Record<string, string>; body: Buffer }> = {
   json: (j) => ({ headers: { 'content-type': 'application/json' }, body: Buffer.from(j) }),
   text: (j) => ({ headers: { 'content-type': 'text/plain' }, body: Buffer.from(j) }),
   form: (j) => ({ headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: Buffer.from(j) }),
@@ -75,7 +75,7 @@ for (const kind of Object.keys(LIMITS) as (keyof typeof LIMITS)[])
           return fetch(`${runUrl(w.server, name)}/v1/chat/completions`, {
             method: 'POST',
             headers: { authorization: `Bearer ${w.server.adminKey}`, ...headers },
-            body,
+            body: new Blob([body]),
           });
         }),
       );
