@@ -75,7 +75,7 @@ for (const kind of Object.keys(LIMITS) as (keyof typeof LIMITS)[])
           return fetch(`${runUrl(w.server, name)}/v1/chat/completions`, {
             method: 'POST',
             headers: { authorization: `Bearer ${w.server.adminKey}`, ...headers },
-            body: new Blob([body]),
+            body: new Blob([new Uint8Array(body)]),
           });
         }),
       );
