@@ -15,6 +15,7 @@ import { CallMeter } from './meter.js';
 import { registerModelRoutes } from './routes.js';
 import { UsageObserver } from './stream/usage-observer.js';
 import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
+import { ChatToResponsesStream, chatToResponse } from './translate/responses.js';
 import { normalizeUsage, usageInJsonText } from './usage.js';
 import { inferenceErrorHandler } from './inference-problem.js';
 
@@ -167,21 +168,24 @@ async function send(
   const contentType = String(fwd.headers['content-type'] ?? '');
   if (fwd.prepared.translate) {
     const nowS = Math.floor(gw.now() / 1000);
+    const responses = fwd.prepared.translate === 'responses';
     if (contentType.includes('text/event-stream')) {
       const t = new AnthropicToChatStream(
-        call.json?.stream_options?.include_usage === true,
+        responses || call.json?.stream_options?.include_usage === true,
         nowS,
         gw.now,
         fwd.prepared.structuredTool,
       );
       meter.source = t;
       reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache');
-      return reply.send(through(fwd.body, t));
+      const chat = through(fwd.body, t);
+      return reply.send(responses ? through(chat, new ChatToResponsesStream(nowS)) : chat);
     }
     const msg = (await fwd.body.json()) as any;
     meter.firstByteAt = gw.now();
     meter.usage = normalizeUsage(msg?.usage);
-    return reply.type('application/json').send(messageToChat(msg, nowS, fwd.prepared.structuredTool));
+    const chat = messageToChat(msg, nowS, fwd.prepared.structuredTool);
+    return reply.type('application/json').send(responses ? chatToResponse(chat, nowS) : chat);
   }
   for (const [k, v] of Object.entries(fwd.headers))
     if (v !== undefined && !DROP_RESPONSE.has(k)) reply.header(k, v);

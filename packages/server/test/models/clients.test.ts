@@ -8,7 +8,7 @@ import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { ChatOpenAI } from '@langchain/openai';
-import { generateObject, generateText } from 'ai';
+import { generateObject, generateText, streamText } from 'ai';
 import OpenAI from 'openai';
 import { z } from 'zod';
 import { connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
@@ -211,6 +211,43 @@ test('OpenAI JSON mode through an Anthropic-backed endpoint, streamed: the conte
   }
   assert.deepEqual(JSON.parse(text), { city: 'Paris' });
   assert.equal(finish, 'stop');
+});
+
+test('AI SDK default openai(model) (the Responses API) on an Anthropic-backed endpoint, whole and streamed', async () => {
+  const provider = createOpenAI({ apiKey: w.server.adminKey, baseURL: `${runUrl(w.server, 'claude')}/v1` });
+  const whole = await generateText({ model: provider('claude'), prompt: 'Hi', maxOutputTokens: 3 });
+  assert.equal(whole.text, 'Hello from the');
+  assert.equal(whole.usage.outputTokens, 3);
+  assert.equal(w.fake.requests.at(-1)!.path, '/v1/messages', 'translated to Anthropic’s Messages API');
+  const streamed = streamText({ model: provider('claude'), prompt: 'Hi', maxOutputTokens: 4 });
+  let text = '';
+  for await (const part of streamed.textStream) text += part;
+  assert.equal(text, 'Hello from the fake');
+  assert.equal((await streamed.usage).outputTokens, 4);
+  const object = await generateObject({ model: provider('claude'), schema: Weather, prompt: 'Weather?' });
+  assert.deepEqual(object.object, { city: 'Paris' });
+});
+
+test('openai SDK responses.create on an Anthropic-backed endpoint: text and a function call', async () => {
+  const client = openaiFor('claude');
+  const r = await client.responses.create({ model: 'claude', input: 'Hi', max_output_tokens: 2 });
+  assert.equal(r.output_text, 'Hello from');
+  const withTool = await client.responses.create({
+    model: 'claude',
+    input: [{ role: 'user', content: 'Weather in Paris?' }],
+    tools: [
+      {
+        type: 'function',
+        name: 'weather',
+        parameters: { type: 'object', properties: { city: { type: 'string' } } },
+        strict: false,
+      },
+    ],
+  });
+  const call = withTool.output.find((o) => o.type === 'function_call');
+  assert.ok(call && call.type === 'function_call');
+  assert.equal(call.name, 'weather');
+  assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris' });
 });
 
 test('@ai-sdk/anthropic, base URL with /v1 or without, shows Berth’s own message for a policy refusal', async () => {
