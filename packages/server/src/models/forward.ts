@@ -10,7 +10,7 @@ import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint, Upstream } from './endpoints.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
 import { chatToMessages, STRUCTURED_TOOL } from './translate/openai-to-anthropic.js';
-import { responsesToChat } from './translate/responses.js';
+import { responsesToChat } from './translate/responses-request.js';
 
 /** The path every endpoint answers in OpenAI's format, whatever its provider. */
 export const CHAT_PATH = '/v1/chat/completions';

@@ -2,31 +2,21 @@
 // a Berth credential, reserves tokens under the model's maxToken policies, forwards to the provider (with
 // fallbacks) and streams the answer back as it arrives, metering it on the side.
 import type { Readable, Transform } from 'node:stream';
-import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import { nestsDeeperThan } from '../http/json-depth.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
 import { defaultMaxOutput, isEmbeddings, requestedMaxOutput } from './estimate.js';
 import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall } from './forward.js';
 import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
 import { CallMeter } from './meter.js';
+import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
 import { registerModelRoutes } from './routes.js';
 import { UsageObserver } from './stream/usage-observer.js';
 import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
-import { ChatToResponsesStream, chatToResponse } from './translate/responses.js';
+import { ChatToResponsesStream, chatToResponse } from './translate/responses-answer.js';
 import { normalizeUsage, usageInJsonText } from './usage.js';
 import { inferenceErrorHandler } from './inference-problem.js';
-
-/**
- * Deepest nesting of an inference body: tool parameters are JSON Schemas, which nest deeper than Berth's own
- * management bodies (MAX_JSON_DEPTH), yet far below what would overflow the stack of the metering walk.
- */
-export const MAX_INFERENCE_JSON_DEPTH = 256;
-
-/** Inference bodies carry images and long contexts: far above the 1 MiB of management calls. */
-export const MAX_INFERENCE_BODY = 32 * 1024 * 1024;
 
 /** Answers up to this size with a Content-Length are read whole and sent in one write (see send()). */
 const MAX_BUFFERED_ANSWER = 256 * 1024;
@@ -40,61 +30,12 @@ function through<T extends Transform>(src: Readable, t: T): T {
   return src.pipe(t);
 }
 
-/** Content codings a request body may arrive in; decoded so what is forwarded is what was judged. */
-const DECODE: Record<string, (b: Buffer, o: { maxOutputLength: number }) => Buffer> = {
-  gzip: gunzipSync,
-  'x-gzip': gunzipSync,
-  deflate: inflateSync,
-  br: brotliDecompressSync,
-};
-
-/** The body as bytes without any content coding (a gzipped body must not slip past a budget unread). */
-function decodedBody(req: FastifyRequest): Buffer | undefined {
-  const raw = Buffer.isBuffer(req.body) && req.body.length ? req.body : undefined;
-  const coding = String(req.headers['content-encoding'] ?? 'identity')
-    .trim()
-    .toLowerCase();
-  if (!raw || coding === 'identity' || coding === '') return raw;
-  const decode = DECODE[coding];
-  if (!decode) throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `content-encoding ${coding} is not supported`);
-  try {
-    return decode(raw, { maxOutputLength: MAX_INFERENCE_BODY });
-  } catch (e) {
-    throw new ApiError('MALFORMED_REQUEST', `body is not valid ${coding}: ${(e as Error).message}`);
-  }
-}
-
-/** Whether bytes start like a JSON document, whatever Content-Type the caller declared. */
-function looksJson(b: Buffer): boolean {
-  for (const c of b) {
-    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
-    return c === 0x7b || c === 0x5b; // { or [
-  }
-  return false;
-}
-
 /**
  * The call as the provider will see it: body parsed when it is JSON (declared or not: a provider reads a JSON
  * body sent as text/plain, so the gateway must read and judge it too), model pinned, output ceiling known.
  */
 function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string): IncomingCall {
-  const raw = decodedBody(req);
-  const declared = /json/i.test(String(req.headers['content-type'] ?? ''));
-  let json: any;
-  if (raw && (declared || looksJson(raw))) {
-    const text = raw.toString('utf8');
-    // Metering walks the parsed body recursively: a body nested thousands deep would overflow the stack there.
-    if (nestsDeeperThan(text, MAX_INFERENCE_JSON_DEPTH))
-      throw new ApiError(
-        'MALFORMED_REQUEST',
-        `body nests deeper than ${MAX_INFERENCE_JSON_DEPTH} levels of arrays and objects`,
-      );
-    try {
-      json = JSON.parse(text);
-    } catch (e) {
-      throw new ApiError('MALFORMED_REQUEST', `body is not valid JSON: ${(e as Error).message}`);
-    }
-  }
+  const { raw, json } = readBody(req.body, req.headers);
   let model: string | undefined = typeof json?.model === 'string' && json.model ? json.model : undefined;
   // A call naming no model, or the endpoint itself, is for the endpoint's model.
   if (!model || model === ep.name) model = ep.model ?? model;
