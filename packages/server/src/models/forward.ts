@@ -61,7 +61,7 @@ export interface Forwarded {
 }
 
 /** Inference paths whose body names a model: only these get the endpoint's model pinned. */
-const MODEL_PATHS =
+export const MODEL_PATHS =
   /\/(chat\/completions|completions|responses|embeddings|messages|messages\/count_tokens|moderations|images\/generations|audio\/speech|rerank|chat)$/;
 
 /** Request headers never forwarded: hop-by-hop, the caller's credentials, and ones Berth sets itself. */

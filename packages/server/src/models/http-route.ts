@@ -7,7 +7,7 @@ import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
 import { defaultMaxOutput, isEmbeddings, requestedMaxOutput } from './estimate.js';
-import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall } from './forward.js';
+import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall, MODEL_PATHS } from './forward.js';
 import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
 import { CallMeter } from './meter.js';
 import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
@@ -60,8 +60,14 @@ const MAX_CLIENT_RETRY_WAIT_S = 60;
 /** What a call may cost, reserved in every budget before the provider is asked (or a 429/422 thrown). */
 async function reserve(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter) {
   if (!ep.budgets.length || !call.raw) return;
-  // A body that is not JSON cannot be counted: a token is at least one byte, so its size bounds its input.
-  const inputEstimate = call.json ? await meter.estimateInput() : call.raw.length;
+  // A body that is not JSON cannot be counted. On an inference path (which takes JSON) its size bounds its
+  // input, a token being at least one byte. Elsewhere (file uploads, audio transcriptions) it reserves one token:
+  // refused once the window is spent, charged what the provider reports, but not refused for its size.
+  const inputEstimate = call.json
+    ? await meter.estimateInput()
+    : MODEL_PATHS.test(call.path)
+      ? call.raw.length
+      : 1;
   const output = isEmbeddings(call.path)
     ? 0
     : (call.requestedOutput ?? Math.min(gw.outputEstimate, call.maxOutput));

@@ -122,3 +122,28 @@ test('a body that is not JSON is reserved at a token per byte: it cannot slip pa
   assert.equal(r.status, 422);
   assert.match((await r.json()).detail, /may use 407 input tokens/);
 });
+
+test('a non-JSON upload to a non-inference path is judged but not refused for its size', async () => {
+  await ok(
+    w.server.api('/policies', {
+      method: 'POST',
+      json: { metadata: { name: 'uploads' }, spec: { type: 'maxToken', maxTokens: { input: 100 } } },
+    }),
+  );
+  await model(w.server, 'uploads', {
+    integrationConnections: ['oa'],
+    policies: ['uploads'],
+    runtime: { type: 'openai', model: 'gpt-4o-mini' },
+  });
+  const r = await fetch(`${runUrl(w.server, 'uploads')}/v1/audio/transcriptions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${w.server.adminKey}`,
+      'content-type': 'multipart/form-data; boundary=x',
+    },
+    body: `--x\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\n${'A'.repeat(5000)}\r\n--x--\r\n`,
+  });
+  assert.equal(r.status, 404, 'it reached the provider (which has no such route), not a 422 for 5000 bytes');
+  const [win] = await ok(w.server.api('/policies/uploads/usages'));
+  assert.equal(win.reserved.input, 0);
+});

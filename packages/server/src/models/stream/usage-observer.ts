@@ -102,6 +102,8 @@ export class UsageObserver extends Transform {
   }
 
   private collectText(data: string) {
+    // Responses events repeat the whole text in their `.done` / `.added` / `completed` events: only deltas count.
+    if (data.includes('"type":"response.') && !data.includes('.delta"')) return;
     TEXT_FIELD.lastIndex = 0;
     for (let m = TEXT_FIELD.exec(data); m; m = TEXT_FIELD.exec(data)) {
       if (!m[1]) continue;
