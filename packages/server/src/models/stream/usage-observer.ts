@@ -73,7 +73,13 @@ export class UsageObserver extends Transform {
   /** Output tokens streamed so far, counted with the tokenizer (undefined for an answer that is no stream). */
   streamedTokens(): number | undefined {
     if (!this.sse) return undefined;
-    return countTextTokens(this.text.join('')) + Math.ceil(this.overflowChars / CHARS_PER_TOKEN);
+    let text: string;
+    try {
+      text = JSON.parse(`"${this.text.join('')}"`);
+    } catch {
+      text = this.text.join('');
+    }
+    return countTextTokens(text) + Math.ceil(this.overflowChars / CHARS_PER_TOKEN);
   }
 
   /** Complete events of this chunk, minus a usage-only one; an incomplete tail waits for the next chunk. */
@@ -106,17 +112,13 @@ export class UsageObserver extends Transform {
     if (data.includes('"type":"response.') && !data.includes('.delta"')) return;
     TEXT_FIELD.lastIndex = 0;
     for (let m = TEXT_FIELD.exec(data); m; m = TEXT_FIELD.exec(data)) {
-      if (!m[1]) continue;
-      let s: string;
-      try {
-        s = JSON.parse(`"${m[1]}"`);
-      } catch {
-        continue;
-      }
-      if (this.textChars + s.length <= MAX_TEXT_KEPT) {
-        this.text.push(s);
-        this.textChars += s.length;
-      } else this.overflowChars += s.length;
+      const escaped = m[1];
+      if (!escaped) continue;
+      // Kept still JSON-escaped: concatenated, they unescape in one JSON.parse when (rarely) needed.
+      if (this.textChars + escaped.length <= MAX_TEXT_KEPT) {
+        this.text.push(escaped);
+        this.textChars += escaped.length;
+      } else this.overflowChars += escaped.length;
     }
   }
 }
