@@ -36,6 +36,8 @@ export class UsageObserver extends Transform {
   private overflowChars = 0;
   /** Strip mode: bytes of an event not yet complete. */
   private pending = '';
+  /** Strip mode: chunks go through the decoder from now on (set by the first one that could not pass whole). */
+  private decoding = false;
   private readonly decoder = new TextDecoder();
 
   constructor(
@@ -51,7 +53,8 @@ export class UsageObserver extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback) {
     this.firstChunkAt ??= this.now();
     this.bytes += chunk.length;
-    if (this.sse && this.stripUsageChunk) cb(null, this.withoutUsageChunk(chunk) || undefined);
+    if (this.sse && this.stripUsageChunk && !this.wholeEventsWithoutUsage(chunk))
+      cb(null, this.withoutUsageChunk(chunk) || undefined);
     else cb(null, chunk);
     if (this.sse) {
       for (const e of this.sse.push(chunk)) this.observe(e.data);
@@ -82,8 +85,25 @@ export class UsageObserver extends Transform {
     return countTextTokens(text) + Math.ceil(this.overflowChars / CHARS_PER_TOKEN);
   }
 
+  /**
+   * Whether the chunk can pass as it is in strip mode: no chunk went through the decoder yet (which may hold
+   * part of an event or of a character), it ends on an event boundary and holds no usage-only chunk (the common
+   * case: providers send one whole event per chunk).
+   */
+  private wholeEventsWithoutUsage(chunk: Buffer): boolean {
+    return (
+      !this.decoding &&
+      chunk.length >= 2 &&
+      chunk[chunk.length - 1] === 0x0a &&
+      chunk[chunk.length - 2] === 0x0a &&
+      !chunk.includes('"choices":[]') &&
+      !chunk.includes('"choices": []')
+    );
+  }
+
   /** Complete events of this chunk, minus a usage-only one; an incomplete tail waits for the next chunk. */
   private withoutUsageChunk(chunk: Buffer): string {
+    this.decoding = true;
     this.pending += this.decoder.decode(chunk, { stream: true });
     let out = '';
     for (;;) {
