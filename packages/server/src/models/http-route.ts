@@ -57,17 +57,21 @@ function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string
 /** Seconds of Retry-After beyond which clients are told not to retry on their own (they would hang). */
 const MAX_CLIENT_RETRY_WAIT_S = 60;
 
-/** What a call may cost, reserved in every budget before the provider is asked (or a 429/422 thrown). */
-async function reserve(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter) {
+/**
+ * What a call may cost, reserved in every budget before the provider is asked (or a 429/422 thrown). Returns
+ * a promise only when a long prompt is being counted in slices; a short one is judged at once.
+ */
+function reserve(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter): void | Promise<void> {
   if (!ep.budgets.length || !call.raw) return;
   // A body that is not JSON cannot be counted. On an inference path (which takes JSON) its size bounds its
   // input, a token being at least one byte. Elsewhere (file uploads, audio transcriptions) it reserves one token:
   // refused once the window is spent, charged what the provider reports, but not refused for its size.
-  const inputEstimate = call.json
-    ? await meter.estimateInput()
-    : MODEL_PATHS.test(call.path)
-      ? call.raw.length
-      : 1;
+  const estimate = call.json ? meter.estimateInput() : MODEL_PATHS.test(call.path) ? call.raw.length : 1;
+  if (typeof estimate === 'number') return book(gw, ep, call, meter, estimate);
+  return estimate.then((n) => book(gw, ep, call, meter, n));
+}
+
+function book(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter, inputEstimate: number) {
   const output = isEmbeddings(call.path)
     ? 0
     : (call.requestedOutput ?? Math.min(gw.outputEstimate, call.maxOutput));
@@ -202,9 +206,12 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
         if (call) req.log.info(call, 'model call');
         return reply.hijack();
       }
-      await reserve(gw, ep, call, meter);
-      // The caller may have left while a long prompt was being counted.
-      if (abort.aborted) return reply.hijack();
+      const counting = reserve(gw, ep, call, meter);
+      if (counting) {
+        await counting;
+        // The caller may have left while a long prompt was being counted.
+        if (abort.aborted) return reply.hijack();
+      }
       const fwd = await forward(ep, call, {
         agent: gw.agent,
         signal: abort,

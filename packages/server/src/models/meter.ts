@@ -47,10 +47,18 @@ export class CallMeter {
     private readonly startedAt: number,
   ) {}
 
-  /** The input estimate for a reservation, counted without holding the event loop on a long prompt. */
-  async estimateInput(): Promise<number> {
-    this.estimated ??= this.body === undefined ? 0 : await countInputTokens(this.body, this.requestModel);
-    return this.estimated;
+  /** The input estimate for a reservation: at once for a short prompt, else counted without holding the loop. */
+  estimateInput(): number | Promise<number> {
+    if (this.estimated !== undefined) return this.estimated;
+    const n = this.body === undefined ? 0 : countInputTokens(this.body, this.requestModel);
+    if (typeof n === 'number') {
+      this.estimated = n;
+      return n;
+    }
+    return n.then((v) => {
+      this.estimated = v;
+      return v;
+    });
   }
 
   /** Keeps the call's reservation; one granted after the call already closed is released at once. */
