@@ -19,6 +19,13 @@ const CHARS_PER_TOKEN = 4;
 const TEXT_FIELD =
   /"(?:content|text|partial_json|arguments|thinking|reasoning_content|reasoning|delta|refusal)":"((?:[^"\\]|\\.)*)"/g;
 
+/** Byte patterns of an empty choices list, made once (Buffer.includes with a string converts it per call). */
+const EMPTY_CHOICES = Buffer.from('"choices":[]');
+const EMPTY_CHOICES_SPACED = Buffer.from('"choices": []');
+
+/** Usage present as an object (OpenAI repeats `"usage":null` in every chunk once usage is asked for). */
+const USAGE_OBJECT = /"usage"\s*:\s*\{|usageMetadata/;
+
 /** An OpenAI usage-only chunk: `"choices":[]` plus a usage object. */
 const USAGE_ONLY = /"choices"\s*:\s*\[\s*\]/;
 
@@ -38,7 +45,7 @@ export class UsageObserver extends Transform {
   private pending = '';
   /** Strip mode: chunks go through the decoder from now on (set by the first one that could not pass whole). */
   private decoding = false;
-  private readonly decoder = new TextDecoder();
+  private decoder?: TextDecoder;
 
   constructor(
     contentType: string,
@@ -68,7 +75,7 @@ export class UsageObserver extends Transform {
     if (this.sse) for (const e of this.sse.end()) this.observe(e.data);
     else if (this.kept.length)
       this.usage = mergeUsage(this.usage, usageInJsonText(Buffer.concat(this.kept).toString('utf8')));
-    const rest = this.pending + this.decoder.decode();
+    const rest = this.pending + (this.decoder?.decode() ?? '');
     this.pending = '';
     cb(null, rest || undefined);
   }
@@ -96,14 +103,15 @@ export class UsageObserver extends Transform {
       chunk.length >= 2 &&
       chunk[chunk.length - 1] === 0x0a &&
       chunk[chunk.length - 2] === 0x0a &&
-      !chunk.includes('"choices":[]') &&
-      !chunk.includes('"choices": []')
+      chunk.indexOf(EMPTY_CHOICES) < 0 &&
+      chunk.indexOf(EMPTY_CHOICES_SPACED) < 0
     );
   }
 
   /** Complete events of this chunk, minus a usage-only one; an incomplete tail waits for the next chunk. */
   private withoutUsageChunk(chunk: Buffer): string {
     this.decoding = true;
+    this.decoder ??= new TextDecoder();
     this.pending += this.decoder.decode(chunk, { stream: true });
     let out = '';
     for (;;) {
@@ -119,7 +127,7 @@ export class UsageObserver extends Transform {
 
   private observe(data: string) {
     this.collectText(data);
-    if (!data.includes('"usage') && !data.includes('usageMetadata')) return;
+    if (!USAGE_OBJECT.test(data)) return;
     try {
       this.usage = mergeUsage(this.usage, usageIn(JSON.parse(data)));
     } catch {
