@@ -1,4 +1,4 @@
-// Server settings parsed strictly: the private ranges opened to sandboxes, the model output estimate.
+// The server setting that opens private ranges to sandboxes: parsed strictly, normalised for the firewall.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig, parseCidrList } from './config.js';
@@ -16,11 +16,4 @@ test('BERTH_SANDBOX_ALLOW_CIDRS: anything but IPv4 CIDRs fails start-up naming t
       () => parseCidrList(bad),
       new RegExp(`not an IPv4 CIDR: ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`),
     );
-});
-
-test('BERTH_MODEL_OUTPUT_ESTIMATE: absent leaves the gateway default; a non-positive integer fails start-up', () => {
-  assert.equal(loadConfig({}, {}).modelOutputEstimate, undefined);
-  assert.equal(loadConfig({}, { BERTH_MODEL_OUTPUT_ESTIMATE: '2048' }).modelOutputEstimate, 2048);
-  for (const bad of ['0', '-5', '1.5', 'lots'])
-    assert.throws(() => loadConfig({}, { BERTH_MODEL_OUTPUT_ESTIMATE: bad }), /BERTH_MODEL_OUTPUT_ESTIMATE/);
 });
