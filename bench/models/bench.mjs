@@ -13,6 +13,8 @@ const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
 const CONNECTIONS = 32;
 /** Sequential streamed calls per path for time-to-first-token percentiles. */
 const TTFT_SAMPLES = 300;
+/** Sequential non-streamed calls per path for the latency one hop adds when nothing queues. */
+const SEQ_SAMPLES = 1000;
 const FAKE = new URL('../../packages/server/src/test-support/fake-provider.ts', import.meta.url).pathname;
 const BARE = new URL('../lib/bare-proxy.mjs', import.meta.url).pathname;
 const CHAT = { model: 'fake-gpt', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 };
@@ -81,6 +83,25 @@ async function ttft(url, headers, n) {
   return out;
 }
 
+/** Latencies of `n` sequential non-streamed chat calls, on one keep-alive connection (undici). */
+async function sequential(url, headers, n) {
+  const { request, Agent } = require('undici');
+  const agent = new Agent({ connections: 1 });
+  const body = JSON.stringify(CHAT);
+  const out = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      const res = await request(url, { method: 'POST', headers, body, dispatcher: agent });
+      await res.body.arrayBuffer();
+      out.push(performance.now() - t0);
+    }
+  } finally {
+    await agent.close();
+  }
+  return out;
+}
+
 async function deploy(berth, fakeUrl) {
   const h = { authorization: `Bearer ${berth.key}`, 'content-type': 'application/json' };
   const post = async (path, body) => {
@@ -95,9 +116,18 @@ async function deploy(berth, fakeUrl) {
     metadata: { name: 'fake' },
     spec: { integration: 'openai', config: { baseUrl: fakeUrl }, secret: { apiKey: 'sk-bench' } },
   });
+  // Policies and metering on, as a real deployment has them: every call is counted and reserved in a budget.
+  await post('/policies', {
+    metadata: { name: 'bench-budget' },
+    spec: { type: 'maxToken', maxTokens: { total: 1e12, granularity: 'month' } },
+  });
   await post('/models', {
     metadata: { name: 'bench' },
-    spec: { integrationConnections: ['fake'], runtime: { type: 'openai', model: 'fake-gpt' } },
+    spec: {
+      integrationConnections: ['fake'],
+      policies: ['bench-budget'],
+      runtime: { type: 'openai', model: 'fake-gpt' },
+    },
   });
   for (let i = 0; i < 200; i++) {
     const m = await (await fetch(`${berth.url}/v0/models/bench`, { headers: h })).json();
@@ -146,13 +176,21 @@ export async function benchModels() {
         chat: await run({ ...p, body }),
         stream: await run({ ...p, body: streamBody }),
         ttft: await ttft(p.url, p.headers, TTFT_SAMPLES),
+        seq: k === 'portkey' ? undefined : await sequential(p.url, p.headers, SEQ_SAMPLES),
       };
     }
     header(
       `models (autocannon, ${CONNECTIONS} connections, ${DURATION_S}s each; TTFT over ${TTFT_SAMPLES} sequential calls)`,
     );
-    console.log('baseline = the bare undici proxy (one hop, no auth or metering); direct figures below');
+    console.log(
+      'baseline = the bare undici proxy (one hop, no auth or metering); Berth runs with a maxToken policy attached',
+    );
     const { direct: d, bare: x, berth: b, portkey: pk } = r;
+    row('sequential chat p50', pct(b.seq, 50), pct(x.seq, 50), 'ms');
+    console.log(
+      `sequential p50 added over direct: Berth +${(pct(b.seq, 50) - pct(d.seq, 50)).toFixed(3)} ms, bare proxy +${(pct(x.seq, 50) - pct(d.seq, 50)).toFixed(3)} ms; ` +
+        `throughput at ${CONNECTIONS} connections: Berth ${(b.chat.requests.average / x.chat.requests.average).toFixed(2)}x the bare proxy`,
+    );
     row('chat req/s via Berth', b.chat.requests.average, x.chat.requests.average, 'req/s');
     row('chat p50 latency', b.chat.latency.p50, x.chat.latency.p50, 'ms');
     row('chat p99 latency', b.chat.latency.p99, x.chat.latency.p99, 'ms');
@@ -190,6 +228,7 @@ export async function benchModels() {
         `WARNING: non-2xx responses or errors during the run: ${errs.map(([k, n]) => `${k} ${n}`).join(', ')}`,
       );
     return {
+      addedSequentialP50: pct(b.seq, 50) - pct(d.seq, 50),
       addedFirstTokenP50: pct(b.ttft, 50) - pct(d.ttft, 50),
       throughputVsBare: b.chat.requests.average / x.chat.requests.average,
     };

@@ -29,6 +29,8 @@ export interface Config {
   warmPoolSize: number;
   /** Longest wait for a model provider's answer (and between its streamed chunks), in ms. */
   modelTimeoutMs?: number;
+  /** Output tokens a token budget reserves for a model call that sets no max_tokens. */
+  modelOutputEstimate?: number;
   /**
    * IPv4 ranges sandboxes may reach although private (RFC 1918, CGNAT, link-local...), which they may not by
    * default: BERTH_SANDBOX_ALLOW_CIDRS, comma-separated (e.g. `192.168.1.0/24,10.0.5.7/32`).
@@ -73,8 +75,17 @@ export function loadConfig(
     standbyAfterS: standby,
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
+    modelOutputEstimate: env.BERTH_MODEL_OUTPUT_ESTIMATE
+      ? positiveInt(env.BERTH_MODEL_OUTPUT_ESTIMATE, 'BERTH_MODEL_OUTPUT_ESTIMATE')
+      : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
   };
+}
+
+function positiveInt(v: string, name: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not ${v}`);
+  return n;
 }
 
 /**

@@ -103,6 +103,7 @@ export async function startServer(
     authenticator: auth.authenticator,
     registry: metrics,
     upstreamTimeoutMs: config.modelTimeoutMs,
+    outputEstimate: config.modelOutputEstimate,
   });
   const gateway = await startGateway({
     server: app.server,

@@ -41,11 +41,22 @@ export class ControllerManager {
     const { resources, reconcilers } = this.deps;
     this.unwatch = resources.store.watch((c) => {
       if (reconcilers.has(c.object.kind)) this.queue.add(nameOf(c.object));
+      for (const [kind, r] of reconcilers)
+        if (r.watches?.includes(c.object.kind)) void this.wakeAll(kind, c.object.workspace);
     });
     this.initial = (async () => {
       for (const kind of reconcilers.keys())
         for (const o of await resources.store.list({ kind })) this.queue.add(nameOf(o));
     })().catch((err) => this.deps.logger.error({ err }, 'listing objects to reconcile at start failed'));
+  }
+
+  /** Queues every object of `kind` in `workspace` (one of the kinds it watches changed). */
+  private async wakeAll(kind: string, workspace: string) {
+    try {
+      for (const o of await this.deps.resources.store.list({ kind, workspace })) this.queue.add(nameOf(o));
+    } catch (err) {
+      this.deps.logger.warn({ err, kind, workspace }, 'listing dependants of a change failed');
+    }
   }
 
   async stop(): Promise<void> {

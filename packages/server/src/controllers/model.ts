@@ -1,8 +1,8 @@
 // Model endpoints: DEPLOYING -> DEPLOYED once the first integration connection exists, is an LLM provider
 // of the model's wire format and holds a key; FAILED with the reason otherwise. The provider is never
-// called here, so a laptop offline still deploys. A FAILED model is looked at again every few seconds,
-// because what fixes it (a connection, a policy) is another object whose changes do not wake this one.
-import { openConnection } from '../models/connections.js';
+// called here, so a laptop offline still deploys. A change to a connection or policy of the workspace
+// re-judges its models at once; the periodic re-checks remain as a backstop.
+import { CONNECTION_KIND, openConnection } from '../models/connections.js';
 import { locationDenial, type PolicyBody } from '../models/policies.js';
 import { providerFor } from '../models/providers/index.js';
 import { isGone } from '../kinds/status.js';
@@ -12,7 +12,7 @@ import { DONE, type Reconciler, type ReconcileResult } from './reconciler.js';
 
 /** How soon a FAILED model is re-judged: quick enough that creating the missing connection feels immediate. */
 export const FAILED_RECHECK_MS = 5_000;
-/** How often a DEPLOYED model is re-judged, so a deleted connection shows as FAILED without a model edit. */
+/** Backstop re-judging of a DEPLOYED model (a connection change already wakes it; see `watches`). */
 export const DEPLOYED_RECHECK_MS = 30_000;
 
 /** Why the model cannot serve, or how DEPLOYED should read. */
@@ -55,6 +55,8 @@ async function judge(
 
 export function modelReconciler(deps: ControllerDeps): Reconciler {
   return {
+    // What makes a model usable or not lives in these: a deleted connection turns it FAILED at once.
+    watches: [CONNECTION_KIND, 'Policy'],
     async reconcile(key): Promise<ReconcileResult> {
       const o = await deps.resources.store.get(key);
       if (!o) return DONE;

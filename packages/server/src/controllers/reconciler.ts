@@ -10,6 +10,11 @@ export type ReconcileResult = QueueResult;
 export interface Reconciler {
   /** Throw to retry with backoff; throw `TerminalError` to record FAILED and stop retrying. */
   reconcile(key: ResourceKey, signal: AbortSignal): Promise<ReconcileResult>;
+  /**
+   * Other kinds this one's state depends on: a change to one of them re-runs the reconcile of every object
+   * of this kind in the same workspace (a model whose connection was deleted must not wait for a timer).
+   */
+  watches?: string[];
 }
 
 /** A failure retrying cannot fix (bad spec, unknown region): recorded as a FAILED event, not retried. */

@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setImmediate as tick } from 'node:timers/promises';
 import {
+  COUNT_SLICE_CHARS,
+  countInputTokens,
   DEFAULT_MAX_OUTPUT,
+  OTHER_FAMILY_INPUT_MARGIN,
   defaultMaxOutput,
   estimateInputTokens,
   requestedMaxOutput,
@@ -29,7 +33,7 @@ test('input is counted with a real tokenizer; images count a flat amount, not th
   // "Hello, world! How are you doing today?" is 10 tokens in o200k_base.
   const text = 'Hello, world! How are you doing today?';
   const n = estimateInputTokens({ model: 'gpt-4o', messages: [{ role: 'user', content: text }] });
-  assert.equal(n, 10 + 4);
+  assert.equal(n, 10 + 4 + 3, 'text, one message’s framing, the reply’s priming');
   const image = `data:image/png;base64,${'A'.repeat(1_000_000)}`;
   const withImage = estimateInputTokens({
     messages: [
@@ -42,5 +46,40 @@ test('input is counted with a real tokenizer; images count a flat amount, not th
       },
     ],
   });
-  assert.equal(withImage, 10 + 4 + TOKENS_PER_MEDIA);
+  assert.equal(withImage, 10 + 4 + 3 + TOKENS_PER_MEDIA);
+});
+
+const longPrompt = (chars: number) => {
+  const sentence = 'The gateway counts every prompt before a provider sees it, 42 times over. ';
+  return sentence.repeat(Math.ceil(chars / sentence.length)).slice(0, chars);
+};
+
+test('a long prompt counted in slices matches the whole count within one token per slice', async () => {
+  const body = { model: 'gpt-4o', messages: [{ role: 'user', content: longPrompt(1_000_000) }] };
+  const whole = estimateInputTokens(body, 'gpt-4o');
+  const sliced = await countInputTokens(body, 'gpt-4o');
+  const slices = Math.ceil(1_000_000 / COUNT_SLICE_CHARS);
+  assert.ok(Math.abs(whole - sliced) <= slices, `whole ${whole}, sliced ${sliced}`);
+});
+
+test('counting a 10 MB prompt lets other work run between slices', async () => {
+  const body = { messages: [{ role: 'user', content: longPrompt(10 * 1024 * 1024) }] };
+  let ticks = 0;
+  let counting = true;
+  const other = (async () => {
+    while (counting) {
+      ticks++;
+      await tick();
+    }
+  })();
+  await countInputTokens(body);
+  counting = false;
+  await other;
+  assert.ok(ticks >= (10 * 1024 * 1024) / COUNT_SLICE_CHARS / 2, `other work ran ${ticks} times`);
+});
+
+test('models outside OpenAI’s family get a margin on their input estimate', () => {
+  const body = { messages: [{ role: 'user', content: 'Hello, world! How are you doing today?' }] };
+  assert.equal(estimateInputTokens(body, 'claude-sonnet-4-5'), Math.ceil(17 * OTHER_FAMILY_INPUT_MARGIN));
+  assert.equal(estimateInputTokens(body, 'gpt-4o'), 17);
 });

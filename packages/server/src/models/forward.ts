@@ -9,10 +9,17 @@ import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint, Upstream } from './endpoints.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
-import { chatToMessages } from './translate/openai-to-anthropic.js';
+import { chatToMessages, STRUCTURED_TOOL } from './translate/openai-to-anthropic.js';
+import { responsesToChat } from './translate/responses-request.js';
 
 /** The path every endpoint answers in OpenAI's format, whatever its provider. */
 export const CHAT_PATH = '/v1/chat/completions';
+/** OpenAI's Responses API, translated for Anthropic connections like chat. */
+export const RESPONSES_PATH = '/v1/responses';
+
+/** Whether the call is one Berth translates for a connection of `mode` (chat or Responses to Messages). */
+const translated = (call: IncomingCall, mode: string) =>
+  mode === 'anthropic' && call.method === 'POST' && (call.path === CHAT_PATH || call.path === RESPONSES_PATH);
 
 export interface IncomingCall {
   method: string;
@@ -27,14 +34,20 @@ export interface IncomingCall {
   model?: string;
   /** Output tokens the call may produce (for Anthropic, which needs max_tokens). */
   maxOutput: number;
+  /** The output limit the request itself set, if any. */
+  requestedOutput?: number;
 }
 
 export interface Prepared {
   url: string;
   headers: Record<string, string>;
   body?: string | Buffer;
-  /** Anthropic's answer must be translated back to OpenAI's format. */
-  translate: boolean;
+  /** Anthropic's answer must be translated back to OpenAI's chat or Responses format. */
+  translate: false | 'chat' | 'responses';
+  /** The tool through which a `response_format` was asked of Anthropic: its call is the answer. */
+  structuredTool?: string;
+  /** Berth asked for stream usage the caller did not: the usage-only chunk must not reach it. */
+  stripUsageChunk?: boolean;
 }
 
 export interface Forwarded {
@@ -48,7 +61,7 @@ export interface Forwarded {
 }
 
 /** Inference paths whose body names a model: only these get the endpoint's model pinned. */
-const MODEL_PATHS =
+export const MODEL_PATHS =
   /\/(chat\/completions|completions|responses|embeddings|messages|messages\/count_tokens|moderations|images\/generations|audio\/speech|rerank|chat)$/;
 
 /** Request headers never forwarded: hop-by-hop, the caller's credentials, and ones Berth sets itself. */
@@ -62,6 +75,8 @@ const DROP = new Set([
   'x-goog-api-key',
   'cookie',
   'accept-encoding',
+  // The body goes out decoded (it was decoded to be judged).
+  'content-encoding',
   'forwarded',
   'x-real-ip',
   'openai-organization',
@@ -83,9 +98,11 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
   const { provider, connection } = up;
   const isChat = call.path === CHAT_PATH && call.method === 'POST';
   const cred = provider.credentialHeaders(connection, ep.organization);
-  if (isChat && provider.chat.mode === 'anthropic') {
+  if (translated(call, provider.chat.mode)) {
     if (!call.json) return undefined;
-    const body = chatToMessages(call.json, call.model ?? '', call.maxOutput);
+    const responses = call.path === RESPONSES_PATH;
+    const chat = responses ? responsesToChat(call.json) : call.json;
+    const body = chatToMessages(chat, call.model ?? '', call.maxOutput);
     return {
       url: provider.url(connection, '/v1/messages', ''),
       headers: {
@@ -95,7 +112,8 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
         ...cred,
       },
       body: JSON.stringify(body),
-      translate: true,
+      translate: responses ? 'responses' : 'chat',
+      structuredTool: chat.response_format ? STRUCTURED_TOOL : undefined,
     };
   }
   // A native path other than OpenAI chat needs a connection speaking the endpoint's own API.
@@ -131,7 +149,13 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
   }
   const path =
     isChat && provider.chat.mode === 'native' && provider.chat.path ? provider.chat.path : call.path;
-  return { url: provider.url(connection, path, call.query, call.model), headers, body, translate: false };
+  return {
+    url: provider.url(connection, path, call.query, call.model),
+    headers,
+    body,
+    translate: false,
+    stripUsageChunk: askUsage,
+  };
 }
 
 /**
@@ -172,7 +196,7 @@ const retriable = (status: number) => status === 429 || status >= 500;
 /** Whether connection `up` can serve this call at all (its wire format, or a translation of chat). */
 function serves(ep: Endpoint, up: Upstream, call: IncomingCall): boolean {
   const isChat = call.path === CHAT_PATH && call.method === 'POST';
-  if (isChat && up.provider.chat.mode === 'anthropic') return !!call.json;
+  if (translated(call, up.provider.chat.mode)) return !!call.json;
   return isChat || up.provider.wire === ep.provider.wire;
 }
 

@@ -4,27 +4,22 @@
 import type { Readable, Transform } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import { nestsDeeperThan } from '../http/json-depth.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
-import { defaultMaxOutput, estimateInputTokens, isEmbeddings, requestedMaxOutput } from './estimate.js';
-import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall } from './forward.js';
+import { defaultMaxOutput, isEmbeddings, requestedMaxOutput } from './estimate.js';
+import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall, MODEL_PATHS } from './forward.js';
 import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
 import { CallMeter } from './meter.js';
+import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
 import { registerModelRoutes } from './routes.js';
 import { UsageObserver } from './stream/usage-observer.js';
 import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
-import { normalizeUsage } from './usage.js';
+import { ChatToResponsesStream, chatToResponse } from './translate/responses-answer.js';
+import { normalizeUsage, usageInJsonText } from './usage.js';
 import { inferenceErrorHandler } from './inference-problem.js';
 
-/**
- * Deepest nesting of an inference body: tool parameters are JSON Schemas, which nest deeper than Berth's own
- * management bodies (MAX_JSON_DEPTH), yet far below what would overflow the stack of the metering walk.
- */
-export const MAX_INFERENCE_JSON_DEPTH = 256;
-
-/** Inference bodies carry images and long contexts: far above the 1 MiB of management calls. */
-export const MAX_INFERENCE_BODY = 32 * 1024 * 1024;
+/** Answers up to this size with a Content-Length are read whole and sent in one write (see send()). */
+const MAX_BUFFERED_ANSWER = 256 * 1024;
 
 /** Provider response headers not passed back: hop-by-hop, cookies of the provider's edge. */
 const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'set-cookie', 'alt-svc', 'server']);
@@ -35,44 +30,54 @@ function through<T extends Transform>(src: Readable, t: T): T {
   return src.pipe(t);
 }
 
-/** The call as the provider will see it: body parsed when JSON, model pinned, output ceiling known. */
+/**
+ * The call as the provider will see it: body parsed when it is JSON (declared or not: a provider reads a JSON
+ * body sent as text/plain, so the gateway must read and judge it too), model pinned, output ceiling known.
+ */
 function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string): IncomingCall {
-  const raw = Buffer.isBuffer(req.body) && req.body.length ? req.body : undefined;
-  let json: any;
-  if (raw && /json/i.test(String(req.headers['content-type'] ?? ''))) {
-    const text = raw.toString('utf8');
-    // Metering walks the parsed body recursively: a body nested thousands deep would overflow the stack there.
-    if (nestsDeeperThan(text, MAX_INFERENCE_JSON_DEPTH))
-      throw new ApiError(
-        'MALFORMED_REQUEST',
-        `body nests deeper than ${MAX_INFERENCE_JSON_DEPTH} levels of arrays and objects`,
-      );
-    try {
-      json = JSON.parse(text);
-    } catch (e) {
-      throw new ApiError('MALFORMED_REQUEST', `body is not valid JSON: ${(e as Error).message}`);
-    }
-  }
+  const { raw, json } = readBody(req.body, req.headers);
   let model: string | undefined = typeof json?.model === 'string' && json.model ? json.model : undefined;
   // A call naming no model, or the endpoint itself, is for the endpoint's model.
   if (!model || model === ep.name) model = ep.model ?? model;
-  const maxOutput = requestedMaxOutput(json) ?? defaultMaxOutput(model);
-  return { method: req.method, path, query, headers: req.headers, raw, json, model, maxOutput };
+  const requestedOutput = requestedMaxOutput(json);
+  const maxOutput = requestedOutput ?? defaultMaxOutput(model);
+  return {
+    method: req.method,
+    path,
+    query,
+    headers: req.headers,
+    raw,
+    json,
+    model,
+    maxOutput,
+    requestedOutput,
+  };
 }
 
-function reserve(
-  gw: ModelGateway,
-  ep: Endpoint,
-  call: IncomingCall,
-  meter: CallMeter,
-  estimate: () => number,
-) {
-  if (!ep.budgets.length || !call.json) return;
-  const inputEstimate = estimate();
-  const output = isEmbeddings(call.path) ? 0 : call.maxOutput;
+/** Seconds of Retry-After beyond which clients are told not to retry on their own (they would hang). */
+const MAX_CLIENT_RETRY_WAIT_S = 60;
+
+/**
+ * What a call may cost, reserved in every budget before the provider is asked (or a 429/422 thrown). Returns
+ * a promise only when a long prompt is being counted in slices; a short one is judged at once.
+ */
+function reserve(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter): void | Promise<void> {
+  if (!ep.budgets.length || !call.raw) return;
+  // A body that is not JSON cannot be counted. On an inference path (which takes JSON) its size bounds its
+  // input, a token being at least one byte. Elsewhere (file uploads, audio transcriptions) it reserves one token:
+  // refused once the window is spent, charged what the provider reports, but not refused for its size.
+  const estimate = call.json ? meter.estimateInput() : MODEL_PATHS.test(call.path) ? call.raw.length : 1;
+  if (typeof estimate === 'number') return book(gw, ep, call, meter, estimate);
+  return estimate.then((n) => book(gw, ep, call, meter, n));
+}
+
+function book(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter, inputEstimate: number) {
+  const output = isEmbeddings(call.path)
+    ? 0
+    : (call.requestedOutput ?? Math.min(gw.outputEstimate, call.maxOutput));
   const r = gw.budget.reserve(ep.budgets, { input: inputEstimate, output });
   if (r.ok) {
-    meter.reservation = r.reservation;
+    meter.hold(r.reservation);
     return;
   }
   gw.metrics.deniedBy(ep.workspace, r.policy);
@@ -87,10 +92,19 @@ function reserve(
       'POLICY_DENIED',
       `this call may use ${asked} ${r.dimension} tokens but policy ${r.policy} allows ${r.limit} per ${window}; ask for fewer (max_tokens)`,
     );
+  const headers: Record<string, string> = {
+    'retry-after': String(r.retryAfterS),
+    'retry-after-ms': String(r.retryAfterS * 1000),
+  };
+  // openai and @anthropic-ai/sdk honour any Retry-After without a cap; past a minute they must give up instead.
+  if (r.retryAfterS > MAX_CLIENT_RETRY_WAIT_S) headers['x-should-retry'] = 'false';
+  const until = new Date(r.windowEnd).toISOString();
   throw new ApiError(
     'RATE_LIMITED',
-    `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; this call (up to ${asked}) would exceed it until ${new Date(r.windowEnd).toISOString()}`,
-    { headers: { 'retry-after': String(r.retryAfterS) } },
+    r.inFlight
+      ? `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; calls in flight hold the rest of it until they finish: retry in ${r.retryAfterS} s`
+      : `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; this call (up to ${asked}) cannot succeed in this window, which ends at ${until}`,
+    { headers },
   );
 }
 
@@ -105,20 +119,38 @@ async function send(
   const contentType = String(fwd.headers['content-type'] ?? '');
   if (fwd.prepared.translate) {
     const nowS = Math.floor(gw.now() / 1000);
+    const responses = fwd.prepared.translate === 'responses';
     if (contentType.includes('text/event-stream')) {
-      const t = new AnthropicToChatStream(call.json?.stream_options?.include_usage === true, nowS, gw.now);
+      const t = new AnthropicToChatStream(
+        responses || call.json?.stream_options?.include_usage === true,
+        nowS,
+        gw.now,
+        fwd.prepared.structuredTool,
+      );
       meter.source = t;
       reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache');
-      return reply.send(through(fwd.body, t));
+      const chat = through(fwd.body, t);
+      return reply.send(responses ? through(chat, new ChatToResponsesStream(nowS)) : chat);
     }
     const msg = (await fwd.body.json()) as any;
     meter.firstByteAt = gw.now();
     meter.usage = normalizeUsage(msg?.usage);
-    return reply.type('application/json').send(messageToChat(msg, nowS));
+    const chat = messageToChat(msg, nowS, fwd.prepared.structuredTool);
+    return reply.type('application/json').send(responses ? chatToResponse(chat, nowS) : chat);
   }
   for (const [k, v] of Object.entries(fwd.headers))
     if (v !== undefined && !DROP_RESPONSE.has(k)) reply.header(k, v);
-  const observer = new UsageObserver(contentType, gw.now);
+  const length = Number(fwd.headers['content-length'] ?? Number.NaN);
+  if (length <= MAX_BUFFERED_ANSWER && !contentType.includes('text/event-stream')) {
+    // A whole answer of known, small size: one write of head and body instead of a piped, chunked stream
+    // (half the gateway's cost per call at 32 connections). Nothing is held back that a client could use early.
+    const buf = Buffer.from(await fwd.body.arrayBuffer());
+    meter.firstByteAt = gw.now();
+    if (contentType.includes('json')) meter.usage = usageInJsonText(buf.toString('utf8'));
+    reply.removeHeader('content-length');
+    return reply.send(buf);
+  }
+  const observer = new UsageObserver(contentType, gw.now, fwd.prepared.stripUsageChunk);
   meter.source = observer;
   return reply.send(through(fwd.body, observer));
 }
@@ -146,15 +178,17 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
       const caller = await gw.callers.resolve(req.headers, params.workspace);
       const ep = await gw.endpoints.get(caller.access.workspace, params.model);
       const q = req.url.indexOf('?');
-      const call = incoming(ep, req, `/${params['*'] ?? ''}`, q >= 0 ? req.url.slice(q + 1) : '');
-      let estimated: number | undefined;
-      const inputEstimate = () => (estimated ??= call.json ? estimateInputTokens(call.json) : 0);
+      let path = `/${params['*'] ?? ''}`;
+      // @ai-sdk/anthropic appends `/messages` to a base URL it expects to end in /v1: both forms are served.
+      if (/^\/messages(\/|$)/.test(path)) path = `/v1${path}`;
+      const call = incoming(ep, req, path, q >= 0 ? req.url.slice(q + 1) : '');
       const meter = new CallMeter(
         gw,
         ep.workspace,
         ep.name,
         caller.keyId,
-        inputEstimate,
+        call.json,
+        call.model,
         !isEmbeddings(call.path),
         startedAt,
       );
@@ -172,7 +206,12 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
         if (call) req.log.info(call, 'model call');
         return reply.hijack();
       }
-      reserve(gw, ep, call, meter, inputEstimate);
+      const counting = reserve(gw, ep, call, meter);
+      if (counting) {
+        await counting;
+        // The caller may have left while a long prompt was being counted.
+        if (abort.aborted) return reply.hijack();
+      }
       const fwd = await forward(ep, call, {
         agent: gw.agent,
         signal: abort,

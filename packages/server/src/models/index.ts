@@ -6,6 +6,7 @@ import type { Authenticator } from '../auth/access.js';
 import type { Resources } from '../store/resources.js';
 import { CallerResolver } from './caller.js';
 import { EndpointCache } from './endpoints.js';
+import { DEFAULT_OUTPUT_ESTIMATE, loadTokenizer } from './estimate.js';
 import { ModelMetrics } from './metrics.js';
 import { TokenBudget } from './token-budget.js';
 import { UsageRecorder } from './usage-recorder.js';
@@ -24,6 +25,8 @@ export interface ModelGatewayDeps {
   registry?: import('prom-client').Registry;
   /** Headers timeout and between-chunk body timeout for provider calls. */
   upstreamTimeoutMs?: number;
+  /** Output tokens reserved for a call that sets no max_tokens of its own (default DEFAULT_OUTPUT_ESTIMATE). */
+  outputEstimate?: number;
   now?: () => number;
   onError?: (err: unknown) => void;
 }
@@ -37,6 +40,7 @@ export interface ModelGateway {
   metrics: ModelMetrics;
   agent: Agent;
   upstreamTimeoutMs: number;
+  outputEstimate: number;
   now: () => number;
   close(): Promise<void>;
 }
@@ -51,6 +55,18 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     connections: UPSTREAM_CONNECTIONS,
   });
   const endpoints = new EndpointCache(deps.resources);
+  // The tokenizer loads when budgets first exist (start-up, or a maxToken policy written), between requests,
+  // rather than inside the first model call it would hold up for half a second.
+  const warm = () => setImmediate(loadTokenizer);
+  const isBudget = (o: { kind: string; body?: any }) =>
+    o.kind === 'Policy' && o.body?.spec?.type === 'maxToken';
+  const unwatchPolicies = deps.resources.store.watch((c) => {
+    if (isBudget(c.object)) warm();
+  });
+  deps.resources.store.list({ kind: 'Policy' }).then(
+    (ps) => ps.some(isBudget) && warm(),
+    () => {},
+  );
   return {
     resources: deps.resources,
     callers: new CallerResolver(deps.authenticator, deps.resources.store),
@@ -60,8 +76,10 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     metrics: new ModelMetrics(deps.registry),
     agent,
     upstreamTimeoutMs: deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    outputEstimate: deps.outputEstimate ?? DEFAULT_OUTPUT_ESTIMATE,
     now,
     async close() {
+      unwatchPolicies();
       endpoints.close();
       await recorder.close();
       // In-flight provider calls were aborted with their clients; idle sockets go now.

@@ -37,7 +37,16 @@ test('statuses: the stored credential refused is a 502, not the caller’s 401; 
   assert.equal(limited.headers['retry-after'], '7');
   assert.equal(providerError('c1', 400, '{"error":{"message":"bad"}}', {}, []).status, 400);
   assert.equal(providerError('c1', 404, '{"error":{"message":"no model"}}', {}, []).detail, 'no model');
-  assert.equal(providerError('c1', 529, 'overloaded', {}, []).status, 502);
+  const overloaded = providerError(
+    'c1',
+    529,
+    '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+    {},
+    [],
+  );
+  assert.equal(overloaded.status, 529, 'Anthropic’s overloaded status is kept, not a generic 502');
+  assert.equal(overloaded.error, 'PROVIDER_OVERLOADED');
+  assert.equal(providerError('c1', 500, 'boom', {}, []).status, 502);
   assert.equal(
     transportError('c1', Object.assign(new Error('x'), { code: 'UND_ERR_HEADERS_TIMEOUT' })).status,
     504,

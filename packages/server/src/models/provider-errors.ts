@@ -59,6 +59,15 @@ export function providerError(
       code: 'PROVIDER_RATE_LIMITED',
     });
   }
+  // Anthropic's "overloaded": kept as such (its clients back off on it), as 503 for OpenAI-style clients.
+  if (status === 529 || status === 503) {
+    const retry = headers['retry-after'];
+    return new ApiError('UNAVAILABLE', `the provider is overloaded: ${message}`, {
+      status,
+      code: 'PROVIDER_OVERLOADED',
+      headers: typeof retry === 'string' && /^\d+$/.test(retry) ? { 'retry-after': retry } : {},
+    });
+  }
   const name = BY_STATUS[status];
   if (name) return new ApiError(name, message, { status });
   if (status >= 400 && status < 500) return new ApiError('MALFORMED_REQUEST', message, { status });

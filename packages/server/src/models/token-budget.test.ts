@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type BudgetPolicy, TokenBudget, windowAt } from './token-budget.js';
+import { type BudgetPolicy, IN_FLIGHT_RETRY_S, TokenBudget, windowAt } from './token-budget.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.UTC(2025, 0, 15, 10, 0, 0);
@@ -39,15 +39,28 @@ test('reservations never exceed an output limit, whatever their sizes and order'
   );
 });
 
-test('100 reservations of 50 against 1000 output tokens: exactly 20 are granted, the rest get a retry time', () => {
+test('refused only because of reservations in flight: retry in a second, not at the window end', () => {
   const b = new TokenBudget(() => T0 + 15 * 60_000);
   const p = policy({ output: 1000 });
   const results = Array.from({ length: 100 }, () => b.reserve([p], { input: 10, output: 50 }));
   assert.equal(results.filter((r) => r.ok).length, 20);
   const denied = results.find((r) => !r.ok);
   assert.ok(denied && !denied.ok);
-  assert.equal(denied.retryAfterS, 45 * 60, 'seconds until the hour window ends');
+  assert.equal(denied.inFlight, true);
+  assert.equal(denied.retryAfterS, IN_FLIGHT_RETRY_S);
   assert.equal(denied.never, false);
+});
+
+test('refused because the window is used up: retry when the window ends', () => {
+  const b = new TokenBudget(() => T0 + 15 * 60_000);
+  const p = policy({ output: 1000 });
+  const r = b.reserve([p], { input: 0, output: 990 });
+  assert.ok(r.ok);
+  b.settle(r.reservation, { input: 0, output: 990 });
+  const denied = b.reserve([p], { input: 0, output: 50 });
+  assert.ok(!denied.ok);
+  assert.equal(denied.inFlight, false);
+  assert.equal(denied.retryAfterS, 45 * 60, 'seconds until the hour window ends');
 });
 
 test('settling with the real usage frees what was reserved but not used', () => {

@@ -54,10 +54,22 @@ export type ReserveResult =
       limit: number;
       /** The request alone is larger than the limit: waiting will not help. */
       never: boolean;
-      /** Seconds until the window that refused ends (at least 1). */
+      /**
+       * Only tokens reserved by calls in flight stand in the way: the call fits once they settle (most
+       * reserve more than they use), so a retry soon can succeed. Otherwise it cannot before `windowEnd`.
+       */
+      inFlight: boolean;
+      /** Seconds until the call could succeed: a short wait for calls in flight, else the window's end. */
       retryAfterS: number;
       windowEnd: number;
     };
+
+/**
+ * Seconds a caller refused because of reservations in flight is told to wait. Calls settle when they
+ * finish (typically within seconds) and settlement usually frees most of a reservation, so a retry soon can
+ * succeed; the clients' own backoff takes over if it does not.
+ */
+export const IN_FLIGHT_RETRY_S = 1;
 
 const UNIT_MS: Record<Exclude<Granularity, 'month'>, number> = {
   minute: 60_000,
@@ -108,16 +120,20 @@ export class TokenBudget {
         if (limit === undefined) continue;
         const want = dim === 'total' ? total(amount) : amount[dim];
         const held = dim === 'total' ? total(w.used) + total(w.reserved) : w.used[dim] + w.reserved[dim];
-        if (want > 0 && held + want > limit)
+        if (want > 0 && held + want > limit) {
+          const used = dim === 'total' ? total(w.used) : w.used[dim];
+          const inFlight = used + want <= limit;
           return {
             ok: false,
             policy: p.name,
             dimension: dim,
             limit,
             never: want > limit,
-            retryAfterS: Math.max(1, Math.ceil((w.end - t) / 1000)),
+            inFlight,
+            retryAfterS: inFlight ? IN_FLIGHT_RETRY_S : Math.max(1, Math.ceil((w.end - t) / 1000)),
             windowEnd: w.end,
           };
+        }
       }
       states.push([windowKey(p, w.start), w]);
     }

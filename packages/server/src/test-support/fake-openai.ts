@@ -3,7 +3,7 @@
 import type { ServerResponse } from 'node:http';
 import {
   json,
-  promptTokens,
+  openaiPromptTokens,
   type StreamContext,
   stream,
   TOOL_ARGS,
@@ -37,7 +37,7 @@ export function chatCompletions(ctx: StreamContext, res: ServerResponse, body: a
   const wantsTool = Array.isArray(body.tools) && body.tools.length > 0 && last?.role !== 'tool';
   const text = last?.role === 'tool' ? `The tool said: ${textOf(last.content)}` : words(maxTokens).join(' ');
   const outTokens = wantsTool ? 12 : last?.role === 'tool' ? text.split(' ').length : maxTokens;
-  const input = promptTokens(body.messages);
+  const input = openaiPromptTokens(body.messages);
   const usage = { prompt_tokens: input, completion_tokens: outTokens, total_tokens: input + outTokens };
   const id = 'chatcmpl-fake';
   const created = 1_700_000_000;

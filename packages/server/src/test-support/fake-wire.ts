@@ -1,6 +1,7 @@
 // What the fake provider's OpenAI and Anthropic halves share: JSON and SSE answers, a paced stream that
 // notices when the client hangs up, and a deterministic text generator (one word = one token).
 import type { ServerResponse } from 'node:http';
+import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 
 export const WORDS = ['Hello', 'from', 'the', 'fake', 'provider'];
 export const TOOL_ARGS = { city: 'Paris' };
@@ -22,7 +23,7 @@ export function textOf(content: unknown): string {
     .join(' ');
 }
 
-/** Input tokens as the fake counts them: one per 4 characters of message text. */
+/** Anthropic-style input tokens as the fake counts them: one per 4 characters of message text. */
 export function promptTokens(messages: any[], system?: unknown) {
   const chars = (messages ?? []).map((m: any) => textOf(m.content)).join(' ').length + textOf(system).length;
   return Math.max(1, Math.ceil(chars / 4));
@@ -57,4 +58,13 @@ export async function stream(ctx: StreamContext, res: ServerResponse, frames: st
     if (ctx.chunkDelayMs) await sleep(ctx.chunkDelayMs);
   }
   res.end();
+}
+
+/**
+ * OpenAI's own count of a chat prompt: each message's text in o200k_base plus 3 framing tokens per message
+ * and 3 priming the reply (OpenAI's documented recipe), so budgets are tested against a realistic count.
+ */
+export function openaiPromptTokens(messages: any[]) {
+  const list = Array.isArray(messages) ? messages : [];
+  return list.reduce((n: number, m: any) => n + countTokens(textOf(m?.content)) + 3, 3);
 }

@@ -3,6 +3,7 @@
 // fragments, the finish reason, usage when the caller asked for it, then `[DONE]`).
 import { Transform, type TransformCallback } from 'node:stream';
 import { SseParser, sseFrame } from '../stream/sse.js';
+import { countTextTokens } from '../estimate.js';
 import { mergeUsage, normalizeUsage, type TokenUsage } from '../usage.js';
 
 const FINISH: Record<string, string> = {
@@ -22,14 +23,21 @@ const openAiUsage = (u: Partial<TokenUsage>) => ({
   total_tokens: (u.input ?? 0) + (u.output ?? 0),
 });
 
-export function messageToChat(msg: any, nowS: number): Record<string, unknown> {
+/**
+ * A whole Anthropic message as a chat completion. With `structured` (the request asked for JSON), the call
+ * of that tool is the answer: its input becomes the content and the finish reason `stop`.
+ */
+export function messageToChat(msg: any, nowS: number, structured?: string): Record<string, unknown> {
   const blocks: any[] = Array.isArray(msg?.content) ? msg.content : [];
-  const text = blocks
-    .filter((b) => b.type === 'text')
-    .map((b) => b.text)
-    .join('');
+  const answer = structured ? blocks.find((b) => b.type === 'tool_use' && b.name === structured) : undefined;
+  const text = answer
+    ? JSON.stringify(answer.input ?? {})
+    : blocks
+        .filter((b) => b.type === 'text')
+        .map((b) => b.text)
+        .join('');
   const toolCalls = blocks
-    .filter((b) => b.type === 'tool_use')
+    .filter((b) => b.type === 'tool_use' && b !== answer && b.name !== structured)
     .map((b) => ({
       id: b.id,
       type: 'function',
@@ -50,7 +58,7 @@ export function messageToChat(msg: any, nowS: number): Record<string, unknown> {
           ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
         },
         logprobs: null,
-        finish_reason: finishReason(msg?.stop_reason),
+        finish_reason: answer && !toolCalls.length ? 'stop' : finishReason(msg?.stop_reason),
       },
     ],
     usage: openAiUsage(normalizeUsage(msg?.usage) ?? {}),
@@ -66,6 +74,10 @@ export class AnthropicToChatStream extends Transform {
   private model = '';
   /** Anthropic content block index -> OpenAI tool call index. */
   private readonly tools = new Map<number, number>();
+  /** Content block index of the structured-output tool call, streamed as content. */
+  private structuredBlock?: number;
+  /** Generated text seen (for counting a stream cut before its usage arrived). */
+  private readonly text: string[] = [];
   private finish: string | null = null;
   private done = false;
 
@@ -73,8 +85,15 @@ export class AnthropicToChatStream extends Transform {
     private readonly includeUsage: boolean,
     private readonly nowS: number,
     private readonly now: () => number = Date.now,
+    /** The structured-output tool whose arguments are the answer's content (see messageToChat). */
+    private readonly structured?: string,
   ) {
     super();
+  }
+
+  /** Output tokens streamed so far, counted with the tokenizer. */
+  streamedTokens(): number {
+    return countTextTokens(this.text.join(''));
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback) {
@@ -135,6 +154,10 @@ export class AnthropicToChatStream extends Transform {
         return this.chunk({ role: 'assistant', content: '' });
       case 'content_block_start': {
         const b = d.content_block;
+        if (b?.type === 'tool_use' && this.structured && b.name === this.structured) {
+          this.structuredBlock = d.index;
+          return '';
+        }
         if (b?.type === 'tool_use') {
           const index = this.tools.size;
           this.tools.set(d.index, index);
@@ -142,12 +165,20 @@ export class AnthropicToChatStream extends Transform {
             tool_calls: [{ index, id: b.id, type: 'function', function: { name: b.name, arguments: '' } }],
           });
         }
-        if (b?.type === 'text' && b.text) return this.chunk({ content: b.text });
+        if (b?.type === 'text' && b.text) {
+          this.text.push(b.text);
+          return this.chunk({ content: b.text });
+        }
         return '';
       }
       case 'content_block_delta': {
         const delta = d.delta;
+        if (typeof delta?.text === 'string') this.text.push(delta.text);
+        else if (typeof delta?.partial_json === 'string') this.text.push(delta.partial_json);
+        else if (typeof delta?.thinking === 'string') this.text.push(delta.thinking);
         if (delta?.type === 'text_delta') return this.chunk({ content: delta.text });
+        if (delta?.type === 'input_json_delta' && d.index === this.structuredBlock)
+          return this.chunk({ content: delta.partial_json });
         if (delta?.type === 'input_json_delta' && this.tools.has(d.index))
           return this.chunk({
             tool_calls: [{ index: this.tools.get(d.index), function: { arguments: delta.partial_json } }],
@@ -156,7 +187,10 @@ export class AnthropicToChatStream extends Transform {
       }
       case 'message_delta':
         this.usage = mergeUsage(this.usage, normalizeUsage(d.usage));
-        this.finish = finishReason(d.delta?.stop_reason);
+        this.finish =
+          this.structuredBlock !== undefined && !this.tools.size
+            ? 'stop'
+            : finishReason(d.delta?.stop_reason);
         return this.chunk({}, this.finish ?? 'stop');
       case 'message_stop':
         return this.closing();

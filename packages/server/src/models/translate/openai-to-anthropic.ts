@@ -62,6 +62,33 @@ function toolChoice(choice: unknown, parallel: unknown): Block | undefined {
   return out;
 }
 
+/** The tool through which an OpenAI `response_format` is asked of Anthropic (whose answer is its input). */
+export const STRUCTURED_TOOL = 'structured_output';
+
+/**
+ * OpenAI's JSON mode and structured output as Anthropic understands them: a tool whose input schema is the
+ * requested schema, forced with tool_choice, so the model's answer is a JSON object that fits it. The
+ * translation back turns that tool call into the message's content. Undefined when no JSON is asked for.
+ */
+function structuredTool(format: any): Block | undefined {
+  if (format?.type === 'json_schema') {
+    const s = format.json_schema ?? {};
+    const schema = s.schema && typeof s.schema === 'object' ? s.schema : { type: 'object' };
+    return {
+      name: STRUCTURED_TOOL,
+      description: `Answer by calling this tool with the response${s.name ? ` (${s.name})` : ''}${s.description ? `: ${s.description}` : ''}.`,
+      input_schema: schema.type === 'object' ? schema : { type: 'object', properties: { value: schema } },
+    };
+  }
+  if (format?.type === 'json_object')
+    return {
+      name: STRUCTURED_TOOL,
+      description: 'Answer by calling this tool with the response as a JSON object.',
+      input_schema: { type: 'object', additionalProperties: true },
+    };
+  return undefined;
+}
+
 export function chatToMessages(body: any, model: string, maxTokens: number): Record<string, unknown> {
   const system: string[] = [];
   const messages: AnthropicMessage[] = [];
@@ -110,6 +137,12 @@ export function chatToMessages(body: any, model: string, maxTokens: number): Rec
     }));
   const choice = toolChoice(body.tool_choice, body.parallel_tool_calls);
   if (choice && (tools.length || choice.type === 'none')) out.tool_choice = choice;
+  const structured = structuredTool(body.response_format);
+  if (structured) {
+    out.tools = [...((out.tools as Block[]) ?? []), structured];
+    // With tools of its own the model may still call them first; alone, the answer must be the JSON.
+    out.tool_choice = tools.length ? { type: 'any' } : { type: 'tool', name: STRUCTURED_TOOL };
+  }
   if (typeof body.user === 'string') out.metadata = { user_id: body.user };
   return out;
 }
