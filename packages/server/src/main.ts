@@ -16,6 +16,8 @@ import type { Config } from './config.js';
 import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
+import { volumeReconciler } from './controllers/volume.js';
+import { existingArchive } from './runtime/volume-archives.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
@@ -83,7 +85,8 @@ export async function startServer(
   await app.register(
     async (v0) => {
       registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
-      for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
+      previewTokens.register(v0, { resources });
+      templateVersions.register(v0, { resources, dataDir: config.dataDir });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
@@ -111,7 +114,16 @@ export async function startServer(
   const controllers = startControllers({
     resources,
     logger,
-    reconcilers: { Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }) },
+    reconcilers: {
+      Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }),
+      Volume: (d) =>
+        volumeReconciler({
+          ...d,
+          driver,
+          logger,
+          archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
+        }),
+    },
   });
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();

@@ -188,7 +188,8 @@ export const sandbox = {
   spec: SandboxSpec,
   hasStatus: true,
   // A running sandbox keeps its memory limit and root image: changing either would mean a new sandbox.
-  immutable: ['/runtime/memory', '/runtime/image'],
+  // Volumes are mounted when the sandbox starts; a running one cannot gain or lose one (recreate it).
+  immutable: ['/runtime/memory', '/runtime/image', '/volumes'],
   readOnly: {
     state: literals(SANDBOX_STATES),
     /** Seconds until automatic deletion; present only when a TTL, expiry or policy is set. */
