@@ -45,6 +45,9 @@ export async function ensureVolume(
   mkdirSync(mnt, { recursive: true, mode: 0o700 });
   if (!existsSync(img)) {
     const tmp = `${img}.tmp`;
+    // A crash while seeding can leave the half-made image mounted aside: unmount before throwing it away.
+    for (const mp of mountsUnder(join(dir, 'seed'))) await run('umount', ['-l', mp]);
+    rmSync(join(dir, 'seed'), { recursive: true, force: true });
     rmSync(tmp, { force: true });
     await run('truncate', ['-s', `${Math.floor(sizeMb)}M`, tmp]);
     // No reserved blocks: the whole cap is the user's. root_owner: the sandbox's uid takes it at attach.
