@@ -23,6 +23,7 @@ import { createLinuxDriver } from './runtime/index.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook } from './api/sandboxes.js';
+import { volumeCreateHook } from './api/volumes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
 import { createPrivateFile, secureDataDir } from './store/data-dir.js';
@@ -84,7 +85,10 @@ export async function startServer(
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   await app.register(
     async (v0) => {
-      registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
+      registerCrud(v0, KINDS, {
+        resources,
+        createHooks: { Sandbox: sandboxCreateHook({ resources }), Volume: volumeCreateHook({ resources }) },
+      });
       previewTokens.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       registerIdentityRoutes(v0, auth.context);
