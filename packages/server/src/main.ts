@@ -9,6 +9,7 @@ import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
+import * as drives from './api/drives.js';
 import { createAuth } from './auth/index.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
@@ -91,6 +92,7 @@ export async function startServer(
       });
       previewTokens.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
+      drives.register(v0);
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);

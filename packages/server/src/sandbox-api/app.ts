@@ -34,6 +34,7 @@ import { startProcess } from './process/start.js';
 import { closeStdin, writeStdin } from './process/stdin.js';
 import { stopProcess } from './process/stop.js';
 import { Router } from './router.js';
+import { drivesUnavailable } from './drives.js';
 import { terminal } from './terminal.js';
 
 /** Idle keep-alive connections from the host gateway are kept this long (longer than the gateway's own pool idle). */
@@ -82,6 +83,7 @@ export function buildRouter(api: SandboxApi): Router {
     .on('GET', '/filesystem-multipart/:id/parts', listParts(api));
 
   r.on('GET', '/network/process/:pid/ports', processPorts(api));
+  r.on('*', '/drives/*rest', drivesUnavailable());
   r.on('*', '/port/:port/*rest', proxyHttp());
   r.on('POST', '/mcp', mcp(api)).on('GET', '/mcp', mcp(api)).on('DELETE', '/mcp', mcp(api));
 

@@ -106,7 +106,10 @@ test('volume data and attachments survive kill -9 of the server after every step
     if (t) assert.ok(t.terminatedAt);
     assert.deepEqual(mountsUnder(join(dataDir, 'volumes')), [], 'no mount left behind');
     // The name is free again at once, and the new volume starts empty.
-    assert.equal((await api('/volumes', 'POST', { metadata: { name: 'vol' }, spec: { size: 16 } })).status, 200);
+    assert.equal(
+      (await api('/volumes', 'POST', { metadata: { name: 'vol' }, spec: { size: 16 } })).status,
+      200,
+    );
     await until('/volumes/vol', (b) => b?.status === 'DEPLOYED');
     const three = await api('/sandboxes', 'POST', { metadata: { name: 'three' }, spec });
     assert.equal(three.status, 200);
