@@ -16,7 +16,10 @@ describe('drives are refused clearly', () => {
       ['/drives/shared', 'GET'],
       ['/drives/by-external-id/x', 'GET'],
     ]) {
-      const r = await s.api(path, { method, ...(method === 'POST' ? { json: { metadata: { name: 'd' } } } : {}) });
+      const r = await s.api(path, {
+        method,
+        ...(method === 'POST' ? { json: { metadata: { name: 'd' } } } : {}),
+      });
       assert.equal(r.status, 501, `${method} ${path}`);
       assert.match(r.headers.get('content-type') ?? '', /problem\+json/);
       const b = await r.json();

@@ -56,8 +56,20 @@ export async function ensureVolume(
     renameSync(tmp, img); // from here on the volume exists; before, a crash leaves only the .tmp
   }
   await run('mount', ['-o', 'loop,nosuid,nodev', img, mnt]);
+  await directIo(img);
   chmodSync(mnt, 0o755);
   return mnt;
+}
+
+/**
+ * The loop device reads and writes its image with direct I/O: without it every block is cached twice (the
+ * volume's page cache and the image file's), and a cold sequential read right after a write ran at half the host
+ * disk's speed (bench/sandboxes/volumes.mjs: 0.47 of the host; with direct I/O, on par). Best effort: a backing
+ * file system without O_DIRECT keeps buffered I/O, which is only slower.
+ */
+async function directIo(img: string): Promise<void> {
+  const dev = (await run('losetup', ['-j', img])).split(':')[0];
+  if (dev) await run('losetup', ['--direct-io=on', dev]).catch(() => undefined);
 }
 
 /** Extracts a template archive into a fresh image (mounted aside), refusing any entry that would leave it. */
@@ -104,7 +116,8 @@ export async function removeVolume(dataDir: string, ref: VolumeRef): Promise<voi
 /**
  * Files of a volume belong to whoever attached it last: a sandbox maps only its own host uid (root inside), so
  * files written by an earlier holder are re-owned to the new one at attach. Skipped when the root already
- * belongs to the uid (the common case: the same sandbox started again).
+ * belongs to the uid (the common case: the same sandbox started again). Measured: ~30 ms for a nearly empty
+ * volume (the spawn), ~180 ms for 10,000 files; an in-process walk was 5x slower on the large tree.
  */
 export async function ownVolume(mnt: string, uid: number): Promise<void> {
   if (statSync(mnt).uid !== uid) await run('chown', ['-R', '-h', `${uid}:${uid}`, mnt]);
