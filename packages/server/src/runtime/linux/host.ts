@@ -127,6 +127,7 @@ export async function exposeDir(path: string): Promise<string> {
  */
 export async function unexposeUnder(prefix: string): Promise<void> {
   const root = existsSync(prefix) ? realpathSync(prefix) : prefix;
+  if (!existsSync(EXPOSE_DIR)) return;
   for (const f of readdirSync(EXPOSE_DIR).filter((n) => n.endsWith('.src'))) {
     const meta = join(EXPOSE_DIR, f);
     const src = readFileSync(meta, 'utf8');

@@ -12,6 +12,7 @@ import * as tar from 'tar';
 import type { VolumeRef } from '../driver.js';
 import { mountsUnder } from './disk.js';
 import { run } from './exec.js';
+import { unexposeUnder } from './host.js';
 
 export const VOLUMES_SUBDIR = 'volumes';
 /** Names are DNS labels (kinds/common.ts); this is checked again here because they become paths. */
@@ -109,6 +110,9 @@ export async function extractArchive(file: string, dest: string): Promise<void> 
 /** Unmounts (freeing the loop device) and deletes the image; idempotent. */
 export async function removeVolume(dataDir: string, ref: VolumeRef): Promise<void> {
   const dir = volumeDir(dataDir, ref);
+  // The bind that made the mount point reachable by bwrap (host.ts exposeDir) holds the file system too: without
+  // its unmount the loop device would stay attached to a deleted image.
+  await unexposeUnder(dir);
   for (const mp of mountsUnder(dir)) await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
   rmSync(dir, { recursive: true, force: true });
 }
