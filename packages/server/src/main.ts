@@ -81,6 +81,7 @@ export async function startServer(
       allowCidrs: config.sandboxAllowCidrs,
     }),
   );
+  const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
@@ -88,7 +89,10 @@ export async function startServer(
     async (v0) => {
       registerCrud(v0, KINDS, {
         resources,
-        createHooks: { Sandbox: sandboxCreateHook({ resources }), Volume: volumeCreateHook({ resources }) },
+        createHooks: {
+          Sandbox: sandboxCreateHook({ resources }),
+          Volume: volumeCreateHook({ resources, capacity }),
+        },
       });
       previewTokens.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
@@ -128,6 +132,7 @@ export async function startServer(
           driver,
           logger,
           archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
+          capacity,
         }),
     },
   });

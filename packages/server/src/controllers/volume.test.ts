@@ -21,6 +21,7 @@ import { type ResourceKey, StoreError } from '../store/store.js';
 import { TerminalError } from './reconciler.js';
 import { sandboxReconciler } from './sandbox.js';
 import { volumeReconciler } from './volume.js';
+import type { VolumeCapacity } from './volume-capacity.js';
 
 const CTX = { workspace: 'default', parents: [], actor: 'tester' };
 
@@ -38,7 +39,7 @@ class RecordingDriver extends FakeDriver {
   }
 }
 
-async function setup() {
+async function setup(capacity?: VolumeCapacity) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-vol-ctl-'));
   const socket = join(dir, 'health.sock');
   const health: Server = createServer((_req, res) => {
@@ -63,6 +64,7 @@ async function setup() {
       now,
       driver,
       archiveOf: (ws, t, v) => archives.get(`${ws}/${t}/${v}`),
+      capacity,
     }),
   };
   const key = (kind: string, name: string): ResourceKey => ({ kind, workspace: 'default', parent: '', name });
@@ -279,6 +281,54 @@ test('a volume is seeded from the named template version, the latest by default;
     assert.equal(missing.status, 'FAILED');
     assert.match(missing.events.at(-1).message, /version "v9" of volume template "deps" does not exist/);
     assert.ok(!env.driver.volumes.has('default/missing'));
+  } finally {
+    await env.close();
+  }
+});
+
+test('volumes past the configured totals are FAILED saying how full the space is; a removed one frees its space', async () => {
+  const env = await setup({ totalMb: 200, workspaceMb: 100 });
+  try {
+    await env.volume('a', { size: 64 });
+    await env.volume('b', { size: 64 });
+    await Promise.all([env.settle('Volume', 'a'), env.settle('Volume', 'b')]);
+    const statuses = [(await env.get('Volume', 'a')).status, (await env.get('Volume', 'b')).status].sort();
+    assert.deepEqual(statuses, ['DEPLOYED', 'FAILED'], 'exactly one fits the workspace total');
+    const failed = (await env.get('Volume', 'a')).status === 'FAILED' ? 'a' : 'b';
+    assert.match(
+      (await env.get('Volume', failed)).events.at(-1).message,
+      /volume space of workspace "default" is full: 64 MB of 100 MB in use, 64 MB asked/,
+    );
+    await env.resources.create(
+      volumeKind,
+      { ...CTX, workspace: 'other' },
+      { metadata: { name: 'c' }, spec: { size: 100 } },
+    );
+    await env.resources.create(
+      volumeKind,
+      { ...CTX, workspace: 'third' },
+      { metadata: { name: 'd' }, spec: { size: 64 } },
+    );
+    const other = (name: string, ws: string) =>
+      volumeReconciler({
+        resources: env.resources,
+        now: () => new Date(),
+        driver: env.driver,
+        archiveOf: () => undefined,
+        capacity: { totalMb: 200, workspaceMb: 100 },
+      }).reconcile({ kind: 'Volume', workspace: ws, parent: '', name }, new AbortController().signal);
+    await other('c', 'other');
+    await assert.rejects(
+      other('d', 'third'),
+      /volume space of this server is full: 164 MB of 200 MB in use, 64 MB asked/,
+    );
+
+    const fits = failed === 'a' ? 'b' : 'a';
+    await env.resources.delete(volumeKind, CTX, fits);
+    await env.settle('Volume', fits);
+    await env.volume('e', { size: 64 });
+    await env.settle('Volume', 'e');
+    assert.equal((await env.get('Volume', 'e')).status, 'DEPLOYED');
   } finally {
     await env.close();
   }

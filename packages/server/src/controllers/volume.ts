@@ -10,6 +10,7 @@ import { templateNameOf } from '../kinds/volume.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { keyOf, type StoredObject } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
+import { capacityRefusal, type VolumeCapacity } from './volume-capacity.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 
@@ -22,6 +23,8 @@ export interface VolumeControllerDeps extends ControllerDeps {
   driver: RuntimeDriver;
   /** Where an uploaded template version's archive is, or undefined when it is not there. */
   archiveOf: (workspace: string, template: string, versionId: string) => string | undefined;
+  /** Configured totals of volume space; none by default. */
+  capacity?: VolumeCapacity;
 }
 
 /** The archive a new volume is seeded from: `template` or `template:version` (latest by default). */
@@ -55,6 +58,37 @@ async function seedOf(deps: VolumeControllerDeps, o: StoredObject): Promise<stri
 
 export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
   const { resources, driver } = deps;
+  /**
+   * Capacity is judged and the image made one volume at a time (reconciles of different volumes run at once), so
+   * two volumes racing for the last free space cannot both be made. A volume made before the limits were set (or
+   * lowered) is kept: only new ones are judged.
+   */
+  let admitting: Promise<unknown> = Promise.resolve();
+  /** Volumes made by this process whose DEPLOYED may not be written yet: they count already. */
+  const made = new Set<string>();
+  const keyName = (o: StoredObject) => `${o.workspace}/${o.name}`;
+  function admitted(o: StoredObject, make: () => Promise<void>): Promise<void> {
+    const cap = deps.capacity;
+    if (cap?.totalMb === undefined && cap?.workspaceMb === undefined) return make();
+    const turn = admitting.then(async () => {
+      const all = await resources.store.list({ kind: 'Volume' });
+      const refusal = capacityRefusal(
+        cap,
+        all,
+        {
+          workspace: o.workspace,
+          name: o.name,
+          sizeMb: o.body.spec.size,
+        },
+        (v) => made.has(keyName(v)),
+      );
+      if (refusal) throw new TerminalError(refusal);
+      await make();
+      made.add(keyName(o));
+    });
+    admitting = turn.catch(() => undefined);
+    return turn;
+  }
   return {
     async reconcile(key): Promise<ReconcileResult> {
       const o = await resources.store.get(key);
@@ -81,11 +115,13 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
       const d = o.body.status === 'DEPLOYING' ? o : await transition(deps, o, 'DEPLOYING', 'enabled again');
       if (!d) return DONE;
       const seed = await seedOf(deps, d);
-      try {
-        await driver.ensureVolume(ref, d.body.spec.size, seed);
-      } catch (e) {
-        throw new TerminalError(`the volume could not be created: ${(e as Error).message}`);
-      }
+      await admitted(d, async () => {
+        try {
+          await driver.ensureVolume(ref, d.body.spec.size, seed);
+        } catch (e) {
+          throw new TerminalError(`the volume could not be created: ${(e as Error).message}`);
+        }
+      });
       const size = d.body.spec.size;
       const from = seed ? ` from ${d.body.spec.template}` : '';
       await transition(deps, d, 'DEPLOYED', `deployed: ${size} MB volume ready${from}`, stillDeploying);
