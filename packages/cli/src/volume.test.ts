@@ -50,7 +50,14 @@ describe('berth volume and volume-template', {
   it('pushes a directory as a template version, creates a volume from it, lists it and deletes it', async () => {
     mkdirSync(join(dir, 'seed', 'sub'), { recursive: true });
     writeFileSync(join(dir, 'seed', 'sub', 'a.txt'), 'seeded');
-    const push = await berth(['volume-template', 'push', 'starter', join(dir, 'seed'), '--version-name', 'v1']);
+    const push = await berth([
+      'volume-template',
+      'push',
+      'starter',
+      join(dir, 'seed'),
+      '--version-name',
+      'v1',
+    ]);
     assert.equal(push.code, 0, push.stderr);
     assert.match(push.stdout, /volume-template\/starter version v1 uploaded \(\d+ bytes\)/);
     const versions = await (await s.api('/volume_templates/starter/versions')).json();

@@ -17,7 +17,7 @@ import type { Config } from './config.js';
 import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
-import { volumeReconciler } from './controllers/volume.js';
+import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
 import { existingArchive } from './runtime/volume-archives.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
@@ -121,6 +121,7 @@ export async function startServer(
     inferenceHost: config.inferenceHost,
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
+  await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
   const controllers = startControllers({
     resources,
     logger,

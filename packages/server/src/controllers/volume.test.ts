@@ -3,7 +3,7 @@
 // Linux driver in runtime/linux/volumes.test.ts and test/sandboxes/volumes.test.ts.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +20,7 @@ import { SqliteStore } from '../store/sqlite.js';
 import { type ResourceKey, StoreError } from '../store/store.js';
 import { TerminalError } from './reconciler.js';
 import { sandboxReconciler } from './sandbox.js';
-import { volumeReconciler } from './volume.js';
+import { removeOrphanArchives, volumeReconciler } from './volume.js';
 import type { VolumeCapacity } from './volume-capacity.js';
 
 const CTX = { workspace: 'default', parents: [], actor: 'tester' };
@@ -330,6 +330,37 @@ test('volumes past the configured totals are FAILED saying how full the space is
     await env.settle('Volume', 'e');
     assert.equal((await env.get('Volume', 'e')).status, 'DEPLOYED');
   } finally {
+    await env.close();
+  }
+});
+
+test('at start, archives no template version names are removed; named ones are kept', async () => {
+  const env = await setup();
+  const dataDir = mkdtempSync(join(tmpdir(), 'berth-archives-'));
+  try {
+    const kept = '00000000-0000-4000-8000-00000000000a';
+    const dropped = '00000000-0000-4000-8000-00000000000b';
+    await env.resources.create(volumeTemplate, CTX, { metadata: { name: 'live' }, spec: {} });
+    await env.resources.store.write([
+      {
+        op: 'update',
+        key: { kind: 'VolumeTemplate', workspace: 'default', parent: '', name: 'live' },
+        mutate: (cur) => ({ ...cur.body, versions: [{ name: 'v1', versionId: kept, templateName: 'live' }] }),
+      },
+    ]);
+    const dir = (t: string) => join(dataDir, 'volume-templates', 'default', t);
+    for (const t of ['live', 'deleted']) mkdirSync(dir(t), { recursive: true });
+    for (const f of [`${kept}.tar`, `${dropped}.tar`, `${kept}.tar.part`])
+      writeFileSync(join(dir('live'), f), 'x');
+    writeFileSync(join(dir('deleted'), `${kept}.tar`), 'x');
+    const removed = await removeOrphanArchives({ resources: env.resources, now: () => new Date(), dataDir });
+    assert.equal(removed.length, 3);
+    assert.ok(existsSync(join(dir('live'), `${kept}.tar`)));
+    assert.ok(!existsSync(join(dir('live'), `${dropped}.tar`)));
+    assert.ok(!existsSync(join(dir('live'), `${kept}.tar.part`)));
+    assert.ok(!existsSync(dir('deleted')));
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
     await env.close();
   }
 });

@@ -8,6 +8,7 @@
 import { isGone } from '../kinds/status.js';
 import { templateNameOf } from '../kinds/volume.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
+import { sweepArchives } from '../runtime/volume-archives.js';
 import { keyOf, type StoredObject } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { capacityRefusal, type VolumeCapacity } from './volume-capacity.js';
@@ -128,4 +129,18 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
       return DONE;
     },
   };
+}
+
+/** Removes template archives no version names (a deleted template's, a cut-short upload's). Run once at start. */
+export async function removeOrphanArchives(deps: ControllerDeps & { dataDir: string }): Promise<string[]> {
+  const templates = await deps.resources.store.list({ kind: 'VolumeTemplate' });
+  const byKey = new Map(
+    templates.map((t) => [
+      `${t.workspace}/${t.name}`,
+      new Set<string>((t.body.versions ?? []).map((v: { versionId: string }) => v.versionId)),
+    ]),
+  );
+  const removed = sweepArchives(deps.dataDir, (ws, t) => byKey.get(`${ws}/${t}`));
+  if (removed.length) deps.logger?.info({ archives: removed }, 'removed template archives no version names');
+  return removed;
 }

@@ -129,3 +129,32 @@ function escapes(path: string, target: string): boolean {
   }
   return false;
 }
+
+/**
+ * Deletes archives no template version names any more: those of templates deleted (the generic DELETE removes the
+ * record only) and `.part` files of uploads a crash cut short. `kept(workspace, template)` gives the version ids
+ * still named, or undefined when the template is gone. Run once at start.
+ */
+export function sweepArchives(
+  dataDir: string,
+  kept: (workspace: string, template: string) => Set<string> | undefined,
+): string[] {
+  const root = join(dataDir, ARCHIVES_SUBDIR);
+  const removed: string[] = [];
+  const dirs = (p: string) =>
+    statSync(p, { throwIfNoEntry: false })?.isDirectory()
+      ? readdirSync(p, { withFileTypes: true }).filter((e) => e.isDirectory() && PLAIN.test(e.name))
+      : [];
+  for (const ws of dirs(root))
+    for (const t of dirs(join(root, ws.name))) {
+      const dir = join(root, ws.name, t.name);
+      const ids = kept(ws.name, t.name);
+      for (const f of readdirSync(dir)) {
+        if (ids?.has(f.replace(/\.tar$/, '')) && f.endsWith('.tar')) continue;
+        rmSync(join(dir, f), { recursive: true, force: true });
+        removed.push(join(ws.name, t.name, f));
+      }
+      if (!ids) rmSync(dir, { recursive: true, force: true });
+    }
+  return removed;
+}
