@@ -12,6 +12,7 @@ import { CLI_VERSION, serverHealth } from './server-info.js';
 import { loadCliConfig } from './config.js';
 import { registerStatus } from './status.js';
 import { registerUsage } from './usage.js';
+import { registerVolume } from './volume.js';
 
 /**
  * `berth --version`: the CLI's version, then the server's when one is configured (kubectl-style). An unreachable
@@ -47,6 +48,7 @@ export async function main(argv: string[]) {
   registerApply(program);
   registerDelete(program);
   registerSandbox(program);
+  registerVolume(program);
   registerRunModel(program);
   registerUsage(program);
   registerStatus(program);

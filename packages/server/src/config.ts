@@ -36,6 +36,10 @@ export interface Config {
    * default: BERTH_SANDBOX_ALLOW_CIDRS, comma-separated (e.g. `192.168.1.0/24,10.0.5.7/32`).
    */
   sandboxAllowCidrs: string[];
+  /** Total MB of volumes on this server (BERTH_VOLUME_CAPACITY_MB); unset: bounded by the disk only. */
+  volumeCapacityMb?: number;
+  /** Total MB of volumes per workspace (BERTH_WORKSPACE_VOLUME_CAPACITY_MB); unset: no per-workspace bound. */
+  workspaceVolumeCapacityMb?: number;
 }
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
@@ -79,12 +83,24 @@ export function loadConfig(
       ? positiveInt(env.BERTH_MODEL_OUTPUT_ESTIMATE, 'BERTH_MODEL_OUTPUT_ESTIMATE')
       : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
+    volumeCapacityMb: positiveMb(env.BERTH_VOLUME_CAPACITY_MB, 'BERTH_VOLUME_CAPACITY_MB'),
+    workspaceVolumeCapacityMb: positiveMb(
+      env.BERTH_WORKSPACE_VOLUME_CAPACITY_MB,
+      'BERTH_WORKSPACE_VOLUME_CAPACITY_MB',
+    ),
   };
 }
 
 function positiveInt(v: string, name: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not ${v}`);
+  return n;
+}
+
+function positiveMb(v: string | undefined, name: string): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!(Number.isInteger(n) && n > 0)) throw new Error(`${name} must be a positive number of MB, got ${v}`);
   return n;
 }
 

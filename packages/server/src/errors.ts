@@ -19,6 +19,7 @@ export const WIRE_ERRORS = {
   RATE_LIMITED: { status: 429, title: 'Rate limited' },
   QUOTA_EXCEEDED: { status: 429, title: 'Quota exceeded' },
   INTERNAL: { status: 500, title: 'Internal error' },
+  NOT_IMPLEMENTED: { status: 501, title: 'Not implemented' },
   BAD_GATEWAY: { status: 502, title: 'Bad gateway' },
   UNAVAILABLE: { status: 503, title: 'Unavailable' },
   TIMEOUT: { status: 504, title: 'Timed out' },

@@ -10,6 +10,7 @@ import { registerOpenApi } from './api/openapi.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
+import * as drives from './api/drives.js';
 import { createAuth } from './auth/index.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
@@ -18,11 +19,15 @@ import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
 import { ScheduleRunner } from './controllers/sandbox-schedules.js';
+import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
+import { existingArchive } from './runtime/volume-archives.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver } from './runtime/index.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
+import { sandboxCreateHook } from './api/sandboxes.js';
+import { volumeCreateHook } from './api/volumes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
 import { createPrivateFile, secureDataDir } from './store/data-dir.js';
@@ -79,6 +84,7 @@ export async function startServer(
       allowCidrs: config.sandboxAllowCidrs,
     }),
   );
+  const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
@@ -86,10 +92,15 @@ export async function startServer(
     async (v0) => {
       registerCrud(v0, KINDS, {
         resources,
-        createHooks: { Sandbox: sandboxCreateHook({ resources }) },
+        createHooks: {
+          Sandbox: sandboxCreateHook({ resources }),
+          Volume: volumeCreateHook({ resources, capacity }),
+        },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
       });
-      for (const m of [previewTokens, templateVersions, sandboxSchedules]) m.register(v0, { resources });
+      for (const m of [previewTokens, sandboxSchedules]) m.register(v0, { resources });
+      templateVersions.register(v0, { resources, dataDir: config.dataDir });
+      drives.register(v0);
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
@@ -115,10 +126,21 @@ export async function startServer(
     inferenceHost: config.inferenceHost,
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
+  await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
   const controllers = startControllers({
     resources,
     logger,
-    reconcilers: { Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }) },
+    reconcilers: {
+      Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }),
+      Volume: (d) =>
+        volumeReconciler({
+          ...d,
+          driver,
+          logger,
+          archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
+          capacity,
+        }),
+    },
   });
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();

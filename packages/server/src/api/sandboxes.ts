@@ -74,6 +74,7 @@ export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number 
     const ifNotExist = q.createIfNotExist === 'true';
     const name = nameIn(req.body);
     let result: { object: StoredObject; dropped: string[] };
+    if (name && req.access) await refuseHeldVolumes(resources, req.access.workspace, name, req.body);
     try {
       result = await create();
     } catch (e) {
@@ -120,4 +121,22 @@ export function sandboxReplaceHook(deps: { resources: Resources; waitMs?: number
     if (!settled) reply.code(504);
     return { object, dropped: result.dropped };
   };
+}
+
+/**
+ * A create naming a volume another holder has is a 409 that names the holder, answered at once. The controller's
+ * claim (controllers/volume-attach.ts, one transaction) is what decides a race; this only spares the common case a
+ * sandbox that is FAILED a moment later.
+ */
+async function refuseHeldVolumes(resources: Resources, workspace: string, name: string, body: unknown) {
+  const mounts = (body as { spec?: { volumes?: unknown } } | undefined)?.spec?.volumes;
+  if (!Array.isArray(mounts)) return;
+  const vk = resources.kind('Volume');
+  for (const m of mounts) {
+    if (typeof m?.name !== 'string') continue;
+    const v = await resources.get(vk, workspace, [], m.name);
+    const held = v?.body.state?.attachedTo;
+    if (held && held !== `sandbox:${name}`)
+      throw new ApiError('CONFLICT', `volume ${JSON.stringify(m.name)} is attached to ${held}`);
+  }
 }

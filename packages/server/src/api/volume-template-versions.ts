@@ -1,6 +1,9 @@
-// Versions of a volume template (§2.11, §4.1): GET .../versions, PUT .../versions/{versionName} (records a
-// version; the content upload comes later), DELETE .../versions/{versionName} -> {message, template}.
-// Versions live in the template object itself, so a version and the template's state change in one write.
+// Versions of a volume template (§2.11, §4.1): GET .../versions, PUT .../versions/{versionName} with a tar or
+// tar.gz body (Content-Type application/x-tar, application/gzip or application/octet-stream; streamed to disk,
+// capped at MAX_ARCHIVE_BYTES, refused with 422 when an entry would land outside the volume) uploads its content,
+// a JSON body records a version without content; DELETE .../versions/{versionName} -> {message, template}.
+// Versions live in the template object itself, so a version and the template's state change in one write;
+// the archive is written first and its version recorded after, so a crash leaves at most an unreferenced file.
 import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -13,6 +16,23 @@ import { requireRole } from '../auth/require-role.js';
 import { warnDropped } from './crud.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { answerList } from './api-version.js';
+import {
+  ArchiveTooLarge,
+  archivePath,
+  archiveProblem,
+  removeArchive,
+  saveArchive,
+} from '../runtime/volume-archives.js';
+
+/** Largest archive one version may hold: a prepared dataset or dependency cache, bounded for one local disk. */
+export const MAX_ARCHIVE_BYTES = 2 * 1024 * 1024 * 1024;
+/** Content types of an archive upload; anything else is the JSON version record. */
+export const ARCHIVE_TYPES = [
+  'application/x-tar',
+  'application/gzip',
+  'application/x-gzip',
+  'application/octet-stream',
+];
 
 /** Versions one template keeps; older ones are deleted explicitly, never dropped silently. */
 export const MAX_VERSIONS = 100;
@@ -27,6 +47,9 @@ export const VersionBody = Type.Object({
 export interface VersionDeps {
   resources: Resources;
   now?: () => Date;
+  /** The data dir archives are kept under (runtime/volume-archives.ts); without it uploads are refused (415). */
+  dataDir?: string;
+  maxArchiveBytes?: number;
 }
 
 interface Version {
@@ -40,6 +63,14 @@ interface Version {
 }
 
 export function register(v0: FastifyInstance, deps: VersionDeps) {
+  // Its own scope: the archive parser (a pass-through stream) applies to these routes only.
+  v0.register(async (s) => {
+    s.addContentTypeParser(ARCHIVE_TYPES, (_req, payload, done) => done(null, payload));
+    routes(s, deps);
+  });
+}
+
+function routes(v0: FastifyInstance, deps: VersionDeps) {
   const { resources } = deps;
   const now = deps.now ?? (() => new Date());
   const base = '/volume_templates/:volumeTemplateName/versions';
@@ -94,7 +125,8 @@ export function register(v0: FastifyInstance, deps: VersionDeps) {
           errors: [{ pointer: '/path/versionName', message: 'invalid version name' }],
         },
       );
-    const body = structuredClone(req.body ?? {}) as any;
+    const upload = isArchive(req) ? req.body : undefined;
+    const body = (upload ? {} : structuredClone(req.body ?? {})) as any;
     const dropped = prune(VersionBody, body);
     const issues = checkValue(VersionBody, body);
     if (issues.length) throw invalid(issues);
@@ -106,17 +138,25 @@ export function register(v0: FastifyInstance, deps: VersionDeps) {
           message: `region ${JSON.stringify(region)} is not served here; known regions: ${resources.regions.join(', ')}`,
         },
       ]);
+    const versionId = randomUUID();
+    await templateOf(req, a.workspace); // 404 before reading a body for nothing
+    const contentSize = upload
+      ? await receiveArchive(a.workspace, volumeTemplateName, versionId, upload as NodeJS.ReadableStream)
+      : body.contentSize;
     const version: Version = {
-      ...(body.bucket !== undefined ? { bucket: body.bucket } : {}),
-      ...(body.contentSize !== undefined ? { contentSize: body.contentSize } : {}),
+      bucket: body.bucket ?? (upload ? 'local' : undefined),
+      ...(contentSize !== undefined ? { contentSize } : {}),
       name: versionName,
       region,
       templateName: volumeTemplateName,
-      versionId: randomUUID(),
+      versionId,
       workspace: a.workspace,
     };
+    if (version.bucket === undefined) delete version.bucket;
+    let replaced: Version | undefined;
     await modify(req, a.workspace, (t) => {
       // A re-upload replaces the version of that name and makes it the latest.
+      replaced = ((t.versions ?? []) as Version[]).find((v) => v.name === versionName);
       const others = ((t.versions ?? []) as Version[]).filter((v) => v.name !== versionName);
       if (others.length >= MAX_VERSIONS)
         throw new ApiError(
@@ -131,15 +171,52 @@ export function register(v0: FastifyInstance, deps: VersionDeps) {
         lastVersionUploadedAt: now().toISOString(),
       };
     });
+    if (replaced) dropArchive(a.workspace, replaced);
     warnDropped(reply, dropped);
     return version;
   });
 
+  const isArchive = (req: FastifyRequest) =>
+    ARCHIVE_TYPES.includes((req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase());
+
+  /** Streams the body to its archive file; 413 past the cap, 422 when it is no archive or would escape. */
+  async function receiveArchive(
+    workspace: string,
+    template: string,
+    versionId: string,
+    body: NodeJS.ReadableStream,
+  ) {
+    if (!deps.dataDir)
+      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'archive uploads are not enabled on this server');
+    const cap = deps.maxArchiveBytes ?? MAX_ARCHIVE_BYTES;
+    let size: number;
+    try {
+      size = await saveArchive(deps.dataDir, workspace, template, versionId, body, cap);
+    } catch (e) {
+      if (e instanceof ArchiveTooLarge)
+        throw new ApiError('PAYLOAD_TOO_LARGE', `a volume template version holds at most ${cap} bytes`);
+      throw e;
+    }
+    const file = archivePath(deps.dataDir, workspace, template, versionId);
+    const problem = await archiveProblem(file);
+    if (problem) {
+      removeArchive(deps.dataDir, workspace, template, versionId);
+      throw invalid([{ pointer: '/body', message: problem }]);
+    }
+    return size;
+  }
+
+  function dropArchive(workspace: string, v: Version) {
+    if (deps.dataDir) removeArchive(deps.dataDir, workspace, v.templateName, v.versionId);
+  }
+
   v0.delete(`${base}/:versionName`, async (req) => {
     const a = requireRole(req, 'member');
     const { volumeTemplateName, versionName } = req.params as Record<string, string>;
+    let gone: Version | undefined;
     const updated = await modify(req, a.workspace, (t) => {
       const versions = (t.versions ?? []) as Version[];
+      gone = versions.find((v) => v.name === versionName);
       if (!versions.some((v) => v.name === versionName))
         throw notFound(
           `version ${JSON.stringify(versionName)} of volume template ${JSON.stringify(volumeTemplateName)}`,
@@ -150,6 +227,7 @@ export function register(v0: FastifyInstance, deps: VersionDeps) {
       if (latest) t.state.latestVersion = latest;
       else delete t.state.latestVersion;
     });
+    if (gone) dropArchive(a.workspace, gone);
     return {
       message: `version ${versionName} of volume template ${volumeTemplateName} deleted`,
       template: resources.view(volumeTemplate, updated),

@@ -29,7 +29,7 @@ export function runtimeSpecOf(resources: Resources, spec: any): SandboxSpec {
     diskMb: diskMbFor(memoryMb),
     envs,
     image: open.runtime?.image ?? DEFAULT_SANDBOX_IMAGE,
-    // Volumes attach once the volume runtime exists; until then a sandbox runs without them.
+    // Filled by the controller once it holds them (volume-attach.ts): never started without them.
     volumes: [],
   };
 }

@@ -6,7 +6,7 @@
 // a spec update that changes what runs (its envs) starts it again.
 import { durationMs } from '../kinds/rules.js';
 import { isGone } from '../kinds/status.js';
-import { type RuntimeDriver, specHash } from '../runtime/driver.js';
+import { type RuntimeDriver, specHash, type VolumeMount } from '../runtime/driver.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 import { keyOf, type StoredObject } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
@@ -14,11 +14,14 @@ import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';
 import { runtimeSpecOf, unappliedRuntimeFields } from './sandbox-spec.js';
+import { attachVolumes, detachVolumes, holderName, VolumeNotReady } from './volume-attach.js';
 
 /** Kept after deletion so a client polling the sandbox sees TERMINATED rather than a bare 404. */
 export const DEFAULT_TERMINATED_RETENTION = '5m';
 /** How often a live sandbox is looked at again, so one whose processes all died is started again. */
 export const LIVE_RECHECK_MS = 30_000;
+/** How often a sandbox waiting for its volume to be created looks again (a volume is made in ~50 ms). */
+export const VOLUME_WAIT_MS = 200;
 
 export interface SandboxControllerDeps extends ControllerDeps {
   driver: RuntimeDriver;
@@ -46,11 +49,22 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       const d = await transition(deps, o, 'DEPLOYING', 'the sandbox had stopped; starting it again', enabled);
       if (!d) return DONE;
     }
+    const holder = holderName('sandbox', o.name);
+    let volumes: VolumeMount[];
     try {
-      const info = await driver.ensure(id, runtimeSpecOf(resources, o.body.spec));
+      // Before anything starts: a sandbox never runs without the mounts its spec names.
+      volumes = await attachVolumes(resources, driver, o.workspace, holder, o.body.spec?.volumes ?? []);
+    } catch (err) {
+      if (!(err instanceof VolumeNotReady)) throw err;
+      await resources.recordEvent(keyOf(o), `waiting: ${err.message}`);
+      return { requeueAfterMs: VOLUME_WAIT_MS };
+    }
+    try {
+      const info = await driver.ensure(id, { ...runtimeSpecOf(resources, o.body.spec), volumes });
       await waitHealthy(info.socketPath, signal);
     } catch (err) {
       await driver.remove(id).catch(() => undefined);
+      await detachVolumes(resources, o.workspace, holder);
       if (signal.aborted) throw err;
       throw new TerminalError(`the sandbox could not start: ${(err as Error).message}`);
     }
@@ -74,7 +88,11 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       let o = await resources.store.get(key);
       if (!o) return DONE;
       const id = sandboxId(key.workspace, key.name);
-      const release = () => driver.remove(id);
+      // The volumes are free for another holder only once no process of this sandbox can write them.
+      const release = async () => {
+        await driver.remove(id);
+        await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
+      };
       if (isGone(o))
         return finishDeletion(deps, o, {
           release,
@@ -94,7 +112,11 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
         return DONE;
       }
       // FAILED stays until the spec changes (a PUT moves it back to DEPLOYING).
-      if (o.body.status === 'FAILED') return DONE;
+      if (o.body.status === 'FAILED') {
+        // Whatever it claimed is released (a start that failed after attaching, a restart mid-way).
+        await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
+        return DONE;
+      }
       if (o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING') {
         o = await transition(deps, o, 'DEPLOYING', 'enabled again', enabled);
         if (!o) return DONE;

@@ -206,7 +206,8 @@ export const sandbox = {
   hasStatus: true,
   // A running sandbox keeps its memory limit and root image: changing either would mean a new sandbox.
   // extraArgs chooses the service's kernel variant, which is fixed for a sandbox's life there too.
-  immutable: ['/runtime/memory', '/runtime/image', '/runtime/extraArgs'],
+  // Volumes are mounted when the sandbox starts; a running one cannot gain or lose one (recreate it).
+  immutable: ['/runtime/memory', '/runtime/image', '/runtime/extraArgs', '/volumes'],
   readOnly: {
     state: literals(SANDBOX_STATES),
     /** Seconds until automatic deletion; present only when a TTL, expiry or policy is set. */

@@ -90,6 +90,11 @@ export interface KindDescriptor {
   generateName?: () => string;
   /** Non-envelope record kinds stored under `<parents>/<name>` of an object and removed with it. */
   ownedRecords?: string[];
+  /**
+   * Why the object may not be deleted now (e.g. a volume still attached), judged on the object as it is inside
+   * the DELETE's transaction; a reason makes the DELETE a 409 that says it.
+   */
+  deleteRefusal?: (body: any) => string | undefined;
 }
 
 export interface DefaultsContext {

@@ -39,6 +39,11 @@ export const volume = {
     state: Type.Object({ attachedTo: opt(Type.String()) }),
     terminatedAt: Type.String(),
   },
+  deleteRefusal(body) {
+    const holder = body.state?.attachedTo;
+    if (holder)
+      return `volume ${JSON.stringify(body.metadata?.name)} is attached to ${holder}; delete or stop it first`;
+  },
   defaults(spec, { regions }) {
     spec.size ??= DEFAULT_VOLUME_SIZE_MB;
     spec.region ??= regions[0];

@@ -10,6 +10,12 @@ export interface VolumeMount {
   readOnly: boolean;
 }
 
+/** A volume's identity in the runtime: names are scoped by workspace on disk too. */
+export interface VolumeRef {
+  workspace: string;
+  name: string;
+}
+
 export interface SandboxSpec {
   memoryMb: number;
   /** Tasks (threads count) allowed in the sandbox; the driver raises anything below MIN_PIDS. */
@@ -98,6 +104,14 @@ export interface RuntimeDriver {
   stats(id: string): Promise<SandboxStats | undefined>;
   /** Sets the environment of the processes the sandbox starts from now on (running ones keep theirs). */
   setEnvs(id: string, envs: Record<string, string>): Promise<void>;
+  /**
+   * Makes a volume exist with a hard cap of `sizeMb` (writes past it fail with ENOSPC) and returns the host
+   * directory to put in `SandboxSpec.volumes`. Idempotent: an existing volume keeps its size and data; `seed`
+   * (a tar or tar.gz file) fills a new one only.
+   */
+  ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string>;
+  /** Deletes a volume and its data; idempotent. The caller makes sure nothing holds it. */
+  removeVolume(ref: VolumeRef): Promise<void>;
   /** Releases the driver's own resources; sandboxes keep running. */
   close(): Promise<void>;
 }

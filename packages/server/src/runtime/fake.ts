@@ -11,6 +11,7 @@ import {
   type SandboxStats,
   SandboxNotFoundError,
   specHash,
+  type VolumeRef,
 } from './driver.js';
 
 export class FakeDriver implements RuntimeDriver {
@@ -113,6 +114,23 @@ export class FakeDriver implements RuntimeDriver {
   kill(id: string): void {
     const b = this.boxes.get(id);
     if (b) b.state = 'dead';
+  }
+
+  /** Volumes that exist, by `<workspace>/<name>`, with their size and the seed they were made from. */
+  readonly volumes = new Map<string, { sizeMb: number; seed?: string }>();
+  /** Test hook: the next ensureVolume of this `<workspace>/<name>` fails with this message. */
+  readonly volumeFailures = new Map<string, string>();
+
+  async ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
+    const key = `${ref.workspace}/${ref.name}`;
+    const failure = this.volumeFailures.get(key);
+    if (failure) throw new Error(failure);
+    if (!this.volumes.has(key)) this.volumes.set(key, { sizeMb, ...(seed ? { seed } : {}) });
+    return `/nonexistent/berth-fake-volumes/${key}`;
+  }
+
+  async removeVolume(ref: VolumeRef): Promise<void> {
+    this.volumes.delete(`${ref.workspace}/${ref.name}`);
   }
 
   async close(): Promise<void> {}

@@ -5,7 +5,14 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { RuntimeCapabilities, RuntimeDriver, SandboxInfo, SandboxSpec, SandboxStats } from './driver.js';
+import type {
+  RuntimeCapabilities,
+  RuntimeDriver,
+  SandboxInfo,
+  SandboxSpec,
+  SandboxStats,
+  VolumeRef,
+} from './driver.js';
 import { createLinuxDriver } from './index.js';
 
 /** What is assumed before the runtime is open; nothing reads it then (no sandbox exists yet). */
@@ -98,6 +105,12 @@ export class LazyRuntime implements RuntimeDriver {
   async stats(id: string): Promise<SandboxStats | undefined> {
     if (this.holdsNone()) return undefined;
     return (await this.ready()).stats(id);
+  }
+  async ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
+    return (await this.ready()).ensureVolume(ref, sizeMb, seed);
+  }
+  async removeVolume(ref: VolumeRef): Promise<void> {
+    return (await this.ready()).removeVolume(ref);
   }
   async close(): Promise<void> {
     await this.driver?.close();

@@ -34,6 +34,7 @@ import { startProcess } from './process/start.js';
 import { closeStdin, writeStdin } from './process/stdin.js';
 import { stopProcess } from './process/stop.js';
 import { Router } from './router.js';
+import { drivesUnavailable } from './drives.js';
 import { terminal } from './terminal.js';
 import { codeHash, upgrade } from './upgrade.js';
 
@@ -109,6 +110,7 @@ export function buildRouter(api: SandboxApi, server: () => Server): Router {
 
   r.on('GET', '/network/process/:pid/ports', processPorts(api));
   r.on('POST', '/upgrade', upgrade(api, server));
+  r.on('*', '/drives/*rest', drivesUnavailable());
   r.on('*', '/port/:port/*rest', proxyHttp());
   r.on('POST', '/mcp', mcp(api)).on('GET', '/mcp', mcp(api)).on('DELETE', '/mcp', mcp(api));
 

@@ -194,8 +194,12 @@ export class Resources {
       return prev;
     }
     const message = `deletion requested by ${ctx.actor}`;
-    const mutate = (cur: StoredObject) =>
-      isGone(cur) ? cur.body : withEvent(structuredClone(cur.body), 'DELETING', message, this.now());
+    const mutate = (cur: StoredObject) => {
+      if (isGone(cur)) return cur.body;
+      const refusal = kd.deleteRefusal?.(cur.body);
+      if (refusal) throw new ApiError('CONFLICT', refusal);
+      return withEvent(structuredClone(cur.body), 'DELETING', message, this.now());
+    };
     ops.push({ op: 'update', key, mutate });
     const out = await this.store.write(ops);
     return out.at(-1)!;

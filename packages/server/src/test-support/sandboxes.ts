@@ -3,6 +3,9 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createLinuxDriver } from '../runtime/index.js';
+import { mountsUnder } from '../runtime/linux/disk.js';
+import { run } from '../runtime/linux/exec.js';
+import { VOLUMES_SUBDIR } from '../runtime/linux/volumes.js';
 
 /** Removes every sandbox of `dataDir`'s runtime; costs nothing when it never ran one. */
 export async function removeSandboxesIn(dataDir: string): Promise<void> {
@@ -15,4 +18,10 @@ export async function removeSandboxesIn(dataDir: string): Promise<void> {
   } finally {
     await driver.close();
   }
+}
+
+/** Unmounts the volumes a test server's data dir holds (loop mounts outlive the server, as they must). */
+export async function unmountVolumesIn(dataDir: string): Promise<void> {
+  for (const mp of mountsUnder(join(dataDir, VOLUMES_SUBDIR)))
+    await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
 }

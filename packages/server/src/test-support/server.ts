@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { loadConfig } from '../config.js';
 import { type RunningServer, startServer } from '../main.js';
-import { removeSandboxesIn } from './sandboxes.js';
+import { removeSandboxesIn, unmountVolumesIn } from './sandboxes.js';
 
 export interface TestServer extends RunningServer {
   dataDir: string;
@@ -61,6 +61,7 @@ export async function startTestServer(
       await s.close();
       if (opts.dataDir) return;
       await removeSandboxesIn(dataDir);
+      await unmountVolumesIn(dataDir);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { startFakeProvider } from '../../src/test-support/fake-provider.js';
-import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
+import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 import { startTestServer } from '../../src/test-support/server.js';
 import { type GuideBlock, shellBlocks, substitute } from './guide-blocks.js';
 import { holdRuntimeLock, RUNTIME_LOCK } from './runtime-lock.js';
@@ -132,6 +132,7 @@ async function runGuide(guide: string, blocks: GuideBlock[], release: () => Prom
     stops.unshift(
       () => server.close(),
       () => removeSandboxesIn(dataDir),
+      () => unmountVolumesIn(dataDir),
     );
     const env = {
       PATH: `${bin}:${process.env.PATH}`,

@@ -45,3 +45,13 @@ test('@blaxel/core creates a sandbox, runs processes, uses its files, watches, a
   assert.equal(r.again.createdAt, r.created.createdAt, 'createIfNotExists answered the same sandbox');
   assert.equal(r.afterDelete, 'TERMINATED');
 });
+
+test('@blaxel/core mounts a volume, writes, recreates the sandbox with it and reads the data back', async () => {
+  const r = await runSdk(join(import.meta.dirname, 'blaxel-volumes.mjs'), {
+    SANDBOX_MEMORY: String(TEST_MEMORY_MB),
+  });
+  assert.deepEqual(r.volume, { name: 'sdk-vol', size: 32 });
+  assert.equal(r.first, 'DEPLOYED');
+  assert.equal(r.attached, 'sandbox:sdk-vol-one');
+  assert.equal(r.readBack, 'kept across sandboxes');
+});

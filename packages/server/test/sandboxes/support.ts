@@ -6,7 +6,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLinuxDriver } from '../../src/runtime/index.js';
-import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
+import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 import { startTestServer, type TestServer } from '../../src/test-support/server.js';
 
 export interface SandboxServer extends TestServer {
@@ -66,6 +66,7 @@ export async function startSandboxServer(
       await s.close();
       if (!dataDir) {
         await removeAllSandboxes(dir);
+        await unmountVolumesIn(dir);
         rmSync(dir, { recursive: true, force: true });
       }
     },

@@ -7,7 +7,6 @@ import { join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
 import { mountWritableLayer, unmountLayer, WRITABLE_DIRS } from './disk.js';
-import { run } from './exec.js';
 import {
   exposeDir,
   LAYERS_DIR,
@@ -21,6 +20,7 @@ import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
 import { imageRoot, installedImage } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
+import { ownVolume } from './volumes.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
@@ -112,7 +112,10 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   writeEnvFile(runDir, hostUid, envs);
   const volumes = [];
   for (const v of spec.volumes) {
-    if (!v.readOnly) await ownVolume(v.hostPath, hostUid);
+    // Never created here: a missing volume fails the start rather than run with an empty directory instead.
+    if (!statSync(v.hostPath, { throwIfNoEntry: false })?.isDirectory())
+      throw new Error(`volume directory ${v.hostPath} is missing: the volume is not mounted`);
+    await ownVolume(v.hostPath, hostUid); // read-only too: root inside must still read 0600 files
     volumes.push({ ...v, hostPath: await exposeDir(v.hostPath) });
   }
   const root = await Promise.all(
@@ -171,12 +174,6 @@ function daemonLoaders(root: string, program: string): { init: string; command: 
   const init = noDumpLoader(root, '/bin/sh');
   const command = noDumpLoader(root, program);
   return init && command ? { init, command } : undefined;
-}
-
-/** A writable volume must belong to this sandbox's uid; files of a previous holder are re-owned. */
-async function ownVolume(hostPath: string, uid: number): Promise<void> {
-  mkdirSync(hostPath, { recursive: true });
-  if (statSync(hostPath).uid !== uid) await run('chown', ['-R', `${uid}:${uid}`, hostPath]);
 }
 
 /** Kill, then delete cgroups, netns, layer, socket dir, state dir and slot; tolerant of each being gone. */

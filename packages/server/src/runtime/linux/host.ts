@@ -25,7 +25,18 @@ export const SOCKETS_DIR = `${RUN_DIR}/sock`;
 /** Bind mounts that make directories under private parents reachable by bwrap (see exposeDir). */
 const EXPOSE_DIR = `${RUN_DIR}/expose`;
 
-const TOOLS = ['bwrap', 'nsenter', 'setpriv', 'ip', 'nft', 'mount', 'umount', 'chown'];
+const TOOLS = [
+  'bwrap',
+  'nsenter',
+  'setpriv',
+  'ip',
+  'nft',
+  'mount',
+  'umount',
+  'chown',
+  'mkfs.ext4',
+  'truncate',
+];
 
 /** Fails start-up with one message naming every missing tool (scripts/install.sh installs them). */
 export async function requireHostTools(): Promise<void> {
@@ -39,7 +50,7 @@ export async function requireHostTools(): Promise<void> {
   );
   if (missing.length) {
     throw new Error(
-      `sandbox runtime needs ${missing.join(', ')} (apt-get install bubblewrap nftables iproute2 util-linux)`,
+      `sandbox runtime needs ${missing.join(', ')} (apt-get install bubblewrap nftables iproute2 util-linux e2fsprogs)`,
     );
   }
 }
@@ -116,6 +127,7 @@ export async function exposeDir(path: string): Promise<string> {
  */
 export async function unexposeUnder(prefix: string): Promise<void> {
   const root = existsSync(prefix) ? realpathSync(prefix) : prefix;
+  if (!existsSync(EXPOSE_DIR)) return;
   for (const f of readdirSync(EXPOSE_DIR).filter((n) => n.endsWith('.src'))) {
     const meta = join(EXPOSE_DIR, f);
     const src = readFileSync(meta, 'utf8');

@@ -13,6 +13,7 @@ import {
   type SandboxStats,
   SandboxNotFoundError,
   specHash,
+  type VolumeRef,
 } from '../driver.js';
 import { type CgroupHost, detectCgroups, SandboxCgroup } from './cgroup.js';
 import { type HostContext, sandboxEnv, startSandbox, teardownSandbox, writeEnvFile } from './create.js';
@@ -36,6 +37,7 @@ import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
+import { ensureVolume, removeVolume, volumeDir } from './volumes.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 
 /** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
@@ -305,6 +307,16 @@ export class LinuxDriver implements RuntimeDriver {
     const rec = readRecord(this.dir(id));
     if (!rec || !this.alive(rec)) return undefined;
     return new SandboxCgroup(this.cgroupHost, rec.name).stats();
+  }
+
+  ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
+    const key = `volume:${volumeDir(this.ctx.dataDir, ref)}`; // also checks the names
+    return this.serial(key, () => ensureVolume(this.ctx.dataDir, ref, sizeMb, seed));
+  }
+
+  removeVolume(ref: VolumeRef): Promise<void> {
+    const key = `volume:${volumeDir(this.ctx.dataDir, ref)}`;
+    return this.serial(key, () => removeVolume(this.ctx.dataDir, ref));
   }
 
   remove(id: string): Promise<void> {
