@@ -26,7 +26,6 @@ import { createLinuxDriver } from './runtime/index.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
-import { sandboxCreateHook } from './api/sandboxes.js';
 import { volumeCreateHook } from './api/volumes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
