@@ -30,6 +30,14 @@ import { SqliteStore } from './store/sqlite.js';
 import type { Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
+import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
+import { registerRevisionRoutes } from './api/revisions.js';
+import { Builder } from './builds/builder.js';
+import { CodeStore } from './builds/code-store.js';
+import { ReplicaSet } from './controllers/replicas.js';
+import { waitHealthy } from './controllers/sandbox-health.js';
+import { workloadReconciler } from './controllers/workload.js';
+import { WorkloadGateway } from './gateway/workloads.js';
 
 export interface RunningServer {
   url: string;
@@ -80,9 +88,24 @@ export async function startServer(
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
+  const code = new CodeStore(config.dataDir);
+  const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
+  const replicas = new ReplicaSet({ driver, logger, waitHealthy });
+  const uploads = new CodeUploads({ resources, code, baseUrl });
+  // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
+  const uploadUrl = (req: any, reply: any, o: any) => {
+    if ((req.query as Record<string, string>)?.upload === 'true')
+      reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
+  };
+  uploads.register(app);
   await app.register(
     async (v0) => {
-      registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
+      registerCrud(v0, KINDS, {
+        resources,
+        createHooks: { Sandbox: sandboxCreateHook({ resources }) },
+        afterWrite: { Agent: uploadUrl, Function: uploadUrl },
+      });
+      registerRevisionRoutes(v0, { resources, builder });
       for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
@@ -98,7 +121,17 @@ export async function startServer(
     registry: metrics,
     upstreamTimeoutMs: config.modelTimeoutMs,
   });
+  const workloads = new WorkloadGateway({
+    store,
+    replicas,
+    driver,
+    authenticator: auth.authenticator,
+    logger,
+    standbyAfterMs: config.standbyAfterS * 1000,
+    canFreeze: () => driver.capabilities.freezer,
+  });
   const gateway = await startGateway({
+    workloads,
     server: app.server,
     resources,
     driver,
@@ -108,11 +141,18 @@ export async function startServer(
     inferenceHost: config.inferenceHost,
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
+  // Replicas and builds of an earlier run are not adopted: their workloads deploy afresh (decision 023).
+  await replicas.removeLeftovers();
   const controllers = startControllers({
     resources,
     logger,
-    reconcilers: { Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }) },
+    reconcilers: {
+      Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }),
+      Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
+      Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
+    },
   });
+  workloads.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
   await app.listen({ host: config.host, port: config.port });
@@ -127,6 +167,7 @@ export async function startServer(
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
       await gateway.close();
+      workloads.stop();
       await expiry.stop();
       await controllers.stop();
       await app.close();

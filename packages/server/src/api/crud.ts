@@ -19,6 +19,11 @@ export interface CrudDeps {
   resources: Resources;
   /** By kind name. */
   createHooks?: Record<string, CreateHook>;
+  /** By kind name: called after a create or replace was written (e.g. an upload URL header for `?upload=true`). */
+  afterWrite?: Record<
+    string,
+    (req: FastifyRequest, reply: FastifyReply, object: WriteResult['object']) => void
+  >;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -65,7 +70,7 @@ function refuseUnknown(kd: KindDescriptor, raw: unknown, pathName?: string) {
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {} }: CrudDeps,
+  { resources, createHooks = {}, afterWrite = {} }: CrudDeps,
 ) {
   for (const kd of kinds) {
     const coll = toFastifyPath(kd.path);
@@ -106,6 +111,7 @@ export function registerCrud(
       if (ctxOf(req).strict) refuseUnknown(kd, req.body);
       const create = () => resources.create(kd, ctxOf(req), req.body);
       const r = await (createHooks[kd.kind]?.(req, reply, create) ?? create());
+      afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
       return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });
@@ -114,6 +120,7 @@ export function registerCrud(
       const params = req.params as Record<string, string>;
       if (ctxOf(req).strict) refuseUnknown(kd, req.body, params[kd.nameParam]);
       const r = await resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
+      afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
       return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });

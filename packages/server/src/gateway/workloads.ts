@@ -1,0 +1,179 @@
+// Requests to agents and functions: the caller is checked (none needed for `public: true`), a replica is picked
+// (one is started from zero while the request waits: the replica set shares ONE start among every waiting
+// request), the activator thaws it if it is in standby, and the request is streamed both ways to its port.
+// An idle replica goes to standby (frozen) after the standby delay and is removed after a longer idle; minScale
+// replicas are never removed. Run state is kept by this file's own Activator, never written to the store.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { Pool } from 'undici';
+import type { Authenticator } from '../auth/access.js';
+import { APP_PORT, type Replica, type ReplicaSet, type Workload } from '../controllers/replicas.js';
+import { ApiError } from '../errors.js';
+import { sendProblem } from '../http/problem.js';
+import { wireErrorOf } from '../http/wire-error.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { Store } from '../store/store.js';
+import { Activator } from './activator.js';
+import { authorize } from './auth.js';
+import { forward } from './proxy.js';
+import type { Target } from './targets.js';
+import type { WorkloadAddress } from './workload-address.js';
+
+/** Requests in flight per replica before another is started (while under maxScale). */
+export const TARGET_CONCURRENCY = 10;
+/** Requests waiting for a replica to start, per workload; beyond it 429 (a flood must not grow without bound). */
+export const MAX_WAITING = 1_000;
+/** A replica idle (frozen) this long is removed: standby is warm, a removed one costs a cold start. */
+export const REMOVE_AFTER_IDLE_MS = 5 * 60_000;
+const SWEEP_MS = 1_000;
+
+export interface WorkloadGatewayDeps {
+  store: Store;
+  replicas: ReplicaSet;
+  driver: RuntimeDriver;
+  authenticator: Authenticator;
+  logger: Logger;
+  standbyAfterMs: number;
+  canFreeze: () => boolean;
+  removeAfterMs?: number;
+  now?: () => number;
+}
+
+export class WorkloadGateway {
+  private readonly activator: Activator;
+  private readonly targets = new WeakMap<Replica, Target>();
+  private readonly waiting = new WeakMap<Workload, number>();
+  private readonly now: () => number;
+  private timer?: NodeJS.Timeout;
+
+  constructor(private readonly deps: WorkloadGatewayDeps) {
+    this.now = deps.now ?? Date.now;
+    this.activator = new Activator({
+      driver: deps.driver,
+      logger: deps.logger,
+      now: this.now,
+      onStateChange: () => {},
+    });
+  }
+
+  start() {
+    this.timer = setInterval(
+      () => void this.sweep(),
+      Math.min(SWEEP_MS, Math.max(50, this.deps.standbyAfterMs / 4)),
+    );
+    this.timer.unref();
+  }
+
+  stop() {
+    clearInterval(this.timer);
+  }
+
+  private targetOf(w: Workload, r: Replica): Target {
+    let t = this.targets.get(r);
+    if (!t) {
+      const info = r.info;
+      t = {
+        key: { kind: w.kind, workspace: w.workspace, parent: '', name: w.name },
+        id: r.id,
+        conn: {
+          socketPath: info.socketPath,
+          address: info.address,
+          ports: new Map(),
+          pool: new Pool('http://replica', { socketPath: info.socketPath, connections: 1 }),
+        },
+        loaded: { frozen: false, lastUsedMs: r.lastUsedMs },
+        status: 'DEPLOYED',
+        get evicted() {
+          return r.gone;
+        },
+      } as Target;
+      this.targets.set(r, t);
+    }
+    return t;
+  }
+
+  /** Why a workload with no replica set entry does not serve: 404, or 503 naming its status. */
+  private async notServing(a: WorkloadAddress): Promise<ApiError> {
+    const o = await this.deps.store.get({ kind: a.kind, workspace: a.workspace, parent: '', name: a.name });
+    const what = `${a.kind.toLowerCase()} ${JSON.stringify(a.name)}`;
+    if (!o) return new ApiError('NOT_FOUND', `${what} not found in workspace ${a.workspace}`);
+    const status = o.body.status;
+    const last = (o.body.events ?? []).at(-1)?.message ?? '';
+    const why =
+      status === 'FAILED'
+        ? `failed: ${last.split('\n')[0]}`
+        : status === 'DEACTIVATED' || status === 'DEACTIVATING'
+          ? 'deactivated (spec.enabled is false)'
+          : `not deployed yet (status ${status})`;
+    return new ApiError('UNAVAILABLE', `${what} is ${why}`, { headers: { 'retry-after': '1' } });
+  }
+
+  async serve(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress): Promise<void> {
+    try {
+      const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
+      if (!w?.public) await authorize(this.deps.authenticator, req.headers, a.workspace);
+      if (!w) throw await this.notServing(a);
+      const r = await this.replicaFor(w);
+      const t = this.targetOf(w, r);
+      const wait = this.activator.enter(t);
+      r.inflight++;
+      r.lastUsedMs = this.now();
+      try {
+        if (wait) await wait;
+      } catch (err) {
+        r.inflight--;
+        throw err;
+      }
+      forward(t, req, res, `/port/${APP_PORT}${a.rest}`, () => {
+        r.inflight--;
+        r.lastUsedMs = this.now();
+        this.activator.leave(t);
+      });
+    } catch (err) {
+      sendProblem(
+        res,
+        wireErrorOf(err, { log: this.deps.logger, what: 'workload gateway error' }),
+        req.url?.split('?')[0],
+      );
+    }
+  }
+
+  private async replicaFor(w: Workload): Promise<Replica> {
+    const n = this.waiting.get(w) ?? 0;
+    if (n >= MAX_WAITING)
+      throw new ApiError(
+        'RATE_LIMITED',
+        `${n} requests already wait for ${JSON.stringify(w.name)} to start`,
+        {
+          headers: { 'retry-after': '1' },
+        },
+      );
+    this.waiting.set(w, n + 1);
+    try {
+      return await this.deps.replicas.acquire(w, TARGET_CONCURRENCY);
+    } finally {
+      this.waiting.set(w, (this.waiting.get(w) ?? 1) - 1);
+    }
+  }
+
+  /** Standby for idle replicas, removal for long-idle ones above minScale. */
+  private async sweep(): Promise<void> {
+    const now = this.now();
+    const removeAfter = this.deps.removeAfterMs ?? REMOVE_AFTER_IDLE_MS;
+    for (const w of this.deps.replicas.all()) {
+      let live = w.replicas.filter((r) => !r.gone).length;
+      for (const r of [...w.replicas]) {
+        if (r.gone || r.inflight > 0) continue;
+        const t = this.targetOf(w, r);
+        const view = this.activator.view(t);
+        if (view.inflight > 0 || view.transitioning) continue;
+        const idle = now - Math.max(r.lastUsedMs, view.lastUsedMs);
+        if (idle >= removeAfter && live > w.run.minScale) {
+          live--;
+          await this.deps.replicas.scaleIn(w, r);
+        } else if (!view.frozen && idle >= this.deps.standbyAfterMs && this.deps.canFreeze())
+          void this.activator.standby(t, async () => r.inflight === 0);
+      }
+    }
+  }
+}
