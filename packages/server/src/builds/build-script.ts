@@ -26,12 +26,12 @@ function nodeSteps(plan: Extract<BuildPlan, { language: 'node' }>): string[] {
     out.push(
       `if [ -d ${cached}/node_modules ]; then`,
       `  say "dependency cache hit (${d.lockfile} ${d.cacheKey}): installing nothing"`,
-      `  cp -a ${cached}/node_modules ${APP_MOUNT}/node_modules`,
+      `  cp -dR --preserve=mode,timestamps ${cached}/node_modules ${APP_MOUNT}/node_modules`,
       'else',
       `  say "dependency cache miss (${d.lockfile} ${d.cacheKey}): ${INSTALL[d.lockfile]}"`,
       `  ${INSTALL[d.lockfile]}`,
       `  tmp=${cached}.partial.$$; rm -rf "$tmp"; mkdir -p "$tmp"`,
-      `  cp -a ${APP_MOUNT}/node_modules "$tmp"/ && mv -T "$tmp" ${cached} || rm -rf "$tmp"`,
+      `  cp -dR --preserve=mode,timestamps ${APP_MOUNT}/node_modules "$tmp"/ && mv -T "$tmp" ${cached} || rm -rf "$tmp"`,
       'fi',
     );
   } else if (d.any) {
@@ -64,7 +64,7 @@ export function buildScript(plan: BuildPlan): string {
     'say() { printf "berth: %s\\n" "$*"; }',
     'export npm_config_update_notifier=false CI=true',
     `cd ${APP_MOUNT}`,
-    `cp -a ${SRC_MOUNT}/. ${APP_MOUNT}/`,
+    `cp -dR --preserve=mode,timestamps ${SRC_MOUNT}/. ${APP_MOUNT}/`,
     `say ${shq(`${plan.language} project; start command: ${plan.start}`)}`,
     ...(plan.language === 'node' ? nodeSteps(plan) : pythonSteps(plan)),
     'say "build done"',
