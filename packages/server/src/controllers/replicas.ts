@@ -58,6 +58,8 @@ export interface Workload {
   replicas: Replica[];
   /** The replica being started, shared by every request that waits for one. */
   starting?: Promise<Replica>;
+  /** Replicas the autoscaler is starting (scaleOut). */
+  extraStarts: number;
   seq: number;
 }
 
@@ -105,7 +107,7 @@ export class ReplicaSet {
       const live = cur.replicas[0];
       if (live) return live;
     }
-    const fresh: Workload = { ...w, key, run, replicas: [], seq: cur?.seq ?? 0 };
+    const fresh: Workload = { ...w, key, run, replicas: [], extraStarts: 0, seq: cur?.seq ?? 0 };
     const first = await this.startReplica(fresh);
     fresh.replicas.push(first);
     const old = cur?.replicas ?? [];
@@ -155,6 +157,27 @@ export class ReplicaSet {
         },
       );
     }
+  }
+
+  /**
+   * Starts replicas until `desired` are live or starting (the autoscaler's scale-out), never past maxScale.
+   * Failures are logged: the next decision asks again.
+   */
+  scaleOut(w: Workload, desired: number): number {
+    const want = Math.min(desired, w.run.maxScale) - w.replicas.filter((r) => !r.gone).length - w.extraStarts;
+    for (let i = 0; i < want; i++) {
+      w.extraStarts++;
+      this.startReplica(w)
+        .then((r) => {
+          if (this.workloads.get(w.key) === w) w.replicas.push(r);
+          else void this.removeReplica(r);
+        })
+        .catch((err) => this.deps.logger?.warn({ err, workload: w.key }, 'scaling out failed'))
+        .finally(() => {
+          w.extraStarts--;
+        });
+    }
+    return Math.max(0, want);
   }
 
   /** Removes one replica (scale in); keeps the workload. */

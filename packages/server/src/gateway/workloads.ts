@@ -14,6 +14,14 @@ import { wireErrorOf } from '../http/wire-error.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Store } from '../store/store.js';
 import { Activator } from './activator.js';
+import {
+  decide,
+  initialScaleState,
+  type Sample,
+  type ScaleState,
+  STABLE_WINDOW_MS,
+  TICK_MS,
+} from './autoscaler.js';
 import { authorize } from './auth.js';
 import { forward } from './proxy.js';
 import type { Target } from './targets.js';
@@ -45,6 +53,8 @@ export class WorkloadGateway {
   private readonly waiting = new WeakMap<Workload, number>();
   private readonly now: () => number;
   private timer?: NodeJS.Timeout;
+  private scaler?: NodeJS.Timeout;
+  private readonly scaling = new WeakMap<Workload, { samples: Sample[]; state: ScaleState }>();
 
   constructor(private readonly deps: WorkloadGatewayDeps) {
     this.now = deps.now ?? Date.now;
@@ -62,10 +72,46 @@ export class WorkloadGateway {
       Math.min(SWEEP_MS, Math.max(50, this.deps.standbyAfterMs / 4)),
     );
     this.timer.unref();
+    this.scaler = setInterval(() => this.autoscale(), TICK_MS);
+    this.scaler.unref();
   }
 
   stop() {
     clearInterval(this.timer);
+    clearInterval(this.scaler);
+  }
+
+  /** One KPA tick per workload: sample the concurrency, decide, start what is missing (autoscaler.ts). */
+  autoscale(): void {
+    const now = this.now();
+    for (const w of this.deps.replicas.all()) {
+      let s = this.scaling.get(w);
+      if (!s) {
+        s = { samples: [], state: initialScaleState() };
+        this.scaling.set(w, s);
+      }
+      const live = w.replicas.filter((r) => !r.gone);
+      const concurrency = live.reduce((a, r) => a + r.inflight, 0) + (this.waiting.get(w) ?? 0);
+      s.samples.push({ timeMs: now, concurrency });
+      s.samples = s.samples.filter((x) => x.timeMs > now - STABLE_WINDOW_MS);
+      const d = decide(
+        { target: TARGET_CONCURRENCY, minScale: w.run.minScale, maxScale: w.run.maxScale },
+        s.samples,
+        live.length,
+        now,
+        s.state,
+      );
+      s.state = d.state;
+      // Scale-in is the idle sweep's (standby first, removal later); the decision only adds replicas here.
+      if (d.desired > live.length) {
+        const started = this.deps.replicas.scaleOut(w, d.desired);
+        if (started)
+          this.deps.logger.info(
+            { workload: w.key, desired: d.desired, ready: live.length, panicking: d.panicking },
+            'scaling out',
+          );
+      }
+    }
   }
 
   private targetOf(w: Workload, r: Replica): Target {
