@@ -58,6 +58,13 @@ export function registerDeploy(program: Command) {
       process.stdout.write(
         `packed ${packed.files.length} files (${packed.zip.length} bytes, ${packed.digest})\n`,
       );
+      // A pinned revision or a canary set on the server stays: a deploy adds a revision, it does not reset traffic.
+      try {
+        const { body: cur } = await api.call('GET', `/${plural}/${name}`);
+        if (cur?.spec?.revision) (body.spec as Record<string, unknown>).revision = cur.spec.revision;
+      } catch (e) {
+        if (!(e instanceof ApiFailure && e.status === 404)) throw e;
+      }
       let uploaded = false;
       for (let attempt = 1; !uploaded; attempt++) {
         const put = await api.call('PUT', `/${plural}/${name}`, { body, query: { upload: 'true' } });

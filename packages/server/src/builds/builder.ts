@@ -96,7 +96,12 @@ export class Builder {
 
   /** The app built from this source earlier, if any. */
   built(sourceDigest: string): BuiltApp | undefined {
-    const key = this.keyOf(sourceDigest);
+    return this.builtByKey(this.keyOf(sourceDigest));
+  }
+
+  /** A built app by its key (a revision names it so): rollbacks run it again without a build. */
+  builtByKey(key: string): BuiltApp | undefined {
+    if (!/^[0-9a-f]{32}$/.test(key)) return undefined;
     const meta = join(this.appsDir, `${key}.json`);
     if (!existsSync(meta) || !existsSync(join(this.appsDir, key))) return undefined;
     return { key, dir: join(this.appsDir, key), plan: JSON.parse(readFileSync(meta, 'utf8')), cached: true };

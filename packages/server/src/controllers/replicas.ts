@@ -49,7 +49,7 @@ export interface Replica {
 
 /** One agent or function as the replica set knows it. */
 export interface Workload {
-  readonly key: string;
+  key: string;
   workspace: string;
   kind: 'Agent' | 'Function';
   name: string;
@@ -58,6 +58,8 @@ export interface Workload {
   replicas: Replica[];
   /** The replica being started, shared by every request that waits for one. */
   starting?: Promise<Replica>;
+  /** The canary revision's own replicas and its share of the traffic (percent), when one is set. */
+  canary?: { w: Workload; percent: number };
   /** Replicas the autoscaler is starting (scaleOut). */
   extraStarts: number;
   seq: number;
@@ -88,33 +90,66 @@ export class ReplicaSet {
     return this.workloads.get(workloadKey(workspace, kind, name));
   }
 
-  all(): IterableIterator<Workload> {
-    return this.workloads.values();
+  /** Every workload, canaries included (the sweeps and the autoscaler treat each on its own). */
+  *all(): IterableIterator<Workload> {
+    for (const w of this.workloads.values()) {
+      yield w;
+      if (w.canary) yield w.canary.w;
+    }
+  }
+
+  /** Whether the workload already runs exactly these revisions with this configuration. */
+  matches(
+    w: Workload | undefined,
+    run: RevisionRun,
+    canary?: { run: RevisionRun; percent: number },
+  ): boolean {
+    if (!w || JSON.stringify(w.run) !== JSON.stringify(run)) return false;
+    if (!canary) return !w.canary;
+    return (
+      w.canary !== undefined &&
+      w.canary.percent === canary.percent &&
+      JSON.stringify(w.canary.w.run) === JSON.stringify(canary.run)
+    );
   }
 
   /**
-   * Makes `run` the workload's revision: starts one replica of it and waits for its port (throws
-   * ReplicaStartError with the app's output when it exits first), then removes replicas of older revisions.
+   * Makes `run` the workload's revision (and `canary` its canary): starts one replica of each that is not running
+   * already and waits for its port (throws ReplicaStartError with the app's output when it exits first), then
+   * removes the replicas of revisions no longer wanted. Blue-green: traffic moves only once the new one listens.
    */
   async deploy(
     w: Pick<Workload, 'workspace' | 'kind' | 'name' | 'public'>,
     run: RevisionRun,
-  ): Promise<Replica> {
+    canary?: { run: RevisionRun; percent: number },
+  ): Promise<void> {
     const key = workloadKey(w.workspace, w.kind, w.name);
-    let cur = this.workloads.get(key);
-    if (cur && cur.run.id === run.id && JSON.stringify(cur.run) === JSON.stringify(run)) {
-      cur.public = w.public;
-      const live = cur.replicas[0];
-      if (live) return live;
+    const cur = this.workloads.get(key);
+    const pool = [cur, cur?.canary?.w].filter((x): x is Workload => x !== undefined);
+    const reuse = (r: RevisionRun) => pool.find((x) => JSON.stringify(x.run) === JSON.stringify(r));
+    const make = async (k: string, r: RevisionRun): Promise<Workload> => {
+      const kept = reuse(r);
+      if (kept?.replicas.some((x) => !x.gone)) return kept;
+      const fresh: Workload = { ...w, key: k, run: r, replicas: [], extraStarts: 0, seq: cur?.seq ?? 0 };
+      fresh.replicas.push(await this.startReplica(fresh));
+      if (cur) cur.seq = Math.max(cur.seq, fresh.seq);
+      return fresh;
+    };
+    const primary = await make(key, run);
+    const second = canary ? await make(`${key}#canary`, canary.run) : undefined;
+    primary.key = key;
+    primary.public = w.public;
+    primary.canary = second ? { w: second, percent: canary?.percent ?? 0 } : undefined;
+    if (second) {
+      second.key = `${key}#canary`;
+      second.public = w.public;
+      second.canary = undefined;
     }
-    const fresh: Workload = { ...w, key, run, replicas: [], extraStarts: 0, seq: cur?.seq ?? 0 };
-    const first = await this.startReplica(fresh);
-    fresh.replicas.push(first);
-    const old = cur?.replicas ?? [];
-    this.workloads.set(key, fresh);
-    cur = fresh;
-    await Promise.all(old.map((r) => this.removeReplica(r)));
-    return first;
+    this.workloads.set(key, primary);
+    const keep = new Set([primary, second]);
+    await Promise.all(
+      pool.filter((x) => !keep.has(x)).flatMap((x) => x.replicas.map((r) => this.removeReplica(r))),
+    );
   }
 
   /** Removes every replica of the workload and forgets it. */
@@ -122,7 +157,8 @@ export class ReplicaSet {
     const key = workloadKey(workspace, kind, name);
     const w = this.workloads.get(key);
     this.workloads.delete(key);
-    if (w) await Promise.all(w.replicas.map((r) => this.removeReplica(r)));
+    const all = w ? [...w.replicas, ...(w.canary?.w.replicas ?? [])] : [];
+    await Promise.all(all.map((r) => this.removeReplica(r)));
   }
 
   /**
@@ -137,7 +173,7 @@ export class ReplicaSet {
     if (!w.starting) {
       w.starting = this.startReplica(w)
         .then((r) => {
-          if (this.workloads.get(w.key) === w) w.replicas.push(r);
+          if (this.current(w)) w.replicas.push(r);
           else void this.removeReplica(r);
           return r;
         })
@@ -169,7 +205,7 @@ export class ReplicaSet {
       w.extraStarts++;
       this.startReplica(w)
         .then((r) => {
-          if (this.workloads.get(w.key) === w) w.replicas.push(r);
+          if (this.current(w)) w.replicas.push(r);
           else void this.removeReplica(r);
         })
         .catch((err) => this.deps.logger?.warn({ err, workload: w.key }, 'scaling out failed'))
@@ -178,6 +214,12 @@ export class ReplicaSet {
         });
     }
     return Math.max(0, want);
+  }
+
+  /** The workload (or canary) is still the one serving its name. */
+  private current(w: Workload): boolean {
+    for (const x of this.all()) if (x === w) return true;
+    return false;
   }
 
   /** Removes one replica (scale in); keeps the workload. */

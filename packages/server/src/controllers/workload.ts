@@ -41,10 +41,10 @@ export interface WorkloadControllerDeps extends ControllerDeps {
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
 
-/** The revision id: the built app and everything of the spec a replica runs with. */
-export function revisionId(app: BuiltApp, run: Omit<RevisionRun, 'id' | 'appDir' | 'minScale' | 'maxScale'>) {
+/** The revision id: the built app and its start command (the spec's envs and memory apply to every revision). */
+export function revisionId(app: BuiltApp): string {
   return createHash('sha256')
-    .update(JSON.stringify([app.key, run.start, run.memoryMb, Object.entries(run.envs).sort()]))
+    .update(JSON.stringify([app.key, app.plan.start]))
     .digest('hex')
     .slice(0, 12);
 }
@@ -56,10 +56,11 @@ export function workloadReconciler(deps: WorkloadControllerDeps, kind: 'Agent' |
     const open = resources.openSecrets(resources.kind(kind), o.body.spec ?? {});
     const envs: Record<string, string> = { ...(app.plan.manifest?.env ?? {}) };
     for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
-    const base = { start: app.plan.start, memoryMb: open.runtime?.memory ?? 2048, envs };
     return {
-      ...base,
-      id: revisionId(app, base),
+      start: app.plan.start,
+      memoryMb: open.runtime?.memory ?? 2048,
+      envs,
+      id: revisionId(app),
       appDir: app.dir,
       minScale: open.runtime?.minScale ?? 0,
       maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
@@ -104,36 +105,66 @@ export function workloadReconciler(deps: WorkloadControllerDeps, kind: 'Agent' |
       if (o.body.status === 'FAILED') return DONE;
       const app = await buildOf(o, source, signal);
       if (!app) return DONE;
-      const run = runOf(o, app);
+      const now = deps.now().toISOString();
+      const latest: RevisionRecord = {
+        id: revisionId(app),
+        app: app.key,
+        source: source.digest,
+        start: app.plan.start,
+        createdAt: now,
+      };
+      const known: RevisionRecord[] = o.body.revisions ?? [];
+      const isNew = !known.some((r) => r.id === latest.id);
+      const revisions = isNew ? [latest, ...known].slice(0, KEPT_REVISIONS) : known;
+      // A new build takes the traffic unless spec.revision.active pins an older revision (then it waits at 0%).
+      const wanted = o.body.spec?.revision ?? {};
+      const pick = (id: string | undefined, field: string): BuiltApp | undefined => {
+        if (!id) return undefined;
+        const rec = revisions.find((r) => r.id === id);
+        const built = rec && builder.builtByKey(rec.app);
+        if (!built)
+          throw new TerminalError(
+            `spec.revision.${field} names revision ${JSON.stringify(id)}, which is not one of the kept revisions (${revisions.map((r) => r.id).join(', ')})`,
+          );
+        return built;
+      };
+      const activeApp = pick(wanted.active, 'active') ?? app;
+      const canaryPercent: number = wanted.canaryPercent ?? 0;
+      const canaryApp = canaryPercent > 0 ? pick(wanted.canary, 'canary') : undefined;
+      const run = runOf(o, activeApp);
+      const canaryRun = canaryApp && { run: runOf(o, canaryApp), percent: canaryPercent };
       const w = replicas.get(o.workspace, kind, o.name);
-      if (o.body.status === 'DEPLOYED' && o.body.activeRevision === run.id && w?.run.id === run.id) {
-        w.public = o.body.spec?.public === true;
+      const canaryId = canaryRun?.run.id;
+      if (
+        o.body.status === 'DEPLOYED' &&
+        o.body.activeRevision === run.id &&
+        o.body.canaryRevision === canaryId &&
+        !isNew &&
+        replicas.matches(w, run, canaryRun)
+      ) {
+        if (w) w.public = o.body.spec?.public === true;
         return { requeueAfterMs: LIVE_RECHECK_MS };
       }
-      const d = await transition(deps, o, 'DEPLOYING', `deploying revision ${run.id}`, enabled);
+      const what = canaryRun
+        ? `revision ${run.id}, canary ${canaryId} at ${canaryPercent}%`
+        : `revision ${run.id}`;
+      const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
       if (!d) return DONE;
       try {
         await replicas.deploy(
           { workspace: o.workspace, kind, name: o.name, public: o.body.spec?.public === true },
           run,
+          canaryRun,
         );
       } catch (err) {
         if (err instanceof ReplicaStartError)
-          throw new TerminalError(`revision ${run.id} did not start: ${err.message}`);
+          throw new TerminalError(`${what} did not start: ${err.message}`);
         throw err;
       }
-      const rec: RevisionRecord = {
-        id: run.id,
-        app: app.key,
-        source: source.digest,
-        start: run.start,
-        createdAt: deps.now().toISOString(),
-      };
-      const prev: RevisionRecord[] = (d.body.revisions ?? []).filter((r: RevisionRecord) => r.id !== run.id);
       const done = await resources.updateStatus(key, {
         to: 'DEPLOYED',
-        message: `deployed revision ${run.id}`,
-        extras: { activeRevision: run.id, revisions: [rec, ...prev].slice(0, KEPT_REVISIONS) },
+        message: `deployed ${what}`,
+        extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
         when: (cur) => enabled(cur) && cur.body.status === 'DEPLOYING',
       });
       if (!done) return DONE;

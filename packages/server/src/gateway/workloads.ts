@@ -45,6 +45,8 @@ export interface WorkloadGatewayDeps {
   canFreeze: () => boolean;
   removeAfterMs?: number;
   now?: () => number;
+  /** The canary draw (tests pass a seeded one). */
+  random?: () => number;
 }
 
 export class WorkloadGateway {
@@ -159,7 +161,7 @@ export class WorkloadGateway {
       const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
       if (!w?.public) await authorize(this.deps.authenticator, req.headers, a.workspace);
       if (!w) throw await this.notServing(a);
-      const r = await this.replicaFor(w);
+      const r = await this.replicaFor(this.revisionFor(w));
       const t = this.targetOf(w, r);
       const wait = this.activator.enter(t);
       r.inflight++;
@@ -182,6 +184,12 @@ export class WorkloadGateway {
         req.url?.split('?')[0],
       );
     }
+  }
+
+  /** The canary takes its percent of requests, drawn per request (weighted random, as Knative's split). */
+  private revisionFor(w: Workload): Workload {
+    const c = w.canary;
+    return c && (this.deps.random ?? Math.random)() * 100 < c.percent ? c.w : w;
   }
 
   private async replicaFor(w: Workload): Promise<Replica> {

@@ -41,6 +41,25 @@ export function workloadImageIssues(runtime: { image?: string } | undefined) {
   ];
 }
 
+/** Fields beside status that the upload route and the controller write (kept across a client's PUT). */
+export const WORKLOAD_READ_ONLY = {
+  /** The last uploaded source, by digest. */
+  source: Type.Object({ digest: Type.String(), size: Type.Integer(), uploadedAt: Type.String() }),
+  /** The revision taking the traffic (less the canary's share). */
+  activeRevision: Type.String(),
+  canaryRevision: Type.String(),
+  /** The kept revisions, newest first: the built app (content address), the source and the start command. */
+  revisions: Type.Array(
+    Type.Object({
+      id: Type.String(),
+      app: Type.String(),
+      source: Type.String(),
+      start: Type.String(),
+      createdAt: Type.String(),
+    }),
+  ),
+};
+
 /** Upper bound of replicas one object may ask for; a quota can lower it. */
 export const MAX_SCALE_LIMIT = 100;
 
@@ -95,6 +114,7 @@ export const agent = {
     'Serverless agent deployment built from a code repository, exposed as an auto-scaling endpoint.',
   spec: AgentSpec,
   hasStatus: true,
+  readOnly: WORKLOAD_READ_ONLY,
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     scaledDefaults(spec, regions, AGENT_MEMORY_MB);
