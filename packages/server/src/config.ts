@@ -28,6 +28,11 @@ export interface Config {
    * default: BERTH_SANDBOX_ALLOW_CIDRS, comma-separated (e.g. `192.168.1.0/24,10.0.5.7/32`).
    */
   sandboxAllowCidrs: string[];
+  /**
+   * Trigger callbacks may go to loopback, link-local and private addresses (refused by default, SSRF):
+   * BERTH_CALLBACK_ALLOW_PRIVATE=true, for a receiver on the same host or LAN (and tests).
+   */
+  callbackAllowPrivate?: boolean;
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -63,6 +68,7 @@ export function loadConfig(
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
+    callbackAllowPrivate: env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true',
   };
 }
 

@@ -38,6 +38,7 @@ import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
 import { WorkloadGateway } from './gateway/workloads.js';
+import { Executions } from './controllers/executions.js';
 
 export interface RunningServer {
   url: string;
@@ -92,6 +93,7 @@ export async function startServer(
   const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
+  const executions = new Executions({ logger, allowPrivate: config.callbackAllowPrivate === true });
   // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
   const uploadUrl = (req: any, reply: any, o: any) => {
     if ((req.query as Record<string, string>)?.upload === 'true')
@@ -105,7 +107,7 @@ export async function startServer(
         createHooks: { Sandbox: sandboxCreateHook({ resources }) },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl },
       });
-      registerRevisionRoutes(v0, { resources, builder });
+      registerRevisionRoutes(v0, { resources, builder, executions });
       for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
@@ -121,7 +123,20 @@ export async function startServer(
     registry: metrics,
     upstreamTimeoutMs: config.modelTimeoutMs,
   });
+  const asyncTrigger = async (workspace: string, name: string) => {
+    const o = await store.get({ kind: 'Agent', workspace, parent: '', name });
+    const spec = o && resources.openSecrets(resources.kind('Agent'), o.body.spec ?? {});
+    const t = (spec?.triggers ?? []).find(
+      (x: any) => x.type === 'http-async' && x.enabled !== false && x.configuration?.callbackUrl,
+    );
+    if (!t) return undefined;
+    const c = t.configuration;
+    return { url: c.callbackUrl, secret: c.callbackSecret, retry: c.retry ?? 0, timeoutS: c.timeout };
+  };
   const workloads = new WorkloadGateway({
+    executions,
+    asyncTrigger,
+    apiBase: baseUrl,
     store,
     replicas,
     driver,

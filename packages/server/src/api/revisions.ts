@@ -3,6 +3,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
 import type { Builder } from '../builds/builder.js';
+import type { Executions } from '../controllers/executions.js';
 import { ApiError } from '../errors.js';
 import type { Resources } from '../store/resources.js';
 import { CODE_KINDS } from './code-upload.js';
@@ -10,9 +11,22 @@ import { CODE_KINDS } from './code-upload.js';
 export interface RevisionRouteDeps {
   resources: Resources;
   builder: Builder;
+  executions?: Executions;
 }
 
-export function registerRevisionRoutes(app: FastifyInstance, { resources, builder }: RevisionRouteDeps) {
+export function registerRevisionRoutes(
+  app: FastifyInstance,
+  { resources, builder, executions }: RevisionRouteDeps,
+) {
+  // An asynchronous invocation (`POST {run}/<ws>/agents/<name>?async=true`) while it runs and for an hour after.
+  app.get('/agents/:name/executions/:id', async (req) => {
+    const a = requireRole(req, 'viewer');
+    const { name, id } = req.params as { name: string; id: string };
+    const e = executions?.get(a.workspace, name, id);
+    if (!e)
+      throw new ApiError('NOT_FOUND', `no execution ${JSON.stringify(id)} of agent ${JSON.stringify(name)}`);
+    return e;
+  });
   for (const [plural, kind] of Object.entries(CODE_KINDS)) {
     const kd = resources.kind(kind);
     const load = async (req: FastifyRequest) => {

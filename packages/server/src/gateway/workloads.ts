@@ -23,7 +23,9 @@ import {
   TICK_MS,
 } from './autoscaler.js';
 import { authorize } from './auth.js';
-import { forward } from './proxy.js';
+import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
+import { portPool } from './ports.js';
+import { forward, upstreamHeaders } from './proxy.js';
 import type { Target } from './targets.js';
 import type { WorkloadAddress } from './workload-address.js';
 
@@ -47,7 +49,28 @@ export interface WorkloadGatewayDeps {
   now?: () => number;
   /** The canary draw (tests pass a seeded one). */
   random?: () => number;
+  /** Asynchronous invocations (`?async=true`) and their callbacks. */
+  executions?: Executions;
+  /** The agent's http-async trigger, secrets opened: where its callback goes. */
+  asyncTrigger?: (
+    workspace: string,
+    name: string,
+  ) => Promise<(CallbackTarget & { timeoutS?: number }) | undefined>;
+  /** The management API's base URL, for an execution's status_url. */
+  apiBase?: () => string;
 }
+
+/** Longest an asynchronous invocation runs when its trigger sets no timeout (the service's 15 minutes). */
+export const ASYNC_DEFAULT_TIMEOUT_S = 900;
+/** Largest request body an asynchronous invocation takes (it is held until a replica takes it). */
+export const ASYNC_MAX_BODY_BYTES = 1024 * 1024;
+
+const isAsync = (rest: string) => /[?&]async=true(&|$)/.test(rest);
+const withoutAsync = (rest: string) => {
+  const [path, q = ''] = rest.split('?');
+  const kept = q.split('&').filter((p) => p && p !== 'async=true');
+  return kept.length ? `${path}?${kept.join('&')}` : path;
+};
 
 export class WorkloadGateway {
   private readonly activator: Activator;
@@ -161,6 +184,8 @@ export class WorkloadGateway {
       const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
       if (!w?.public) await authorize(this.deps.authenticator, req.headers, a.workspace);
       if (!w) throw await this.notServing(a);
+      if (a.kind === 'Agent' && this.deps.executions && isAsync(a.rest))
+        return await this.serveAsync(req, res, a, w);
       const r = await this.replicaFor(this.revisionFor(w));
       const t = this.targetOf(w, r);
       const wait = this.activator.enter(t);
@@ -183,6 +208,83 @@ export class WorkloadGateway {
         wireErrorOf(err, { log: this.deps.logger, what: 'workload gateway error' }),
         req.url?.split('?')[0],
       );
+    }
+  }
+
+  /**
+   * `?async=true`: 202 at once with the execution's id and status URL; the request runs in the background and its
+   * outcome goes to the http-async trigger's callbackUrl, signed (controllers/executions.ts).
+   */
+  private async serveAsync(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress, w: Workload) {
+    const ex = this.deps.executions as Executions;
+    const trigger = await this.deps.asyncTrigger?.(a.workspace, a.name);
+    if (trigger) {
+      const refused = await ex.refusal(trigger.url);
+      if (refused) throw new ApiError('POLICY_DENIED', refused);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of req) {
+      size += (c as Buffer).length;
+      if (size > ASYNC_MAX_BODY_BYTES)
+        throw new ApiError(
+          'PAYLOAD_TOO_LARGE',
+          `an asynchronous request body is at most ${ASYNC_MAX_BODY_BYTES} bytes`,
+        );
+      chunks.push(c as Buffer);
+    }
+    const headers = upstreamHeaders(req);
+    const e = ex.start(a.workspace, a.name);
+    const statusUrl = `${this.deps.apiBase?.() ?? ''}/v0/agents/${a.name}/executions/${e.id}`;
+    res.writeHead(202, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ id: e.id, status: e.status, status_url: statusUrl }));
+    const timeoutMs = (trigger?.timeoutS ?? ASYNC_DEFAULT_TIMEOUT_S) * 1000;
+    void this.runAsync(
+      w,
+      withoutAsync(a.rest),
+      req.method ?? 'POST',
+      headers,
+      Buffer.concat(chunks),
+      timeoutMs,
+    ).then((outcome) => ex.finish(e, outcome, trigger));
+  }
+
+  private async runAsync(
+    w: Workload,
+    path: string,
+    method: string,
+    headers: Record<string, string | string[]>,
+    body: Buffer,
+    timeoutMs: number,
+  ): Promise<{ statusCode?: number; output?: string; error?: string }> {
+    let r: Replica | undefined;
+    let t: Target | undefined;
+    try {
+      r = await this.replicaFor(this.revisionFor(w));
+      t = this.targetOf(w, r);
+      r.inflight++;
+      const wait = this.activator.enter(t);
+      if (wait) await wait;
+      const answer = await portPool(t, APP_PORT).request({
+        path,
+        method: method as 'POST',
+        headers: { ...headers, host: `localhost:${APP_PORT}`, 'content-length': String(body.length) },
+        body,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      let out = '';
+      for await (const c of answer.body) {
+        if (out.length < MAX_OUTPUT_BYTES) out += (c as Buffer).toString('utf8');
+      }
+      return { statusCode: answer.statusCode, output: out.slice(0, MAX_OUTPUT_BYTES) };
+    } catch (err) {
+      return { error: (err as Error).message };
+    } finally {
+      if (r && t) {
+        r.inflight--;
+        r.lastUsedMs = this.now();
+        this.activator.leave(t);
+      }
     }
   }
 

@@ -3,11 +3,14 @@
 // request wakes it; a broken build ends FAILED with its own log lines; a bad archive is refused at upload.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import { verifyWebhookSignature } from '@blaxel/core';
+import { Webhook } from 'standardwebhooks';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { inspectingDriver, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
 
 const CLI_MAIN = join(import.meta.dirname, '../../../cli/src/main.ts');
 const TEMPLATES = join(import.meta.dirname, '../../../../templates');
@@ -38,7 +41,7 @@ describe('agents from code', () => {
   let s: SandboxServer;
   let work: string;
   before(async () => {
-    s = await startSandboxServer({ BERTH_STANDBY_AFTER: '1' });
+    s = await startSandboxServer({ BERTH_STANDBY_AFTER: '1', BERTH_CALLBACK_ALLOW_PRIVATE: 'true' });
     work = mkdtempSync(join(tmpdir(), 'berth-agents-'));
   });
   after(async () => {
@@ -73,6 +76,17 @@ describe('agents from code', () => {
 
     // Idle past the standby delay: the replica is frozen; the next request thaws it and keeps its memory.
     await sleep(2500);
+    const driver = await inspectingDriver(s.dataDir);
+    try {
+      const replicas = (await driver.list()).filter((i) => i.id.startsWith('wl-'));
+      assert.deepEqual(
+        replicas.map((i) => i.state),
+        ['frozen'],
+        'the one replica is in standby',
+      );
+    } finally {
+      await driver.close();
+    }
     const again = await s.run(url, {
       method: 'POST',
       json: { inputs: 'again' },
@@ -81,6 +95,72 @@ describe('agents from code', () => {
     const b2 = await again.json();
     assert.equal(again.status, 200);
     assert.equal(b2.turn, 2, 'the same process answered after standby (its thread memory kept)');
+  });
+
+  it('?async=true answers 202 at once and POSTs the signed result to the callback, retried with the same id', async () => {
+    const received: { headers: Record<string, any>; body: string }[] = [];
+    const receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        received.push({ headers: req.headers, body });
+        res.writeHead(received.length === 1 ? 500 : 204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const port = (receiver.address() as { port: number }).port;
+    try {
+      const cur = await (await s.api('/agents/py-agent')).json();
+      const spec = {
+        ...cur.spec,
+        triggers: [
+          { type: 'http-async', configuration: { callbackUrl: `http://127.0.0.1:${port}/cb`, retry: 2 } },
+        ],
+      };
+      assert.equal(
+        (await s.api('/agents/py-agent', { method: 'PUT', json: { metadata: { name: 'py-agent' }, spec } }))
+          .status,
+        200,
+      );
+      await s.waitFor('py-agent', () => true);
+      let o: any;
+      for (let i = 0; i < 200; i++) {
+        o = await (await s.api('/agents/py-agent?show_secrets=true')).json();
+        if (o.status === 'DEPLOYED') break;
+        await sleep(50);
+      }
+      const secret = o.spec.triggers[0].configuration.callbackSecret;
+      assert.match(secret, /^whsec_/);
+      const res = await s.run(`${s.url}/run/default/agents/py-agent?async=true`, {
+        method: 'POST',
+        json: { inputs: 'later' },
+      });
+      assert.equal(res.status, 202);
+      const accepted = await res.json();
+      assert.match(accepted.id, /^exec_/);
+      for (let i = 0; i < 200 && received.length < 2; i++) await sleep(50);
+      assert.equal(received.length, 2, 'the 500 was retried');
+      assert.equal(received[0].headers['webhook-id'], received[1].headers['webhook-id']);
+      const last = received[1];
+      const payload = new Webhook(secret).verify(last.body, last.headers as Record<string, string>) as any;
+      assert.equal(payload.data.executionId, accepted.id);
+      assert.equal(payload.data.status, 'completed');
+      assert.equal(JSON.parse(payload.data.output).output, 'LATER');
+      assert.equal(
+        verifyWebhookSignature({
+          body: last.body,
+          secret,
+          signature: last.headers['x-blaxel-signature'],
+          timestamp: last.headers['x-blaxel-timestamp'],
+        }),
+        true,
+      );
+      const status = await (await s.api(`/agents/py-agent/executions/${accepted.id}`)).json();
+      assert.equal(status.status, 'completed');
+      assert.equal(status.callback.delivered, true);
+    } finally {
+      receiver.close();
+    }
   });
 
   it('a public agent answers without a credential', async () => {
