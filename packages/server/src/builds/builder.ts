@@ -9,11 +9,14 @@
 import { createHash } from 'node:crypto';
 import {
   appendFileSync,
+  chmodSync,
   existsSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -62,6 +65,21 @@ export interface BuilderDeps {
   logger?: Logger;
   waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
 }
+
+/**
+ * Makes a tree readable by every uid (dirs 0755, files 0644, or 0755 when executable): the server runs with umask
+ * 077, and the build sandbox, then each replica, runs as another unprivileged uid that must read it.
+ */
+export function makeReadable(dir: string): void {
+  chmodSync(dir, 0o755);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) makeReadable(p);
+    else if (e.isFile()) chmodSync(p, (readFileMode(p) & 0o111) !== 0 ? 0o755 : 0o644);
+  }
+}
+
+const readFileMode = (p: string) => statSync(p).mode;
 
 export const tailOf = (text: string, n = FAILED_LOG_LINES) => text.trimEnd().split('\n').slice(-n).join('\n');
 
@@ -130,6 +148,7 @@ export class Builder {
       if (err instanceof UnsafeArchiveError) fail(`the upload was refused: ${err.message}`);
       throw err;
     }
+    makeReadable(src);
     let plan: BuildPlan;
     try {
       plan = planBuild(src);
@@ -137,7 +156,8 @@ export class Builder {
       if (err instanceof PlanError || err instanceof ManifestError) return fail(err.message);
       throw err;
     }
-    mkdirSync(out, { recursive: true });
+    mkdirSync(out, { recursive: true, mode: 0o755 });
+    chmodSync(out, 0o755);
     const cache = join(this.depsDir, workspace);
     mkdirSync(cache, { recursive: true });
     const id = `bld-${key.slice(0, 24)}`;
