@@ -1,5 +1,6 @@
 // `npm run bench`: every benchmark, each printing its figure beside a same-run baseline and the ratio.
 // `npm run bench -- api` runs only the named ones.
+import { benchAgents } from './agents/bench.mjs';
 import { benchApi } from './api/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
@@ -16,6 +17,7 @@ const all = {
   'sandbox-exec': benchExec,
   'sandbox-density': benchDensity,
   'sandbox-volumes': benchVolumes,
+  agents: benchAgents,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

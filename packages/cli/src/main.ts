@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { registerApply } from './apply.js';
 import { registerCompletion } from './completion.js';
 import { registerDelete } from './delete.js';
+import { registerDeploy } from './deploy.js';
 import { registerGet } from './get.js';
 import { registerLogin } from './login.js';
 import { registerRunModel } from './run-model.js';
@@ -47,6 +48,7 @@ export async function main(argv: string[]) {
   registerGet(program);
   registerApply(program);
   registerDelete(program);
+  registerDeploy(program);
   registerSandbox(program);
   registerVolume(program);
   registerRunModel(program);

@@ -40,6 +40,11 @@ export interface Config {
   volumeCapacityMb?: number;
   /** Total MB of volumes per workspace (BERTH_WORKSPACE_VOLUME_CAPACITY_MB); unset: no per-workspace bound. */
   workspaceVolumeCapacityMb?: number;
+  /**
+   * Trigger callbacks may go to loopback, link-local and private addresses (refused by default, SSRF):
+   * BERTH_CALLBACK_ALLOW_PRIVATE=true, for a receiver on the same host or LAN (and tests).
+   */
+  callbackAllowPrivate?: boolean;
 }
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
@@ -88,6 +93,7 @@ export function loadConfig(
       env.BERTH_WORKSPACE_VOLUME_CAPACITY_MB,
       'BERTH_WORKSPACE_VOLUME_CAPACITY_MB',
     ),
+    callbackAllowPrivate: env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true',
   };
 }
 

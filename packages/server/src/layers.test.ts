@@ -20,6 +20,7 @@ const LAYERS: Record<string, number> = {
   http: 3,
   runtime: 3,
   models: 4,
+  builds: 4,
   controllers: 5,
   templates: 6,
   gateway: 7,

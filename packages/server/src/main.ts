@@ -36,6 +36,15 @@ import { SqliteStore } from './store/sqlite.js';
 import type { Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
+import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
+import { registerRevisionRoutes } from './api/revisions.js';
+import { Builder } from './builds/builder.js';
+import { CodeStore } from './builds/code-store.js';
+import { ReplicaSet } from './controllers/replicas.js';
+import { waitHealthy } from './controllers/sandbox-health.js';
+import { workloadReconciler } from './controllers/workload.js';
+import { WorkloadGateway } from './gateway/workloads.js';
+import { Executions } from './controllers/executions.js';
 
 export interface RunningServer {
   url: string;
@@ -87,6 +96,17 @@ export async function startServer(
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
+  const code = new CodeStore(config.dataDir);
+  const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
+  const replicas = new ReplicaSet({ driver, logger, waitHealthy });
+  const uploads = new CodeUploads({ resources, code, baseUrl });
+  const executions = new Executions({ logger, allowPrivate: config.callbackAllowPrivate === true });
+  // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
+  const uploadUrl = (req: any, reply: any, o: any) => {
+    if ((req.query as Record<string, string>)?.upload === 'true')
+      reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
+  };
+  uploads.register(app);
   await app.register(
     async (v0) => {
       registerCrud(v0, KINDS, {
@@ -96,7 +116,9 @@ export async function startServer(
           Volume: volumeCreateHook({ resources, capacity }),
         },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
+        afterWrite: { Agent: uploadUrl, Function: uploadUrl },
       });
+      registerRevisionRoutes(v0, { resources, builder, executions });
       for (const m of [previewTokens, sandboxSchedules]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       drives.register(v0);
@@ -115,7 +137,30 @@ export async function startServer(
     upstreamTimeoutMs: config.modelTimeoutMs,
     outputEstimate: config.modelOutputEstimate,
   });
+  const asyncTrigger = async (workspace: string, name: string) => {
+    const o = await store.get({ kind: 'Agent', workspace, parent: '', name });
+    const spec = o && resources.openSecrets(resources.kind('Agent'), o.body.spec ?? {});
+    const t = (spec?.triggers ?? []).find(
+      (x: any) => x.type === 'http-async' && x.enabled !== false && x.configuration?.callbackUrl,
+    );
+    if (!t) return undefined;
+    const c = t.configuration;
+    return { url: c.callbackUrl, secret: c.callbackSecret, retry: c.retry ?? 0, timeoutS: c.timeout };
+  };
+  const workloads = new WorkloadGateway({
+    executions,
+    asyncTrigger,
+    apiBase: baseUrl,
+    store,
+    replicas,
+    driver,
+    authenticator: auth.authenticator,
+    logger,
+    standbyAfterMs: config.standbyAfterS * 1000,
+    canFreeze: () => driver.capabilities.freezer,
+  });
   const gateway = await startGateway({
+    workloads,
     server: app.server,
     resources,
     driver,
@@ -126,6 +171,8 @@ export async function startServer(
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
+  // Replicas and builds of an earlier run are not adopted: their workloads deploy afresh (decision 023).
+  await replicas.removeLeftovers();
   const controllers = startControllers({
     resources,
     logger,
@@ -139,8 +186,11 @@ export async function startServer(
           archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
           capacity,
         }),
+      Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
+      Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
     },
   });
+  workloads.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
   const schedules = new ScheduleRunner({
@@ -163,6 +213,7 @@ export async function startServer(
       // Sandboxes keep running: a restarted server adopts them as they are.
       await schedules.stop();
       await gateway.close();
+      workloads.stop();
       await expiry.stop();
       await controllers.stop();
       await app.close();

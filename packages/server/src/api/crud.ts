@@ -23,6 +23,11 @@ export interface CrudDeps {
   createHooks?: Record<string, CreateHook>;
   /** By kind name: wraps a kind's PUT the same way (e.g. a sandbox answers once it runs its new spec). */
   replaceHooks?: Record<string, CreateHook>;
+  /** By kind name: called after a create or replace was written (e.g. an upload URL header for `?upload=true`). */
+  afterWrite?: Record<
+    string,
+    (req: FastifyRequest, reply: FastifyReply, object: WriteResult['object']) => void
+  >;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -104,7 +109,7 @@ async function byExternalId(
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {}, replaceHooks = {} }: CrudDeps,
+  { resources, createHooks = {}, replaceHooks = {}, afterWrite = {} }: CrudDeps,
 ) {
   for (const kd of kinds) {
     const coll = toFastifyPath(kd.path);
@@ -164,6 +169,7 @@ export function registerCrud(
       if (ctxOf(req).strict) refuseUnknown(kd, req.body);
       const create = () => resources.create(kd, ctxOf(req), req.body);
       const r = await (createHooks[kd.kind]?.(req, reply, create) ?? create());
+      afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
       return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });
@@ -173,6 +179,7 @@ export function registerCrud(
       if (ctxOf(req).strict) refuseUnknown(kd, req.body, params[kd.nameParam]);
       const replace = () => resources.replace(kd, ctxOf(req), params[kd.nameParam], req.body);
       const r = await (replaceHooks[kd.kind]?.(req, reply, replace) ?? replace());
+      afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
       return withWarnings(resources.view(kd, r.object), kd, r.dropped);
     });

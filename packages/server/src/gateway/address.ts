@@ -130,6 +130,11 @@ export function runUrlOf(o: AddressOptions & { defaultRegion: string }) {
     const region = body.spec?.region ?? o.defaultRegion;
     if (kd.kind === 'Sandbox') return sandboxUrl(o, workspace, body.metadata.name, region);
     if (kd.kind === 'Preview' && body.metadata.resourceName) return previewUrl(o, workspace, body, region);
+    // Agents and functions by path; the SDK appends /mcp to a function's. Host forms: not yet (decision 023).
+    if (kd.kind === 'Agent')
+      return `${o.baseUrl().replace(/\/+$/, '')}/run/${workspace}/agents/${body.metadata.name}`;
+    if (kd.kind === 'Function')
+      return `${o.baseUrl().replace(/\/+$/, '')}/run/${workspace}/functions/${body.metadata.name}`;
     return undefined;
   };
 }

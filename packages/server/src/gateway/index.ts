@@ -24,6 +24,8 @@ import { isLongLived, StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
 import { tunnel } from './upgrade.js';
 import { UsageWriter } from './usage-writer.js';
+import { matchWorkloadPath } from './workload-address.js';
+import type { WorkloadGateway } from './workloads.js';
 
 export interface GatewayDeps {
   /** The HTTP server the API listens on; the gateway answers its sandbox requests before Fastify sees them. */
@@ -34,6 +36,8 @@ export interface GatewayDeps {
   logger: Logger;
   standbyAfterS: number;
   inferenceHost?: string;
+  /** Agents and functions (`/run/<ws>/agents|functions/<name>`), answered before any sandbox address. */
+  workloads?: WorkloadGateway;
 }
 
 export interface Gateway {
@@ -126,6 +130,8 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   if (!api) throw new Error('the gateway must be started after the API created its HTTP server');
   server.removeListener('request', api);
   const onRequest: RequestListener = (req, res) => {
+    const wl = deps.workloads && matchWorkloadPath(req.url ?? '/');
+    if (wl) return void deps.workloads?.serve(req, res, wl);
     const a = parseAddress(req, parseCtx);
     if (a) void serve(req, res, a);
     else api.call(server, req, res);

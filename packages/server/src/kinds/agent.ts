@@ -26,6 +26,40 @@ export const AGENT_MEMORY_MB = 2048;
 export const DEFAULT_MIN_SCALE = 0;
 export const DEFAULT_MAX_SCALE = 10;
 export const DEFAULT_GENERATION = 'mk3';
+/** The one image agents and functions run on until the image store lands (decision 023). */
+export const WORKLOAD_DEFAULT_IMAGE = 'blaxel/base-image:latest';
+
+/** `runtime.image` naming another image is refused, not silently ignored: builds cannot use it yet. */
+export function workloadImageIssues(runtime: { image?: string } | undefined) {
+  const image = runtime?.image;
+  if (image === undefined || image === WORKLOAD_DEFAULT_IMAGE) return [];
+  return [
+    {
+      pointer: '/spec/runtime/image',
+      message: `agents and functions are built on the default image (${WORKLOAD_DEFAULT_IMAGE}) only, for now; ${JSON.stringify(image)} cannot be used: omit runtime.image`,
+    },
+  ];
+}
+
+/** Fields beside status that the upload route and the controller write (kept across a client's PUT). */
+export const WORKLOAD_READ_ONLY = {
+  /** The last uploaded source, by digest. */
+  source: Type.Object({ digest: Type.String(), size: Type.Integer(), uploadedAt: Type.String() }),
+  /** The revision taking the traffic (less the canary's share). */
+  activeRevision: Type.String(),
+  canaryRevision: Type.String(),
+  /** The kept revisions, newest first: the built app (content address), the source and the start command. */
+  revisions: Type.Array(
+    Type.Object({
+      id: Type.String(),
+      app: Type.String(),
+      source: Type.String(),
+      start: Type.String(),
+      createdAt: Type.String(),
+    }),
+  ),
+};
+
 /** Upper bound of replicas one object may ask for; a quota can lower it. */
 export const MAX_SCALE_LIMIT = 100;
 
@@ -80,6 +114,7 @@ export const agent = {
     'Serverless agent deployment built from a code repository, exposed as an auto-scaling endpoint.',
   spec: AgentSpec,
   hasStatus: true,
+  readOnly: WORKLOAD_READ_ONLY,
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     scaledDefaults(spec, regions, AGENT_MEMORY_MB);
@@ -90,6 +125,7 @@ export const agent = {
     return [
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
+      ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),

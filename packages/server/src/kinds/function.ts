@@ -1,7 +1,13 @@
 // Function (§4.1 POST /functions): an MCP server, built from code or bound to integration connections,
 // reachable over the streamable HTTP transport at run_url/<ws>/functions/<name>/mcp.
 import { Type } from '@sinclair/typebox';
-import { callbackSecrets, ScaledRuntime, scaledDefaults } from './agent.js';
+import {
+  callbackSecrets,
+  ScaledRuntime,
+  scaledDefaults,
+  WORKLOAD_READ_ONLY,
+  workloadImageIssues,
+} from './agent.js';
 import { envSecrets, literals, NameList, opt, Revision, Trigger } from './common.js';
 import { envIssues, referenceIssues, regionIssues, scaleIssues, triggerIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
@@ -36,6 +42,7 @@ export const fn = {
   description: 'MCP server reachable over the streamable HTTP transport.',
   spec: FunctionSpec,
   hasStatus: true,
+  readOnly: WORKLOAD_READ_ONLY,
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     spec.type ??= 'mcp';
@@ -47,6 +54,7 @@ export const fn = {
     return [
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
+      ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(

@@ -65,7 +65,7 @@ export const SAMPLES: Record<string, KindSample> = {
   },
   Agent: {
     parents: [],
-    valid: { metadata: { name: 'helper' }, spec: { runtime: { image: 'local/helper:1' } } },
+    valid: { metadata: { name: 'helper' }, spec: { runtime: { memory: 1024 } } },
     invalid: {
       body: { metadata: { name: 'a' }, spec: { runtime: { maxScale: -1 } } },
       pointer: '/spec/runtime/maxScale',

@@ -1,0 +1,117 @@
+// `berth deploy [dir]`: reads berth.toml (or blaxel.toml), creates or replaces the agent or function with
+// `?upload=true`, PUTs the packed source to the upload URL the server answers, then follows the status
+// (UPLOADING → BUILDING → BUILT → DEPLOYING → DEPLOYED) and prints the inference URL; on FAILED it prints the
+// build log's last lines and exits 1.
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { parse } from 'smol-toml';
+import { Api, ApiFailure } from './client.js';
+import { loadCliConfig } from './config.js';
+import { packSource } from './package-source.js';
+
+/** How often the status is read while waiting. */
+const POLL_MS = 500;
+/** Longest `deploy` waits for DEPLOYED (builds are bounded at 15 minutes on the server). */
+const WAIT_MS = 20 * 60_000;
+/** Upload attempts, with a fresh URL each (the service's CLI retries the same way). */
+const UPLOAD_ATTEMPTS = 5;
+
+const slug = (s: string) =>
+  s
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 63) || 'app';
+
+function readManifest(dir: string): Record<string, any> {
+  for (const f of ['berth.toml', 'blaxel.toml'])
+    if (existsSync(join(dir, f))) return parse(readFileSync(join(dir, f), 'utf8')) as Record<string, any>;
+  return {};
+}
+
+/** The object the manifest describes: kind path and body. */
+export function manifestObject(dir: string, nameFlag?: string) {
+  const m = readManifest(dir);
+  const type = m.type === 'function' || m.type === 'mcp' ? 'functions' : 'agents';
+  const name = slug(nameFlag ?? m.name ?? basename(resolve(dir)));
+  const rt = (m.runtime ?? {}) as Record<string, unknown>;
+  const runtime: Record<string, unknown> = {};
+  for (const k of ['memory', 'minScale', 'maxScale']) if (typeof rt[k] === 'number') runtime[k] = rt[k];
+  const spec: Record<string, unknown> = { repository: { type: 'upload' }, runtime };
+  if (typeof m.public === 'boolean') spec.public = m.public;
+  if (type === 'functions') spec.type = 'mcp';
+  return { plural: type, name, body: { metadata: { name }, spec } };
+}
+
+export function registerDeploy(program: Command) {
+  program
+    .command('deploy [dir]')
+    .description('build and deploy an agent or MCP server from a directory (berth.toml / blaxel.toml)')
+    .option('--name <name>', 'object name (default: the manifest name, else the directory name)')
+    .option('--no-wait', 'return once the code is uploaded')
+    .action(async (dirArg: string | undefined, opts: { name?: string; wait: boolean }) => {
+      const dir = resolve(dirArg ?? '.');
+      const api = new Api(loadCliConfig());
+      const { plural, name, body } = manifestObject(dir, opts.name);
+      const packed = await packSource(dir);
+      process.stdout.write(
+        `packed ${packed.files.length} files (${packed.zip.length} bytes, ${packed.digest})\n`,
+      );
+      // A pinned revision or a canary set on the server stays: a deploy adds a revision, it does not reset traffic.
+      try {
+        const { body: cur } = await api.call('GET', `/${plural}/${name}`);
+        if (cur?.spec?.revision) (body.spec as Record<string, unknown>).revision = cur.spec.revision;
+      } catch (e) {
+        if (!(e instanceof ApiFailure && e.status === 404)) throw e;
+      }
+      let uploaded = false;
+      for (let attempt = 1; !uploaded; attempt++) {
+        const put = await api.call('PUT', `/${plural}/${name}`, { body, query: { upload: 'true' } });
+        const url = put.headers.get('x-blaxel-upload-url');
+        if (!url) throw new Error('the server gave no upload URL');
+        const res = await fetch(url, {
+          method: 'PUT',
+          headers: { 'content-type': 'application/zip' },
+          body: new Uint8Array(packed.zip),
+        });
+        const text = await res.text();
+        if (res.ok) {
+          const r = JSON.parse(text);
+          process.stdout.write(
+            r.alreadyPresent ? 'upload: already present, nothing new to build\n' : 'uploaded\n',
+          );
+          uploaded = true;
+        } else if (res.status < 500 || attempt >= UPLOAD_ATTEMPTS) {
+          let problem: any;
+          try {
+            problem = JSON.parse(text);
+          } catch {
+            problem = { detail: text };
+          }
+          throw new ApiFailure(res.status, problem);
+        } else await new Promise((r) => setTimeout(r, 1000 * 2 ** (attempt - 1)));
+      }
+      if (!opts.wait) return;
+      const deadline = Date.now() + WAIT_MS;
+      let last = '';
+      for (;;) {
+        const { body: o } = await api.call('GET', `/${plural}/${name}`);
+        if (o.status !== last) {
+          process.stdout.write(`${o.status}\n`);
+          last = o.status;
+        }
+        if (o.status === 'DEPLOYED') {
+          process.stdout.write(`${o.metadata?.url ?? ''}\n`);
+          return;
+        }
+        if (o.status === 'FAILED') {
+          process.stderr.write(`${(o.events ?? []).at(-1)?.message ?? 'failed'}\n`);
+          process.exitCode = 1;
+          return;
+        }
+        if (Date.now() > deadline) throw new Error(`still ${o.status} after ${WAIT_MS / 60000} minutes`);
+        await new Promise((r) => setTimeout(r, POLL_MS));
+      }
+    });
+}

@@ -1,0 +1,58 @@
+// Revisions of agents and functions (GET /v0/<kind>/{name}/revisions) and the build log of each
+// (GET .../revisions/{rev}/logs; `latest` names the build of the last uploaded source, finished or not).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { requireRole } from '../auth/require-role.js';
+import type { Builder } from '../builds/builder.js';
+import type { Executions } from '../controllers/executions.js';
+import { ApiError } from '../errors.js';
+import type { Resources } from '../store/resources.js';
+import { CODE_KINDS } from './code-upload.js';
+
+export interface RevisionRouteDeps {
+  resources: Resources;
+  builder: Builder;
+  executions?: Executions;
+}
+
+export function registerRevisionRoutes(
+  app: FastifyInstance,
+  { resources, builder, executions }: RevisionRouteDeps,
+) {
+  // An asynchronous invocation (`POST {run}/<ws>/agents/<name>?async=true`) while it runs and for an hour after.
+  app.get('/agents/:name/executions/:id', async (req) => {
+    const a = requireRole(req, 'viewer');
+    const { name, id } = req.params as { name: string; id: string };
+    const e = executions?.get(a.workspace, name, id);
+    if (!e)
+      throw new ApiError('NOT_FOUND', `no execution ${JSON.stringify(id)} of agent ${JSON.stringify(name)}`);
+    return e;
+  });
+  for (const [plural, kind] of Object.entries(CODE_KINDS)) {
+    const kd = resources.kind(kind);
+    const load = async (req: FastifyRequest) => {
+      const a = requireRole(req, 'viewer');
+      return resources.mustGet(kd, a.workspace, [], (req.params as { name: string }).name);
+    };
+    app.get(`/${plural}/:name/revisions`, async (req) => {
+      const o = await load(req);
+      const active = o.body.activeRevision;
+      return (o.body.revisions ?? []).map((r: Record<string, unknown>) => ({
+        ...r,
+        active: r.id === active,
+      }));
+    });
+    app.get(`/${plural}/:name/revisions/:rev/logs`, async (req, reply) => {
+      const o = await load(req);
+      const rev = (req.params as { rev: string }).rev;
+      const key =
+        rev === 'latest'
+          ? o.body.source?.digest && builder.keyOf(o.body.source.digest)
+          : (o.body.revisions ?? []).find((r: { id: string }) => r.id === rev)?.app;
+      const text = key ? builder.readLog(key) : undefined;
+      if (text === undefined)
+        throw new ApiError('NOT_FOUND', `no build log for revision ${JSON.stringify(rev)}`);
+      reply.type('text/plain; charset=utf-8');
+      return text;
+    });
+  }
+}

@@ -1,0 +1,295 @@
+// The replicas of agents and functions: runtime sandboxes (not Sandbox objects) running one revision's start
+// command with its app directory bound read-only at /app. Owned here; the workload controller says which
+// revision should run (deploy), the gateway asks for a replica to send a request to (acquire) and reports use.
+// Scale from zero starts ONE replica however many requests wait for it; a revision whose process exits before
+// its port listens is a failed deploy, never a ready replica.
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { execJson } from '../builds/daemon-exec.js';
+import { ApiError } from '../errors.js';
+import { defaultCpuShares, type RuntimeDriver, type SandboxInfo } from '../runtime/driver.js';
+
+/** Port the app listens on inside its replica (PORT, BL_SERVER_PORT). */
+export const APP_PORT = 8080;
+/** Where the app directory is bound in a replica (the build ran at the same path). */
+export const APP_DIR = '/app';
+/** The image replicas run: the host userland, until the image store takes over (builds/builder.ts). */
+export const REPLICA_IMAGE = 'blaxel/base-image:latest';
+/** Tasks per replica: an HTTP server with a worker pool fits well under it. */
+export const REPLICA_PIDS_MAX = 1024;
+/** Id prefixes of the runtime sandboxes this file and the builder own (Sandbox objects never start so). */
+export const REPLICA_ID_PREFIX = 'wl-';
+export const BUILD_ID_PREFIX = 'bld-';
+/** Longest the start command may take to listen on its port before the replica counts as failed. */
+export const READY_TIMEOUT_S = 120;
+
+const PATH = `${APP_DIR}/node_modules/.bin:${APP_DIR}/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
+
+/** What a revision runs: fixed once deployed. */
+export interface RevisionRun {
+  id: string;
+  appDir: string;
+  start: string;
+  memoryMb: number;
+  envs: Record<string, string>;
+  minScale: number;
+  maxScale: number;
+}
+
+export interface Replica {
+  readonly id: string;
+  readonly revision: string;
+  readonly info: SandboxInfo;
+  /** Requests in flight, counted by the gateway. */
+  inflight: number;
+  lastUsedMs: number;
+  /** Removed (scaled in, redeployed, deleted): the gateway drops it. */
+  gone: boolean;
+}
+
+/** One agent or function as the replica set knows it. */
+export interface Workload {
+  key: string;
+  workspace: string;
+  kind: 'Agent' | 'Function';
+  name: string;
+  run: RevisionRun;
+  public: boolean;
+  replicas: Replica[];
+  /** The replica being started, shared by every request that waits for one. */
+  starting?: Promise<Replica>;
+  /** The canary revision's own replicas and its share of the traffic (percent), when one is set. */
+  canary?: { w: Workload; percent: number };
+  /** Replicas the autoscaler is starting (scaleOut). */
+  extraStarts: number;
+  seq: number;
+}
+
+export class ReplicaStartError extends Error {
+  override name = 'ReplicaStartError';
+}
+
+export const workloadKey = (workspace: string, kind: string, name: string) => `${workspace}/${kind}/${name}`;
+
+export interface ReplicaSetDeps {
+  driver: RuntimeDriver;
+  logger?: Logger;
+  waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
+  now?: () => number;
+}
+
+export class ReplicaSet {
+  private readonly workloads = new Map<string, Workload>();
+  private readonly now: () => number;
+
+  constructor(private readonly deps: ReplicaSetDeps) {
+    this.now = deps.now ?? Date.now;
+  }
+
+  get(workspace: string, kind: string, name: string): Workload | undefined {
+    return this.workloads.get(workloadKey(workspace, kind, name));
+  }
+
+  /** Every workload, canaries included (the sweeps and the autoscaler treat each on its own). */
+  *all(): IterableIterator<Workload> {
+    for (const w of this.workloads.values()) {
+      yield w;
+      if (w.canary) yield w.canary.w;
+    }
+  }
+
+  /** Whether the workload already runs exactly these revisions with this configuration. */
+  matches(
+    w: Workload | undefined,
+    run: RevisionRun,
+    canary?: { run: RevisionRun; percent: number },
+  ): boolean {
+    if (!w || JSON.stringify(w.run) !== JSON.stringify(run)) return false;
+    if (!canary) return !w.canary;
+    return (
+      w.canary !== undefined &&
+      w.canary.percent === canary.percent &&
+      JSON.stringify(w.canary.w.run) === JSON.stringify(canary.run)
+    );
+  }
+
+  /**
+   * Makes `run` the workload's revision (and `canary` its canary): starts one replica of each that is not running
+   * already and waits for its port (throws ReplicaStartError with the app's output when it exits first), then
+   * removes the replicas of revisions no longer wanted. Blue-green: traffic moves only once the new one listens.
+   */
+  async deploy(
+    w: Pick<Workload, 'workspace' | 'kind' | 'name' | 'public'>,
+    run: RevisionRun,
+    canary?: { run: RevisionRun; percent: number },
+  ): Promise<void> {
+    const key = workloadKey(w.workspace, w.kind, w.name);
+    const cur = this.workloads.get(key);
+    const pool = [cur, cur?.canary?.w].filter((x): x is Workload => x !== undefined);
+    const reuse = (r: RevisionRun) => pool.find((x) => JSON.stringify(x.run) === JSON.stringify(r));
+    const make = async (k: string, r: RevisionRun): Promise<Workload> => {
+      const kept = reuse(r);
+      if (kept?.replicas.some((x) => !x.gone)) return kept;
+      const fresh: Workload = { ...w, key: k, run: r, replicas: [], extraStarts: 0, seq: cur?.seq ?? 0 };
+      fresh.replicas.push(await this.startReplica(fresh));
+      if (cur) cur.seq = Math.max(cur.seq, fresh.seq);
+      return fresh;
+    };
+    const primary = await make(key, run);
+    const second = canary ? await make(`${key}#canary`, canary.run) : undefined;
+    primary.key = key;
+    primary.public = w.public;
+    primary.canary = second ? { w: second, percent: canary?.percent ?? 0 } : undefined;
+    if (second) {
+      second.key = `${key}#canary`;
+      second.public = w.public;
+      second.canary = undefined;
+    }
+    this.workloads.set(key, primary);
+    const keep = new Set([primary, second]);
+    await Promise.all(
+      pool.filter((x) => !keep.has(x)).flatMap((x) => x.replicas.map((r) => this.removeReplica(r))),
+    );
+  }
+
+  /** Removes every replica of the workload and forgets it. */
+  async remove(workspace: string, kind: string, name: string): Promise<void> {
+    const key = workloadKey(workspace, kind, name);
+    const w = this.workloads.get(key);
+    this.workloads.delete(key);
+    const all = w ? [...w.replicas, ...(w.canary?.w.replicas ?? [])] : [];
+    await Promise.all(all.map((r) => this.removeReplica(r)));
+  }
+
+  /**
+   * A replica to send one request to: the least busy one below `target` in flight, else a new one while under
+   * maxScale (one start at a time), else the least busy. Starts one from zero; throws 503 when that fails.
+   */
+  async acquire(w: Workload, target: number): Promise<Replica> {
+    const live = w.replicas.filter((r) => !r.gone);
+    let best: Replica | undefined;
+    for (const r of live) if (!best || r.inflight < best.inflight) best = r;
+    if (best && (best.inflight < target || live.length >= w.run.maxScale || w.starting)) return best;
+    if (!w.starting) {
+      w.starting = this.startReplica(w)
+        .then((r) => {
+          if (this.current(w)) w.replicas.push(r);
+          else void this.removeReplica(r);
+          return r;
+        })
+        .finally(() => {
+          w.starting = undefined;
+        });
+    }
+    if (best) return best;
+    try {
+      return await w.starting;
+    } catch (err) {
+      throw new ApiError(
+        'UNAVAILABLE',
+        `${w.kind.toLowerCase()} ${JSON.stringify(w.name)} could not start a replica: ${(err as Error).message}`,
+        {
+          headers: { 'retry-after': '1' },
+        },
+      );
+    }
+  }
+
+  /**
+   * Starts replicas until `desired` are live or starting (the autoscaler's scale-out), never past maxScale.
+   * Failures are logged: the next decision asks again.
+   */
+  scaleOut(w: Workload, desired: number): number {
+    const want = Math.min(desired, w.run.maxScale) - w.replicas.filter((r) => !r.gone).length - w.extraStarts;
+    for (let i = 0; i < want; i++) {
+      w.extraStarts++;
+      this.startReplica(w)
+        .then((r) => {
+          if (this.current(w)) w.replicas.push(r);
+          else void this.removeReplica(r);
+        })
+        .catch((err) => this.deps.logger?.warn({ err, workload: w.key }, 'scaling out failed'))
+        .finally(() => {
+          w.extraStarts--;
+        });
+    }
+    return Math.max(0, want);
+  }
+
+  /** The workload (or canary) is still the one serving its name. */
+  private current(w: Workload): boolean {
+    for (const x of this.all()) if (x === w) return true;
+    return false;
+  }
+
+  /** Removes one replica (scale in); keeps the workload. */
+  async scaleIn(w: Workload, r: Replica): Promise<void> {
+    w.replicas = w.replicas.filter((x) => x !== r);
+    await this.removeReplica(r);
+  }
+
+  private async startReplica(w: Workload): Promise<Replica> {
+    const run = w.run;
+    const hash = createHash('sha256').update(w.key).digest('hex').slice(0, 12);
+    const id = `${REPLICA_ID_PREFIX}${hash}-${run.id.slice(0, 8)}-${++w.seq}`;
+    const envs = {
+      ...run.envs,
+      PORT: String(APP_PORT),
+      HOST: '0.0.0.0',
+      BL_SERVER_PORT: String(APP_PORT),
+      BL_SERVER_HOST: '0.0.0.0',
+      BL_WORKSPACE: w.workspace,
+      BL_NAME: w.name,
+      PATH,
+    };
+    const info = await this.deps.driver.ensure(id, {
+      memoryMb: run.memoryMb,
+      pidsMax: REPLICA_PIDS_MAX,
+      cpuShares: defaultCpuShares(run.memoryMb),
+      diskMb: run.memoryMb,
+      envs,
+      image: REPLICA_IMAGE,
+      volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }],
+    });
+    try {
+      await this.deps.waitHealthy(info.socketPath);
+      const p = await execJson(info.socketPath, {
+        command: run.start,
+        name: 'app',
+        workingDir: APP_DIR,
+        env: envs,
+        waitForPorts: [APP_PORT],
+        timeout: 0,
+      });
+      if (p.status !== 'running')
+        throw new ReplicaStartError(
+          `the start command (${run.start}) exited with code ${p.exitCode} before listening on port ${APP_PORT}:\n${p.logs.trimEnd().split('\n').slice(-20).join('\n')}`,
+        );
+    } catch (err) {
+      await this.deps.driver.remove(id).catch(() => undefined);
+      throw err;
+    }
+    this.deps.logger?.info({ workspace: w.workspace, name: w.name, replica: id }, 'replica ready');
+    return { id, revision: run.id, info, inflight: 0, lastUsedMs: this.now(), gone: false };
+  }
+
+  private async removeReplica(r: Replica): Promise<void> {
+    r.gone = true;
+    await this.deps.driver
+      .remove(r.id)
+      .catch((err) => this.deps.logger?.warn({ err, replica: r.id }, 'removing a replica failed'));
+  }
+
+  /** Removes runtime sandboxes of replicas and builds left by an earlier server (they are started afresh). */
+  async removeLeftovers(): Promise<string[]> {
+    const mine = new Set([...this.workloads.values()].flatMap((w) => w.replicas.map((r) => r.id)));
+    const out: string[] = [];
+    for (const info of await this.deps.driver.list()) {
+      if (!(info.id.startsWith(REPLICA_ID_PREFIX) || info.id.startsWith(BUILD_ID_PREFIX))) continue;
+      if (mine.has(info.id)) continue;
+      await this.deps.driver.remove(info.id).catch(() => undefined);
+      out.push(info.id);
+    }
+    return out;
+  }
+}

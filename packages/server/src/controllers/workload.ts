@@ -1,0 +1,178 @@
+// Agents and functions: source → build → revision → replicas, and status back into the store.
+//   no source yet → UPLOADING (waiting for a zip: PUT ?upload=true gives the URL)
+//   a source whose app is not built → BUILDING → (build sandbox) → BUILT, or FAILED with the log's last lines
+//   BUILT / a changed revision → DEPLOYING → one replica answers on its port → DEPLOYED (the revision recorded),
+//   or FAILED with the app's own output; minScale 0 lets that replica idle to standby and away afterwards.
+//   enabled: false → DEACTIVATED (replicas removed); DELETE → TERMINATED (replicas removed).
+// The source digest is written beside status by the upload route (api/code-upload.ts).
+import { createHash } from 'node:crypto';
+import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
+import { isGone } from '../kinds/status.js';
+import type { StoredObject } from '../store/store.js';
+import { type ControllerDeps, transition } from './events.js';
+import { deactivate, finishDeletion } from './lifecycle-steps.js';
+import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
+import { type ReplicaSet, ReplicaStartError, type RevisionRun } from './replicas.js';
+
+/** Revisions listed on the object (GET .../revisions); older ones are forgotten. */
+export const KEPT_REVISIONS = 5;
+/** How often a deployed workload is looked at again (a replica count below minScale is topped up). */
+export const LIVE_RECHECK_MS = 30_000;
+
+export interface SourceRecord {
+  digest: string;
+  size: number;
+  uploadedAt: string;
+}
+
+export interface RevisionRecord {
+  id: string;
+  /** The content address of the built app (today a directory; with the image store, an image digest). */
+  app: string;
+  source: string;
+  start: string;
+  createdAt: string;
+}
+
+export interface WorkloadControllerDeps extends ControllerDeps {
+  builder: Builder;
+  replicas: ReplicaSet;
+}
+
+const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
+
+/** The revision id: the built app and its start command (the spec's envs and memory apply to every revision). */
+export function revisionId(app: BuiltApp): string {
+  return createHash('sha256')
+    .update(JSON.stringify([app.key, app.plan.start]))
+    .digest('hex')
+    .slice(0, 12);
+}
+
+export function workloadReconciler(deps: WorkloadControllerDeps, kind: 'Agent' | 'Function'): Reconciler {
+  const { resources, builder, replicas } = deps;
+
+  function runOf(o: StoredObject, app: BuiltApp): RevisionRun {
+    const open = resources.openSecrets(resources.kind(kind), o.body.spec ?? {});
+    const envs: Record<string, string> = { ...(app.plan.manifest?.env ?? {}) };
+    for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
+    return {
+      start: app.plan.start,
+      memoryMb: open.runtime?.memory ?? 2048,
+      envs,
+      id: revisionId(app),
+      appDir: app.dir,
+      minScale: open.runtime?.minScale ?? 0,
+      maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
+    };
+  }
+
+  async function buildOf(o: StoredObject, source: SourceRecord, signal: AbortSignal) {
+    const have = builder.built(source.digest);
+    if (have) return have;
+    const b = await transition(deps, o, 'BUILDING', `building ${source.digest}`, enabled);
+    if (!b) return undefined;
+    try {
+      const app = await builder.build(o.workspace, source.digest, signal);
+      await transition(deps, o, 'BUILT', `built ${app.key}`, enabled);
+      return app;
+    } catch (err) {
+      if (err instanceof BuildError) throw new TerminalError(`build failed: ${err.message}\n${err.logTail}`);
+      throw err;
+    }
+  }
+
+  return {
+    async reconcile(key, signal): Promise<ReconcileResult> {
+      const o = await resources.store.get(key);
+      if (!o) return DONE;
+      const release = () => replicas.remove(o.workspace, kind, o.name);
+      if (isGone(o)) return finishDeletion(deps, o, { release, message: 'terminated: replicas removed' });
+      if (!enabled(o)) {
+        await deactivate(deps, o, { release, message: 'deactivated: replicas removed' });
+        return DONE;
+      }
+      const source: SourceRecord | undefined = o.body.source;
+      if (!source) {
+        await resources.updateStatus(key, {
+          to: 'UPLOADING',
+          message:
+            'waiting for code: PUT the object with ?upload=true and send a zip to the X-Blaxel-Upload-Url it answers (berth deploy does both)',
+          when: (cur) => !cur.body.source && enabled(cur) && !isGone(cur),
+        });
+        return DONE;
+      }
+      if (o.body.status === 'FAILED') return DONE;
+      const app = await buildOf(o, source, signal);
+      if (!app) return DONE;
+      const now = deps.now().toISOString();
+      const latest: RevisionRecord = {
+        id: revisionId(app),
+        app: app.key,
+        source: source.digest,
+        start: app.plan.start,
+        createdAt: now,
+      };
+      const known: RevisionRecord[] = o.body.revisions ?? [];
+      const isNew = !known.some((r) => r.id === latest.id);
+      const revisions = isNew ? [latest, ...known].slice(0, KEPT_REVISIONS) : known;
+      // A new build takes the traffic unless spec.revision.active pins an older revision (then it waits at 0%).
+      const wanted = o.body.spec?.revision ?? {};
+      const pick = (id: string | undefined, field: string): BuiltApp | undefined => {
+        if (!id) return undefined;
+        const rec = revisions.find((r) => r.id === id);
+        const built = rec && builder.builtByKey(rec.app);
+        if (!built)
+          throw new TerminalError(
+            `spec.revision.${field} names revision ${JSON.stringify(id)}, which is not one of the kept revisions (${revisions.map((r) => r.id).join(', ')})`,
+          );
+        return built;
+      };
+      const activeApp = pick(wanted.active, 'active') ?? app;
+      const canaryPercent: number = wanted.canaryPercent ?? 0;
+      const canaryApp = canaryPercent > 0 ? pick(wanted.canary, 'canary') : undefined;
+      const run = runOf(o, activeApp);
+      const canaryRun = canaryApp && { run: runOf(o, canaryApp), percent: canaryPercent };
+      const w = replicas.get(o.workspace, kind, o.name);
+      const canaryId = canaryRun?.run.id;
+      if (
+        o.body.status === 'DEPLOYED' &&
+        o.body.activeRevision === run.id &&
+        o.body.canaryRevision === canaryId &&
+        !isNew &&
+        replicas.matches(w, run, canaryRun)
+      ) {
+        if (w) w.public = o.body.spec?.public === true;
+        return { requeueAfterMs: LIVE_RECHECK_MS };
+      }
+      const what = canaryRun
+        ? `revision ${run.id}, canary ${canaryId} at ${canaryPercent}%`
+        : `revision ${run.id}`;
+      const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
+      if (!d) return DONE;
+      try {
+        await replicas.deploy(
+          { workspace: o.workspace, kind, name: o.name, public: o.body.spec?.public === true },
+          run,
+          canaryRun,
+        );
+      } catch (err) {
+        if (err instanceof ReplicaStartError)
+          throw new TerminalError(`${what} did not start: ${err.message}`);
+        throw err;
+      }
+      const done = await resources.updateStatus(key, {
+        to: 'DEPLOYED',
+        message: `deployed ${what}`,
+        extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
+        when: (cur) => enabled(cur) && cur.body.status === 'DEPLOYING',
+      });
+      if (!done) return DONE;
+      deps.logger?.info(
+        { workspace: o.workspace, name: o.name, revision: run.id },
+        `${kind.toLowerCase()} deployed`,
+      );
+      return { requeueAfterMs: LIVE_RECHECK_MS };
+    },
+  };
+}

@@ -1,0 +1,335 @@
+// Requests to agents and functions: the caller is checked (none needed for `public: true`), a replica is picked
+// (one is started from zero while the request waits: the replica set shares ONE start among every waiting
+// request), the activator thaws it if it is in standby, and the request is streamed both ways to its port.
+// An idle replica goes to standby (frozen) after the standby delay and is removed after a longer idle; minScale
+// replicas are never removed. Run state is kept by this file's own Activator, never written to the store.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { Pool } from 'undici';
+import type { Authenticator } from '../auth/access.js';
+import { APP_PORT, type Replica, type ReplicaSet, type Workload } from '../controllers/replicas.js';
+import { ApiError } from '../errors.js';
+import { sendProblem } from '../http/problem.js';
+import { wireErrorOf } from '../http/wire-error.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { Store } from '../store/store.js';
+import { Activator } from './activator.js';
+import {
+  decide,
+  initialScaleState,
+  type Sample,
+  type ScaleState,
+  STABLE_WINDOW_MS,
+  TICK_MS,
+} from './autoscaler.js';
+import { authorize } from './auth.js';
+import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
+import { portPool } from './ports.js';
+import { forward, upstreamHeaders } from './proxy.js';
+import type { Target } from './targets.js';
+import type { WorkloadAddress } from './workload-address.js';
+
+/** Requests in flight per replica before another is started (while under maxScale). */
+export const TARGET_CONCURRENCY = 10;
+/** Requests waiting for a replica to start, per workload; beyond it 429 (a flood must not grow without bound). */
+export const MAX_WAITING = 1_000;
+/** A replica idle (frozen) this long is removed: standby is warm, a removed one costs a cold start. */
+export const REMOVE_AFTER_IDLE_MS = 5 * 60_000;
+const SWEEP_MS = 1_000;
+
+export interface WorkloadGatewayDeps {
+  store: Store;
+  replicas: ReplicaSet;
+  driver: RuntimeDriver;
+  authenticator: Authenticator;
+  logger: Logger;
+  standbyAfterMs: number;
+  canFreeze: () => boolean;
+  removeAfterMs?: number;
+  now?: () => number;
+  /** The canary draw (tests pass a seeded one). */
+  random?: () => number;
+  /** Asynchronous invocations (`?async=true`) and their callbacks. */
+  executions?: Executions;
+  /** The agent's http-async trigger, secrets opened: where its callback goes. */
+  asyncTrigger?: (
+    workspace: string,
+    name: string,
+  ) => Promise<(CallbackTarget & { timeoutS?: number }) | undefined>;
+  /** The management API's base URL, for an execution's status_url. */
+  apiBase?: () => string;
+}
+
+/** Longest an asynchronous invocation runs when its trigger sets no timeout (the service's 15 minutes). */
+export const ASYNC_DEFAULT_TIMEOUT_S = 900;
+/** Largest request body an asynchronous invocation takes (it is held until a replica takes it). */
+export const ASYNC_MAX_BODY_BYTES = 1024 * 1024;
+
+const isAsync = (rest: string) => /[?&]async=true(&|$)/.test(rest);
+const withoutAsync = (rest: string) => {
+  const [path, q = ''] = rest.split('?');
+  const kept = q.split('&').filter((p) => p && p !== 'async=true');
+  return kept.length ? `${path}?${kept.join('&')}` : path;
+};
+
+export class WorkloadGateway {
+  private readonly activator: Activator;
+  private readonly targets = new WeakMap<Replica, Target>();
+  private readonly waiting = new WeakMap<Workload, number>();
+  private readonly now: () => number;
+  private timer?: NodeJS.Timeout;
+  private scaler?: NodeJS.Timeout;
+  private readonly scaling = new WeakMap<Workload, { samples: Sample[]; state: ScaleState }>();
+
+  constructor(private readonly deps: WorkloadGatewayDeps) {
+    this.now = deps.now ?? Date.now;
+    this.activator = new Activator({
+      driver: deps.driver,
+      logger: deps.logger,
+      now: this.now,
+      onStateChange: () => {},
+    });
+  }
+
+  start() {
+    this.timer = setInterval(
+      () => void this.sweep(),
+      Math.min(SWEEP_MS, Math.max(50, this.deps.standbyAfterMs / 4)),
+    );
+    this.timer.unref();
+    this.scaler = setInterval(() => this.autoscale(), TICK_MS);
+    this.scaler.unref();
+  }
+
+  stop() {
+    clearInterval(this.timer);
+    clearInterval(this.scaler);
+  }
+
+  /** One KPA tick per workload: sample the concurrency, decide, start what is missing (autoscaler.ts). */
+  autoscale(): void {
+    const now = this.now();
+    for (const w of this.deps.replicas.all()) {
+      let s = this.scaling.get(w);
+      if (!s) {
+        s = { samples: [], state: initialScaleState() };
+        this.scaling.set(w, s);
+      }
+      const live = w.replicas.filter((r) => !r.gone);
+      const concurrency = live.reduce((a, r) => a + r.inflight, 0) + (this.waiting.get(w) ?? 0);
+      s.samples.push({ timeMs: now, concurrency });
+      s.samples = s.samples.filter((x) => x.timeMs > now - STABLE_WINDOW_MS);
+      const d = decide(
+        { target: TARGET_CONCURRENCY, minScale: w.run.minScale, maxScale: w.run.maxScale },
+        s.samples,
+        live.length,
+        now,
+        s.state,
+      );
+      s.state = d.state;
+      // Scale-in is the idle sweep's (standby first, removal later); the decision only adds replicas here.
+      if (d.desired > live.length) {
+        const started = this.deps.replicas.scaleOut(w, d.desired);
+        if (started)
+          this.deps.logger.info(
+            { workload: w.key, desired: d.desired, ready: live.length, panicking: d.panicking },
+            'scaling out',
+          );
+      }
+    }
+  }
+
+  private targetOf(w: Workload, r: Replica): Target {
+    let t = this.targets.get(r);
+    if (!t) {
+      const info = r.info;
+      t = {
+        key: { kind: w.kind, workspace: w.workspace, parent: '', name: w.name },
+        id: r.id,
+        conn: {
+          socketPath: info.socketPath,
+          address: info.address,
+          ports: new Map(),
+          pool: new Pool('http://replica', { socketPath: info.socketPath, connections: 1 }),
+        },
+        loaded: { frozen: false, lastUsedMs: r.lastUsedMs },
+        status: 'DEPLOYED',
+        get evicted() {
+          return r.gone;
+        },
+      } as Target;
+      this.targets.set(r, t);
+    }
+    return t;
+  }
+
+  /** Why a workload with no replica set entry does not serve: 404, or 503 naming its status. */
+  private async notServing(a: WorkloadAddress): Promise<ApiError> {
+    const o = await this.deps.store.get({ kind: a.kind, workspace: a.workspace, parent: '', name: a.name });
+    const what = `${a.kind.toLowerCase()} ${JSON.stringify(a.name)}`;
+    if (!o) return new ApiError('NOT_FOUND', `${what} not found in workspace ${a.workspace}`);
+    const status = o.body.status;
+    const last = (o.body.events ?? []).at(-1)?.message ?? '';
+    const why =
+      status === 'FAILED'
+        ? `failed: ${last.split('\n')[0]}`
+        : status === 'DEACTIVATED' || status === 'DEACTIVATING'
+          ? 'deactivated (spec.enabled is false)'
+          : `not deployed yet (status ${status})`;
+    return new ApiError('UNAVAILABLE', `${what} is ${why}`, { headers: { 'retry-after': '1' } });
+  }
+
+  async serve(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress): Promise<void> {
+    try {
+      const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
+      if (!w?.public) await authorize(this.deps.authenticator, req.headers, a.workspace);
+      if (!w) throw await this.notServing(a);
+      if (a.kind === 'Agent' && this.deps.executions && isAsync(a.rest))
+        return await this.serveAsync(req, res, a, w);
+      const r = await this.replicaFor(this.revisionFor(w));
+      const t = this.targetOf(w, r);
+      const wait = this.activator.enter(t);
+      r.inflight++;
+      r.lastUsedMs = this.now();
+      try {
+        if (wait) await wait;
+      } catch (err) {
+        r.inflight--;
+        throw err;
+      }
+      forward(t, req, res, `/port/${APP_PORT}${a.rest}`, () => {
+        r.inflight--;
+        r.lastUsedMs = this.now();
+        this.activator.leave(t);
+      });
+    } catch (err) {
+      sendProblem(
+        res,
+        wireErrorOf(err, { log: this.deps.logger, what: 'workload gateway error' }),
+        req.url?.split('?')[0],
+      );
+    }
+  }
+
+  /**
+   * `?async=true`: 202 at once with the execution's id and status URL; the request runs in the background and its
+   * outcome goes to the http-async trigger's callbackUrl, signed (controllers/executions.ts).
+   */
+  private async serveAsync(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress, w: Workload) {
+    const ex = this.deps.executions as Executions;
+    const trigger = await this.deps.asyncTrigger?.(a.workspace, a.name);
+    if (trigger) {
+      const refused = await ex.refusal(trigger.url);
+      if (refused) throw new ApiError('POLICY_DENIED', refused);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of req) {
+      size += (c as Buffer).length;
+      if (size > ASYNC_MAX_BODY_BYTES)
+        throw new ApiError(
+          'PAYLOAD_TOO_LARGE',
+          `an asynchronous request body is at most ${ASYNC_MAX_BODY_BYTES} bytes`,
+        );
+      chunks.push(c as Buffer);
+    }
+    const headers = upstreamHeaders(req);
+    const e = ex.start(a.workspace, a.name);
+    const statusUrl = `${this.deps.apiBase?.() ?? ''}/v0/agents/${a.name}/executions/${e.id}`;
+    res.writeHead(202, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ id: e.id, status: e.status, status_url: statusUrl }));
+    const timeoutMs = (trigger?.timeoutS ?? ASYNC_DEFAULT_TIMEOUT_S) * 1000;
+    void this.runAsync(
+      w,
+      withoutAsync(a.rest),
+      req.method ?? 'POST',
+      headers,
+      Buffer.concat(chunks),
+      timeoutMs,
+    ).then((outcome) => ex.finish(e, outcome, trigger));
+  }
+
+  private async runAsync(
+    w: Workload,
+    path: string,
+    method: string,
+    headers: Record<string, string | string[]>,
+    body: Buffer,
+    timeoutMs: number,
+  ): Promise<{ statusCode?: number; output?: string; error?: string }> {
+    let r: Replica | undefined;
+    let t: Target | undefined;
+    try {
+      r = await this.replicaFor(this.revisionFor(w));
+      t = this.targetOf(w, r);
+      r.inflight++;
+      const wait = this.activator.enter(t);
+      if (wait) await wait;
+      const answer = await portPool(t, APP_PORT).request({
+        path,
+        method: method as 'POST',
+        headers: { ...headers, host: `localhost:${APP_PORT}`, 'content-length': String(body.length) },
+        body,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      let out = '';
+      for await (const c of answer.body) {
+        if (out.length < MAX_OUTPUT_BYTES) out += (c as Buffer).toString('utf8');
+      }
+      return { statusCode: answer.statusCode, output: out.slice(0, MAX_OUTPUT_BYTES) };
+    } catch (err) {
+      return { error: (err as Error).message };
+    } finally {
+      if (r && t) {
+        r.inflight--;
+        r.lastUsedMs = this.now();
+        this.activator.leave(t);
+      }
+    }
+  }
+
+  /** The canary takes its percent of requests, drawn per request (weighted random, as Knative's split). */
+  private revisionFor(w: Workload): Workload {
+    const c = w.canary;
+    return c && (this.deps.random ?? Math.random)() * 100 < c.percent ? c.w : w;
+  }
+
+  private async replicaFor(w: Workload): Promise<Replica> {
+    const n = this.waiting.get(w) ?? 0;
+    if (n >= MAX_WAITING)
+      throw new ApiError(
+        'RATE_LIMITED',
+        `${n} requests already wait for ${JSON.stringify(w.name)} to start`,
+        {
+          headers: { 'retry-after': '1' },
+        },
+      );
+    this.waiting.set(w, n + 1);
+    try {
+      return await this.deps.replicas.acquire(w, TARGET_CONCURRENCY);
+    } finally {
+      this.waiting.set(w, (this.waiting.get(w) ?? 1) - 1);
+    }
+  }
+
+  /** Standby for idle replicas, removal for long-idle ones above minScale. */
+  private async sweep(): Promise<void> {
+    const now = this.now();
+    const removeAfter = this.deps.removeAfterMs ?? REMOVE_AFTER_IDLE_MS;
+    for (const w of this.deps.replicas.all()) {
+      let live = w.replicas.filter((r) => !r.gone).length;
+      for (const r of [...w.replicas]) {
+        if (r.gone || r.inflight > 0) continue;
+        const t = this.targetOf(w, r);
+        const view = this.activator.view(t);
+        if (view.inflight > 0 || view.transitioning) continue;
+        const idle = now - Math.max(r.lastUsedMs, view.lastUsedMs);
+        if (idle >= removeAfter && live > w.run.minScale) {
+          live--;
+          await this.deps.replicas.scaleIn(w, r);
+        } else if (!view.frozen && idle >= this.deps.standbyAfterMs && this.deps.canFreeze())
+          void this.activator.standby(t, async () => r.inflight === 0);
+      }
+    }
+  }
+}
