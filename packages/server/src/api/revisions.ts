@@ -6,6 +6,7 @@ import type { Builder } from '../builds/builder.js';
 import type { Executions } from '../controllers/executions.js';
 import { ApiError } from '../errors.js';
 import type { Resources } from '../store/resources.js';
+import { answerList } from './api-version.js';
 import { CODE_KINDS } from './code-upload.js';
 
 export interface RevisionRouteDeps {
@@ -33,8 +34,10 @@ export function registerRevisionRoutes(
       const a = requireRole(req, 'viewer');
       return resources.mustGet(kd, a.workspace, [], (req.params as { name: string }).name);
     };
-    app.get(`/${plural}/:name/revisions`, async (req) => {
+    // At most the last few revisions are kept (decision 023), so the list is one page in every API version.
+    app.get(`/${plural}/:name/revisions`, async (req, reply) => {
       const o = await load(req);
+      answerList(req, reply);
       const active = o.body.activeRevision;
       return (o.body.revisions ?? []).map((r: Record<string, unknown>) => ({
         ...r,

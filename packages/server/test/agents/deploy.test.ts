@@ -71,6 +71,10 @@ describe('agents from code', () => {
     const revs = await (await s.api('/agents/py-agent/revisions')).json();
     assert.equal(revs.length, 1);
     assert.equal(revs[0].active, true);
+    const versioned = await (
+      await s.api('/agents/py-agent/revisions', { headers: { 'Blaxel-Version': '2026-04-28' } })
+    ).json();
+    assert.deepEqual(versioned, { data: revs, meta: { hasMore: false } });
     const log = await (await s.api(`/agents/py-agent/revisions/${revs[0].id}/logs`)).text();
     assert.match(log, /no requirements: the standard library only/);
 
