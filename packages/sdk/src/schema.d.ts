@@ -1379,6 +1379,20 @@ export interface components {
                 canaryRevision?: string;
                 time: string;
             }[];
+            source?: {
+                digest: string;
+                size: number;
+                uploadedAt: string;
+            };
+            activeRevision?: string;
+            canaryRevision?: string;
+            revisions?: {
+                id: string;
+                app: string;
+                source: string;
+                start: string;
+                createdAt: string;
+            }[];
         };
         AgentInput: {
             metadata: {
@@ -1524,6 +1538,20 @@ export interface components {
                 revision?: string;
                 canaryRevision?: string;
                 time: string;
+            }[];
+            source?: {
+                digest: string;
+                size: number;
+                uploadedAt: string;
+            };
+            activeRevision?: string;
+            canaryRevision?: string;
+            revisions?: {
+                id: string;
+                app: string;
+                source: string;
+                start: string;
+                createdAt: string;
             }[];
         };
         FunctionInput: {
