@@ -3,7 +3,7 @@
 // teardown always knows which cgroups, namespace and layer to remove.
 import { randomBytes } from 'node:crypto';
 import { closeSync, fchownSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
 import { mountWritableLayer, unmountLayer, WRITABLE_DIRS } from './disk.js';
@@ -19,7 +19,8 @@ import {
 import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './launch.js';
 import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
-import { imageRoot, installedImage } from './rootfs.js';
+import type { StoredImage } from '../images/image-store.js';
+import { hostRoot, hostUserland, ociRoot } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -48,6 +49,8 @@ export interface StartRequest {
   paths: SandboxPaths;
   spec: SandboxSpec;
   hash: string;
+  /** The image from the store the spec names; absent for the default image (the host userland). */
+  image?: StoredImage;
 }
 
 /** Everything the sandbox's processes may read about themselves, as env vars and as the env file. */
@@ -91,6 +94,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     hostAddress: net.hostAddress,
     specHash: req.hash,
     image: spec.image,
+    ...(req.image ? { rootfs: req.image.rootfs } : {}),
     socketPath: req.paths.socketPath,
     createdAt: new Date().toISOString(),
   };
@@ -115,13 +119,20 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     if (!v.readOnly) await ownVolume(v.hostPath, hostUid);
     volumes.push({ ...v, hostPath: await exposeDir(v.hostPath) });
   }
+  const image = req.image;
+  // An image root is exposed once as a whole (host.ts), then each of its top-level entries bound from there.
+  const exposedRoot = image ? await exposeDir(image.rootfs) : undefined;
   const root = await Promise.all(
-    imageRoot(ctx.dataDir, spec.image, ctx.baseEtc).map(async (e) =>
-      e.kind === 'bind' ? { ...e, src: await exposeDir(e.src) } : e,
+    (exposedRoot ? ociRoot(exposedRoot, ctx.baseEtc) : hostRoot(ctx.baseEtc)).map(async (e) =>
+      e.kind === 'bind' && !(exposedRoot && e.src.startsWith(`${exposedRoot}/`))
+        ? { ...e, src: await exposeDir(e.src) }
+        : e,
     ),
   );
   const logFile = join(dir, 'daemon.log');
-  const rootDir = installedImage(ctx.dataDir, spec.image) ?? '/';
+  const host = image ? hostUserland() : undefined;
+  const loaders = daemonLoaders('/', ctx.command[0]);
+  if (image && !loaders) throw new Error("an image root needs the host's node to be dynamically linked");
   const pid = launch({
     id: req.id,
     netnsPath: net.netnsPath,
@@ -139,12 +150,14 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
       HOME: '/home/user',
       USER: 'root',
       LANG: 'C.UTF-8',
+      ...(image ? imageEnv(image) : {}),
       ...envs,
       BERTH_SANDBOX_SOCKET: SANDBOX_SOCKET,
       BERTH_SANDBOX_ENV_FILE: SANDBOX_ENV_FILE,
     },
-    command: ctx.command,
-    loaders: daemonLoaders(rootDir, ctx.command[0]),
+    command: host ? ctx.command.map(host.rebase) : ctx.command,
+    loaders,
+    ...(host ? { hostUserland: { shell: host.shell, loaderArgs: host.loaderArgs } } : {}),
     logFile,
   });
   rec.pid = pid;
@@ -171,6 +184,22 @@ function daemonLoaders(root: string, program: string): { init: string; command: 
   const init = noDumpLoader(root, '/bin/sh');
   const command = noDumpLoader(root, program);
   return init && command ? { init, command } : undefined;
+}
+
+/**
+ * The image config's Env, and its WorkingDir as the daemon's default directory when the image has that directory
+ * (a directory the runtime provides, /home or /tmp, would be empty: the daemon's own default is kept then).
+ */
+function imageEnv(image: StoredImage): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of image.config.env) {
+    const eq = kv.indexOf('=');
+    if (eq > 0) out[kv.slice(0, eq)] = kv.slice(eq + 1);
+  }
+  const wd = image.config.workingDir;
+  if (wd && isAbsolute(wd) && statSync(join(image.rootfs, wd), { throwIfNoEntry: false })?.isDirectory())
+    out.BERTH_SANDBOX_WORKDIR = wd;
+  return out;
 }
 
 /** A writable volume must belong to this sandbox's uid; files of a previous holder are re-owned. */

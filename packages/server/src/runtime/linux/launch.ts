@@ -70,6 +70,11 @@ export interface LaunchPlan {
    * both are set the sandbox's pid 1 is a shell reaping orphans and the daemon its child, both non-dumpable.
    */
   loaders?: { init: string; command: string };
+  /**
+   * For an image root: pid 1's shell (the host's, under rootfs.ts HOST_USR_BIND) and the loader's own options
+   * (the host's library directories) put before the init's and the command's program. Absent for the host root.
+   */
+  hostUserland?: { shell: string; loaderArgs: string[] };
   logFile: string;
 }
 
@@ -144,16 +149,19 @@ const WRAPPER = [
 ].join('\n');
 
 /** The command as bwrap runs it: through the loader copies and our pid 1 when the plan has them. */
-export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders'>): string[] {
+export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders' | 'hostUserland'>): string[] {
   if (!plan.loaders) return plan.command;
   const inside = (hostPath: string) => `${NODUMP_BIND}/${basename(hostPath)}`;
+  const pre = plan.hostUserland?.loaderArgs ?? [];
   return [
     inside(plan.loaders.init),
-    '/bin/sh',
+    ...pre,
+    plan.hostUserland?.shell ?? '/bin/sh',
     '-c',
     INIT_SCRIPT,
     'berth-init',
     inside(plan.loaders.command),
+    ...pre,
     ...plan.command,
   ];
 }

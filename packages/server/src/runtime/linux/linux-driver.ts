@@ -31,7 +31,9 @@ import {
 import { sleep } from './exec.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
-import { ensureBaseEtc, isHostImage, sandboxResolvers } from './rootfs.js';
+import { isDefaultImage } from '../../kinds/image-reference.js';
+import { ImageStore } from '../images/image-store.js';
+import { ensureBaseEtc, sandboxResolvers } from './rootfs.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -66,6 +68,8 @@ export interface LinuxDriverOptions {
    * e.g. a LAN. Host-wide: the last driver to start sets them for every sandbox on the machine.
    */
   allowCidrs?: string[];
+  /** Where images other than the default come from (default: a store in the data dir with no credentials). */
+  images?: ImageStore;
 }
 
 export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<LinuxDriver> {
@@ -107,7 +111,8 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   await warmPool.sweep();
   netPool.refill();
   warmPool.refill();
-  const driver = new LinuxDriver(ctx, capabilities, warmPool);
+  const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
+  const driver = new LinuxDriver(ctx, capabilities, warmPool, images);
   driver.adoptIngress();
   return driver;
 }
@@ -129,6 +134,7 @@ export class LinuxDriver implements RuntimeDriver {
     private readonly ctx: HostContext,
     readonly capabilities: RuntimeCapabilities,
     readonly warmPool: WarmPool,
+    readonly images: ImageStore,
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
@@ -208,12 +214,19 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
-    const warm =
-      spec.volumes.length === 0 && isHostImage(this.ctx.dataDir, spec.image)
-        ? this.warmPool.take()
-        : undefined;
+    const host = isDefaultImage(spec.image);
+    const warm = spec.volumes.length === 0 && host ? this.warmPool.take() : undefined;
     if (warm) return this.info(await this.assign(warm, id, spec, hash));
-    const rec = await startSandbox(this.ctx, { dir: this.dir(id), id, paths: this.paths(id), spec, hash });
+    // Before any resource is claimed: a pull can take long, and a name that cannot be had fails here.
+    const image = host ? undefined : await this.images.resolve(spec.image);
+    const rec = await startSandbox(this.ctx, {
+      dir: this.dir(id),
+      id,
+      paths: this.paths(id),
+      spec,
+      hash,
+      image,
+    });
     return this.info(rec);
   }
 
@@ -358,6 +371,14 @@ export class LinuxDriver implements RuntimeDriver {
   async poolsIdle(): Promise<void> {
     while (this.refillTimer) await sleep(5);
     await Promise.all([this.netPool.whenIdle(), this.warmPool.whenIdle()]);
+  }
+
+  /** True while a sandbox record (live or not yet torn down) runs on the image root `rootfs`. */
+  usesRoot(rootfs: string): boolean {
+    const root = join(this.ctx.dataDir, 'sandboxes');
+    return (existsSync(root) ? readdirSync(root) : []).some(
+      (id) => readRecord(join(root, id))?.rootfs === rootfs,
+    );
   }
 
   /** Host path of the sandbox's writable layer (its /workspace is `<layer>/workspace`). */
