@@ -121,10 +121,12 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   }
   const image = req.image;
   // An image root is exposed once as a whole (host.ts), then each of its top-level entries bound from there.
-  const exposedRoot = image ? await exposeDir(image.rootfs) : undefined;
+  // An image root and base-etc are exposed once as wholes (host.ts), then their entries bound from there.
+  const exposed = image ? [await exposeDir(image.rootfs), await exposeDir(ctx.baseEtc)] : [];
+  const entries = image ? ociRoot(exposed[0], exposed[1]) : hostRoot(ctx.baseEtc);
   const root = await Promise.all(
-    (exposedRoot ? ociRoot(exposedRoot, ctx.baseEtc) : hostRoot(ctx.baseEtc)).map(async (e) =>
-      e.kind === 'bind' && !(exposedRoot && e.src.startsWith(`${exposedRoot}/`))
+    entries.map(async (e) =>
+      e.kind === 'bind' && !exposed.some((x) => e.src.startsWith(`${x}/`))
         ? { ...e, src: await exposeDir(e.src) }
         : e,
     ),
