@@ -190,18 +190,35 @@ describe('image store with an anonymous registry', () => {
   it('concurrent pulls of one name share one pull', async () => {
     const img = await push.image('test/shared', 'v1', [await busyboxLayer()]);
     const store = newStore();
-    const a = store.pull(img.reference);
-    const b = store.pull(`${img.reference}`);
-    assert.equal(a, b);
-    assert.equal((await a).rootfs, (await b).rootfs);
+    let downloads = 0;
+    const write = store.blobs.write.bind(store.blobs);
+    store.blobs.write = (...args) => {
+      downloads++;
+      return write(...args);
+    };
+    const [a, b] = await Promise.all([
+      store.pull(img.reference),
+      store.pull(img.reference.replace(':v1', ':v1')),
+    ]);
+    assert.equal(a.rootfs, b.rootfs);
+    assert.equal(downloads, 2, 'the config and the one layer, each downloaded once');
   });
 
-  it('removing an image in use is refused; otherwise its root and blobs go', async () => {
+  it('releasing an image in use is refused; once no workspace holds it, its root and blobs go', async () => {
     const img = await push.image('test/rm', 'v1', [await tarOf([{ name: 'f', body: 'x' }])]);
     const store = newStore();
-    const got = await store.pull(img.reference);
-    assert.throws(() => store.remove(img.reference, () => true), /in use/);
-    store.remove(img.reference, () => false);
+    const got = await store.pull(img.reference, 'ws-a');
+    await store.pull(img.reference, 'ws-b');
+    assert.deepEqual(
+      store.heldBy('ws-a').map((i) => i.id),
+      [img.configDigest],
+    );
+    assert.deepEqual(store.heldBy('ws-c'), []);
+    assert.throws(() => store.release(img.reference, 'ws-a', () => true), /in use/);
+    store.release(img.reference, 'ws-a', () => false);
+    assert.ok(existsSync(got.rootfs), 'another workspace still holds it');
+    assert.deepEqual(store.heldBy('ws-a'), []);
+    store.release(img.reference, 'ws-b', () => false);
     assert.ok(!existsSync(got.rootfs));
     assert.ok(!store.blobs.has(img.layers[0]));
     assert.equal(store.find(img.reference), undefined);
@@ -213,7 +230,10 @@ describe('image store with a registry behind basic auth', () => {
   before(async () => {
     reg = await startRegistry({ username: 'alice', password: 's3cret' });
   });
-  after(() => reg.stop());
+  after(async () => {
+    await reg.stop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
 
   it('needs credentials, refuses wrong ones, pulls with the right ones', async () => {
     const img = await new Pusher(reg).image('private/app', 'v1', [await tarOf([{ name: 'f', body: 'x' }])]);

@@ -84,7 +84,8 @@ export class ImageStore {
 
   constructor(readonly opts: ImageStoreOptions) {
     this.dir = join(opts.dataDir, 'images', 'oci');
-    for (const d of ['roots', 'images', 'refs'])
+    rmSync(join(this.dir, 'tmp'), { recursive: true, force: true }); // archive imports cut short
+    for (const d of ['roots', 'images', 'refs', 'tmp'])
       mkdirSync(join(this.dir, d), { recursive: true, mode: 0o700 });
     this.blobs = new BlobStore(this.dir);
     this.client = new RegistryClient(opts);
@@ -126,15 +127,87 @@ export class ImageStore {
     return this.find(name) ?? this.pull(name);
   }
 
-  /** Pulls `name` from its registry (again, for a tag: it may have moved). */
-  pull(name: string): Promise<StoredImage> {
+  /** Pulls `name` from its registry (again, for a tag: it may have moved); records it for `workspace`. */
+  async pull(name: string, workspace?: string): Promise<StoredImage> {
     const { ref, canonical } = ImageStore.parse(name);
     let p = this.pulls.get(canonical);
     if (!p) {
       p = this.doPull(ref, canonical).finally(() => this.pulls.delete(canonical));
       this.pulls.set(canonical, p);
     }
-    return p;
+    const image = await p;
+    if (workspace) this.hold(canonical, image, workspace);
+    return image;
+  }
+
+  private refsOf(): Array<{ file: string; reference: string; id: string; workspaces: string[] }> {
+    const d = join(this.dir, 'refs');
+    return readdirSync(d)
+      .filter((n) => n.endsWith('.json'))
+      .map((n) => ({ file: join(d, n), ...JSON.parse(readFileSync(join(d, n), 'utf8')) }))
+      .map((r) => ({ ...r, workspaces: r.workspaces ?? [] }));
+  }
+
+  private hold(canonical: string, image: StoredImage, workspace: string): void {
+    const f = join(this.dir, 'refs', `${keyOf(canonical)}.json`);
+    const r = existsSync(f)
+      ? JSON.parse(readFileSync(f, 'utf8'))
+      : { reference: canonical, id: hex(image.id) };
+    const workspaces = [...new Set([...(r.workspaces ?? []), workspace])];
+    writeAtomic(f, JSON.stringify({ ...r, workspaces }));
+  }
+
+  /** Images a workspace pulled or imported by name (the API lists these, plus its sandboxes' images). */
+  heldBy(workspace: string): StoredImage[] {
+    const ids = new Set(
+      this.refsOf()
+        .filter((r) => r.workspaces.includes(workspace))
+        .map((r) => r.id),
+    );
+    return this.list().filter((i) => ids.has(hex(i.id)));
+  }
+
+  /**
+   * Lets go of a name for `workspace` (every workspace when undefined), refused with IN_USE while a sandbox runs
+   * on the image; then collects what nothing holds any more.
+   */
+  release(name: string, workspace: string | undefined, inUse: (rootfs: string) => boolean): StoredImage {
+    const img = this.find(name);
+    if (!img) throw new ImageError('NOT_FOUND', `image ${name} is not in the store`);
+    if (inUse(img.rootfs)) throw new ImageError('IN_USE', `image ${name} is in use by a sandbox`);
+    for (const r of this.refsOf()) {
+      if (r.id !== hex(img.id)) continue;
+      const workspaces = workspace ? r.workspaces.filter((w) => w !== workspace) : [];
+      const { file, ...rest } = r;
+      if (workspaces.length) writeAtomic(file, JSON.stringify({ ...rest, workspaces }));
+      else rmSync(file, { force: true });
+    }
+    this.collect(inUse);
+    return img;
+  }
+
+  /**
+   * Garbage collection: removes images no workspace holds by name and no sandbox runs on (a sandbox's own pull
+   * holds nothing: its image stays while a sandbox uses it, and until the next collection), then unused blobs.
+   */
+  collect(inUse: (rootfs: string) => boolean): string[] {
+    if (this.pulls.size > 0) return []; // a pull in flight may need what no record names yet
+    const held = new Set(
+      this.refsOf()
+        .filter((r) => r.workspaces.length > 0)
+        .map((r) => r.id),
+    );
+    const removed: string[] = [];
+    for (const img of this.list()) {
+      const id = hex(img.id);
+      if (held.has(id) || inUse(img.rootfs)) continue;
+      for (const r of this.refsOf()) if (r.id === id) rmSync(r.file, { force: true });
+      rmSync(join(this.dir, 'images', `${id}.json`), { force: true });
+      rmSync(img.rootfs, { recursive: true, force: true });
+      removed.push(img.id);
+    }
+    this.collectBlobs();
+    return removed;
   }
 
   private async fetchManifest(
@@ -186,6 +259,8 @@ export class ImageStore {
     layerFiles: string[];
     size: number;
     what: string;
+    /** The workspace the name is recorded for (pulled or imported through the API). */
+    workspace?: string;
   }): Promise<StoredImage> {
     const id = hex(p.manifest.config.digest);
     const rootfs = join(this.dir, 'roots', id);
@@ -215,10 +290,13 @@ export class ImageStore {
       createdAt: prev?.createdAt ?? new Date().toISOString(),
     };
     writeAtomic(join(this.dir, 'images', `${id}.json`), JSON.stringify(image));
-    writeAtomic(
-      join(this.dir, 'refs', `${keyOf(p.canonical)}.json`),
-      JSON.stringify({ reference: p.canonical, id }),
-    );
+    // A name pulled again keeps the workspaces that hold it.
+    const refFile = join(this.dir, 'refs', `${keyOf(p.canonical)}.json`);
+    const held: string[] = existsSync(refFile)
+      ? (JSON.parse(readFileSync(refFile, 'utf8')).workspaces ?? [])
+      : [];
+    const workspaces = [...new Set([...held, ...(p.workspace ? [p.workspace] : [])])];
+    writeAtomic(refFile, JSON.stringify({ reference: p.canonical, id, workspaces }));
     return image;
   }
 
@@ -239,24 +317,9 @@ export class ImageStore {
     await applyLayer(root, createReadStream(file), isGzip(head), limits, what);
   }
 
-  /**
-   * Forgets a name; its image (root, blobs) goes too when no other name and no sandbox (`inUse`) holds it.
-   * Refused with IN_USE while a sandbox runs on it.
-   */
-  remove(name: string, inUse: (rootfs: string) => boolean): StoredImage {
-    const img = this.find(name);
-    if (!img) throw new ImageError('NOT_FOUND', `image ${name} is not in the store`);
-    if (inUse(img.rootfs)) throw new ImageError('IN_USE', `image ${name} is in use by a sandbox`);
-    for (const r of img.references) rmSync(join(this.dir, 'refs', `${keyOf(r)}.json`), { force: true });
-    const idHex = hex(img.id);
-    rmSync(join(this.dir, 'images', `${idHex}.json`), { force: true });
-    rmSync(img.rootfs, { recursive: true, force: true });
-    this.collectBlobs();
-    return img;
-  }
-
   /** Deletes blobs no stored image names (a layer shared by two images stays while either does). */
   collectBlobs(): number {
+    if (this.pulls.size > 0) return 0;
     const keep = new Set<string>();
     for (const i of this.list()) {
       keep.add(i.id);
@@ -264,15 +327,11 @@ export class ImageStore {
     }
     let n = 0;
     for (const d of this.blobs.list())
-      if (!keep.has(d) && !this.busy()) {
+      if (!keep.has(d)) {
         this.blobs.remove(d);
         n++;
       }
     return n;
-  }
-
-  private busy(): boolean {
-    return this.pulls.size > 0; // a pull in flight may need a blob no record names yet
   }
 
   /** Bytes used on disk by a root (files counted once per inode). */
