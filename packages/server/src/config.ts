@@ -28,6 +28,14 @@ export interface Config {
    * default: BERTH_SANDBOX_ALLOW_CIDRS, comma-separated (e.g. `192.168.1.0/24,10.0.5.7/32`).
    */
   sandboxAllowCidrs: string[];
+  /** Registries reached over plain HTTP although not loopback (BERTH_INSECURE_REGISTRIES, comma-separated). */
+  insecureRegistries: string[];
+  /** Pull-through mirrors (BERTH_REGISTRY_MIRRORS: `docker.io=mirror.lan:5000,...`). */
+  registryMirrors: Record<string, string>;
+  /** JSON file `{"<registry>": {"username": …, "password": …}}`, mode 0600 (BERTH_REGISTRY_AUTH_FILE). */
+  registryAuthFile?: string;
+  /** Uncompressed bytes one image layer may expand to (BERTH_IMAGE_MAX_LAYER_BYTES). */
+  imageMaxLayerBytes?: number;
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -63,6 +71,19 @@ export function loadConfig(
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
+    insecureRegistries: (env.BERTH_INSECURE_REGISTRIES ?? '').split(/[\s,]+/).filter(Boolean),
+    registryMirrors: Object.fromEntries(
+      (env.BERTH_REGISTRY_MIRRORS ?? '')
+        .split(/[\s,]+/)
+        .filter(Boolean)
+        .map((kv) => {
+          const [from, to] = kv.split('=');
+          if (!from || !to) throw new Error(`BERTH_REGISTRY_MIRRORS entry ${kv} is not registry=mirror`);
+          return [from, to];
+        }),
+    ),
+    registryAuthFile: env.BERTH_REGISTRY_AUTH_FILE || undefined,
+    imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
   };
 }
 

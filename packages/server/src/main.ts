@@ -17,7 +17,9 @@ import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
-import { createLinuxDriver } from './runtime/index.js';
+import { createLinuxDriver, imageRootsInUse, ImageStore } from './runtime/index.js';
+import { readRegistryAuth } from './runtime/images/auth-file.js';
+import { register as registerImages } from './api/images.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook } from './api/sandboxes.js';
@@ -70,9 +72,18 @@ export async function startServer(
   });
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
+  const images = new ImageStore({
+    dataDir: config.dataDir,
+    insecure: config.insecureRegistries,
+    mirrors: config.registryMirrors,
+    credentials: readRegistryAuth(config.registryAuthFile),
+    maxLayerBytes: config.imageMaxLayerBytes,
+  });
+  const imageInUse = (rootfs: string) => imageRootsInUse(config.dataDir).has(rootfs);
   const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
     createLinuxDriver({
       dataDir,
+      images,
       warmPoolSize: config.warmPoolSize,
       allowCidrs: config.sandboxAllowCidrs,
     }),
@@ -84,6 +95,7 @@ export async function startServer(
     async (v0) => {
       registerCrud(v0, KINDS, { resources, createHooks: { Sandbox: sandboxCreateHook({ resources }) } });
       for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
+      registerImages(v0, { resources, images, inUse: imageInUse });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
@@ -108,6 +120,8 @@ export async function startServer(
     inferenceHost: config.inferenceHost,
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
+  // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
+  images.collect(imageInUse);
   const controllers = startControllers({
     resources,
     logger,

@@ -72,6 +72,17 @@ export interface LinuxDriverOptions {
   images?: ImageStore;
 }
 
+/** Image roots (runtime/images) that a sandbox record of this data dir runs on, live or not yet torn down. */
+export function imageRootsInUse(dataDir: string): Set<string> {
+  const root = join(dataDir, 'sandboxes');
+  const out = new Set<string>();
+  for (const id of existsSync(root) ? readdirSync(root) : []) {
+    const r = readRecord(join(root, id))?.rootfs;
+    if (r) out.add(r);
+  }
+  return out;
+}
+
 export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<LinuxDriver> {
   if (process.getuid?.() !== 0) throw new Error('the local sandbox runtime must run as root');
   await requireHostTools();
