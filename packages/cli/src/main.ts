@@ -4,6 +4,7 @@ import { registerApply } from './apply.js';
 import { registerCompletion } from './completion.js';
 import { registerDelete } from './delete.js';
 import { registerGet } from './get.js';
+import { registerImage } from './image.js';
 import { registerLogin } from './login.js';
 import { registerRunModel } from './run-model.js';
 import { registerSandbox } from './sandbox.js';
@@ -47,6 +48,7 @@ export async function main(argv: string[]) {
   registerApply(program);
   registerDelete(program);
   registerSandbox(program);
+  registerImage(program);
   registerRunModel(program);
   registerUsage(program);
   registerStatus(program);

@@ -217,6 +217,7 @@ describe('image store with an anonymous registry', () => {
     assert.throws(() => store.release(img.reference, 'ws-a', () => true), /in use/);
     store.release(img.reference, 'ws-a', () => false);
     assert.ok(existsSync(got.rootfs), 'another workspace still holds it');
+    assert.deepEqual(store.find(img.reference)?.references, [img.reference]);
     assert.deepEqual(store.heldBy('ws-a'), []);
     store.release(img.reference, 'ws-b', () => false);
     assert.ok(!existsSync(got.rootfs));

@@ -112,7 +112,13 @@ export class ImageStore {
   private byId(idHex: string): StoredImage | undefined {
     const f = join(this.dir, 'images', `${idHex}.json`);
     if (!existsSync(f) || !existsSync(join(this.dir, 'roots', idHex))) return undefined;
-    return JSON.parse(readFileSync(f, 'utf8'));
+    const image: StoredImage = JSON.parse(readFileSync(f, 'utf8'));
+    // The names are the ref files that point here now (a released name no longer does).
+    image.references = this.refsOf()
+      .filter((r) => r.id === idHex)
+      .map((r) => r.reference)
+      .sort();
+    return image;
   }
 
   list(): StoredImage[] {
@@ -175,8 +181,11 @@ export class ImageStore {
     const img = this.find(name);
     if (!img) throw new ImageError('NOT_FOUND', `image ${name} is not in the store`);
     if (inUse(img.rootfs)) throw new ImageError('IN_USE', `image ${name} is in use by a sandbox`);
+    // A name lets go of that name only; an id, of every name of the image.
+    const byId = /^(sha256:)?[a-f0-9]{64}$/.test(name);
+    const canonical = byId ? undefined : ImageStore.parse(name).canonical;
     for (const r of this.refsOf()) {
-      if (r.id !== hex(img.id)) continue;
+      if (r.id !== hex(img.id) || (canonical && r.reference !== canonical)) continue;
       const workspaces = workspace ? r.workspaces.filter((w) => w !== workspace) : [];
       const { file, ...rest } = r;
       if (workspaces.length) writeAtomic(file, JSON.stringify({ ...rest, workspaces }));
@@ -281,7 +290,7 @@ export class ImageStore {
     const prev = this.byId(id);
     const image: StoredImage = {
       id: p.manifest.config.digest,
-      references: [...new Set([...(prev?.references ?? []), p.canonical])],
+      references: [...new Set([...(prev?.references ?? []), p.canonical])].sort(),
       digest: p.digest,
       layers: p.manifest.layers,
       config: p.config,
