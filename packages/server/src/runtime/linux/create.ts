@@ -20,6 +20,7 @@ import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './lau
 import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
 import type { StoredImage } from '../images/image-store.js';
+import { imageUser } from '../images/image-user.js';
 import { hostRoot, hostUserland, ociRoot } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
@@ -160,6 +161,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     command: host ? ctx.command.map(host.rebase) : ctx.command,
     loaders,
     ...(host ? { hostUserland: { shell: host.shell, loaderArgs: host.loaderArgs } } : {}),
+    ...(image ? { user: imageUser(image.rootfs, image.config.user, `image ${spec.image}`) } : {}),
     logFile,
   });
   rec.pid = pid;

@@ -99,6 +99,25 @@ describe('sandboxes on image roots', () => {
     assert.equal((await run(s.socketPath, '/bin/busybox ls /bin')).stdout, 'busybox\n');
   });
 
+  it("user processes run as the image's User, looked up in its /etc/passwd", T, async () => {
+    const users = await tarOf([
+      { name: 'etc/passwd', body: 'root:x:0:0::/root:/bin/sh\napp:x:1234:2345::/home/app:/bin/sh\n' },
+      { name: 'etc/group', body: 'root:x:0:\nappgrp:x:2345:\n' },
+    ]);
+    const img = await push.image('test/user', 'v1', [await busyboxLayer(), users], {
+      User: 'app',
+      Env: ['PATH=/bin'],
+    });
+    const s = await driver.ensure('img-user', smallSandboxSpec({ image: img.reference }));
+    const out = await run(s.socketPath, 'sh -c "id -u; id -g; touch /tmp/mine && stat -c %u /tmp/mine"');
+    assert.equal(out.stdout, '1234\n2345\n1234\n', out.stderr);
+    const bad = await push.image('test/user', 'v2', [await busyboxLayer()], { User: 'nobody-here' });
+    await assert.rejects(
+      driver.ensure('img-user-bad', smallSandboxSpec({ image: bad.reference })),
+      /User "nobody-here" is not defined/,
+    );
+  });
+
   it(
     'a name the registry does not have fails the start with the reason and leaves nothing running',
     T,

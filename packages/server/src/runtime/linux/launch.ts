@@ -75,6 +75,11 @@ export interface LaunchPlan {
    * (the host's library directories) put before the init's and the command's program. Absent for the host root.
    */
   hostUserland?: { shell: string; loaderArgs: string[] };
+  /**
+   * The uid and gid everything in the sandbox runs as (its one mapped id; root by default): an image's User.
+   * The sandbox's host uid stays the same, so this changes only the name processes see.
+   */
+  user?: { uid: number; gid: number };
   logFile: string;
 }
 
@@ -88,9 +93,9 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
     '--unshare-cgroup-try',
     '--disable-userns',
     '--uid',
-    '0',
+    String(plan.user?.uid ?? 0),
     '--gid',
-    '0',
+    String(plan.user?.gid ?? 0),
     '--hostname',
     SANDBOX_HOSTNAME,
     '--cap-drop',
