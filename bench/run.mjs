@@ -5,6 +5,7 @@ import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
 import { benchDensity } from './sandboxes/density.mjs';
 import { benchExec } from './sandboxes/exec.mjs';
+import { benchImages } from './sandboxes/images.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
 
 const all = {
@@ -14,6 +15,7 @@ const all = {
   'sandbox-create': benchCreate,
   'sandbox-exec': benchExec,
   'sandbox-density': benchDensity,
+  'sandbox-images': benchImages,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

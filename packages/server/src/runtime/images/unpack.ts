@@ -61,8 +61,10 @@ function parentsOf(root: string, parts: string[], what: string): string {
   for (const p of parts.slice(0, -1)) {
     cur = join(cur, p);
     const k = kindOf(cur);
-    if (k === undefined) mkdirSync(cur, { mode: 0o755 });
-    else if (k !== 'dir')
+    if (k === undefined) {
+      mkdirSync(cur);
+      chmodSync(cur, 0o755); // not left to the umask: the server's is 077, and sandboxes must read the root
+    } else if (k !== 'dir')
       throw new ImageError(
         'UNSAFE_LAYER',
         `${what}: layer entry ${parts.join('/')} goes through ${k === 'link' ? 'the symlink' : 'the file'} ${cur.slice(root.length)}`,

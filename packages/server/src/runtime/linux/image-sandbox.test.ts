@@ -34,7 +34,9 @@ async function run(socketPath: string, command: string, workingDir?: string) {
   return r.body as { exitCode: number; stdout: string; stderr: string; logs: string };
 }
 
+let umask: number;
 before(async () => {
+  umask = process.umask(0o077); // as `berth serve` runs: nothing of an image root may depend on the umask
   dataDir = mkdtempSync(join(tmpdir(), 'berth-imgsbx-'));
   reg = await startRegistry();
   push = new Pusher(reg);
@@ -46,6 +48,7 @@ after(async () => {
   await driver.close();
   await reg.stop();
   rmSync(dataDir, { recursive: true, force: true });
+  process.umask(umask);
 });
 
 describe('sandboxes on image roots', () => {
