@@ -20,6 +20,7 @@ import {
   busyboxLayer,
   Pusher,
   startRegistry,
+  startTokenFront,
   type TestRegistry,
   tarOf,
 } from './test-support/registry.js';
@@ -244,5 +245,24 @@ describe('image store with a registry behind basic auth', () => {
     await assert.rejects(wrong.pull(img.reference), (e: Error) => !e.message.includes('nope'));
     const right = newStore({ credentials: { [reg.host]: { username: 'alice', password: 's3cret' } } });
     assert.equal((await right.pull(img.reference)).id, img.configDigest);
+  });
+});
+
+describe('image store with a registry behind a token service', () => {
+  it('answers the Bearer challenge with a token got with the credentials; refuses without them', async () => {
+    const reg = await startRegistry();
+    const front = await startTokenFront(reg, { username: 'bob', password: 'tok3n' });
+    try {
+      const img = await new Pusher(reg).image('tokened/app', 'v1', [await tarOf([{ name: 'f', body: 'x' }])]);
+      const ref = `${front.host}/tokened/app:v1`;
+      await rejectsWith(newStore().pull(ref), 'UNAUTHORIZED', /token service .* refused anonymous access/);
+      const store = newStore({ credentials: { [front.host]: { username: 'bob', password: 'tok3n' } } });
+      assert.equal((await store.pull(ref)).id, img.configDigest);
+      assert.ok(front.tokensIssued() >= 1);
+    } finally {
+      await front.stop();
+      await reg.stop();
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    }
   });
 });

@@ -234,3 +234,61 @@ export class Pusher {
     });
   }
 }
+
+/**
+ * A front to a real registry that demands Bearer tokens the way Docker Hub does: a 401 with a
+ * `WWW-Authenticate: Bearer realm=…,service=…,scope=…` challenge, a token endpoint that wants basic credentials,
+ * then every request with the token is passed through to the registry behind.
+ */
+export async function startTokenFront(
+  behind: TestRegistry,
+  creds: { username: string; password: string },
+): Promise<TestRegistry & { tokensIssued(): number }> {
+  const { createServer: createHttp } = await import('node:http');
+  const { randomBytes } = await import('node:crypto');
+  const tokens = new Set<string>();
+  const basic = `Basic ${Buffer.from(`${creds.username}:${creds.password}`).toString('base64')}`;
+  const port = await freePort();
+  const host = `127.0.0.1:${port}`;
+  const srv = createHttp(async (req, res) => {
+    const url = new URL(req.url ?? '/', `http://${host}`);
+    if (url.pathname === '/token') {
+      if (req.headers.authorization !== basic || url.searchParams.get('service') !== 'berth-test') {
+        res.writeHead(401).end();
+        return;
+      }
+      const t = randomBytes(16).toString('hex');
+      tokens.add(t);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ token: t }));
+      return;
+    }
+    const auth = req.headers.authorization ?? '';
+    if (!auth.startsWith('Bearer ') || !tokens.has(auth.slice(7))) {
+      const repo = /^\/v2\/(.+)\/(manifests|blobs)\//.exec(url.pathname)?.[1] ?? '';
+      res
+        .writeHead(401, {
+          'www-authenticate': `Bearer realm="http://${host}/token",service="berth-test",scope="repository:${repo}:pull"`,
+        })
+        .end();
+      return;
+    }
+    const up = await fetch(`http://${behind.host}${url.pathname}${url.search}`, {
+      headers: { accept: req.headers.accept ?? '*/*' },
+    });
+    const headers: Record<string, string> = {};
+    for (const h of ['content-type', 'docker-content-digest', 'content-length'])
+      if (up.headers.get(h)) headers[h] = up.headers.get(h) as string;
+    res.writeHead(up.status, headers);
+    res.end(Buffer.from(await up.arrayBuffer()));
+  });
+  await new Promise<void>((r) => srv.listen(port, '127.0.0.1', () => r()));
+  return {
+    host,
+    dir: behind.dir,
+    tokensIssued: () => tokens.size,
+    async stop() {
+      srv.closeAllConnections();
+      await new Promise((r) => srv.close(r));
+    },
+  };
+}
