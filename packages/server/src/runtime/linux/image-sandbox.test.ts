@@ -2,7 +2,7 @@
 // files, Env and WorkingDir are what user processes see, the API daemon runs in an image with no shell and no
 // libc, sandboxes of one image share its files, and a name that cannot be had fails the start with the reason.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -40,7 +40,8 @@ before(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'berth-imgsbx-'));
   reg = await startRegistry();
   push = new Pusher(reg);
-  driver = await createLinuxDriver({ dataDir, images: new ImageStore({ dataDir }) }); // the real daemon from dist
+  // The real daemon from dist; a warm pool, so images in use get one too.
+  driver = await createLinuxDriver({ dataDir, images: new ImageStore({ dataDir }), warmPoolSize: 1 });
 });
 
 after(async () => {
@@ -119,6 +120,20 @@ describe('sandboxes on image roots', () => {
       driver.ensure('img-user-bad', smallSandboxSpec({ image: bad.reference })),
       /User "nobody-here" is not defined/,
     );
+  });
+
+  it('an image in use gets a warm sandbox, which the next create of that image takes', T, async () => {
+    const img = await push.image('test/pooled', 'v1', [await busyboxLayer()], { Env: ['PATH=/bin', 'P=1'] });
+    await driver.ensure('img-pool-a', smallSandboxSpec({ image: img.reference }));
+    await driver.poolsIdle();
+    const pools = join(dataDir, 'warm-img');
+    const key = img.configDigest.slice('sha256:'.length, 'sha256:'.length + 16);
+    const [waiting] = readdirSync(join(pools, key));
+    const rec = JSON.parse(readFileSync(join(pools, key, waiting, 'state.json'), 'utf8'));
+    assert.ok(rec.rootfs, 'the waiting sandbox runs on the image');
+    const b = await driver.ensure('img-pool-b', smallSandboxSpec({ image: img.reference, envs: { Q: '2' } }));
+    assert.equal(b.pid, rec.pid, 'the create took the waiting sandbox');
+    assert.equal((await run(b.socketPath, 'sh -c "echo $P$Q"')).stdout, '12\n');
   });
 
   it(

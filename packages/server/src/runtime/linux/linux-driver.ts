@@ -32,7 +32,7 @@ import { sleep } from './exec.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { isDefaultImage } from '../../kinds/image-reference.js';
-import { ImageStore } from '../images/image-store.js';
+import { ImageStore, type StoredImage } from '../images/image-store.js';
 import { ensureBaseEtc, sandboxResolvers } from './rootfs.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
@@ -44,6 +44,14 @@ import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 export const DEFAULT_UID_BASE = 1_000_000_000;
 /** How long after a create the pools start refilling (see refillSoon). */
 export const REFILL_DELAY_MS = 250;
+
+/** Sandboxes kept ready per image in recent use (when the default image's pool is on at all). */
+export const IMAGE_POOL_SIZE = 1;
+/**
+ * Images with a pool at once: the most recently used. Each ready sandbox costs ~12 MB idle, and an image used once
+ * an hour is not worth holding one for.
+ */
+export const MAX_IMAGE_POOLS = 4;
 
 /** Networks kept ready: enough for a burst of creates while the pool refills in the background. */
 export const DEFAULT_NET_POOL = 4;
@@ -74,12 +82,16 @@ export interface LinuxDriverOptions {
 
 /** Image roots (runtime/images) that a sandbox record of this data dir runs on, live or not yet torn down. */
 export function imageRootsInUse(dataDir: string): Set<string> {
-  const root = join(dataDir, 'sandboxes');
   const out = new Set<string>();
-  for (const id of existsSync(root) ? readdirSync(root) : []) {
-    const r = readRecord(join(root, id))?.rootfs;
-    if (r) out.add(r);
-  }
+  const add = (dir: string) => {
+    for (const n of existsSync(dir) ? readdirSync(dir) : []) {
+      const r = readRecord(join(dir, n))?.rootfs;
+      if (r) out.add(r);
+    }
+  };
+  add(join(dataDir, 'sandboxes'));
+  const pools = join(dataDir, 'warm-img'); // sandboxes waiting in an image's pool run on it too
+  for (const key of existsSync(pools) ? readdirSync(pools) : []) add(join(pools, key));
   return out;
 }
 
@@ -120,6 +132,10 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   };
   const warmPool = new WarmPool(ctx, opts.warmPoolSize ?? 0);
   await warmPool.sweep();
+  // Image pools of a driver that no longer runs: their sandboxes are removed (pools are made again on use).
+  const imagePoolsDir = join(opts.dataDir, 'warm-img');
+  for (const key of existsSync(imagePoolsDir) ? readdirSync(imagePoolsDir) : [])
+    await new WarmPool(ctx, 0, key).sweep();
   netPool.refill();
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
@@ -138,6 +154,8 @@ export class LinuxDriver implements RuntimeDriver {
   private refillTimer?: NodeJS.Timeout;
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
   private readonly thawable = new Map<string, SandboxCgroup>();
+  /** Pools of the images used most recently, least recent first (see MAX_IMAGE_POOLS). */
+  private readonly imagePools = new Map<string, WarmPool>();
   readonly cgroupHost: CgroupHost;
   readonly netPool: NetPool;
 
@@ -226,10 +244,11 @@ export class LinuxDriver implements RuntimeDriver {
 
   private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
     const host = isDefaultImage(spec.image);
-    const warm = spec.volumes.length === 0 && host ? this.warmPool.take() : undefined;
-    if (warm) return this.info(await this.assign(warm, id, spec, hash));
     // Before any resource is claimed: a pull can take long, and a name that cannot be had fails here.
     const image = host ? undefined : await this.images.resolve(spec.image);
+    const pool = image ? await this.imagePool(image) : this.warmPool;
+    const warm = spec.volumes.length === 0 ? pool?.take() : undefined;
+    if (warm) return this.info(await this.assign(warm, id, spec, hash));
     const rec = await startSandbox(this.ctx, {
       dir: this.dir(id),
       id,
@@ -239,6 +258,25 @@ export class LinuxDriver implements RuntimeDriver {
       image,
     });
     return this.info(rec);
+  }
+
+  /** The pool of an image (made on first use, the least recently used one closed past MAX_IMAGE_POOLS). */
+  private async imagePool(image: StoredImage): Promise<WarmPool | undefined> {
+    if (this.warmPool.size === 0) return undefined;
+    const key = image.id.slice('sha256:'.length, 'sha256:'.length + 16);
+    let pool = this.imagePools.get(key);
+    if (pool) this.imagePools.delete(key);
+    else {
+      pool = new WarmPool(this.ctx, IMAGE_POOL_SIZE, key, image);
+      await pool.sweep();
+    }
+    this.imagePools.set(key, pool);
+    for (const [k, p] of this.imagePools) {
+      if (this.imagePools.size <= MAX_IMAGE_POOLS) break;
+      this.imagePools.delete(k);
+      void p.close().catch(() => undefined);
+    }
+    return pool;
   }
 
   /** Turns a warm sandbox into `id`: limits, disk size and envs of the spec, then its names. */
@@ -359,6 +397,7 @@ export class LinuxDriver implements RuntimeDriver {
         this.refillTimer = undefined;
         this.netPool.refill();
         this.warmPool.refill();
+        for (const p of this.imagePools.values()) p.refill();
       },
       urgent ? 0 : REFILL_DELAY_MS,
     );
@@ -381,7 +420,11 @@ export class LinuxDriver implements RuntimeDriver {
   /** Resolves once both pools have finished refilling (refills start REFILL_DELAY_MS after each ensure). */
   async poolsIdle(): Promise<void> {
     while (this.refillTimer) await sleep(5);
-    await Promise.all([this.netPool.whenIdle(), this.warmPool.whenIdle()]);
+    await Promise.all([
+      this.netPool.whenIdle(),
+      this.warmPool.whenIdle(),
+      ...[...this.imagePools.values()].map((p) => p.whenIdle()),
+    ]);
   }
 
   /** True while a sandbox record (live or not yet torn down) runs on the image root `rootfs`. */
@@ -403,6 +446,7 @@ export class LinuxDriver implements RuntimeDriver {
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
     await this.warmPool.close();
+    for (const p of this.imagePools.values()) await p.close();
     await this.netPool.close();
     await unexposeUnder(this.ctx.dataDir);
   }
