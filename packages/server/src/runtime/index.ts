@@ -19,3 +19,4 @@ export { WARM_SPEC } from './linux/warm-pool.js';
 export { importArchive } from './images/archive.js';
 export { ImageError } from './images/errors.js';
 export { ImageStore, type StoredImage } from './images/image-store.js';
+export { type DeriveOptions, deriveImage } from './images/derive.js';

@@ -66,3 +66,36 @@ describe('image archives', () => {
     await assert.rejects(importArchive(store, createReadStream(file), 'x/y'), /not an image archive/);
   });
 });
+
+describe('derived images', () => {
+  it('a base image plus one directory makes a new image with both trees and the extra Env', async () => {
+    const { deriveImage } = await import('./derive.js');
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    const reg = await startRegistry();
+    const dir = mkdtempSync(join(tmpdir(), 'berth-derive-'));
+    try {
+      const base = await new Pusher(reg).image('test/base', 'v1', [await busyboxLayer()], {
+        Env: ['PATH=/bin'],
+      });
+      const store = new ImageStore({ dataDir: join(dir, 'd') });
+      const layer = join(dir, 'layer');
+      mkdirSync(join(layer, 'app'), { recursive: true });
+      writeFileSync(join(layer, 'app', 'main.py'), 'print(42)\n');
+      const img = await deriveImage(store, base.reference, layer, 'local/agent:1', {
+        env: ['AGENT=1'],
+        workingDir: '/app',
+        workspace: 'ws',
+      });
+      assert.equal(readFileSync(join(img.rootfs, 'app/main.py'), 'utf8'), 'print(42)\n');
+      assert.ok(readFileSync(join(img.rootfs, 'bin/busybox')).length > 0, 'the base tree is there');
+      assert.deepEqual(img.config.env, ['PATH=/bin', 'AGENT=1']);
+      assert.equal(img.config.workingDir, '/app');
+      assert.equal(img.layers.length, 2);
+      assert.equal(store.find('local/agent:1')?.id, img.id);
+      assert.notEqual(img.id, base.configDigest);
+    } finally {
+      await reg.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
