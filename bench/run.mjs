@@ -7,6 +7,7 @@ import { benchCreate } from './sandboxes/create.mjs';
 import { benchDensity } from './sandboxes/density.mjs';
 import { benchExec } from './sandboxes/exec.mjs';
 import { benchVolumes } from './sandboxes/volumes.mjs';
+import { benchImages } from './sandboxes/images.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
 
 const all = {
@@ -18,6 +19,7 @@ const all = {
   'sandbox-density': benchDensity,
   'sandbox-volumes': benchVolumes,
   agents: benchAgents,
+  'sandbox-images': benchImages,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

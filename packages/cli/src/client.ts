@@ -53,7 +53,7 @@ export class Api {
   async call(
     method: string,
     path: string,
-    opts: { body?: unknown; query?: Record<string, string> } = {},
+    opts: { body?: unknown; query?: Record<string, string>; raw?: { body: Blob; type: string } } = {},
   ): Promise<Answer> {
     const url = new URL(this.base + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
@@ -63,12 +63,13 @@ export class Api {
     };
     if (this.cfg.workspace) headers['x-service-workspace'] = this.cfg.workspace;
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    if (opts.raw) headers['content-type'] = opts.raw.type;
     let res: Response;
     try {
       res = await fetch(url, {
         method,
         headers,
-        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        body: opts.raw ? opts.raw.body : opts.body === undefined ? undefined : JSON.stringify(opts.body),
       });
     } catch (e) {
       throw new Error(

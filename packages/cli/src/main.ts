@@ -5,6 +5,7 @@ import { registerCompletion } from './completion.js';
 import { registerDelete } from './delete.js';
 import { registerDeploy } from './deploy.js';
 import { registerGet } from './get.js';
+import { registerImage } from './image.js';
 import { registerLogin } from './login.js';
 import { registerRunModel } from './run-model.js';
 import { registerSandbox } from './sandbox.js';
@@ -51,6 +52,7 @@ export async function main(argv: string[]) {
   registerDeploy(program);
   registerSandbox(program);
   registerVolume(program);
+  registerImage(program);
   registerRunModel(program);
   registerUsage(program);
   registerStatus(program);

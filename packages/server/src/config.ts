@@ -45,6 +45,14 @@ export interface Config {
    * BERTH_CALLBACK_ALLOW_PRIVATE=true, for a receiver on the same host or LAN (and tests).
    */
   callbackAllowPrivate?: boolean;
+  /** Registries reached over plain HTTP although not loopback (BERTH_INSECURE_REGISTRIES, comma-separated). */
+  insecureRegistries: string[];
+  /** Pull-through mirrors (BERTH_REGISTRY_MIRRORS: `docker.io=mirror.lan:5000,...`). */
+  registryMirrors: Record<string, string>;
+  /** JSON file `{"<registry>": {"username": …, "password": …}}`, mode 0600 (BERTH_REGISTRY_AUTH_FILE). */
+  registryAuthFile?: string;
+  /** Uncompressed bytes one image layer may expand to (BERTH_IMAGE_MAX_LAYER_BYTES). */
+  imageMaxLayerBytes?: number;
 }
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
@@ -94,6 +102,19 @@ export function loadConfig(
       'BERTH_WORKSPACE_VOLUME_CAPACITY_MB',
     ),
     callbackAllowPrivate: env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true',
+    insecureRegistries: (env.BERTH_INSECURE_REGISTRIES ?? '').split(/[\s,]+/).filter(Boolean),
+    registryMirrors: Object.fromEntries(
+      (env.BERTH_REGISTRY_MIRRORS ?? '')
+        .split(/[\s,]+/)
+        .filter(Boolean)
+        .map((kv) => {
+          const [from, to] = kv.split('=');
+          if (!from || !to) throw new Error(`BERTH_REGISTRY_MIRRORS entry ${kv} is not registry=mirror`);
+          return [from, to];
+        }),
+    ),
+    registryAuthFile: env.BERTH_REGISTRY_AUTH_FILE || undefined,
+    imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
   };
 }
 

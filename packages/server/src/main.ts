@@ -22,7 +22,9 @@ import { ScheduleRunner } from './controllers/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
 import { existingArchive } from './runtime/volume-archives.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
-import { createLinuxDriver } from './runtime/index.js';
+import { createLinuxDriver, imageRootsInUse, ImageStore } from './runtime/index.js';
+import { readRegistryAuth } from './runtime/images/auth-file.js';
+import { register as registerImages } from './api/images.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
@@ -85,9 +87,18 @@ export async function startServer(
   });
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
+  const images = new ImageStore({
+    dataDir: config.dataDir,
+    insecure: config.insecureRegistries,
+    mirrors: config.registryMirrors,
+    credentials: readRegistryAuth(config.registryAuthFile),
+    maxLayerBytes: config.imageMaxLayerBytes,
+  });
+  const imageInUse = (rootfs: string) => imageRootsInUse(config.dataDir).has(rootfs);
   const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
     createLinuxDriver({
       dataDir,
+      images,
       warmPoolSize: config.warmPoolSize,
       allowCidrs: config.sandboxAllowCidrs,
     }),
@@ -122,6 +133,7 @@ export async function startServer(
       for (const m of [previewTokens, sandboxSchedules]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       drives.register(v0);
+      registerImages(v0, { resources, images, inUse: imageInUse });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
@@ -173,6 +185,8 @@ export async function startServer(
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
   // Replicas and builds of an earlier run are not adopted: their workloads deploy afresh (decision 023).
   await replicas.removeLeftovers();
+  // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
+  images.collect(imageInUse);
   const controllers = startControllers({
     resources,
     logger,

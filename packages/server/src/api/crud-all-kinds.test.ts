@@ -155,6 +155,18 @@ describe('CRUD of every kind', () => {
     assert.deepEqual(p.errors, [{ pointer: '/spec/size', message: 'cannot change after creation' }]);
   });
 
+  it('a malformed sandbox image name is a 422 on /spec/runtime/image, before anything starts', async () => {
+    const r = await s.api('/sandboxes', {
+      method: 'POST',
+      json: { metadata: { name: 'badimage' }, spec: { runtime: { image: 'Python:3.12 slim' } } },
+    });
+    const p = await r.json();
+    assert.equal(r.status, 422);
+    assert.equal(p.errors[0].pointer, '/spec/runtime/image');
+    assert.match(p.errors[0].message, /is not an image reference/);
+    assert.equal((await s.api('/sandboxes/badimage')).status, 404);
+  });
+
   it('an unknown region is a 422 listing the known ones', async () => {
     const r = await s.api('/volumes', {
       method: 'POST',

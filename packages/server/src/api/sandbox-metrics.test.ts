@@ -14,7 +14,7 @@ import { registerMetrics } from './metrics.js';
 import { sandboxSampler } from './sandbox-metrics.js';
 import { smallSandboxSpec } from '../test-support/sandbox-spec.js';
 
-const SPEC = smallSandboxSpec({ diskMb: 512, image: 'host' });
+const SPEC = smallSandboxSpec({ diskMb: 512, image: '' });
 const key = (workspace: string, name: string) => ({ kind: 'Sandbox', workspace, parent: '', name });
 
 describe('per-sandbox metrics', () => {

@@ -18,6 +18,7 @@ import {
   VolumeMount,
 } from './common.js';
 import { durationMs, envIssues, isIsoDate, referenceIssues, regionIssues } from './rules.js';
+import { parseImageReference } from './image-reference.js';
 import type { KindDescriptor } from './types.js';
 
 /** The image a sandbox created without one reports: the service's default name (docs/compat.md). */
@@ -161,6 +162,13 @@ function lifecycleIssues(l: any): FieldIssue[] {
   return out;
 }
 
+/** A malformed image name is refused at once; a well-formed one the registry lacks fails the start (FAILED). */
+function imageIssues(image: string | undefined): FieldIssue[] {
+  if (image === undefined) return [];
+  const p = parseImageReference(image);
+  return p.ok ? [] : [{ pointer: '/spec/runtime/image', message: p.reason }];
+}
+
 function portIssues(ports: { target: number }[] | undefined): FieldIssue[] {
   const seen = new Set<number>();
   const out: FieldIssue[] = [];
@@ -233,6 +241,7 @@ export const sandbox = {
       ...portIssues(s.runtime?.ports),
       ...lifecycleIssues(s.lifecycle),
       ...networkIssues(s.network),
+      ...imageIssues(s.runtime?.image),
       ...(await referenceIssues(
         ctx,
         'Volume',

@@ -26,7 +26,11 @@ export interface SandboxSpec {
   diskMb: number;
   /** Environment of the sandbox API daemon and so of every process it starts; already decrypted. */
   envs: Record<string, string>;
-  /** Image name; the host's own userland when no image of that name is installed. */
+  /**
+   * Image reference. '' and every spelling of `blaxel/base-image:latest` (kinds/image-reference.ts DEFAULT_IMAGE)
+   * run the host's own userland read-only; any other name is resolved through the image store (pulled on first
+   * use) and a name it cannot resolve fails the start with the reason. Never a silent fallback.
+   */
   image: string;
   volumes: VolumeMount[];
 }

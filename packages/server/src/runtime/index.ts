@@ -10,8 +10,13 @@ export {
   createLinuxDriver,
   DEFAULT_NET_POOL,
   DEFAULT_UID_BASE,
+  imageRootsInUse,
   LinuxDriver,
   type LinuxDriverOptions,
 } from './linux/linux-driver.js';
 export { SANDBOX_NET } from './linux/network.js';
 export { WARM_SPEC } from './linux/warm-pool.js';
+export { importArchive } from './images/archive.js';
+export { ImageError } from './images/errors.js';
+export { ImageStore, type StoredImage } from './images/image-store.js';
+export { type DeriveOptions, deriveImage } from './images/derive.js';

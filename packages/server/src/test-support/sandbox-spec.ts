@@ -7,7 +7,7 @@ export const smallSandboxSpec = (over: Partial<SandboxSpec> = {}): SandboxSpec =
   cpuShares: 128,
   diskMb: 64,
   envs: {},
-  image: 'base',
+  image: '',
   volumes: [],
   ...over,
 });

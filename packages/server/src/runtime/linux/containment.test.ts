@@ -22,7 +22,7 @@ const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({
   cpuShares: 128,
   diskMb: 16,
   envs: { SECRET_TOKEN: 'must-stay-inside-the-daemon' },
-  image: 'base',
+  image: '',
   volumes: [],
   ...over,
 });

@@ -3,7 +3,7 @@
 // teardown always knows which cgroups, namespace and layer to remove.
 import { randomBytes } from 'node:crypto';
 import { closeSync, fchownSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
 import { mountWritableLayer, unmountLayer, WRITABLE_DIRS } from './disk.js';
@@ -18,7 +18,9 @@ import {
 import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './launch.js';
 import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
-import { imageRoot, installedImage } from './rootfs.js';
+import type { StoredImage } from '../images/image-store.js';
+import { imageUser } from '../images/image-user.js';
+import { hostRoot, hostUserland, ociRoot } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
 import { ownVolume } from './volumes.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
@@ -48,6 +50,8 @@ export interface StartRequest {
   paths: SandboxPaths;
   spec: SandboxSpec;
   hash: string;
+  /** The image from the store the spec names; absent for the default image (the host userland). */
+  image?: StoredImage;
 }
 
 /** Everything the sandbox's processes may read about themselves, as env vars and as the env file. */
@@ -91,6 +95,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     hostAddress: net.hostAddress,
     specHash: req.hash,
     image: spec.image,
+    ...(req.image ? { rootfs: req.image.rootfs } : {}),
     socketPath: req.paths.socketPath,
     createdAt: new Date().toISOString(),
   };
@@ -118,13 +123,21 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     await ownVolume(v.hostPath, hostUid); // read-only too: root inside must still read 0600 files
     volumes.push({ ...v, hostPath: await exposeDir(v.hostPath) });
   }
+  const image = req.image;
+  // An image root and base-etc are exposed once as wholes (host.ts), then their entries bound from there.
+  const exposed = image ? [await exposeDir(image.rootfs), await exposeDir(ctx.baseEtc)] : [];
+  const entries = image ? ociRoot(exposed[0], exposed[1]) : hostRoot(ctx.baseEtc);
   const root = await Promise.all(
-    imageRoot(ctx.dataDir, spec.image, ctx.baseEtc).map(async (e) =>
-      e.kind === 'bind' ? { ...e, src: await exposeDir(e.src) } : e,
+    entries.map(async (e) =>
+      e.kind === 'bind' && !exposed.some((x) => e.src.startsWith(`${x}/`))
+        ? { ...e, src: await exposeDir(e.src) }
+        : e,
     ),
   );
   const logFile = join(dir, 'daemon.log');
-  const rootDir = installedImage(ctx.dataDir, spec.image) ?? '/';
+  const host = image ? hostUserland() : undefined;
+  const loaders = daemonLoaders('/', ctx.command[0]);
+  if (image && !loaders) throw new Error("an image root needs the host's node to be dynamically linked");
   const pid = launch({
     id: req.id,
     netnsPath: net.netnsPath,
@@ -142,12 +155,15 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
       HOME: '/home/user',
       USER: 'root',
       LANG: 'C.UTF-8',
+      ...(image ? imageEnv(image) : {}),
       ...envs,
       BERTH_SANDBOX_SOCKET: SANDBOX_SOCKET,
       BERTH_SANDBOX_ENV_FILE: SANDBOX_ENV_FILE,
     },
-    command: ctx.command,
-    loaders: daemonLoaders(rootDir, ctx.command[0]),
+    command: host ? ctx.command.map(host.rebase) : ctx.command,
+    loaders,
+    ...(host ? { hostUserland: { shell: host.shell, loaderArgs: host.loaderArgs } } : {}),
+    ...(image ? { user: imageUser(image.rootfs, image.config.user, `image ${spec.image}`) } : {}),
     logFile,
   });
   rec.pid = pid;
@@ -174,6 +190,22 @@ function daemonLoaders(root: string, program: string): { init: string; command: 
   const init = noDumpLoader(root, '/bin/sh');
   const command = noDumpLoader(root, program);
   return init && command ? { init, command } : undefined;
+}
+
+/**
+ * The image config's Env, and its WorkingDir as the daemon's default directory when the image has that directory
+ * (a directory the runtime provides, /home or /tmp, would be empty: the daemon's own default is kept then).
+ */
+function imageEnv(image: StoredImage): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of image.config.env) {
+    const eq = kv.indexOf('=');
+    if (eq > 0) out[kv.slice(0, eq)] = kv.slice(eq + 1);
+  }
+  const wd = image.config.workingDir;
+  if (wd && isAbsolute(wd) && statSync(join(image.rootfs, wd), { throwIfNoEntry: false })?.isDirectory())
+    out.BERTH_SANDBOX_WORKDIR = wd;
+  return out;
 }
 
 /** Kill, then delete cgroups, netns, layer, socket dir, state dir and slot; tolerant of each being gone. */

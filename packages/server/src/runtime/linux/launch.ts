@@ -70,6 +70,16 @@ export interface LaunchPlan {
    * both are set the sandbox's pid 1 is a shell reaping orphans and the daemon its child, both non-dumpable.
    */
   loaders?: { init: string; command: string };
+  /**
+   * For an image root: pid 1's shell (the host's, under rootfs.ts HOST_USR_BIND) and the loader's own options
+   * (the host's library directories) put before the init's and the command's program. Absent for the host root.
+   */
+  hostUserland?: { shell: string; loaderArgs: string[] };
+  /**
+   * The uid and gid everything in the sandbox runs as (its one mapped id; root by default): an image's User.
+   * The sandbox's host uid stays the same, so this changes only the name processes see.
+   */
+  user?: { uid: number; gid: number };
   logFile: string;
 }
 
@@ -83,9 +93,9 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
     '--unshare-cgroup-try',
     '--disable-userns',
     '--uid',
-    '0',
+    String(plan.user?.uid ?? 0),
     '--gid',
-    '0',
+    String(plan.user?.gid ?? 0),
     '--hostname',
     SANDBOX_HOSTNAME,
     '--cap-drop',
@@ -144,16 +154,19 @@ const WRAPPER = [
 ].join('\n');
 
 /** The command as bwrap runs it: through the loader copies and our pid 1 when the plan has them. */
-export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders'>): string[] {
+export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders' | 'hostUserland'>): string[] {
   if (!plan.loaders) return plan.command;
   const inside = (hostPath: string) => `${NODUMP_BIND}/${basename(hostPath)}`;
+  const pre = plan.hostUserland?.loaderArgs ?? [];
   return [
     inside(plan.loaders.init),
-    '/bin/sh',
+    ...pre,
+    plan.hostUserland?.shell ?? '/bin/sh',
     '-c',
     INIT_SCRIPT,
     'berth-init',
     inside(plan.loaders.command),
+    ...pre,
     ...plan.command,
   ];
 }

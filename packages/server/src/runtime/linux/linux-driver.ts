@@ -32,7 +32,9 @@ import {
 import { sleep } from './exec.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
-import { ensureBaseEtc, isHostImage, sandboxResolvers } from './rootfs.js';
+import { isDefaultImage } from '../../kinds/image-reference.js';
+import { ImageStore, type StoredImage } from '../images/image-store.js';
+import { ensureBaseEtc, sandboxResolvers } from './rootfs.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -44,6 +46,14 @@ import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 export const DEFAULT_UID_BASE = 1_000_000_000;
 /** How long after a create the pools start refilling (see refillSoon). */
 export const REFILL_DELAY_MS = 250;
+
+/** Sandboxes kept ready per image in recent use (when the default image's pool is on at all). */
+export const IMAGE_POOL_SIZE = 1;
+/**
+ * Images with a pool at once: the most recently used. Each ready sandbox costs ~12 MB idle, and an image used once
+ * an hour is not worth holding one for.
+ */
+export const MAX_IMAGE_POOLS = 4;
 
 /** Networks kept ready: enough for a burst of creates while the pool refills in the background. */
 export const DEFAULT_NET_POOL = 4;
@@ -68,6 +78,23 @@ export interface LinuxDriverOptions {
    * e.g. a LAN. Host-wide: the last driver to start sets them for every sandbox on the machine.
    */
   allowCidrs?: string[];
+  /** Where images other than the default come from (default: a store in the data dir with no credentials). */
+  images?: ImageStore;
+}
+
+/** Image roots (runtime/images) that a sandbox record of this data dir runs on, live or not yet torn down. */
+export function imageRootsInUse(dataDir: string): Set<string> {
+  const out = new Set<string>();
+  const add = (dir: string) => {
+    for (const n of existsSync(dir) ? readdirSync(dir) : []) {
+      const r = readRecord(join(dir, n))?.rootfs;
+      if (r) out.add(r);
+    }
+  };
+  add(join(dataDir, 'sandboxes'));
+  const pools = join(dataDir, 'warm-img'); // sandboxes waiting in an image's pool run on it too
+  for (const key of existsSync(pools) ? readdirSync(pools) : []) add(join(pools, key));
+  return out;
 }
 
 export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<LinuxDriver> {
@@ -107,9 +134,14 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   };
   const warmPool = new WarmPool(ctx, opts.warmPoolSize ?? 0);
   await warmPool.sweep();
+  // Image pools of a driver that no longer runs: their sandboxes are removed (pools are made again on use).
+  const imagePoolsDir = join(opts.dataDir, 'warm-img');
+  for (const key of existsSync(imagePoolsDir) ? readdirSync(imagePoolsDir) : [])
+    await new WarmPool(ctx, 0, key).sweep();
   netPool.refill();
   warmPool.refill();
-  const driver = new LinuxDriver(ctx, capabilities, warmPool);
+  const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
+  const driver = new LinuxDriver(ctx, capabilities, warmPool, images);
   driver.adoptIngress();
   return driver;
 }
@@ -124,6 +156,8 @@ export class LinuxDriver implements RuntimeDriver {
   private refillTimer?: NodeJS.Timeout;
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
   private readonly thawable = new Map<string, SandboxCgroup>();
+  /** Pools of the images used most recently, least recent first (see MAX_IMAGE_POOLS). */
+  private readonly imagePools = new Map<string, WarmPool>();
   readonly cgroupHost: CgroupHost;
   readonly netPool: NetPool;
 
@@ -131,6 +165,7 @@ export class LinuxDriver implements RuntimeDriver {
     private readonly ctx: HostContext,
     readonly capabilities: RuntimeCapabilities,
     readonly warmPool: WarmPool,
+    readonly images: ImageStore,
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
@@ -210,13 +245,40 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
-    const warm =
-      spec.volumes.length === 0 && isHostImage(this.ctx.dataDir, spec.image)
-        ? this.warmPool.take()
-        : undefined;
+    const host = isDefaultImage(spec.image);
+    // Before any resource is claimed: a pull can take long, and a name that cannot be had fails here.
+    const image = host ? undefined : await this.images.resolve(spec.image);
+    const pool = image ? await this.imagePool(image) : this.warmPool;
+    const warm = spec.volumes.length === 0 ? pool?.take() : undefined;
     if (warm) return this.info(await this.assign(warm, id, spec, hash));
-    const rec = await startSandbox(this.ctx, { dir: this.dir(id), id, paths: this.paths(id), spec, hash });
+    const rec = await startSandbox(this.ctx, {
+      dir: this.dir(id),
+      id,
+      paths: this.paths(id),
+      spec,
+      hash,
+      image,
+    });
     return this.info(rec);
+  }
+
+  /** The pool of an image (made on first use, the least recently used one closed past MAX_IMAGE_POOLS). */
+  private async imagePool(image: StoredImage): Promise<WarmPool | undefined> {
+    if (this.warmPool.size === 0) return undefined;
+    const key = image.id.slice('sha256:'.length, 'sha256:'.length + 16);
+    let pool = this.imagePools.get(key);
+    if (pool) this.imagePools.delete(key);
+    else {
+      pool = new WarmPool(this.ctx, IMAGE_POOL_SIZE, key, image);
+      await pool.sweep();
+    }
+    this.imagePools.set(key, pool);
+    for (const [k, p] of this.imagePools) {
+      if (this.imagePools.size <= MAX_IMAGE_POOLS) break;
+      this.imagePools.delete(k);
+      void p.close().catch(() => undefined);
+    }
+    return pool;
   }
 
   /** Turns a warm sandbox into `id`: limits, disk size and envs of the spec, then its names. */
@@ -347,6 +409,7 @@ export class LinuxDriver implements RuntimeDriver {
         this.refillTimer = undefined;
         this.netPool.refill();
         this.warmPool.refill();
+        for (const p of this.imagePools.values()) p.refill();
       },
       urgent ? 0 : REFILL_DELAY_MS,
     );
@@ -369,7 +432,19 @@ export class LinuxDriver implements RuntimeDriver {
   /** Resolves once both pools have finished refilling (refills start REFILL_DELAY_MS after each ensure). */
   async poolsIdle(): Promise<void> {
     while (this.refillTimer) await sleep(5);
-    await Promise.all([this.netPool.whenIdle(), this.warmPool.whenIdle()]);
+    await Promise.all([
+      this.netPool.whenIdle(),
+      this.warmPool.whenIdle(),
+      ...[...this.imagePools.values()].map((p) => p.whenIdle()),
+    ]);
+  }
+
+  /** True while a sandbox record (live or not yet torn down) runs on the image root `rootfs`. */
+  usesRoot(rootfs: string): boolean {
+    const root = join(this.ctx.dataDir, 'sandboxes');
+    return (existsSync(root) ? readdirSync(root) : []).some(
+      (id) => readRecord(join(root, id))?.rootfs === rootfs,
+    );
   }
 
   /** Host path of the sandbox's writable layer (its /workspace is `<layer>/workspace`). */
@@ -383,6 +458,7 @@ export class LinuxDriver implements RuntimeDriver {
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
     await this.warmPool.close();
+    for (const p of this.imagePools.values()) await p.close();
     await this.netPool.close();
     await unexposeUnder(this.ctx.dataDir);
   }

@@ -33,7 +33,7 @@ const spec: SandboxSpec = {
   cpuShares: 128,
   diskMb: 16,
   envs: {},
-  image: 'base',
+  image: '',
   volumes: [],
 };
 

@@ -11,7 +11,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ensureBaseEtc, imageRoot, isHostImage } from './rootfs.js';
+import { ensureBaseEtc, hostRoot, ociRoot } from './rootfs.js';
 
 function fakeHostEtc(root: string): string {
   const etc = join(root, 'host-etc');
@@ -47,21 +47,28 @@ test('base etc copies an allowlist: no shadow, private keys or tokens; users are
   }
 });
 
-test('an image name without an installed rootfs means the host userland, read-only', () => {
+test('the default image is the host userland read-only; an image root keeps its own tree and /etc', () => {
   const root = mkdtempSync(join(tmpdir(), 'berth-img-'));
   try {
-    assert.equal(isHostImage(root, 'blaxel/base-image:latest'), true);
-    const entries = imageRoot(root, 'base', '/x/base-etc');
+    const entries = hostRoot('/x/base-etc');
     assert.deepEqual(entries[0], { kind: 'bind', src: '/usr', dest: '/usr', readOnly: true });
     assert.ok(entries.every((e) => e.kind === 'symlink' || e.readOnly));
     assert.ok(entries.some((e) => e.kind === 'bind' && e.dest === '/etc' && e.src === '/x/base-etc'));
-    mkdirSync(join(root, 'images', 'rootfs', 'alpine', 'usr'), { recursive: true });
-    mkdirSync(join(root, 'images', 'rootfs', 'alpine', 'etc'));
-    mkdirSync(join(root, 'images', 'rootfs', 'alpine', 'proc'));
-    assert.equal(isHostImage(root, 'alpine'), false);
-    const img = imageRoot(root, 'alpine', '/x/base-etc');
-    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/usr' && e.src.endsWith('/alpine/usr')));
-    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/etc' && e.src.endsWith('/alpine/etc')));
+    const alpine = join(root, 'alpine');
+    for (const d of ['usr', 'etc', 'proc', 'opt']) mkdirSync(join(alpine, d), { recursive: true });
+    symlinkSync('usr/bin', join(alpine, 'bin'));
+    const img = ociRoot(alpine, '/x/base-etc');
+    assert.ok(img.every((e) => e.kind === 'symlink' || e.readOnly));
+    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/usr' && e.src === join(alpine, 'usr')));
+    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/opt' && e.src === join(alpine, 'opt')));
+    assert.ok(img.some((e) => e.kind === 'symlink' && e.dest === '/bin' && e.target === 'usr/bin'));
+    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/etc' && e.src === join(alpine, 'etc')));
+    assert.ok(
+      img.some(
+        (e) => e.kind === 'bind' && e.dest === '/etc/resolv.conf' && e.src === '/x/base-etc/resolv.conf',
+      ),
+    );
+    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/opt/berth-host' && e.src === '/usr'));
     assert.ok(!img.some((e) => e.dest === '/proc'), 'the runtime provides /proc itself');
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -1,5 +1,5 @@
-// The sandbox's root file system: a read-only image (the host's own /usr by default, or an installed
-// rootfs directory), a curated /etc, and the writable layer on top.
+// The sandbox's root file system: a read-only image (the host's own /usr by default, or an image from the
+// store), a curated /etc, and the writable layer on top.
 import {
   cpSync,
   existsSync,
@@ -165,40 +165,54 @@ const RUNTIME_OWNED = new Set([
   'workspace',
   'run',
   'etc',
-  'opt',
   'root',
 ]);
+/** Inside an image root: where the host's /usr appears, for the API daemon only (see hostUserland). */
+export const HOST_USR_BIND = '/opt/berth-host';
+/** Files of base-etc bound over an image's own /etc: they describe this host and this sandbox, not the image. */
+const HOST_ETC_FILES = ['hosts', 'hostname', 'resolv.conf'];
 
-export function installedImage(dataDir: string, image: string): string | undefined {
-  if (!/^[a-z0-9][a-z0-9._-]*$/i.test(image)) return undefined;
-  const rootfs = join(dataDir, 'images', 'rootfs', image);
-  return existsSync(join(rootfs, 'usr')) ? rootfs : undefined;
-}
-
-/** True when `image` runs on the host's own userland (no rootfs of that name is installed). */
-export function isHostImage(dataDir: string, image: string): boolean {
-  return installedImage(dataDir, image) === undefined;
+/**
+ * The read-only part of the root for an image from the store (runtime/images): its top-level directories and
+ * links, its own /etc with Berth's hosts, hostname and resolv.conf bound over, and the host's /usr at
+ * HOST_USR_BIND (the daemon runs from there whatever libc the image has). `rootfs` must be reachable by the
+ * sandbox's uid (host.ts exposeDir); the image store built it with the mount points bwrap needs (root-layout.ts).
+ */
+export function ociRoot(rootfs: string, baseEtc: string): RootEntry[] {
+  const out: RootEntry[] = [];
+  for (const name of readdirSync(rootfs)) {
+    if (RUNTIME_OWNED.has(name)) continue;
+    const p = join(rootfs, name);
+    const st = lstatSync(p);
+    if (st.isSymbolicLink()) out.push({ kind: 'symlink', target: readlinkSync(p), dest: `/${name}` });
+    else if (st.isDirectory()) out.push({ kind: 'bind', src: p, dest: `/${name}`, readOnly: true });
+  }
+  out.push({ kind: 'bind', src: join(rootfs, 'etc'), dest: '/etc', readOnly: true });
+  for (const f of HOST_ETC_FILES)
+    out.push({ kind: 'bind', src: join(baseEtc, f), dest: `/etc/${f}`, readOnly: true });
+  out.push({ kind: 'bind', src: '/usr', dest: HOST_USR_BIND, readOnly: true });
+  return out;
 }
 
 /**
- * The read-only part of the root. `image` names a directory `<dataDir>/images/rootfs/<image>` when
- * one is installed there; any other name (including the default) means the host's own userland.
+ * How the daemon starts inside an image root: the host's programs under HOST_USR_BIND, run by the host's loader
+ * (an execute-only copy, nodump.ts) with the host's library directories given on its command line, not in the
+ * environment, so nothing the daemon starts inherits them and the image's programs keep their own libc.
  */
-export function imageRoot(dataDir: string, image: string, baseEtc: string): RootEntry[] {
-  const rootfs = installedImage(dataDir, image);
-  if (rootfs) {
-    const out: RootEntry[] = [];
-    for (const name of readdirSync(rootfs)) {
-      if (RUNTIME_OWNED.has(name)) continue;
-      const p = join(rootfs, name);
-      const st = lstatSync(p);
-      if (st.isSymbolicLink()) out.push({ kind: 'symlink', target: readlinkSync(p), dest: `/${name}` });
-      else if (st.isDirectory()) out.push({ kind: 'bind', src: p, dest: `/${name}`, readOnly: true });
-    }
-    const etc = join(rootfs, 'etc');
-    out.push({ kind: 'bind', src: existsSync(etc) ? etc : baseEtc, dest: '/etc', readOnly: true });
-    return out;
-  }
+export function hostUserland(hostUsr = '/usr'): {
+  shell: string;
+  loaderArgs: string[];
+  rebase: (p: string) => string;
+} {
+  const libs = ['lib/x86_64-linux-gnu', 'lib/aarch64-linux-gnu', 'lib64', 'lib']
+    .filter((d) => existsSync(join(hostUsr, d)))
+    .map((d) => `${HOST_USR_BIND}/${d}`);
+  const rebase = (p: string) => (p.startsWith('/usr/') ? `${HOST_USR_BIND}/${p.slice(5)}` : p);
+  return { shell: `${HOST_USR_BIND}/bin/sh`, loaderArgs: ['--library-path', libs.join(':')], rebase };
+}
+
+/** The read-only part of the root for the default image: the host's own userland and the curated /etc. */
+export function hostRoot(baseEtc: string): RootEntry[] {
   const out: RootEntry[] = [{ kind: 'bind', src: '/usr', dest: '/usr', readOnly: true }];
   // Merged-/usr hosts have /bin, /lib... as symlinks into /usr; older layouts have real directories.
   for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {

@@ -17,6 +17,8 @@ export interface SandboxRecord {
   hostAddress: string;
   specHash: string;
   image: string;
+  /** Host path of the image root the sandbox runs on (runtime/images); absent for the host userland. */
+  rootfs?: string;
   socketPath: string;
   createdAt: string;
 }

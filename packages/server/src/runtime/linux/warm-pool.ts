@@ -8,6 +8,7 @@ import { BackgroundFill } from './background-fill.js';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxSpec } from '../driver.js';
+import type { StoredImage } from '../images/image-store.js';
 import { type HostContext, startSandbox, teardownSandbox } from './create.js';
 import { type SandboxPaths, sandboxPaths } from './host.js';
 import { pingHealth } from './launch.js';
@@ -43,16 +44,25 @@ export class WarmPool {
     return this.fill.lastError;
   }
 
+  /**
+   * `imageKey` and `image` make a pool of sandboxes on that image from the store (`<dataDir>/warm-img/<key>`);
+   * without them, the default image's pool (`<dataDir>/warm`).
+   */
   constructor(
     private readonly ctx: HostContext,
-    private readonly size: number,
+    readonly size: number,
+    private readonly imageKey?: string,
+    private readonly image?: StoredImage,
   ) {
-    this.dir = join(ctx.dataDir, 'warm');
+    this.dir = imageKey ? join(ctx.dataDir, 'warm-img', imageKey) : join(ctx.dataDir, 'warm');
     this.tag = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
   }
 
   private paths(name: string): SandboxPaths {
-    return sandboxPaths(this.ctx.dataDir, `warm/${name}`);
+    return sandboxPaths(
+      this.ctx.dataDir,
+      this.imageKey ? `warm-img/${this.imageKey}/${name}` : `warm/${name}`,
+    );
   }
 
   /** Takes over the warm sandboxes of a driver process that no longer runs; removes dead ones. */
@@ -90,7 +100,15 @@ export class WarmPool {
     const dir = join(this.dir, name);
     const paths = this.paths(name);
     try {
-      const rec = await startSandbox(this.ctx, { dir, id: `warm.${name}`, paths, spec: WARM_SPEC, hash: '' });
+      const spec = this.image ? { ...WARM_SPEC, image: this.image.id } : WARM_SPEC;
+      const rec = await startSandbox(this.ctx, {
+        dir,
+        id: `warm.${name}`,
+        paths,
+        spec,
+        hash: '',
+        image: this.image,
+      });
       await pingHealth(rec.socketPath);
       if (this.closed) await teardownSandbox(this.ctx, dir, paths);
       else this.ready.push({ dir, paths, rec });

@@ -10,7 +10,7 @@ const info = await driver.ensure(BT_ID!, {
   cpuShares: 64,
   diskMb: 16,
   envs: {},
-  image: 'base',
+  image: '',
   volumes: [],
 });
 process.stdout.write(`${JSON.stringify(info)}\n`);

@@ -1,0 +1,24 @@
+// Why an image could not be had, as a kind a caller can act on (4xx at the API, FAILED with the reason on a
+// sandbox) and a message that names the image. Never carries a credential.
+
+export type ImageErrorCode =
+  | 'INVALID_REFERENCE'
+  | 'NOT_FOUND'
+  | 'UNAUTHORIZED'
+  | 'ARCHITECTURE'
+  | 'UNREACHABLE'
+  | 'CORRUPT'
+  | 'TOO_LARGE'
+  | 'UNSAFE_LAYER'
+  | 'UNSUPPORTED'
+  | 'IN_USE';
+
+export class ImageError extends Error {
+  constructor(
+    readonly code: ImageErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ImageError';
+  }
+}

@@ -1,0 +1,150 @@
+// Sandboxes on image roots from a real loopback registry (needs root; run under the runtime flock): the image's
+// files, Env and WorkingDir are what user processes see, the API daemon runs in an image with no shell and no
+// libc, sandboxes of one image share its files, and a name that cannot be had fails the start with the reason.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { smallSandboxSpec } from '../../test-support/sandbox-spec.js';
+import { ImageStore } from '../images/image-store.js';
+import {
+  busyboxLayer,
+  Pusher,
+  startRegistry,
+  type TestRegistry,
+  tarOf,
+} from '../images/test-support/registry.js';
+import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
+import { callSocket } from './test-support/mini-daemon.js';
+
+const T = { timeout: 120_000 };
+let dataDir: string;
+let driver: LinuxDriver;
+let reg: TestRegistry;
+let push: Pusher;
+
+async function run(socketPath: string, command: string, workingDir?: string) {
+  const r = await callSocket(socketPath, 'POST', '/process', {
+    command,
+    waitForCompletion: true,
+    ...(workingDir ? { workingDir } : {}),
+  });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body as { exitCode: number; stdout: string; stderr: string; logs: string };
+}
+
+let umask: number;
+before(async () => {
+  umask = process.umask(0o077); // as `berth serve` runs: nothing of an image root may depend on the umask
+  dataDir = mkdtempSync(join(tmpdir(), 'berth-imgsbx-'));
+  reg = await startRegistry();
+  push = new Pusher(reg);
+  // The real daemon from dist; a warm pool, so images in use get one too.
+  driver = await createLinuxDriver({ dataDir, images: new ImageStore({ dataDir }), warmPoolSize: 1 });
+});
+
+after(async () => {
+  for (const s of await driver.list()) await driver.remove(s.id);
+  await driver.close();
+  await reg.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+  process.umask(umask);
+});
+
+describe('sandboxes on image roots', () => {
+  it(
+    'user processes see the image files, its Env and its WorkingDir; two sandboxes share its files',
+    T,
+    async () => {
+      const app = await tarOf([
+        { name: 'srv/', type: 'directory' },
+        { name: 'srv/hello.txt', body: 'from the image\n' },
+        { name: 'etc/os-release', body: 'ID=berth-test\n' },
+      ]);
+      const img = await push.image('test/busybox', 'v1', [await busyboxLayer(), app], {
+        Env: ['PATH=/bin', 'GREETING=hi from config'],
+        WorkingDir: '/srv',
+      });
+      const a = await driver.ensure('img-a', smallSandboxSpec({ image: img.reference }));
+      const b = await driver.ensure('img-b', smallSandboxSpec({ image: img.reference }));
+      const out = await run(
+        a.socketPath,
+        'sh -c "pwd; cat hello.txt; echo $GREETING; cat /etc/os-release; ls /usr/bin/node || echo nonode"',
+      );
+      assert.equal(out.exitCode, 0, out.stderr);
+      assert.equal(out.stdout, '/srv\nfrom the image\nhi from config\nID=berth-test\nnonode\n');
+      // The image's own /etc, with this host's resolvers and the sandbox's hostname.
+      assert.match((await run(a.socketPath, 'cat /etc/hostname')).stdout, /sandbox/);
+      // Files shared: the same inode backs /bin/busybox in both sandboxes.
+      const ino = async (sock: string) => (await run(sock, 'stat -c %i /bin/busybox')).stdout.trim();
+      assert.equal(await ino(a.socketPath), await ino(b.socketPath));
+      assert.equal(
+        Number(await ino(a.socketPath)),
+        statSync(join(driver.images.find(img.reference)!.rootfs, 'bin/busybox')).ino,
+      );
+      // The image is read-only; the writable layer is where writes go.
+      assert.notEqual((await run(a.socketPath, 'touch /srv/x')).exitCode, 0);
+      assert.equal((await run(a.socketPath, 'touch /tmp/x')).exitCode, 0);
+      // No loader or library setting of the daemon leaks into user processes.
+      assert.doesNotMatch((await run(a.socketPath, 'env')).stdout, /LD_|berth-host/);
+    },
+  );
+
+  it('the daemon serves exec and files in an image with no shell and no libc', T, async () => {
+    const img = await push.image('test/noshell', 'v1', [await busyboxLayer(false)]);
+    const s = await driver.ensure('img-noshell', smallSandboxSpec({ image: img.reference }));
+    const out = await run(s.socketPath, '/bin/busybox echo static only');
+    assert.equal(out.stdout, 'static only\n');
+    const put = await callSocket(s.socketPath, 'PUT', '/filesystem/tmp/note.txt', { content: 'kept' });
+    assert.ok(put.status < 300, JSON.stringify(put.body));
+    const got = await callSocket(s.socketPath, 'GET', '/filesystem/tmp/note.txt');
+    assert.equal(got.status, 200);
+    assert.equal((await run(s.socketPath, '/bin/busybox ls /bin')).stdout, 'busybox\n');
+  });
+
+  it("user processes run as the image's User, looked up in its /etc/passwd", T, async () => {
+    const users = await tarOf([
+      { name: 'etc/passwd', body: 'root:x:0:0::/root:/bin/sh\napp:x:1234:2345::/home/app:/bin/sh\n' },
+      { name: 'etc/group', body: 'root:x:0:\nappgrp:x:2345:\n' },
+    ]);
+    const img = await push.image('test/user', 'v1', [await busyboxLayer(), users], {
+      User: 'app',
+      Env: ['PATH=/bin'],
+    });
+    const s = await driver.ensure('img-user', smallSandboxSpec({ image: img.reference }));
+    const out = await run(s.socketPath, 'sh -c "id -u; id -g; touch /tmp/mine && stat -c %u /tmp/mine"');
+    assert.equal(out.stdout, '1234\n2345\n1234\n', out.stderr);
+    const bad = await push.image('test/user', 'v2', [await busyboxLayer()], { User: 'nobody-here' });
+    await assert.rejects(
+      driver.ensure('img-user-bad', smallSandboxSpec({ image: bad.reference })),
+      /User "nobody-here" is not defined/,
+    );
+  });
+
+  it('an image in use gets a warm sandbox, which the next create of that image takes', T, async () => {
+    const img = await push.image('test/pooled', 'v1', [await busyboxLayer()], { Env: ['PATH=/bin', 'P=1'] });
+    await driver.ensure('img-pool-a', smallSandboxSpec({ image: img.reference }));
+    await driver.poolsIdle();
+    const pools = join(dataDir, 'warm-img');
+    const key = img.configDigest.slice('sha256:'.length, 'sha256:'.length + 16);
+    const [waiting] = readdirSync(join(pools, key));
+    const rec = JSON.parse(readFileSync(join(pools, key, waiting, 'state.json'), 'utf8'));
+    assert.ok(rec.rootfs, 'the waiting sandbox runs on the image');
+    const b = await driver.ensure('img-pool-b', smallSandboxSpec({ image: img.reference, envs: { Q: '2' } }));
+    assert.equal(b.pid, rec.pid, 'the create took the waiting sandbox');
+    assert.equal((await run(b.socketPath, 'sh -c "echo $P$Q"')).stdout, '12\n');
+  });
+
+  it(
+    'a name the registry does not have fails the start with the reason and leaves nothing running',
+    T,
+    async () => {
+      await assert.rejects(
+        driver.ensure('img-missing', smallSandboxSpec({ image: `${reg.host}/test/missing:v1` })),
+        /image 127\.0\.0\.1:\d+\/test\/missing:v1: not found/,
+      );
+      assert.equal(await driver.inspect('img-missing'), undefined);
+    },
+  );
+});
