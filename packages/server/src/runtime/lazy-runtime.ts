@@ -5,7 +5,14 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { RuntimeCapabilities, RuntimeDriver, SandboxInfo, SandboxSpec, SandboxStats } from './driver.js';
+import type {
+  EgressPolicy,
+  RuntimeCapabilities,
+  RuntimeDriver,
+  SandboxInfo,
+  SandboxSpec,
+  SandboxStats,
+} from './driver.js';
 import { createLinuxDriver } from './index.js';
 
 /** What is assumed before the runtime is open; nothing reads it then (no sandbox exists yet). */
@@ -94,6 +101,9 @@ export class LazyRuntime implements RuntimeDriver {
   }
   async setEnvs(id: string, envs: Record<string, string>): Promise<void> {
     return (await this.ready()).setEnvs(id, envs);
+  }
+  async setEgress(id: string, policy: EgressPolicy | undefined): Promise<void> {
+    return (await this.ready()).setEgress(id, policy);
   }
   async stats(id: string): Promise<SandboxStats | undefined> {
     if (this.holdsNone()) return undefined;

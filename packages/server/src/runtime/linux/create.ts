@@ -17,6 +17,7 @@ import {
   sandboxSocketLinkDir,
 } from './host.js';
 import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './launch.js';
+import { type EgressControl, egressEnv } from './egress-control.js';
 import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
 import { imageRoot, installedImage } from './rootfs.js';
@@ -39,6 +40,7 @@ export interface HostContext {
   seccompFile?: string;
   netPool: NetPool;
   startTimeoutMs?: number;
+  egress: EgressControl;
 }
 
 export interface StartRequest {
@@ -107,8 +109,14 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     pooled === undefined ? createSlotNetwork(net) : undefined,
     mountWritableLayer(rwDir, spec.diskMb, hostUid), // always fresh: nothing a previous holder planted
   ]);
+  if (spec.egress) {
+    // Before anything runs inside: the sandbox's first packet already meets its policy.
+    await ctx.egress.apply(net.address, spec.egress);
+    rec.egress = spec.egress;
+    writeRecord(dir, rec);
+  }
   const runDir = sandboxRunDir(name);
-  const envs = sandboxEnv(req.id, spec);
+  const envs = { ...sandboxEnv(req.id, spec), ...(spec.egress ? egressEnv(net.hostAddress) : {}) };
   writeEnvFile(runDir, hostUid, envs);
   const volumes = [];
   for (const v of spec.volumes) {
@@ -191,6 +199,7 @@ export async function teardownSandbox(ctx: HostContext, dir: string, paths: Sand
     if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL'); // died before joining
     await cg.remove();
     await deleteSlotNetwork(slotNet(rec.slot, rec.name));
+    if (rec.egress) await ctx.egress.apply(rec.address, undefined);
     await unmountLayer(join(LAYERS_DIR, rec.name));
   }
   rmSync(paths.socketPath, { force: true });

@@ -1,11 +1,12 @@
 // The local driver: sandboxes as bubblewrap process trees in their own cgroups and network namespace.
 // It keeps no state that matters in memory: everything is re-read from state.json, /proc and the
 // cgroup tree, so a new instance (after a restart) adopts whatever is still running.
-import { existsSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   checkSandboxId,
   MIN_PIDS,
+  type EgressPolicy,
   type RuntimeCapabilities,
   type RuntimeDriver,
   type SandboxInfo,
@@ -29,6 +30,7 @@ import {
   unexposeUnder,
 } from './host.js';
 import { sleep } from './exec.js';
+import { EgressControl, type EgressControlOptions, egressEnv, samePolicy } from './egress-control.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { ensureBaseEtc, isHostImage, sandboxResolvers } from './rootfs.js';
@@ -66,6 +68,10 @@ export interface LinuxDriverOptions {
    * e.g. a LAN. Host-wide: the last driver to start sets them for every sandbox on the machine.
    */
   allowCidrs?: string[];
+  /** DNS servers the egress proxy and Berth's DNS ask for allowed names (default: the host's resolver). */
+  egressResolvers?: string[];
+  /** Audit lines of the egress proxy and Berth's DNS (one per connection or query; never header values). */
+  onEgressEvent?: EgressControlOptions['onEvent'];
 }
 
 export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<LinuxDriver> {
@@ -102,6 +108,12 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     seccompFile,
     netPool,
     startTimeoutMs: opts.startTimeoutMs,
+    // Started on first use: a server whose sandboxes have no egress policy runs no proxy.
+    egress: new EgressControl({
+      resolvers: opts.egressResolvers,
+      allowCidrs: opts.allowCidrs,
+      onEvent: opts.onEgressEvent,
+    }),
   };
   const warmPool = new WarmPool(ctx, opts.warmPoolSize ?? 0);
   await warmPool.sweep();
@@ -194,7 +206,10 @@ export class LinuxDriver implements RuntimeDriver {
     const hash = specHash(spec);
     return this.serial(id, async () => {
       const rec = readRecord(this.dir(id));
-      if (rec && rec.specHash === hash && this.alive(rec)) return this.info(rec);
+      if (rec && rec.specHash === hash && this.alive(rec)) {
+        if (!samePolicy(rec.egress, spec.egress)) await this.applyEgress(rec, spec.egress);
+        return this.info(rec);
+      }
       if (rec || existsSync(this.dir(id))) await this.teardown(id);
       try {
         return await this.create(id, spec, hash);
@@ -208,8 +223,9 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
+    // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
     const warm =
-      spec.volumes.length === 0 && isHostImage(this.ctx.dataDir, spec.image)
+      spec.volumes.length === 0 && !spec.egress && isHostImage(this.ctx.dataDir, spec.image)
         ? this.warmPool.take()
         : undefined;
     if (warm) return this.info(await this.assign(warm, id, spec, hash));
@@ -298,7 +314,40 @@ export class LinuxDriver implements RuntimeDriver {
     const rec = readRecord(this.dir(id));
     if (!rec) throw new SandboxNotFoundError(id);
     // The daemon reads this file at every process start (see sandbox-api/process/spec.ts).
-    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, { ...envs, BERTH_SANDBOX_ID: id });
+    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, {
+      ...envs,
+      ...(rec.egress ? egressEnv(rec.hostAddress) : {}),
+      BERTH_SANDBOX_ID: id,
+    });
+  }
+
+  setEgress(id: string, policy: EgressPolicy | undefined): Promise<void> {
+    checkSandboxId(id);
+    return this.serial(id, async () => {
+      const rec = readRecord(this.dir(id));
+      if (!rec) throw new SandboxNotFoundError(id);
+      if (!samePolicy(rec.egress, policy)) await this.applyEgress(rec, policy);
+    });
+  }
+
+  /**
+   * Applies a policy to a live sandbox and records it. The proxy variables follow in the env file (processes
+   * started from now on); running processes are redirected either way.
+   */
+  private async applyEgress(rec: SandboxRecord, policy: EgressPolicy | undefined): Promise<void> {
+    await this.ctx.egress.apply(rec.address, policy);
+    const envFile = join(sandboxRunDir(rec.name), 'env.json');
+    let envs: Record<string, string> = {};
+    try {
+      envs = JSON.parse(readFileSync(envFile, 'utf8'));
+    } catch {}
+    for (const k of Object.keys(egressEnv(rec.hostAddress))) delete envs[k];
+    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, {
+      ...envs,
+      ...(policy ? egressEnv(rec.hostAddress) : {}),
+    });
+    rec.egress = policy;
+    writeRecord(this.dir(rec.id), rec);
   }
 
   async stats(id: string): Promise<SandboxStats | undefined> {
@@ -349,7 +398,9 @@ export class LinuxDriver implements RuntimeDriver {
     this.adopting = (async () => {
       for (const id of existsSync(root) ? readdirSync(root) : []) {
         const rec = readRecord(join(root, id));
-        if (rec && this.alive(rec)) await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
+        if (!rec || !this.alive(rec)) continue;
+        await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
+        if (rec.egress) await this.ctx.egress.apply(rec.address, rec.egress).catch(() => undefined);
       }
     })();
   }
@@ -372,6 +423,7 @@ export class LinuxDriver implements RuntimeDriver {
     this.refillTimer = undefined;
     await this.warmPool.close();
     await this.netPool.close();
+    await this.ctx.egress.close();
     await unexposeUnder(this.ctx.dataDir);
   }
 }
