@@ -1,6 +1,6 @@
 // From a Sandbox object's spec to what the runtime driver runs. The only place secret envs are opened.
-import { SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
-import { defaultCpuShares, type SandboxSpec } from '../runtime/driver.js';
+import { domainsOf, SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
+import { defaultCpuShares, type EgressPolicy, type SandboxSpec } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 
 /** The image a spec without one runs: the runtime maps any image it has not installed to the host userland. */
@@ -31,5 +31,35 @@ export function runtimeSpecOf(resources: Resources, spec: any): SandboxSpec {
     image: open.runtime?.image ?? DEFAULT_SANDBOX_IMAGE,
     // Volumes attach once the volume runtime exists; until then a sandbox runs without them.
     volumes: [],
+    egress: egressPolicyOf(open.network),
   };
+}
+
+/**
+ * The domain policy of a spec's `network`: the top-level lists (the SDK's older form) and `proxy`'s together.
+ * Undefined when neither lists anything: such a sandbox keeps the open egress of the host's network settings.
+ */
+export function egressPolicyOf(network: any): EgressPolicy | undefined {
+  if (!network) return undefined;
+  const allowedDomains = [...domainsOf(network.allowedDomains), ...domainsOf(network.proxy?.allowedDomains)];
+  const forbiddenDomains = [
+    ...domainsOf(network.forbiddenDomains),
+    ...domainsOf(network.proxy?.forbiddenDomains),
+  ];
+  if (!allowedDomains.length && !forbiddenDomains.length) return undefined;
+  return { allowedDomains, forbiddenDomains };
+}
+
+/** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */
+export function unenforcedNetworkFields(network: any): string[] {
+  const out: string[] = [];
+  if (network?.proxy?.routing?.length) out.push('network.proxy.routing');
+  if (network?.egress) out.push('network.egress');
+  return out;
+}
+
+/** The suffix a DEPLOYED message gets when the spec has network fields the runtime does not enforce yet. */
+export function unenforcedNote(spec: any): string {
+  const fields = unenforcedNetworkFields(spec?.network);
+  return fields.length ? `; not enforced yet: ${fields.join(', ')}` : '';
 }

@@ -13,7 +13,7 @@ import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';
-import { runtimeSpecOf } from './sandbox-spec.js';
+import { runtimeSpecOf, unenforcedNote } from './sandbox-spec.js';
 
 /** Kept after deletion so a client polling the sandbox sees TERMINATED rather than a bare 404. */
 export const DEFAULT_TERMINATED_RETENTION = '5m';
@@ -58,7 +58,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     // and the reconcile its write queued releases the sandbox just started.
     const d = await resources.updateStatus(keyOf(o), {
       to: 'DEPLOYED',
-      message: 'deployed: sandbox running',
+      message: `deployed: sandbox running${unenforcedNote(o.body.spec)}`,
       extras: { state: 'RUNNING', lastUsedAt: deps.now().toISOString() },
       when: stillDeploying,
     });
@@ -102,10 +102,13 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       if (o.body.status !== 'DEPLOYED') {
         // Live already: a spec update (or a restart mid-way) that needs no new sandbox. Envs are the one
         // runtime setting that applies live: to the processes started from now on.
-        await driver.setEnvs(id, runtimeSpecOf(resources, o.body.spec).envs);
+        const spec = runtimeSpecOf(resources, o.body.spec);
+        await driver.setEnvs(id, spec.envs);
+        // The egress policy applies at once, to running processes too (connections it no longer allows close).
+        await driver.setEgress(id, spec.egress);
         const d = await resources.updateStatus(key, {
           to: 'DEPLOYED',
-          message: 'deployed: sandbox running (kept as it was; envs apply to processes started from now on)',
+          message: `deployed: sandbox running (kept as it was; envs apply to processes started from now on)${unenforcedNote(o.body.spec)}`,
           extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
           when: stillDeploying,
         });

@@ -57,6 +57,8 @@ export class EgressSupervisor {
     const here = fileURLToPath(import.meta.url);
     const entry = here.replace(/supervisor(\.[jt]s)$/, `child${extname(here)}`);
     const child = fork(entry, [], {
+      // Only the TypeScript loader when running from source (tests): never the parent's other flags (--test).
+      execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
       env: { ...process.env, BERTH_EGRESS_CONFIG: JSON.stringify(this.config) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
