@@ -32,7 +32,8 @@ export class EgressDns {
     private readonly audit: (d: DnsDecision) => void = () => undefined,
   ) {}
 
-  async listen(port: number, host = '0.0.0.0'): Promise<void> {
+  /** Listens on UDP and TCP (port 0: any free port, the same for both is not promised); resolves with the UDP port. */
+  async listen(port: number, host = '0.0.0.0'): Promise<number> {
     const udp = createSocket('udp4');
     udp.on('message', (msg, rinfo) => void this.onUdp(udp, msg, rinfo));
     udp.on('error', () => undefined);
@@ -63,6 +64,7 @@ export class EgressDns {
       tcp.listen(port, host, () => resolve());
     });
     this.tcp = tcp;
+    return udp.address().port;
   }
 
   private async onUdp(udp: Socket, msg: Buffer, rinfo: RemoteInfo): Promise<void> {

@@ -54,7 +54,11 @@ export class EgressProxy {
     private readonly audit: (line: AuditLine) => void = () => undefined,
   ) {}
 
-  async listen(ports: { explicit: number; tls: number; http: number }, host = '0.0.0.0'): Promise<void> {
+  /** Listens (port 0: any free port); resolves with the ports bound. */
+  async listen(
+    ports: { explicit: number; tls: number; http: number },
+    host = '0.0.0.0',
+  ): Promise<{ explicit: number; tls: number; http: number }> {
     const explicit = createHttpServer((req, res) => void this.onRequest(req, res));
     explicit.on(
       'connect',
@@ -74,6 +78,8 @@ export class EgressProxy {
       });
       this.servers.push(srv);
     }
+    const portOf = (s: Server) => (s.address() as { port: number }).port;
+    return { explicit: portOf(explicit), tls: portOf(tls), http: portOf(http) };
   }
 
   /** A sandbox's policy changed: its open connections to names no longer allowed are closed now. */
