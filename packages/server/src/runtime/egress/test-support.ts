@@ -58,10 +58,11 @@ export async function queryA(
         server.host,
       );
     });
-    const r = packet.decode(reply);
+    // dns-packet decodes the response code, its types do not declare it.
+    const r = packet.decode(reply) as packet.DecodedPacket & { rcode?: string };
     return {
       rcode: r.rcode ?? '',
-      addresses: (r.answers ?? []).filter((a) => a.type === 'A').map((a) => String(a.data)),
+      addresses: (r.answers ?? []).flatMap((a) => (a.type === 'A' ? [String(a.data)] : [])),
     };
   } finally {
     udp.close();
