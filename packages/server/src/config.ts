@@ -28,6 +28,11 @@ export interface Config {
    * default: BERTH_SANDBOX_ALLOW_CIDRS, comma-separated (e.g. `192.168.1.0/24,10.0.5.7/32`).
    */
   sandboxAllowCidrs: string[];
+  /**
+   * DNS servers (`a.b.c.d` or `a.b.c.d:port`) the egress proxy and Berth's DNS ask for the names a sandbox's
+   * egress policy allows: BERTH_EGRESS_RESOLVERS, comma-separated. Default: the host's resolver (/etc/hosts too).
+   */
+  egressResolvers?: string[];
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -63,6 +68,7 @@ export function loadConfig(
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
+    egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
   };
 }
 
@@ -85,4 +91,13 @@ export function parseCidrList(text: string): string[] {
       const base = addr - (addr % size);
       return `${[24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256).join('.')}/${bits}`;
     });
+}
+
+/** `a.b.c.d` or `a.b.c.d:port` entries, comma- or space-separated; undefined when none (the host's resolver). */
+function parseResolvers(text: string): string[] | undefined {
+  const out = text.split(/[\s,]+/).filter(Boolean);
+  for (const entry of out)
+    if (!/^\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?$/.test(entry))
+      throw new Error(`BERTH_EGRESS_RESOLVERS: not an IPv4 address[:port]: ${entry}`);
+  return out.length ? out : undefined;
 }

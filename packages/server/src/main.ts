@@ -75,6 +75,12 @@ export async function startServer(
       dataDir,
       warmPoolSize: config.warmPoolSize,
       allowCidrs: config.sandboxAllowCidrs,
+      egressResolvers: config.egressResolvers,
+      // One line per proxied connection and per DNS answer: sandbox address, name, decision (never headers).
+      onEgressEvent: (e) =>
+        e.type === 'audit'
+          ? logger.info({ egress: e.line }, 'egress')
+          : logger.debug({ dns: e.decision }, 'egress dns'),
     }),
   );
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });

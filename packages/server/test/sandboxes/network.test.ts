@@ -1,0 +1,51 @@
+// Sandbox network policy through the API: the unmodified @blaxel/core SDK sets `network.allowedDomains` on create
+// and changes it with updateNetwork; curl inside the sandbox sees each policy. Upstreams live in a namespace this
+// test makes (runtime/linux/test-support/egress-upstream.ts), and the server asks its DNS for allowed names.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import {
+  startUpstream,
+  UPSTREAM,
+  type Upstream,
+} from '../../src/runtime/linux/test-support/egress-upstream.js';
+import { runBlaxelScript } from '../../src/test-support/blaxel.js';
+import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
+
+let server: SandboxServer;
+let up: Upstream;
+before(async () => {
+  up = await startUpstream();
+  server = await startSandboxServer({ BERTH_EGRESS_RESOLVERS: UPSTREAM.address });
+});
+after(async () => {
+  await server?.close();
+  await up?.stop();
+});
+
+test('@blaxel/core: network.allowedDomains on create is enforced inside, and updateNetwork changes it live', async () => {
+  const stdout = await runBlaxelScript(join(import.meta.dirname, 'blaxel-network.mjs'), server, {
+    SANDBOX_NAME: 'sdk-net',
+    SANDBOX_MEMORY: String(TEST_MEMORY_MB),
+    UPSTREAM_CA: up.certPem,
+  });
+  const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+  assert.ok(line, `the SDK script printed no result: ${stdout}`);
+  const r = JSON.parse(line.slice('RESULT '.length));
+  assert.equal(r.created.status, 'DEPLOYED');
+  assert.deepEqual(r.created.network, { allowedDomains: ['allowed.test'] });
+  assert.deepEqual(r.before, { allowed: '200 0', other: '000 56' });
+  assert.deepEqual(r.after, { allowed: '000 56', other: '200 0' });
+});
+
+test('network fields not enforced yet are named in the status message, not silently accepted', async () => {
+  await server.create('net-unenforced', {
+    network: {
+      egress: { mode: 'gateway', gateway: 'gw' },
+      proxy: { routing: [{ destinations: ['api.test'], headers: { a: 'b' } }] },
+    },
+  });
+  const body = await server.waitFor('net-unenforced', (b) => b.status === 'DEPLOYED', 'DEPLOYED');
+  const last = body.events.at(-1);
+  assert.match(last.message, /not enforced yet: network\.proxy\.routing, network\.egress/);
+});
