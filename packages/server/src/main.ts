@@ -77,10 +77,11 @@ export async function startServer(
       allowCidrs: config.sandboxAllowCidrs,
       egressResolvers: config.egressResolvers,
       // One line per proxied connection and per DNS answer: sandbox address, name, decision (never headers).
-      onEgressEvent: (e) =>
-        e.type === 'audit'
-          ? logger.info({ egress: e.line }, 'egress')
-          : logger.debug({ dns: e.decision }, 'egress dns'),
+      onEgressEvent: (e) => {
+        if (e.type === 'audit') logger.info({ egress: e.line }, 'egress');
+        else if (e.type === 'request') logger.info({ egress: e.request }, 'egress request');
+        else logger.debug({ dns: e.decision }, 'egress dns');
+      },
     }),
   );
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });

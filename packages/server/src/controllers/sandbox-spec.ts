@@ -1,6 +1,7 @@
 // From a Sandbox object's spec to what the runtime driver runs. The only place secret envs are opened.
 import { domainsOf, SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
 import { defaultCpuShares, type EgressPolicy, type SandboxSpec } from '../runtime/driver.js';
+import type { RoutingRule } from '../runtime/egress/policy.js';
 import type { Resources } from '../store/resources.js';
 
 /** The image a spec without one runs: the runtime maps any image it has not installed to the host userland. */
@@ -53,7 +54,6 @@ export function egressPolicyOf(network: any): EgressPolicy | undefined {
 /** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */
 export function unenforcedNetworkFields(network: any): string[] {
   const out: string[] = [];
-  if (network?.proxy?.routing?.length) out.push('network.proxy.routing');
   if (network?.egress) out.push('network.egress');
   return out;
 }

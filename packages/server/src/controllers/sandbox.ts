@@ -113,6 +113,10 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
           when: stillDeploying,
         });
         if (d) log(d, 'sandbox deployed', { ms: deployMs(d), adopted: true });
+      } else if (o.body.spec?.network) {
+        // Records never hold routing secrets: after a restart the runtime has the policy without them until
+        // this puts them back (a no-op when the runtime's policy is already this one).
+        await driver.setEgress(id, runtimeSpecOf(resources, o.body.spec).egress);
       }
       return { requeueAfterMs: LIVE_RECHECK_MS };
     },

@@ -7,6 +7,45 @@ export interface EgressPolicy {
   allowedDomains: string[];
   /** Names matching one of these are never reachable, whatever the allow list says. */
   forbiddenDomains: string[];
+  /** HTTPS requests to these destinations are intercepted and get headers (and JSON body fields) added. */
+  routing?: RoutingRule[];
+}
+
+export interface RoutingRule {
+  /** Domain patterns, as in the allow list; `*` is every destination. */
+  destinations: string[];
+  /** Header name → value; `{{SECRET:name}}` in a value is replaced from `secrets` at forward time. */
+  headers?: Record<string, string>;
+  /** Field → value merged into JSON bodies of POST, PUT and PATCH requests; placeholders as in headers. */
+  body?: Record<string, string>;
+  /** This rule's secrets, in plaintext: only in memory, never in a record, a log or an answer. */
+  secrets?: Record<string, string>;
+}
+
+/** The first routing rule for a host: specific destinations before a global `*` rule. */
+export function ruleFor(policy: EgressPolicy, rawHost: string): RoutingRule | undefined {
+  const host = normalizeHost(rawHost);
+  if (!host || !policy.routing?.length) return undefined;
+  const hits = policy.routing.filter((r) => r.destinations.some((d) => matchesPattern(d, host)));
+  return hits.find((r) => !r.destinations.includes('*')) ?? hits[0];
+}
+
+const PLACEHOLDER = /\{\{SECRET:([^}]+)\}\}/g;
+
+/** The value with its placeholders filled from `secrets`; undefined when one names a secret not held. */
+export function fillSecrets(value: string, secrets: Record<string, string> = {}): string | undefined {
+  let missing = false;
+  const out = value.replace(PLACEHOLDER, (_m, name: string) => {
+    if (!(name in secrets)) missing = true;
+    return secrets[name] ?? '';
+  });
+  return missing ? undefined : out;
+}
+
+/** The policy as it may be stored: routing rules keep their shape, never their secrets. */
+export function withoutSecrets(policy: EgressPolicy): EgressPolicy {
+  if (!policy.routing) return policy;
+  return { ...policy, routing: policy.routing.map((r) => ({ ...r, secrets: undefined })) };
 }
 
 export type Verdict = { allow: true; rule: string } | { allow: false; reason: string };

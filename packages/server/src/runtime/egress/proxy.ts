@@ -9,6 +9,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import type { Interceptor } from './intercept.js';
 import { decide, type EgressPolicy, normalizeHost } from './policy.js';
 import type { GuardedResolver } from './resolve.js';
 import { MAX_HELLO_BYTES, parseClientHello, parseHttpHost, stripPort } from './tls-hello.js';
@@ -52,6 +53,7 @@ export class EgressProxy {
     private readonly policyOf: (source: string) => EgressPolicy,
     private readonly resolver: GuardedResolver,
     private readonly audit: (line: AuditLine) => void = () => undefined,
+    private readonly interceptor?: Interceptor,
   ) {}
 
   /** Listens (port 0: any free port); resolves with the ports bound. */
@@ -126,6 +128,11 @@ export class EgressProxy {
       client.destroy();
       return void upstream.destroy();
     }
+    if (result.tls && this.interceptor?.wants(source, target.host)) {
+      const address = upstream.remoteAddress ?? '';
+      upstream.destroy();
+      return this.interceptor.take(client, buf, { source, host: target.host, port: target.port, address });
+    }
     splice(client, upstream, buf);
   }
 
@@ -195,7 +202,13 @@ export class EgressProxy {
         return void client.destroy();
       }
       const upstream = await this.open(source, host, port, mode, client, () => client.destroy());
-      if (upstream) splice(client, upstream, first.buf);
+      if (!upstream) return;
+      if (mode === 'transparent-tls' && this.interceptor?.wants(source, host)) {
+        const address = upstream.remoteAddress ?? '';
+        upstream.destroy();
+        return this.interceptor.take(client, first.buf, { source, host, port, address });
+      }
+      splice(client, upstream, first.buf);
     });
   }
 

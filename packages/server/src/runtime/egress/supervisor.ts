@@ -3,6 +3,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { CaMaterial } from './ca.js';
 import type { EgressPolicy } from './policy.js';
 import type { ChildConfig, FromChild, ToChild } from './protocol.js';
 
@@ -17,7 +18,7 @@ export class EgressSupervisor {
   private child?: ChildProcess;
   private starting?: Promise<void>;
   private closed = false;
-  private readonly policies = new Map<string, EgressPolicy>();
+  private readonly policies = new Map<string, { policy: EgressPolicy; ca?: CaMaterial }>();
   /** Times the child was started; a restart is a start after the first. */
   starts = 0;
 
@@ -27,10 +28,15 @@ export class EgressSupervisor {
   ) {}
 
   /** Sets (or replaces) the policy of the sandbox at `source`; the child is started if it does not run. */
-  async set(source: string, policy: EgressPolicy): Promise<void> {
-    this.policies.set(source, policy);
+  async set(source: string, policy: EgressPolicy, ca?: CaMaterial): Promise<void> {
+    this.policies.set(source, { policy, ca });
     await this.ensureRunning();
-    this.send({ type: 'policy', source, policy });
+    this.send({ type: 'policy', source, policy, ca });
+  }
+
+  /** The policy the child holds for `source` (with its secrets: compare, never store). */
+  current(source: string): EgressPolicy | undefined {
+    return this.policies.get(source)?.policy;
   }
 
   forget(source: string): void {
@@ -59,7 +65,11 @@ export class EgressSupervisor {
     const child = fork(entry, [], {
       // Only the TypeScript loader when running from source (tests): never the parent's other flags (--test).
       execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
-      env: { ...process.env, BERTH_EGRESS_CONFIG: JSON.stringify(this.config) },
+      env: {
+        ...process.env,
+        BERTH_EGRESS_CONFIG: JSON.stringify(this.config),
+        ...(this.config.upstreamCaFile ? { NODE_EXTRA_CA_CERTS: this.config.upstreamCaFile } : {}),
+      },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.starts++;
@@ -72,7 +82,7 @@ export class EgressSupervisor {
         if (m.type === 'ready') {
           clearTimeout(timer);
           this.child = child;
-          for (const [source, policy] of this.policies) child.send({ type: 'policy', source, policy });
+          for (const [source, p] of this.policies) child.send({ type: 'policy', source, ...p });
           resolve();
         } else if (m.type === 'failed') {
           clearTimeout(timer);

@@ -1,8 +1,7 @@
 // Creating and tearing down one sandbox's host resources, in the order that keeps a crash at any
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
-import { randomBytes } from 'node:crypto';
-import { closeSync, fchownSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
@@ -17,7 +16,9 @@ import {
   sandboxSocketLinkDir,
 } from './host.js';
 import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './launch.js';
-import { type EgressControl, egressEnv } from './egress-control.js';
+import type { EgressControl } from './egress-control.js';
+import { writeRunFile } from './run-file.js';
+import { withoutSecrets } from '../egress/policy.js';
 import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
 import { imageRoot, installedImage } from './rootfs.js';
@@ -57,21 +58,9 @@ export function sandboxEnv(id: string, spec: SandboxSpec): Record<string, string
   return { ...spec.envs, BERTH_SANDBOX_ID: id };
 }
 
-/**
- * Writes the env file into the sandbox's run dir (0600, its own uid). The directory belongs to the
- * sandbox, so nothing here may follow a name it could have planted: an exclusive create of an
- * unguessable temporary name, fchown on the descriptor, and rename (which replaces the entry).
- */
+/** Writes the env file into the sandbox's run dir (0600, its own uid); see run-file.ts for why it is safe. */
 export function writeEnvFile(runDir: string, uid: number, env: Record<string, string>): void {
-  const tmp = join(runDir, `.env.${randomBytes(8).toString('hex')}`);
-  const fd = openSync(tmp, 'wx', 0o600);
-  try {
-    fchownSync(fd, uid, uid);
-    writeSync(fd, JSON.stringify(env));
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, join(runDir, 'env.json')); // the daemon never reads half a file
+  writeRunFile(runDir, uid, 'env.json', JSON.stringify(env));
 }
 
 export async function startSandbox(ctx: HostContext, req: StartRequest): Promise<SandboxRecord> {
@@ -109,14 +98,18 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     pooled === undefined ? createSlotNetwork(net) : undefined,
     mountWritableLayer(rwDir, spec.diskMb, hostUid), // always fresh: nothing a previous holder planted
   ]);
+  const runDir = sandboxRunDir(name);
+  let egressEnvs: Record<string, string> = {};
   if (spec.egress) {
     // Before anything runs inside: the sandbox's first packet already meets its policy.
-    await ctx.egress.apply(net.address, spec.egress);
-    rec.egress = spec.egress;
+    egressEnvs = await ctx.egress.apply(
+      { address: net.address, hostAddress: net.hostAddress, runDir, uid: hostUid, label: req.id },
+      spec.egress,
+    );
+    rec.egress = withoutSecrets(spec.egress);
     writeRecord(dir, rec);
   }
-  const runDir = sandboxRunDir(name);
-  const envs = { ...sandboxEnv(req.id, spec), ...(spec.egress ? egressEnv(net.hostAddress) : {}) };
+  const envs = { ...sandboxEnv(req.id, spec), ...egressEnvs };
   writeEnvFile(runDir, hostUid, envs);
   const volumes = [];
   for (const v of spec.volumes) {
@@ -199,7 +192,7 @@ export async function teardownSandbox(ctx: HostContext, dir: string, paths: Sand
     if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL'); // died before joining
     await cg.remove();
     await deleteSlotNetwork(slotNet(rec.slot, rec.name));
-    if (rec.egress) await ctx.egress.apply(rec.address, undefined);
+    if (rec.egress) await ctx.egress.release(rec.address);
     await unmountLayer(join(LAYERS_DIR, rec.name));
   }
   rmSync(paths.socketPath, { force: true });

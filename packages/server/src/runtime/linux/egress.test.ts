@@ -2,7 +2,7 @@
 // address on TEST-NET-3, see test-support/egress-upstream.ts). Allowed names work through the explicit proxy and
 // transparently; everything else, including every way around the proxy, fails and the upstream counts no hit.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -53,7 +53,9 @@ before(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'berth-egress-'));
   codeDir = makeMiniDaemonCodeDir(dataDir);
   up = await startUpstream();
+  writeFileSync(join(dataDir, 'upstream-ca.pem'), up.certPem);
   driver = await createLinuxDriver({
+    egressUpstreamCaFile: join(dataDir, 'upstream-ca.pem'),
     dataDir,
     codeDir,
     netPoolSize: 0,
@@ -197,6 +199,85 @@ test('the egress child is restarted after a crash and its sandboxes keep their p
     await sleep(100);
     assert.equal(await curl(info, 'https://allowed.test/'), '200 0');
     assert.equal(await curl(info, 'https://denied.test/'), '000 56');
+  });
+});
+
+const SECRET = 'sk-test-3f9a1c77-never-inside';
+const routed: EgressPolicy = {
+  allowedDomains: ['allowed.test', 'other.test', 'nosan.test'],
+  forbiddenDomains: [],
+  routing: [
+    {
+      destinations: ['allowed.test', 'nosan.test'],
+      headers: { Authorization: 'Bearer {{SECRET:key}}' },
+      body: { api_key: '{{SECRET:key}}' },
+      secrets: { key: SECRET },
+    },
+  ],
+};
+/** What the upstream saw of one request made with curl inside the sandbox (its echo), or curl's failure. */
+const echo = async (info: SandboxInfo, args: string) => {
+  const out = await sh(info, `curl -sS --max-time 5 ${args} 2>&1`);
+  try {
+    return JSON.parse(out);
+  } catch {
+    return { failed: out };
+  }
+};
+
+test('routed HTTPS requests get the secret added on the way out; the sandbox never holds it', T, async () => {
+  await withSandbox('egress-inject', routed, async (info) => {
+    // No --cacert: the sandbox trusts its own CA through the variables Berth sets (CURL_CA_BUNDLE, SSL_CERT_FILE).
+    const viaProxy = await echo(info, "-H 'Authorization: Bearer mine' https://allowed.test/");
+    assert.equal(viaProxy.headers?.authorization, `Bearer ${SECRET}`, JSON.stringify(viaProxy));
+    assert.match(viaProxy.headers['x-berth-request-id'], /^[0-9a-f-]{36}$/);
+    const transparent = await echo(info, "--noproxy '*' https://allowed.test/");
+    assert.equal(transparent.headers?.authorization, `Bearer ${SECRET}`, 'transparent interception by SNI');
+    const posted = await echo(
+      info,
+      `-X POST -H 'content-type: application/json' -d '{"mine":1,"api_key":"client"}' https://allowed.test/`,
+    );
+    assert.deepEqual(
+      JSON.parse(posted.body),
+      { mine: 1, api_key: SECRET },
+      'JSON body merged, client fields kept',
+    );
+    const node = await sh(
+      info,
+      `node -e 'require("https").get("https://allowed.test/",{agent:new (require("https").Agent)()},(r)=>{let b="";r.on("data",(d)=>b+=d);r.on("end",()=>console.log(JSON.parse(b).headers.authorization))}).on("error",(e)=>console.log(e.code))'`,
+    );
+    assert.equal(node, `Bearer ${SECRET}`, "Node's own TLS trusts the sandbox CA (NODE_EXTRA_CA_CERTS)");
+    assert.equal(
+      (await echo(info, 'http://allowed.test/')).headers?.authorization,
+      undefined,
+      'never over plain HTTP',
+    );
+    assert.equal(
+      (await echo(info, 'https://other.test/')).headers?.authorization,
+      undefined,
+      'unrouted: no secret',
+    );
+    assert.equal(
+      await sh(info, `curl -s -o /dev/null -w '%{http_code}' --max-time 5 https://nosan.test/`),
+      '502',
+      'an upstream certificate not valid for the name is refused',
+    );
+    // Nowhere inside: environment of every process, the run dir and the writable layer.
+    const found = await sh(
+      info,
+      `cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c '${SECRET}'; grep -rl '${SECRET}' /run /tmp /home 2>/dev/null | wc -l`,
+    );
+    assert.equal(found.replace(/\s+/g, ' '), '0 0');
+  });
+});
+
+test('a rotated secret applies from the next request on', T, async () => {
+  await withSandbox('egress-rotate', routed, async (info) => {
+    assert.equal((await echo(info, 'https://allowed.test/')).headers?.authorization, `Bearer ${SECRET}`);
+    const rotated = structuredClone(routed);
+    rotated.routing![0].secrets = { key: 'sk-rotated' };
+    await driver.setEgress('egress-rotate', rotated);
+    assert.equal((await echo(info, 'https://allowed.test/')).headers?.authorization, 'Bearer sk-rotated');
   });
 });
 

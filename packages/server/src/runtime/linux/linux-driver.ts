@@ -1,7 +1,18 @@
 // The local driver: sandboxes as bubblewrap process trees in their own cgroups and network namespace.
 // It keeps no state that matters in memory: everything is re-read from state.json, /proc and the
 // cgroup tree, so a new instance (after a restart) adopts whatever is still running.
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import {
   checkSandboxId,
@@ -30,7 +41,7 @@ import {
   unexposeUnder,
 } from './host.js';
 import { sleep } from './exec.js';
-import { EgressControl, type EgressControlOptions, egressEnv, samePolicy } from './egress-control.js';
+import { EGRESS_ENV_KEYS, EgressControl, type EgressControlOptions, samePolicy } from './egress-control.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { ensureBaseEtc, isHostImage, sandboxResolvers } from './rootfs.js';
@@ -38,6 +49,7 @@ import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
+import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 
 /** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
@@ -70,6 +82,8 @@ export interface LinuxDriverOptions {
   allowCidrs?: string[];
   /** DNS servers the egress proxy and Berth's DNS ask for allowed names (default: the host's resolver). */
   egressResolvers?: string[];
+  /** Extra CAs (a PEM file) the egress proxy trusts for the upstreams of intercepted requests. */
+  egressUpstreamCaFile?: string;
   /** Audit lines of the egress proxy and Berth's DNS (one per connection or query; never header values). */
   onEgressEvent?: EgressControlOptions['onEvent'];
 }
@@ -112,6 +126,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     egress: new EgressControl({
       resolvers: opts.egressResolvers,
       allowCidrs: opts.allowCidrs,
+      upstreamCaFile: opts.egressUpstreamCaFile,
       onEvent: opts.onEgressEvent,
     }),
   };
@@ -207,7 +222,8 @@ export class LinuxDriver implements RuntimeDriver {
     return this.serial(id, async () => {
       const rec = readRecord(this.dir(id));
       if (rec && rec.specHash === hash && this.alive(rec)) {
-        if (!samePolicy(rec.egress, spec.egress)) await this.applyEgress(rec, spec.egress);
+        if (!samePolicy(this.ctx.egress.current(rec.address), spec.egress))
+          await this.applyEgress(rec, spec.egress);
         return this.info(rec);
       }
       if (rec || existsSync(this.dir(id))) await this.teardown(id);
@@ -314,11 +330,14 @@ export class LinuxDriver implements RuntimeDriver {
     const rec = readRecord(this.dir(id));
     if (!rec) throw new SandboxNotFoundError(id);
     // The daemon reads this file at every process start (see sandbox-api/process/spec.ts).
-    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, {
-      ...envs,
-      ...(rec.egress ? egressEnv(rec.hostAddress) : {}),
-      BERTH_SANDBOX_ID: id,
-    });
+    const runDir = sandboxRunDir(rec.name);
+    const kept: Record<string, string> = {};
+    if (rec.egress) {
+      // The egress variables belong to the policy, not to the spec's envs: they stay.
+      const old = readEnvFile(runDir);
+      for (const k of EGRESS_ENV_KEYS) if (k in old) kept[k] = old[k];
+    }
+    writeEnvFile(runDir, rec.hostUid, { ...envs, ...kept, BERTH_SANDBOX_ID: id });
   }
 
   setEgress(id: string, policy: EgressPolicy | undefined): Promise<void> {
@@ -326,7 +345,7 @@ export class LinuxDriver implements RuntimeDriver {
     return this.serial(id, async () => {
       const rec = readRecord(this.dir(id));
       if (!rec) throw new SandboxNotFoundError(id);
-      if (!samePolicy(rec.egress, policy)) await this.applyEgress(rec, policy);
+      if (!samePolicy(this.ctx.egress.current(rec.address), policy)) await this.applyEgress(rec, policy);
     });
   }
 
@@ -335,18 +354,18 @@ export class LinuxDriver implements RuntimeDriver {
    * started from now on); running processes are redirected either way.
    */
   private async applyEgress(rec: SandboxRecord, policy: EgressPolicy | undefined): Promise<void> {
-    await this.ctx.egress.apply(rec.address, policy);
-    const envFile = join(sandboxRunDir(rec.name), 'env.json');
-    let envs: Record<string, string> = {};
-    try {
-      envs = JSON.parse(readFileSync(envFile, 'utf8'));
-    } catch {}
-    for (const k of Object.keys(egressEnv(rec.hostAddress))) delete envs[k];
-    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, {
-      ...envs,
-      ...(policy ? egressEnv(rec.hostAddress) : {}),
-    });
-    rec.egress = policy;
+    const runDir = sandboxRunDir(rec.name);
+    let added: Record<string, string> = {};
+    if (policy)
+      added = await this.ctx.egress.apply(
+        { address: rec.address, hostAddress: rec.hostAddress, runDir, uid: rec.hostUid, label: rec.id },
+        policy,
+      );
+    else await this.ctx.egress.release(rec.address);
+    const envs = readEnvFile(runDir);
+    for (const k of EGRESS_ENV_KEYS) delete envs[k];
+    writeEnvFile(runDir, rec.hostUid, { ...envs, ...added });
+    rec.egress = policy && withoutSecrets(policy);
     writeRecord(this.dir(rec.id), rec);
   }
 
@@ -400,7 +419,8 @@ export class LinuxDriver implements RuntimeDriver {
         const rec = readRecord(join(root, id));
         if (!rec || !this.alive(rec)) continue;
         await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
-        if (rec.egress) await this.ctx.egress.apply(rec.address, rec.egress).catch(() => undefined);
+        // Without secrets (records never hold them): routed requests answer 503 until the controller re-applies.
+        if (rec.egress) await this.applyEgress(rec, rec.egress).catch(() => undefined);
       }
     })();
   }
@@ -425,5 +445,27 @@ export class LinuxDriver implements RuntimeDriver {
     await this.netPool.close();
     await this.ctx.egress.close();
     await unexposeUnder(this.ctx.dataDir);
+  }
+}
+
+/** An env file bigger than this was not written by us. */
+const MAX_ENV_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The env file as the sandbox has it. The run dir is the sandbox's: the name is opened without following a
+ * symlink (it could point at another sandbox's env file) and only a regular file of sane size is read.
+ */
+function readEnvFile(runDir: string): Record<string, string> {
+  let fd: number | undefined;
+  try {
+    fd = openSync(join(runDir, 'env.json'), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > MAX_ENV_FILE_BYTES) return {};
+    const parsed = JSON.parse(readFileSync(fd, 'utf8'));
+    return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : {};
+  } catch {
+    return {};
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
