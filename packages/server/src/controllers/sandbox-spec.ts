@@ -47,8 +47,34 @@ export function egressPolicyOf(network: any): EgressPolicy | undefined {
     ...domainsOf(network.forbiddenDomains),
     ...domainsOf(network.proxy?.forbiddenDomains),
   ];
-  if (!allowedDomains.length && !forbiddenDomains.length) return undefined;
-  return { allowedDomains, forbiddenDomains };
+  const routing: RoutingRule[] = (network.proxy?.routing ?? [])
+    .map((r: any) => ({
+      destinations: r.destinations ?? [],
+      headers: injectedMap(r.headers),
+      body: injectedMap(r.body),
+      secrets: r.secrets ?? {},
+    }))
+    .filter((r: RoutingRule) => r.destinations.length);
+  if (!allowedDomains.length && !forbiddenDomains.length && !routing.length) return undefined;
+  return { allowedDomains, forbiddenDomains, ...(routing.length ? { routing } : {}) };
+}
+
+/** headers/body: the SDK's map, or the specification's string form (JSON, or `Name: value` lines). */
+function injectedMap(v: unknown): Record<string, string> | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, String(x)]));
+  const text = String(v).trim();
+  if (!text) return undefined;
+  try {
+    const parsed = JSON.parse(text);
+    if (parsed && typeof parsed === 'object') return injectedMap(parsed);
+  } catch {}
+  const out: Record<string, string> = {};
+  for (const line of text.split(/\r?\n/)) {
+    const i = line.indexOf(':');
+    if (i > 0) out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
 }
 
 /** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */

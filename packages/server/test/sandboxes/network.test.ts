@@ -10,17 +10,28 @@ import {
   type Upstream,
 } from '../../src/runtime/linux/test-support/egress-upstream.js';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
-import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { exec, type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
 let server: SandboxServer;
 let up: Upstream;
+let caDir: string;
+const savedExtraCa = process.env.NODE_EXTRA_CA_CERTS;
 before(async () => {
   up = await startUpstream();
+  // How an operator makes the proxy trust a private upstream CA: NODE_EXTRA_CA_CERTS of the server.
+  caDir = mkdtempSync(join(tmpdir(), 'berth-net-ca-'));
+  writeFileSync(join(caDir, 'ca.pem'), up.certPem);
+  process.env.NODE_EXTRA_CA_CERTS = join(caDir, 'ca.pem');
   server = await startSandboxServer({ BERTH_EGRESS_RESOLVERS: UPSTREAM.address });
 });
 after(async () => {
   await server?.close();
   await up?.stop();
+  if (savedExtraCa === undefined) delete process.env.NODE_EXTRA_CA_CERTS;
+  else process.env.NODE_EXTRA_CA_CERTS = savedExtraCa;
+  rmSync(caDir, { recursive: true, force: true });
 });
 
 test('@blaxel/core: network.allowedDomains on create is enforced inside, and updateNetwork changes it live', async () => {
@@ -52,4 +63,28 @@ test('routing secrets are never answered; fields not enforced yet are named in t
   assert.ok(!JSON.stringify(created).includes(secret), 'not in the create answer');
   assert.ok(!JSON.stringify(body).includes(secret), 'not in a GET');
   assert.match(body.events.at(-1).message, /not enforced yet: network\.egress$/);
+});
+
+test('proxy.routing from the API: the routed host gets the secret, the sandbox and the API never show it', async () => {
+  const secret = 'sk-routed-through-the-api-8812';
+  const created = await server.create('net-routed', {
+    network: {
+      allowedDomains: ['allowed.test'],
+      proxy: {
+        routing: [
+          {
+            destinations: ['allowed.test'],
+            headers: { 'X-Api-Key': '{{SECRET:k}}' },
+            secrets: { k: secret },
+          },
+        ],
+      },
+    },
+  });
+  const seen = await exec(server, created.metadata.url, 'curl -sS --max-time 5 https://allowed.test/');
+  assert.equal(JSON.parse(seen.stdout).headers['x-api-key'], secret);
+  const env = await exec(server, created.metadata.url, 'env');
+  assert.ok(!env.stdout.includes(secret), 'not in the environment');
+  const got = await (await server.api('/sandboxes/net-routed')).text();
+  assert.ok(!got.includes(secret), 'not in a GET');
 });

@@ -26,7 +26,6 @@ let resolver: FakeResolver;
 let proxy: EgressProxy;
 let ports: { explicit: number; tls: number; http: number };
 let blockedHits = 0;
-let okHits = 0;
 const servers: Server[] = [];
 const audit: AuditLine[] = [];
 let dir: string;
@@ -72,7 +71,6 @@ before(async () => {
   );
   await listen(
     createHttpServer((_q, r) => {
-      okHits++;
       r.end('ok');
     }),
     18080,
@@ -80,7 +78,6 @@ before(async () => {
   );
   await listen(
     createHttpsServer(tls, (_q, r) => {
-      okHits++;
       r.end('ok');
     }),
     18443,
