@@ -4,6 +4,7 @@ import { benchApi } from './api/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
 import { benchDensity } from './sandboxes/density.mjs';
+import { benchEgress } from './sandboxes/egress.mjs';
 import { benchExec } from './sandboxes/exec.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
 
@@ -14,6 +15,7 @@ const all = {
   'sandbox-create': benchCreate,
   'sandbox-exec': benchExec,
   'sandbox-density': benchDensity,
+  'sandbox-egress': benchEgress,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

@@ -80,6 +80,7 @@ export class Interceptor {
       return void client.destroy();
     }
     client.unshift(hello);
+    client.setNoDelay(true); // see splice in proxy.ts: no Nagle wait on relayed answers
     const tls = new TLSSocket(client, {
       isServer: true,
       secureContext: context,
@@ -87,7 +88,9 @@ export class Interceptor {
     });
     tls.on('error', () => client.destroy());
     // One upstream connection per client connection: requests of two sandbox connections never share a socket.
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1, noDelay: true } as ConstructorParameters<
+      typeof Agent
+    >[0]);
     tls.once('close', () => agent.destroy());
     this.conns.set(tls, { ...c, agent });
     this.server.emit('connection', tls);

@@ -354,6 +354,9 @@ function firstBytes<T>(
 
 /** Sends what was read already, then copies both ways until either side closes. */
 function splice(client: Socket, upstream: Socket, already: Buffer): void {
+  // Relayed segments go out at once: Nagle's wait for an ACK (delayed by the peer) would add up to 40 ms a turn.
+  client.setNoDelay(true);
+  upstream.setNoDelay(true);
   if (already.length) upstream.write(already);
   client.setTimeout(IDLE_TIMEOUT_MS, () => client.destroy());
   upstream.on('close', () => client.destroy());

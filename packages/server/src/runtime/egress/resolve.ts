@@ -39,7 +39,20 @@ export class GuardedResolver {
     return this.opened.check(a, 'ipv4') || !this.blocked.check(a, 'ipv4');
   }
 
+  private readonly cache = new Map<string, { at: number; result: Resolved }>();
+
+  /** Vetted answers are reused for RESOLVE_CACHE_MS: a lookup per connection was most of the proxy's cost. */
   async resolve(host: string): Promise<Resolved> {
+    const now = Date.now();
+    const hit = this.cache.get(host);
+    if (hit && now - hit.at < RESOLVE_CACHE_MS) return hit.result;
+    const result = await this.lookup(host);
+    if (this.cache.size >= RESOLVE_CACHE_ENTRIES) this.cache.delete(this.cache.keys().next().value as string);
+    this.cache.set(host, { at: now, result });
+    return result;
+  }
+
+  private async lookup(host: string): Promise<Resolved> {
     let found: string[];
     try {
       found = this.resolver
@@ -53,6 +66,10 @@ export class GuardedResolver {
   }
 }
 
+/** As short as Berth's DNS TTL: a changed record is followed within seconds. */
+const RESOLVE_CACHE_MS = 5_000;
+/** Names kept; the oldest goes first. */
+const RESOLVE_CACHE_ENTRIES = 4096;
 /** One upstream DNS answer may take this long (two tries): a slow resolver delays, it does not hang, a sandbox. */
 const RESOLVE_TIMEOUT_MS = 2_000;
 
