@@ -4,7 +4,7 @@
 // baseline), one under an allow list (opaque tunnel) and one with a routing rule (intercepted, header injected).
 // Targets: added p50 <= 0.5 ms opaque, <= 2 ms intercepted; rps through the proxy >= 70% of direct.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -33,6 +33,11 @@ export interface Config {
    * egress policy allows: BERTH_EGRESS_RESOLVERS, comma-separated. Default: the host's resolver (/etc/hosts too).
    */
   egressResolvers?: string[];
+  /**
+   * Egress gateways: which host-local addresses may be handed out to sandboxes as their egress address.
+   * BERTH_EGRESS_GATEWAYS, `name=addr,addr;name2=addr` (e.g. `office=198.51.100.5,198.51.100.6`).
+   */
+  egressGateways?: Record<string, string[]>;
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -69,6 +74,7 @@ export function loadConfig(
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
+    egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
   };
 }
 
@@ -100,4 +106,26 @@ function parseResolvers(text: string): string[] | undefined {
     if (!/^\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?$/.test(entry))
       throw new Error(`BERTH_EGRESS_RESOLVERS: not an IPv4 address[:port]: ${entry}`);
   return out.length ? out : undefined;
+}
+
+/** `name=addr,addr;name2=addr`; names as the API's (lowercase, digits, hyphens), addresses IPv4. */
+function parseGateways(text: string): Record<string, string[]> | undefined {
+  const out: Record<string, string[]> = {};
+  for (const entry of text
+    .split(';')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
+    const [name, list = ''] = entry.split('=');
+    const addresses = list
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean);
+    if (!/^[a-z0-9][a-z0-9-]{0,48}$/.test(name.trim()) || !addresses.length)
+      throw new Error(`BERTH_EGRESS_GATEWAYS: expected name=addr[,addr...]: ${entry}`);
+    for (const a of addresses)
+      if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(a))
+        throw new Error(`BERTH_EGRESS_GATEWAYS: not an IPv4 address: ${a}`);
+    out[name.trim()] = addresses;
+  }
+  return Object.keys(out).length ? out : undefined;
 }

@@ -76,6 +76,7 @@ export async function startServer(
       warmPoolSize: config.warmPoolSize,
       allowCidrs: config.sandboxAllowCidrs,
       egressResolvers: config.egressResolvers,
+      egressGateways: config.egressGateways,
       // One line per proxied connection and per DNS answer: sandbox address, name, decision (never headers).
       onEgressEvent: (e) => {
         if (e.type === 'audit') logger.info({ egress: e.line }, 'egress');

@@ -55,8 +55,17 @@ export function egressPolicyOf(network: any): EgressPolicy | undefined {
       secrets: r.secrets ?? {},
     }))
     .filter((r: RoutingRule) => r.destinations.length);
-  if (!allowedDomains.length && !forbiddenDomains.length && !routing.length) return undefined;
-  return { allowedDomains, forbiddenDomains, ...(routing.length ? { routing } : {}) };
+  // A gateway only applies to what leaves through the proxy, so a sandbox with one is under a policy too.
+  const egressGateway: string | undefined =
+    network.egress?.mode !== 'direct' ? network.egress?.gateway : undefined;
+  if (!allowedDomains.length && !forbiddenDomains.length && !routing.length && !egressGateway)
+    return undefined;
+  return {
+    allowedDomains,
+    forbiddenDomains,
+    ...(routing.length ? { routing } : {}),
+    ...(egressGateway ? { egressGateway } : {}),
+  };
 }
 
 /** headers/body: the SDK's map, or the specification's string form (JSON, or `Name: value` lines). */
@@ -80,7 +89,7 @@ function injectedMap(v: unknown): Record<string, string> | undefined {
 /** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */
 export function unenforcedNetworkFields(network: any): string[] {
   const out: string[] = [];
-  if (network?.egress) out.push('network.egress');
+  if (network?.egress?.policies?.length) out.push('network.egress.policies');
   return out;
 }
 

@@ -19,7 +19,7 @@ let up: Upstream;
 let caDir: string;
 const savedExtraCa = process.env.NODE_EXTRA_CA_CERTS;
 before(async () => {
-  up = await startUpstream();
+  up = await startUpstream(UPSTREAM);
   // How an operator makes the proxy trust a private upstream CA: NODE_EXTRA_CA_CERTS of the server.
   caDir = mkdtempSync(join(tmpdir(), 'berth-net-ca-'));
   writeFileSync(join(caDir, 'ca.pem'), up.certPem);
@@ -49,7 +49,7 @@ test('@blaxel/core: network.allowedDomains on create is enforced inside, and upd
   assert.deepEqual(r.after, { allowed: '000 56', other: '200 0' });
 });
 
-test('routing secrets are never answered; fields not enforced yet are named in the status message', async () => {
+test('routing secrets are never answered; an egress gateway the server does not have fails the sandbox, saying so', async () => {
   const secret = 'sk-api-never-answered-5521';
   const created = await server.create('net-unenforced', {
     network: {
@@ -59,10 +59,10 @@ test('routing secrets are never answered; fields not enforced yet are named in t
       },
     },
   });
-  const body = await server.waitFor('net-unenforced', (b) => b.status === 'DEPLOYED', 'DEPLOYED');
+  const body = await server.waitFor('net-unenforced', (b) => b.status === 'FAILED', 'FAILED');
   assert.ok(!JSON.stringify(created).includes(secret), 'not in the create answer');
   assert.ok(!JSON.stringify(body).includes(secret), 'not in a GET');
-  assert.match(body.events.at(-1).message, /not enforced yet: network\.egress$/);
+  assert.match(body.events.at(-1).message, /egress gateway gw is not configured on this server/);
 });
 
 test('proxy.routing from the API: the routed host gets the secret, the sandbox and the API never show it', async () => {

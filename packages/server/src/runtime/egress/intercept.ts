@@ -187,6 +187,7 @@ export class Interceptor {
         path,
         headers,
         agent: c.agent,
+        localAddress: policy.egressAddress,
         timeout: UPSTREAM_TIMEOUT_MS,
         // Verified against `servername` (the name the sandbox asked for), whatever address was dialled.
       },

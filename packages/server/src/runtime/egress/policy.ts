@@ -9,6 +9,10 @@ export interface EgressPolicy {
   forbiddenDomains: string[];
   /** HTTPS requests to these destinations are intercepted and get headers (and JSON body fields) added. */
   routing?: RoutingRule[];
+  /** Egress gateway (server setting BERTH_EGRESS_GATEWAYS) whose addresses upstreams see for this sandbox. */
+  egressGateway?: string;
+  /** The gateway address chosen for this sandbox (set by the runtime): the proxy's upstream sockets bind it. */
+  egressAddress?: string;
 }
 
 export interface RoutingRule {

@@ -166,6 +166,7 @@ export class EgressProxy {
         headers,
         setHost: false,
         timeout: CONNECT_TIMEOUT_MS,
+        localAddress: this.policyOf(source).egressAddress,
       },
       (ur) => {
         res.writeHead(ur.statusCode ?? 502, ur.headers);
@@ -257,7 +258,8 @@ export class EgressProxy {
     const address = await this.vet(source, host, port, mode, deny);
     if (!address) return undefined;
     const t = this.track(source, host, client);
-    const upstream = connect({ host: address, port, timeout: CONNECT_TIMEOUT_MS });
+    const localAddress = this.policyOf(source).egressAddress;
+    const upstream = connect({ host: address, port, timeout: CONNECT_TIMEOUT_MS, localAddress });
     t.upstream = upstream;
     const ok = await new Promise<boolean>((resolve) => {
       upstream.once('connect', () => resolve(true));

@@ -1,6 +1,8 @@
 // The driver's side of egress policies (runtime/egress): which sandbox addresses are policed in nftables, what
 // the egress child knows about each, each sandbox's interception CA and trust bundle, and the environment that
 // points a sandbox's programs at the proxy and the bundle.
+import { createHash } from 'node:crypto';
+import { networkInterfaces } from 'node:os';
 import { rootCertificates } from 'node:tls';
 import { type CaMaterial, mintCa } from '../egress/ca.js';
 import type { EgressPolicy } from '../egress/policy.js';
@@ -16,6 +18,8 @@ export interface EgressControlOptions {
   allowCidrs?: string[];
   /** Extra CAs (PEM file) the proxy trusts for upstreams of intercepted requests. */
   upstreamCaFile?: string;
+  /** Egress gateways: name → host-local addresses handed out to sandboxes (BERTH_EGRESS_GATEWAYS). */
+  gateways?: Record<string, string[]>;
   onEvent?: (e: EgressEvent) => void;
 }
 
@@ -37,8 +41,10 @@ export const EGRESS_BUNDLE_FILE = 'egress-ca-bundle.pem';
 export class EgressControl {
   readonly supervisor: EgressSupervisor;
   private readonly cas = new Map<string, { ca: CaMaterial; key: string }>();
+  private readonly gateways: Record<string, string[]>;
 
   constructor(opts: EgressControlOptions = {}) {
+    this.gateways = opts.gateways ?? {};
     this.supervisor = new EgressSupervisor(
       {
         ports: EGRESS_PORTS,
@@ -61,7 +67,8 @@ export class EgressControl {
    * sandbox gets a CA (minted again when the destinations change, since they are its name constraints) and the
    * trust files in its run dir.
    */
-  async apply(t: EgressTarget, policy: EgressPolicy): Promise<Record<string, string>> {
+  async apply(t: EgressTarget, requested: EgressPolicy): Promise<Record<string, string>> {
+    const policy = { ...requested, egressAddress: this.egressAddressFor(t.label, requested.egressGateway) };
     let ca: CaMaterial | undefined;
     const destinations = [...new Set((policy.routing ?? []).flatMap((r) => r.destinations))].sort();
     if (destinations.length) {
@@ -75,6 +82,23 @@ export class EgressControl {
     await this.supervisor.set(t.address, policy, ca);
     await setEgressControl(t.address, true);
     return egressEnv(t.hostAddress, !!ca);
+  }
+
+  /**
+   * The gateway address upstreams see for this sandbox: one of the gateway's pool, the same for the same sandbox
+   * (APIs tie sessions and rate limits to the source address). Thrown: an unknown gateway or an address the host
+   * does not have (binding it would fail for every connection).
+   */
+  private egressAddressFor(label: string, gateway: string | undefined): string | undefined {
+    if (!gateway) return undefined;
+    const pool = this.gateways[gateway];
+    if (!pool?.length)
+      throw new Error(`egress gateway ${gateway} is not configured on this server (BERTH_EGRESS_GATEWAYS)`);
+    const address = pool[createHash('sha256').update(label).digest().readUInt32BE(0) % pool.length];
+    const local = Object.values(networkInterfaces()).some((l) => l?.some((a) => a.address === address));
+    if (!local)
+      throw new Error(`egress gateway ${gateway}: address ${address} is not an address of this host`);
+    return address;
   }
 
   /** Frees the sandbox at `address` from egress control: policed no more, then forgotten by the child. */
@@ -127,4 +151,7 @@ export function egressEnv(hostAddress: string, intercepting: boolean): Record<st
 /** Every variable egressEnv may set: removed from a sandbox's env before a new policy's are added. */
 export const EGRESS_ENV_KEYS = Object.keys(egressEnv('0.0.0.0', true));
 
-export const samePolicy = (a?: EgressPolicy, b?: EgressPolicy) => JSON.stringify(a) === JSON.stringify(b);
+/** Equal as requested: the address the runtime picked from a gateway is not part of the request. */
+export const samePolicy = (a?: EgressPolicy, b?: EgressPolicy) =>
+  JSON.stringify(a && { ...a, egressAddress: undefined }) ===
+  JSON.stringify(b && { ...b, egressAddress: undefined });

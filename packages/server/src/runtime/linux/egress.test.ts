@@ -60,6 +60,7 @@ before(async () => {
     codeDir,
     netPoolSize: 0,
     egressResolvers: [UPSTREAM.address],
+    egressGateways: { gw: [UPSTREAM.gateway] },
     onEgressEvent: (e) => events.push(e),
   });
 });
@@ -279,6 +280,42 @@ test('a rotated secret applies from the next request on', T, async () => {
     await driver.setEgress('egress-rotate', rotated);
     assert.equal((await echo(info, 'https://allowed.test/')).headers?.authorization, 'Bearer sk-rotated');
   });
+});
+
+test(
+  'a sandbox on an egress gateway reaches upstreams from the gateway address, proxied or intercepted',
+  T,
+  async () => {
+    const gw: EgressPolicy = { ...routed, egressGateway: 'gw' };
+    await withSandbox('egress-gateway', gw, async (info) => {
+      assert.equal(
+        (await echo(info, '--cacert /tmp/ca.pem https://other.test/')).from,
+        `::ffff:${UPSTREAM.gateway}`,
+        'opaque',
+      );
+      assert.equal((await echo(info, 'http://other.test/')).from, `::ffff:${UPSTREAM.gateway}`, 'plain HTTP');
+      assert.equal(
+        (await echo(info, 'https://allowed.test/')).from,
+        `::ffff:${UPSTREAM.gateway}`,
+        'intercepted',
+      );
+    });
+    await withSandbox('egress-no-gateway', routed, async (info) => {
+      assert.equal(
+        (await echo(info, 'http://other.test/')).from,
+        `::ffff:${UPSTREAM.host}`,
+        'control: the host address',
+      );
+    });
+  },
+);
+
+test('an unknown egress gateway fails the sandbox with the reason', T, async () => {
+  await assert.rejects(
+    driver.ensure('egress-bad-gw', spec({ allowedDomains: [], forbiddenDomains: [], egressGateway: 'nope' })),
+    /egress gateway nope is not configured/,
+  );
+  await driver.remove('egress-bad-gw');
 });
 
 test('nothing is left in the policed set once the sandboxes are gone', T, async () => {

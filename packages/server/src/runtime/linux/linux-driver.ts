@@ -84,6 +84,8 @@ export interface LinuxDriverOptions {
   egressResolvers?: string[];
   /** Extra CAs (a PEM file) the egress proxy trusts for the upstreams of intercepted requests. */
   egressUpstreamCaFile?: string;
+  /** Egress gateways: name → host-local addresses a sandbox's upstream connections may leave from. */
+  egressGateways?: Record<string, string[]>;
   /** Audit lines of the egress proxy and Berth's DNS (one per connection or query; never header values). */
   onEgressEvent?: EgressControlOptions['onEvent'];
 }
@@ -127,6 +129,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
       resolvers: opts.egressResolvers,
       allowCidrs: opts.allowCidrs,
       upstreamCaFile: opts.egressUpstreamCaFile,
+      gateways: opts.egressGateways,
       onEvent: opts.onEgressEvent,
     }),
   };

@@ -10,9 +10,33 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { run, sleep } from '../exec.js';
 
-export const UPSTREAM_NS = 'berth-t-egress';
-const HOST_IF = 'bteg0';
-export const UPSTREAM = { host: '203.0.113.1', address: '203.0.113.10' };
+/**
+ * One test file's upstream network: its own namespace, link and documentation /24, so two files running at once
+ * never share one. host: the host end of the link; gateway: a second host-local address (an egress address).
+ */
+export interface UpstreamNet {
+  ns: string;
+  hostIf: string;
+  host: string;
+  gateway: string;
+  address: string;
+}
+
+export const UPSTREAM: UpstreamNet = {
+  ns: 'berth-t-egress',
+  hostIf: 'bteg0',
+  host: '203.0.113.1',
+  gateway: '203.0.113.2',
+  address: '203.0.113.10',
+};
+/** TEST-NET-2, for a second test file. */
+export const UPSTREAM_2: UpstreamNet = {
+  ns: 'berth-t-egress2',
+  hostIf: 'bteg1',
+  host: '198.51.100.1',
+  gateway: '198.51.100.2',
+  address: '198.51.100.10',
+};
 
 const SERVER = `
 const fs = require('node:fs'), net = require('node:net'), http = require('node:http'), https = require('node:https');
@@ -53,13 +77,44 @@ export interface Upstream {
   stop(): Promise<void>;
 }
 
-async function deleteNs(): Promise<void> {
-  await run('ip', ['netns', 'del', UPSTREAM_NS]).catch(() => undefined);
-  await run('ip', ['link', 'del', HOST_IF]).catch(() => undefined);
+async function deleteNs(net: UpstreamNet): Promise<void> {
+  await run('ip', ['netns', 'del', net.ns]).catch(() => undefined);
+  await run('ip', ['link', 'del', net.hostIf]).catch(() => undefined);
 }
 
-export async function startUpstream(): Promise<Upstream> {
-  await deleteNs();
+/**
+ * Egress tests of different files must not overlap: the egress child's ports are the host's (one server per host),
+ * so a second driver's child would take over the first's sandboxes. A lock held by a `flock` child for the life
+ * of the upstream; bounded, so a crashed test process does not hold it for long.
+ */
+const EGRESS_TEST_LOCK = '/tmp/berth-egress-tests.lock';
+const LOCK_HOLD_MAX_S = 900;
+
+async function egressTestLock(): Promise<ChildProcess> {
+  // --no-fork: the lock's holder is the process we kill, not a grandchild that would outlive it.
+  const lock = spawn(
+    'flock',
+    ['--no-fork', EGRESS_TEST_LOCK, 'sh', '-c', `echo locked; exec sleep ${LOCK_HOLD_MAX_S}`],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    lock.stdout?.once('data', () => resolve());
+    lock.once('exit', (code) => reject(new Error(`flock exited ${code}`)));
+  });
+  lock.stdout?.destroy();
+  lock.unref();
+  process.once('exit', () => lock.kill('SIGKILL'));
+  return lock;
+}
+
+export async function startUpstream(net: UpstreamNet = UPSTREAM): Promise<Upstream> {
+  const lock = await egressTestLock();
+  const UPSTREAM = net;
+  const UPSTREAM_NS = net.ns;
+  const HOST_IF = net.hostIf;
+  await deleteNs(net);
   const dir = mkdtempSync(join(tmpdir(), 'berth-egress-up-'));
   const key = join(dir, 'key.pem');
   const cert = join(dir, 'cert.pem');
@@ -89,6 +144,7 @@ export async function startUpstream(): Promise<Upstream> {
       `netns add ${UPSTREAM_NS}`,
       `link add ${HOST_IF} type veth peer name eth0 netns ${UPSTREAM_NS}`,
       `addr add ${UPSTREAM.host}/24 dev ${HOST_IF}`,
+      `addr add ${UPSTREAM.gateway}/24 dev ${HOST_IF}`,
       `link set ${HOST_IF} up`,
       '',
     ].join('\n'),
@@ -145,8 +201,9 @@ export async function startUpstream(): Promise<Upstream> {
     certPem,
     async stop() {
       proc.kill('SIGKILL');
-      await deleteNs();
+      await deleteNs(net);
       rmSync(dir, { recursive: true, force: true });
+      lock.kill('SIGKILL');
     },
   };
 }
