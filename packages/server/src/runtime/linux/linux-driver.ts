@@ -423,7 +423,12 @@ export class LinuxDriver implements RuntimeDriver {
         if (!rec || !this.alive(rec)) continue;
         await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
         // Without secrets (records never hold them): routed requests answer 503 until the controller re-applies.
-        if (rec.egress) await this.applyEgress(rec, rec.egress).catch(() => undefined);
+        // Serialised with the sandbox's other operations and re-read: a removal may have come first.
+        if (rec.egress)
+          await this.serial(rec.id, async () => {
+            const now = readRecord(join(root, id));
+            if (now?.egress && this.alive(now)) await this.applyEgress(now, now.egress);
+          }).catch(() => undefined);
       }
     })();
   }
