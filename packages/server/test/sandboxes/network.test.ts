@@ -12,7 +12,13 @@ import {
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { exec, type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
+import {
+  exec,
+  removeAllSandboxes,
+  type SandboxServer,
+  startSandboxServer,
+  TEST_MEMORY_MB,
+} from './support.js';
 
 let server: SandboxServer;
 let up: Upstream;
