@@ -12,13 +12,7 @@ import {
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import {
-  exec,
-  removeAllSandboxes,
-  type SandboxServer,
-  startSandboxServer,
-  TEST_MEMORY_MB,
-} from './support.js';
+import { exec, type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
 let server: SandboxServer;
 let up: Upstream;
