@@ -5,6 +5,7 @@ import { benchApi } from './api/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
 import { benchDensity } from './sandboxes/density.mjs';
+import { benchEgress } from './sandboxes/egress.mjs';
 import { benchExec } from './sandboxes/exec.mjs';
 import { benchVolumes } from './sandboxes/volumes.mjs';
 import { benchImages } from './sandboxes/images.mjs';
@@ -20,6 +21,7 @@ const all = {
   'sandbox-volumes': benchVolumes,
   agents: benchAgents,
   'sandbox-images': benchImages,
+  'sandbox-egress': benchEgress,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 
 # --- Debian packages only the tests use (a real registry and image tools for the image tests) ----------------
-TEST_DEBS=(docker-registry skopeo umoci busybox-static)
+TEST_DEBS=(docker-registry skopeo umoci busybox-static openssl)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${TEST_DEBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -40,3 +40,26 @@ test('BERTH_REGION_ALIASES: an alias of a region not served, or not name=region,
   );
   assert.throws(() => parseRegionAliases('us-pdx-1', ['local']), /expected name=region/);
 });
+
+test('BERTH_EGRESS_RESOLVERS and BERTH_EGRESS_GATEWAYS: parsed, absent by default, bad entries named', () => {
+  assert.equal(loadConfig({}, {}).egressResolvers, undefined);
+  assert.equal(loadConfig({}, {}).egressGateways, undefined);
+  const cfg = loadConfig(
+    {},
+    {
+      BERTH_EGRESS_RESOLVERS: '10.0.0.53, 10.0.0.54:5353',
+      BERTH_EGRESS_GATEWAYS: 'office=198.51.100.5,198.51.100.6; lab=203.0.113.7',
+    },
+  );
+  assert.deepEqual(cfg.egressResolvers, ['10.0.0.53', '10.0.0.54:5353']);
+  assert.deepEqual(cfg.egressGateways, { office: ['198.51.100.5', '198.51.100.6'], lab: ['203.0.113.7'] });
+  assert.throws(
+    () => loadConfig({}, { BERTH_EGRESS_RESOLVERS: 'dns.example' }),
+    /not an IPv4 address\[:port\]: dns\.example/,
+  );
+  assert.throws(() => loadConfig({}, { BERTH_EGRESS_GATEWAYS: 'Office=1.2.3.4' }), /expected name=addr/);
+  assert.throws(
+    () => loadConfig({}, { BERTH_EGRESS_GATEWAYS: 'gw=fd00::1' }),
+    /not an IPv4 address: fd00::1/,
+  );
+});

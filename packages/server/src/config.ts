@@ -53,6 +53,16 @@ export interface Config {
   registryAuthFile?: string;
   /** Uncompressed bytes one image layer may expand to (BERTH_IMAGE_MAX_LAYER_BYTES). */
   imageMaxLayerBytes?: number;
+  /**
+   * DNS servers (`a.b.c.d` or `a.b.c.d:port`) the egress proxy and Berth's DNS ask for the names a sandbox's
+   * egress policy allows: BERTH_EGRESS_RESOLVERS, comma-separated. Default: the host's resolver (/etc/hosts too).
+   */
+  egressResolvers?: string[];
+  /**
+   * Egress gateways: which host-local addresses may be handed out to sandboxes as their egress address.
+   * BERTH_EGRESS_GATEWAYS, `name=addr,addr;name2=addr` (e.g. `office=198.51.100.5,198.51.100.6`).
+   */
+  egressGateways?: Record<string, string[]>;
 }
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
@@ -115,6 +125,8 @@ export function loadConfig(
     ),
     registryAuthFile: env.BERTH_REGISTRY_AUTH_FILE || undefined,
     imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
+    egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
+    egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
   };
 }
 
@@ -180,3 +192,34 @@ export const regionNames = (c: Pick<Config, 'regions' | 'regionAliases'>) => [
   ...c.regions,
   ...Object.keys(c.regionAliases),
 ];
+
+/** `a.b.c.d` or `a.b.c.d:port` entries, comma- or space-separated; undefined when none (the host's resolver). */
+function parseResolvers(text: string): string[] | undefined {
+  const out = text.split(/[\s,]+/).filter(Boolean);
+  for (const entry of out)
+    if (!/^\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?$/.test(entry))
+      throw new Error(`BERTH_EGRESS_RESOLVERS: not an IPv4 address[:port]: ${entry}`);
+  return out.length ? out : undefined;
+}
+
+/** `name=addr,addr;name2=addr`; names as the API's (lowercase, digits, hyphens), addresses IPv4. */
+function parseGateways(text: string): Record<string, string[]> | undefined {
+  const out: Record<string, string[]> = {};
+  for (const entry of text
+    .split(';')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
+    const [name, list = ''] = entry.split('=');
+    const addresses = list
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean);
+    if (!/^[a-z0-9][a-z0-9-]{0,48}$/.test(name.trim()) || !addresses.length)
+      throw new Error(`BERTH_EGRESS_GATEWAYS: expected name=addr[,addr...]: ${entry}`);
+    for (const a of addresses)
+      if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(a))
+        throw new Error(`BERTH_EGRESS_GATEWAYS: not an IPv4 address: ${a}`);
+    out[name.trim()] = addresses;
+  }
+  return Object.keys(out).length ? out : undefined;
+}

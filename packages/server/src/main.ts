@@ -101,6 +101,14 @@ export async function startServer(
       images,
       warmPoolSize: config.warmPoolSize,
       allowCidrs: config.sandboxAllowCidrs,
+      egressResolvers: config.egressResolvers,
+      egressGateways: config.egressGateways,
+      // One line per proxied connection and per DNS answer: sandbox address, name, decision (never headers).
+      onEgressEvent: (e) => {
+        if (e.type === 'audit') logger.info({ egress: e.line }, 'egress');
+        else if (e.type === 'request') logger.info({ egress: e.request }, 'egress request');
+        else logger.debug({ dns: e.decision }, 'egress dns');
+      },
     }),
   );
   const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };

@@ -1,6 +1,7 @@
 // From a Sandbox object's spec to what the runtime driver runs. The only place secret envs are opened.
-import { DEFAULT_SANDBOX_IMAGE, SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
-import { defaultCpuShares, type SandboxSpec } from '../runtime/driver.js';
+import { DEFAULT_SANDBOX_IMAGE, domainsOf, SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
+import { defaultCpuShares, type EgressPolicy, type SandboxSpec } from '../runtime/driver.js';
+import type { RoutingRule } from '../runtime/egress/policy.js';
 import type { Resources } from '../store/resources.js';
 
 /** The image a spec without one runs: the runtime maps any image it has not installed to the host userland. */
@@ -31,6 +32,7 @@ export function runtimeSpecOf(resources: Resources, spec: any): SandboxSpec {
     image: open.runtime?.image ?? DEFAULT_SANDBOX_IMAGE,
     // Filled by the controller once it holds them (volume-attach.ts): never started without them.
     volumes: [],
+    egress: egressPolicyOf(open.network),
   };
 }
 
@@ -50,4 +52,67 @@ export function unappliedRuntimeFields(spec: any): string | undefined {
   if (rt.terminationGracePeriodSeconds)
     out.push('runtime.terminationGracePeriodSeconds (a stopped sandbox is killed at once)');
   return out.length ? `not applied: ${out.join('; ')}` : undefined;
+}
+
+/**
+ * The domain policy of a spec's `network`: the top-level lists (the SDK's older form) and `proxy`'s together.
+ * Undefined when neither lists anything: such a sandbox keeps the open egress of the host's network settings.
+ */
+export function egressPolicyOf(network: any): EgressPolicy | undefined {
+  if (!network) return undefined;
+  const allowedDomains = [...domainsOf(network.allowedDomains), ...domainsOf(network.proxy?.allowedDomains)];
+  const forbiddenDomains = [
+    ...domainsOf(network.forbiddenDomains),
+    ...domainsOf(network.proxy?.forbiddenDomains),
+  ];
+  const routing: RoutingRule[] = (network.proxy?.routing ?? [])
+    .map((r: any) => ({
+      destinations: r.destinations ?? [],
+      headers: injectedMap(r.headers),
+      body: injectedMap(r.body),
+      secrets: r.secrets ?? {},
+    }))
+    .filter((r: RoutingRule) => r.destinations.length);
+  // A gateway only applies to what leaves through the proxy, so a sandbox with one is under a policy too.
+  const egressGateway: string | undefined =
+    network.egress?.mode !== 'direct' ? network.egress?.gateway : undefined;
+  if (!allowedDomains.length && !forbiddenDomains.length && !routing.length && !egressGateway)
+    return undefined;
+  return {
+    allowedDomains,
+    forbiddenDomains,
+    ...(routing.length ? { routing } : {}),
+    ...(egressGateway ? { egressGateway } : {}),
+  };
+}
+
+/** headers/body: the SDK's map, or the specification's string form (JSON, or `Name: value` lines). */
+function injectedMap(v: unknown): Record<string, string> | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, String(x)]));
+  const text = String(v).trim();
+  if (!text) return undefined;
+  try {
+    const parsed = JSON.parse(text);
+    if (parsed && typeof parsed === 'object') return injectedMap(parsed);
+  } catch {}
+  const out: Record<string, string> = {};
+  for (const line of text.split(/\r?\n/)) {
+    const i = line.indexOf(':');
+    if (i > 0) out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */
+export function unenforcedNetworkFields(network: any): string[] {
+  const out: string[] = [];
+  if (network?.egress?.policies?.length) out.push('network.egress.policies');
+  return out;
+}
+
+/** The suffix a DEPLOYED message gets when the spec has network fields the runtime does not enforce yet. */
+export function unenforcedNote(spec: any): string {
+  const fields = unenforcedNetworkFields(spec?.network);
+  return fields.length ? `; not enforced yet: ${fields.join(', ')}` : '';
 }

@@ -13,7 +13,7 @@ import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';
-import { runtimeSpecOf, unappliedRuntimeFields } from './sandbox-spec.js';
+import { runtimeSpecOf, unappliedRuntimeFields, unenforcedNote } from './sandbox-spec.js';
 import { attachVolumes, detachVolumes, holderName, VolumeNotReady } from './volume-attach.js';
 
 /** Kept after deletion so a client polling the sandbox sees TERMINATED rather than a bare 404. */
@@ -72,7 +72,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     // and the reconcile its write queued releases the sandbox just started.
     const d = await resources.updateStatus(keyOf(o), {
       to: 'DEPLOYED',
-      message: 'deployed: sandbox running',
+      message: `deployed: sandbox running${unenforcedNote(o.body.spec)}`,
       extras: { state: 'RUNNING', lastUsedAt: deps.now().toISOString() },
       when: stillDeploying,
     });
@@ -126,14 +126,21 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       if (o.body.status !== 'DEPLOYED') {
         // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
         // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
-        if (info.specHash !== specHash(runtimeSpecOf(resources, o.body.spec))) return start(o, id, signal);
+        const spec = runtimeSpecOf(resources, o.body.spec);
+        if (info.specHash !== specHash(spec)) return start(o, id, signal);
+        // The egress policy applies at once, to running processes too (connections it no longer allows close).
+        await driver.setEgress(id, spec.egress);
         const d = await resources.updateStatus(key, {
           to: 'DEPLOYED',
-          message: 'deployed: sandbox running (kept as it was)',
+          message: `deployed: sandbox running (kept as it was)${unenforcedNote(o.body.spec)}`,
           extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
           when: stillDeploying,
         });
         if (d) log(d, 'sandbox deployed', { ms: deployMs(d), adopted: true });
+      } else if (o.body.spec?.network) {
+        // Records never hold routing secrets: after a restart the runtime has the policy without them until
+        // this puts them back (a no-op when the runtime's policy is already this one).
+        await driver.setEgress(id, runtimeSpecOf(resources, o.body.spec).egress);
       }
       return { requeueAfterMs: LIVE_RECHECK_MS };
     },

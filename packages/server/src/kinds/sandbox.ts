@@ -57,6 +57,8 @@ export const SandboxNetwork = Type.Object({
   ),
   proxy: opt(
     Type.Object({
+      allowedDomains: opt(DomainList),
+      forbiddenDomains: opt(DomainList),
       bypass: opt(Type.Array(Type.String())),
       routing: opt(
         Type.Array(
@@ -125,10 +127,15 @@ const PLACEHOLDER = /\{\{SECRET:([^}]+)\}\}/g;
 function networkIssues(n: any): FieldIssue[] {
   const out: FieldIssue[] = [];
   if (!n) return out;
-  for (const field of ['allowedDomains', 'forbiddenDomains']) {
-    const bad = domainsOf(n[field]).filter((d) => !DOMAIN_PATTERN.test(d));
+  for (const [path, list] of [
+    ['allowedDomains', n.allowedDomains],
+    ['forbiddenDomains', n.forbiddenDomains],
+    ['proxy/allowedDomains', n.proxy?.allowedDomains],
+    ['proxy/forbiddenDomains', n.proxy?.forbiddenDomains],
+  ]) {
+    const bad = domainsOf(list).filter((d) => !DOMAIN_PATTERN.test(d));
     if (bad.length)
-      out.push({ pointer: `/spec/network/${field}`, message: `not domain patterns: ${bad.join(', ')}` });
+      out.push({ pointer: `/spec/network/${path}`, message: `not domain patterns: ${bad.join(', ')}` });
   }
   if (n.egress?.mode === 'gateway' && !n.egress.gateway)
     out.push({

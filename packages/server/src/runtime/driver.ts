@@ -1,6 +1,9 @@
 // The runtime driver contract: the only boundary through which controllers touch the operating system.
 // A Kubernetes driver (DESIGN.md §6) implements the same interface; controllers never learn which one runs.
 import { createHash } from 'node:crypto';
+import type { EgressPolicy } from './egress/policy.js';
+
+export type { EgressPolicy };
 
 export interface VolumeMount {
   /** Directory on the host; the runtime owns it and makes it writable by the sandbox unless readOnly. */
@@ -33,6 +36,11 @@ export interface SandboxSpec {
    */
   image: string;
   volumes: VolumeMount[];
+  /**
+   * Egress policy (domains allowed and forbidden): when set, the sandbox reaches only what it allows, through
+   * the egress proxy and Berth's DNS. Not part of the spec hash: it changes live (setEgress), never replaces.
+   */
+  egress?: EgressPolicy;
 }
 
 /** Node needs about 7 tasks and hangs (does not fail) below its need, so never go under this. */
@@ -116,6 +124,8 @@ export interface RuntimeDriver {
   ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string>;
   /** Deletes a volume and its data; idempotent. The caller makes sure nothing holds it. */
   removeVolume(ref: VolumeRef): Promise<void>;
+  /** Replaces the sandbox's egress policy live (undefined: none); connections no longer allowed are closed. */
+  setEgress(id: string, policy: EgressPolicy | undefined): Promise<void>;
   /** Releases the driver's own resources; sandboxes keep running. */
   close(): Promise<void>;
 }
@@ -138,7 +148,10 @@ export function checkSandboxId(id: string): void {
 
 /** Stable hash of a spec (key order does not matter); envs are hashed, never stored. */
 export function specHash(spec: SandboxSpec): string {
-  return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(canonicalJson({ ...spec, egress: undefined }))
+    .digest('hex')
+    .slice(0, 32);
 }
 
 function canonicalJson(v: unknown): string {

@@ -4,6 +4,7 @@
 // gives a `socketDir` and starts a sandbox API daemon at `<socketDir>/<id>.sock` itself.
 import {
   checkSandboxId,
+  type EgressPolicy,
   type RuntimeCapabilities,
   type RuntimeDriver,
   type SandboxInfo,
@@ -87,6 +88,12 @@ export class FakeDriver implements RuntimeDriver {
     const b = this.boxes.get(id);
     if (!b) throw new SandboxNotFoundError(id);
     b.spec = { ...b.spec, envs };
+  }
+
+  async setEgress(id: string, policy: EgressPolicy | undefined): Promise<void> {
+    const b = this.boxes.get(id);
+    if (!b) throw new SandboxNotFoundError(id);
+    b.spec = { ...b.spec, egress: policy };
   }
 
   async stats(id: string): Promise<SandboxStats | undefined> {

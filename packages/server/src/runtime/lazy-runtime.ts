@@ -6,6 +6,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type {
+  EgressPolicy,
   RuntimeCapabilities,
   RuntimeDriver,
   SandboxInfo,
@@ -101,6 +102,9 @@ export class LazyRuntime implements RuntimeDriver {
   }
   async setEnvs(id: string, envs: Record<string, string>): Promise<void> {
     return (await this.ready()).setEnvs(id, envs);
+  }
+  async setEgress(id: string, policy: EgressPolicy | undefined): Promise<void> {
+    return (await this.ready()).setEgress(id, policy);
   }
   async stats(id: string): Promise<SandboxStats | undefined> {
     if (this.holdsNone()) return undefined;

@@ -16,6 +16,9 @@ import {
   sandboxSocketLinkDir,
 } from './host.js';
 import { launch, SANDBOX_SOCKET, SANDBOX_SOCKET_DIR, waitForSocket } from './launch.js';
+import type { EgressControl } from './egress-control.js';
+import { writeRunFile } from './run-file.js';
+import { withoutSecrets } from '../egress/policy.js';
 import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
 import type { StoredImage } from '../images/image-store.js';
@@ -41,6 +44,7 @@ export interface HostContext {
   seccompFile?: string;
   netPool: NetPool;
   startTimeoutMs?: number;
+  egress: EgressControl;
 }
 
 export interface StartRequest {
@@ -59,21 +63,9 @@ export function sandboxEnv(id: string, spec: SandboxSpec): Record<string, string
   return { ...spec.envs, BERTH_SANDBOX_ID: id };
 }
 
-/**
- * Writes the env file into the sandbox's run dir (0600, its own uid). The directory belongs to the
- * sandbox, so nothing here may follow a name it could have planted: an exclusive create of an
- * unguessable temporary name, fchown on the descriptor, and rename (which replaces the entry).
- */
+/** Writes the env file into the sandbox's run dir (0600, its own uid); see run-file.ts for why it is safe. */
 export function writeEnvFile(runDir: string, uid: number, env: Record<string, string>): void {
-  const tmp = join(runDir, `.env.${randomBytes(8).toString('hex')}`);
-  const fd = openSync(tmp, 'wx', 0o600);
-  try {
-    fchownSync(fd, uid, uid);
-    writeSync(fd, JSON.stringify(env));
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, join(runDir, 'env.json')); // the daemon never reads half a file
+  writeRunFile(runDir, uid, 'env.json', JSON.stringify(env));
 }
 
 export async function startSandbox(ctx: HostContext, req: StartRequest): Promise<SandboxRecord> {
@@ -113,7 +105,17 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     mountWritableLayer(rwDir, spec.diskMb, hostUid), // always fresh: nothing a previous holder planted
   ]);
   const runDir = sandboxRunDir(name);
-  const envs = sandboxEnv(req.id, spec);
+  let egressEnvs: Record<string, string> = {};
+  if (spec.egress) {
+    // Before anything runs inside: the sandbox's first packet already meets its policy.
+    egressEnvs = await ctx.egress.apply(
+      { address: net.address, hostAddress: net.hostAddress, runDir, uid: hostUid, label: req.id },
+      spec.egress,
+    );
+    rec.egress = withoutSecrets(spec.egress);
+    writeRecord(dir, rec);
+  }
+  const envs = { ...sandboxEnv(req.id, spec), ...egressEnvs };
   writeEnvFile(runDir, hostUid, envs);
   const volumes = [];
   for (const v of spec.volumes) {
@@ -220,6 +222,7 @@ export async function teardownSandbox(ctx: HostContext, dir: string, paths: Sand
     if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL'); // died before joining
     await cg.remove();
     await deleteSlotNetwork(slotNet(rec.slot, rec.name));
+    if (rec.egress) await ctx.egress.release(rec.address);
     await unmountLayer(join(LAYERS_DIR, rec.name));
   }
   rmSync(paths.socketPath, { force: true });

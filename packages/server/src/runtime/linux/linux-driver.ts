@@ -1,11 +1,23 @@
 // The local driver: sandboxes as bubblewrap process trees in their own cgroups and network namespace.
 // It keeps no state that matters in memory: everything is re-read from state.json, /proc and the
 // cgroup tree, so a new instance (after a restart) adopts whatever is still running.
-import { existsSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import {
   checkSandboxId,
   MIN_PIDS,
+  type EgressPolicy,
   type RuntimeCapabilities,
   type RuntimeDriver,
   type SandboxInfo,
@@ -30,6 +42,7 @@ import {
   unexposeUnder,
 } from './host.js';
 import { sleep } from './exec.js';
+import { EGRESS_ENV_KEYS, EgressControl, type EgressControlOptions, samePolicy } from './egress-control.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { isDefaultImage } from '../../kinds/image-reference.js';
@@ -40,6 +53,7 @@ import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
 import { ensureVolume, removeVolume, volumeDir } from './volumes.js';
+import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 
 /** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
@@ -80,6 +94,14 @@ export interface LinuxDriverOptions {
   allowCidrs?: string[];
   /** Where images other than the default come from (default: a store in the data dir with no credentials). */
   images?: ImageStore;
+  /** DNS servers the egress proxy and Berth's DNS ask for allowed names (default: the host's resolver). */
+  egressResolvers?: string[];
+  /** Extra CAs (a PEM file) the egress proxy trusts for the upstreams of intercepted requests. */
+  egressUpstreamCaFile?: string;
+  /** Egress gateways: name → host-local addresses a sandbox's upstream connections may leave from. */
+  egressGateways?: Record<string, string[]>;
+  /** Audit lines of the egress proxy and Berth's DNS (one per connection or query; never header values). */
+  onEgressEvent?: EgressControlOptions['onEvent'];
 }
 
 /** Image roots (runtime/images) that a sandbox record of this data dir runs on, live or not yet torn down. */
@@ -131,6 +153,14 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     seccompFile,
     netPool,
     startTimeoutMs: opts.startTimeoutMs,
+    // Started on first use: a server whose sandboxes have no egress policy runs no proxy.
+    egress: new EgressControl({
+      resolvers: opts.egressResolvers,
+      allowCidrs: opts.allowCidrs,
+      upstreamCaFile: opts.egressUpstreamCaFile,
+      gateways: opts.egressGateways,
+      onEvent: opts.onEgressEvent,
+    }),
   };
   const warmPool = new WarmPool(ctx, opts.warmPoolSize ?? 0);
   await warmPool.sweep();
@@ -231,7 +261,11 @@ export class LinuxDriver implements RuntimeDriver {
     const hash = specHash(spec);
     return this.serial(id, async () => {
       const rec = readRecord(this.dir(id));
-      if (rec && rec.specHash === hash && this.alive(rec)) return this.info(rec);
+      if (rec && rec.specHash === hash && this.alive(rec)) {
+        if (!samePolicy(this.ctx.egress.current(rec.address), spec.egress))
+          await this.applyEgress(rec, spec.egress);
+        return this.info(rec);
+      }
       if (rec || existsSync(this.dir(id))) await this.teardown(id);
       try {
         return await this.create(id, spec, hash);
@@ -249,7 +283,8 @@ export class LinuxDriver implements RuntimeDriver {
     // Before any resource is claimed: a pull can take long, and a name that cannot be had fails here.
     const image = host ? undefined : await this.images.resolve(spec.image);
     const pool = image ? await this.imagePool(image) : this.warmPool;
-    const warm = spec.volumes.length === 0 ? pool?.take() : undefined;
+    // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
+    const warm = spec.volumes.length === 0 && !spec.egress ? pool?.take() : undefined;
     if (warm) return this.info(await this.assign(warm, id, spec, hash));
     const rec = await startSandbox(this.ctx, {
       dir: this.dir(id),
@@ -362,7 +397,43 @@ export class LinuxDriver implements RuntimeDriver {
     const rec = readRecord(this.dir(id));
     if (!rec) throw new SandboxNotFoundError(id);
     // The daemon reads this file at every process start (see sandbox-api/process/spec.ts).
-    writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, { ...envs, BERTH_SANDBOX_ID: id });
+    const runDir = sandboxRunDir(rec.name);
+    const kept: Record<string, string> = {};
+    if (rec.egress) {
+      // The egress variables belong to the policy, not to the spec's envs: they stay.
+      const old = readEnvFile(runDir);
+      for (const k of EGRESS_ENV_KEYS) if (k in old) kept[k] = old[k];
+    }
+    writeEnvFile(runDir, rec.hostUid, { ...envs, ...kept, BERTH_SANDBOX_ID: id });
+  }
+
+  setEgress(id: string, policy: EgressPolicy | undefined): Promise<void> {
+    checkSandboxId(id);
+    return this.serial(id, async () => {
+      const rec = readRecord(this.dir(id));
+      if (!rec) throw new SandboxNotFoundError(id);
+      if (!samePolicy(this.ctx.egress.current(rec.address), policy)) await this.applyEgress(rec, policy);
+    });
+  }
+
+  /**
+   * Applies a policy to a live sandbox and records it. The proxy variables follow in the env file (processes
+   * started from now on); running processes are redirected either way.
+   */
+  private async applyEgress(rec: SandboxRecord, policy: EgressPolicy | undefined): Promise<void> {
+    const runDir = sandboxRunDir(rec.name);
+    let added: Record<string, string> = {};
+    if (policy)
+      added = await this.ctx.egress.apply(
+        { address: rec.address, hostAddress: rec.hostAddress, runDir, uid: rec.hostUid, label: rec.id },
+        policy,
+      );
+    else await this.ctx.egress.release(rec.address);
+    const envs = readEnvFile(runDir);
+    for (const k of EGRESS_ENV_KEYS) delete envs[k];
+    writeEnvFile(runDir, rec.hostUid, { ...envs, ...added });
+    rec.egress = policy && withoutSecrets(policy);
+    writeRecord(this.dir(rec.id), rec);
   }
 
   async stats(id: string): Promise<SandboxStats | undefined> {
@@ -424,7 +495,15 @@ export class LinuxDriver implements RuntimeDriver {
     this.adopting = (async () => {
       for (const id of existsSync(root) ? readdirSync(root) : []) {
         const rec = readRecord(join(root, id));
-        if (rec && this.alive(rec)) await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
+        if (!rec || !this.alive(rec)) continue;
+        await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
+        // Without secrets (records never hold them): routed requests answer 503 until the controller re-applies.
+        // Serialised with the sandbox's other operations and re-read: a removal may have come first.
+        if (rec.egress)
+          await this.serial(rec.id, async () => {
+            const now = readRecord(join(root, id));
+            if (now?.egress && this.alive(now)) await this.applyEgress(now, now.egress);
+          }).catch(() => undefined);
       }
     })();
   }
@@ -460,6 +539,29 @@ export class LinuxDriver implements RuntimeDriver {
     await this.warmPool.close();
     for (const p of this.imagePools.values()) await p.close();
     await this.netPool.close();
+    await this.ctx.egress.close();
     await unexposeUnder(this.ctx.dataDir);
+  }
+}
+
+/** An env file bigger than this was not written by us. */
+const MAX_ENV_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The env file as the sandbox has it. The run dir is the sandbox's: the name is opened without following a
+ * symlink (it could point at another sandbox's env file) and only a regular file of sane size is read.
+ */
+function readEnvFile(runDir: string): Record<string, string> {
+  let fd: number | undefined;
+  try {
+    fd = openSync(join(runDir, 'env.json'), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > MAX_ENV_FILE_BYTES) return {};
+    const parsed = JSON.parse(readFileSync(fd, 'utf8'));
+    return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : {};
+  } catch {
+    return {};
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }

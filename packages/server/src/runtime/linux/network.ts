@@ -43,6 +43,13 @@ export interface HostNetworkOptions {
   dnsServers?: string[];
 }
 
+/**
+ * Host ports of the egress child (runtime/egress): sandboxes under an egress policy have their ports 80, 443 and
+ * 53 redirected to these, and reach the explicit proxy (HTTP_PROXY) at their veth's host address.
+ */
+export const EGRESS_PORTS = { explicit: 15128, tls: 15443, http: 15080, dns: 15053 } as const;
+const egressPortSet = `{ ${[EGRESS_PORTS.explicit, EGRESS_PORTS.tls, EGRESS_PORTS.http, EGRESS_PORTS.dns].join(', ')} }`;
+
 const elements = (xs: string[]) => (xs.length ? `\n    elements = { ${xs.join(', ')} }` : '');
 
 export interface SlotNet {
@@ -82,9 +89,16 @@ table inet berth {
   set dns_dst {
     type ipv4_addr${elements(dns)}
   }
+  chain antispoof {
+    type filter hook prerouting priority raw; policy accept;
+    iifname ${bh} fib saddr . iif oif missing counter drop comment "a sandbox sends only from its own address"
+  }
   chain input {
     type filter hook input priority filter - 10; policy accept;
     iifname ${bh} ct state established,related accept
+    iifname ${bh} meta l4proto tcp th dport ${egressPortSet} accept comment "the egress proxy and Berth's DNS"
+    iifname ${bh} udp dport ${EGRESS_PORTS.dns} accept comment "Berth's DNS"
+    iifname != ${bh} meta l4proto { tcp, udp } th dport ${egressPortSet} counter drop comment "the egress proxy serves sandboxes only"
     iifname ${bh} counter drop comment "sandboxes never reach the host itself"
   }
   chain output {
@@ -118,6 +132,38 @@ ${dropOtherForwarding ? '    counter drop comment "forwarding was off before Ber
 `;
 }
 
+/**
+ * The table of sandboxes under an egress policy (runtime/egress): their ports 80, 443 and 53 go to the egress
+ * child, everything else they send is dropped. Unlike `inet berth` it is never deleted, only its chains are
+ * rewritten (one transaction), so a server start never empties the set of policed addresses: that would open
+ * the sandboxes' egress until their policies were applied again.
+ */
+export function egressTableText(): string {
+  const t = 'inet berth_egress';
+  return `add table ${t}
+add set ${t} policed { type ipv4_addr; }
+add chain ${t} prerouting { type nat hook prerouting priority dstnat - 5; policy accept; }
+add chain ${t} forward { type filter hook forward priority filter - 20; policy accept; }
+flush chain ${t} prerouting
+flush chain ${t} forward
+add rule ${t} prerouting iifname "${HOST_IF_PREFIX}*" ip saddr @policed tcp dport 443 redirect to :${EGRESS_PORTS.tls}
+add rule ${t} prerouting iifname "${HOST_IF_PREFIX}*" ip saddr @policed tcp dport 80 redirect to :${EGRESS_PORTS.http}
+add rule ${t} prerouting iifname "${HOST_IF_PREFIX}*" ip saddr @policed meta l4proto { tcp, udp } th dport 53 redirect to :${EGRESS_PORTS.dns}
+add rule ${t} forward iifname "${HOST_IF_PREFIX}*" ip saddr @policed counter drop comment "egress policy: only the proxy and Berth's DNS"
+`;
+}
+
+/** Puts a sandbox's address under egress control (policed) or takes it out; idempotent either way. */
+export async function setEgressControl(address: string, policed: boolean): Promise<void> {
+  const el = `inet berth_egress policed { ${address} }`;
+  // Adding first makes the delete succeed whether or not the address was there (one transaction).
+  await run(
+    'nft',
+    ['-f', '-'],
+    policed ? `add element ${el}\n` : `add element ${el}\ndelete element ${el}\n`,
+  );
+}
+
 /** Installs the table and turns IPv4 forwarding on, remembering whether it was off. Safe to repeat.
  *  Needs /run/berth (host.ts ensureRunDirs). The table is host-wide: the last server to start sets the
  *  allowed ranges for every sandbox on the machine. */
@@ -125,7 +171,7 @@ export async function setupHostNetwork(opts: HostNetworkOptions = {}): Promise<v
   if (!existsSync(FORWARD_ORIG))
     writeFileSync(FORWARD_ORIG, readFileSync(IP_FORWARD, 'utf8'), { flag: 'wx' });
   const wasOff = readFileSync(FORWARD_ORIG, 'utf8').trim() === '0';
-  await run('nft', ['-f', '-'], rulesetText(wasOff, opts));
+  await run('nft', ['-f', '-'], rulesetText(wasOff, opts) + egressTableText());
   writeFileSync(IP_FORWARD, '1');
 }
 
@@ -159,7 +205,8 @@ export async function createSlotNetwork(net: SlotNet): Promise<void> {
       '',
     ].join('\n'),
   );
-  await setupIngress(net);
+  // A previous holder of this address may have died under an egress policy without its teardown running.
+  await Promise.all([setupIngress(net), setEgressControl(net.address, false)]);
 }
 
 /**

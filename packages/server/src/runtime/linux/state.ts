@@ -1,5 +1,6 @@
 // The per-sandbox record `<dataDir>/sandboxes/<id>/state.json`: everything needed to find, adopt and
 // tear down a sandbox after the server restarts. It never holds envs (they may be secrets), only a hash.
+import type { EgressPolicy } from '../egress/policy.js';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -21,6 +22,8 @@ export interface SandboxRecord {
   rootfs?: string;
   socketPath: string;
   createdAt: string;
+  /** The egress policy in force (domains only), applied again when a restarted server adopts the sandbox. */
+  egress?: EgressPolicy;
 }
 
 export const stateFile = (sandboxDir: string) => join(sandboxDir, 'state.json');

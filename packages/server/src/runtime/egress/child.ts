@@ -1,0 +1,50 @@
+// The egress child process: Berth's DNS and the egress proxy, apart from the server so that a crash in either
+// (hostile traffic is what they parse) ends only them. The server restarts it and re-sends every policy; while
+// it is down the redirected ports refuse connections, so sandboxes under a policy have no network: fail closed.
+import type { CaMaterial } from './ca.js';
+import { EgressDns } from './dns-server.js';
+import { Interceptor } from './intercept.js';
+import { DENY_ALL, type EgressPolicy } from './policy.js';
+import type { ChildConfig, FromChild, ToChild } from './protocol.js';
+import { EgressProxy } from './proxy.js';
+import { GuardedResolver } from './resolve.js';
+
+const send = (m: FromChild) => process.send?.(m);
+
+async function main(): Promise<void> {
+  const config = JSON.parse(process.env.BERTH_EGRESS_CONFIG ?? '{}') as ChildConfig;
+  const policies = new Map<string, EgressPolicy>();
+  // A source with no policy is a sandbox the server has not described (yet): it reaches nothing.
+  const policyOf = (source: string) => policies.get(source) ?? DENY_ALL;
+  const resolver = new GuardedResolver({ servers: config.resolvers, allowCidrs: config.allowCidrs });
+  const cas = new Map<string, CaMaterial>();
+  const interceptor = new Interceptor(
+    policyOf,
+    (s) => cas.get(s),
+    (request) => send({ type: 'request', request }),
+  );
+  const proxy = new EgressProxy(policyOf, resolver, (line) => send({ type: 'audit', line }), interceptor);
+  const dns = new EgressDns(policyOf, resolver, (decision) => send({ type: 'dns', decision }));
+  process.on('message', (m: ToChild) => {
+    if (m.type === 'policy') {
+      policies.set(m.source, m.policy);
+      if (m.ca) cas.set(m.source, m.ca);
+      else cas.delete(m.source);
+    } else {
+      policies.delete(m.source);
+      cas.delete(m.source);
+      interceptor.forget(m.source);
+    }
+    proxy.revalidate(m.source);
+  });
+  // The server gone means no one restarts or feeds us: stop, and the sandboxes' egress with us.
+  process.on('disconnect', () => process.exit(0));
+  await proxy.listen(config.ports);
+  await dns.listen(config.ports.dns);
+  send({ type: 'ready' });
+}
+
+main().catch((e) => {
+  send({ type: 'failed', message: (e as Error).message });
+  process.exit(1);
+});

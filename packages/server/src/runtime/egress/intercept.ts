@@ -1,0 +1,246 @@
+// TLS interception for destinations with routing rules: the sandbox's TLS ends here with a leaf certificate from
+// its own CA (ca.ts), each request gets the rule's headers (and JSON body fields) with secrets filled in at
+// forward time, and goes on over a new TLS connection to the vetted address, verified strictly against the name
+// the sandbox asked for (the CONNECT host or SNI, never its Host header). HTTP/1.1 only: ALPN offers nothing
+// else, so clients downgrade; upgrades (WebSocket) are refused.
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent, request } from 'node:https';
+import type { Socket } from 'node:net';
+import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
+import { type CaMaterial, LeafMinter } from './ca.js';
+import { decide, type EgressPolicy, fillSecrets, ruleFor } from './policy.js';
+
+/** A JSON body larger than this is not buffered for merging: the request is refused (413), never sent unmerged. */
+export const MAX_MERGE_BODY_BYTES = 8 * 1024 * 1024;
+/** Leaf contexts kept per sandbox (one per host name it calls through a routing rule). */
+const LEAF_CACHE_PER_SANDBOX = 256;
+/** An upstream that does not answer within this long fails the request (502). */
+const UPSTREAM_TIMEOUT_MS = 60_000;
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'upgrade',
+];
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+interface Conn {
+  source: string;
+  host: string;
+  port: number;
+  address: string;
+  agent: Agent;
+}
+
+export interface InterceptAudit {
+  source: string;
+  host: string;
+  method: string;
+  status: number;
+  requestId: string;
+  injected: number;
+}
+
+export class Interceptor {
+  private readonly minters = new Map<
+    string,
+    { ca: CaMaterial; minter: LeafMinter; leaves: Map<string, Promise<SecureContext>> }
+  >();
+  private readonly conns = new WeakMap<Socket, Conn>();
+  private readonly server = createServer((req, res) => void this.onRequest(req, res));
+
+  constructor(
+    private readonly policyOf: (source: string) => EgressPolicy,
+    private readonly caOf: (source: string) => CaMaterial | undefined,
+    private readonly audit: (a: InterceptAudit) => void = () => undefined,
+  ) {
+    this.server.on('upgrade', (_req, sock: Socket) => {
+      sock.end(
+        'HTTP/1.1 501 Not Implemented\r\nX-Proxy-Error: upgrade-not-intercepted\r\nContent-Length: 0\r\n\r\n',
+      );
+    });
+    this.server.on('clientError', (_e, sock) => sock.destroy());
+  }
+
+  /** Whether connections from `source` to `host` are intercepted (a routing rule matches and a CA is held). */
+  wants(source: string, host: string): boolean {
+    return !!ruleFor(this.policyOf(source), host) && !!this.caOf(source);
+  }
+
+  /** Takes over a client connection whose ClientHello (`hello`) was already read. */
+  async take(client: Socket, hello: Buffer, c: Omit<Conn, 'agent'>): Promise<void> {
+    let context: SecureContext;
+    try {
+      context = await this.leafContext(c.source, c.host);
+    } catch {
+      return void client.destroy();
+    }
+    client.unshift(hello);
+    client.setNoDelay(true); // see splice in proxy.ts: no Nagle wait on relayed answers
+    const tls = new TLSSocket(client, {
+      isServer: true,
+      secureContext: context,
+      ALPNProtocols: ['http/1.1'],
+    });
+    tls.on('error', () => client.destroy());
+    // One upstream connection per client connection: requests of two sandbox connections never share a socket.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1, noDelay: true } as ConstructorParameters<
+      typeof Agent
+    >[0]);
+    tls.once('close', () => agent.destroy());
+    this.conns.set(tls, { ...c, agent });
+    this.server.emit('connection', tls);
+  }
+
+  private async leafContext(source: string, host: string): Promise<SecureContext> {
+    const ca = this.caOf(source);
+    if (!ca) throw new Error('no CA for this sandbox');
+    let m = this.minters.get(source);
+    if (!m || m.ca !== ca) {
+      m = { ca, minter: new LeafMinter(ca), leaves: new Map() };
+      this.minters.set(source, m);
+    }
+    let ctx = m.leaves.get(host);
+    if (!ctx) {
+      if (m.leaves.size >= LEAF_CACHE_PER_SANDBOX) m.leaves.delete(m.leaves.keys().next().value as string);
+      const minter = m.minter;
+      ctx = minter.leaf(host).then((l) => createSecureContext({ cert: l.certPem, key: l.keyPem }));
+      m.leaves.set(host, ctx);
+    }
+    return ctx;
+  }
+
+  forget(source: string): void {
+    this.minters.delete(source);
+  }
+
+  private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const c = this.conns.get(req.socket);
+    if (!c) return void res.destroy();
+    const requestId = randomUUID();
+    const fail = (status: number, reason: string) => {
+      this.audit({
+        source: c.source,
+        host: c.host,
+        method: req.method ?? '',
+        status,
+        requestId,
+        injected: 0,
+      });
+      res.writeHead(status, { 'x-proxy-error': reason, 'content-length': 0 }).end();
+      req.resume();
+    };
+    // Read at every request: a policy update (narrowed, secrets rotated) applies from the next request on.
+    const policy = this.policyOf(c.source);
+    if (!decide(policy, c.host).allow) return fail(403, 'blocked-by-allowlist');
+    const rule = ruleFor(policy, c.host);
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(req.headers))
+      if (v !== undefined && !HOP_BY_HOP.includes(k)) headers[k] = v;
+    headers.host = c.port === 443 ? c.host : `${c.host}:${c.port}`;
+    let injected = 0;
+    for (const [name, template] of Object.entries(rule?.headers ?? {})) {
+      const value = fillSecrets(String(template), rule?.secrets);
+      if (value === undefined) return fail(503, 'secret-unavailable');
+      headers[name.toLowerCase()] = value; // replaces whatever the client sent under any case
+      injected++;
+    }
+    headers['x-berth-request-id'] = requestId;
+    let body: Buffer | undefined;
+    const merge = rule?.body && Object.keys(rule.body).length > 0;
+    if (
+      merge &&
+      BODY_METHODS.has(req.method ?? '') &&
+      /application\/json/i.test(String(req.headers['content-type']))
+    ) {
+      const raw = await readCapped(req, MAX_MERGE_BODY_BYTES);
+      if (!raw) return fail(413, 'body-too-large-to-merge');
+      let doc: unknown;
+      try {
+        doc = raw.length ? JSON.parse(raw.toString('utf8')) : {};
+      } catch {
+        doc = undefined;
+      }
+      if (doc && typeof doc === 'object' && !Array.isArray(doc)) {
+        for (const [field, template] of Object.entries(rule?.body ?? {})) {
+          const value = fillSecrets(String(template), rule?.secrets);
+          if (value === undefined) return fail(503, 'secret-unavailable');
+          (doc as Record<string, unknown>)[field] = value;
+          injected++;
+        }
+        body = Buffer.from(JSON.stringify(doc));
+      } else body = raw; // not a JSON object: sent as it came
+      delete headers['transfer-encoding'];
+      headers['content-length'] = String(body.length);
+    }
+    const path = (req.url ?? '/').startsWith('/') ? (req.url ?? '/') : originForm(req.url ?? '/');
+    const up = request(
+      {
+        host: c.address,
+        port: c.port,
+        servername: c.host,
+        method: req.method,
+        path,
+        headers,
+        agent: c.agent,
+        localAddress: policy.egressAddress,
+        timeout: UPSTREAM_TIMEOUT_MS,
+        // Verified against `servername` (the name the sandbox asked for), whatever address was dialled.
+      },
+      (ur) => {
+        this.audit({
+          source: c.source,
+          host: c.host,
+          method: req.method ?? '',
+          status: ur.statusCode ?? 0,
+          requestId,
+          injected,
+        });
+        res.writeHead(ur.statusCode ?? 502, ur.headers);
+        ur.pipe(res);
+      },
+    );
+    up.on('timeout', () => up.destroy(new Error('upstream timeout')));
+    up.on('error', (e) => {
+      if (res.headersSent) return void res.destroy();
+      const code = (e as NodeJS.ErrnoException).code ?? '';
+      fail(
+        502,
+        /CERT|SIGNATURE|ALTNAME|SELF_SIGNED|ISSUER/.test(code)
+          ? 'upstream-certificate'
+          : 'upstream-unreachable',
+      );
+    });
+    if (body) up.end(body);
+    else req.pipe(up);
+  }
+}
+
+function originForm(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.pathname}${u.search}`;
+  } catch {
+    return '/';
+  }
+}
+
+function readCapped(req: IncomingMessage, cap: number): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const parts: Buffer[] = [];
+    let n = 0;
+    req.on('data', (d: Buffer) => {
+      n += d.length;
+      if (n > cap) {
+        resolve(undefined);
+        req.destroy();
+      } else parts.push(d);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts)));
+    req.on('error', () => resolve(undefined));
+  });
+}

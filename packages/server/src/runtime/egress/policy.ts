@@ -1,0 +1,98 @@
+// A sandbox's egress policy and the one decision every part of the egress path takes from it: may this sandbox
+// reach this host name? Deny wins over allow; an allow list makes everything else unreachable.
+import { domainToASCII } from 'node:url';
+
+export interface EgressPolicy {
+  /** When non-empty, only names matching one of these patterns are reachable. */
+  allowedDomains: string[];
+  /** Names matching one of these are never reachable, whatever the allow list says. */
+  forbiddenDomains: string[];
+  /** HTTPS requests to these destinations are intercepted and get headers (and JSON body fields) added. */
+  routing?: RoutingRule[];
+  /** Egress gateway (server setting BERTH_EGRESS_GATEWAYS) whose addresses upstreams see for this sandbox. */
+  egressGateway?: string;
+  /** The gateway address chosen for this sandbox (set by the runtime): the proxy's upstream sockets bind it. */
+  egressAddress?: string;
+}
+
+export interface RoutingRule {
+  /** Domain patterns, as in the allow list; `*` is every destination. */
+  destinations: string[];
+  /** Header name → value; `{{SECRET:name}}` in a value is replaced from `secrets` at forward time. */
+  headers?: Record<string, string>;
+  /** Field → value merged into JSON bodies of POST, PUT and PATCH requests; placeholders as in headers. */
+  body?: Record<string, string>;
+  /** This rule's secrets, in plaintext: only in memory, never in a record, a log or an answer. */
+  secrets?: Record<string, string>;
+}
+
+/** The first routing rule for a host: specific destinations before a global `*` rule. */
+export function ruleFor(policy: EgressPolicy, rawHost: string): RoutingRule | undefined {
+  const host = normalizeHost(rawHost);
+  if (!host || !policy.routing?.length) return undefined;
+  const hits = policy.routing.filter((r) => r.destinations.some((d) => matchesPattern(d, host)));
+  return hits.find((r) => !r.destinations.includes('*')) ?? hits[0];
+}
+
+const PLACEHOLDER = /\{\{SECRET:([^}]+)\}\}/g;
+
+/** The value with its placeholders filled from `secrets`; undefined when one names a secret not held. */
+export function fillSecrets(value: string, secrets: Record<string, string> = {}): string | undefined {
+  let missing = false;
+  const out = value.replace(PLACEHOLDER, (_m, name: string) => {
+    if (!(name in secrets)) missing = true;
+    return secrets[name] ?? '';
+  });
+  return missing ? undefined : out;
+}
+
+/** The policy as it may be stored: routing rules keep their shape, never their secrets. */
+export function withoutSecrets(policy: EgressPolicy): EgressPolicy {
+  if (!policy.routing) return policy;
+  return { ...policy, routing: policy.routing.map((r) => ({ ...r, secrets: undefined })) };
+}
+
+export type Verdict = { allow: true; rule: string } | { allow: false; reason: string };
+
+/**
+ * The host name as every comparison sees it: lowercase, ASCII (IDNA), no trailing dot. Undefined for what is
+ * not a plain DNS name (IP literals, zone ids, ports, empty labels): those never match a domain pattern.
+ */
+export function normalizeHost(raw: string): string | undefined {
+  let h = raw.trim().toLowerCase();
+  if (h.endsWith('.')) h = h.slice(0, -1);
+  if (!h || h.includes('%') || h.includes(':') || h.includes('[') || h.includes('/')) return undefined;
+  const ascii = domainToASCII(h);
+  if (!ascii || ascii.length > 253) return undefined;
+  if (/^[\d.]+$/.test(ascii)) return undefined; // an IPv4 literal, however written
+  if (!/^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/.test(ascii))
+    return undefined;
+  return ascii;
+}
+
+/**
+ * `*` matches every name; `*.example.com` matches strict subdomains only (not example.com itself, which a rule
+ * lists separately when wanted); anything else matches exactly.
+ */
+export function matchesPattern(pattern: string, host: string): boolean {
+  const p = pattern.trim().toLowerCase().replace(/\.$/, '');
+  if (p === '*') return true;
+  if (p.startsWith('*.')) {
+    const base = normalizeHost(p.slice(2));
+    return base !== undefined && host.length > base.length + 1 && host.endsWith(`.${base}`);
+  }
+  return normalizeHost(p) === host;
+}
+
+export function decide(policy: EgressPolicy, rawHost: string): Verdict {
+  const host = normalizeHost(rawHost);
+  if (!host) return { allow: false, reason: 'not-a-domain-name' };
+  const denied = policy.forbiddenDomains.find((p) => matchesPattern(p, host));
+  if (denied) return { allow: false, reason: `forbidden by ${denied}` };
+  if (policy.allowedDomains.length === 0) return { allow: true, rule: 'no allow list' };
+  const allowed = policy.allowedDomains.find((p) => matchesPattern(p, host));
+  return allowed ? { allow: true, rule: allowed } : { allow: false, reason: 'not in allowedDomains' };
+}
+
+/** A policy that refuses everything: what a sandbox under egress control gets while its policy is unknown. */
+export const DENY_ALL: EgressPolicy = { allowedDomains: [], forbiddenDomains: ['*'] };

@@ -1,0 +1,189 @@
+// The egress proxy in process, on loopback: a name that resolves to a blocked address (loopback, metadata, the
+// host's own) is refused and never dialled (rebinding), the explicit proxy answers refusals with a reason, and a
+// CONNECT's TLS hello must name the host that was CONNECTed to.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { connect, type Socket } from 'node:net';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { connect as tlsConnect } from 'node:tls';
+import type { EgressPolicy } from './policy.js';
+import { type AuditLine, EgressProxy } from './proxy.js';
+import { GuardedResolver } from './resolve.js';
+import { type FakeResolver, startFakeResolver } from './test-support.js';
+
+const OPENED = '127.0.0.2'; // the one loopback address the server's settings open, standing in for a LAN
+const hostAddress = Object.values(networkInterfaces())
+  .flat()
+  .find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
+const policy: EgressPolicy = { allowedDomains: ['*.test'], forbiddenDomains: [] };
+
+let resolver: FakeResolver;
+let proxy: EgressProxy;
+let ports: { explicit: number; tls: number; http: number };
+let blockedHits = 0;
+const servers: Server[] = [];
+const audit: AuditLine[] = [];
+let dir: string;
+
+const listen = (srv: Server, port: number, host: string) =>
+  new Promise<void>((resolve) => {
+    servers.push(srv);
+    srv.listen(port, host, () => resolve());
+  });
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'berth-proxy-test-'));
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-subj',
+      '/CN=ok.test',
+    ],
+    { stdio: 'ignore' },
+  );
+  const tls = { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+  // "Services on the host": what a rebinding name would aim at.
+  await listen(
+    createHttpServer((_q, r) => {
+      blockedHits++;
+      r.end('host');
+    }),
+    18080,
+    '127.0.0.1',
+  );
+  await listen(
+    createHttpServer((_q, r) => {
+      r.end('ok');
+    }),
+    18080,
+    OPENED,
+  );
+  await listen(
+    createHttpsServer(tls, (_q, r) => {
+      r.end('ok');
+    }),
+    18443,
+    OPENED,
+  );
+  resolver = await startFakeResolver({
+    'ok.test': OPENED,
+    'rebind.test': '127.0.0.1',
+    'meta.test': '169.254.169.254',
+    'lan.test': '192.168.1.1',
+    ...(hostAddress ? { 'host.test': hostAddress } : {}),
+  });
+  proxy = new EgressProxy(
+    () => policy,
+    new GuardedResolver({ servers: [resolver.server], allowCidrs: [`${OPENED}/32`] }),
+    (l) => audit.push(l),
+  );
+  ports = await proxy.listen({ explicit: 0, tls: 0, http: 0 }, '127.0.0.1');
+});
+
+after(() => {
+  proxy.close();
+  resolver.close();
+  for (const s of servers) s.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The proxy's answer to a CONNECT: the status line and X-Proxy-Error, with the socket for what follows. */
+function connectVia(target: string): Promise<{ status: string; reason?: string; sock: Socket }> {
+  return new Promise((resolve, reject) => {
+    const sock = connect(ports.explicit, '127.0.0.1');
+    let buf = '';
+    sock.on('error', reject);
+    sock.on('data', function onData(d) {
+      buf += d;
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      sock.off('data', onData);
+      resolve({
+        status: buf.split('\r\n')[0],
+        reason: /x-proxy-error: ([^\r]*)/i.exec(buf)?.[1],
+        sock,
+      });
+    });
+    sock.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
+  });
+}
+
+test('names resolving to loopback, metadata, private or host addresses are refused and never dialled', async () => {
+  const names = ['rebind.test', 'meta.test', 'lan.test', ...(hostAddress ? ['host.test'] : [])];
+  for (const name of names) {
+    const r = await connectVia(`${name}:18080`);
+    r.sock.destroy();
+    assert.match(r.status, / 403 /, name);
+    assert.equal(r.reason, 'blocked-by-resolved-address', name);
+  }
+  assert.equal(blockedHits, 0);
+});
+
+test('IP literals are not names: refused whatever the allow list', async () => {
+  for (const target of ['127.0.0.1:18080', `${OPENED}:18080`, '[::1]:18080']) {
+    const r = await connectVia(target);
+    r.sock.destroy();
+    assert.match(r.status, / 403 /, target);
+  }
+  assert.equal(blockedHits, 0);
+});
+
+test('an allowed name is dialled at its vetted address, and SMTP is refused even there', async () => {
+  const res = await fetchVia('http://ok.test:18080/');
+  assert.equal(res, 'ok');
+  const smtp = await connectVia('ok.test:25');
+  smtp.sock.destroy();
+  assert.equal(smtp.reason, 'blocked-port');
+});
+
+test('a CONNECT tunnel carries TLS only for the host it named: another SNI is cut', async () => {
+  const good = await connectVia('ok.test:18443');
+  assert.match(good.status, / 200 /);
+  assert.equal(await handshake(good.sock, 'ok.test'), 'secure');
+  const bad = await connectVia('ok.test:18443');
+  assert.match(bad.status, / 200 /);
+  assert.equal(await handshake(bad.sock, 'evil.test'), 'closed');
+  assert.ok(audit.some((l) => l.rule === 'sni-mismatch:evil.test'));
+});
+
+function handshake(sock: Socket, servername: string): Promise<string> {
+  return new Promise((resolve) => {
+    const t = tlsConnect({ socket: sock, servername, rejectUnauthorized: false });
+    t.once('secureConnect', () => {
+      t.destroy();
+      resolve('secure');
+    });
+    t.once('error', () => resolve('closed'));
+    t.once('close', () => resolve('closed'));
+  });
+}
+
+/** A plain HTTP request in absolute form through the explicit proxy; resolves with the body. */
+function fetchVia(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = connect(ports.explicit, '127.0.0.1');
+    let buf = '';
+    sock.on('data', (d) => (buf += d));
+    sock.on('end', () => resolve(buf.slice(buf.indexOf('\r\n\r\n') + 4)));
+    sock.on('error', reject);
+    sock.write(`GET ${url} HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`);
+  });
+}

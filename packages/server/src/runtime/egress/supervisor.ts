@@ -1,0 +1,111 @@
+// Runs the egress child process (child.ts) for the driver: starts it on first use, feeds it every sandbox's
+// policy keyed by the sandbox's address, and restarts it when it dies, re-sending the policies.
+import { type ChildProcess, fork } from 'node:child_process';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CaMaterial } from './ca.js';
+import type { EgressPolicy } from './policy.js';
+import type { ChildConfig, FromChild, ToChild } from './protocol.js';
+
+/** The child binds four ports and answers: more than this means it cannot start (a port taken, say). */
+const START_TIMEOUT_MS = 10_000;
+/** Pause before a restart, so a child that dies at once does not spin a core. */
+const RESTART_DELAY_MS = 200;
+
+export type EgressEvent = Exclude<FromChild, { type: 'ready' } | { type: 'failed' }>;
+
+export class EgressSupervisor {
+  private child?: ChildProcess;
+  private starting?: Promise<void>;
+  private closed = false;
+  private readonly policies = new Map<string, { policy: EgressPolicy; ca?: CaMaterial }>();
+  /** Times the child was started; a restart is a start after the first. */
+  starts = 0;
+
+  constructor(
+    private readonly config: ChildConfig,
+    private readonly onEvent: (e: EgressEvent) => void = () => undefined,
+  ) {}
+
+  /** Sets (or replaces) the policy of the sandbox at `source`; the child is started if it does not run. */
+  async set(source: string, policy: EgressPolicy, ca?: CaMaterial): Promise<void> {
+    this.policies.set(source, { policy, ca });
+    await this.ensureRunning();
+    this.send({ type: 'policy', source, policy, ca });
+  }
+
+  /** The policy the child holds for `source` (with its secrets: compare, never store). */
+  current(source: string): EgressPolicy | undefined {
+    return this.policies.get(source)?.policy;
+  }
+
+  forget(source: string): void {
+    if (this.policies.delete(source)) this.send({ type: 'forget', source });
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  ensureRunning(): Promise<void> {
+    if (this.child?.connected) return Promise.resolve();
+    this.starting ??= this.start().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private send(m: ToChild): void {
+    if (this.child?.connected) this.child.send(m);
+  }
+
+  private start(): Promise<void> {
+    const here = fileURLToPath(import.meta.url);
+    const entry = here.replace(/supervisor(\.[jt]s)$/, `child${extname(here)}`);
+    const child = fork(entry, [], {
+      // Only the TypeScript loader when running from source (tests): never the parent's other flags (--test).
+      execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
+      env: {
+        ...process.env,
+        BERTH_EGRESS_CONFIG: JSON.stringify(this.config),
+        ...(this.config.upstreamCaFile ? { NODE_EXTRA_CA_CERTS: this.config.upstreamCaFile } : {}),
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.starts++;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`the egress proxy did not start within ${START_TIMEOUT_MS} ms`));
+      }, START_TIMEOUT_MS);
+      child.on('message', (m: FromChild) => {
+        if (m.type === 'ready') {
+          clearTimeout(timer);
+          this.child = child;
+          for (const [source, p] of this.policies) child.send({ type: 'policy', source, ...p });
+          resolve();
+        } else if (m.type === 'failed') {
+          clearTimeout(timer);
+          reject(new Error(`the egress proxy could not start: ${m.message}`));
+        } else this.onEvent(m);
+      });
+      child.on('exit', () => {
+        clearTimeout(timer);
+        if (this.child !== child) return reject(new Error('the egress proxy exited during start'));
+        this.child = undefined;
+        if (!this.closed && this.policies.size)
+          setTimeout(() => void this.ensureRunning().catch(() => undefined), RESTART_DELAY_MS).unref();
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const c = this.child;
+    if (!c) return;
+    await new Promise<void>((resolve) => {
+      c.once('exit', () => resolve());
+      c.kill('SIGTERM');
+    });
+  }
+}

@@ -1,0 +1,70 @@
+// For the egress unit tests: a real DNS server on loopback that answers from a fixed table and records every
+// query it receives, standing in for the upstream resolver (never for Berth's DNS, which the tests run as is).
+import { createSocket } from 'node:dgram';
+import * as packet from 'dns-packet';
+
+export interface FakeResolver {
+  server: string;
+  queries: string[];
+  close(): void;
+}
+
+export async function startFakeResolver(table: Record<string, string>): Promise<FakeResolver> {
+  const udp = createSocket('udp4');
+  const queries: string[] = [];
+  udp.on('message', (msg, r) => {
+    const q = packet.decode(msg);
+    const question = q.questions?.[0];
+    if (!question) return;
+    queries.push(question.name);
+    const data = table[question.name];
+    const answers: packet.Answer[] =
+      data && question.type === 'A' ? [{ type: 'A', name: question.name, ttl: 5, data }] : [];
+    udp.send(
+      packet.encode({
+        type: 'response',
+        id: q.id,
+        flags: data ? 0x180 : 0x183,
+        questions: q.questions,
+        answers,
+      }),
+      r.port,
+      r.address,
+    );
+  });
+  await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', () => resolve()));
+  return { server: `127.0.0.1:${udp.address().port}`, queries, close: () => udp.close() };
+}
+
+/** One query to a DNS server over UDP: the response code and the A records. */
+export async function queryA(
+  server: { host: string; port: number },
+  name: string,
+  type: 'A' | 'AAAA' | 'TXT' = 'A',
+): Promise<{ rcode: string; addresses: string[] }> {
+  const udp = createSocket('udp4');
+  try {
+    const reply = await new Promise<Buffer>((resolve, reject) => {
+      udp.once('message', resolve);
+      udp.once('error', reject);
+      udp.send(
+        packet.encode({
+          type: 'query',
+          id: 7,
+          flags: packet.RECURSION_DESIRED,
+          questions: [{ type, name, class: 'IN' }],
+        }),
+        server.port,
+        server.host,
+      );
+    });
+    // dns-packet decodes the response code, its types do not declare it.
+    const r = packet.decode(reply) as packet.DecodedPacket & { rcode?: string };
+    return {
+      rcode: r.rcode ?? '',
+      addresses: (r.answers ?? []).flatMap((a) => (a.type === 'A' ? [String(a.data)] : [])),
+    };
+  } finally {
+    udp.close();
+  }
+}

@@ -1,0 +1,213 @@
+// Upstreams for egress tests, inside a network namespace the test makes: a documentation address (TEST-NET-3)
+// on a veth whose host end is the only route to it, so nothing a test sends can leave this machine. One process
+// in the namespace serves HTTPS (443, a test certificate), HTTP (80), raw TCP (22, 853), and DNS (53) that answers
+// every `*.test` name with the upstream's own address; it prints one line per hit, which the test counts.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { run, sleep } from '../exec.js';
+
+/**
+ * One test file's upstream network: its own namespace, link and documentation /24, so two files running at once
+ * never share one. host: the host end of the link; gateway: a second host-local address (an egress address).
+ */
+export interface UpstreamNet {
+  ns: string;
+  hostIf: string;
+  host: string;
+  gateway: string;
+  address: string;
+}
+
+export const UPSTREAM: UpstreamNet = {
+  ns: 'berth-t-egress',
+  hostIf: 'bteg0',
+  host: '203.0.113.1',
+  gateway: '203.0.113.2',
+  address: '203.0.113.10',
+};
+/** TEST-NET-2, for a second test file. */
+export const UPSTREAM_2: UpstreamNet = {
+  ns: 'berth-t-egress2',
+  hostIf: 'bteg1',
+  host: '198.51.100.1',
+  gateway: '198.51.100.2',
+  address: '198.51.100.10',
+};
+
+const SERVER = `
+const fs = require('node:fs'), net = require('node:net'), http = require('node:http'), https = require('node:https');
+const dgram = require('node:dgram');
+const dnsPacket = require(process.env.DNS_PACKET);
+const say = (l) => process.stdout.write(l + '\\n');
+const handler = (proto) => (req, res) => {
+  let body = '';
+  req.on('data', (d) => (body += d));
+  req.on('end', () => {
+    say('HIT ' + proto + ' ' + req.headers.host);
+    res.end(JSON.stringify({ upstream: true, host: req.headers.host, headers: req.headers, body, from: req.socket.remoteAddress }));
+  });
+};
+const tls = { key: fs.readFileSync(process.env.KEY), cert: fs.readFileSync(process.env.CERT) };
+https.createServer(tls, handler('https')).listen(443);
+http.createServer(handler('http')).listen(80);
+for (const port of [22, 853, 25]) net.createServer((s) => { s.on('error', () => {}); say('CONN ' + port); s.end('raw'); }).listen(port);
+process.on('uncaughtException', (e) => say('ERROR ' + e.message));
+const udp = dgram.createSocket('udp4');
+udp.on('message', (msg, r) => {
+  const q = dnsPacket.decode(msg);
+  const name = q.questions[0].name;
+  say('DNS ' + name);
+  const answers = name.endsWith('.test') && q.questions[0].type === 'A'
+    ? [{ type: 'A', name, ttl: 5, data: process.env.SELF }] : [];
+  udp.send(dnsPacket.encode({ type: 'response', id: q.id, flags: 0x180, questions: q.questions, answers }), r.port, r.address);
+});
+udp.bind(53, () => say('READY'));
+`;
+
+export interface Upstream {
+  /** Lines the upstream printed so far (HIT, CONN, DNS). */
+  lines: string[];
+  count(prefix: string): number;
+  /** The test CA's certificate (PEM): what sandboxes are told to trust for the upstream's HTTPS. */
+  certPem: string;
+  stop(): Promise<void>;
+}
+
+async function deleteNs(net: UpstreamNet): Promise<void> {
+  await run('ip', ['netns', 'del', net.ns]).catch(() => undefined);
+  await run('ip', ['link', 'del', net.hostIf]).catch(() => undefined);
+}
+
+/**
+ * Egress tests of different files must not overlap: the egress child's ports are the host's (one server per host),
+ * so a second driver's child would take over the first's sandboxes. A lock held by a `flock` child for the life
+ * of the upstream; bounded, so a crashed test process does not hold it for long.
+ */
+const EGRESS_TEST_LOCK = '/tmp/berth-egress-tests.lock';
+const LOCK_HOLD_MAX_S = 900;
+
+async function egressTestLock(): Promise<ChildProcess> {
+  // --no-fork: the lock's holder is the process we kill, not a grandchild that would outlive it.
+  const lock = spawn(
+    'flock',
+    ['--no-fork', EGRESS_TEST_LOCK, 'sh', '-c', `echo locked; exec sleep ${LOCK_HOLD_MAX_S}`],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    lock.stdout?.once('data', () => resolve());
+    lock.once('exit', (code) => reject(new Error(`flock exited ${code}`)));
+  });
+  lock.stdout?.destroy();
+  lock.unref();
+  process.once('exit', () => lock.kill('SIGKILL'));
+  return lock;
+}
+
+export async function startUpstream(net: UpstreamNet = UPSTREAM): Promise<Upstream> {
+  const lock = await egressTestLock();
+  const UPSTREAM = net;
+  const UPSTREAM_NS = net.ns;
+  const HOST_IF = net.hostIf;
+  await deleteNs(net);
+  const dir = mkdtempSync(join(tmpdir(), 'berth-egress-up-'));
+  const key = join(dir, 'key.pem');
+  const cert = join(dir, 'cert.pem');
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    cert,
+    '-days',
+    '1',
+    '-subj',
+    '/CN=allowed.test',
+    '-addext',
+    'subjectAltName=DNS:allowed.test,DNS:denied.test,DNS:other.test,DNS:sub.allowed.test',
+  ]);
+  await run(
+    'ip',
+    ['-batch', '-'],
+    [
+      `netns add ${UPSTREAM_NS}`,
+      `link add ${HOST_IF} type veth peer name eth0 netns ${UPSTREAM_NS}`,
+      `addr add ${UPSTREAM.host}/24 dev ${HOST_IF}`,
+      `addr add ${UPSTREAM.gateway}/24 dev ${HOST_IF}`,
+      `link set ${HOST_IF} up`,
+      '',
+    ].join('\n'),
+  );
+  await run(
+    'ip',
+    ['-n', UPSTREAM_NS, '-batch', '-'],
+    [
+      'link set lo up',
+      `addr add ${UPSTREAM.address}/24 dev eth0`,
+      'link set eth0 up',
+      `route add default via ${UPSTREAM.host}`,
+      '',
+    ].join('\n'),
+  );
+  // The guard every egress test starts with: the upstream's address must lead into our namespace, nowhere else.
+  const route = await run('ip', ['-o', 'route', 'get', UPSTREAM.address]);
+  assert.match(
+    route,
+    new RegExp(`dev ${HOST_IF} `),
+    `the route to ${UPSTREAM.address} must lead into the test namespace`,
+  );
+  const lines: string[] = [];
+  const proc: ChildProcess = spawn(
+    'nsenter',
+    [`--net=/run/netns/${UPSTREAM_NS}`, process.execPath, '-e', SERVER],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: {
+        ...process.env,
+        KEY: key,
+        CERT: cert,
+        SELF: UPSTREAM.address,
+        DNS_PACKET: require_resolve('dns-packet'),
+      },
+    },
+  );
+  let buf = '';
+  proc.stdout?.on('data', (d) => {
+    buf += d;
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      lines.push(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+    }
+  });
+  for (let i = 0; !lines.includes('READY'); i++) {
+    if (i > 200) throw new Error('the test upstream did not start');
+    await sleep(25);
+  }
+  const certPem = readFileSync(cert, 'utf8');
+  return {
+    lines,
+    count: (prefix) => lines.filter((l) => l.startsWith(prefix)).length,
+    certPem,
+    async stop() {
+      proc.kill('SIGKILL');
+      await deleteNs(net);
+      rmSync(dir, { recursive: true, force: true });
+      lock.kill('SIGKILL');
+    },
+  };
+}
+
+function require_resolve(name: string): string {
+  return fileURLToPath(import.meta.resolve(name));
+}
