@@ -1832,6 +1832,8 @@ export interface components {
                         }[];
                     };
                     proxy?: {
+                        allowedDomains?: string | string[];
+                        forbiddenDomains?: string | string[];
                         bypass?: string[];
                         routing?: {
                             body?: string | {
@@ -1931,6 +1933,8 @@ export interface components {
                         }[];
                     };
                     proxy?: {
+                        allowedDomains?: string | string[];
+                        forbiddenDomains?: string | string[];
                         bypass?: string[];
                         routing?: {
                             body?: string | {
