@@ -30,7 +30,7 @@ const spec = (egress?: EgressPolicy): SandboxSpec => ({
   cpuShares: 128,
   diskMb: 16,
   envs: {},
-  image: 'base',
+  image: '',
   volumes: [],
   egress,
 });
