@@ -28,6 +28,8 @@ export interface Config {
    * default: BERTH_SANDBOX_ALLOW_CIDRS, comma-separated (e.g. `192.168.1.0/24,10.0.5.7/32`).
    */
   sandboxAllowCidrs: string[];
+  /** Job tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS). */
+  jobMaxTasks?: number;
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -63,6 +65,7 @@ export function loadConfig(
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
+    jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
   };
 }
 

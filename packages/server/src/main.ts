@@ -37,6 +37,8 @@ import { CodeStore } from './builds/code-store.js';
 import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
+import { JobRunner } from './controllers/job-runner.js';
+import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 
 export interface RunningServer {
@@ -92,6 +94,15 @@ export async function startServer(
   const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
+  const jobs = new JobRunner({
+    resources,
+    builder,
+    driver,
+    waitHealthy,
+    logger,
+    logsDir: join(config.dataDir, 'jobs', 'logs'),
+    maxTasks: config.jobMaxTasks,
+  });
   // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
   const uploadUrl = (req: any, reply: any, o: any) => {
     if ((req.query as Record<string, string>)?.upload === 'true')
@@ -103,9 +114,10 @@ export async function startServer(
       registerCrud(v0, KINDS, {
         resources,
         createHooks: { Sandbox: sandboxCreateHook({ resources }) },
-        afterWrite: { Agent: uploadUrl, Function: uploadUrl },
+        afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
       });
       registerRevisionRoutes(v0, { resources, builder });
+      registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, templateVersions]) m.register(v0, { resources });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
@@ -143,6 +155,8 @@ export async function startServer(
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
   // Replicas and builds of an earlier run are not adopted: their workloads deploy afresh (decision 023).
   await replicas.removeLeftovers();
+  // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
+  await jobs.start();
   const controllers = startControllers({
     resources,
     logger,
@@ -150,6 +164,7 @@ export async function startServer(
       Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }),
       Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
       Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
+      Job: (d) => workloadReconciler({ ...d, builder, replicas }, 'Job'),
     },
   });
   workloads.start();
@@ -168,6 +183,7 @@ export async function startServer(
       // Sandboxes keep running: a restarted server adopts them as they are.
       await gateway.close();
       workloads.stop();
+      await jobs.stop();
       await expiry.stop();
       await controllers.stop();
       await app.close();

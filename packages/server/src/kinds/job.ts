@@ -15,7 +15,7 @@ import {
   Revision,
   Trigger,
 } from './common.js';
-import { callbackSecrets } from './agent.js';
+import { callbackSecrets, Repository, WORKLOAD_READ_ONLY, workloadImageIssues } from './agent.js';
 import { envIssues, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
@@ -43,6 +43,7 @@ export const JobSpec = Type.Object({
   githubRunner: opt(Type.Object({ repositories: opt(Type.String()) })),
   policies: opt(NameList),
   region: opt(Type.String()),
+  repository: opt(Repository),
   revision: opt(Revision),
   runtime: opt(
     Type.Object({
@@ -63,6 +64,24 @@ export const JobSpec = Type.Object({
 
 const isPersistent = (v: { type?: string }) => (v.type ?? 'persistent') === 'persistent';
 
+/**
+ * Persistent job volumes need volumes bound into task sandboxes, which do not exist yet: refused, never ignored.
+ * `emptydir` volumes are each task's own scratch space, which every task sandbox's writable layer already is.
+ */
+function persistentVolumeIssues(vs: { type?: string }[] | undefined) {
+  return (vs ?? []).flatMap((v, i) =>
+    isPersistent(v)
+      ? [
+          {
+            pointer: `/spec/volumes/${i}/type`,
+            message:
+              'persistent job volumes are not supported yet (tasks cannot mount volumes); use type "emptydir" for scratch space',
+          },
+        ]
+      : [],
+  );
+}
+
 export const job = {
   kind: 'Job',
   plural: 'jobs',
@@ -72,6 +91,7 @@ export const job = {
   description: 'Batch job: parallel tasks with configurable parallelism, retries and timeout.',
   spec: JobSpec,
   hasStatus: true,
+  readOnly: WORKLOAD_READ_ONLY,
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     spec.enabled ??= true;
@@ -89,6 +109,8 @@ export const job = {
     const persistent = (vs: any[] | undefined) => vs?.map((v) => (isPersistent(v) ? v.name : undefined));
     return [
       ...regionIssues(s.region, ctx),
+      ...workloadImageIssues(s.runtime),
+      ...persistentVolumeIssues(s.volumes),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
