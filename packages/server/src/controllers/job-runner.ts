@@ -38,6 +38,12 @@ import {
   tasksParent,
 } from './job-store.js';
 
+/**
+ * `blStartJob` refuses to start without a credential although it only reads BL_EXECUTION_DATA_URL, and task
+ * sandboxes have no route to the API anyway (runtime/linux/network.ts): a task whose job sets no BL_API_KEY gets
+ * this value, which says so and authenticates nothing (decision 025).
+ */
+export const TASK_NO_API_KEY = 'none-task-sandboxes-cannot-reach-the-api';
 /** Tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS): sandboxes cost memory. */
 export const DEFAULT_GLOBAL_MAX_TASKS = 50;
 /** How often waiting retries are looked at (their backoff elapses without any other event). */
@@ -296,7 +302,10 @@ export class JobRunner {
           : {};
         const built = this.deps.builder.builtByKey(x.rec.app);
         if (!built) throw new Error(`the built app ${x.rec.app} is gone`);
-        const envs: Record<string, string> = { ...(built.plan.manifest?.env ?? {}) };
+        const envs: Record<string, string> = {
+          BL_API_KEY: TASK_NO_API_KEY,
+          ...(built.plan.manifest?.env ?? {}),
+        };
         for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
         Object.assign(envs, x.rec.envOverride ?? {}, {
           BL_WORKSPACE: x.key.workspace,
