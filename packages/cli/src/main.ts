@@ -5,6 +5,7 @@ import { registerCompletion } from './completion.js';
 import { registerDelete } from './delete.js';
 import { registerDeploy } from './deploy.js';
 import { registerGet } from './get.js';
+import { registerJobs } from './jobs.js';
 import { registerLogin } from './login.js';
 import { registerRunModel } from './run-model.js';
 import { registerSandbox } from './sandbox.js';
@@ -50,6 +51,7 @@ export async function main(argv: string[]) {
   registerDeploy(program);
   registerSandbox(program);
   registerRunModel(program);
+  registerJobs(program);
   registerUsage(program);
   registerStatus(program);
   registerCompletion(program);
