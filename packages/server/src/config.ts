@@ -30,6 +30,8 @@ export interface Config {
   sandboxAllowCidrs: string[];
   /** Job tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS). */
   jobMaxTasks?: number;
+  /** Private IPv4 ranges job callbacks may be sent to (BERTH_CALLBACK_ALLOW_CIDRS); closed by default. */
+  callbackAllowCidrs: string[];
 }
 
 /** 1 MiB: management bodies are small; uploads go through the sandbox API, not /v0. */
@@ -66,6 +68,7 @@ export function loadConfig(
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
+    callbackAllowCidrs: parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? ''),
   };
 }
 

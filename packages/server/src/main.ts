@@ -38,6 +38,7 @@ import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
+import { JobCallbacks } from './controllers/job-callbacks.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 
@@ -94,7 +95,9 @@ export async function startServer(
   const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
+  const callbacks = new JobCallbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
   const jobs = new JobRunner({
+    onFinished: (ws, rec, stats) => callbacks.notify(ws, rec, stats),
     resources,
     builder,
     driver,

@@ -78,7 +78,7 @@ export interface JobRunnerDeps extends TaskDeps {
   maxTasks?: number;
   now?: () => number;
   /** Told when an execution ends (callbacks). */
-  onFinished?: (rec: ExecutionRecord) => void;
+  onFinished?: (workspace: string, rec: ExecutionRecord, stats: Record<string, number>) => void;
 }
 
 export class JobRunner {
@@ -443,7 +443,17 @@ export class JobRunner {
       { workspace: x.key.workspace, job: x.rec.job, execution: x.rec.id, status },
       'job execution ended',
     );
-    this.deps.onFinished?.({ ...(o.body as ExecutionRecord) });
+    const c = countTasks(x.tasks.map((t) => t.status));
+    this.deps.onFinished?.(
+      x.key.workspace,
+      { ...(o.body as ExecutionRecord) },
+      {
+        total: x.tasks.length,
+        success: c.succeeded,
+        failure: c.failed + c.timeout,
+        cancelled: c.cancelled,
+      },
+    );
   }
 
   /** Each attempt's output is appended to the task's log file, kept with the execution. */

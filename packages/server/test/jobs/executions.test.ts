@@ -2,10 +2,14 @@
 // through the API; concurrency sampled from /proc, retries, the timeout kill, cancel leaving nothing behind, and
 // the per-task log with the task's own output (its input read through blStartJob).
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { verifyWebhookSignature } from '@blaxel/core';
+import { Webhook } from 'standardwebhooks';
 import { inspectingDriver, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
 import { api, deployJob, taskProcesses, waitExecution } from './support.js';
 
@@ -16,7 +20,8 @@ describe('job executions', () => {
   let s: SandboxServer;
   let work: string;
   before(async () => {
-    s = await startSandboxServer();
+    // Callbacks to private addresses are refused unless opened: the test's receiver listens on loopback.
+    s = await startSandboxServer({ BERTH_CALLBACK_ALLOW_CIDRS: '127.0.0.1/32' });
     work = mkdtempSync(join(tmpdir(), 'berth-jobs-'));
     await deployJob(s, join(work, 'job'), JOB, {
       memory: 256,
@@ -97,6 +102,62 @@ describe('job executions', () => {
       left.map((x) => x.id),
       [],
     );
+  });
+
+  it('an ended execution is reported by a signed callback that both verifiers accept, and a tampered body fails', async () => {
+    const got: { body: string; headers: IncomingHttpHeaders }[] = [];
+    const receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        got.push({ body, headers: req.headers });
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const port = (receiver.address() as { port: number }).port;
+    const secret = `whsec_${randomBytes(24).toString('base64')}`;
+    try {
+      const cur = await api(s, `/jobs/${JOB}?show_secrets=true`);
+      const spec = {
+        ...cur.body.spec,
+        triggers: [
+          {
+            type: 'http-async',
+            configuration: { callbackUrl: `http://127.0.0.1:${port}/hook`, callbackSecret: secret },
+          },
+        ],
+      };
+      const put = await api(s, `/jobs/${JOB}`, { method: 'PUT', json: { metadata: { name: JOB }, spec } });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      const c = await api(s, `/jobs/${JOB}/executions`, {
+        method: 'POST',
+        json: { tasks: [{ name: 'cb' }] },
+      });
+      await waitExecution(s, JOB, c.body.executionId);
+      for (let i = 0; i < 100 && !got.length; i++) await sleep(100);
+      assert.equal(got.length, 1);
+      const { body, headers } = got[0];
+      const parsed = JSON.parse(body);
+      assert.equal(parsed.executionId, c.body.executionId);
+      assert.equal(parsed.status, 'succeeded');
+      assert.equal(parsed.stats.success, 1);
+      const h = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)]));
+      assert.deepEqual(new Webhook(secret).verify(body, h), parsed);
+      const sdk = (b: string) =>
+        verifyWebhookSignature({
+          body: b,
+          secret,
+          signature: h['x-blaxel-signature'],
+          timestamp: h['x-blaxel-timestamp'],
+        });
+      assert.equal(sdk(body), true);
+      const tampered = body.replace('succeeded', 'failed');
+      assert.throws(() => new Webhook(secret).verify(tampered, h));
+      assert.equal(sdk(tampered), false);
+    } finally {
+      receiver.close();
+    }
   });
 
   it('refuses an execution of a job with no deployed code, and a persistent volume', async () => {
