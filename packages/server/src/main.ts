@@ -39,6 +39,7 @@ import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
 import { JobCallbacks } from './controllers/job-callbacks.js';
+import { JobSchedules } from './controllers/job-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 
@@ -160,6 +161,8 @@ export async function startServer(
   await replicas.removeLeftovers();
   // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
   await jobs.start();
+  const schedules = new JobSchedules({ resources, runner: jobs, logger });
+  schedules.start();
   const controllers = startControllers({
     resources,
     logger,
@@ -186,6 +189,7 @@ export async function startServer(
       // Sandboxes keep running: a restarted server adopts them as they are.
       await gateway.close();
       workloads.stop();
+      schedules.stop();
       await jobs.stop();
       await expiry.stop();
       await controllers.stop();

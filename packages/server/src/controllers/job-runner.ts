@@ -159,6 +159,13 @@ export class JobRunner {
     return x;
   }
 
+  /** Ids of the job's unfinished executions. */
+  running(workspace: string, job: string): string[] {
+    return [...this.live.values()]
+      .filter((x) => x.key.workspace === workspace && x.rec.job === job)
+      .map((x) => x.rec.id);
+  }
+
   /** Starts tracking a freshly created execution (its objects are already in the store). */
   async track(o: StoredObject): Promise<void> {
     await this.load(o);

@@ -18,6 +18,7 @@ import {
 import { callbackSecrets, Repository, WORKLOAD_READ_ONLY, workloadImageIssues } from './agent.js';
 import { envIssues, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
+import { Cron } from 'croner';
 
 export const JOB_MEMORY_MB = 1024;
 export const DEFAULT_MAX_CONCURRENT_TASKS = 1;
@@ -82,6 +83,23 @@ function persistentVolumeIssues(vs: { type?: string }[] | undefined) {
   );
 }
 
+/** A schedule trigger's expression must parse (UTC cron, five or six fields) or nothing would ever fire. */
+function scheduleIssues(triggers: any[] | undefined) {
+  return (triggers ?? []).flatMap((t, i) => {
+    if (t.type !== 'schedule' && t.type !== 'cron') return [];
+    const expr = t.configuration?.schedule;
+    const pointer = `/spec/triggers/${i}/configuration/schedule`;
+    if (!expr)
+      return [{ pointer, message: 'a schedule trigger needs a cron expression (UTC), e.g. "0 * * * *"' }];
+    try {
+      new Cron(expr, { timezone: 'UTC', paused: true });
+      return [];
+    } catch (err) {
+      return [{ pointer, message: `not a cron expression: ${(err as Error).message}` }];
+    }
+  });
+}
+
 export const job = {
   kind: 'Job',
   plural: 'jobs',
@@ -111,6 +129,7 @@ export const job = {
       ...regionIssues(s.region, ctx),
       ...workloadImageIssues(s.runtime),
       ...persistentVolumeIssues(s.volumes),
+      ...scheduleIssues(s.triggers),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { removeAllSandboxes } from '../sandboxes/support.js';
+import { removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';
 import { api, deployJob, type Target, taskProcesses, waitExecution } from './support.js';
 
 const BIN = join(import.meta.dirname, '../../../cli/bin/berth.mjs');
@@ -44,11 +44,19 @@ test('after a kill -9 of the server mid-execution, every task succeeds exactly o
   const work = mkdtempSync(join(tmpdir(), 'berth-jobs-restart-src-'));
   let server: ChildProcess | undefined;
   try {
+    // Built by an in-process server on the same data dir (`berth serve` runs with umask 077, under which a build
+    // sandbox cannot read the unpacked source: a builder issue outside this test), then served by `berth serve`.
+    const builder = await startSandboxServer({}, dataDir);
+    await deployJob(builder, join(work, 'job'), 'crash', {
+      memory: 256,
+      maxConcurrentTasks: 5,
+      timeout: 120,
+    });
+    await builder.close();
     const first = await serve(dataDir);
     server = first.child;
     const adminKey = readFileSync(join(dataDir, 'admin.key'), 'utf8').trim();
     let s: Target = { url: first.url, adminKey, dataDir };
-    await deployJob(s, join(work, 'job'), 'crash', { memory: 256, maxConcurrentTasks: 5, timeout: 120 });
     const tasks = Array.from({ length: TASKS }, (_, i) => ({ name: `t${i}`, sleep: 2 }));
     const c = await api(s, '/jobs/crash/executions', { method: 'POST', json: { tasks } });
     assert.equal(c.status, 200, JSON.stringify(c.body));

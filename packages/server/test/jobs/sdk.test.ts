@@ -30,7 +30,10 @@ describe('jobs through @blaxel/core', () => {
     const line = out.split('\n').find((l) => l.startsWith('RESULT '));
     assert.ok(line, out);
     const r = JSON.parse(line.slice('RESULT '.length));
-    assert.equal(r.firstStatus, 'succeeded');
+    const why = async () =>
+      JSON.stringify((await api(s, `/jobs/sdk-job/executions/${r.first}`)).body) +
+      (await api(s, `/jobs/sdk-job/executions/${r.first}/tasks/0/logs`)).body;
+    assert.equal(r.firstStatus, 'succeeded', await why());
     assert.equal(r.firstSuccess, 2);
     assert.equal(r.secondStatus, 'succeeded');
     assert.equal(r.memoryOverride, 384);
