@@ -1,6 +1,7 @@
 // `npm run bench`: every benchmark, each printing its figure beside a same-run baseline and the ratio.
 // `npm run bench -- api` runs only the named ones.
 import { benchApi } from './api/bench.mjs';
+import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
 import { benchDensity } from './sandboxes/density.mjs';
@@ -14,6 +15,7 @@ const all = {
   'sandbox-create': benchCreate,
   'sandbox-exec': benchExec,
   'sandbox-density': benchDensity,
+  jobs: benchJobs,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {
