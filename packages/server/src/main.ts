@@ -148,6 +148,7 @@ export async function startServer(
   });
   const gateway = await startGateway({
     workloads,
+    jobTriggers: { resources, runner: jobs },
     server: app.server,
     resources,
     driver,

@@ -39,7 +39,9 @@ async function serve(dataDir: string): Promise<{ child: ChildProcess; url: strin
 const stopped = (c: ChildProcess) =>
   new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
 
-test('after a kill -9 of the server mid-execution, every task succeeds exactly once', async () => {
+test('after a kill -9 of the server mid-execution, every task succeeds exactly once', {
+  timeout: 400_000,
+}, async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-jobs-restart-'));
   const work = mkdtempSync(join(tmpdir(), 'berth-jobs-restart-src-'));
   let server: ChildProcess | undefined;
