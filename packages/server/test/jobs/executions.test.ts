@@ -104,7 +104,7 @@ describe('job executions', () => {
     );
   });
 
-  it('an ended execution is reported by a signed callback that both verifiers accept, and a tampered body fails', async () => {
+  it('an execution started by the HTTP trigger is reported at its end by a signed callback that both verifiers accept, and a tampered body fails', async () => {
     const got: { body: string; headers: IncomingHttpHeaders }[] = [];
     const receiver = createServer((req, res) => {
       let body = '';
@@ -130,10 +130,17 @@ describe('job executions', () => {
       };
       const put = await api(s, `/jobs/${JOB}`, { method: 'PUT', json: { metadata: { name: JOB }, spec } });
       assert.equal(put.status, 200, JSON.stringify(put.body));
-      const c = await api(s, `/jobs/${JOB}/executions`, {
+      // Started through the job's HTTP trigger (private: a credential is needed).
+      const trigger = `${s.url}/run/default/jobs/${JOB}`;
+      const anon = await fetch(trigger, { method: 'POST', body: '{}' });
+      assert.equal(anon.status, 401);
+      const started = await fetch(trigger, {
         method: 'POST',
-        json: { tasks: [{ name: 'cb' }] },
+        headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ tasks: [{ name: 'cb' }] }),
       });
+      const c = { body: await started.json() };
+      assert.equal(started.status, 200, JSON.stringify(c.body));
       await waitExecution(s, JOB, c.body.executionId);
       for (let i = 0; i < 100 && !got.length; i++) await sleep(100);
       assert.equal(got.length, 1);
