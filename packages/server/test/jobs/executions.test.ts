@@ -72,7 +72,16 @@ describe('job executions', () => {
   });
 
   it('kills a task at its timeout and marks it so; the execution fails', async () => {
+    // A short limit for this execution only (an execution takes the job's settings when it is created).
+    const setTimeoutS = async (timeout: number) => {
+      const cur = await api(s, `/jobs/${JOB}?show_secrets=true`);
+      const spec = { ...cur.body.spec, runtime: { ...cur.body.spec.runtime, timeout } };
+      const put = await api(s, `/jobs/${JOB}`, { method: 'PUT', json: { metadata: { name: JOB }, spec } });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+    };
+    await setTimeoutS(3);
     const c = await api(s, `/jobs/${JOB}/executions`, { method: 'POST', json: { tasks: [{ sleep: 60 }] } });
+    await setTimeoutS(120);
     const id = c.body.executionId;
     const e = await waitExecution(s, JOB, id);
     assert.equal(e.status, 'failed');
