@@ -37,7 +37,6 @@ const BLOCKED_V6 = [
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
-  ['::ffff:0:0', 96],
 ] as const;
 
 export class CallbackRefused extends Error {
