@@ -85,8 +85,10 @@ test('after a kill -9 of the server mid-execution, every task succeeds exactly o
       assert.equal(done.length, 1, `task ${i} finished its work exactly once:\n${log}`);
     }
   } finally {
-    server?.kill('SIGKILL');
-    if (server) await stopped(server);
+    if (server) {
+      server.kill('SIGTERM');
+      await stopped(server);
+    }
     await removeAllSandboxes(dataDir);
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(work, { recursive: true, force: true });
