@@ -36,7 +36,7 @@ export function workloadImageIssues(runtime: { image?: string } | undefined) {
   return [
     {
       pointer: '/spec/runtime/image',
-      message: `agents, functions and jobs are built on the default image (${WORKLOAD_DEFAULT_IMAGE}) only, for now; ${JSON.stringify(image)} cannot be used: omit runtime.image`,
+      message: `agents and functions are built on the default image (${WORKLOAD_DEFAULT_IMAGE}) only, for now; ${JSON.stringify(image)} cannot be used: omit runtime.image`,
     },
   ];
 }

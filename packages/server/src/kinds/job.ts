@@ -15,8 +15,8 @@ import {
   Revision,
   Trigger,
 } from './common.js';
-import { callbackSecrets, Repository, WORKLOAD_READ_ONLY, workloadImageIssues } from './agent.js';
-import { envIssues, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
+import { callbackSecrets, Repository, WORKLOAD_READ_ONLY } from './agent.js';
+import { envIssues, isCron, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 import { Cron } from 'croner';
 
@@ -89,8 +89,7 @@ function scheduleIssues(triggers: any[] | undefined) {
     if (t.type !== 'schedule' && t.type !== 'cron') return [];
     const expr = t.configuration?.schedule;
     const pointer = `/spec/triggers/${i}/configuration/schedule`;
-    if (!expr)
-      return [{ pointer, message: 'a schedule trigger needs a cron expression (UTC), e.g. "0 * * * *"' }];
+    if (!isCron(expr)) return []; // triggerIssues names that one
     try {
       new Cron(expr, { timezone: 'UTC', paused: true });
       return [];
@@ -127,7 +126,6 @@ export const job = {
     const persistent = (vs: any[] | undefined) => vs?.map((v) => (isPersistent(v) ? v.name : undefined));
     return [
       ...regionIssues(s.region, ctx),
-      ...workloadImageIssues(s.runtime),
       ...persistentVolumeIssues(s.volumes),
       ...scheduleIssues(s.triggers),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
