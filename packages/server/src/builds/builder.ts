@@ -9,9 +9,6 @@
 import { createHash } from 'node:crypto';
 import {
   appendFileSync,
-  chmodSync,
-  readdirSync,
-  statSync,
   existsSync,
   mkdirSync,
   readFileSync,
@@ -64,16 +61,6 @@ export interface BuilderDeps {
   code: CodeStore;
   logger?: Logger;
   waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
-}
-
-/** Makes an unpacked tree readable (and its directories enterable) by any uid: a build sandbox's is not ours. */
-function openToSandbox(dir: string) {
-  chmodSync(dir, 0o755);
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) openToSandbox(p);
-    else if (e.isFile()) chmodSync(p, statSync(p).mode & 0o111 ? 0o755 : 0o644);
-  }
 }
 
 export const tailOf = (text: string, n = FAILED_LOG_LINES) => text.trimEnd().split('\n').slice(-n).join('\n');
@@ -139,9 +126,6 @@ export class Builder {
     say(`berth: unpacking ${sourceDigest}`);
     try {
       await extractZip(this.deps.code.pathOf(sourceDigest), src);
-      // `berth serve` runs with umask 077: the build sandbox's uid must still read the source (the data dir
-      // itself stays 0700, so nobody else on the host reaches it).
-      openToSandbox(src);
     } catch (err) {
       if (err instanceof UnsafeArchiveError) fail(`the upload was refused: ${err.message}`);
       throw err;
@@ -154,7 +138,6 @@ export class Builder {
       throw err;
     }
     mkdirSync(out, { recursive: true });
-    chmodSync(out, 0o755); // the app's root: read by every replica's and task's uid, whatever the server's umask
     const cache = join(this.depsDir, workspace);
     mkdirSync(cache, { recursive: true });
     const id = `bld-${key.slice(0, 24)}`;
