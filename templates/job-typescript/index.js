@@ -8,7 +8,9 @@ import { blStartJob } from '@blaxel/core';
 blStartJob(async (input) => {
   const index = process.env.TASK_INDEX;
   const attempt = Number(process.env.BL_TASK_ATTEMPT ?? '1');
-  console.log(`task ${index} attempt ${attempt} of execution ${process.env.BL_EXECUTION_ID}: ${JSON.stringify(input)}`);
+  console.log(
+    `task ${index} attempt ${attempt} of execution ${process.env.BL_EXECUTION_ID}: ${JSON.stringify(input)}`,
+  );
   if (input.sleep) await new Promise((r) => setTimeout(r, Number(input.sleep) * 1000));
   if (attempt <= Number(input.failAttempts ?? 0)) throw new Error(`failing attempt ${attempt} on purpose`);
   if (input.env) console.log(`env ${input.env}=${process.env[input.env] ?? ''}`);
