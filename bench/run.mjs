@@ -2,6 +2,7 @@
 // `npm run bench -- api` runs only the named ones.
 import { benchAgents } from './agents/bench.mjs';
 import { benchApi } from './api/bench.mjs';
+import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
 import { benchDensity } from './sandboxes/density.mjs';
@@ -22,6 +23,7 @@ const all = {
   agents: benchAgents,
   'sandbox-images': benchImages,
   'sandbox-egress': benchEgress,
+  jobs: benchJobs,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

@@ -42,6 +42,8 @@ export interface Answer {
   body: any;
   headers: Headers;
   status: number;
+  /** The body as sent (plain-text answers such as logs). */
+  text: string;
 }
 
 export class Api {
@@ -85,7 +87,7 @@ export class Api {
     }
     if (!res.ok)
       throw new ApiFailure(res.status, body ?? { detail: `HTTP ${res.status}: ${text.slice(0, 200)}` });
-    return { body, headers: res.headers, status: res.status };
+    return { body, headers: res.headers, status: res.status, text };
   }
 }
 

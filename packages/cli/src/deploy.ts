@@ -31,15 +31,21 @@ function readManifest(dir: string): Record<string, any> {
 }
 
 /** The object the manifest describes: kind path and body. */
-export function manifestObject(dir: string, nameFlag?: string) {
+export function manifestObject(dir: string, nameFlag?: string, kindFlag?: string) {
   const m = readManifest(dir);
-  const type = m.type === 'function' || m.type === 'mcp' ? 'functions' : 'agents';
+  const declared = kindFlag ?? m.type;
+  const type =
+    declared === 'function' || declared === 'mcp' ? 'functions' : declared === 'job' ? 'jobs' : 'agents';
   const name = slug(nameFlag ?? m.name ?? basename(resolve(dir)));
   const rt = (m.runtime ?? {}) as Record<string, unknown>;
   const runtime: Record<string, unknown> = {};
-  for (const k of ['memory', 'minScale', 'maxScale']) if (typeof rt[k] === 'number') runtime[k] = rt[k];
+  const fields =
+    type === 'jobs'
+      ? ['memory', 'maxConcurrentTasks', 'maxRetries', 'timeout']
+      : ['memory', 'minScale', 'maxScale'];
+  for (const k of fields) if (typeof rt[k] === 'number') runtime[k] = rt[k];
   const spec: Record<string, unknown> = { repository: { type: 'upload' }, runtime };
-  if (typeof m.public === 'boolean') spec.public = m.public;
+  if (typeof m.public === 'boolean' && type !== 'jobs') spec.public = m.public;
   if (type === 'functions') spec.type = 'mcp';
   return { plural: type, name, body: { metadata: { name }, spec } };
 }
@@ -49,11 +55,12 @@ export function registerDeploy(program: Command) {
     .command('deploy [dir]')
     .description('build and deploy an agent or MCP server from a directory (berth.toml / blaxel.toml)')
     .option('--name <name>', 'object name (default: the manifest name, else the directory name)')
+    .option('--kind <kind>', 'agent, function or job (default: the manifest type, else agent)')
     .option('--no-wait', 'return once the code is uploaded')
-    .action(async (dirArg: string | undefined, opts: { name?: string; wait: boolean }) => {
+    .action(async (dirArg: string | undefined, opts: { name?: string; kind?: string; wait: boolean }) => {
       const dir = resolve(dirArg ?? '.');
       const api = new Api(loadCliConfig());
-      const { plural, name, body } = manifestObject(dir, opts.name);
+      const { plural, name, body } = manifestObject(dir, opts.name, opts.kind);
       const packed = await packSource(dir);
       process.stdout.write(
         `packed ${packed.files.length} files (${packed.zip.length} bytes, ${packed.digest})\n`,

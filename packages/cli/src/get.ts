@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { Api, addParentFlags, collectionPath, itemPath, listAll, resolveKind } from './client.js';
 import { loadCliConfig } from './config.js';
+import { getExecutions } from './jobs.js';
 import { parseFormat, render } from './output.js';
 
 interface GetOptions {
@@ -17,23 +18,31 @@ export function registerGet(program: Command) {
     .description('show one object or list a kind (e.g. `berth get policies`, `berth get policy p1 -o yaml`)')
     .argument('<kind>', 'kind: plural, singular or alias')
     .argument('[name]', 'object name; omit to list')
+    .argument('[job]', 'with `executions job`: the job whose executions to list')
     .option('-o, --output <format>', 'json or yaml (default: a table)')
     .option('-l, --selector <labels>', 'label filter: key=value,...')
     .option('--show-secrets', 'reveal secret values (workspace admin)');
-  addParentFlags(cmd).action(async (kindName: string, name: string | undefined, o: GetOptions) => {
-    const kd = resolveKind(kindName);
-    const format = parseFormat(o.output);
-    const api = new Api(loadCliConfig());
-    const coll = collectionPath(kd, o);
-    const query: Record<string, string> = o.showSecrets ? { show_secrets: 'true' } : {};
-    if (name) {
-      const { body } = await api.call('GET', itemPath(coll, name), { query });
-      process.stdout.write(render([body], format, kd.kind, true));
-      return;
-    }
-    if (o.selector) query.labels = o.selector;
-    const items = await listAll(api, coll, query);
-    if (!items.length && format === 'table') process.stderr.write(`no ${kd.plural} found\n`);
-    else process.stdout.write(render(items, format, kd.kind, false));
-  });
+  addParentFlags(cmd).action(
+    async (kindName: string, name: string | undefined, job: unknown, o: GetOptions) => {
+      if (/^executions?$/.test(kindName)) {
+        if (name !== 'job' || typeof job !== 'string')
+          throw new Error('usage: berth get executions job <name>');
+        return getExecutions(job);
+      }
+      const kd = resolveKind(kindName);
+      const format = parseFormat(o.output);
+      const api = new Api(loadCliConfig());
+      const coll = collectionPath(kd, o);
+      const query: Record<string, string> = o.showSecrets ? { show_secrets: 'true' } : {};
+      if (name) {
+        const { body } = await api.call('GET', itemPath(coll, name), { query });
+        process.stdout.write(render([body], format, kd.kind, true));
+        return;
+      }
+      if (o.selector) query.labels = o.selector;
+      const items = await listAll(api, coll, query);
+      if (!items.length && format === 'table') process.stderr.write(`no ${kd.plural} found\n`);
+      else process.stdout.write(render(items, format, kd.kind, false));
+    },
+  );
 }

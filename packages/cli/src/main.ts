@@ -6,6 +6,7 @@ import { registerDelete } from './delete.js';
 import { registerDeploy } from './deploy.js';
 import { registerGet } from './get.js';
 import { registerImage } from './image.js';
+import { registerJobs } from './jobs.js';
 import { registerLogin } from './login.js';
 import { registerRunModel } from './run-model.js';
 import { registerSandbox } from './sandbox.js';
@@ -54,6 +55,7 @@ export async function main(argv: string[]) {
   registerVolume(program);
   registerImage(program);
   registerRunModel(program);
+  registerJobs(program);
   registerUsage(program);
   registerStatus(program);
   registerCompletion(program);

@@ -63,6 +63,10 @@ export interface Config {
    * BERTH_EGRESS_GATEWAYS, `name=addr,addr;name2=addr` (e.g. `office=198.51.100.5,198.51.100.6`).
    */
   egressGateways?: Record<string, string[]>;
+  /** Job tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS). */
+  jobMaxTasks?: number;
+  /** Private IPv4 ranges job callbacks may be sent to (BERTH_CALLBACK_ALLOW_CIDRS); closed by default. */
+  callbackAllowCidrs: string[];
 }
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
@@ -127,6 +131,8 @@ export function loadConfig(
     imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
+    jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
+    callbackAllowCidrs: parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? ''),
   };
 }
 

@@ -45,6 +45,10 @@ import { CodeStore } from './builds/code-store.js';
 import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
+import { JobRunner } from './controllers/job-runner.js';
+import { JobCallbacks } from './controllers/job-callbacks.js';
+import { JobSchedules } from './controllers/job-schedules.js';
+import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 import { Executions } from './controllers/executions.js';
 
@@ -120,6 +124,17 @@ export async function startServer(
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
   const executions = new Executions({ logger, allowPrivate: config.callbackAllowPrivate === true });
+  const callbacks = new JobCallbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
+  const jobs = new JobRunner({
+    onFinished: (ws, rec, stats) => callbacks.notify(ws, rec, stats),
+    resources,
+    builder,
+    driver,
+    waitHealthy,
+    logger,
+    logsDir: join(config.dataDir, 'jobs', 'logs'),
+    maxTasks: config.jobMaxTasks,
+  });
   // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
   const uploadUrl = (req: any, reply: any, o: any) => {
     if ((req.query as Record<string, string>)?.upload === 'true')
@@ -135,9 +150,10 @@ export async function startServer(
           Volume: volumeCreateHook({ resources, capacity }),
         },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
-        afterWrite: { Agent: uploadUrl, Function: uploadUrl },
+        afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
+      registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       drives.register(v0);
@@ -181,6 +197,7 @@ export async function startServer(
   });
   const gateway = await startGateway({
     workloads,
+    jobTriggers: { resources, runner: jobs },
     server: app.server,
     resources,
     driver,
@@ -195,6 +212,10 @@ export async function startServer(
   await replicas.removeLeftovers();
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
   images.collect(imageInUse);
+  // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
+  await jobs.start();
+  const jobSchedules = new JobSchedules({ resources, runner: jobs, logger });
+  jobSchedules.start();
   const controllers = startControllers({
     resources,
     logger,
@@ -210,6 +231,7 @@ export async function startServer(
         }),
       Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
       Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
+      Job: (d) => workloadReconciler({ ...d, builder, replicas }, 'Job'),
     },
   });
   workloads.start();
@@ -236,6 +258,8 @@ export async function startServer(
       await schedules.stop();
       await gateway.close();
       workloads.stop();
+      jobSchedules.stop();
+      await jobs.stop();
       await expiry.stop();
       await controllers.stop();
       await app.close();

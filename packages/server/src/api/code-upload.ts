@@ -21,7 +21,7 @@ export const UPLOAD_URL_TTL_MS = 15 * 60_000;
 /** Upload URLs outstanding at once; the oldest is dropped beyond it (each is a few bytes, this bounds a flood). */
 const MAX_PENDING_UPLOADS = 10_000;
 export const UPLOAD_URL_HEADER = 'x-blaxel-upload-url';
-export const CODE_KINDS = { agents: 'Agent', functions: 'Function' } as const;
+export const CODE_KINDS = { agents: 'Agent', functions: 'Function', jobs: 'Job' } as const;
 
 interface Pending {
   key: ResourceKey;

@@ -23,7 +23,8 @@ export const BUILD_ID_PREFIX = 'bld-';
 /** Longest the start command may take to listen on its port before the replica counts as failed. */
 export const READY_TIMEOUT_S = 120;
 
-const PATH = `${APP_DIR}/node_modules/.bin:${APP_DIR}/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
+/** PATH of processes in a workload sandbox: the app's own tools first. */
+export const APP_PATH = `${APP_DIR}/node_modules/.bin:${APP_DIR}/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
 
 /** What a revision runs: fixed once deployed. */
 export interface RevisionRun {
@@ -240,7 +241,7 @@ export class ReplicaSet {
       BL_SERVER_HOST: '0.0.0.0',
       BL_WORKSPACE: w.workspace,
       BL_NAME: w.name,
-      PATH,
+      PATH: APP_PATH,
     };
     const info = await this.deps.driver.ensure(id, {
       memoryMb: run.memoryMb,

@@ -4,6 +4,7 @@
 //   DELETING → (driver.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
 // A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
 // a spec update that changes what runs (its envs) starts it again.
+import { TASK_ID_PREFIX } from './job-task.js';
 import { durationMs } from '../kinds/rules.js';
 import { isGone } from '../kinds/status.js';
 import { type RuntimeDriver, specHash, type VolumeMount } from '../runtime/driver.js';
@@ -157,7 +158,8 @@ export async function removeOrphanSandboxes(deps: SandboxControllerDeps): Promis
   );
   const removed: string[] = [];
   for (const info of await deps.driver.list()) {
-    if (known.has(info.id)) continue;
+    // Job task sandboxes are the job runner's: it re-adopts or removes them itself (controllers/job-runner.ts).
+    if (known.has(info.id) || info.id.startsWith(TASK_ID_PREFIX)) continue;
     await deps.driver.remove(info.id);
     removed.push(info.id);
   }

@@ -49,7 +49,10 @@ export function revisionId(app: BuiltApp): string {
     .slice(0, 12);
 }
 
-export function workloadReconciler(deps: WorkloadControllerDeps, kind: 'Agent' | 'Function'): Reconciler {
+export function workloadReconciler(
+  deps: WorkloadControllerDeps,
+  kind: 'Agent' | 'Function' | 'Job',
+): Reconciler {
   const { resources, builder, replicas } = deps;
 
   function runOf(o: StoredObject, app: BuiltApp): RevisionRun {
@@ -131,6 +134,18 @@ export function workloadReconciler(deps: WorkloadControllerDeps, kind: 'Agent' |
       const activeApp = pick(wanted.active, 'active') ?? app;
       const canaryPercent: number = wanted.canaryPercent ?? 0;
       const canaryApp = canaryPercent > 0 ? pick(wanted.canary, 'canary') : undefined;
+      // A job has no replicas: its active revision is what each new execution's tasks run (controllers/jobs/).
+      if (kind === 'Job') {
+        const id = revisionId(activeApp);
+        if (o.body.status === 'DEPLOYED' && o.body.activeRevision === id && !isNew) return DONE;
+        await resources.updateStatus(key, {
+          to: 'DEPLOYED',
+          message: `deployed revision ${id}: executions run it`,
+          extras: { activeRevision: id, revisions },
+          when: (cur) => enabled(cur) && !isGone(cur),
+        });
+        return DONE;
+      }
       const run = runOf(o, activeApp);
       const canaryRun = canaryApp && { run: runOf(o, canaryApp), percent: canaryPercent };
       const w = replicas.get(o.workspace, kind, o.name);

@@ -25,6 +25,7 @@ import { type Target, Targets } from './targets.js';
 import { tunnel } from './upgrade.js';
 import { UsageWriter } from './usage-writer.js';
 import { matchWorkloadPath } from './workload-address.js';
+import { type JobTriggerDeps, matchJobTrigger, serveJobTrigger } from './job-trigger.js';
 import type { WorkloadGateway } from './workloads.js';
 
 export interface GatewayDeps {
@@ -38,6 +39,8 @@ export interface GatewayDeps {
   inferenceHost?: string;
   /** Agents and functions (`/run/<ws>/agents|functions/<name>`), answered before any sandbox address. */
   workloads?: WorkloadGateway;
+  /** Jobs' HTTP triggers (`POST /run/<ws>/jobs/<name>`). */
+  jobTriggers?: Omit<JobTriggerDeps, 'authenticator' | 'logger'>;
 }
 
 export interface Gateway {
@@ -132,6 +135,14 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const onRequest: RequestListener = (req, res) => {
     const wl = deps.workloads && matchWorkloadPath(req.url ?? '/');
     if (wl) return void deps.workloads?.serve(req, res, wl);
+    const jt = deps.jobTriggers && matchJobTrigger(req.url ?? '/');
+    if (jt && deps.jobTriggers)
+      return void serveJobTrigger(
+        { ...deps.jobTriggers, authenticator: deps.authenticator, logger },
+        req,
+        res,
+        jt,
+      );
     const a = parseAddress(req, parseCtx);
     if (a) void serve(req, res, a);
     else api.call(server, req, res);

@@ -15,9 +15,10 @@ import {
   Revision,
   Trigger,
 } from './common.js';
-import { callbackSecrets } from './agent.js';
-import { envIssues, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
+import { callbackSecrets, Repository, WORKLOAD_READ_ONLY } from './agent.js';
+import { envIssues, isCron, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
+import { Cron } from 'croner';
 
 export const JOB_MEMORY_MB = 1024;
 export const DEFAULT_MAX_CONCURRENT_TASKS = 1;
@@ -43,6 +44,7 @@ export const JobSpec = Type.Object({
   githubRunner: opt(Type.Object({ repositories: opt(Type.String()) })),
   policies: opt(NameList),
   region: opt(Type.String()),
+  repository: opt(Repository),
   revision: opt(Revision),
   runtime: opt(
     Type.Object({
@@ -63,6 +65,40 @@ export const JobSpec = Type.Object({
 
 const isPersistent = (v: { type?: string }) => (v.type ?? 'persistent') === 'persistent';
 
+/**
+ * Persistent job volumes need volumes bound into task sandboxes, which do not exist yet: refused, never ignored.
+ * `emptydir` volumes are each task's own scratch space, which every task sandbox's writable layer already is.
+ */
+function persistentVolumeIssues(vs: { type?: string }[] | undefined) {
+  return (vs ?? []).flatMap((v, i) =>
+    isPersistent(v)
+      ? [
+          {
+            pointer: `/spec/volumes/${i}/type`,
+            message:
+              'persistent job volumes are not supported yet (tasks cannot mount volumes); use type "emptydir" for scratch space',
+          },
+        ]
+      : [],
+  );
+}
+
+/** A schedule trigger's expression must parse (UTC cron, five or six fields) or nothing would ever fire. */
+function scheduleIssues(triggers: any[] | undefined) {
+  return (triggers ?? []).flatMap((t, i) => {
+    if (t.type !== 'schedule' && t.type !== 'cron') return [];
+    const expr = t.configuration?.schedule;
+    const pointer = `/spec/triggers/${i}/configuration/schedule`;
+    if (!isCron(expr)) return []; // triggerIssues names that one
+    try {
+      new Cron(expr, { timezone: 'UTC', paused: true });
+      return [];
+    } catch (err) {
+      return [{ pointer, message: `not a cron expression: ${(err as Error).message}` }];
+    }
+  });
+}
+
 export const job = {
   kind: 'Job',
   plural: 'jobs',
@@ -72,6 +108,7 @@ export const job = {
   description: 'Batch job: parallel tasks with configurable parallelism, retries and timeout.',
   spec: JobSpec,
   hasStatus: true,
+  readOnly: WORKLOAD_READ_ONLY,
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     spec.enabled ??= true;
@@ -89,6 +126,8 @@ export const job = {
     const persistent = (vs: any[] | undefined) => vs?.map((v) => (isPersistent(v) ? v.name : undefined));
     return [
       ...regionIssues(s.region, ctx),
+      ...persistentVolumeIssues(s.volumes),
+      ...scheduleIssues(s.triggers),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),

@@ -1,0 +1,134 @@
+// Jobs from the command line: `berth run job <name> --tasks tasks.json` starts an execution and shows its progress
+// until it ends (exit 1 unless it succeeded), `berth get executions job <name>` lists executions,
+// `berth logs job <name> --execution <id> [--task N] [-f]` prints task logs, `berth cancel execution <job> <id>`.
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { Api } from './client.js';
+import { loadCliConfig } from './config.js';
+
+/** How often progress and followed logs are read. */
+const POLL_MS = 1000;
+const DONE = new Set(['succeeded', 'failed', 'cancelled']);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function readTasks(file: string | undefined): unknown[] {
+  if (!file) return [{}];
+  const text = file === '-' ? readFileSync(0, 'utf8') : readFileSync(file, 'utf8');
+  const v = JSON.parse(text);
+  if (!Array.isArray(v)) throw new Error(`${file}: expected a JSON array of task inputs`);
+  return v;
+}
+
+const progress = (e: any) => {
+  const s = e.stats ?? {};
+  return `${e.status}: ${s.success ?? 0} succeeded, ${s.failure ?? 0} failed, ${s.running ?? 0} running, ${s.pending ?? 0} waiting, ${s.retried ?? 0} retries (of ${s.total ?? 0})`;
+};
+
+export async function runJob(
+  name: string,
+  o: { tasks?: string; env?: string[]; memory?: string; wait: boolean },
+) {
+  const api = new Api(loadCliConfig());
+  const env = Object.fromEntries(
+    (o.env ?? []).map((kv) => {
+      const i = kv.indexOf('=');
+      if (i <= 0) throw new Error(`--env wants NAME=value, got ${JSON.stringify(kv)}`);
+      return [kv.slice(0, i), kv.slice(i + 1)];
+    }),
+  );
+  const body: Record<string, unknown> = { tasks: readTasks(o.tasks) };
+  if (Object.keys(env).length) body.env = env;
+  if (o.memory) body.memory = Number(o.memory);
+  const { body: created } = await api.call('POST', `/jobs/${name}/executions`, { body });
+  const id = created.executionId;
+  process.stdout.write(`execution ${id}\n`);
+  if (!o.wait) return;
+  let last = '';
+  for (;;) {
+    const { body: e } = await api.call('GET', `/jobs/${name}/executions/${id}`);
+    const line = progress(e);
+    if (line !== last) process.stdout.write(`${line}\n`);
+    last = line;
+    if (DONE.has(e.status)) {
+      for (const t of e.tasks ?? [])
+        if (t.status !== 'succeeded')
+          process.stderr.write(`task ${t.index}: ${t.status} after ${t.attempts} attempt(s)\n`);
+      if (e.status !== 'succeeded') process.exitCode = 1;
+      return;
+    }
+    await sleep(POLL_MS);
+  }
+}
+
+async function listExecutions(name: string) {
+  const api = new Api(loadCliConfig());
+  const { body } = await api.call('GET', `/jobs/${name}/executions`);
+  const items = Array.isArray(body) ? body : (body.data ?? []);
+  if (!items.length) process.stderr.write('no executions found\n');
+  for (const e of items) process.stdout.write(`${e.metadata.id}  ${e.metadata.createdAt}  ${progress(e)}\n`);
+}
+
+async function logs(name: string, o: { execution: string; task?: string; follow?: boolean }) {
+  const api = new Api(loadCliConfig());
+  const { body: e } = await api.call('GET', `/jobs/${name}/executions/${o.execution}`);
+  const indexes = o.task !== undefined ? [Number(o.task)] : (e.tasks ?? []).map((t: any) => t.index);
+  const seen = new Map<number, number>();
+  for (;;) {
+    for (const i of indexes) {
+      const res = await api.call('GET', `/jobs/${name}/executions/${o.execution}/tasks/${i}/logs`);
+      const text = res.text;
+      const from = seen.get(i) ?? 0;
+      if (text.length > from) {
+        const chunk = text.slice(from);
+        process.stdout.write(indexes.length > 1 ? chunk.replace(/^/gm, `[${i}] `) : chunk);
+        seen.set(i, text.length);
+      }
+    }
+    if (!o.follow) return;
+    const { body: now } = await api.call('GET', `/jobs/${name}/executions/${o.execution}`);
+    if (DONE.has(now.status)) return;
+    await sleep(POLL_MS);
+  }
+}
+
+export function registerJobs(program: Command) {
+  const run =
+    program.commands.find((c) => c.name() === 'run') ?? program.command('run').description('call a workload');
+  run
+    .command('job')
+    .description('start an execution of a job and show its progress until it ends')
+    .argument('<name>', 'job name')
+    .option('--tasks <file>', 'JSON array of task inputs (- for stdin); default one task with {}')
+    .option('--env <NAME=value...>', 'environment override for this execution')
+    .option('--memory <mb>', 'memory override for this execution (MB)')
+    .option('--no-wait', 'print the execution id and return')
+    .action((name: string, o) => runJob(name, o));
+  program
+    .command('logs')
+    .description('print the logs of a job execution (every task, or one with --task)')
+    .argument('<kind>', 'job')
+    .argument('<name>', 'job name')
+    .requiredOption('--execution <id>', 'execution id')
+    .option('--task <index>', 'one task')
+    .option('-f, --follow', 'keep printing until the execution ends')
+    .action((kind: string, name: string, o) => {
+      if (kind !== 'job')
+        throw new Error('berth logs: only `berth logs job <name>` exists (see berth sandbox logs)');
+      return logs(name, o);
+    });
+  program
+    .command('cancel')
+    .description('cancel a job execution: running tasks get SIGTERM, then SIGKILL')
+    .argument('<what>', 'execution')
+    .argument('<job>', 'job name')
+    .argument('<id>', 'execution id')
+    .action(async (what: string, job: string, id: string) => {
+      if (what !== 'execution')
+        throw new Error('berth cancel: only `berth cancel execution <job> <id>` exists');
+      const { body } = await new Api(loadCliConfig()).call('DELETE', `/jobs/${job}/executions/${id}`);
+      process.stdout.write(`${body.status}\n`);
+    });
+}
+
+/** `berth get executions job <name>`, reached from `berth get`. */
+export const getExecutions = listExecutions;

@@ -1,0 +1,476 @@
+// Runs job executions: keeps every unfinished execution in memory (loaded from the store at start), starts
+// waiting tasks as job-decide.ts picks them, and writes every task transition to the store before acting on it,
+// guarded by the attempt number, so a kill -9 of the server can neither lose a task nor count it twice. At start,
+// an attempt whose sandbox still runs is re-adopted; one whose sandbox is gone runs again (not counted as a retry).
+import { createHash } from 'node:crypto';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Logger } from 'pino';
+import type { Builder } from '../builds/builder.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
+import type { Resources } from '../store/resources.js';
+import type { ResourceKey, StoredObject } from '../store/store.js';
+import {
+  afterAttempt,
+  countTasks,
+  type ExecutionStatus,
+  executionStatus,
+  isTaskDone,
+  pickStarts,
+  type TaskStatus,
+} from './job-decide.js';
+import {
+  type AttemptResult,
+  adoptAttempt,
+  executionDataUrl,
+  runAttempt,
+  stopAttempt,
+  TASK_ID_PREFIX,
+  type TaskDeps,
+} from './job-task.js';
+import {
+  type ExecutionRecord,
+  EXECUTION_KIND,
+  execKey,
+  type TaskRecord,
+  TASK_KIND,
+  taskKey,
+  tasksParent,
+} from './job-store.js';
+
+/**
+ * `blStartJob` refuses to start without a credential although it only reads BL_EXECUTION_DATA_URL, and task
+ * sandboxes have no route to the API anyway (runtime/linux/network.ts): a task whose job sets no BL_API_KEY gets
+ * this value, which says so and authenticates nothing (decision 025).
+ */
+export const TASK_NO_API_KEY = 'none-task-sandboxes-cannot-reach-the-api';
+/** Tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS): sandboxes cost memory. */
+export const DEFAULT_GLOBAL_MAX_TASKS = 50;
+/** How often waiting retries are looked at (their backoff elapses without any other event). */
+export const TICK_MS = 200;
+/** After a cancel's SIGTERM, the sandbox is removed (SIGKILL of everything) this long after, whatever runs. */
+export const CANCEL_KILL_MS = 7_000;
+
+interface LiveTask {
+  index: number;
+  status: TaskStatus;
+  attempts: number;
+  lost: number;
+  notBeforeMs?: number;
+  sandbox?: string;
+  input: unknown;
+}
+
+interface LiveExecution {
+  key: ResourceKey;
+  rec: ExecutionRecord;
+  tasks: LiveTask[];
+  running: number;
+  cancelling: boolean;
+}
+
+export interface JobRunnerDeps extends TaskDeps {
+  resources: Resources;
+  builder: Builder;
+  driver: RuntimeDriver;
+  logsDir: string;
+  logger?: Logger;
+  maxTasks?: number;
+  now?: () => number;
+  /** Told when an execution ends (callbacks). */
+  onFinished?: (workspace: string, rec: ExecutionRecord, stats: Record<string, number>) => void;
+}
+
+export class JobRunner {
+  private readonly live = new Map<string, LiveExecution>();
+  private readonly now: () => number;
+  private readonly maxTasks: number;
+  private readonly stopping = new AbortController();
+  private timer?: NodeJS.Timeout;
+  private runningTotal = 0;
+
+  constructor(private readonly deps: JobRunnerDeps) {
+    this.now = deps.now ?? Date.now;
+    this.maxTasks = deps.maxTasks ?? DEFAULT_GLOBAL_MAX_TASKS;
+  }
+
+  private get store() {
+    return this.deps.resources.store;
+  }
+
+  /** Loads unfinished executions, re-adopts or re-runs their running attempts, removes stray task sandboxes. */
+  async start(): Promise<void> {
+    const adopted = new Set<string>();
+    const execs = await this.store.list({ kind: EXECUTION_KIND });
+    execs.sort((a, b) => String(a.body.createdAt).localeCompare(String(b.body.createdAt)));
+    for (const o of execs) {
+      const rec = o.body as ExecutionRecord;
+      if (['succeeded', 'failed', 'cancelled'].includes(rec.status)) continue;
+      const x = await this.load(o);
+      for (const t of x.tasks) {
+        if (t.status !== 'running' || !t.sandbox) continue;
+        const info = await this.deps.driver.inspect(t.sandbox);
+        if (info && info.state !== 'dead') {
+          adopted.add(t.sandbox);
+          x.running++;
+          this.runningTotal++;
+          void this.follow(x, t, t.attempts, t.sandbox, 'adopt');
+        } else await this.lose(x, t);
+      }
+      if (x.cancelling) void this.cancel(x.key.workspace, rec.job, rec.id);
+    }
+    for (const info of await this.deps.driver.list())
+      if (info.id.startsWith(TASK_ID_PREFIX) && !adopted.has(info.id))
+        await this.deps.driver.remove(info.id).catch(() => undefined);
+    this.timer = setInterval(() => this.schedule(), TICK_MS);
+    this.timer.unref();
+    this.schedule();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private async load(o: StoredObject): Promise<LiveExecution> {
+    const rec = o.body as ExecutionRecord;
+    const tasks = (
+      await this.store.list({ kind: TASK_KIND, workspace: o.workspace, parent: tasksParent(rec.job, rec.id) })
+    )
+      .map((t) => t.body as TaskRecord)
+      .sort((a, b) => a.index - b.index)
+      .map((t) => ({
+        index: t.index,
+        status: t.status,
+        attempts: t.attempts,
+        lost: t.lost ?? 0,
+        sandbox: t.sandbox,
+        input: t.input,
+        notBeforeMs: t.notBefore ? Date.parse(t.notBefore) : undefined,
+      }));
+    const x: LiveExecution = {
+      key: execKey(o.workspace, rec.job, rec.id),
+      rec,
+      tasks,
+      running: 0,
+      cancelling: rec.status === 'cancelling',
+    };
+    this.live.set(`${o.workspace}/${rec.job}/${rec.id}`, x);
+    return x;
+  }
+
+  /** Ids of the job's unfinished executions. */
+  running(workspace: string, job: string): string[] {
+    return [...this.live.values()]
+      .filter((x) => x.key.workspace === workspace && x.rec.job === job)
+      .map((x) => x.rec.id);
+  }
+
+  /** Starts tracking a freshly created execution (its objects are already in the store). */
+  async track(o: StoredObject): Promise<void> {
+    await this.load(o);
+    this.schedule();
+  }
+
+  /** Cancels: waiting tasks are cancelled at once, running ones get SIGTERM, then their sandboxes go. */
+  async cancel(workspace: string, job: string, id: string): Promise<boolean> {
+    const x = this.live.get(`${workspace}/${job}/${id}`);
+    if (!x) return false;
+    x.cancelling = true;
+    const waiting = x.tasks.filter((t) => t.status === 'pending');
+    for (const t of waiting) t.status = 'cancelled';
+    const at = new Date(this.now()).toISOString();
+    await this.store.write([
+      ...waiting.map((t) => ({
+        op: 'update' as const,
+        key: taskKey(workspace, job, id, t.index),
+        mutate: (cur: StoredObject) => ({ ...cur.body, status: 'cancelled', completedAt: at, updatedAt: at }),
+      })),
+      {
+        op: 'update',
+        key: x.key,
+        mutate: (cur: StoredObject) => ({ ...cur.body, status: 'cancelling', updatedAt: at }),
+      },
+    ]);
+    for (const t of x.tasks) {
+      if (t.status !== 'running' || !t.sandbox) continue;
+      const sandbox = t.sandbox;
+      void this.deps.driver.inspect(sandbox).then((info) => info && stopAttempt(info.socketPath));
+      setTimeout(() => void this.deps.driver.remove(sandbox).catch(() => undefined), CANCEL_KILL_MS).unref();
+    }
+    await this.settle(x);
+    return true;
+  }
+
+  /** Starts whatever the caps allow now. */
+  schedule(): void {
+    if (this.stopping.signal.aborted) return;
+    const execs = [...this.live.values()].filter((x) => !x.cancelling);
+    const picks = pickStarts(
+      execs.map((x) => ({
+        id: `${x.key.workspace}/${x.rec.job}/${x.rec.id}`,
+        maxConcurrent: x.rec.maxConcurrentTasks,
+        running: x.running,
+        waiting: x.tasks.filter((t) => t.status === 'pending'),
+      })),
+      this.maxTasks - this.runningTotal,
+      this.now(),
+    );
+    for (const p of picks) {
+      const x = this.live.get(p.execution);
+      const t = x?.tasks[p.index];
+      if (!x || !t) continue;
+      // Claimed in memory at once, so the next pick (before the store write lands) does not take it again.
+      t.status = 'running';
+      x.running++;
+      this.runningTotal++;
+      void this.launch(x, t);
+    }
+  }
+
+  private sandboxId(x: LiveExecution, t: LiveTask, attempt: number) {
+    const h = createHash('sha256')
+      .update(`${x.key.workspace}/${x.rec.job}/${x.rec.id}`)
+      .digest('hex')
+      .slice(0, 12);
+    return `${TASK_ID_PREFIX}${h}-${t.index}-${attempt}`;
+  }
+
+  private async launch(x: LiveExecution, t: LiveTask) {
+    const attempt = t.attempts + 1;
+    const sandbox = this.sandboxId(x, t, attempt);
+    const at = new Date(this.now()).toISOString();
+    try {
+      await this.store.write([
+        {
+          op: 'update',
+          key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
+          mutate: (cur) => {
+            if (cur.body.status !== 'pending' || cur.body.attempts !== t.attempts)
+              throw new Error('task moved on');
+            return {
+              ...cur.body,
+              status: 'running',
+              attempts: attempt,
+              sandbox,
+              startedAt: cur.body.startedAt ?? at,
+              attemptStartedAt: at,
+              updatedAt: at,
+              notBefore: undefined,
+            };
+          },
+        },
+        ...(x.rec.status === 'pending' || x.rec.status === 'queued'
+          ? [
+              {
+                op: 'update' as const,
+                key: x.key,
+                mutate: (cur: StoredObject) =>
+                  cur.body.status === 'pending'
+                    ? { ...cur.body, status: 'running', startedAt: at, updatedAt: at }
+                    : cur.body,
+              },
+            ]
+          : []),
+      ]);
+    } catch (err) {
+      this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'could not start a task');
+      t.status = 'pending';
+      x.running--;
+      this.runningTotal--;
+      return;
+    }
+    if (x.rec.status === 'pending') x.rec = { ...x.rec, status: 'running', startedAt: at };
+    t.attempts = attempt;
+    t.sandbox = sandbox;
+    await this.follow(x, t, attempt, sandbox, 'run');
+  }
+
+  /** Runs (or re-adopts) one attempt to its end and records the outcome. */
+  private async follow(
+    x: LiveExecution,
+    t: LiveTask,
+    attempt: number,
+    sandbox: string,
+    how: 'run' | 'adopt',
+  ) {
+    let result: AttemptResult | undefined;
+    let infraError: string | undefined;
+    try {
+      if (how === 'run') {
+        const job = await this.deps.resources.store.get({
+          kind: 'Job',
+          workspace: x.key.workspace,
+          parent: '',
+          name: x.rec.job,
+        });
+        const open = job
+          ? this.deps.resources.openSecrets(this.deps.resources.kind('Job'), job.body.spec ?? {})
+          : {};
+        const built = this.deps.builder.builtByKey(x.rec.app);
+        if (!built) throw new Error(`the built app ${x.rec.app} is gone`);
+        const envs: Record<string, string> = {
+          BL_API_KEY: TASK_NO_API_KEY,
+          ...(built.plan.manifest?.env ?? {}),
+        };
+        for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
+        Object.assign(envs, x.rec.envOverride ?? {}, {
+          BL_WORKSPACE: x.key.workspace,
+          BL_NAME: x.rec.job,
+          BL_EXECUTION_ID: x.rec.id,
+          TASK_INDEX: String(t.index),
+          BL_TASK_ATTEMPT: String(attempt),
+          BL_EXECUTION_DATA_URL: executionDataUrl(t.index, t.input),
+        });
+        result = await runAttempt(this.deps, {
+          sandboxId: sandbox,
+          appDir: built.dir,
+          start: built.plan.start,
+          memoryMb: x.rec.memoryMb,
+          envs,
+          timeoutS: x.rec.timeoutS,
+        });
+      } else {
+        result = await adoptAttempt(this.deps, sandbox, this.stopping.signal);
+        if (!result) {
+          if (this.stopping.signal.aborted) return;
+          await this.deps.driver.remove(sandbox).catch(() => undefined);
+          x.running--;
+          this.runningTotal--;
+          await this.lose(x, t);
+          this.schedule();
+          return;
+        }
+      }
+    } catch (err) {
+      infraError = (err as Error).message;
+    }
+    if (this.stopping.signal.aborted) return;
+    this.keepLog(x, t.index, attempt, result?.logs ?? `(no output: ${infraError})\n`);
+    await this.deps.driver.remove(sandbox).catch(() => undefined);
+    const end = {
+      exitCode: result?.exitCode ?? -1,
+      timedOut: result?.timedOut ?? false,
+      cancelled: x.cancelling,
+    };
+    const next = afterAttempt(end, attempt - t.lost, x.rec.maxRetries, this.now());
+    const at = new Date(this.now()).toISOString();
+    const condition = infraError
+      ? { type: 'Attempt', reason: 'error', message: `attempt ${attempt}: ${infraError}` }
+      : end.timedOut
+        ? {
+            type: 'Attempt',
+            reason: 'timeout',
+            message: `attempt ${attempt} killed after ${x.rec.timeoutS}s`,
+          }
+        : {
+            type: 'Attempt',
+            reason: end.exitCode === 0 ? 'succeeded' : 'failed',
+            message: `attempt ${attempt} exited with code ${end.exitCode}`,
+          };
+    try {
+      await this.store.write([
+        {
+          op: 'update',
+          key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
+          mutate: (cur) => {
+            if (cur.body.status !== 'running' || cur.body.attempts !== attempt)
+              throw new Error('attempt already recorded');
+            return {
+              ...cur.body,
+              status: next.status,
+              exitCode: end.exitCode,
+              sandbox: undefined,
+              notBefore: next.notBeforeMs ? new Date(next.notBeforeMs).toISOString() : undefined,
+              completedAt: isTaskDone(next.status) ? at : undefined,
+              updatedAt: at,
+              conditions: [...(cur.body.conditions ?? []), condition].slice(-10),
+            };
+          },
+        },
+      ]);
+    } catch (err) {
+      this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'task outcome not recorded');
+    }
+    t.status = next.status;
+    t.notBeforeMs = next.notBeforeMs;
+    t.sandbox = undefined;
+    x.running--;
+    this.runningTotal--;
+    await this.settle(x);
+    this.schedule();
+  }
+
+  /** An attempt whose sandbox did not survive: back to waiting, not counted against the retries. */
+  private async lose(x: LiveExecution, t: LiveTask) {
+    const attempt = t.attempts;
+    t.status = 'pending';
+    t.lost++;
+    t.sandbox = undefined;
+    const at = new Date(this.now()).toISOString();
+    await this.store.write([
+      {
+        op: 'update',
+        key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
+        mutate: (cur) => ({
+          ...cur.body,
+          status: 'pending',
+          sandbox: undefined,
+          lost: (cur.body.lost ?? 0) + 1,
+          updatedAt: at,
+          conditions: [
+            ...(cur.body.conditions ?? []),
+            {
+              type: 'Attempt',
+              reason: 'lost',
+              message: `attempt ${attempt} was lost with the server; running it again`,
+            },
+          ].slice(-10),
+        }),
+      },
+    ]);
+  }
+
+  /** Ends the execution once no task waits or runs. */
+  private async settle(x: LiveExecution) {
+    const status: ExecutionStatus = executionStatus(countTasks(x.tasks.map((t) => t.status)), x.cancelling);
+    if (status !== 'succeeded' && status !== 'failed' && status !== 'cancelled') return;
+    const id = `${x.key.workspace}/${x.rec.job}/${x.rec.id}`;
+    if (!this.live.has(id)) return;
+    this.live.delete(id);
+    const at = new Date(this.now()).toISOString();
+    const [o] = await this.store.write([
+      {
+        op: 'update',
+        key: x.key,
+        mutate: (cur) => ({ ...cur.body, status, completedAt: at, updatedAt: at }),
+      },
+    ]);
+    this.deps.logger?.info(
+      { workspace: x.key.workspace, job: x.rec.job, execution: x.rec.id, status },
+      'job execution ended',
+    );
+    const c = countTasks(x.tasks.map((t) => t.status));
+    this.deps.onFinished?.(
+      x.key.workspace,
+      { ...(o.body as ExecutionRecord) },
+      {
+        total: x.tasks.length,
+        success: c.succeeded,
+        failure: c.failed + c.timeout,
+        cancelled: c.cancelled,
+      },
+    );
+  }
+
+  /** Each attempt's output is appended to the task's log file, kept with the execution. */
+  private keepLog(x: LiveExecution, index: number, attempt: number, text: string) {
+    const file = this.logFile(x.key.workspace, x.rec.job, x.rec.id, index);
+    mkdirSync(dirname(file), { recursive: true });
+    appendFileSync(file, `--- attempt ${attempt} ---\n${text}${text.endsWith('\n') || !text ? '' : '\n'}`);
+  }
+
+  logFile(workspace: string, job: string, id: string, index: number): string {
+    return `${this.deps.logsDir}/${workspace}/${job}/${id}/${index}.log`;
+  }
+}

@@ -1,0 +1,195 @@
+// Batch jobs end to end on real sandboxes: the job template deployed with `berth deploy`, executions started
+// through the API; concurrency sampled from /proc, retries, the timeout kill, cancel leaving nothing behind, and
+// the per-task log with the task's own output (its input read through blStartJob).
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { verifyWebhookSignature } from '@blaxel/core';
+import { Webhook } from 'standardwebhooks';
+import { inspectingDriver, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { api, deployJob, taskProcesses, waitExecution } from './support.js';
+
+const JOB = 'batch';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('job executions', () => {
+  let s: SandboxServer;
+  let work: string;
+  before(async () => {
+    // Callbacks to private addresses are refused unless opened: the test's receiver listens on loopback.
+    s = await startSandboxServer({ BERTH_CALLBACK_ALLOW_CIDRS: '127.0.0.1/32' });
+    work = mkdtempSync(join(tmpdir(), 'berth-jobs-'));
+    await deployJob(s, join(work, 'job'), JOB, {
+      memory: 256,
+      maxConcurrentTasks: 5,
+      maxRetries: 2,
+      timeout: 3,
+    });
+  });
+  after(async () => {
+    await s.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('runs 50 tasks never more than 5 at once (sampled from /proc) and all succeed', async () => {
+    const tasks = Array.from({ length: 50 }, (_, i) => ({ name: `t${i}`, sleep: 0.3 }));
+    const c = await api(s, `/jobs/${JOB}/executions`, { method: 'POST', json: { tasks } });
+    assert.equal(c.status, 200, JSON.stringify(c.body));
+    const id = c.body.executionId;
+    let peak = 0;
+    let done = false;
+    const sampling = (async () => {
+      while (!done) {
+        peak = Math.max(peak, taskProcesses(id).length);
+        await sleep(20);
+      }
+    })();
+    const e = await waitExecution(s, JOB, id);
+    done = true;
+    await sampling;
+    assert.equal(e.status, 'succeeded', JSON.stringify(e.stats));
+    assert.equal(e.stats.success, 50);
+    assert.ok(peak > 1, `tasks ran in parallel (peak ${peak})`);
+    assert.ok(peak <= 5, `at most 5 task processes at once, saw ${peak}`);
+    const log = await api(s, `/jobs/${JOB}/executions/${id}/tasks/7/logs`);
+    assert.match(log.body, /hello, t7/, 'the task read its own input through blStartJob');
+  });
+
+  it('retries a failing task until it succeeds on its third attempt', async () => {
+    const c = await api(s, `/jobs/${JOB}/executions`, {
+      method: 'POST',
+      json: { tasks: [{ failAttempts: 2 }] },
+    });
+    const e = await waitExecution(s, JOB, c.body.executionId);
+    assert.equal(e.status, 'succeeded', JSON.stringify(e.tasks));
+    assert.equal(e.tasks[0].status, 'succeeded');
+    assert.equal(e.tasks[0].attempts, 3);
+    assert.equal(e.stats.retried, 2);
+  });
+
+  it('kills a task at its timeout and marks it so; the execution fails', async () => {
+    // A short limit for this execution only (an execution takes the job's settings when it is created).
+    const setTimeoutS = async (timeout: number) => {
+      const cur = await api(s, `/jobs/${JOB}?show_secrets=true`);
+      const spec = { ...cur.body.spec, runtime: { ...cur.body.spec.runtime, timeout } };
+      const put = await api(s, `/jobs/${JOB}`, { method: 'PUT', json: { metadata: { name: JOB }, spec } });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+    };
+    await setTimeoutS(3);
+    const c = await api(s, `/jobs/${JOB}/executions`, { method: 'POST', json: { tasks: [{ sleep: 60 }] } });
+    await setTimeoutS(120);
+    const id = c.body.executionId;
+    const e = await waitExecution(s, JOB, id);
+    assert.equal(e.status, 'failed');
+    assert.equal(e.tasks[0].status, 'timeout');
+    assert.equal(e.tasks[0].attempts, 3, 'a timed-out attempt is retried like a failed one');
+    assert.match(JSON.stringify(e.tasks[0].conditions), /killed after 3s/);
+    assert.deepEqual(taskProcesses(id), []);
+  });
+
+  it('cancel stops running tasks, cancels waiting ones and leaves no process or sandbox behind', async () => {
+    const tasks = Array.from({ length: 10 }, () => ({ sleep: 2.5 }));
+    const c = await api(s, `/jobs/${JOB}/executions`, { method: 'POST', json: { tasks } });
+    const id = c.body.executionId;
+    for (let i = 0; i < 300 && taskProcesses(id).length === 0; i++) await sleep(50);
+    assert.ok(taskProcesses(id).length > 0, 'some tasks were running');
+    const d = await api(s, `/jobs/${JOB}/executions/${id}`, { method: 'DELETE' });
+    assert.equal(d.status, 200);
+    assert.ok(['cancelling', 'cancelled'].includes(d.body.status), d.body.status);
+    const e = await waitExecution(s, JOB, id);
+    assert.equal(e.status, 'cancelled');
+    assert.ok(e.stats.cancelled >= 5, JSON.stringify(e.stats));
+    assert.deepEqual(taskProcesses(id), []);
+    const driver = await inspectingDriver(s.dataDir);
+    const left = (await driver.list()).filter((x) => x.id.startsWith('job-'));
+    await driver.close();
+    assert.deepEqual(
+      left.map((x) => x.id),
+      [],
+    );
+  });
+
+  it('an execution started by the HTTP trigger is reported at its end by a signed callback that both verifiers accept, and a tampered body fails', async () => {
+    const got: { body: string; headers: IncomingHttpHeaders }[] = [];
+    const receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        got.push({ body, headers: req.headers });
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const port = (receiver.address() as { port: number }).port;
+    const secret = `whsec_${randomBytes(24).toString('base64')}`;
+    try {
+      const cur = await api(s, `/jobs/${JOB}?show_secrets=true`);
+      const spec = {
+        ...cur.body.spec,
+        triggers: [
+          {
+            type: 'http-async',
+            configuration: { callbackUrl: `http://127.0.0.1:${port}/hook`, callbackSecret: secret },
+          },
+        ],
+      };
+      const put = await api(s, `/jobs/${JOB}`, { method: 'PUT', json: { metadata: { name: JOB }, spec } });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      // Started through the job's HTTP trigger (private: a credential is needed).
+      const trigger = `${s.url}/run/default/jobs/${JOB}`;
+      const anon = await fetch(trigger, { method: 'POST', body: '{}' });
+      assert.equal(anon.status, 401);
+      const started = await fetch(trigger, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ tasks: [{ name: 'cb' }] }),
+      });
+      const c = { body: await started.json() };
+      assert.equal(started.status, 200, JSON.stringify(c.body));
+      await waitExecution(s, JOB, c.body.executionId);
+      for (let i = 0; i < 100 && !got.length; i++) await sleep(100);
+      assert.equal(got.length, 1);
+      const { body, headers } = got[0];
+      const parsed = JSON.parse(body);
+      assert.equal(parsed.executionId, c.body.executionId);
+      assert.equal(parsed.status, 'succeeded');
+      assert.equal(parsed.stats.success, 1);
+      const h = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)]));
+      assert.deepEqual(new Webhook(secret).verify(body, h), parsed);
+      const sdk = (b: string) =>
+        verifyWebhookSignature({
+          body: b,
+          secret,
+          signature: h['x-blaxel-signature'],
+          timestamp: h['x-blaxel-timestamp'],
+        });
+      assert.equal(sdk(body), true);
+      const tampered = body.replace('succeeded', 'failed');
+      assert.throws(() => new Webhook(secret).verify(tampered, h));
+      assert.equal(sdk(tampered), false);
+    } finally {
+      receiver.close();
+    }
+  });
+
+  it('refuses an execution of a job with no deployed code, and a persistent volume', async () => {
+    const j = await api(s, '/jobs', { method: 'POST', json: { metadata: { name: 'empty' }, spec: {} } });
+    assert.equal(j.status, 200, JSON.stringify(j.body));
+    const c = await api(s, '/jobs/empty/executions', { method: 'POST', json: { tasks: [{}] } });
+    assert.equal(c.status, 409);
+    assert.match(c.body.detail, /no deployed revision/);
+    const v = await api(s, '/jobs', {
+      method: 'POST',
+      json: {
+        metadata: { name: 'vol' },
+        spec: { volumes: [{ name: 'data', mountPath: '/data', type: 'persistent' }] },
+      },
+    });
+    assert.equal(v.status, 422);
+    assert.match(JSON.stringify(v.body), /persistent job volumes are not supported yet/);
+  });
+});
