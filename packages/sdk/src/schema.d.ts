@@ -1639,6 +1639,11 @@ export interface components {
                 };
                 policies?: string[];
                 region?: string;
+                repository?: {
+                    /** @enum {string} */
+                    type?: "git" | "upload";
+                    url?: string;
+                };
                 revision?: {
                     active?: string;
                     canary?: string;
@@ -1709,6 +1714,20 @@ export interface components {
                 canaryRevision?: string;
                 time: string;
             }[];
+            source?: {
+                digest: string;
+                size: number;
+                uploadedAt: string;
+            };
+            activeRevision?: string;
+            canaryRevision?: string;
+            revisions?: {
+                id: string;
+                app: string;
+                source: string;
+                start: string;
+                createdAt: string;
+            }[];
         };
         JobInput: {
             metadata: {
@@ -1726,6 +1745,11 @@ export interface components {
                 };
                 policies?: string[];
                 region?: string;
+                repository?: {
+                    /** @enum {string} */
+                    type?: "git" | "upload";
+                    url?: string;
+                };
                 revision?: {
                     active?: string;
                     canary?: string;
