@@ -108,6 +108,7 @@ function injectedMap(v: unknown): Record<string, string> | undefined {
 export function unenforcedNetworkFields(network: any): string[] {
   const out: string[] = [];
   if (network?.egress?.policies?.length) out.push('network.egress.policies');
+  if (network?.proxy?.bypass?.length) out.push('network.proxy.bypass');
   return out;
 }
 

@@ -13,6 +13,7 @@ import { type ControllerDeps, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { type ReplicaSet, ReplicaStartError, type RevisionRun } from './replicas.js';
+import { unappliedWorkloadNote } from './workload-unapplied.js';
 
 /** Revisions listed on the object (GET .../revisions); older ones are forgotten. */
 export const KEPT_REVISIONS = 5;
@@ -99,8 +100,7 @@ export function workloadReconciler(
       if (!source) {
         await resources.updateStatus(key, {
           to: 'UPLOADING',
-          message:
-            'waiting for code: PUT the object with ?upload=true and send a zip to the X-Blaxel-Upload-Url it answers (berth deploy does both)',
+          message: `waiting for code: ${o.body.spec?.repository ? 'spec.repository is not fetched by this server yet; ' : ''}PUT the object with ?upload=true and send a zip to the X-Blaxel-Upload-Url it answers (berth deploy does both)`,
           when: (cur) => !cur.body.source && enabled(cur) && !isGone(cur),
         });
         return DONE;
@@ -140,7 +140,7 @@ export function workloadReconciler(
         if (o.body.status === 'DEPLOYED' && o.body.activeRevision === id && !isNew) return DONE;
         await resources.updateStatus(key, {
           to: 'DEPLOYED',
-          message: `deployed revision ${id}: executions run it`,
+          message: `deployed revision ${id}: executions run it${unappliedWorkloadNote(kind, o.body.spec)}`,
           extras: { activeRevision: id, revisions },
           when: (cur) => enabled(cur) && !isGone(cur),
         });
@@ -178,7 +178,7 @@ export function workloadReconciler(
       }
       const done = await resources.updateStatus(key, {
         to: 'DEPLOYED',
-        message: `deployed ${what}`,
+        message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}`,
         extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
         when: (cur) => enabled(cur) && cur.body.status === 'DEPLOYING',
       });

@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { unappliedWorkloadFields, unappliedWorkloadNote } from './workload-unapplied.js';
+
+test('an agent spec with nothing unhonoured gets no note', () => {
+  const spec = { runtime: { memory: 512 }, triggers: [{ id: 'a', type: 'http-async', configuration: {} }] };
+  assert.deepEqual(unappliedWorkloadFields('Agent', spec), []);
+  assert.equal(unappliedWorkloadNote('Agent', spec), '');
+});
+
+test('stored-but-unhonoured agent fields are each named', () => {
+  const spec = {
+    policies: ['eu-only'],
+    triggers: [
+      { id: 'nightly', type: 'schedule', configuration: { schedule: '0 0 * * *' } },
+      { id: 'custom', type: 'http', configuration: { path: 'agents/x/run' } },
+    ],
+    revision: { stickySessionTtl: 60 },
+    runtime: { timeout: 900 },
+    integrationConnections: ['gh'],
+  };
+  assert.deepEqual(unappliedWorkloadFields('Agent', spec), [
+    'policies',
+    'triggers[nightly] (schedule)',
+    'triggers[custom].configuration.path',
+    'revision.stickySessionTtl',
+    'runtime.timeout',
+    'integrationConnections',
+  ]);
+  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: policies, /);
+});
+
+test('a job honours its own schedule triggers and timeout; its policies are named', () => {
+  const spec = {
+    policies: ['eu-only'],
+    triggers: [{ id: 'nightly', type: 'schedule', configuration: { schedule: '0 0 * * *' } }],
+    runtime: { timeout: 60 },
+  };
+  assert.deepEqual(unappliedWorkloadFields('Job', spec), ['policies']);
+});

@@ -1,0 +1,26 @@
+// Fields of an agent, function or job that are stored but not acted on yet (decisions 023, 025). Named in the
+// DEPLOYED message so none of them passes as if it worked.
+
+/** The field paths of `spec` this server keeps but does not honour, for one kind. */
+export function unappliedWorkloadFields(kind: string, spec: any): string[] {
+  const out: string[] = [];
+  const s = spec ?? {};
+  if (Array.isArray(s.policies) && s.policies.length) out.push('policies');
+  if (kind !== 'Job') {
+    for (const t of Array.isArray(s.triggers) ? s.triggers : []) {
+      if (t?.type === 'schedule' || t?.type === 'cron') out.push(`triggers[${t.id ?? t.type}] (${t.type})`);
+      else if (t?.configuration?.path) out.push(`triggers[${t.id ?? t.type}].configuration.path`);
+    }
+    if (s.revision?.stickySessionTtl) out.push('revision.stickySessionTtl');
+    if (s.runtime?.timeout) out.push('runtime.timeout');
+  }
+  if (Array.isArray(s.integrationConnections) && s.integrationConnections.length)
+    out.push('integrationConnections');
+  return out;
+}
+
+/** The suffix of a DEPLOYED message: empty when everything asked is honoured. */
+export function unappliedWorkloadNote(kind: string, spec: any): string {
+  const fields = unappliedWorkloadFields(kind, spec);
+  return fields.length ? `; not applied yet: ${fields.join(', ')}` : '';
+}
