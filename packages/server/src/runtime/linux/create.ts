@@ -1,8 +1,7 @@
 // Creating and tearing down one sandbox's host resources, in the order that keeps a crash at any
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
-import { randomBytes } from 'node:crypto';
-import { closeSync, fchownSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
