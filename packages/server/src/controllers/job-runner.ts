@@ -347,7 +347,6 @@ export class JobRunner {
     }
     if (this.stopping.signal.aborted) return;
     this.keepLog(x, t.index, attempt, result?.logs ?? `(no output: ${infraError})\n`);
-    await this.deps.driver.remove(sandbox).catch(() => undefined);
     const end = {
       exitCode: result?.exitCode ?? -1,
       timedOut: result?.timedOut ?? false,
@@ -392,6 +391,9 @@ export class JobRunner {
     } catch (err) {
       this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'task outcome not recorded');
     }
+    // Removed only once the outcome is stored: a server killed in between finds the finished attempt's sandbox
+    // at start and removes it as a stray, where removing first would make a finished attempt look lost (run twice).
+    await this.deps.driver.remove(sandbox).catch(() => undefined);
     t.status = next.status;
     t.notBeforeMs = next.notBeforeMs;
     t.sandbox = undefined;
