@@ -2,7 +2,6 @@
 // it, a replica serves it through the gateway (private and public), an idle replica goes to standby and the next
 // request wakes it; a broken build ends FAILED with its own log lines; a bad archive is refused at upload.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { verifyWebhookSignature } from '@blaxel/core';
 import { Webhook } from 'standardwebhooks';
@@ -11,31 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { inspectingDriver, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { berth } from '../berth-cli.js';
 
-const CLI_MAIN = join(import.meta.dirname, '../../../cli/src/main.ts');
 const TEMPLATES = join(import.meta.dirname, '../../../../templates');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function berth(
-  s: SandboxServer,
-  args: string[],
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const script = `import { main } from ${JSON.stringify(CLI_MAIN)};
-main(['node', 'berth', ...process.argv.slice(1)]).catch((e) => { console.error('berth: ' + e.message); process.exit(1); });`;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, ...args], {
-    env: {
-      ...process.env,
-      BERTH_URL: s.url,
-      BERTH_API_KEY: s.adminKey,
-      BERTH_CONFIG: '/nonexistent/berth.yaml',
-    },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
 
 describe('agents from code', () => {
   let s: SandboxServer;

@@ -2,7 +2,6 @@
 // come from the workspace's dependency cache, keyed by the lockfile): the MCP template answers the official MCP
 // SDK client and the unmodified @blaxel/core (its MCP helper), the agent template answers blAgent(name).run().
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,28 +11,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { seedNodeCache } from '../../src/test-support/dependency-cache.js';
 import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { berth } from '../berth-cli.js';
 
 const REPO = join(import.meta.dirname, '../../../..');
-const CLI_MAIN = join(REPO, 'packages/cli/src/main.ts');
 const TEMPLATES = join(REPO, 'templates');
 const SDK_SCRIPT = join(import.meta.dirname, 'blaxel-workloads.mjs');
-
-function berth(s: SandboxServer, args: string[]): Promise<{ code: number | null; out: string }> {
-  const script = `import { main } from ${JSON.stringify(CLI_MAIN)};
-main(['node', 'berth', ...process.argv.slice(1)]).catch((e) => { console.error('berth: ' + e.message); process.exit(1); });`;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, ...args], {
-    env: {
-      ...process.env,
-      BERTH_URL: s.url,
-      BERTH_API_KEY: s.adminKey,
-      BERTH_CONFIG: '/nonexistent/berth.yaml',
-    },
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })));
-}
 
 describe('TypeScript templates built offline from the dependency cache', () => {
   let s: SandboxServer;

@@ -1,36 +1,18 @@
 // Revisions and traffic on real replicas: each deploy is a revision; a canary takes its share of requests; a
 // deploy while the active revision is pinned to an older one goes in at 0%; rollback is setting `active`.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { berth } from '../berth-cli.js';
 
 const REPO = join(import.meta.dirname, '../../../..');
-const CLI_MAIN = join(REPO, 'packages/cli/src/main.ts');
 /** Requests of the split check, and the share the canary gets. */
 const REQUESTS = 10_000;
 const CANARY_PERCENT = 20;
 const CONCURRENCY = 16;
-
-function berth(s: SandboxServer, args: string[]): Promise<{ code: number | null; out: string }> {
-  const script = `import { main } from ${JSON.stringify(CLI_MAIN)};
-main(['node', 'berth', ...process.argv.slice(1)]).catch((e) => { console.error('berth: ' + e.message); process.exit(1); });`;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, ...args], {
-    env: {
-      ...process.env,
-      BERTH_URL: s.url,
-      BERTH_API_KEY: s.adminKey,
-      BERTH_CONFIG: '/nonexistent/berth.yaml',
-    },
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })));
-}
 
 describe('revisions and traffic', () => {
   let s: SandboxServer;

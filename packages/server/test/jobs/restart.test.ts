@@ -3,41 +3,16 @@
 // Each attempt prints a marker (`MARKER task=<i> attempt=<n> done`) when it finishes its work; the test counts them
 // in the per-task logs, which keep every attempt's output.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';
 import { api, deployJob, type Target, taskProcesses, waitExecution } from './support.js';
+import { serve, stopped } from '../serve-process.js';
 
-const BIN = join(import.meta.dirname, '../../../cli/bin/berth.mjs');
 const TASKS = 20;
-
-async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-    env: { ...process.env, BERTH_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stderr?.on('data', (d) => {
-    err += d;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`berth serve exited with ${code}: ${err}`)));
-    child.stdout?.on('data', (d) => {
-      out += d;
-      const m = /berth listening on (\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-  });
-  child.removeAllListeners('exit');
-  return { child, url };
-}
-
-const stopped = (c: ChildProcess) =>
-  new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
 
 test('after a kill -9 of the server mid-execution, every task succeeds exactly once', {
   timeout: 400_000,

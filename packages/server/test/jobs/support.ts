@@ -2,36 +2,20 @@
 // workspace's dependency cache, as a build with network would have left them), start executions, wait for them,
 // and count a job's task processes the way the kernel sees them (/proc), never through Berth's own counters.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { seedNodeCache } from '../../src/test-support/dependency-cache.js';
+import { berth } from '../berth-cli.js';
+
+export { berth };
 
 export const REPO = join(import.meta.dirname, '../../../..');
-const CLI_MAIN = join(REPO, 'packages/cli/src/main.ts');
 export const JOB_TEMPLATE = join(REPO, 'templates/job-typescript');
 
 export interface Target {
   url: string;
   adminKey: string;
   dataDir: string;
-}
-
-export function berth(s: Target, args: string[]): Promise<{ code: number | null; out: string }> {
-  const script = `import { main } from ${JSON.stringify(CLI_MAIN)};
-main(['node', 'berth', ...process.argv.slice(1)]).catch((e) => { console.error('berth: ' + e.message); process.exit(1); });`;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, ...args], {
-    env: {
-      ...process.env,
-      BERTH_URL: s.url,
-      BERTH_API_KEY: s.adminKey,
-      BERTH_CONFIG: '/nonexistent/berth.yaml',
-    },
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })));
 }
 
 /** Copies the template to `dir` with the given job settings and deploys it as `name`. */

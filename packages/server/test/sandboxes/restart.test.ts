@@ -1,40 +1,14 @@
 // A sandbox outlives its server: `berth serve` killed with SIGKILL and started again on the same data dir finds
 // the sandbox listed, reachable, and its processes untouched.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { sandboxId } from '../../src/runtime/sandbox-id.js';
 import { exec, inspectingDriver, removeAllSandboxes, startSandboxServer, TEST_MEMORY_MB } from './support.js';
-
-const BIN = join(import.meta.dirname, '../../../cli/bin/berth.mjs');
-
-async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-    env: { ...process.env, BERTH_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stderr?.on('data', (d) => {
-    err += d;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`berth serve exited with ${code}: ${err}`)));
-    child.stdout?.on('data', (d) => {
-      out += d;
-      const m = /berth listening on (\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-  });
-  child.removeAllListeners('exit');
-  return { child, url };
-}
-
-const stopped = (c: ChildProcess) =>
-  new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
+import { serve, stopped } from '../serve-process.js';
 
 test('a server killed with SIGKILL and started again adopts its running sandbox untouched', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-restart-'));

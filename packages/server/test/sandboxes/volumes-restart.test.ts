@@ -1,7 +1,7 @@
 // Volumes across `berth serve` killed with SIGKILL right after each step (create, attach, write, delete): the
 // restarted server finishes what was begun, the data is intact, and a deleted volume leaves no mount behind.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,33 +9,7 @@ import { test } from 'node:test';
 import { mountsUnder } from '../../src/runtime/linux/disk.js';
 import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 import { TEST_MEMORY_MB } from './support.js';
-
-const BIN = join(import.meta.dirname, '../../../cli/bin/berth.mjs');
-
-async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-    env: { ...process.env, BERTH_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stderr?.on('data', (d) => {
-    err += d;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`berth serve exited with ${code}: ${err}`)));
-    child.stdout?.on('data', (d) => {
-      out += d;
-      const m = /berth listening on (\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-  });
-  child.removeAllListeners('exit');
-  return { child, url };
-}
-
-const stopped = (c: ChildProcess) =>
-  new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
+import { serve, stopped } from '../serve-process.js';
 
 test('volume data and attachments survive kill -9 of the server after every step', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-volrestart-'));

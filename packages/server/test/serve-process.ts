@@ -1,0 +1,32 @@
+// `berth serve` as its own process on a data dir, for the tests that kill it with SIGKILL and start it again.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+
+const BIN = join(import.meta.dirname, '../../cli/bin/berth.mjs');
+
+/** Starts `berth serve` on a free port; resolves with its URL once it listens (rejects if it exits first). */
+export async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+    env: { ...process.env, BERTH_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stderr?.on('data', (d) => {
+    err += d;
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`berth serve exited with ${code}: ${err}`)));
+    child.stdout?.on('data', (d) => {
+      out += d;
+      const m = /berth listening on (\S+)/.exec(out);
+      if (m) resolve(m[1]);
+    });
+  });
+  child.removeAllListeners('exit');
+  return { child, url };
+}
+
+/** Resolves once the process has exited (at once if it already has). */
+export const stopped = (c: ChildProcess) =>
+  new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
