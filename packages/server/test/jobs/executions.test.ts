@@ -27,7 +27,7 @@ describe('job executions', () => {
       memory: 256,
       maxConcurrentTasks: 5,
       maxRetries: 2,
-      timeout: 3,
+      timeout: 120,
     });
   });
   after(async () => {
