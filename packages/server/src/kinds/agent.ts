@@ -18,6 +18,7 @@ import {
   regionIssues,
   scaleIssues,
   triggerDefaults,
+  tokenPolicyIssues,
   triggerIssues,
 } from './rules.js';
 import type { KindDescriptor, SecretPath } from './types.js';
@@ -79,6 +80,7 @@ export const ScaledRuntime = {
 
 export const AgentSpec = Type.Object({
   enabled: opt(Type.Boolean()),
+  integrationConnections: opt(NameList),
   policies: opt(NameList),
   public: opt(Type.Boolean()),
   region: opt(Type.String()),
@@ -128,7 +130,15 @@ export const agent = {
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
+      ...(await referenceIssues(
+        ctx,
+        'IntegrationConnection',
+        s.integrationConnections,
+        p?.integrationConnections,
+        (i) => `/spec/integrationConnections/${i}`,
+      )),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+      ...(await tokenPolicyIssues(ctx, s.policies, 'agent')),
       ...(await referenceIssues(
         ctx,
         'Volume',

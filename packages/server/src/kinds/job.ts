@@ -16,7 +16,15 @@ import {
   Trigger,
 } from './common.js';
 import { callbackSecrets, Repository, WORKLOAD_READ_ONLY } from './agent.js';
-import { envIssues, isCron, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
+import {
+  envIssues,
+  isCron,
+  referenceIssues,
+  regionIssues,
+  tokenPolicyIssues,
+  triggerDefaults,
+  triggerIssues,
+} from './rules.js';
 import type { KindDescriptor } from './types.js';
 import { Cron } from 'croner';
 
@@ -131,6 +139,7 @@ export const job = {
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+      ...(await tokenPolicyIssues(ctx, s.policies, 'job')),
       ...(await referenceIssues(
         ctx,
         'Volume',

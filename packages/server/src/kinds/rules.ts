@@ -56,6 +56,27 @@ export async function referenceIssues(
   return out;
 }
 
+/**
+ * A `maxToken` policy counts model tokens; an agent, function or job has none to count, so referring to one that
+ * applies to the kind is refused rather than kept as a limit that never holds.
+ */
+export async function tokenPolicyIssues(
+  ctx: ValidationContext,
+  names: string[] | undefined,
+  resourceType: string,
+): Promise<FieldIssue[]> {
+  const out: FieldIssue[] = [];
+  for (const [i, n] of (names ?? []).entries()) {
+    const p = await ctx.specOf?.('Policy', n);
+    if (p?.type !== 'maxToken' || (p.resourceTypes && !p.resourceTypes.includes(resourceType))) continue;
+    out.push({
+      pointer: `/spec/policies/${i}`,
+      message: `policy ${JSON.stringify(n)} is a maxToken policy: token limits apply to model endpoints only and cannot limit a ${resourceType}; remove it here, or set its resourceTypes to leave out ${resourceType}`,
+    });
+  }
+  return out;
+}
+
 /** minScale ≤ maxScale of a scaled runtime (agent, function). */
 export function scaleIssues(runtime: { minScale?: number; maxScale?: number } | undefined): FieldIssue[] {
   if (
