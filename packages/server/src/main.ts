@@ -47,7 +47,9 @@ import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
 import { JobCallbacks } from './controllers/job-callbacks.js';
-import { JobSchedules } from './controllers/job-schedules.js';
+import { agentScheduling } from './controllers/agent-schedules.js';
+import { jobScheduling } from './controllers/job-schedules.js';
+import { TriggerSchedules } from './controllers/trigger-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 import { Executions } from './controllers/executions.js';
@@ -214,7 +216,14 @@ export async function startServer(
   images.collect(imageInUse);
   // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
   await jobs.start();
-  const jobSchedules = new JobSchedules({ resources, runner: jobs, logger });
+  const jobSchedules = new TriggerSchedules({
+    resources,
+    logger,
+    kinds: {
+      Job: jobScheduling(resources, jobs, Date.now),
+      Agent: agentScheduling((ws, name, body) => workloads.invoke(ws, name, body), logger),
+    },
+  });
   jobSchedules.start();
   const controllers = startControllers({
     resources,
@@ -231,7 +240,11 @@ export async function startServer(
         }),
       Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
       Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
-      Job: (d) => workloadReconciler({ ...d, builder, replicas }, 'Job'),
+      Job: (d) =>
+        workloadReconciler(
+          { ...d, builder, replicas, cancelExecutions: (ws, job) => jobs.cancelAll(ws, job) },
+          'Job',
+        ),
     },
   });
   workloads.start();

@@ -20,12 +20,14 @@ test('stored-but-unhonoured agent fields are each named', () => {
     integrationConnections: ['gh'],
   };
   assert.deepEqual(unappliedWorkloadFields('Agent', spec), [
-    'triggers[nightly] (schedule)',
     'triggers[custom].configuration.path',
     'revision.stickySessionTtl',
     'runtime.timeout',
   ]);
-  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: triggers\[nightly\]/);
+  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: triggers\[custom\]/);
+  assert.deepEqual(unappliedWorkloadFields('Function', { triggers: spec.triggers.slice(0, 1) }), [
+    'triggers[nightly] (schedule)',
+  ]);
 });
 
 test('a job honours its own schedule triggers, timeout and policies', () => {

@@ -7,7 +7,8 @@ export function unappliedWorkloadFields(kind: string, spec: any): string[] {
   const s = spec ?? {};
   if (kind !== 'Job') {
     for (const t of Array.isArray(s.triggers) ? s.triggers : []) {
-      if (t?.type === 'schedule' || t?.type === 'cron') out.push(`triggers[${t.id ?? t.type}] (${t.type})`);
+      if ((t?.type === 'schedule' || t?.type === 'cron') && kind === 'Function')
+        out.push(`triggers[${t.id ?? t.type}] (${t.type})`);
       else if (t?.configuration?.path) out.push(`triggers[${t.id ?? t.type}].configuration.path`);
     }
     if (s.revision?.stickySessionTtl) out.push('revision.stickySessionTtl');

@@ -48,6 +48,8 @@ export interface RevisionRecord {
 export interface WorkloadControllerDeps extends ControllerDeps {
   builder: Builder;
   replicas: ReplicaSet;
+  /** A deleted job's running executions are cancelled (tasks stopped, sandboxes removed). */
+  cancelExecutions?: (workspace: string, job: string) => Promise<void>;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -110,6 +112,13 @@ export function workloadReconciler(
       const o = await resources.store.get(key);
       if (!o) return DONE;
       const release = () => replicas.remove(o.workspace, kind, o.name);
+      if (isGone(o) && kind === 'Job') {
+        const cancel = async () => deps.cancelExecutions?.(o.workspace, o.name);
+        return finishDeletion(deps, o, {
+          release: cancel,
+          message: 'terminated: running executions cancelled',
+        });
+      }
       if (isGone(o)) return finishDeletion(deps, o, { release, message: 'terminated: replicas removed' });
       if (!enabled(o)) {
         await deactivate(deps, o, { release, message: 'deactivated: replicas removed' });

@@ -17,12 +17,15 @@ import {
   referenceIssues,
   regionIssues,
   scaleIssues,
+  scheduleIssues,
   triggerDefaults,
   tokenPolicyIssues,
   triggerIssues,
 } from './rules.js';
 import type { KindDescriptor, SecretPath } from './types.js';
 
+/** The stored last firing of an agent's schedule trigger (controllers/trigger-schedules.ts). */
+export const AGENT_SCHEDULE_KIND = 'AgentSchedule';
 export const AGENT_MEMORY_MB = 2048;
 export const DEFAULT_MIN_SCALE = 0;
 export const DEFAULT_MAX_SCALE = 10;
@@ -117,6 +120,7 @@ export const agent = {
   spec: AgentSpec,
   hasStatus: true,
   readOnly: WORKLOAD_READ_ONLY,
+  ownedRecords: [AGENT_SCHEDULE_KIND],
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     scaledDefaults(spec, regions, AGENT_MEMORY_MB);
@@ -130,6 +134,7 @@ export const agent = {
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
+      ...scheduleIssues(s.triggers),
       ...(await referenceIssues(
         ctx,
         'IntegrationConnection',

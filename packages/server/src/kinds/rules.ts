@@ -1,5 +1,6 @@
 // Validation rules several kinds share: regions, references to other objects, scale bounds, triggers.
 // Each returns FieldIssues with pointers into the whole body, so the 422 names the offending field.
+import { Cron } from 'croner';
 import { randomBytes } from 'node:crypto';
 import type { FieldIssue } from '../errors.js';
 import { DURATION_PATTERN } from './common.js';
@@ -75,6 +76,22 @@ export async function tokenPolicyIssues(
     });
   }
   return out;
+}
+
+/** A schedule trigger's expression must parse (UTC cron, five or six fields) or nothing would ever fire. */
+export function scheduleIssues(triggers: any[] | undefined): FieldIssue[] {
+  return (triggers ?? []).flatMap((t, i) => {
+    if (!isScheduleTrigger(t)) return [];
+    const expr = t.configuration?.schedule;
+    const pointer = `/spec/triggers/${i}/configuration/schedule`;
+    if (!isCron(expr)) return []; // triggerIssues names that one
+    try {
+      new Cron(expr, { timezone: 'UTC', paused: true });
+      return [];
+    } catch (err) {
+      return [{ pointer, message: `not a cron expression: ${(err as Error).message}` }];
+    }
+  });
 }
 
 /** minScale ≤ maxScale of a scaled runtime (agent, function). */
