@@ -46,6 +46,7 @@ import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
+import { Callbacks } from './controllers/callbacks.js';
 import { JobCallbacks } from './controllers/job-callbacks.js';
 import { agentScheduling } from './controllers/agent-schedules.js';
 import { jobScheduling } from './controllers/job-schedules.js';
@@ -125,10 +126,11 @@ export async function startServer(
   const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
-  const executions = new Executions({ logger, allowPrivate: config.callbackAllowPrivate === true });
-  const callbacks = new JobCallbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
+  const callbacks = new Callbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
+  const executions = new Executions({ logger, callbacks });
+  const jobCallbacks = new JobCallbacks({ resources, callbacks, logger });
   const jobs = new JobRunner({
-    onFinished: (ws, rec, stats) => callbacks.notify(ws, rec, stats),
+    onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
     resources,
     builder,
     driver,
@@ -225,6 +227,7 @@ export async function startServer(
     },
   });
   jobSchedules.start();
+  await callbacks.start();
   const controllers = startControllers({
     resources,
     logger,
@@ -272,6 +275,7 @@ export async function startServer(
       await gateway.close();
       workloads.stop();
       jobSchedules.stop();
+      callbacks.stop();
       await jobs.stop();
       await expiry.stop();
       await controllers.stop();
