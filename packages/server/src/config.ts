@@ -40,11 +40,6 @@ export interface Config {
   volumeCapacityMb?: number;
   /** Total MB of volumes per workspace (BERTH_WORKSPACE_VOLUME_CAPACITY_MB); unset: no per-workspace bound. */
   workspaceVolumeCapacityMb?: number;
-  /**
-   * Trigger callbacks may go to loopback, link-local and private addresses (refused by default, SSRF):
-   * BERTH_CALLBACK_ALLOW_PRIVATE=true, for a receiver on the same host or LAN (and tests).
-   */
-  callbackAllowPrivate?: boolean;
   /** Registries reached over plain HTTP although not loopback (BERTH_INSECURE_REGISTRIES, comma-separated). */
   insecureRegistries: string[];
   /** Pull-through mirrors (BERTH_REGISTRY_MIRRORS: `docker.io=mirror.lan:5000,...`). */
@@ -65,9 +60,15 @@ export interface Config {
   egressGateways?: Record<string, string[]>;
   /** Job tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS). */
   jobMaxTasks?: number;
-  /** Private IPv4 ranges job callbacks may be sent to (BERTH_CALLBACK_ALLOW_CIDRS); closed by default. */
+  /**
+   * Private or reserved ranges agents' and jobs' callbacks may be sent to (BERTH_CALLBACK_ALLOW_CIDRS, IPv4 CIDRs);
+   * closed by default (SSRF). The older BERTH_CALLBACK_ALLOW_PRIVATE=true opens every range.
+   */
   callbackAllowCidrs: string[];
 }
+
+/** What BERTH_CALLBACK_ALLOW_PRIVATE=true (kept as an alias) stands for: every IPv4 and IPv6 range opened. */
+export const ALLOW_EVERY_RANGE = ['0.0.0.0/0', '::/0'];
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
 export const SERVICE_REGIONS = ['us-pdx-1', 'us-was-1', 'eu-lon-1', 'eu-dub-1'];
@@ -115,7 +116,6 @@ export function loadConfig(
       env.BERTH_WORKSPACE_VOLUME_CAPACITY_MB,
       'BERTH_WORKSPACE_VOLUME_CAPACITY_MB',
     ),
-    callbackAllowPrivate: env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true',
     insecureRegistries: (env.BERTH_INSECURE_REGISTRIES ?? '').split(/[\s,]+/).filter(Boolean),
     registryMirrors: Object.fromEntries(
       (env.BERTH_REGISTRY_MIRRORS ?? '')
@@ -132,7 +132,10 @@ export function loadConfig(
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
-    callbackAllowCidrs: parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? ''),
+    callbackAllowCidrs: [
+      ...parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? ''),
+      ...(env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true' ? ALLOW_EVERY_RANGE : []),
+    ],
   };
 }
 

@@ -46,8 +46,11 @@ import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
+import { Callbacks } from './controllers/callbacks.js';
 import { JobCallbacks } from './controllers/job-callbacks.js';
-import { JobSchedules } from './controllers/job-schedules.js';
+import { agentScheduling } from './controllers/agent-schedules.js';
+import { jobScheduling } from './controllers/job-schedules.js';
+import { TriggerSchedules } from './controllers/trigger-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 import { Executions } from './controllers/executions.js';
@@ -123,10 +126,11 @@ export async function startServer(
   const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
-  const executions = new Executions({ logger, allowPrivate: config.callbackAllowPrivate === true });
-  const callbacks = new JobCallbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
+  const callbacks = new Callbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
+  const executions = new Executions({ logger, callbacks });
+  const jobCallbacks = new JobCallbacks({ resources, callbacks, logger });
   const jobs = new JobRunner({
-    onFinished: (ws, rec, stats) => callbacks.notify(ws, rec, stats),
+    onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
     resources,
     builder,
     driver,
@@ -214,8 +218,16 @@ export async function startServer(
   images.collect(imageInUse);
   // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
   await jobs.start();
-  const jobSchedules = new JobSchedules({ resources, runner: jobs, logger });
+  const jobSchedules = new TriggerSchedules({
+    resources,
+    logger,
+    kinds: {
+      Job: jobScheduling(resources, jobs, Date.now),
+      Agent: agentScheduling((ws, name, body) => workloads.invoke(ws, name, body), logger),
+    },
+  });
   jobSchedules.start();
+  await callbacks.start();
   const controllers = startControllers({
     resources,
     logger,
@@ -231,7 +243,11 @@ export async function startServer(
         }),
       Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
       Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
-      Job: (d) => workloadReconciler({ ...d, builder, replicas }, 'Job'),
+      Job: (d) =>
+        workloadReconciler(
+          { ...d, builder, replicas, cancelExecutions: (ws, job) => jobs.cancelAll(ws, job) },
+          'Job',
+        ),
     },
   });
   workloads.start();
@@ -259,6 +275,7 @@ export async function startServer(
       await gateway.close();
       workloads.stop();
       jobSchedules.stop();
+      callbacks.stop();
       await jobs.stop();
       await expiry.stop();
       await controllers.stop();

@@ -1,11 +1,10 @@
 // Asynchronous invocations of agents (`?async=true`): their record while they run and for a while after, read by
-// `GET /v0/agents/{name}/executions/{id}`, and the delivery of the signed callback (DESIGN.md §4). Kept in memory:
-// a restarted server forgets running and past executions (decision 023).
+// `GET /v0/agents/{name}/executions/{id}`; the signed callback goes through controllers/callbacks.ts (persisted,
+// so it survives a restart). The records are kept in memory: a restarted server forgets running and past
+// executions (decision 023), not the callbacks they queued (decision 030).
 import { randomBytes } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
-import { isIP } from 'node:net';
 import type { Logger } from 'pino';
-import { webhookHeaders } from '../crypto/webhook-signature.js';
+import type { Callbacks } from './callbacks.js';
 
 /** Finished executions are kept this long for polling. */
 export const EXECUTION_RETENTION_MS = 60 * 60_000;
@@ -13,10 +12,6 @@ export const EXECUTION_RETENTION_MS = 60 * 60_000;
 const MAX_EXECUTIONS = 10_000;
 /** Output kept (and sent in the callback) per execution: the Standard Webhooks guidance keeps payloads small. */
 export const MAX_OUTPUT_BYTES = 256 * 1024;
-/** One delivery attempt's bound (the Standard Webhooks guidance: 15–30 s). */
-export const CALLBACK_TIMEOUT_MS = 15_000;
-/** Backoff before retry n (1-based): 1 s, 5 s, 30 s, then 2 min (the spec's schedule, shortened for agents). */
-const RETRY_DELAYS_MS = [1_000, 5_000, 30_000, 120_000];
 
 export interface Execution {
   id: string;
@@ -39,29 +34,8 @@ export interface CallbackTarget {
 
 export interface ExecutionsDeps {
   logger?: Logger;
-  allowPrivate: boolean;
+  callbacks: Callbacks;
   now?: () => number;
-  /** Tests shorten the retry delays. */
-  retryDelaysMs?: number[];
-}
-
-/** Loopback, link-local, private, CGNAT, unspecified and unique-local addresses: never callback targets by default. */
-export function isPrivateAddress(ip: string): boolean {
-  if (isIP(ip) === 6) {
-    const l = ip.toLowerCase();
-    if (l.startsWith('::ffff:')) return isPrivateAddress(l.slice(7));
-    return l === '::1' || l === '::' || /^f[cd]/.test(l) || /^fe[89ab]/.test(l);
-  }
-  const [a, b] = ip.split('.').map(Number);
-  return (
-    a === 0 ||
-    a === 10 ||
-    a === 127 ||
-    (a === 169 && b === 254) ||
-    (a === 172 && b >= 16 && b <= 31) ||
-    (a === 192 && b === 168) ||
-    (a === 100 && b >= 64 && b <= 127)
-  );
 }
 
 export class Executions {
@@ -100,26 +74,15 @@ export class Executions {
     e.output = outcome.output;
     e.error = outcome.error;
     e.status = outcome.error || (outcome.statusCode ?? 500) >= 400 ? 'failed' : 'completed';
-    if (cb) void this.deliver(e, cb);
+    if (cb)
+      void this.deliver(e, cb).catch((err) =>
+        this.deps.logger?.warn({ err, execution: e.id }, 'callback could not be queued'),
+      );
   }
 
-  /** Refuses a callback URL whose host resolves to a private address (unless allowed); the reason, or undefined. */
-  async refusal(url: string): Promise<string | undefined> {
-    let u: URL;
-    try {
-      u = new URL(url);
-    } catch {
-      return `callbackUrl ${JSON.stringify(url)} is not a URL`;
-    }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'callbackUrl must be http or https';
-    if (this.deps.allowPrivate) return undefined;
-    const host = u.hostname.replace(/^\[|\]$/g, '');
-    const addrs = isIP(host)
-      ? [host]
-      : (await lookup(host, { all: true }).catch(() => [])).map((a) => a.address);
-    if (!addrs.length) return `callbackUrl host ${host} does not resolve`;
-    const bad = addrs.find(isPrivateAddress);
-    return bad ? `callbackUrl resolves to ${bad}, a loopback, link-local or private address` : undefined;
+  /** Why a callback URL is refused (see controllers/callbacks.ts), or undefined. */
+  refusal(url: string): Promise<string | undefined> {
+    return this.deps.callbacks.refusal(url);
   }
 
   private async deliver(e: Execution, cb: CallbackTarget) {
@@ -135,40 +98,20 @@ export class Executions {
         finishedAt: e.finishedAt,
       },
     });
-    e.callback = { url: cb.url, delivered: false, attempts: 0 };
-    const refused = await this.refusal(cb.url);
-    if (refused) {
-      e.callback.error = refused;
-      return;
-    }
-    const delays = this.deps.retryDelaysMs ?? RETRY_DELAYS_MS;
-    for (let attempt = 0; attempt <= cb.retry; attempt++) {
-      if (attempt > 0)
-        await new Promise((r) => setTimeout(r, delays[Math.min(attempt - 1, delays.length - 1)]));
-      e.callback.attempts++;
-      try {
-        // The webhook-id stays the same across retries: receivers deduplicate by it.
-        const headers = webhookHeaders(cb.secret, e.id, Math.floor(this.now() / 1000), body);
-        const res = await fetch(cb.url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...headers },
-          body,
-          redirect: 'manual',
-          signal: AbortSignal.timeout(CALLBACK_TIMEOUT_MS),
-        });
-        e.callback.lastStatus = res.status;
-        await res.body?.cancel();
-        if (res.status >= 200 && res.status < 300) {
-          e.callback.delivered = true;
-          return;
-        }
-        // 410 Gone: the receiver asks never to be called again for this.
-        if (res.status === 410) return;
-      } catch (err) {
-        e.callback.error = (err as Error).message;
-      }
-    }
-    this.deps.logger?.warn({ execution: e.id, url: cb.url }, 'callback not delivered');
+    const state: NonNullable<Execution['callback']> = { url: cb.url, delivered: false, attempts: 0 };
+    e.callback = state;
+    await this.deps.callbacks.send(
+      {
+        workspace: e.workspace,
+        owner: `Agent/${e.agent}`,
+        id: e.id,
+        url: cb.url,
+        secret: cb.secret,
+        body,
+        retry: cb.retry,
+      },
+      (s) => Object.assign(state, s),
+    );
   }
 
   private prune() {

@@ -6,6 +6,7 @@ import type { Resources } from '../store/resources.js';
 import { StoreError, type StoredObject } from '../store/store.js';
 import type { JobRunner } from './job-runner.js';
 import { REPLICA_IMAGE } from './replicas.js';
+import { failedByPolicy } from './workload-policies.js';
 import {
   type ExecutionRecord,
   execKey,
@@ -81,6 +82,11 @@ export async function createExecution(
     throw new ApiError(
       'INVALID_STATE',
       `job ${JSON.stringify(job)} names runtime.image ${JSON.stringify(image)}: tasks run the job's built code on the default image (${REPLICA_IMAGE}) only, for now; omit runtime.image`,
+    );
+  if (failedByPolicy(j.body))
+    throw new ApiError(
+      'INVALID_STATE',
+      `job ${JSON.stringify(job)} may not run: ${j.body.events.at(-1).message}`,
     );
   const revId: string | undefined = j.body.activeRevision;
   const revision = (j.body.revisions ?? []).find((r: { id: string }) => r.id === revId);

@@ -202,6 +202,11 @@ export class JobRunner {
     return true;
   }
 
+  /** Cancels every unfinished execution of a job (the job is being deleted: nothing of it may keep running). */
+  async cancelAll(workspace: string, job: string): Promise<void> {
+    for (const id of this.running(workspace, job)) await this.cancel(workspace, job, id);
+  }
+
   /** Starts whatever the caps allow now. */
   schedule(): void {
     if (this.stopping.signal.aborted) return;

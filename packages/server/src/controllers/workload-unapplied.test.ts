@@ -20,21 +20,21 @@ test('stored-but-unhonoured agent fields are each named', () => {
     integrationConnections: ['gh'],
   };
   assert.deepEqual(unappliedWorkloadFields('Agent', spec), [
-    'policies',
-    'triggers[nightly] (schedule)',
     'triggers[custom].configuration.path',
     'revision.stickySessionTtl',
     'runtime.timeout',
-    'integrationConnections',
   ]);
-  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: policies, /);
+  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: triggers\[custom\]/);
+  assert.deepEqual(unappliedWorkloadFields('Function', { triggers: spec.triggers.slice(0, 1) }), [
+    'triggers[nightly] (schedule)',
+  ]);
 });
 
-test('a job honours its own schedule triggers and timeout; its policies are named', () => {
+test('a job honours its own schedule triggers, timeout and policies', () => {
   const spec = {
     policies: ['eu-only'],
     triggers: [{ id: 'nightly', type: 'schedule', configuration: { schedule: '0 0 * * *' } }],
     runtime: { timeout: 60 },
   };
-  assert.deepEqual(unappliedWorkloadFields('Job', spec), ['policies']);
+  assert.deepEqual(unappliedWorkloadFields('Job', spec), []);
 });

@@ -5,17 +5,15 @@
 export function unappliedWorkloadFields(kind: string, spec: any): string[] {
   const out: string[] = [];
   const s = spec ?? {};
-  if (Array.isArray(s.policies) && s.policies.length) out.push('policies');
   if (kind !== 'Job') {
     for (const t of Array.isArray(s.triggers) ? s.triggers : []) {
-      if (t?.type === 'schedule' || t?.type === 'cron') out.push(`triggers[${t.id ?? t.type}] (${t.type})`);
+      if ((t?.type === 'schedule' || t?.type === 'cron') && kind === 'Function')
+        out.push(`triggers[${t.id ?? t.type}] (${t.type})`);
       else if (t?.configuration?.path) out.push(`triggers[${t.id ?? t.type}].configuration.path`);
     }
     if (s.revision?.stickySessionTtl) out.push('revision.stickySessionTtl');
     if (s.runtime?.timeout) out.push('runtime.timeout');
   }
-  if (Array.isArray(s.integrationConnections) && s.integrationConnections.length)
-    out.push('integrationConnections');
   return out;
 }
 

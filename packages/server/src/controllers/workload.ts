@@ -9,11 +9,21 @@ import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
 import type { StoredObject } from '../store/store.js';
-import { type ControllerDeps, transition } from './events.js';
+import { CONNECTION_KIND } from '../models/connections.js';
+import { type ControllerDeps, recordFailure, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { type ReplicaSet, ReplicaStartError, type RevisionRun } from './replicas.js';
+import {
+  connectionEnvs,
+  failedByPolicy,
+  MissingConnectionError,
+  workloadPolicyDenial,
+} from './workload-policies.js';
 import { unappliedWorkloadNote } from './workload-unapplied.js';
+
+/** Look again at once: the status just changed and the next pass acts on it. */
+const reconcileAgain: ReconcileResult = { requeueAfterMs: 0 };
 
 /** Revisions listed on the object (GET .../revisions); older ones are forgotten. */
 export const KEPT_REVISIONS = 5;
@@ -38,6 +48,8 @@ export interface RevisionRecord {
 export interface WorkloadControllerDeps extends ControllerDeps {
   builder: Builder;
   replicas: ReplicaSet;
+  /** A deleted job's running executions are cancelled (tasks stopped, sandboxes removed). */
+  cancelExecutions?: (workspace: string, job: string) => Promise<void>;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -56,9 +68,16 @@ export function workloadReconciler(
 ): Reconciler {
   const { resources, builder, replicas } = deps;
 
-  function runOf(o: StoredObject, app: BuiltApp): RevisionRun {
+  async function runOf(o: StoredObject, app: BuiltApp): Promise<RevisionRun> {
     const open = resources.openSecrets(resources.kind(kind), o.body.spec ?? {});
-    const envs: Record<string, string> = { ...(app.plan.manifest?.env ?? {}) };
+    let fromConnections: Record<string, string>;
+    try {
+      fromConnections = await connectionEnvs(resources, o.workspace, open.integrationConnections);
+    } catch (err) {
+      if (err instanceof MissingConnectionError) throw new TerminalError(err.message);
+      throw err;
+    }
+    const envs: Record<string, string> = { ...(app.plan.manifest?.env ?? {}), ...fromConnections };
     for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
     return {
       start: app.plan.start,
@@ -87,14 +106,34 @@ export function workloadReconciler(
   }
 
   return {
+    // A policy or connection change re-judges (and redeploys) the workloads of its workspace at once.
+    watches: ['Policy', CONNECTION_KIND],
     async reconcile(key, signal): Promise<ReconcileResult> {
       const o = await resources.store.get(key);
       if (!o) return DONE;
       const release = () => replicas.remove(o.workspace, kind, o.name);
+      if (isGone(o) && kind === 'Job') {
+        const cancel = async () => deps.cancelExecutions?.(o.workspace, o.name);
+        return finishDeletion(deps, o, {
+          release: cancel,
+          message: 'terminated: running executions cancelled',
+        });
+      }
       if (isGone(o)) return finishDeletion(deps, o, { release, message: 'terminated: replicas removed' });
       if (!enabled(o)) {
         await deactivate(deps, o, { release, message: 'deactivated: replicas removed' });
         return DONE;
+      }
+      const denied = await workloadPolicyDenial(resources, o.workspace, kind, o.body.spec);
+      if (denied) {
+        await release();
+        await recordFailure(deps, key, denied);
+        return DONE;
+      }
+      if (failedByPolicy(o.body)) {
+        const d = await transition(deps, o, 'DEPLOYING', 'the policies allow it again; deploying', enabled);
+        if (!d) return DONE;
+        return reconcileAgain;
       }
       const source: SourceRecord | undefined = o.body.source;
       if (!source) {
@@ -146,8 +185,8 @@ export function workloadReconciler(
         });
         return DONE;
       }
-      const run = runOf(o, activeApp);
-      const canaryRun = canaryApp && { run: runOf(o, canaryApp), percent: canaryPercent };
+      const run = await runOf(o, activeApp);
+      const canaryRun = canaryApp && { run: await runOf(o, canaryApp), percent: canaryPercent };
       const w = replicas.get(o.workspace, kind, o.name);
       const canaryId = canaryRun?.run.id;
       if (

@@ -249,6 +249,22 @@ export class WorkloadGateway {
     ).then((outcome) => ex.finish(e, outcome, trigger));
   }
 
+  /**
+   * Sends one POST body to a deployed agent the way a caller's request goes (replica choice, scale from zero,
+   * canary share), for schedule triggers: answers the status code, or why it could not be sent.
+   */
+  async invoke(
+    workspace: string,
+    name: string,
+    body: Buffer,
+    timeoutMs = ASYNC_DEFAULT_TIMEOUT_S * 1000,
+  ): Promise<{ statusCode?: number; error?: string }> {
+    const w = this.deps.replicas.get(workspace, 'Agent', name);
+    if (!w) return { error: (await this.notServing({ kind: 'Agent', workspace, name, rest: '/' })).message };
+    const out = await this.runAsync(w, '/', 'POST', { 'content-type': 'application/json' }, body, timeoutMs);
+    return { statusCode: out.statusCode, error: out.error };
+  }
+
   private async runAsync(
     w: Workload,
     path: string,

@@ -17,11 +17,15 @@ import {
   referenceIssues,
   regionIssues,
   scaleIssues,
+  scheduleIssues,
   triggerDefaults,
+  tokenPolicyIssues,
   triggerIssues,
 } from './rules.js';
 import type { KindDescriptor, SecretPath } from './types.js';
 
+/** The stored last firing of an agent's schedule trigger (controllers/trigger-schedules.ts). */
+export const AGENT_SCHEDULE_KIND = 'AgentSchedule';
 export const AGENT_MEMORY_MB = 2048;
 export const DEFAULT_MIN_SCALE = 0;
 export const DEFAULT_MAX_SCALE = 10;
@@ -79,6 +83,7 @@ export const ScaledRuntime = {
 
 export const AgentSpec = Type.Object({
   enabled: opt(Type.Boolean()),
+  integrationConnections: opt(NameList),
   policies: opt(NameList),
   public: opt(Type.Boolean()),
   region: opt(Type.String()),
@@ -115,6 +120,7 @@ export const agent = {
   spec: AgentSpec,
   hasStatus: true,
   readOnly: WORKLOAD_READ_ONLY,
+  ownedRecords: [AGENT_SCHEDULE_KIND],
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     scaledDefaults(spec, regions, AGENT_MEMORY_MB);
@@ -128,7 +134,16 @@ export const agent = {
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
+      ...scheduleIssues(s.triggers),
+      ...(await referenceIssues(
+        ctx,
+        'IntegrationConnection',
+        s.integrationConnections,
+        p?.integrationConnections,
+        (i) => `/spec/integrationConnections/${i}`,
+      )),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+      ...(await tokenPolicyIssues(ctx, s.policies, 'agent')),
       ...(await referenceIssues(
         ctx,
         'Volume',

@@ -9,7 +9,14 @@ import {
   workloadImageIssues,
 } from './agent.js';
 import { envSecrets, literals, NameList, opt, Revision, Trigger } from './common.js';
-import { envIssues, referenceIssues, regionIssues, scaleIssues, triggerIssues } from './rules.js';
+import {
+  envIssues,
+  referenceIssues,
+  regionIssues,
+  scaleIssues,
+  tokenPolicyIssues,
+  triggerIssues,
+} from './rules.js';
 import type { KindDescriptor } from './types.js';
 
 export const FUNCTION_TYPES = ['mcp'] as const;
@@ -65,6 +72,7 @@ export const fn = {
         (i) => `/spec/integrationConnections/${i}`,
       )),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+      ...(await tokenPolicyIssues(ctx, s.policies, 'function')),
     ];
   },
 } satisfies KindDescriptor;

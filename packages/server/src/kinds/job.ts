@@ -16,10 +16,19 @@ import {
   Trigger,
 } from './common.js';
 import { callbackSecrets, Repository, WORKLOAD_READ_ONLY } from './agent.js';
-import { envIssues, isCron, referenceIssues, regionIssues, triggerDefaults, triggerIssues } from './rules.js';
+import {
+  envIssues,
+  referenceIssues,
+  regionIssues,
+  scheduleIssues,
+  tokenPolicyIssues,
+  triggerDefaults,
+  triggerIssues,
+} from './rules.js';
 import type { KindDescriptor } from './types.js';
-import { Cron } from 'croner';
 
+/** The stored last firing of a job's schedule trigger (controllers/trigger-schedules.ts). */
+export const JOB_SCHEDULE_KIND = 'JobSchedule';
 export const JOB_MEMORY_MB = 1024;
 export const DEFAULT_MAX_CONCURRENT_TASKS = 1;
 export const DEFAULT_MAX_RETRIES = 0;
@@ -83,22 +92,6 @@ function persistentVolumeIssues(vs: { type?: string }[] | undefined) {
   );
 }
 
-/** A schedule trigger's expression must parse (UTC cron, five or six fields) or nothing would ever fire. */
-function scheduleIssues(triggers: any[] | undefined) {
-  return (triggers ?? []).flatMap((t, i) => {
-    if (t.type !== 'schedule' && t.type !== 'cron') return [];
-    const expr = t.configuration?.schedule;
-    const pointer = `/spec/triggers/${i}/configuration/schedule`;
-    if (!isCron(expr)) return []; // triggerIssues names that one
-    try {
-      new Cron(expr, { timezone: 'UTC', paused: true });
-      return [];
-    } catch (err) {
-      return [{ pointer, message: `not a cron expression: ${(err as Error).message}` }];
-    }
-  });
-}
-
 export const job = {
   kind: 'Job',
   plural: 'jobs',
@@ -109,6 +102,7 @@ export const job = {
   spec: JobSpec,
   hasStatus: true,
   readOnly: WORKLOAD_READ_ONLY,
+  ownedRecords: [JOB_SCHEDULE_KIND],
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
   defaults(spec, { regions }) {
     spec.enabled ??= true;
@@ -131,6 +125,7 @@ export const job = {
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+      ...(await tokenPolicyIssues(ctx, s.policies, 'job')),
       ...(await referenceIssues(
         ctx,
         'Volume',

@@ -8,6 +8,20 @@ export const POLICY_TYPES = ['location', 'flavor', 'maxToken'] as const;
 export const RESOURCE_TYPES = ['model', 'agent', 'function', 'sandbox', 'job'] as const;
 export const GRANULARITIES = ['minute', 'hour', 'day', 'month'] as const;
 
+/**
+ * The one flavor Berth runs agents, functions, jobs and sandboxes on: the host's CPUs (no GPUs are scheduled).
+ * A flavor policy that leaves it out could let nothing run, so one that applies to those kinds must list it.
+ */
+export const BERTH_FLAVOR = { name: 'cpu', type: 'cpu' } as const;
+/** The resource types that run on Berth's flavor (models are served by their providers). */
+export const FLAVORED_TYPES = ['agent', 'function', 'sandbox', 'job'] as const;
+
+/** Whether a flavor policy's list allows Berth's flavor (named `cpu`; a type, when given, must be `cpu` too). */
+export const allowsBerthFlavor = (flavors: { name: string; type?: string }[] | undefined) =>
+  (flavors ?? []).some(
+    (f) => f.name === BERTH_FLAVOR.name && (f.type === undefined || f.type === BERTH_FLAVOR.type),
+  );
+
 const literals = (xs: readonly string[]) => Type.Union(xs.map((x) => Type.Literal(x)));
 
 export const PolicySpec = Type.Object({
@@ -56,6 +70,17 @@ export const policy = {
       issues.push({ pointer: '/spec/locations', message: 'a location policy needs at least one location' });
     if (s.type === 'flavor' && !s.flavors?.length)
       issues.push({ pointer: '/spec/flavors', message: 'a flavor policy needs at least one flavor' });
+    else if (
+      s.type === 'flavor' &&
+      !allowsBerthFlavor(s.flavors) &&
+      (s.resourceTypes ?? RESOURCE_TYPES).some((t: string) =>
+        (FLAVORED_TYPES as readonly string[]).includes(t),
+      )
+    )
+      issues.push({
+        pointer: '/spec/flavors',
+        message: `Berth runs agents, functions, jobs and sandboxes on one flavor, ${JSON.stringify(BERTH_FLAVOR)}; a flavor policy for them must list it (or set resourceTypes to ["model"])`,
+      });
     return issues;
   },
 } satisfies KindDescriptor;

@@ -1,5 +1,6 @@
 // Validation rules several kinds share: regions, references to other objects, scale bounds, triggers.
 // Each returns FieldIssues with pointers into the whole body, so the 422 names the offending field.
+import { Cron } from 'croner';
 import { randomBytes } from 'node:crypto';
 import type { FieldIssue } from '../errors.js';
 import { DURATION_PATTERN } from './common.js';
@@ -54,6 +55,43 @@ export async function referenceIssues(
       out.push({ pointer: pointer(i), message: `${kind} ${JSON.stringify(n)} does not exist` });
   }
   return out;
+}
+
+/**
+ * A `maxToken` policy counts model tokens; an agent, function or job has none to count, so referring to one that
+ * applies to the kind is refused rather than kept as a limit that never holds.
+ */
+export async function tokenPolicyIssues(
+  ctx: ValidationContext,
+  names: string[] | undefined,
+  resourceType: string,
+): Promise<FieldIssue[]> {
+  const out: FieldIssue[] = [];
+  for (const [i, n] of (names ?? []).entries()) {
+    const p = await ctx.specOf?.('Policy', n);
+    if (p?.type !== 'maxToken' || (p.resourceTypes && !p.resourceTypes.includes(resourceType))) continue;
+    out.push({
+      pointer: `/spec/policies/${i}`,
+      message: `policy ${JSON.stringify(n)} is a maxToken policy: token limits apply to model endpoints only and cannot limit a ${resourceType}; remove it here, or set its resourceTypes to leave out ${resourceType}`,
+    });
+  }
+  return out;
+}
+
+/** A schedule trigger's expression must parse (UTC cron, five or six fields) or nothing would ever fire. */
+export function scheduleIssues(triggers: any[] | undefined): FieldIssue[] {
+  return (triggers ?? []).flatMap((t, i) => {
+    if (!isScheduleTrigger(t)) return [];
+    const expr = t.configuration?.schedule;
+    const pointer = `/spec/triggers/${i}/configuration/schedule`;
+    if (!isCron(expr)) return []; // triggerIssues names that one
+    try {
+      new Cron(expr, { timezone: 'UTC', paused: true });
+      return [];
+    } catch (err) {
+      return [{ pointer, message: `not a cron expression: ${(err as Error).message}` }];
+    }
+  });
 }
 
 /** minScale ≤ maxScale of a scaled runtime (agent, function). */

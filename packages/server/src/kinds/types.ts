@@ -29,6 +29,8 @@ export interface ValidationContext {
   regions: string[];
   /** Looks up another object of the same workspace, e.g. a named volume or connection. */
   exists(kind: string, name: string): Promise<boolean>;
+  /** The stored spec of another object of the workspace (secrets still sealed), when it exists. */
+  specOf?(kind: string, name: string): Promise<any | undefined>;
 }
 
 export interface KindDescriptor {

@@ -19,9 +19,15 @@ export interface PolicyBody {
   };
 }
 
+/** A policy applies to a resource type (model, agent, function, job, sandbox) unless its resourceTypes leave it out. */
+export const appliesTo = (p: PolicyBody, resourceType: string) =>
+  !p.spec.resourceTypes || p.spec.resourceTypes.includes(resourceType);
+
 /** A policy applies to models unless its resourceTypes leave them out. */
-export const appliesToModels = (p: PolicyBody) =>
-  !p.spec.resourceTypes || p.spec.resourceTypes.includes('model');
+export const appliesToModels = (p: PolicyBody) => appliesTo(p, 'model');
+
+/** The prefix of every refusal a policy causes: a FAILED event starting with it clears once the policies allow. */
+export const POLICY_DENIED = 'POLICY_DENIED';
 
 /**
  * The budget of a `maxToken` policy. `ratioInputOverOutput` derives the missing one of input/output from
@@ -58,14 +64,18 @@ export function budgetOf(workspace: string, p: PolicyBody): BudgetPolicy | undef
  * absent; countries and continents cannot be mapped to a self-hosted region and so do not match).
  * Returns the denial message, or undefined when every location policy allows.
  */
-export function locationDenial(policies: PolicyBody[], regions: string[]): string | undefined {
+export function locationDenial(
+  policies: PolicyBody[],
+  regions: string[],
+  resourceType = 'model',
+): string | undefined {
   for (const p of policies) {
-    if (p.spec.type !== 'location' || !appliesToModels(p)) continue;
+    if (p.spec.type !== 'location' || !appliesTo(p, resourceType)) continue;
     const allowed = (p.spec.locations ?? [])
       .filter((l) => l.type === undefined || l.type === 'region')
       .map((l) => l.name);
     if (!allowed.some((l) => regions.includes(l)))
-      return `POLICY_DENIED: location policy ${JSON.stringify(p.metadata.name)} allows ${
+      return `${POLICY_DENIED}: location policy ${JSON.stringify(p.metadata.name)} allows ${
         (p.spec.locations ?? []).map((l) => l.name).join(', ') || 'no location'
       }; this server serves ${regions.join(', ')}`;
   }

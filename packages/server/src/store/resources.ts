@@ -360,6 +360,8 @@ export class Resources {
       regions: this.opts.regions,
       exists: async (kind: string, name: string) =>
         !!(await this.store.get({ kind, workspace, parent: '', name })),
+      specOf: async (kind: string, name: string) =>
+        (await this.store.get({ kind, workspace, parent: '', name }))?.body.spec,
     };
   }
 
