@@ -51,7 +51,7 @@ export async function benchAgents() {
       headers: { ...auth, 'content-type': 'application/json' },
       body: JSON.stringify({
         metadata: { name: 'echo' },
-        spec: { public: true, runtime: { memory: BENCH_MEMORY_MB } },
+        spec: { public: true, runtime: { memory: BENCH_MEMORY_MB, maxScale: 1 } },
       }),
     });
     const up = await fetch(put.headers.get('x-blaxel-upload-url'), {
@@ -149,6 +149,10 @@ export async function benchAgents() {
   } finally {
     clearInterval(keepAwake);
     await bare?.stop();
+    // Replicas outlive their server, and its data dir (their records) goes with it: remove them first.
+    await fetch(`${berth.url}/v0/agents/echo`, { method: 'DELETE', headers: auth }).catch(() => undefined);
+    for (let i = 0; i < 600 && (await driver.list()).some((s) => s.id.startsWith('wl-')); i++)
+      await new Promise((r) => setTimeout(r, 100));
     await driver.close();
     await berth.stop();
   }
