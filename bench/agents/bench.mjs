@@ -5,6 +5,7 @@
 // the routing, not the autoscaler starting more (every start costs CPU on the same host).
 import { createRequire } from 'node:module';
 import yazl from 'yazl';
+import { startScript } from '../lib/berth.mjs';
 import { header, row } from '../lib/report.mjs';
 import { BENCH_MEMORY_MB, percentile, startSandboxBerth, timed } from '../sandboxes/lib.mjs';
 
@@ -16,6 +17,9 @@ const WAKES = Number(process.env.BENCH_WAKES ?? 50);
 /** Standby delay of the bench server (seconds): short so wake cycles are quick. */
 const STANDBY_AFTER_S = 1;
 const GAP_MS = STANDBY_AFTER_S * 1000 + 300;
+/** Rounds of routed / bare proxy / direct runs, interleaved so machine load hits all three alike. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
+const BARE = new URL('../lib/bare-proxy.mjs', import.meta.url).pathname;
 const ECHO = "require('http').createServer((q, s) => s.end('ok')).listen(process.env.PORT, process.env.HOST)";
 
 const cannon = (opts) =>
@@ -40,13 +44,14 @@ export async function benchAgents() {
   const driver = await createLinuxDriver({ dataDir: berth.dataDir, netPoolSize: 0 });
   const auth = { authorization: `Bearer ${berth.key}` };
   let keepAwake;
+  let bare;
   try {
     const put = await fetch(`${berth.url}/v0/agents/echo?upload=true`, {
       method: 'PUT',
       headers: { ...auth, 'content-type': 'application/json' },
       body: JSON.stringify({
         metadata: { name: 'echo' },
-        spec: { public: true, runtime: { memory: BENCH_MEMORY_MB } },
+        spec: { public: true, runtime: { memory: BENCH_MEMORY_MB, maxScale: 1 } },
       }),
     });
     const up = await fetch(put.headers.get('x-blaxel-upload-url'), {
@@ -66,16 +71,24 @@ export async function benchAgents() {
     const replica = (await driver.list()).find((i) => i.id.startsWith('wl-'));
     const direct = `http://${replica.address}:8080/`;
     const viaBerth = `${berth.url}/run/default/agents/echo`;
-    await cannon({ url: viaBerth, duration: 1 });
-    const routed = await cannon({ url: viaBerth });
-    if (routed.non2xx || routed.errors)
-      console.log(`through Berth: ${routed.non2xx} non-2xx, ${routed.errors} errors`);
-    // The direct run sends nothing through Berth, which would put the replica to standby: one request through the
-    // gateway every 200 ms keeps it awake (a negligible share of the load).
+    // A bare undici proxy in front of the same replica: the least one Node hop costs on this machine.
+    bare = await startScript(BARE, { TARGET: `http://${replica.address}:8080` });
+    // Runs not through Berth would let the replica go to standby: one request through the gateway every 200 ms
+    // keeps it awake (a negligible share of the load).
     keepAwake = setInterval(() => void fetch(viaBerth).catch(() => undefined), 200);
-    await cannon({ url: direct, duration: 1 });
-    const straight = await cannon({ url: direct });
+    for (const url of [viaBerth, `${bare.url}/`, direct]) await cannon({ url, duration: 1 });
+    const runs = { routed: [], bare: [], straight: [] };
+    for (let i = 0; i < ROUNDS; i++) {
+      runs.routed.push(await cannon({ url: viaBerth }));
+      runs.bare.push(await cannon({ url: `${bare.url}/` }));
+      runs.straight.push(await cannon({ url: direct }));
+    }
     clearInterval(keepAwake);
+    for (const r of runs.routed)
+      if (r.non2xx || r.errors) console.log(`through Berth: ${r.non2xx} non-2xx, ${r.errors} errors`);
+    // The median round of each, by throughput.
+    const mid = (rs) => [...rs].sort((a, b) => a.requests.average - b.requests.average)[rs.length >> 1];
+    const [routed, viaBare, straight] = [mid(runs.routed), mid(runs.bare), mid(runs.straight)];
 
     const get = async () => {
       const res = await berth.pool.request({ method: 'GET', path: '/run/default/agents/echo' });
@@ -116,6 +129,14 @@ export async function benchAgents() {
       'req/s',
       '>= 0.8',
     );
+    row('bare proxy, p50 latency (vs direct)', viaBare.latency.p50, straight.latency.p50, 'ms');
+    row('bare proxy, req/s (vs direct)', viaBare.requests.average, straight.requests.average, 'req/s');
+    row(
+      'through Berth, req/s (vs the bare proxy)',
+      routed.requests.average,
+      viaBare.requests.average,
+      'req/s',
+    );
     row(
       'standby wake, p50 (vs awake after a gap)',
       percentile(woken, 50),
@@ -127,6 +148,11 @@ export async function benchAgents() {
     row('upload to DEPLOYED, no dependencies (vs itself)', deployMs, deployMs, 'ms');
   } finally {
     clearInterval(keepAwake);
+    await bare?.stop();
+    // Replicas outlive their server, and its data dir (their records) goes with it: remove them first.
+    await fetch(`${berth.url}/v0/agents/echo`, { method: 'DELETE', headers: auth }).catch(() => undefined);
+    for (let i = 0; i < 600 && (await driver.list()).some((s) => s.id.startsWith('wl-')); i++)
+      await new Promise((r) => setTimeout(r, 100));
     await driver.close();
     await berth.stop();
   }

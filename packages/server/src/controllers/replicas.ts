@@ -163,10 +163,27 @@ export class ReplicaSet {
   }
 
   /**
+   * acquire's answer when it needs no start, found without a promise (the gateway's hot path): the least busy
+   * live replica when it is below `target` in flight or no other may start now; else undefined.
+   */
+  ready(w: Workload, target: number): Replica | undefined {
+    let best: Replica | undefined;
+    let live = 0;
+    for (const r of w.replicas) {
+      if (r.gone) continue;
+      live++;
+      if (!best || r.inflight < best.inflight) best = r;
+    }
+    return best && (best.inflight < target || live >= w.run.maxScale || w.starting) ? best : undefined;
+  }
+
+  /**
    * A replica to send one request to: the least busy one below `target` in flight, else a new one while under
    * maxScale (one start at a time), else the least busy. Starts one from zero; throws 503 when that fails.
    */
   async acquire(w: Workload, target: number): Promise<Replica> {
+    const ready = this.ready(w, target);
+    if (ready) return ready;
     const live = w.replicas.filter((r) => !r.gone);
     let best: Replica | undefined;
     for (const r of live) if (!best || r.inflight < best.inflight) best = r;

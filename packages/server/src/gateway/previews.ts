@@ -39,8 +39,10 @@ export class PreviewHosts {
 
   /** The preview a Host names (`pv-<id>.<region>.<inference_host>`), if any. */
   match(host: string | undefined, url: string): PreviewAddress | undefined {
+    // Asked for every request the gateway sees (models and the API too): without an inference host, nothing.
+    if (!this.inferenceHost) return undefined;
     const bare = bareHost(host);
-    if (!this.inferenceHost || !bare.startsWith(PREVIEW_LABEL_PREFIX)) return undefined;
+    if (!bare.startsWith(PREVIEW_LABEL_PREFIX)) return undefined;
     if (!bare.endsWith(`.${this.inferenceHost.toLowerCase()}`)) return undefined;
     const owner = this.labels.resolve(bare.slice(0, bare.indexOf('.')));
     if (owner?.kind !== 'Preview') return undefined;

@@ -186,7 +186,9 @@ export class WorkloadGateway {
       if (!w) throw await this.notServing(a);
       if (a.kind === 'Agent' && this.deps.executions && isAsync(a.rest))
         return await this.serveAsync(req, res, a, w);
-      const r = await this.replicaFor(this.revisionFor(w));
+      const rev = this.revisionFor(w);
+      // A replica that can take the request now is found without a promise; only a start is waited for.
+      const r = this.deps.replicas.ready(rev, TARGET_CONCURRENCY) ?? (await this.replicaFor(rev));
       const t = this.targetOf(w, r);
       const wait = this.activator.enter(t);
       r.inflight++;

@@ -175,7 +175,9 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
     app.all('/run/:workspace/models/:model/*', { bodyLimit: MAX_INFERENCE_BODY }, async (req, reply) => {
       const startedAt = gw.now();
       const params = req.params as Record<string, string>;
-      const caller = await gw.callers.resolve(req.headers, params.workspace);
+      const caller =
+        gw.callers.cached(req.headers, params.workspace) ??
+        (await gw.callers.resolve(req.headers, params.workspace));
       const ep = await gw.endpoints.get(caller.access.workspace, params.model);
       const q = req.url.indexOf('?');
       let path = `/${params['*'] ?? ''}`;

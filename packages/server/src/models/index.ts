@@ -67,9 +67,10 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     (ps) => ps.some(isBudget) && warm(),
     () => {},
   );
+  const callers = new CallerResolver(deps.authenticator, deps.resources.store, now);
   return {
     resources: deps.resources,
-    callers: new CallerResolver(deps.authenticator, deps.resources.store),
+    callers,
     endpoints,
     budget: new TokenBudget(now),
     recorder,
@@ -80,6 +81,7 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     now,
     async close() {
       unwatchPolicies();
+      callers.close();
       endpoints.close();
       await recorder.close();
       // In-flight provider calls were aborted with their clients; idle sockets go now.
