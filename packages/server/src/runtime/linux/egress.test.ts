@@ -155,7 +155,7 @@ test(
       // A tunnel held open by a client that sends nothing after the CONNECT.
       await sandboxExec(
         info.socketPath,
-        `node -e 'const s=require("net").connect(${15128},process.env.HTTPS_PROXY.split("//")[1].split(":")[0]);` +
+        `node -e 'const u=new URL(process.env.HTTPS_PROXY);const s=require("net").connect(+u.port,u.hostname);` +
           `s.write("CONNECT allowed.test:443 HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n");s.on("data",()=>{});` +
           `s.on("close",()=>require("fs").writeFileSync("/tmp/closed",String(Date.now())))' > /dev/null 2>&1`,
         true,
