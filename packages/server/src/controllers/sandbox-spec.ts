@@ -61,10 +61,20 @@ export function unappliedRuntimeFields(spec: any): string | undefined {
 export function egressPolicyOf(network: any): EgressPolicy | undefined {
   if (!network) return undefined;
   const allowedDomains = [...domainsOf(network.allowedDomains), ...domainsOf(network.proxy?.allowedDomains)];
+  // egress.policies: named allow/deny rules over destinations; their domain destinations join the lists
+  // (IP ranges are not enforced: unenforcedNetworkFields names them).
+  const rules: any[] = network.egress?.policies ?? [];
+  const ruleDomains = (mode: string) =>
+    rules
+      .filter((r) => (r.mode ?? 'allow') === mode)
+      .flatMap((r) => (r.destinations ?? []).filter(isDomainPattern));
+  allowedDomains.push(...ruleDomains('allow'));
   const forbiddenDomains = [
     ...domainsOf(network.forbiddenDomains),
     ...domainsOf(network.proxy?.forbiddenDomains),
+    ...ruleDomains('deny'),
   ];
+  const bypass: string[] = (network.proxy?.bypass ?? []).filter(isDomainPattern);
   const routing: RoutingRule[] = (network.proxy?.routing ?? [])
     .map((r: any) => ({
       destinations: r.destinations ?? [],
@@ -82,6 +92,7 @@ export function egressPolicyOf(network: any): EgressPolicy | undefined {
     allowedDomains,
     forbiddenDomains,
     ...(routing.length ? { routing } : {}),
+    ...(bypass.length && routing.length ? { bypass } : {}),
     ...(egressGateway ? { egressGateway } : {}),
   };
 }
@@ -104,11 +115,18 @@ function injectedMap(v: unknown): Record<string, string> | undefined {
   return out;
 }
 
+/** A domain pattern (`*`, `*.x`, a name), not an address or a range: what the proxy and Berth's DNS can match. */
+const isDomainPattern = (d: unknown) =>
+  typeof d === 'string' && d.trim() !== '' && !/^[\d.]+$/.test(d.trim()) && !/[/:[\]]/.test(d);
+
 /** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */
 export function unenforcedNetworkFields(network: any): string[] {
   const out: string[] = [];
-  if (network?.egress?.policies?.length) out.push('network.egress.policies');
-  if (network?.proxy?.bypass?.length) out.push('network.proxy.bypass');
+  const ranges = (network?.egress?.policies ?? []).flatMap((r: any) =>
+    (r.destinations ?? []).filter((d: unknown) => !isDomainPattern(d)),
+  );
+  if (ranges.length)
+    out.push(`network.egress.policies destinations that are addresses (${ranges.join(', ')})`);
   return out;
 }
 

@@ -7,6 +7,11 @@ export interface EgressPolicy {
   allowedDomains: string[];
   /** Names matching one of these are never reachable, whatever the allow list says. */
   forbiddenDomains: string[];
+  /**
+   * Domain patterns (`proxy.bypass`) never intercepted, whatever the routing rules say: their TLS stays
+   * end to end and nothing is injected. They are still subject to the allow and deny lists.
+   */
+  bypass?: string[];
   /** HTTPS requests to these destinations are intercepted and get headers (and JSON body fields) added. */
   routing?: RoutingRule[];
   /** Egress gateway (server setting BERTH_EGRESS_GATEWAYS) whose addresses upstreams see for this sandbox. */
@@ -26,10 +31,14 @@ export interface RoutingRule {
   secrets?: Record<string, string>;
 }
 
-/** The first routing rule for a host: specific destinations before a global `*` rule. */
+/**
+ * The first routing rule for a host: specific destinations before a global `*` rule. None for a bypassed host
+ * (a certificate-pinning client, say): its connections stay opaque tunnels.
+ */
 export function ruleFor(policy: EgressPolicy, rawHost: string): RoutingRule | undefined {
   const host = normalizeHost(rawHost);
   if (!host || !policy.routing?.length) return undefined;
+  if (policy.bypass?.some((p) => matchesPattern(p, host))) return undefined;
   const hits = policy.routing.filter((r) => r.destinations.some((d) => matchesPattern(d, host)));
   return hits.find((r) => !r.destinations.includes('*')) ?? hits[0];
 }

@@ -182,8 +182,18 @@ export async function setEgressControl(address: string, ports: EgressPorts | und
   // Adding first makes the delete succeed whether or not the address was there (one transaction).
   if (ports) await run('nft', ['-f', '-'], `add element ${el}\n`);
   // A map element is deleted by key alone, but a missing one is an error (nft 1.0.6 has no `destroy`).
-  await run('nft', ['delete', 'element', 'inet', 'berth_egress', 'owners', `{ ${address} }`]).catch(() => undefined);
-  if (ports) await run('nft', ['add', 'element', 'inet', 'berth_egress', 'owners', `{ ${address} : jump ${serverChain(ports)} }`]);
+  await run('nft', ['delete', 'element', 'inet', 'berth_egress', 'owners', `{ ${address} }`]).catch(
+    () => undefined,
+  );
+  if (ports)
+    await run('nft', [
+      'add',
+      'element',
+      'inet',
+      'berth_egress',
+      'owners',
+      `{ ${address} : jump ${serverChain(ports)} }`,
+    ]);
   else await run('nft', ['-f', '-'], `add element ${el}\ndelete element ${el}\n`);
 }
 
