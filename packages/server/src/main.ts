@@ -88,6 +88,7 @@ export async function startServer(
     regions: regionNames(config),
     urlOf,
     labelsOf: hostLabelsOf,
+    egressGateways: config.egressGateways,
   });
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
