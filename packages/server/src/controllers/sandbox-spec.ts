@@ -3,6 +3,7 @@ import { DEFAULT_SANDBOX_IMAGE, domainsOf, SANDBOX_MEMORY_MB } from '../kinds/sa
 import { defaultCpuShares, type EgressPolicy, type SandboxSpec } from '../runtime/driver.js';
 import type { RoutingRule } from '../runtime/egress/policy.js';
 import type { Resources } from '../store/resources.js';
+import { gatewayOf } from './egress-ip.js';
 
 /** The image a spec without one runs: the runtime maps any image it has not installed to the host userland. */
 export { DEFAULT_SANDBOX_IMAGE };
@@ -34,6 +35,27 @@ export function runtimeSpecOf(resources: Resources, spec: any): SandboxSpec {
     volumes: [],
     egress: egressPolicyOf(open.network),
   };
+}
+
+/**
+ * runtimeSpecOf, with the addresses of the egress IPs allocated from the sandbox's gateway (egress-ip.ts) when it
+ * names one: the runtime gives the sandbox one of those (any of the gateway's pool when none is allocated).
+ */
+export async function sandboxRuntimeSpec(
+  resources: Resources,
+  workspace: string,
+  spec: any,
+): Promise<SandboxSpec> {
+  const out = runtimeSpecOf(resources, spec);
+  const gateway = out.egress?.egressGateway;
+  if (!out.egress || !gateway) return out;
+  const ips = await resources.store.list({ kind: 'EgressIp', workspace });
+  const pool = ips
+    .filter((ip) => gatewayOf(ip) === gateway && ip.body.status === 'DEPLOYED' && ip.body.spec?.publicIp)
+    .map((ip) => ip.body.spec.publicIp as string)
+    .sort();
+  if (pool.length) out.egress = { ...out.egress, egressPool: pool };
+  return out;
 }
 
 /**

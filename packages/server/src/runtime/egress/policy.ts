@@ -16,6 +16,11 @@ export interface EgressPolicy {
   routing?: RoutingRule[];
   /** Egress gateway (server setting BERTH_EGRESS_GATEWAYS) whose addresses upstreams see for this sandbox. */
   egressGateway?: string;
+  /**
+   * The gateway's allocated egress IPs (EgressIp objects' `publicIp`), when it has any: the sandbox's address is
+   * one of these. Without any, one of the gateway's whole pool.
+   */
+  egressPool?: string[];
   /** The gateway address chosen for this sandbox (set by the runtime): the proxy's upstream sockets bind it. */
   egressAddress?: string;
 }

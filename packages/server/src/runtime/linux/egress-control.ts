@@ -74,7 +74,10 @@ export class EgressControl {
    * trust files in its run dir.
    */
   async apply(t: EgressTarget, requested: EgressPolicy): Promise<Record<string, string>> {
-    const policy = { ...requested, egressAddress: this.egressAddressFor(t.label, requested.egressGateway) };
+    const policy = {
+      ...requested,
+      egressAddress: this.egressAddressFor(t.label, requested.egressGateway, requested.egressPool),
+    };
     let ca: CaMaterial | undefined;
     const destinations = [...new Set((policy.routing ?? []).flatMap((r) => r.destinations))].sort();
     if (destinations.length) {
@@ -95,9 +98,16 @@ export class EgressControl {
    * (APIs tie sessions and rate limits to the source address). Thrown: an unknown gateway or an address the host
    * does not have (binding it would fail for every connection).
    */
-  private egressAddressFor(label: string, gateway: string | undefined): string | undefined {
+  private egressAddressFor(
+    label: string,
+    gateway: string | undefined,
+    allocated: string[] | undefined,
+  ): string | undefined {
     if (!gateway) return undefined;
-    const pool = this.gateways[gateway];
+    const configured = this.gateways[gateway];
+    // Allocated egress IPs narrow the pool; one no longer in the server's settings is not handed out.
+    const narrowed = allocated?.filter((a) => configured?.includes(a));
+    const pool = narrowed?.length ? narrowed : configured;
     if (!pool?.length)
       throw new Error(`egress gateway ${gateway} is not configured on this server (BERTH_EGRESS_GATEWAYS)`);
     const address = pool[createHash('sha256').update(label).digest().readUInt32BE(0) % pool.length];
