@@ -95,6 +95,9 @@ test('proxy.routing from the API: the routed host gets the secret, the sandbox a
   assert.ok(!got.includes(secret), 'not in a GET');
 });
 
+/** The source address the upstream saw (its sockets are dual-stack: IPv4 shows as ::ffff:a.b.c.d). */
+const fromOf = (stdout: string) => String(JSON.parse(stdout).from).replace(/^::ffff:/, '');
+
 test('a sandbox on an egress gateway leaves from its allocated egress IP; usage names it', async () => {
   const post = async (path: string, json: unknown) => {
     const res = await server.api(path, { method: 'POST', json });
@@ -121,9 +124,9 @@ test('a sandbox on an egress gateway leaves from its allocated egress IP; usage 
   });
   await server.waitFor(name, (b) => b.status === 'DEPLOYED', 'DEPLOYED');
   const proxied = await exec(server, created.metadata.url, 'curl -sS --max-time 5 http://allowed.test/');
-  assert.equal(JSON.parse(proxied.stdout).from, UPSTREAM.gateway, 'plain HTTP through the proxy');
+  assert.equal(fromOf(proxied.stdout), UPSTREAM.gateway, 'plain HTTP through the proxy');
   const tls = await exec(server, created.metadata.url, 'curl -sSk --max-time 5 https://allowed.test/');
-  assert.equal(JSON.parse(tls.stdout).from, UPSTREAM.gateway, 'an opaque HTTPS tunnel');
+  assert.equal(fromOf(tls.stdout), UPSTREAM.gateway, 'an opaque HTTPS tunnel');
   const usage = await (await server.api('/egressgateways/usage')).json();
   assert.deepEqual(usage.office, [name]);
 });
