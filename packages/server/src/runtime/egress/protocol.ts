@@ -25,11 +25,13 @@ export interface ChildConfig {
 }
 
 export type ToChild =
-  | { type: 'policy'; source: string; policy: EgressPolicy; ca?: CaMaterial }
+  /** `seq`: answered with `applied` once the child holds the policy (the server waits for it before traffic). */
+  | { type: 'policy'; source: string; policy: EgressPolicy; ca?: CaMaterial; seq?: number }
   | { type: 'forget'; source: string };
 
 export type FromChild =
   | { type: 'ready' }
+  | { type: 'applied'; seq: number }
   | { type: 'failed'; message: string }
   | { type: 'audit'; line: AuditLine }
   | { type: 'request'; request: InterceptAudit }
