@@ -48,9 +48,10 @@ export interface HostNetworkOptions {
 }
 
 /**
- * Bit of the packet mark that the per-server chain of `inet berth_egress` sets on a policed sandbox's connections
- * to its server's egress ports, so that `inet berth`'s input chain (shared by every server, whatever its ports)
- * accepts them. One high bit, left alone by the usual users of marks (Docker, kube-proxy use 0x4000/0x8000).
+ * Bit of the connection mark that the per-server chain of `inet berth_egress` sets on a policed sandbox's
+ * connections to its server's egress ports, so that `inet berth`'s input chain (shared by every server, whatever
+ * its ports) accepts them. The conntrack mark, not the packet's: NAT chains see only a connection's first packet,
+ * and a retransmitted SYN must be accepted too. One high bit, left alone by the usual users of marks.
  */
 export const EGRESS_MARK = 0x00200000;
 const elements = (xs: string[]) => (xs.length ? `\n    elements = { ${xs.join(', ')} }` : '');
@@ -100,7 +101,7 @@ table inet berth {
   chain input {
     type filter hook input priority filter - 10; policy accept;
     iifname ${bh} ct state established,related accept
-    iifname ${bh} meta mark & ${hex(EGRESS_MARK)} == ${hex(EGRESS_MARK)} accept comment "a server's egress proxy and DNS (marked in inet berth_egress)"
+    iifname ${bh} ct mark & ${hex(EGRESS_MARK)} == ${hex(EGRESS_MARK)} accept comment "a server's egress proxy and DNS (marked in inet berth_egress)"
     iifname ${bh} counter drop comment "sandboxes never reach the host itself"
   }
   chain output {
@@ -146,7 +147,7 @@ export function egressTableText(ports: EgressPorts = DEFAULT_EGRESS_PORTS): stri
   const t = 'inet berth_egress';
   const bh = `"${HOST_IF_PREFIX}*"`;
   const srv = serverChain(ports);
-  const mark = `meta mark set meta mark | ${hex(EGRESS_MARK)}`;
+  const mark = `ct mark set ct mark | ${hex(EGRESS_MARK)}`;
   return `add table ${t}
 add set ${t} policed { type ipv4_addr; }
 add map ${t} owners { type ipv4_addr : verdict; }
