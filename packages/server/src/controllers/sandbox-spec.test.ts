@@ -11,10 +11,17 @@ test('only egress.policies destinations that are addresses are named in the DEPL
     proxy: { bypass: ['*.internal'] },
   };
   assert.deepEqual(unenforcedNetworkFields(enforced), []);
-  const network = { egress: { policies: [{ destinations: ['203.0.113.0/24', 'fd00::1', 'ok.example'] }] } };
+  const network = {
+    egress: {
+      policies: [
+        { destinations: ['203.0.113.0/24', 'fd00::1', 'ok.example'] },
+        { mode: 'deny', destinations: ['198.51.100.0/24'] },
+      ],
+    },
+  };
   assert.equal(
     unenforcedNote({ network }),
-    '; not enforced yet: network.egress.policies destinations that are addresses (203.0.113.0/24, fd00::1)',
+    '; not enforced yet: network.egress.policies destinations that are addresses (fd00::1, 198.51.100.0/24)',
   );
 });
 
@@ -23,7 +30,7 @@ test('egress.policies add their domains to the allow and deny lists; bypass ride
     allowedDomains: ['a.example'],
     egress: {
       policies: [
-        { name: 'apis', destinations: ['api.example', '10.0.0.0/8'] },
+        { name: 'apis', destinations: ['api.example', '10.1.2.3/8', '203.0.113.7'] },
         { name: 'no-ads', mode: 'deny', destinations: ['*.ads.example'] },
       ],
     },
@@ -35,6 +42,7 @@ test('egress.policies add their domains to the allow and deny lists; bypass ride
   assert.deepEqual(p?.allowedDomains, ['a.example', 'api.example']);
   assert.deepEqual(p?.forbiddenDomains, ['*.ads.example']);
   assert.deepEqual(p?.bypass, ['pinned.example']);
+  assert.deepEqual(p?.rawCidrs, ['10.0.0.0/8', '203.0.113.7/32'], 'raw TCP ranges, host bits cleared');
   // A deny rule alone puts the sandbox under a policy (a deny list: the rest stays reachable).
   assert.deepEqual(
     egressPolicyOf({ egress: { policies: [{ mode: 'deny', destinations: ['x.example'] }] } }),

@@ -83,13 +83,15 @@ export function unappliedRuntimeFields(spec: any): string | undefined {
 export function egressPolicyOf(network: any): EgressPolicy | undefined {
   if (!network) return undefined;
   const allowedDomains = [...domainsOf(network.allowedDomains), ...domainsOf(network.proxy?.allowedDomains)];
-  // egress.policies: named allow/deny rules over destinations; their domain destinations join the lists
-  // (IP ranges are not enforced: unenforcedNetworkFields names them).
+  // egress.policies: named allow/deny rules over destinations. Domains join the lists; IPv4 addresses and ranges
+  // of allow rules open raw TCP to them (other address destinations: unenforcedNetworkFields names them).
   const rules: any[] = network.egress?.policies ?? [];
-  const ruleDomains = (mode: string) =>
-    rules
-      .filter((r) => (r.mode ?? 'allow') === mode)
-      .flatMap((r) => (r.destinations ?? []).filter(isDomainPattern));
+  const ruleDests = (mode: string) =>
+    rules.filter((r) => (r.mode ?? 'allow') === mode).flatMap((r) => (r.destinations ?? []) as unknown[]);
+  const ruleDomains = (mode: string) => ruleDests(mode).filter(isDomainPattern) as string[];
+  const rawCidrs = ruleDests('allow')
+    .map(ipv4Cidr)
+    .filter((c): c is string => !!c);
   allowedDomains.push(...ruleDomains('allow'));
   const forbiddenDomains = [
     ...domainsOf(network.forbiddenDomains),
@@ -108,13 +110,20 @@ export function egressPolicyOf(network: any): EgressPolicy | undefined {
   // A gateway only applies to what leaves through the proxy, so a sandbox with one is under a policy too.
   const egressGateway: string | undefined =
     network.egress?.mode !== 'direct' ? network.egress?.gateway : undefined;
-  if (!allowedDomains.length && !forbiddenDomains.length && !routing.length && !egressGateway)
+  if (
+    !allowedDomains.length &&
+    !forbiddenDomains.length &&
+    !routing.length &&
+    !egressGateway &&
+    !rawCidrs.length
+  )
     return undefined;
   return {
     allowedDomains,
     forbiddenDomains,
     ...(routing.length ? { routing } : {}),
     ...(bypass.length && routing.length ? { bypass } : {}),
+    ...(rawCidrs.length ? { rawCidrs } : {}),
     ...(egressGateway ? { egressGateway } : {}),
   };
 }
@@ -141,11 +150,30 @@ function injectedMap(v: unknown): Record<string, string> | undefined {
 const isDomainPattern = (d: unknown) =>
   typeof d === 'string' && d.trim() !== '' && !/^[\d.]+$/.test(d.trim()) && !/[/:[\]]/.test(d);
 
+/** `a.b.c.d` or `a.b.c.d/n` as a CIDR nftables accepts (host bits cleared), undefined for anything else. */
+export function ipv4Cidr(d: unknown): string | undefined {
+  const m =
+    typeof d === 'string'
+      ? /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/.exec(d.trim())
+      : null;
+  if (!m) return undefined;
+  const octets = m.slice(1, 5).map(Number);
+  const len = m[5] === undefined ? 32 : Number(m[5]);
+  if (octets.some((o) => o > 255) || len > 32) return undefined;
+  const n = octets.reduce((a, o) => a * 256 + o, 0);
+  const size = 2 ** (32 - len);
+  const base = n - (n % size);
+  return `${[base >>> 24, (base >>> 16) & 255, (base >>> 8) & 255, base & 255].join('.')}/${len}`;
+}
+
 /** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */
 export function unenforcedNetworkFields(network: any): string[] {
   const out: string[] = [];
+  // Allowed IPv4 ranges are raw TCP rules; deny ranges and IPv6 are not enforced.
   const ranges = (network?.egress?.policies ?? []).flatMap((r: any) =>
-    (r.destinations ?? []).filter((d: unknown) => !isDomainPattern(d)),
+    (r.destinations ?? []).filter(
+      (d: unknown) => !isDomainPattern(d) && !((r.mode ?? 'allow') === 'allow' && ipv4Cidr(d)),
+    ),
   );
   if (ranges.length)
     out.push(`network.egress.policies destinations that are addresses (${ranges.join(', ')})`);

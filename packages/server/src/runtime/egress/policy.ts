@@ -14,6 +14,11 @@ export interface EgressPolicy {
   bypass?: string[];
   /** HTTPS requests to these destinations are intercepted and get headers (and JSON body fields) added. */
   routing?: RoutingRule[];
+  /**
+   * IPv4 ranges (CIDR) the sandbox may reach with raw TCP (egress.policies allow rules with address
+   * destinations), port 25 excepted; the ranges that are never reachable stay so. SNAT'd to the egress address.
+   */
+  rawCidrs?: string[];
   /** Egress gateway (server setting BERTH_EGRESS_GATEWAYS) whose addresses upstreams see for this sandbox. */
   egressGateway?: string;
   /**

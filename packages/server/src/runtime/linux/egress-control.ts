@@ -10,7 +10,7 @@ import { type EgressEvent, EgressSupervisor } from '../egress/supervisor.js';
 import { SANDBOX_SOCKET_DIR } from './launch.js';
 import type { EgressPorts } from '../egress/protocol.js';
 import { DEFAULT_EGRESS_PORTS } from './egress-ports.js';
-import { releaseEgressPorts, setEgressControl } from './network.js';
+import { releaseEgressPorts, setEgressControl, setRawEgress } from './network.js';
 import { writeRunFile } from './run-file.js';
 
 export interface EgressControlOptions {
@@ -89,6 +89,8 @@ export class EgressControl {
       writeRunFile(t.runDir, t.uid, EGRESS_BUNDLE_FILE, [ca.certPem, ...rootCertificates].join('\n'), 0o644);
     } else this.cas.delete(t.address);
     await this.supervisor.set(t.address, policy, ca);
+    // Raw rules before the address is policed: nothing the policy allows is refused in between.
+    await setRawEgress(t.address, { cidrs: policy.rawCidrs ?? [], snat: policy.egressAddress });
     await setEgressControl(t.address, this.ports);
     return egressEnv(t.hostAddress, this.ports.explicit, !!ca);
   }
@@ -120,6 +122,7 @@ export class EgressControl {
   /** Frees the sandbox at `address` from egress control: policed no more, then forgotten by the child. */
   async release(address: string): Promise<void> {
     await setEgressControl(address, undefined);
+    await setRawEgress(address, undefined);
     this.supervisor.forget(address);
     this.cas.delete(address);
   }

@@ -310,6 +310,31 @@ test(
   },
 );
 
+test(
+  'a CIDR rule opens raw TCP to its range only, from the gateway address; SMTP stays closed',
+  T,
+  async () => {
+    const raw: EgressPolicy = { ...policy, rawCidrs: [`${UPSTREAM.address}/32`], egressGateway: 'gw' };
+    await withSandbox('egress-raw', raw, async (info) => {
+      const before = up.count('CONN 22');
+      assert.equal(await tcpProbe(info, UPSTREAM.address, 22), 'CONNECTED');
+      for (let i = 0; up.count('CONN 22') === before && i < 100; i++) await sleep(20);
+      assert.equal(
+        up.lines.filter((l) => l.startsWith('CONN 22')).at(-1),
+        `CONN 22 ::ffff:${UPSTREAM.gateway}`,
+      );
+      assert.equal(
+        await tcpProbe(info, UPSTREAM.address, 25),
+        'TIMEOUT',
+        'SMTP is dropped, CIDR rule or not',
+      );
+      assert.equal(await tcpProbe(info, UPSTREAM.host, 22), 'TIMEOUT', 'outside the range: dropped');
+    });
+    const left = await run('nft', ['list', 'set', 'inet', 'berth_egress', 'raw_allowed']);
+    assert.doesNotMatch(left, /10\.200\./, 'the rules go with the sandbox');
+  },
+);
+
 test('an unknown egress gateway fails the sandbox with the reason', T, async () => {
   await assert.rejects(
     driver.ensure('egress-bad-gw', spec({ allowedDomains: [], forbiddenDomains: [], egressGateway: 'nope' })),

@@ -151,6 +151,9 @@ export function egressTableText(ports: EgressPorts = DEFAULT_EGRESS_PORTS): stri
   return `add table ${t}
 add set ${t} policed { type ipv4_addr; }
 add map ${t} owners { type ipv4_addr : verdict; }
+add set ${t} raw_allowed { type ipv4_addr . ipv4_addr; flags interval; }
+add map ${t} snat_to { type ipv4_addr : ipv4_addr; }
+add chain ${t} postrouting { type nat hook postrouting priority srcnat - 5; policy accept; }
 add set ${t} server_ports { type inet_service; }
 add chain ${t} prerouting { type nat hook prerouting priority dstnat - 5; policy accept; }
 add chain ${t} forward { type filter hook forward priority filter - 20; policy accept; }
@@ -159,9 +162,13 @@ add chain ${t} ${srv}
 flush chain ${t} prerouting
 flush chain ${t} forward
 flush chain ${t} input
+flush chain ${t} postrouting
 flush chain ${t} ${srv}
 add rule ${t} prerouting iifname ${bh} ip saddr vmap @owners
+add rule ${t} forward iifname ${bh} ip saddr @policed tcp dport 25 counter drop comment "SMTP, CIDR rules or not"
+add rule ${t} forward iifname ${bh} ip saddr . ip daddr @raw_allowed meta l4proto tcp accept comment "CIDR rules: raw TCP"
 add rule ${t} forward iifname ${bh} ip saddr @policed counter drop comment "egress policy: only the proxy and Berth's DNS"
+add rule ${t} postrouting ip saddr . ip daddr @raw_allowed snat ip to ip saddr map @snat_to comment "CIDR rules leave from the egress address"
 add rule ${t} input iifname != ${bh} meta l4proto { tcp, udp } th dport @server_ports counter drop comment "egress proxies serve sandboxes only"
 add rule ${t} ${srv} tcp dport 443 ${mark} redirect to :${ports.tls}
 add rule ${t} ${srv} tcp dport 80 ${mark} redirect to :${ports.http}
@@ -196,6 +203,42 @@ export async function setEgressControl(address: string, ports: EgressPorts | und
       `{ ${address} : jump ${serverChain(ports)} }`,
     ]);
   else await run('nft', ['-f', '-'], `add element ${el}\ndelete element ${el}\n`);
+}
+
+/** A policed sandbox's raw TCP: the ranges it may reach and the address those flows leave from. */
+export interface RawEgress {
+  cidrs: string[];
+  snat?: string;
+}
+
+/**
+ * Replaces the raw TCP rules of the sandbox at `address` (none: `undefined` or no ranges). The old elements are
+ * read back from the kernel, so a server that did not write them (a restart, a dead holder of the slot) removes
+ * them too.
+ */
+export async function setRawEgress(address: string, raw: RawEgress | undefined): Promise<void> {
+  const t = ['inet', 'berth_egress'];
+  const listed = JSON.parse(await run('nft', ['-j', 'list', 'set', ...t, 'raw_allowed']));
+  const elems: unknown[] = listed.nftables?.find((x: any) => x.set)?.set?.elem ?? [];
+  const mine = elems
+    .map((e: any) => e?.elem?.val ?? e)
+    .filter((e: any) => Array.isArray(e?.concat) && e.concat[0] === address)
+    .map((e: any) => `${address} . ${nftRange(e.concat[1])}`);
+  const ops = mine.map((el) => `delete element inet berth_egress raw_allowed { ${el} }\n`);
+  for (const c of raw?.cidrs ?? [])
+    ops.push(`add element inet berth_egress raw_allowed { ${address} . ${c} }\n`);
+  if (ops.length) await run('nft', ['-f', '-'], ops.join(''));
+  await run('nft', ['delete', 'element', ...t, 'snat_to', `{ ${address} }`]).catch(() => undefined);
+  if (raw?.snat && raw.cidrs.length)
+    await run('nft', ['add', 'element', ...t, 'snat_to', `{ ${address} : ${raw.snat} }`]);
+}
+
+/** An interval element of `nft -j` back in nft syntax: `a.b.c.d`, `a.b.c.d/n` or `a-b`. */
+function nftRange(v: any): string {
+  if (typeof v === 'string') return v;
+  if (v?.prefix) return `${v.prefix.addr}/${v.prefix.len}`;
+  if (Array.isArray(v?.range)) return `${v.range[0]}-${v.range[1]}`;
+  throw new Error(`unexpected nft set element ${JSON.stringify(v)}`);
 }
 
 /** At a server's stop: its ports are no longer kept from the rest of the host. */
@@ -248,7 +291,11 @@ export async function createSlotNetwork(net: SlotNet): Promise<void> {
     ].join('\n'),
   );
   // A previous holder of this address may have died under an egress policy without its teardown running.
-  await Promise.all([setupIngress(net), setEgressControl(net.address, undefined)]);
+  await Promise.all([
+    setupIngress(net),
+    setEgressControl(net.address, undefined),
+    setRawEgress(net.address, undefined),
+  ]);
 }
 
 /**
