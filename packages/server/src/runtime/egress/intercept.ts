@@ -10,7 +10,6 @@ import type { Socket } from 'node:net';
 import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
 import { type CaMaterial, LeafMinter } from './ca.js';
 import { decide, type EgressPolicy, fillSecrets, ruleFor } from './policy.js';
-import { MAX_TUNNELS_PER_SANDBOX } from './proxy.js';
 
 /** A JSON body larger than this is not buffered for merging: the request is refused (413), never sent unmerged. */
 export const MAX_MERGE_BODY_BYTES = 8 * 1024 * 1024;
@@ -38,7 +37,7 @@ const MAX_AGENTS = 1024;
  * sandbox's sockets churn (each freed one past the cap closed, the next request paying a new upstream handshake:
  * 0.23x of direct at 100 connections with 16); the idle timeout bounds what an idle sandbox holds.
  */
-const AGENT_FREE_SOCKETS = MAX_TUNNELS_PER_SANDBOX;
+const AGENT_FREE_SOCKETS = 512; // proxy.ts MAX_TUNNELS_PER_SANDBOX (importing it would close an import cycle)
 /** An idle upstream socket is closed after this long (upstreams close theirs after 5-60 s; ours must go first). */
 const AGENT_IDLE_MS = 4_000;
 

@@ -8,8 +8,7 @@ import { type CaMaterial, mintCa } from '../egress/ca.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { type EgressEvent, EgressSupervisor } from '../egress/supervisor.js';
 import { SANDBOX_SOCKET_DIR } from './launch.js';
-import type { EgressPorts } from '../egress/protocol.js';
-import { DEFAULT_EGRESS_PORTS } from './egress-ports.js';
+import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
 import { releaseEgressPorts, setEgressControl, setRawEgress } from './network.js';
 import { writeRunFile } from './run-file.js';
 

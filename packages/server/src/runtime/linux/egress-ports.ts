@@ -5,7 +5,18 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
-import type { EgressPorts } from '../egress/protocol.js';
+
+/** The host ports of one server's egress child. */
+export interface EgressPorts {
+  /** HTTP_PROXY / HTTPS_PROXY inside sandboxes (CONNECT and absolute-form). */
+  explicit: number;
+  /** Where sandbox TCP to port 443 is redirected. */
+  tls: number;
+  /** Where sandbox TCP to port 80 is redirected. */
+  http: number;
+  /** Where sandbox UDP and TCP to port 53 is redirected. */
+  dns: number;
+}
 
 /** The ports a server takes when they are free: the documented ones, so a single server on a host keeps them. */
 export const DEFAULT_EGRESS_PORTS: EgressPorts = { explicit: 15128, tls: 15443, http: 15080, dns: 15053 };

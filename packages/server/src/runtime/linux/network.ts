@@ -2,9 +2,8 @@
 // outbound NAT, and an nftables table (`inet berth`, rules shared by every sandbox through the `bh*`
 // interface-name wildcard) that keeps sandboxes away from the host and from each other.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import type { EgressPorts } from '../egress/protocol.js';
 import { run, sleep } from './exec.js';
-import { DEFAULT_EGRESS_PORTS } from './egress-ports.js';
+import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
 
 /** Private range used only inside this machine; each slot takes one /30 of it. */
 export const SANDBOX_NET = '10.200.0.0/16';
