@@ -7,6 +7,7 @@ import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/iden
 import { registerMetrics } from './api/metrics.js';
 import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
+import * as egressUsage from './api/egress-usage.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
@@ -91,6 +92,7 @@ export async function startServer(
     regions: regionNames(config),
     urlOf,
     labelsOf: hostLabelsOf,
+    egressGateways: config.egressGateways,
   });
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
@@ -158,7 +160,7 @@ export async function startServer(
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
-      for (const m of [previewTokens, sandboxSchedules]) m.register(v0, { resources });
+      for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       drives.register(v0);
       registerImages(v0, { resources, images, inUse: imageInUse });

@@ -626,6 +626,15 @@ export const EXTRA_PATHS: ExtraPaths = {
       response: Type.Array(ModelUsage),
     },
   },
+  '/egressgateways/usage': {
+    get: {
+      operationId: 'getEgressGatewaysUsage',
+      summary: "Which of the workspace's sandboxes use which egress gateway: gateway name → sandbox names",
+      tag: 'EgressGateway',
+      requiresKind: 'EgressGateway',
+      response: Type.Record(Type.String(), Type.Array(Type.String())),
+    },
+  },
   '/policies/{policyName}/usages': {
     get: {
       operationId: 'getPolicyUsages',

@@ -47,6 +47,7 @@ const NON_CRUD = [
   'GET /integrations/connections/{connectionName}/models',
   'GET /models/{modelName}/usage',
   'GET /policies/{policyName}/usages',
+  'GET /egressgateways/usage',
 ];
 
 describe('GET /v0/openapi.json', () => {

@@ -11,7 +11,12 @@ export const CONFIG_PROFILES: Record<string, ConfigProfile> = {
       if (region !== undefined && !resources.regions.includes(region))
         return `region ${JSON.stringify(region)} is not configured on this server; known: ${resources.regions.join(', ')} (settings BERTH_REGIONS and BERTH_REGION_ALIASES)`;
     },
-    deployedMessage: 'egress routed through the host',
+    deployedMessage: (o, { resources }) => {
+      const pool = resources.egressGateways[o.name] ?? [];
+      return pool.length
+        ? `egress from ${pool.length} host address${pool.length > 1 ? 'es' : ''} (${pool.join(', ')})`
+        : 'no address pool on this server (setting BERTH_EGRESS_GATEWAYS): its egress IPs cannot be allocated';
+    },
   },
-  EgressIp: { deployedMessage: 'no public address: local egress' },
+  // EgressIp has its own reconciler (egress-ip.ts): it allocates.
 };

@@ -5,6 +5,7 @@ import type { Resources } from '../store/resources.js';
 import { CONFIG_PROFILES } from './config-kinds.js';
 import type { ControllerDeps } from './events.js';
 import { awaitingRuntime, configLifecycle } from './lifecycle.js';
+import { egressIpReconciler } from './egress-ip.js';
 import { ControllerManager } from './manager.js';
 import { modelReconciler } from './model.js';
 import type { QueueOptions } from './queue.js';
@@ -16,6 +17,7 @@ export type { Reconciler, ReconcileResult } from './reconciler.js';
 /** Kinds whose runtime exists get their own reconciler here (e.g. `Sandbox: (d) => sandboxReconciler(d)`). */
 export const RUNTIME_RECONCILERS: Record<string, (deps: ControllerDeps) => Reconciler> = {
   Model: (d) => modelReconciler(d),
+  EgressIp: (d) => egressIpReconciler(d),
 };
 
 export interface ControllersDeps {

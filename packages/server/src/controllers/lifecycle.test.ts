@@ -48,17 +48,35 @@ test('a VPC goes DEPLOYING then DEPLOYED, with a deployment event for each step'
   }
 });
 
-test('an egress gateway and an egress IP are deployed; the IP says it has no public address', async () => {
-  const s = await startTestServer();
+test("egress IPs are allocated from their gateway's pool; an empty or missing pool is FAILED with the reason", async () => {
+  const s = await startTestServer({ BERTH_EGRESS_GATEWAYS: 'gw=127.0.0.1' });
   try {
     await create(s, '/vpcs', { metadata: { name: 'net' }, spec: {} });
     await create(s, '/vpcs/net/egressgateways', { metadata: { name: 'gw' }, spec: { region: 'local' } });
     await create(s, '/vpcs/net/egressgateways/gw/ips', { metadata: { name: 'ip1' }, spec: {} });
     const gw = await waitFor(s, '/vpcs/net/egressgateways/gw', statusIs('DEPLOYED'));
     assert.deepEqual(steps(gw), ['DEPLOYING', 'DEPLOYED']);
+    assert.equal(gw.events.at(-1).message, 'egress from 1 host address (127.0.0.1)');
     const ip = await waitFor(s, '/vpcs/net/egressgateways/gw/ips/ip1', statusIs('DEPLOYED'));
-    assert.equal(ip.events.at(-1).message, 'no public address: local egress');
-    assert.equal(ip.spec.publicIp, undefined);
+    assert.equal(ip.spec.publicIp, '127.0.0.1');
+    assert.equal(ip.spec.ipFamily, 'IPv4');
+    assert.equal(ip.events.at(-1).message, 'allocated 127.0.0.1 from egress gateway gw');
+
+    await create(s, '/vpcs/net/egressgateways/gw/ips', { metadata: { name: 'ip2' }, spec: {} });
+    const full = await waitFor(s, '/vpcs/net/egressgateways/gw/ips/ip2', statusIs('FAILED'));
+    assert.match(full.events.at(-1).message, /egress gateway gw has no free address: all 1 of its pool/);
+    assert.equal(full.spec.publicIp, undefined);
+    // Deleting the first frees its address for the second.
+    assert.equal((await s.api('/vpcs/net/egressgateways/gw/ips/ip1', { method: 'DELETE' })).status, 200);
+    const moved = await waitFor(s, '/vpcs/net/egressgateways/gw/ips/ip2', statusIs('DEPLOYED'));
+    assert.equal(moved.spec.publicIp, '127.0.0.1');
+
+    await create(s, '/vpcs/net/egressgateways', { metadata: { name: 'nopool' }, spec: {} });
+    const bare = await waitFor(s, '/vpcs/net/egressgateways/nopool', statusIs('DEPLOYED'));
+    assert.match(bare.events.at(-1).message, /no address pool on this server/);
+    await create(s, '/vpcs/net/egressgateways/nopool/ips', { metadata: { name: 'ip' }, spec: {} });
+    const none = await waitFor(s, '/vpcs/net/egressgateways/nopool/ips/ip', statusIs('FAILED'));
+    assert.match(none.events.at(-1).message, /egress gateway nopool has no address pool on this server/);
   } finally {
     await s.close();
   }

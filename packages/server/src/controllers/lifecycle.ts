@@ -14,7 +14,7 @@ export const WAITING_FOR_RUNTIME = 'waiting for a runtime: not available in this
 export interface ConfigProfile {
   /** A problem no retry can fix (reported as FAILED), or undefined when the object is fine. */
   check?: (o: StoredObject, deps: ControllerDeps) => string | undefined;
-  deployedMessage?: string;
+  deployedMessage?: string | ((o: StoredObject, deps: ControllerDeps) => string);
 }
 
 function deployingMessage(status: string | undefined) {
@@ -43,7 +43,9 @@ export function configLifecycle(deps: ControllerDeps, profile: ConfigProfile = {
       if (problem) throw new TerminalError(problem);
       if (o.body.status === 'DEPLOYED') return DONE;
       const d = await transition(deps, o, 'DEPLOYING', deployingMessage(o.body.status));
-      if (d) await transition(deps, d, 'DEPLOYED', profile.deployedMessage ?? 'deployed', stillDeploying);
+      const m = profile.deployedMessage;
+      const message = typeof m === 'function' ? m(o, deps) : (m ?? 'deployed');
+      if (d) await transition(deps, d, 'DEPLOYED', message, stillDeploying);
       return DONE;
     },
   };

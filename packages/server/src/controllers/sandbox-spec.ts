@@ -3,6 +3,7 @@ import { DEFAULT_SANDBOX_IMAGE, domainsOf, SANDBOX_MEMORY_MB } from '../kinds/sa
 import { defaultCpuShares, type EgressPolicy, type SandboxSpec } from '../runtime/driver.js';
 import type { RoutingRule } from '../runtime/egress/policy.js';
 import type { Resources } from '../store/resources.js';
+import { gatewayOf } from './egress-ip.js';
 
 /** The image a spec without one runs: the runtime maps any image it has not installed to the host userland. */
 export { DEFAULT_SANDBOX_IMAGE };
@@ -37,6 +38,27 @@ export function runtimeSpecOf(resources: Resources, spec: any): SandboxSpec {
 }
 
 /**
+ * runtimeSpecOf, with the addresses of the egress IPs allocated from the sandbox's gateway (egress-ip.ts) when it
+ * names one: the runtime gives the sandbox one of those (any of the gateway's pool when none is allocated).
+ */
+export async function sandboxRuntimeSpec(
+  resources: Resources,
+  workspace: string,
+  spec: any,
+): Promise<SandboxSpec> {
+  const out = runtimeSpecOf(resources, spec);
+  const gateway = out.egress?.egressGateway;
+  if (!out.egress || !gateway) return out;
+  const ips = await resources.store.list({ kind: 'EgressIp', workspace });
+  const pool = ips
+    .filter((ip) => gatewayOf(ip) === gateway && ip.body.status === 'DEPLOYED' && ip.body.spec?.publicIp)
+    .map((ip) => ip.body.spec.publicIp as string)
+    .sort();
+  if (pool.length) out.egress = { ...out.egress, egressPool: pool };
+  return out;
+}
+
+/**
  * What a spec asks that this runtime does not do, in one sentence for the sandbox's events (undefined when
  * nothing): the service's kernel variants (`extraArgs`), snapshots, and a stop grace period.
  */
@@ -61,10 +83,22 @@ export function unappliedRuntimeFields(spec: any): string | undefined {
 export function egressPolicyOf(network: any): EgressPolicy | undefined {
   if (!network) return undefined;
   const allowedDomains = [...domainsOf(network.allowedDomains), ...domainsOf(network.proxy?.allowedDomains)];
+  // egress.policies: named allow/deny rules over destinations. Domains join the lists; IPv4 addresses and ranges
+  // of allow rules open raw TCP to them (other address destinations: unenforcedNetworkFields names them).
+  const rules: any[] = network.egress?.policies ?? [];
+  const ruleDests = (mode: string) =>
+    rules.filter((r) => (r.mode ?? 'allow') === mode).flatMap((r) => (r.destinations ?? []) as unknown[]);
+  const ruleDomains = (mode: string) => ruleDests(mode).filter(isDomainPattern) as string[];
+  const rawCidrs = ruleDests('allow')
+    .map(ipv4Cidr)
+    .filter((c): c is string => !!c);
+  allowedDomains.push(...ruleDomains('allow'));
   const forbiddenDomains = [
     ...domainsOf(network.forbiddenDomains),
     ...domainsOf(network.proxy?.forbiddenDomains),
+    ...ruleDomains('deny'),
   ];
+  const bypass: string[] = (network.proxy?.bypass ?? []).filter(isDomainPattern);
   const routing: RoutingRule[] = (network.proxy?.routing ?? [])
     .map((r: any) => ({
       destinations: r.destinations ?? [],
@@ -76,12 +110,20 @@ export function egressPolicyOf(network: any): EgressPolicy | undefined {
   // A gateway only applies to what leaves through the proxy, so a sandbox with one is under a policy too.
   const egressGateway: string | undefined =
     network.egress?.mode !== 'direct' ? network.egress?.gateway : undefined;
-  if (!allowedDomains.length && !forbiddenDomains.length && !routing.length && !egressGateway)
+  if (
+    !allowedDomains.length &&
+    !forbiddenDomains.length &&
+    !routing.length &&
+    !egressGateway &&
+    !rawCidrs.length
+  )
     return undefined;
   return {
     allowedDomains,
     forbiddenDomains,
     ...(routing.length ? { routing } : {}),
+    ...(bypass.length && routing.length ? { bypass } : {}),
+    ...(rawCidrs.length ? { rawCidrs } : {}),
     ...(egressGateway ? { egressGateway } : {}),
   };
 }
@@ -104,11 +146,37 @@ function injectedMap(v: unknown): Record<string, string> | undefined {
   return out;
 }
 
+/** A domain pattern (`*`, `*.x`, a name), not an address or a range: what the proxy and Berth's DNS can match. */
+const isDomainPattern = (d: unknown) =>
+  typeof d === 'string' && d.trim() !== '' && !/^[\d.]+$/.test(d.trim()) && !/[/:[\]]/.test(d);
+
+/** `a.b.c.d` or `a.b.c.d/n` as a CIDR nftables accepts (host bits cleared), undefined for anything else. */
+export function ipv4Cidr(d: unknown): string | undefined {
+  const m =
+    typeof d === 'string'
+      ? /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/.exec(d.trim())
+      : null;
+  if (!m) return undefined;
+  const octets = m.slice(1, 5).map(Number);
+  const len = m[5] === undefined ? 32 : Number(m[5]);
+  if (octets.some((o) => o > 255) || len > 32) return undefined;
+  const n = octets.reduce((a, o) => a * 256 + o, 0);
+  const size = 2 ** (32 - len);
+  const base = n - (n % size);
+  return `${[base >>> 24, (base >>> 16) & 255, (base >>> 8) & 255, base & 255].join('.')}/${len}`;
+}
+
 /** Fields of `network` stored but not acted on yet, named in the sandbox's status message so none passes silently. */
 export function unenforcedNetworkFields(network: any): string[] {
   const out: string[] = [];
-  if (network?.egress?.policies?.length) out.push('network.egress.policies');
-  if (network?.proxy?.bypass?.length) out.push('network.proxy.bypass');
+  // Allowed IPv4 ranges are raw TCP rules; deny ranges and IPv6 are not enforced.
+  const ranges = (network?.egress?.policies ?? []).flatMap((r: any) =>
+    (r.destinations ?? []).filter(
+      (d: unknown) => !isDomainPattern(d) && !((r.mode ?? 'allow') === 'allow' && ipv4Cidr(d)),
+    ),
+  );
+  if (ranges.length)
+    out.push(`network.egress.policies destinations that are addresses (${ranges.join(', ')})`);
   return out;
 }
 

@@ -14,7 +14,7 @@ import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';
-import { runtimeSpecOf, unappliedRuntimeFields, unenforcedNote } from './sandbox-spec.js';
+import { sandboxRuntimeSpec, unappliedRuntimeFields, unenforcedNote } from './sandbox-spec.js';
 import { attachVolumes, detachVolumes, holderName, VolumeNotReady } from './volume-attach.js';
 
 /** Kept after deletion so a client polling the sandbox sees TERMINATED rather than a bare 404. */
@@ -61,7 +61,10 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       return { requeueAfterMs: VOLUME_WAIT_MS };
     }
     try {
-      const info = await driver.ensure(id, { ...runtimeSpecOf(resources, o.body.spec), volumes });
+      const info = await driver.ensure(id, {
+        ...(await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)),
+        volumes,
+      });
       await waitHealthy(info.socketPath, signal);
     } catch (err) {
       await driver.remove(id).catch(() => undefined);
@@ -127,7 +130,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       if (o.body.status !== 'DEPLOYED') {
         // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
         // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
-        const spec = runtimeSpecOf(resources, o.body.spec);
+        const spec = await sandboxRuntimeSpec(resources, o.workspace, o.body.spec);
         if (info.specHash !== specHash(spec)) return start(o, id, signal);
         // The egress policy applies at once, to running processes too (connections it no longer allows close).
         await driver.setEgress(id, spec.egress);
@@ -141,7 +144,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       } else if (o.body.spec?.network) {
         // Records never hold routing secrets: after a restart the runtime has the policy without them until
         // this puts them back (a no-op when the runtime's policy is already this one).
-        await driver.setEgress(id, runtimeSpecOf(resources, o.body.spec).egress);
+        await driver.setEgress(id, (await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)).egress);
       }
       return { requeueAfterMs: LIVE_RECHECK_MS };
     },

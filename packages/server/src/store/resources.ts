@@ -44,6 +44,8 @@ export interface ResourcesOptions {
   urlOf?: (kd: KindDescriptor, workspace: string, body: any) => string | undefined;
   /** The host labels an object holds in the address table (store/host-labels.ts); none when absent. */
   labelsOf?: (key: ResourceKey) => string[];
+  /** Egress gateway name → host-local addresses egress IPs are allocated from (BERTH_EGRESS_GATEWAYS). */
+  egressGateways?: Record<string, string[]>;
 }
 
 export class Resources {
@@ -60,6 +62,11 @@ export class Resources {
   /** Regions a spec may name (controllers re-check stored specs against them). */
   get regions(): string[] {
     return this.opts.regions;
+  }
+
+  /** Egress gateway name → the host addresses its egress IPs are allocated from (none: no pool). */
+  get egressGateways(): Record<string, string[]> {
+    return this.opts.egressGateways ?? {};
   }
 
   kind(name: string): KindDescriptor {

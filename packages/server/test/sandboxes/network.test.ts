@@ -12,6 +12,8 @@ import {
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
+import { sandboxId } from '../../src/runtime/sandbox-id.js';
 import { exec, type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
 let server: SandboxServer;
@@ -24,7 +26,11 @@ before(async () => {
   caDir = mkdtempSync(join(tmpdir(), 'berth-net-ca-'));
   writeFileSync(join(caDir, 'ca.pem'), up.certPem);
   process.env.NODE_EXTRA_CA_CERTS = join(caDir, 'ca.pem');
-  server = await startSandboxServer({ BERTH_EGRESS_RESOLVERS: UPSTREAM.address });
+  // Both ends of the test link are host addresses: the second is the one an egress IP is allocated.
+  server = await startSandboxServer({
+    BERTH_EGRESS_RESOLVERS: UPSTREAM.address,
+    BERTH_EGRESS_GATEWAYS: `office=${UPSTREAM.gateway},${UPSTREAM.host}`,
+  });
 });
 after(async () => {
   await server?.close();
@@ -87,4 +93,40 @@ test('proxy.routing from the API: the routed host gets the secret, the sandbox a
   assert.ok(!env.stdout.includes(secret), 'not in the environment');
   const got = await (await server.api('/sandboxes/net-routed')).text();
   assert.ok(!got.includes(secret), 'not in a GET');
+});
+
+/** The source address the upstream saw (its sockets are dual-stack: IPv4 shows as ::ffff:a.b.c.d). */
+const fromOf = (stdout: string) => String(JSON.parse(stdout).from).replace(/^::ffff:/, '');
+
+test('a sandbox on an egress gateway leaves from its allocated egress IP; usage names it', async () => {
+  const post = async (path: string, json: unknown) => {
+    const res = await server.api(path, { method: 'POST', json });
+    assert.equal(res.status, 200, await res.clone().text());
+    return res.json();
+  };
+  const vpc = await post('/vpcs', { metadata: { name: 'net' }, spec: {} });
+  await post('/vpcs/net/egressgateways', { metadata: { name: 'office' }, spec: {} });
+  await post('/vpcs/net/egressgateways/office/ips', { metadata: { name: 'ip1' }, spec: {} });
+  let ip: any;
+  for (let i = 0; i < 500 && ip?.status !== 'DEPLOYED'; i++, await new Promise((r) => setTimeout(r, 20)))
+    ip = await (await server.api('/vpcs/net/egressgateways/office/ips/ip1')).json();
+  assert.equal(ip.spec.publicIp, UPSTREAM.gateway, 'the first free address of the pool');
+  // A name whose sticky choice over the whole pool would be the other address (the link's default source), so
+  // only the allocation makes the upstream see the egress IP.
+  const ws = vpc.metadata.workspace;
+  let name = '';
+  for (let i = 0; !name; i++) {
+    const n = `net-gw-${i}`;
+    if (createHash('sha256').update(sandboxId(ws, n)).digest().readUInt32BE(0) % 2 === 1) name = n;
+  }
+  const created = await server.create(name, {
+    network: { allowedDomains: ['allowed.test'], egress: { mode: 'gateway', gateway: 'office' } },
+  });
+  await server.waitFor(name, (b) => b.status === 'DEPLOYED', 'DEPLOYED');
+  const proxied = await exec(server, created.metadata.url, 'curl -sS --max-time 5 http://allowed.test/');
+  assert.equal(fromOf(proxied.stdout), UPSTREAM.gateway, 'plain HTTP through the proxy');
+  const tls = await exec(server, created.metadata.url, 'curl -sSk --max-time 5 https://allowed.test/');
+  assert.equal(fromOf(tls.stdout), UPSTREAM.gateway, 'an opaque HTTPS tunnel');
+  const usage = await (await server.api('/egressgateways/usage')).json();
+  assert.deepEqual(usage.office, [name]);
 });

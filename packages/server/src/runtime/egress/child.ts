@@ -36,6 +36,7 @@ async function main(): Promise<void> {
       interceptor.forget(m.source);
     }
     proxy.revalidate(m.source);
+    if (m.type === 'policy' && m.seq !== undefined) send({ type: 'applied', seq: m.seq });
   });
   // The server gone means no one restarts or feeds us: stop, and the sandboxes' egress with us.
   process.on('disconnect', () => process.exit(0));

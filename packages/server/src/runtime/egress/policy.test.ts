@@ -2,7 +2,7 @@
 // dots, IDN, lookalikes and address literals.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decide, matchesPattern, normalizeHost } from './policy.js';
+import { decide, matchesPattern, normalizeHost, ruleFor } from './policy.js';
 
 test('a wildcard matches strict subdomains only, never the apex or a lookalike', () => {
   const table: Array<[string, boolean]> = [
@@ -44,4 +44,18 @@ test('deny wins over allow; an allow list refuses everything else; a deny list a
   const denyOnly = { allowedDomains: [], forbiddenDomains: ['*.bad.test'] };
   assert.equal(decide(denyOnly, 'x.bad.test').allow, false);
   assert.equal(decide(denyOnly, 'good.test').allow, true);
+});
+
+test('a bypassed host gets no routing rule (no interception) but stays under the allow and deny lists', () => {
+  const policy = {
+    allowedDomains: ['*.example.test'],
+    forbiddenDomains: ['bad.example.test'],
+    bypass: ['pinned.example.test', 'bad.example.test'],
+    routing: [{ destinations: ['*'], headers: { authorization: 'x' } }],
+  };
+  assert.equal(ruleFor(policy, 'PINNED.example.test.'), undefined);
+  assert.ok(ruleFor(policy, 'other.example.test'));
+  assert.ok(decide(policy, 'pinned.example.test').allow);
+  assert.equal(decide(policy, 'bad.example.test').allow, false);
+  assert.equal(decide(policy, 'elsewhere.test').allow, false);
 });

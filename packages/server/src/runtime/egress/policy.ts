@@ -7,10 +7,25 @@ export interface EgressPolicy {
   allowedDomains: string[];
   /** Names matching one of these are never reachable, whatever the allow list says. */
   forbiddenDomains: string[];
+  /**
+   * Domain patterns (`proxy.bypass`) never intercepted, whatever the routing rules say: their TLS stays
+   * end to end and nothing is injected. They are still subject to the allow and deny lists.
+   */
+  bypass?: string[];
   /** HTTPS requests to these destinations are intercepted and get headers (and JSON body fields) added. */
   routing?: RoutingRule[];
+  /**
+   * IPv4 ranges (CIDR) the sandbox may reach with raw TCP (egress.policies allow rules with address
+   * destinations), port 25 excepted; the ranges that are never reachable stay so. SNAT'd to the egress address.
+   */
+  rawCidrs?: string[];
   /** Egress gateway (server setting BERTH_EGRESS_GATEWAYS) whose addresses upstreams see for this sandbox. */
   egressGateway?: string;
+  /**
+   * The gateway's allocated egress IPs (EgressIp objects' `publicIp`), when it has any: the sandbox's address is
+   * one of these. Without any, one of the gateway's whole pool.
+   */
+  egressPool?: string[];
   /** The gateway address chosen for this sandbox (set by the runtime): the proxy's upstream sockets bind it. */
   egressAddress?: string;
 }
@@ -26,10 +41,14 @@ export interface RoutingRule {
   secrets?: Record<string, string>;
 }
 
-/** The first routing rule for a host: specific destinations before a global `*` rule. */
+/**
+ * The first routing rule for a host: specific destinations before a global `*` rule. None for a bypassed host
+ * (a certificate-pinning client, say): its connections stay opaque tunnels.
+ */
 export function ruleFor(policy: EgressPolicy, rawHost: string): RoutingRule | undefined {
   const host = normalizeHost(rawHost);
   if (!host || !policy.routing?.length) return undefined;
+  if (policy.bypass?.some((p) => matchesPattern(p, host))) return undefined;
   const hits = policy.routing.filter((r) => r.destinations.some((d) => matchesPattern(d, host)));
   return hits.find((r) => !r.destinations.includes('*')) ?? hits[0];
 }

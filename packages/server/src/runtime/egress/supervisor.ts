@@ -12,13 +12,21 @@ const START_TIMEOUT_MS = 10_000;
 /** Pause before a restart, so a child that dies at once does not spin a core. */
 const RESTART_DELAY_MS = 200;
 
-export type EgressEvent = Exclude<FromChild, { type: 'ready' } | { type: 'failed' }>;
+/**
+ * How long set() waits for the child to confirm it holds a policy. Milliseconds normally (one IPC round trip);
+ * past this the child is stuck or dying, and its restart re-sends every policy anyway.
+ */
+const APPLY_TIMEOUT_MS = 5_000;
+
+export type EgressEvent = Exclude<FromChild, { type: 'ready' } | { type: 'failed' } | { type: 'applied' }>;
 
 export class EgressSupervisor {
   private child?: ChildProcess;
   private starting?: Promise<void>;
   private closed = false;
   private readonly policies = new Map<string, { policy: EgressPolicy; ca?: CaMaterial }>();
+  private readonly pending = new Map<number, () => void>();
+  private seq = 0;
   /** Times the child was started; a restart is a start after the first. */
   starts = 0;
 
@@ -27,11 +35,25 @@ export class EgressSupervisor {
     private readonly onEvent: (e: EgressEvent) => void = () => undefined,
   ) {}
 
-  /** Sets (or replaces) the policy of the sandbox at `source`; the child is started if it does not run. */
+  /**
+   * Sets (or replaces) the policy of the sandbox at `source`; the child is started if it does not run. Resolves
+   * once the child holds it: a sandbox whose first connection raced the IPC message would be refused (deny-all
+   * while its policy is unknown) although its policy allows the host.
+   */
   async set(source: string, policy: EgressPolicy, ca?: CaMaterial): Promise<void> {
     this.policies.set(source, { policy, ca });
     await this.ensureRunning();
-    this.send({ type: 'policy', source, policy, ca });
+    const seq = ++this.seq;
+    await new Promise<void>((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        this.pending.delete(seq);
+        resolve();
+      };
+      const timer = setTimeout(finish, APPLY_TIMEOUT_MS);
+      this.pending.set(seq, finish);
+      if (!this.send({ type: 'policy', source, policy, ca, seq })) finish();
+    });
   }
 
   /** The policy the child holds for `source` (with its secrets: compare, never store). */
@@ -55,8 +77,11 @@ export class EgressSupervisor {
     return this.starting;
   }
 
-  private send(m: ToChild): void {
-    if (this.child?.connected) this.child.send(m);
+  /** False when no child is connected (the policy goes with the re-send at its next start). */
+  private send(m: ToChild): boolean {
+    if (!this.child?.connected) return false;
+    this.child.send(m);
+    return true;
   }
 
   private start(): Promise<void> {
@@ -84,6 +109,8 @@ export class EgressSupervisor {
           this.child = child;
           for (const [source, p] of this.policies) child.send({ type: 'policy', source, ...p });
           resolve();
+        } else if (m.type === 'applied') {
+          this.pending.get(m.seq)?.();
         } else if (m.type === 'failed') {
           clearTimeout(timer);
           reject(new Error(`the egress proxy could not start: ${m.message}`));
@@ -93,6 +120,8 @@ export class EgressSupervisor {
         clearTimeout(timer);
         if (this.child !== child) return reject(new Error('the egress proxy exited during start'));
         this.child = undefined;
+        // Its restart re-sends every policy: nobody waits for this child's answers.
+        for (const answer of [...this.pending.values()]) answer();
         if (!this.closed && this.policies.size)
           setTimeout(() => void this.ensureRunning().catch(() => undefined), RESTART_DELAY_MS).unref();
       });

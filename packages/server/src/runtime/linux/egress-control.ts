@@ -8,10 +8,13 @@ import { type CaMaterial, mintCa } from '../egress/ca.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { type EgressEvent, EgressSupervisor } from '../egress/supervisor.js';
 import { SANDBOX_SOCKET_DIR } from './launch.js';
-import { EGRESS_PORTS, setEgressControl } from './network.js';
+import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
+import { releaseEgressPorts, setEgressControl, setRawEgress } from './network.js';
 import { writeRunFile } from './run-file.js';
 
 export interface EgressControlOptions {
+  /** This server's egress ports (egress-ports.ts; default: the documented ones). */
+  ports?: EgressPorts;
   /** DNS servers the egress child asks for allowed names (default: the host's resolver, /etc/hosts included). */
   resolvers?: string[];
   /** The server's BERTH_SANDBOX_ALLOW_CIDRS: private ranges the proxy may dial too. */
@@ -42,12 +45,14 @@ export class EgressControl {
   readonly supervisor: EgressSupervisor;
   private readonly cas = new Map<string, { ca: CaMaterial; key: string }>();
   private readonly gateways: Record<string, string[]>;
+  readonly ports: EgressPorts;
 
   constructor(opts: EgressControlOptions = {}) {
     this.gateways = opts.gateways ?? {};
+    this.ports = opts.ports ?? DEFAULT_EGRESS_PORTS;
     this.supervisor = new EgressSupervisor(
       {
-        ports: EGRESS_PORTS,
+        ports: this.ports,
         resolvers: opts.resolvers,
         allowCidrs: opts.allowCidrs,
         upstreamCaFile: opts.upstreamCaFile,
@@ -68,7 +73,10 @@ export class EgressControl {
    * trust files in its run dir.
    */
   async apply(t: EgressTarget, requested: EgressPolicy): Promise<Record<string, string>> {
-    const policy = { ...requested, egressAddress: this.egressAddressFor(t.label, requested.egressGateway) };
+    const policy = {
+      ...requested,
+      egressAddress: this.egressAddressFor(t.label, requested.egressGateway, requested.egressPool),
+    };
     let ca: CaMaterial | undefined;
     const destinations = [...new Set((policy.routing ?? []).flatMap((r) => r.destinations))].sort();
     if (destinations.length) {
@@ -80,8 +88,10 @@ export class EgressControl {
       writeRunFile(t.runDir, t.uid, EGRESS_BUNDLE_FILE, [ca.certPem, ...rootCertificates].join('\n'), 0o644);
     } else this.cas.delete(t.address);
     await this.supervisor.set(t.address, policy, ca);
-    await setEgressControl(t.address, true);
-    return egressEnv(t.hostAddress, !!ca);
+    // Raw rules before the address is policed: nothing the policy allows is refused in between.
+    await setRawEgress(t.address, { cidrs: policy.rawCidrs ?? [], snat: policy.egressAddress });
+    await setEgressControl(t.address, this.ports);
+    return egressEnv(t.hostAddress, this.ports.explicit, !!ca);
   }
 
   /**
@@ -89,9 +99,16 @@ export class EgressControl {
    * (APIs tie sessions and rate limits to the source address). Thrown: an unknown gateway or an address the host
    * does not have (binding it would fail for every connection).
    */
-  private egressAddressFor(label: string, gateway: string | undefined): string | undefined {
+  private egressAddressFor(
+    label: string,
+    gateway: string | undefined,
+    allocated: string[] | undefined,
+  ): string | undefined {
     if (!gateway) return undefined;
-    const pool = this.gateways[gateway];
+    const configured = this.gateways[gateway];
+    // Allocated egress IPs narrow the pool; one no longer in the server's settings is not handed out.
+    const narrowed = allocated?.filter((a) => configured?.includes(a));
+    const pool = narrowed?.length ? narrowed : configured;
     if (!pool?.length)
       throw new Error(`egress gateway ${gateway} is not configured on this server (BERTH_EGRESS_GATEWAYS)`);
     const address = pool[createHash('sha256').update(label).digest().readUInt32BE(0) % pool.length];
@@ -103,13 +120,15 @@ export class EgressControl {
 
   /** Frees the sandbox at `address` from egress control: policed no more, then forgotten by the child. */
   async release(address: string): Promise<void> {
-    await setEgressControl(address, false);
+    await setEgressControl(address, undefined);
+    await setRawEgress(address, undefined);
     this.supervisor.forget(address);
     this.cas.delete(address);
   }
 
-  close(): Promise<void> {
-    return this.supervisor.close();
+  async close(): Promise<void> {
+    await this.supervisor.close();
+    await releaseEgressPorts(this.ports);
   }
 }
 
@@ -118,8 +137,12 @@ export class EgressControl {
  * and, with interception, the trust variables of the common TLS stacks. All but NODE_EXTRA_CA_CERTS replace the
  * store they name, so they point at the bundle (CA and public roots); Node's adds to its own, so it gets the CA.
  */
-export function egressEnv(hostAddress: string, intercepting: boolean): Record<string, string> {
-  const proxy = `http://${hostAddress}:${EGRESS_PORTS.explicit}`;
+export function egressEnv(
+  hostAddress: string,
+  proxyPort: number,
+  intercepting: boolean,
+): Record<string, string> {
+  const proxy = `http://${hostAddress}:${proxyPort}`;
   const noProxy = 'localhost,127.0.0.1,::1';
   const env: Record<string, string> = {
     HTTP_PROXY: proxy,
@@ -149,7 +172,7 @@ export function egressEnv(hostAddress: string, intercepting: boolean): Record<st
 }
 
 /** Every variable egressEnv may set: removed from a sandbox's env before a new policy's are added. */
-export const EGRESS_ENV_KEYS = Object.keys(egressEnv('0.0.0.0', true));
+export const EGRESS_ENV_KEYS = Object.keys(egressEnv('0.0.0.0', 0, true));
 
 /** Equal as requested: the address the runtime picked from a gateway is not part of the request. */
 export const samePolicy = (a?: EgressPolicy, b?: EgressPolicy) =>

@@ -155,7 +155,7 @@ test(
       // A tunnel held open by a client that sends nothing after the CONNECT.
       await sandboxExec(
         info.socketPath,
-        `node -e 'const s=require("net").connect(${15128},process.env.HTTPS_PROXY.split("//")[1].split(":")[0]);` +
+        `node -e 'const u=new URL(process.env.HTTPS_PROXY);const s=require("net").connect(+u.port,u.hostname);` +
           `s.write("CONNECT allowed.test:443 HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n");s.on("data",()=>{});` +
           `s.on("close",()=>require("fs").writeFileSync("/tmp/closed",String(Date.now())))' > /dev/null 2>&1`,
         true,
@@ -307,6 +307,31 @@ test(
         'control: the host address',
       );
     });
+  },
+);
+
+test(
+  'a CIDR rule opens raw TCP to its range only, from the gateway address; SMTP stays closed',
+  T,
+  async () => {
+    const raw: EgressPolicy = { ...policy, rawCidrs: [`${UPSTREAM.address}/32`], egressGateway: 'gw' };
+    await withSandbox('egress-raw', raw, async (info) => {
+      const before = up.count('CONN 22');
+      assert.equal(await tcpProbe(info, UPSTREAM.address, 22), 'CONNECTED');
+      for (let i = 0; up.count('CONN 22') === before && i < 100; i++) await sleep(20);
+      assert.equal(
+        up.lines.filter((l) => l.startsWith('CONN 22')).at(-1),
+        `CONN 22 ::ffff:${UPSTREAM.gateway}`,
+      );
+      assert.equal(
+        await tcpProbe(info, UPSTREAM.address, 25),
+        'TIMEOUT',
+        'SMTP is dropped, CIDR rule or not',
+      );
+      assert.equal(await tcpProbe(info, UPSTREAM.host, 22), 'TIMEOUT', 'outside the range: dropped');
+    });
+    const left = await run('nft', ['list', 'set', 'inet', 'berth_egress', 'raw_allowed']);
+    assert.doesNotMatch(left, /10\.200\./, 'the rules go with the sandbox');
   },
 );
 

@@ -42,6 +42,7 @@ import {
   unexposeUnder,
 } from './host.js';
 import { sleep } from './exec.js';
+import { egressPortsFor } from './egress-ports.js';
 import { EGRESS_ENV_KEYS, EgressControl, type EgressControlOptions, samePolicy } from './egress-control.js';
 import { NetPool } from './net-pool.js';
 import { setupHostNetwork, setupIngress, slotNet } from './network.js';
@@ -124,8 +125,9 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   await requireHostTools();
   const cgroupHost = detectCgroups();
   ensureRunDirs();
-  await setupHostNetwork({ allowCidrs: opts.allowCidrs, dnsServers: sandboxResolvers() });
   mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
+  const egressPorts = await egressPortsFor(opts.dataDir);
+  await setupHostNetwork({ allowCidrs: opts.allowCidrs, dnsServers: sandboxResolvers(), egressPorts });
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();
   let seccompFile: string | undefined;
@@ -155,6 +157,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     startTimeoutMs: opts.startTimeoutMs,
     // Started on first use: a server whose sandboxes have no egress policy runs no proxy.
     egress: new EgressControl({
+      ports: egressPorts,
       resolvers: opts.egressResolvers,
       allowCidrs: opts.allowCidrs,
       upstreamCaFile: opts.egressUpstreamCaFile,

@@ -3,6 +3,7 @@
 // interface-name wildcard) that keeps sandboxes away from the host and from each other.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { run, sleep } from './exec.js';
+import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
 
 /** Private range used only inside this machine; each slot takes one /30 of it. */
 export const SANDBOX_NET = '10.200.0.0/16';
@@ -37,6 +38,8 @@ export const BLOCKED_DESTINATIONS = [
 ];
 
 export interface HostNetworkOptions {
+  /** This server's egress ports (egress-ports.ts): its chain in `inet berth_egress` redirects to them. */
+  egressPorts?: EgressPorts;
   /** IPv4 CIDRs opened to sandboxes despite BLOCKED_DESTINATIONS (a LAN the user's code needs). */
   allowCidrs?: string[];
   /** The resolvers sandboxes use (their resolv.conf): reachable on port 53 even inside a blocked range. */
@@ -44,12 +47,12 @@ export interface HostNetworkOptions {
 }
 
 /**
- * Host ports of the egress child (runtime/egress): sandboxes under an egress policy have their ports 80, 443 and
- * 53 redirected to these, and reach the explicit proxy (HTTP_PROXY) at their veth's host address.
+ * Bit of the connection mark that the per-server chain of `inet berth_egress` sets on a policed sandbox's
+ * connections to its server's egress ports, so that `inet berth`'s input chain (shared by every server, whatever
+ * its ports) accepts them. The conntrack mark, not the packet's: NAT chains see only a connection's first packet,
+ * and a retransmitted SYN must be accepted too. One high bit, left alone by the usual users of marks.
  */
-export const EGRESS_PORTS = { explicit: 15128, tls: 15443, http: 15080, dns: 15053 } as const;
-const egressPortSet = `{ ${[EGRESS_PORTS.explicit, EGRESS_PORTS.tls, EGRESS_PORTS.http, EGRESS_PORTS.dns].join(', ')} }`;
-
+export const EGRESS_MARK = 0x00200000;
 const elements = (xs: string[]) => (xs.length ? `\n    elements = { ${xs.join(', ')} }` : '');
 
 export interface SlotNet {
@@ -60,6 +63,7 @@ export interface SlotNet {
   address: string;
 }
 
+const hex = (n: number) => `0x${n.toString(16).padStart(8, '0')}`;
 const ipv4 = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
 
 export function slotNet(slot: number, name: string): SlotNet {
@@ -96,9 +100,7 @@ table inet berth {
   chain input {
     type filter hook input priority filter - 10; policy accept;
     iifname ${bh} ct state established,related accept
-    iifname ${bh} meta l4proto tcp th dport ${egressPortSet} accept comment "the egress proxy and Berth's DNS"
-    iifname ${bh} udp dport ${EGRESS_PORTS.dns} accept comment "Berth's DNS"
-    iifname != ${bh} meta l4proto { tcp, udp } th dport ${egressPortSet} counter drop comment "the egress proxy serves sandboxes only"
+    iifname ${bh} ct mark & ${hex(EGRESS_MARK)} == ${hex(EGRESS_MARK)} accept comment "a server's egress proxy and DNS (marked in inet berth_egress)"
     iifname ${bh} counter drop comment "sandboxes never reach the host itself"
   }
   chain output {
@@ -133,34 +135,116 @@ ${dropOtherForwarding ? '    counter drop comment "forwarding was off before Ber
 }
 
 /**
- * The table of sandboxes under an egress policy (runtime/egress): their ports 80, 443 and 53 go to the egress
- * child, everything else they send is dropped. Unlike `inet berth` it is never deleted, only its chains are
+ * The table of sandboxes under an egress policy (runtime/egress): their ports 80, 443 and 53 go to their server's
+ * egress child, everything else they send is dropped. Unlike `inet berth` it is never deleted, only its chains are
  * rewritten (one transaction), so a server start never empties the set of policed addresses: that would open
- * the sandboxes' egress until their policies were applied again.
+ * the sandboxes' egress until their policies were applied again. Each server has its own chain (named after its
+ * explicit port) with its redirects; the `owners` map sends a policed address to its server's chain. An address
+ * policed but without an owner matches no redirect and is dropped: fail closed.
  */
-export function egressTableText(): string {
+export function egressTableText(ports: EgressPorts = DEFAULT_EGRESS_PORTS): string {
   const t = 'inet berth_egress';
+  const bh = `"${HOST_IF_PREFIX}*"`;
+  const srv = serverChain(ports);
+  const mark = `ct mark set ct mark | ${hex(EGRESS_MARK)}`;
   return `add table ${t}
 add set ${t} policed { type ipv4_addr; }
+add map ${t} owners { type ipv4_addr : verdict; }
+add set ${t} raw_allowed { type ipv4_addr . ipv4_addr; flags interval; }
+add map ${t} snat_to { type ipv4_addr : ipv4_addr; }
+add chain ${t} postrouting { type nat hook postrouting priority srcnat - 5; policy accept; }
+add set ${t} server_ports { type inet_service; }
 add chain ${t} prerouting { type nat hook prerouting priority dstnat - 5; policy accept; }
 add chain ${t} forward { type filter hook forward priority filter - 20; policy accept; }
+add chain ${t} input { type filter hook input priority filter - 20; policy accept; }
+add chain ${t} ${srv}
 flush chain ${t} prerouting
 flush chain ${t} forward
-add rule ${t} prerouting iifname "${HOST_IF_PREFIX}*" ip saddr @policed tcp dport 443 redirect to :${EGRESS_PORTS.tls}
-add rule ${t} prerouting iifname "${HOST_IF_PREFIX}*" ip saddr @policed tcp dport 80 redirect to :${EGRESS_PORTS.http}
-add rule ${t} prerouting iifname "${HOST_IF_PREFIX}*" ip saddr @policed meta l4proto { tcp, udp } th dport 53 redirect to :${EGRESS_PORTS.dns}
-add rule ${t} forward iifname "${HOST_IF_PREFIX}*" ip saddr @policed counter drop comment "egress policy: only the proxy and Berth's DNS"
+flush chain ${t} input
+flush chain ${t} postrouting
+flush chain ${t} ${srv}
+add rule ${t} prerouting iifname ${bh} ip saddr vmap @owners
+add rule ${t} forward iifname ${bh} ip saddr @policed tcp dport 25 counter drop comment "SMTP, CIDR rules or not"
+add rule ${t} forward iifname ${bh} ip saddr . ip daddr @raw_allowed meta l4proto tcp accept comment "CIDR rules: raw TCP"
+add rule ${t} forward iifname ${bh} ip saddr @policed counter drop comment "egress policy: only the proxy and Berth's DNS"
+add rule ${t} postrouting ip saddr . ip daddr @raw_allowed snat ip to ip saddr map @snat_to comment "CIDR rules leave from the egress address"
+add rule ${t} input iifname != ${bh} meta l4proto { tcp, udp } th dport @server_ports counter drop comment "egress proxies serve sandboxes only"
+add rule ${t} ${srv} tcp dport 443 ${mark} redirect to :${ports.tls}
+add rule ${t} ${srv} tcp dport 80 ${mark} redirect to :${ports.http}
+add rule ${t} ${srv} meta l4proto { tcp, udp } th dport 53 ${mark} redirect to :${ports.dns}
+add rule ${t} ${srv} tcp dport ${ports.explicit} ${mark}
+add element ${t} server_ports { ${[ports.explicit, ports.tls, ports.http, ports.dns].join(', ')} }
 `;
 }
 
-/** Puts a sandbox's address under egress control (policed) or takes it out; idempotent either way. */
-export async function setEgressControl(address: string, policed: boolean): Promise<void> {
-  const el = `inet berth_egress policed { ${address} }`;
+const serverChain = (ports: EgressPorts) => `server_${ports.explicit}`;
+
+/**
+ * Puts a sandbox's address under egress control by the server with `ports` (its traffic redirected there), or
+ * takes it out (`undefined`); idempotent either way, and an owner left by a server that died is replaced.
+ */
+export async function setEgressControl(address: string, ports: EgressPorts | undefined): Promise<void> {
+  const t = 'inet berth_egress';
+  const el = `${t} policed { ${address} }`;
   // Adding first makes the delete succeed whether or not the address was there (one transaction).
-  await run(
-    'nft',
-    ['-f', '-'],
-    policed ? `add element ${el}\n` : `add element ${el}\ndelete element ${el}\n`,
+  if (ports) await run('nft', ['-f', '-'], `add element ${el}\n`);
+  // A map element is deleted by key alone, but a missing one is an error (nft 1.0.6 has no `destroy`).
+  await run('nft', ['delete', 'element', 'inet', 'berth_egress', 'owners', `{ ${address} }`]).catch(
+    () => undefined,
+  );
+  if (ports)
+    await run('nft', [
+      'add',
+      'element',
+      'inet',
+      'berth_egress',
+      'owners',
+      `{ ${address} : jump ${serverChain(ports)} }`,
+    ]);
+  else await run('nft', ['-f', '-'], `add element ${el}\ndelete element ${el}\n`);
+}
+
+/** A policed sandbox's raw TCP: the ranges it may reach and the address those flows leave from. */
+export interface RawEgress {
+  cidrs: string[];
+  snat?: string;
+}
+
+/**
+ * Replaces the raw TCP rules of the sandbox at `address` (none: `undefined` or no ranges). The old elements are
+ * read back from the kernel, so a server that did not write them (a restart, a dead holder of the slot) removes
+ * them too.
+ */
+export async function setRawEgress(address: string, raw: RawEgress | undefined): Promise<void> {
+  const t = ['inet', 'berth_egress'];
+  const listed = JSON.parse(await run('nft', ['-j', 'list', 'set', ...t, 'raw_allowed']));
+  const elems: unknown[] = listed.nftables?.find((x: any) => x.set)?.set?.elem ?? [];
+  const mine = elems
+    .map((e: any) => e?.elem?.val ?? e)
+    .filter((e: any) => Array.isArray(e?.concat) && e.concat[0] === address)
+    .map((e: any) => `${address} . ${nftRange(e.concat[1])}`);
+  const ops = mine.map((el) => `delete element inet berth_egress raw_allowed { ${el} }\n`);
+  for (const c of raw?.cidrs ?? [])
+    ops.push(`add element inet berth_egress raw_allowed { ${address} . ${c} }\n`);
+  if (ops.length) await run('nft', ['-f', '-'], ops.join(''));
+  await run('nft', ['delete', 'element', ...t, 'snat_to', `{ ${address} }`]).catch(() => undefined);
+  if (raw?.snat && raw.cidrs.length)
+    await run('nft', ['add', 'element', ...t, 'snat_to', `{ ${address} : ${raw.snat} }`]);
+}
+
+/** An interval element of `nft -j` back in nft syntax: `a.b.c.d`, `a.b.c.d/n` or `a-b`. */
+function nftRange(v: any): string {
+  if (typeof v === 'string') return v;
+  if (v?.prefix) return `${v.prefix.addr}/${v.prefix.len}`;
+  if (Array.isArray(v?.range)) return `${v.range[0]}-${v.range[1]}`;
+  throw new Error(`unexpected nft set element ${JSON.stringify(v)}`);
+}
+
+/** At a server's stop: its ports are no longer kept from the rest of the host. */
+export async function releaseEgressPorts(ports: EgressPorts): Promise<void> {
+  const list = [ports.explicit, ports.tls, ports.http, ports.dns].join(', ');
+  await run('nft', ['delete', 'element', 'inet', 'berth_egress', 'server_ports', `{ ${list} }`]).catch(
+    () => undefined,
   );
 }
 
@@ -171,7 +255,7 @@ export async function setupHostNetwork(opts: HostNetworkOptions = {}): Promise<v
   if (!existsSync(FORWARD_ORIG))
     writeFileSync(FORWARD_ORIG, readFileSync(IP_FORWARD, 'utf8'), { flag: 'wx' });
   const wasOff = readFileSync(FORWARD_ORIG, 'utf8').trim() === '0';
-  await run('nft', ['-f', '-'], rulesetText(wasOff, opts) + egressTableText());
+  await run('nft', ['-f', '-'], rulesetText(wasOff, opts) + egressTableText(opts.egressPorts));
   writeFileSync(IP_FORWARD, '1');
 }
 
@@ -206,7 +290,11 @@ export async function createSlotNetwork(net: SlotNet): Promise<void> {
     ].join('\n'),
   );
   // A previous holder of this address may have died under an egress policy without its teardown running.
-  await Promise.all([setupIngress(net), setEgressControl(net.address, false)]);
+  await Promise.all([
+    setupIngress(net),
+    setEgressControl(net.address, undefined),
+    setRawEgress(net.address, undefined),
+  ]);
 }
 
 /**

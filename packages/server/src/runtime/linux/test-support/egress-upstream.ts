@@ -54,7 +54,7 @@ const handler = (proto) => (req, res) => {
 const tls = { key: fs.readFileSync(process.env.KEY), cert: fs.readFileSync(process.env.CERT) };
 https.createServer(tls, handler('https')).listen(443);
 http.createServer(handler('http')).listen(80);
-for (const port of [22, 853, 25]) net.createServer((s) => { s.on('error', () => {}); say('CONN ' + port); s.end('raw'); }).listen(port);
+for (const port of [22, 853, 25]) net.createServer((s) => { s.on('error', () => {}); say('CONN ' + port + ' ' + s.remoteAddress); s.end('raw'); }).listen(port);
 process.on('uncaughtException', (e) => say('ERROR ' + e.message));
 const udp = dgram.createSocket('udp4');
 udp.on('message', (msg, r) => {
