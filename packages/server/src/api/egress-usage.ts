@@ -21,7 +21,9 @@ export function usageOf(
   for (const s of sandboxes) {
     const egress = s.body.spec?.network?.egress;
     const gateway = egress?.mode !== 'direct' ? egress?.gateway : undefined;
-    if (typeof gateway === 'string' && gateway) (out[gateway] ??= []).push(s.name);
+    if (typeof gateway !== 'string' || !gateway) continue;
+    out[gateway] ??= [];
+    out[gateway].push(s.name);
   }
   for (const names of Object.values(out)) names.sort();
   return out;
