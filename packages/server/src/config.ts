@@ -67,6 +67,11 @@ export interface Config {
   jobMaxTasks?: number;
   /** Private IPv4 ranges job callbacks may be sent to (BERTH_CALLBACK_ALLOW_CIDRS); closed by default. */
   callbackAllowCidrs: string[];
+  /**
+   * Seconds a request to an agent or function may pass with no byte either way (BERTH_REQUEST_IDLE_TIMEOUT;
+   * default 100, gateway/request-deadlines.ts). Tests shorten it.
+   */
+  requestIdleTimeoutS?: number;
 }
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
@@ -133,7 +138,15 @@ export function loadConfig(
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
     callbackAllowCidrs: parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? ''),
+    requestIdleTimeoutS: positiveSeconds(env.BERTH_REQUEST_IDLE_TIMEOUT, 'BERTH_REQUEST_IDLE_TIMEOUT'),
   };
+}
+
+function positiveSeconds(v: string | undefined, name: string): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!(n > 0)) throw new Error(`${name} must be a positive number of seconds, got ${v}`);
+  return n;
 }
 
 function positiveInt(v: string, name: string): number {

@@ -12,7 +12,7 @@ import type { StoredObject } from '../store/store.js';
 import { type ControllerDeps, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
-import { type ReplicaSet, ReplicaStartError, type RevisionRun } from './replicas.js';
+import { type ReplicaSet, ReplicaStartError, type RevisionRun, type WorkloadRoute } from './replicas.js';
 import { unappliedWorkloadNote } from './workload-unapplied.js';
 
 /** Revisions listed on the object (GET .../revisions); older ones are forgotten. */
@@ -48,6 +48,11 @@ export function revisionId(app: BuiltApp): string {
     .update(JSON.stringify([app.key, app.plan.start]))
     .digest('hex')
     .slice(0, 12);
+}
+
+/** The routing settings of a stored agent or function (gateway/affinity.ts, gateway/request-deadlines.ts). */
+export function routeOf(o: StoredObject): WorkloadRoute {
+  return { stickyTtlS: o.body.spec?.revision?.stickySessionTtl, timeoutS: o.body.spec?.runtime?.timeout };
 }
 
 export function workloadReconciler(
@@ -157,7 +162,10 @@ export function workloadReconciler(
         !isNew &&
         replicas.matches(w, run, canaryRun)
       ) {
-        if (w) w.public = o.body.spec?.public === true;
+        if (w) {
+          w.public = o.body.spec?.public === true;
+          w.route = routeOf(o);
+        }
         return { requeueAfterMs: LIVE_RECHECK_MS };
       }
       const what = canaryRun
@@ -167,7 +175,13 @@ export function workloadReconciler(
       if (!d) return DONE;
       try {
         await replicas.deploy(
-          { workspace: o.workspace, kind, name: o.name, public: o.body.spec?.public === true },
+          {
+            workspace: o.workspace,
+            kind,
+            name: o.name,
+            public: o.body.spec?.public === true,
+            route: routeOf(o),
+          },
           run,
           canaryRun,
         );

@@ -62,6 +62,10 @@ export interface ForwardExtra {
   responseHeaders?: Record<string, string>;
   /** A preview's path prefix ('/' for a host of its own): every Set-Cookie is kept to it (preview-cookies.ts). */
   cookieScope?: string;
+  /** Sees the upstream answer's status and headers before they are sent on (affinity.ts pins MCP sessions). */
+  onResponse?: (statusCode: number, headers: IncomingHttpHeaders) => void;
+  /** Cuts the forwarding: an ApiError reason is the client's answer when no header has left yet (request-deadlines.ts). */
+  signal?: AbortSignal;
 }
 
 /** Forwards `req` to `path` (the part after the sandbox's address) and calls `done` once it is over. */
@@ -108,6 +112,8 @@ function send(
     if (!res.writableFinished) ac.abort();
   };
   res.once('close', onClose);
+  const onCut = () => ac.abort(extra.signal?.reason);
+  extra.signal?.addEventListener('abort', onCut, { once: true });
   const opts: Dispatcher.RequestOptions = {
     path,
     method: req.method as Dispatcher.HttpMethod,
@@ -119,6 +125,7 @@ function send(
     opts,
     ({ statusCode, headers }) => {
       const h = downstreamHeaders(headers as IncomingHttpHeaders);
+      extra.onResponse?.(statusCode, h);
       addResponseHeaders(h, extra.responseHeaders);
       if (extra.cookieScope !== undefined) {
         const scoped = scopeSetCookies(h['set-cookie'], extra.cookieScope);
@@ -133,9 +140,13 @@ function send(
     },
     (err) => {
       res.removeListener('close', onClose);
+      extra.signal?.removeEventListener('abort', onCut);
+      const cut =
+        extra.signal?.aborted && extra.signal.reason instanceof ApiError ? extra.signal.reason : undefined;
       if (err && res.destroyed) {
         // The client went away; nothing to answer.
-      } else if (err && !res.headersSent) sendProblem(res, unreachable(err as Error & { code?: string }));
+      } else if (err && !res.headersSent)
+        sendProblem(res, cut ?? unreachable(err as Error & { code?: string }));
       else if (err) res.destroy();
       done();
     },

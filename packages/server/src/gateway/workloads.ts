@@ -14,6 +14,7 @@ import { wireErrorOf } from '../http/wire-error.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Store } from '../store/store.js';
 import { Activator } from './activator.js';
+import { Affinity } from './affinity.js';
 import {
   decide,
   initialScaleState,
@@ -26,6 +27,7 @@ import { authorize } from './auth.js';
 import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
 import { portPool } from './ports.js';
 import { forward, upstreamHeaders } from './proxy.js';
+import { RequestDeadlines } from './request-deadlines.js';
 import type { Target } from './targets.js';
 import type { WorkloadAddress } from './workload-address.js';
 
@@ -58,6 +60,8 @@ export interface WorkloadGatewayDeps {
   ) => Promise<(CallbackTarget & { timeoutS?: number }) | undefined>;
   /** The management API's base URL, for an execution's status_url. */
   apiBase?: () => string;
+  /** Idle limit of one request (request-deadlines.ts IDLE_TIMEOUT_MS unless set; tests shorten it). */
+  idleTimeoutMs?: number;
 }
 
 /** Longest an asynchronous invocation runs when its trigger sets no timeout (the service's 15 minutes). */
@@ -74,6 +78,8 @@ const withoutAsync = (rest: string) => {
 
 export class WorkloadGateway {
   private readonly activator: Activator;
+  private readonly affinity: Affinity;
+  private readonly deadlines: RequestDeadlines;
   private readonly targets = new WeakMap<Replica, Target>();
   private readonly waiting = new WeakMap<Workload, number>();
   private readonly now: () => number;
@@ -89,6 +95,8 @@ export class WorkloadGateway {
       now: this.now,
       onStateChange: () => {},
     });
+    this.affinity = new Affinity(this.now);
+    this.deadlines = new RequestDeadlines({ idleMs: deps.idleTimeoutMs, now: this.now });
   }
 
   start() {
@@ -104,6 +112,7 @@ export class WorkloadGateway {
   stop() {
     clearInterval(this.timer);
     clearInterval(this.scaler);
+    this.deadlines.stop();
   }
 
   /** One KPA tick per workload: sample the concurrency, decide, start what is missing (autoscaler.ts). */
@@ -186,7 +195,9 @@ export class WorkloadGateway {
       if (!w) throw await this.notServing(a);
       if (a.kind === 'Agent' && this.deps.executions && isAsync(a.rest))
         return await this.serveAsync(req, res, a, w);
-      const r = await this.replicaFor(this.revisionFor(w));
+      const route = this.affinity.route(w, req.headers, (x) => this.revisionFor(x));
+      const r = route.replica ?? (await this.replicaFor(route.w));
+      route.pin?.(r);
       const t = this.targetOf(w, r);
       const wait = this.activator.enter(t);
       r.inflight++;
@@ -197,11 +208,23 @@ export class WorkloadGateway {
         r.inflight--;
         throw err;
       }
-      forward(t, req, res, `/port/${APP_PORT}${a.rest}`, () => {
-        r.inflight--;
-        r.lastUsedMs = this.now();
-        this.activator.leave(t);
-      });
+      const limits = this.deadlines.watch(req.socket, w.route?.timeoutS);
+      forward(
+        t,
+        req,
+        res,
+        `/port/${APP_PORT}${a.rest}`,
+        () => {
+          limits.done();
+          r.inflight--;
+          r.lastUsedMs = this.now();
+          this.activator.leave(t);
+        },
+        {
+          signal: limits.signal,
+          onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
+        },
+      );
     } catch (err) {
       sendProblem(
         res,

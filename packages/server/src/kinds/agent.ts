@@ -8,6 +8,7 @@ import {
   MemoryMb,
   NameList,
   opt,
+  Quantity,
   Revision,
   Trigger,
   VolumeMount,
@@ -75,6 +76,8 @@ export const ScaledRuntime = {
   maxScale: opt(Type.Integer({ minimum: 0, maximum: MAX_SCALE_LIMIT })),
   memory: opt(MemoryMb),
   minScale: opt(Type.Integer({ minimum: 0, maximum: MAX_SCALE_LIMIT })),
+  /** Seconds one inference request may last in all (the gateway cuts it then); unset: no cap but the idle one. */
+  timeout: opt(Quantity('seconds', { minimum: 1, example: 900 })),
 };
 
 export const AgentSpec = Type.Object({
