@@ -24,7 +24,7 @@ import { isLongLived, StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
 import { tunnel } from './upgrade.js';
 import { UsageWriter } from './usage-writer.js';
-import { matchWorkloadPath } from './workload-address.js';
+import { matchWorkloadHost, matchWorkloadPath } from './workload-address.js';
 import { type JobTriggerDeps, matchJobTrigger, serveJobTrigger } from './job-trigger.js';
 import type { WorkloadGateway } from './workloads.js';
 
@@ -133,7 +133,10 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   if (!api) throw new Error('the gateway must be started after the API created its HTTP server');
   server.removeListener('request', api);
   const onRequest: RequestListener = (req, res) => {
-    const wl = deps.workloads && matchWorkloadPath(req.url ?? '/');
+    const wl =
+      deps.workloads &&
+      (matchWorkloadHost(req.headers.host, req.url ?? '/', deps.inferenceHost, labels) ??
+        matchWorkloadPath(req.url ?? '/'));
     if (wl) return void deps.workloads?.serve(req, res, wl);
     const jt = deps.jobTriggers && matchJobTrigger(req.url ?? '/');
     if (jt && deps.jobTriggers)
