@@ -2,6 +2,7 @@
 // `metadata.url`, and (workspace, name, rest of the path) from an incoming request's path or Host header
 // (DESIGN.md §4).
 import { createHash } from 'node:crypto';
+import { triggerPaths } from '../kinds/trigger-path.js';
 import type { ResourceKey } from '../store/store.js';
 
 /** Path prefix of every inference address (run_url). */
@@ -110,12 +111,21 @@ function prefixedLabel(prefix: string, workspace: string, name: string): string 
 /** Kinds whose objects hold host labels. */
 export const LABELED_KINDS = ['Sandbox', 'Preview', 'Agent', 'Function'];
 
-/** The `labelsOf` hook of Resources: the labels an object holds in the address table (other kinds: none). */
-export function hostLabelsOf(key: ResourceKey): string[] {
+/** The address-table label of a custom trigger path: `/<ws>/<path>` (a `/` never appears in a host label). */
+export const pathLabel = (workspace: string, path: string) => `/${workspace}/${path}`;
+
+/**
+ * The `labelsOf` hook of Resources: the labels an object holds in the address table (other kinds: none). An agent
+ * or function also holds the paths of its `http` triggers (kinds/trigger-path.ts), so no two share one.
+ */
+export function hostLabelsOf(key: ResourceKey, body?: any): string[] {
   if (key.kind === 'Sandbox') return [sandboxLabel(key.workspace, key.name)];
   if (key.kind === 'Preview') return [previewLabel(key.workspace, key.parent, key.name)];
   if (key.kind === 'Agent' || key.kind === 'Function')
-    return [workloadLabel(key.kind, key.workspace, key.name)];
+    return [
+      workloadLabel(key.kind, key.workspace, key.name),
+      ...triggerPaths(key.kind, key.name, body?.spec).map((p) => pathLabel(key.workspace, p)),
+    ];
   return [];
 }
 

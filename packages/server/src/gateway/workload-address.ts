@@ -3,7 +3,14 @@
 // addresses of agents and functions (DESIGN.md §4). Matched before the sandbox addresses; names are DNS labels,
 // taken as they are; a host label is looked up whole in the address table, never split (decision 016).
 import type { ResourceKey } from '../store/store.js';
-import { AGENT_LABEL_PREFIX, FUNCTION_LABEL_PREFIX, matchLabelHost, RUN_PREFIX } from './address.js';
+import { MAX_PATH_SEGMENTS } from '../kinds/trigger-path.js';
+import {
+  AGENT_LABEL_PREFIX,
+  FUNCTION_LABEL_PREFIX,
+  matchLabelHost,
+  pathLabel,
+  RUN_PREFIX,
+} from './address.js';
 
 export interface WorkloadAddress {
   kind: 'Agent' | 'Function';
@@ -59,6 +66,32 @@ export function matchWorkloadHost(
     const rest = url.startsWith('/') ? url : `/${url}`;
     if (owner?.kind === kind) return { kind, workspace: owner.workspace, name: owner.name, rest };
     return { kind, workspace: m.label, name: m.label, rest };
+  }
+  return undefined;
+}
+
+/**
+ * `/run/<ws>/<path>[/<rest>]` where `<path>` is an `http` trigger's path held by an agent or function of `<ws>`
+ * (kinds/trigger-path.ts): the longest held prefix wins, and the app sees what follows it, as under its own
+ * address. Asked only for URLs no other address took; at most MAX_PATH_SEGMENTS lookups.
+ */
+export function matchTriggerPath(
+  url: string,
+  labels: { resolve(label: string): ResourceKey | undefined },
+): WorkloadAddress | undefined {
+  if (!url.startsWith(RUN_PREFIX)) return undefined;
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  const query = q < 0 ? '' : url.slice(q);
+  const wsEnd = path.indexOf('/', RUN_PREFIX.length);
+  if (wsEnd <= RUN_PREFIX.length) return undefined;
+  const workspace = path.slice(RUN_PREFIX.length, wsEnd);
+  const segs = path.slice(wsEnd + 1).split('/');
+  for (let n = Math.min(segs.length, MAX_PATH_SEGMENTS); n > 0; n--) {
+    const owner = labels.resolve(pathLabel(workspace, segs.slice(0, n).join('/')));
+    if (owner?.kind !== 'Agent' && owner?.kind !== 'Function') continue;
+    const tail = segs.slice(n).join('/');
+    return { kind: owner.kind, workspace: owner.workspace, name: owner.name, rest: `/${tail}${query}` };
   }
   return undefined;
 }

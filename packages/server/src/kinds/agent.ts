@@ -21,6 +21,7 @@ import {
   triggerDefaults,
   triggerIssues,
 } from './rules.js';
+import { triggerPathIssues } from './trigger-path.js';
 import type { KindDescriptor, SecretPath } from './types.js';
 
 export const AGENT_MEMORY_MB = 2048;
@@ -130,7 +131,8 @@ export const agent = {
       ...scaleIssues(s.runtime),
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
-      ...triggerIssues(s.triggers),
+      ...triggerIssues(s.triggers, false),
+      ...triggerPathIssues('Agent', next.metadata?.name, s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
       ...(await referenceIssues(
         ctx,

@@ -10,6 +10,7 @@ import {
 } from './agent.js';
 import { envSecrets, literals, NameList, opt, Revision, Trigger } from './common.js';
 import { envIssues, referenceIssues, regionIssues, scaleIssues, triggerIssues } from './rules.js';
+import { triggerPathIssues } from './trigger-path.js';
 import type { KindDescriptor } from './types.js';
 
 export const FUNCTION_TYPES = ['mcp'] as const;
@@ -56,7 +57,8 @@ export const fn = {
       ...scaleIssues(s.runtime),
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
-      ...triggerIssues(s.triggers),
+      ...triggerIssues(s.triggers, false),
+      ...triggerPathIssues('Function', next.metadata?.name, s.triggers),
       ...(await referenceIssues(
         ctx,
         'IntegrationConnection',
