@@ -54,7 +54,10 @@ export function triggerPathIssues(kind: string, name: string, triggers: any[] | 
     if (typeof path !== 'string') return;
     const pointer = `/spec/triggers/${i}/configuration/path`;
     const problem = triggerPathProblem(kind, name, path);
-    if (problem) return void out.push({ pointer, message: problem });
+    if (problem) {
+      out.push({ pointer, message: problem });
+      return;
+    }
     const p = canonicalPath(path);
     if (t.type === 'http' && seen.has(p))
       out.push({ pointer, message: `duplicates the path of trigger ${seen.get(p)}` });
