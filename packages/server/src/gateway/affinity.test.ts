@@ -173,3 +173,16 @@ test('the pin map is bounded: past its size the least recently used entry goes',
   assert.equal(aff.route(w, { 'thread-id': 'x' }, (v) => v).replica, undefined, 'x was pushed out');
   assert.equal(aff.route(w, { 'thread-id': 'z' }, (v) => v).replica, w.replicas[0]);
 });
+
+test('a session whose replica was just found dead is told it ended (404); other requests are not', () => {
+  const aff = new Affinity(() => 0);
+  const w = workload('v1');
+  const r = w.replicas[0];
+  aff.answered(w, r, 'POST', 200, { 'mcp-session-id': 's1' });
+  assert.equal(aff.ended(w, { 'mcp-session-id': 's1' }), undefined, 'its replica is alive');
+  r.gone = true;
+  assert.equal(aff.ended(w, { 'thread-id': 't' }), undefined);
+  const e = aff.ended(w, { 'mcp-session-id': 's1' });
+  assert.ok(e instanceof ApiError && e.status === 404);
+  assert.equal(aff.ended(w, { 'mcp-session-id': 's1' }), undefined, 'told once, then forgotten');
+});

@@ -75,10 +75,7 @@ export class Affinity {
       if (r && !r.gone) return { w: owner(w, r.revision), replica: r };
       if (r) {
         this.sessions.delete(key);
-        throw new ApiError(
-          'NOT_FOUND',
-          `MCP session ${JSON.stringify(session)} has ended: the replica that held it is gone; start a new session (an initialize request without Mcp-Session-Id)`,
-        );
+        throw sessionEnded(session);
       }
     }
     const thread = threadOf(headers);
@@ -92,6 +89,17 @@ export class Affinity {
     return { w: rev, pin: (r) => this.threads.set(key, { revision: rev.run.id, replica: r }, ttlMs) };
   }
 
+  /** The 404 for a request whose MCP session's replica has just been found dead; undefined for any other. */
+  ended(w: Workload, headers: IncomingHttpHeaders): ApiError | undefined {
+    const session = first(headers[MCP_SESSION_HEADER]);
+    if (!session) return undefined;
+    const key = `${w.key}\n${session}`;
+    const r = this.sessions.get(key, MCP_SESSION_TTL_MS);
+    if (!r?.gone) return undefined;
+    this.sessions.delete(key);
+    return sessionEnded(session);
+  }
+
   /** Called with the replica's answer: an MCP session it opened is pinned to it, one it ended is forgotten. */
   answered(w: Workload, r: Replica, method: string | undefined, status: number, h: IncomingHttpHeaders) {
     const session = first(h[MCP_SESSION_HEADER]);
@@ -101,6 +109,12 @@ export class Affinity {
     else if (status < 400) this.sessions.set(key, r, MCP_SESSION_TTL_MS);
   }
 }
+
+const sessionEnded = (session: string) =>
+  new ApiError(
+    'NOT_FOUND',
+    `MCP session ${JSON.stringify(session)} has ended: the replica that held it is gone; start a new session (an initialize request without Mcp-Session-Id)`,
+  );
 
 /** The revision (primary or canary) named `revision`; the active one when it is neither any more. */
 function owner(w: Workload, revision: string): Workload {

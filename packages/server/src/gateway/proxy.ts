@@ -64,6 +64,11 @@ export interface ForwardExtra {
   cookieScope?: string;
   /** Sees the upstream answer's status and headers before they are sent on (affinity.ts pins MCP sessions). */
   onResponse?: (statusCode: number, headers: IncomingHttpHeaders) => void;
+  /**
+   * Told when the upstream could not be reached before any header left (not a cut, not a client gone); an ApiError
+   * returned is the answer instead of the 502 (workloads.ts: a dead replica's MCP session answers 404).
+   */
+  onUnreachable?: (err: Error & { code?: string }) => ApiError | undefined;
   /** Cuts the forwarding: an ApiError reason is the client's answer when no header has left yet (request-deadlines.ts). */
   signal?: AbortSignal;
 }
@@ -145,9 +150,10 @@ function send(
         extra.signal?.aborted && extra.signal.reason instanceof ApiError ? extra.signal.reason : undefined;
       if (err && res.destroyed) {
         // The client went away; nothing to answer.
-      } else if (err && !res.headersSent)
-        sendProblem(res, cut ?? unreachable(err as Error & { code?: string }));
-      else if (err) res.destroy();
+      } else if (err && !res.headersSent) {
+        const e = err as Error & { code?: string };
+        sendProblem(res, cut ?? extra.onUnreachable?.(e) ?? unreachable(e));
+      } else if (err) res.destroy();
       done();
     },
   );

@@ -64,6 +64,9 @@ export interface WorkloadGatewayDeps {
   idleTimeoutMs?: number;
 }
 
+/** Connection errors that mean nothing listens at the replica any more (not a slow or a closing app). */
+const REPLICA_DOWN_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOENT']);
+
 /** Longest an asynchronous invocation runs when its trigger sets no timeout (the service's 15 minutes). */
 export const ASYNC_DEFAULT_TIMEOUT_S = 900;
 /** Largest request body an asynchronous invocation takes (it is held until a replica takes it). */
@@ -223,6 +226,7 @@ export class WorkloadGateway {
         {
           signal: limits.signal,
           onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
+          onUnreachable: (err) => this.replicaDown(w, route.w, r, err, req.headers),
         },
       );
     } catch (err) {
@@ -232,6 +236,29 @@ export class WorkloadGateway {
         req.url?.split('?')[0],
       );
     }
+  }
+
+  /**
+   * A replica whose port refuses connections has lost its app (it exited, or its sandbox is gone): it is removed,
+   * so the next pick, the threads pinned to it and the autoscaler's count move on (affinity.ts); a request of an MCP
+   * session it held gets the session's 404 instead of a 502. Other failures leave it in place.
+   */
+  private replicaDown(
+    w: Workload,
+    rev: Workload,
+    r: Replica,
+    err: Error & { code?: string },
+    headers: IncomingMessage['headers'],
+  ): ApiError | undefined {
+    if (!REPLICA_DOWN_CODES.has(err.code ?? '')) return undefined;
+    if (!r.gone) {
+      this.deps.logger.warn(
+        { workload: rev.key, replica: r.id, code: err.code },
+        'replica unreachable: removed',
+      );
+      void this.deps.replicas.scaleIn(rev, r);
+    }
+    return this.affinity.ended(w, headers);
   }
 
   /**

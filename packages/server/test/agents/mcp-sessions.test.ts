@@ -1,6 +1,7 @@
 // MCP session affinity through the gateway, with the official MCP SDK client against a stateful MCP server running
 // three replicas: every request of a session reaches the replica that opened it (the others would answer "Session
-// not found"), and once that replica is gone the gateway answers 404 so the client initialises again.
+// not found"), and once that replica is gone (its app died, or a redeploy replaced it) the gateway answers 404 so
+// the client initialises again.
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +75,25 @@ describe('MCP sessions over three replicas', () => {
 
     for (let round = 2; round <= 6; round++)
       for (const [c, replica] of home) assert.deepEqual(await whoami(c), { replica, calls: round });
+
+    // The app of one replica dies: its sessions are told so (404) on their next request, the others go on.
+    const doomed = [...home.values()][0];
+    const [crasher] = [...home].find(([, rep]) => rep === doomed) ?? [];
+    assert.ok(crasher);
+    await crasher.callTool({ name: 'crash', arguments: {} });
+    await sleep(500);
+    for (const [c, replica] of home) {
+      if (replica !== doomed) {
+        assert.deepEqual(await whoami(c), { replica, calls: 7 });
+        continue;
+      }
+      await assert.rejects(whoami(c), (e: Error) => {
+        assert.match(e.message, /404/);
+        assert.match(e.message, /the replica that held it is gone; start a new session/);
+        return true;
+      });
+      home.delete(c);
+    }
 
     // A new deploy (another env) replaces every replica: the old sessions are gone with them.
     const cur = await (await s.api('/functions/mcp-stateful')).json();
