@@ -42,10 +42,12 @@ export function manifestObject(dir: string, nameFlag?: string, kindFlag?: string
   const fields =
     type === 'jobs'
       ? ['memory', 'maxConcurrentTasks', 'maxRetries', 'timeout']
-      : ['memory', 'minScale', 'maxScale'];
+      : ['memory', 'minScale', 'maxScale', 'timeout'];
   for (const k of fields) if (typeof rt[k] === 'number') runtime[k] = rt[k];
   const spec: Record<string, unknown> = { repository: { type: 'upload' }, runtime };
   if (typeof m.public === 'boolean' && type !== 'jobs') spec.public = m.public;
+  // `[[triggers]]` of an agent or function (the service's manifests declare their http paths there).
+  if (Array.isArray(m.triggers) && type !== 'jobs') spec.triggers = m.triggers;
   if (type === 'functions') spec.type = 'mcp';
   return { plural: type, name, body: { metadata: { name }, spec } };
 }
@@ -69,6 +71,9 @@ export function registerDeploy(program: Command) {
       try {
         const { body: cur } = await api.call('GET', `/${plural}/${name}`);
         if (cur?.spec?.revision) (body.spec as Record<string, unknown>).revision = cur.spec.revision;
+        // Triggers set on the server stay too, unless the manifest declares its own.
+        if (plural !== 'jobs' && cur?.spec?.triggers && !(body.spec as Record<string, unknown>).triggers)
+          (body.spec as Record<string, unknown>).triggers = cur.spec.triggers;
       } catch (e) {
         if (!(e instanceof ApiFailure && e.status === 404)) throw e;
       }

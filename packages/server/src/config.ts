@@ -65,6 +65,11 @@ export interface Config {
    * closed by default (SSRF). The older BERTH_CALLBACK_ALLOW_PRIVATE=true opens every range.
    */
   callbackAllowCidrs: string[];
+  /**
+   * Seconds a request to an agent or function may pass with no byte either way (BERTH_REQUEST_IDLE_TIMEOUT;
+   * default 100, gateway/request-deadlines.ts). Tests shorten it.
+   */
+  requestIdleTimeoutS?: number;
 }
 
 /** What BERTH_CALLBACK_ALLOW_PRIVATE=true (kept as an alias) stands for: every IPv4 and IPv6 range opened. */
@@ -136,7 +141,15 @@ export function loadConfig(
       ...parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? ''),
       ...(env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true' ? ALLOW_EVERY_RANGE : []),
     ],
+    requestIdleTimeoutS: positiveSeconds(env.BERTH_REQUEST_IDLE_TIMEOUT, 'BERTH_REQUEST_IDLE_TIMEOUT'),
   };
+}
+
+function positiveSeconds(v: string | undefined, name: string): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!(n > 0)) throw new Error(`${name} must be a positive number of seconds, got ${v}`);
+  return n;
 }
 
 function positiveInt(v: string, name: string): number {

@@ -200,6 +200,7 @@ export async function startServer(
     logger,
     standbyAfterMs: config.standbyAfterS * 1000,
     canFreeze: () => driver.capabilities.freezer,
+    idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
   });
   const gateway = await startGateway({
     workloads,

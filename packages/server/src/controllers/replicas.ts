@@ -48,6 +48,14 @@ export interface Replica {
   gone: boolean;
 }
 
+/** How requests to a workload are routed: read per request, so changing them restarts no replica. */
+export interface WorkloadRoute {
+  /** `spec.revision.stickySessionTtl`: seconds a thread stays on its replica (0 = off; unset = the default). */
+  stickyTtlS?: number;
+  /** `spec.runtime.timeout`: seconds one request may last in all. */
+  timeoutS?: number;
+}
+
 /** One agent or function as the replica set knows it. */
 export interface Workload {
   key: string;
@@ -56,6 +64,7 @@ export interface Workload {
   name: string;
   run: RevisionRun;
   public: boolean;
+  route?: WorkloadRoute;
   replicas: Replica[];
   /** The replica being started, shared by every request that waits for one. */
   starting?: Promise<Replica>;
@@ -120,7 +129,7 @@ export class ReplicaSet {
    * removes the replicas of revisions no longer wanted. Blue-green: traffic moves only once the new one listens.
    */
   async deploy(
-    w: Pick<Workload, 'workspace' | 'kind' | 'name' | 'public'>,
+    w: Pick<Workload, 'workspace' | 'kind' | 'name' | 'public' | 'route'>,
     run: RevisionRun,
     canary?: { run: RevisionRun; percent: number },
   ): Promise<void> {
@@ -140,10 +149,12 @@ export class ReplicaSet {
     const second = canary ? await make(`${key}#canary`, canary.run) : undefined;
     primary.key = key;
     primary.public = w.public;
+    primary.route = w.route;
     primary.canary = second ? { w: second, percent: canary?.percent ?? 0 } : undefined;
     if (second) {
       second.key = `${key}#canary`;
       second.public = w.public;
+      second.route = w.route;
       second.canary = undefined;
     }
     this.workloads.set(key, primary);

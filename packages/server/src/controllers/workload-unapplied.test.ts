@@ -3,7 +3,14 @@ import { test } from 'node:test';
 import { unappliedWorkloadFields, unappliedWorkloadNote } from './workload-unapplied.js';
 
 test('an agent spec with nothing unhonoured gets no note', () => {
-  const spec = { runtime: { memory: 512 }, triggers: [{ id: 'a', type: 'http-async', configuration: {} }] };
+  const spec = {
+    runtime: { memory: 512, timeout: 900 },
+    revision: { stickySessionTtl: 60 },
+    triggers: [
+      { id: 'a', type: 'http-async', configuration: {} },
+      { id: 'custom', type: 'http', configuration: { path: 'my/agent' } },
+    ],
+  };
   assert.deepEqual(unappliedWorkloadFields('Agent', spec), []);
   assert.equal(unappliedWorkloadNote('Agent', spec), '');
 });
@@ -13,18 +20,12 @@ test('stored-but-unhonoured agent fields are each named', () => {
     policies: ['eu-only'],
     triggers: [
       { id: 'nightly', type: 'schedule', configuration: { schedule: '0 0 * * *' } },
-      { id: 'custom', type: 'http', configuration: { path: 'agents/x/run' } },
+      { id: 'async', type: 'http-async', configuration: { path: 'x/async' } },
     ],
-    revision: { stickySessionTtl: 60 },
-    runtime: { timeout: 900 },
     integrationConnections: ['gh'],
   };
-  assert.deepEqual(unappliedWorkloadFields('Agent', spec), [
-    'triggers[custom].configuration.path',
-    'revision.stickySessionTtl',
-    'runtime.timeout',
-  ]);
-  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: triggers\[custom\]/);
+  assert.deepEqual(unappliedWorkloadFields('Agent', spec), ['triggers[async].configuration.path']);
+  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: triggers\[async\]/);
   assert.deepEqual(unappliedWorkloadFields('Function', { triggers: spec.triggers.slice(0, 1) }), [
     'triggers[nightly] (schedule)',
   ]);

@@ -13,7 +13,7 @@ import { CONNECTION_KIND } from '../models/connections.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
-import { type ReplicaSet, ReplicaStartError, type RevisionRun } from './replicas.js';
+import { type ReplicaSet, ReplicaStartError, type RevisionRun, type WorkloadRoute } from './replicas.js';
 import {
   connectionEnvs,
   failedByPolicy,
@@ -60,6 +60,11 @@ export function revisionId(app: BuiltApp): string {
     .update(JSON.stringify([app.key, app.plan.start]))
     .digest('hex')
     .slice(0, 12);
+}
+
+/** The routing settings of a stored agent or function (gateway/affinity.ts, gateway/request-deadlines.ts). */
+export function routeOf(o: StoredObject): WorkloadRoute {
+  return { stickyTtlS: o.body.spec?.revision?.stickySessionTtl, timeoutS: o.body.spec?.runtime?.timeout };
 }
 
 export function workloadReconciler(
@@ -196,7 +201,10 @@ export function workloadReconciler(
         !isNew &&
         replicas.matches(w, run, canaryRun)
       ) {
-        if (w) w.public = o.body.spec?.public === true;
+        if (w) {
+          w.public = o.body.spec?.public === true;
+          w.route = routeOf(o);
+        }
         return { requeueAfterMs: LIVE_RECHECK_MS };
       }
       const what = canaryRun
@@ -206,7 +214,13 @@ export function workloadReconciler(
       if (!d) return DONE;
       try {
         await replicas.deploy(
-          { workspace: o.workspace, kind, name: o.name, public: o.body.spec?.public === true },
+          {
+            workspace: o.workspace,
+            kind,
+            name: o.name,
+            public: o.body.spec?.public === true,
+            route: routeOf(o),
+          },
           run,
           canaryRun,
         );

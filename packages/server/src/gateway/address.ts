@@ -2,6 +2,7 @@
 // `metadata.url`, and (workspace, name, rest of the path) from an incoming request's path or Host header
 // (DESIGN.md §4).
 import { createHash } from 'node:crypto';
+import { triggerPaths } from '../kinds/trigger-path.js';
 import type { ResourceKey } from '../store/store.js';
 
 /** Path prefix of every inference address (run_url). */
@@ -54,16 +55,24 @@ export function matchSandboxHost(
   host: string | undefined,
   inferenceHost: string | undefined,
 ): HostTarget | undefined {
-  if (!host || !inferenceHost || host.slice(0, HOST_LABEL_PREFIX.length).toLowerCase() !== HOST_LABEL_PREFIX)
-    return undefined;
+  return matchLabelHost(host, inferenceHost, HOST_LABEL_PREFIX);
+}
+
+/** `<prefix><label>.<region>.<inferenceHost>[:port]` → its parts; undefined when the Host is anything else. */
+export function matchLabelHost(
+  host: string | undefined,
+  inferenceHost: string | undefined,
+  prefix: string,
+): HostTarget | undefined {
+  if (!host || !inferenceHost || host.slice(0, prefix.length).toLowerCase() !== prefix) return undefined;
   const colon = host.lastIndexOf(':');
   const bare = (colon > host.lastIndexOf(']') && colon >= 0 ? host.slice(0, colon) : host).toLowerCase();
   const suffix = `.${inferenceHost.toLowerCase()}`;
   if (!bare.endsWith(suffix)) return undefined;
-  const head = bare.slice(HOST_LABEL_PREFIX.length, bare.length - suffix.length);
+  const head = bare.slice(prefix.length, bare.length - suffix.length);
   const dot = head.indexOf('.');
   if (dot <= 0 || dot === head.length - 1 || head.indexOf('.', dot + 1) >= 0) return undefined;
-  return { label: `${HOST_LABEL_PREFIX}${head.slice(0, dot)}`, region: head.slice(dot + 1) };
+  return { label: `${prefix}${head.slice(0, dot)}`, region: head.slice(dot + 1) };
 }
 
 /** A DNS label is at most 63 characters (RFC 1035); longer sandbox labels take the hashed form. */
@@ -80,19 +89,43 @@ const LABEL_HASH_HEX = 32;
  * in `eu` give the same label): uniqueness is the address table's job (store/host-labels.ts).
  */
 export function sandboxLabel(workspace: string, name: string): string {
-  const plain = `${HOST_LABEL_PREFIX}${name}-${workspace}`;
-  if (plain.length <= MAX_DNS_LABEL) return plain;
-  const id = createHash('sha256').update(`${workspace}/${name}`).digest('hex').slice(0, LABEL_HASH_HEX);
-  return `${HOST_LABEL_PREFIX}-${id}`;
+  return prefixedLabel(HOST_LABEL_PREFIX, workspace, name);
 }
 
-/** Kinds whose objects hold host labels (agents and functions join when they get host forms). */
-export const LABELED_KINDS = ['Sandbox', 'Preview'];
+/** Host label prefixes of agents and functions: `agt-<agent>-<ws>` and `mcp-<function>-<ws>` (the service's). */
+export const AGENT_LABEL_PREFIX = 'agt-';
+export const FUNCTION_LABEL_PREFIX = 'mcp-';
 
-/** The `labelsOf` hook of Resources: the labels an object holds in the address table (other kinds: none). */
-export function hostLabelsOf(key: ResourceKey): string[] {
+/** The host label of an agent or function: the sandbox form with the kind's prefix, claimed the same way. */
+export function workloadLabel(kind: 'Agent' | 'Function', workspace: string, name: string): string {
+  return prefixedLabel(kind === 'Agent' ? AGENT_LABEL_PREFIX : FUNCTION_LABEL_PREFIX, workspace, name);
+}
+
+function prefixedLabel(prefix: string, workspace: string, name: string): string {
+  const plain = `${prefix}${name}-${workspace}`;
+  if (plain.length <= MAX_DNS_LABEL) return plain;
+  const id = createHash('sha256').update(`${workspace}/${name}`).digest('hex').slice(0, LABEL_HASH_HEX);
+  return `${prefix}-${id}`;
+}
+
+/** Kinds whose objects hold host labels. */
+export const LABELED_KINDS = ['Sandbox', 'Preview', 'Agent', 'Function'];
+
+/** The address-table label of a custom trigger path: `/<ws>/<path>` (a `/` never appears in a host label). */
+export const pathLabel = (workspace: string, path: string) => `/${workspace}/${path}`;
+
+/**
+ * The `labelsOf` hook of Resources: the labels an object holds in the address table (other kinds: none). An agent
+ * or function also holds the paths of its `http` triggers (kinds/trigger-path.ts), so no two share one.
+ */
+export function hostLabelsOf(key: ResourceKey, body?: any): string[] {
   if (key.kind === 'Sandbox') return [sandboxLabel(key.workspace, key.name)];
   if (key.kind === 'Preview') return [previewLabel(key.workspace, key.parent, key.name)];
+  if (key.kind === 'Agent' || key.kind === 'Function')
+    return [
+      workloadLabel(key.kind, key.workspace, key.name),
+      ...triggerPaths(key.kind, key.name, body?.spec).map((p) => pathLabel(key.workspace, p)),
+    ];
   return [];
 }
 
@@ -123,6 +156,21 @@ export function sandboxUrl(o: AddressOptions, workspace: string, name: string, r
   return `${u.protocol}//${sandboxLabel(workspace, name)}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
 }
 
+/** `metadata.url` of an agent or function: the host form when an inference host is configured, else the path form. */
+export function workloadUrl(
+  o: AddressOptions,
+  kind: 'Agent' | 'Function',
+  workspace: string,
+  name: string,
+  region: string,
+): string {
+  const base = o.baseUrl().replace(/\/+$/, '');
+  if (!o.inferenceHost)
+    return `${base}${RUN_PREFIX}${workspace}/${kind === 'Agent' ? 'agents' : 'functions'}/${name}`;
+  const u = new URL(base);
+  return `${u.protocol}//${workloadLabel(kind, workspace, name)}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
+}
+
 /** The `urlOf` hook of Resources: fills `metadata.url` of sandboxes and previews (other kinds: undefined). */
 export function runUrlOf(o: AddressOptions & { defaultRegion: string }) {
   return (kd: { kind: string }, workspace: string, body: any): string | undefined => {
@@ -130,11 +178,9 @@ export function runUrlOf(o: AddressOptions & { defaultRegion: string }) {
     const region = body.spec?.region ?? o.defaultRegion;
     if (kd.kind === 'Sandbox') return sandboxUrl(o, workspace, body.metadata.name, region);
     if (kd.kind === 'Preview' && body.metadata.resourceName) return previewUrl(o, workspace, body, region);
-    // Agents and functions by path; the SDK appends /mcp to a function's. Host forms: not yet (decision 023).
-    if (kd.kind === 'Agent')
-      return `${o.baseUrl().replace(/\/+$/, '')}/run/${workspace}/agents/${body.metadata.name}`;
-    if (kd.kind === 'Function')
-      return `${o.baseUrl().replace(/\/+$/, '')}/run/${workspace}/functions/${body.metadata.name}`;
+    // The SDK appends /mcp to a function's address.
+    if (kd.kind === 'Agent' || kd.kind === 'Function')
+      return workloadUrl(o, kd.kind, workspace, body.metadata.name, region);
     return undefined;
   };
 }

@@ -24,7 +24,7 @@ import { isLongLived, StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
 import { tunnel } from './upgrade.js';
 import { UsageWriter } from './usage-writer.js';
-import { matchWorkloadPath } from './workload-address.js';
+import { matchTriggerPath, matchWorkloadHost, matchWorkloadPath } from './workload-address.js';
 import { type JobTriggerDeps, matchJobTrigger, serveJobTrigger } from './job-trigger.js';
 import type { WorkloadGateway } from './workloads.js';
 
@@ -133,7 +133,10 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   if (!api) throw new Error('the gateway must be started after the API created its HTTP server');
   server.removeListener('request', api);
   const onRequest: RequestListener = (req, res) => {
-    const wl = deps.workloads && matchWorkloadPath(req.url ?? '/');
+    const wl =
+      deps.workloads &&
+      (matchWorkloadHost(req.headers.host, req.url ?? '/', deps.inferenceHost, labels) ??
+        matchWorkloadPath(req.url ?? '/'));
     if (wl) return void deps.workloads?.serve(req, res, wl);
     const jt = deps.jobTriggers && matchJobTrigger(req.url ?? '/');
     if (jt && deps.jobTriggers)
@@ -144,8 +147,10 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
         jt,
       );
     const a = parseAddress(req, parseCtx);
-    if (a) void serve(req, res, a);
-    else api.call(server, req, res);
+    if (a) return void serve(req, res, a);
+    const tp = deps.workloads && matchTriggerPath(req.url ?? '/', labels);
+    if (tp) return void deps.workloads?.serve(req, res, tp);
+    api.call(server, req, res);
   };
   server.on('request', onRequest);
 

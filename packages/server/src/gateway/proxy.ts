@@ -62,6 +62,15 @@ export interface ForwardExtra {
   responseHeaders?: Record<string, string>;
   /** A preview's path prefix ('/' for a host of its own): every Set-Cookie is kept to it (preview-cookies.ts). */
   cookieScope?: string;
+  /** Sees the upstream answer's status and headers before they are sent on (affinity.ts pins MCP sessions). */
+  onResponse?: (statusCode: number, headers: IncomingHttpHeaders) => void;
+  /**
+   * Told when the upstream could not be reached before any header left (not a cut, not a client gone); an ApiError
+   * returned is the answer instead of the 502 (workloads.ts: a dead replica's MCP session answers 404).
+   */
+  onUnreachable?: (err: Error & { code?: string }) => ApiError | undefined;
+  /** Cuts the forwarding: an ApiError reason is the client's answer when no header has left yet (request-deadlines.ts). */
+  signal?: AbortSignal;
 }
 
 /** Forwards `req` to `path` (the part after the sandbox's address) and calls `done` once it is over. */
@@ -105,6 +114,7 @@ function send(
   const relay = new Relay(res, extra, unreachable, done);
   // A client gone before the answer ended must not leave the sandbox's request running.
   res.once('close', relay.onClientClose);
+  extra.signal?.addEventListener('abort', relay.onCut, { once: true });
   upstream.dispatch(
     {
       path,
@@ -142,6 +152,15 @@ class Relay implements Dispatcher.DispatchHandler {
     else this.reason = err;
   };
 
+  /** The caller's signal fired (request-deadlines.ts): its ApiError reason is the answer if no header left yet. */
+  readonly onCut = () => {
+    if (this.over) return;
+    const reason = this.extra.signal?.reason;
+    const err = reason instanceof Error ? reason : new Error('the request was cut');
+    if (this.abort) this.abort(err);
+    else this.reason = err;
+  };
+
   onConnect(abort: (err?: Error) => void) {
     if (this.reason) abort(this.reason);
     else this.abort = abort;
@@ -153,6 +172,7 @@ class Relay implements Dispatcher.DispatchHandler {
     this.resume = resume;
     const h = downstreamHeaders(util.parseHeaders(raw) as IncomingHttpHeaders);
     const { extra, res } = this;
+    extra.onResponse?.(statusCode, h);
     addResponseHeaders(h, extra.responseHeaders);
     if (extra.cookieScope !== undefined) {
       const scoped = scopeSetCookies(h['set-cookie'], extra.cookieScope);
@@ -183,7 +203,11 @@ class Relay implements Dispatcher.DispatchHandler {
     if (this.over) return;
     if (res.destroyed) {
       // The client went away; nothing to answer.
-    } else if (!res.headersSent) sendProblem(res, this.unreachable(err));
+    } else if (!res.headersSent)
+      sendProblem(
+        res,
+        err instanceof ApiError ? err : (this.extra.onUnreachable?.(err) ?? this.unreachable(err)),
+      );
     else res.destroy();
     this.finish();
   }
@@ -192,6 +216,7 @@ class Relay implements Dispatcher.DispatchHandler {
     if (this.over) return;
     this.over = true;
     this.res.removeListener('close', this.onClientClose);
+    this.extra.signal?.removeEventListener('abort', this.onCut);
     this.done();
   }
 }

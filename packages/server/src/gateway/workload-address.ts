@@ -1,6 +1,16 @@
-// `/run/<ws>/agents/<name>[/<rest>]` and `/run/<ws>/functions/<name>[/<rest>]`: the inference addresses of agents
-// and functions (DESIGN.md §4). Matched before the sandbox addresses; names are DNS labels, taken as they are.
-import { RUN_PREFIX } from './address.js';
+// `/run/<ws>/agents/<name>[/<rest>]` and `/run/<ws>/functions/<name>[/<rest>]`, and the host forms
+// `agt-<agent>-<ws>.<region>.<inference_host>` and `mcp-<function>-<ws>.<region>.<inference_host>`: the inference
+// addresses of agents and functions (DESIGN.md §4). Matched before the sandbox addresses; names are DNS labels,
+// taken as they are; a host label is looked up whole in the address table, never split (decision 016).
+import type { ResourceKey } from '../store/store.js';
+import { MAX_PATH_SEGMENTS } from '../kinds/trigger-path.js';
+import {
+  AGENT_LABEL_PREFIX,
+  FUNCTION_LABEL_PREFIX,
+  matchLabelHost,
+  pathLabel,
+  RUN_PREFIX,
+} from './address.js';
 
 export interface WorkloadAddress {
   kind: 'Agent' | 'Function';
@@ -30,4 +40,58 @@ export function matchWorkloadPath(url: string): WorkloadAddress | undefined {
     name: url.slice(segEnd + 1, nameEnd),
     rest: tail === '' ? '/' : tail.startsWith('?') ? `/${tail}` : tail,
   };
+}
+
+const HOST_PREFIXES = [
+  [AGENT_LABEL_PREFIX, 'Agent'],
+  [FUNCTION_LABEL_PREFIX, 'Function'],
+] as const;
+
+/**
+ * The agent or function a Host names (`agt-…`/`mcp-…` under the inference host), the whole URL being the path its
+ * app sees. A label no object of that kind holds routes to a name that exists nowhere, so the caller is still
+ * asked for a credential before being told it is not found (as sandboxes' host form does).
+ */
+export function matchWorkloadHost(
+  host: string | undefined,
+  url: string,
+  inferenceHost: string | undefined,
+  labels: { resolve(label: string): ResourceKey | undefined },
+): WorkloadAddress | undefined {
+  if (!inferenceHost || !host) return undefined;
+  for (const [prefix, kind] of HOST_PREFIXES) {
+    const m = matchLabelHost(host, inferenceHost, prefix);
+    if (!m) continue;
+    const owner = labels.resolve(m.label);
+    const rest = url.startsWith('/') ? url : `/${url}`;
+    if (owner?.kind === kind) return { kind, workspace: owner.workspace, name: owner.name, rest };
+    return { kind, workspace: m.label, name: m.label, rest };
+  }
+  return undefined;
+}
+
+/**
+ * `/run/<ws>/<path>[/<rest>]` where `<path>` is an `http` trigger's path held by an agent or function of `<ws>`
+ * (kinds/trigger-path.ts): the longest held prefix wins, and the app sees what follows it, as under its own
+ * address. Asked only for URLs no other address took; at most MAX_PATH_SEGMENTS lookups.
+ */
+export function matchTriggerPath(
+  url: string,
+  labels: { resolve(label: string): ResourceKey | undefined },
+): WorkloadAddress | undefined {
+  if (!url.startsWith(RUN_PREFIX)) return undefined;
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  const query = q < 0 ? '' : url.slice(q);
+  const wsEnd = path.indexOf('/', RUN_PREFIX.length);
+  if (wsEnd <= RUN_PREFIX.length) return undefined;
+  const workspace = path.slice(RUN_PREFIX.length, wsEnd);
+  const segs = path.slice(wsEnd + 1).split('/');
+  for (let n = Math.min(segs.length, MAX_PATH_SEGMENTS); n > 0; n--) {
+    const owner = labels.resolve(pathLabel(workspace, segs.slice(0, n).join('/')));
+    if (owner?.kind !== 'Agent' && owner?.kind !== 'Function') continue;
+    const tail = segs.slice(n).join('/');
+    return { kind: owner.kind, workspace: owner.workspace, name: owner.name, rest: `/${tail}${query}` };
+  }
+  return undefined;
 }

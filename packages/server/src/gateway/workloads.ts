@@ -14,6 +14,7 @@ import { wireErrorOf } from '../http/wire-error.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Store } from '../store/store.js';
 import { Activator } from './activator.js';
+import { Affinity } from './affinity.js';
 import {
   decide,
   initialScaleState,
@@ -26,6 +27,7 @@ import { authorize } from './auth.js';
 import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
 import { portPool } from './ports.js';
 import { forward, upstreamHeaders } from './proxy.js';
+import { RequestDeadlines } from './request-deadlines.js';
 import type { Target } from './targets.js';
 import type { WorkloadAddress } from './workload-address.js';
 
@@ -58,7 +60,12 @@ export interface WorkloadGatewayDeps {
   ) => Promise<(CallbackTarget & { timeoutS?: number }) | undefined>;
   /** The management API's base URL, for an execution's status_url. */
   apiBase?: () => string;
+  /** Idle limit of one request (request-deadlines.ts IDLE_TIMEOUT_MS unless set; tests shorten it). */
+  idleTimeoutMs?: number;
 }
+
+/** Connection errors that mean nothing listens at the replica any more (not a slow or a closing app). */
+const REPLICA_DOWN_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOENT']);
 
 /** Longest an asynchronous invocation runs when its trigger sets no timeout (the service's 15 minutes). */
 export const ASYNC_DEFAULT_TIMEOUT_S = 900;
@@ -74,6 +81,8 @@ const withoutAsync = (rest: string) => {
 
 export class WorkloadGateway {
   private readonly activator: Activator;
+  private readonly affinity: Affinity;
+  private readonly deadlines: RequestDeadlines;
   private readonly targets = new WeakMap<Replica, Target>();
   private readonly waiting = new WeakMap<Workload, number>();
   private readonly now: () => number;
@@ -89,6 +98,8 @@ export class WorkloadGateway {
       now: this.now,
       onStateChange: () => {},
     });
+    this.affinity = new Affinity(this.now);
+    this.deadlines = new RequestDeadlines({ idleMs: deps.idleTimeoutMs, now: this.now });
   }
 
   start() {
@@ -104,6 +115,7 @@ export class WorkloadGateway {
   stop() {
     clearInterval(this.timer);
     clearInterval(this.scaler);
+    this.deadlines.stop();
   }
 
   /** One KPA tick per workload: sample the concurrency, decide, start what is missing (autoscaler.ts). */
@@ -186,9 +198,13 @@ export class WorkloadGateway {
       if (!w) throw await this.notServing(a);
       if (a.kind === 'Agent' && this.deps.executions && isAsync(a.rest))
         return await this.serveAsync(req, res, a, w);
-      const rev = this.revisionFor(w);
+      const route = this.affinity.route(w, req.headers, (x) => this.revisionFor(x));
       // A replica that can take the request now is found without a promise; only a start is waited for.
-      const r = this.deps.replicas.ready(rev, TARGET_CONCURRENCY) ?? (await this.replicaFor(rev));
+      const r =
+        route.replica ??
+        this.deps.replicas.ready(route.w, TARGET_CONCURRENCY) ??
+        (await this.replicaFor(route.w));
+      route.pin?.(r);
       const t = this.targetOf(w, r);
       const wait = this.activator.enter(t);
       r.inflight++;
@@ -199,11 +215,24 @@ export class WorkloadGateway {
         r.inflight--;
         throw err;
       }
-      forward(t, req, res, `/port/${APP_PORT}${a.rest}`, () => {
-        r.inflight--;
-        r.lastUsedMs = this.now();
-        this.activator.leave(t);
-      });
+      const limits = this.deadlines.watch(req.socket, w.route?.timeoutS);
+      forward(
+        t,
+        req,
+        res,
+        `/port/${APP_PORT}${a.rest}`,
+        () => {
+          limits.done();
+          r.inflight--;
+          r.lastUsedMs = this.now();
+          this.activator.leave(t);
+        },
+        {
+          signal: limits.signal,
+          onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
+          onUnreachable: (err) => this.replicaDown(w, route.w, r, err, req.headers),
+        },
+      );
     } catch (err) {
       sendProblem(
         res,
@@ -211,6 +240,29 @@ export class WorkloadGateway {
         req.url?.split('?')[0],
       );
     }
+  }
+
+  /**
+   * A replica whose port refuses connections has lost its app (it exited, or its sandbox is gone): it is removed,
+   * so the next pick, the threads pinned to it and the autoscaler's count move on (affinity.ts); a request of an MCP
+   * session it held gets the session's 404 instead of a 502. Other failures leave it in place.
+   */
+  private replicaDown(
+    w: Workload,
+    rev: Workload,
+    r: Replica,
+    err: Error & { code?: string },
+    headers: IncomingMessage['headers'],
+  ): ApiError | undefined {
+    if (!REPLICA_DOWN_CODES.has(err.code ?? '')) return undefined;
+    if (!r.gone) {
+      this.deps.logger.warn(
+        { workload: rev.key, replica: r.id, code: err.code },
+        'replica unreachable: removed',
+      );
+      void this.deps.replicas.scaleIn(rev, r);
+    }
+    return this.affinity.ended(w, headers);
   }
 
   /**

@@ -8,6 +8,7 @@ import {
   MemoryMb,
   NameList,
   opt,
+  Quantity,
   Revision,
   Trigger,
   VolumeMount,
@@ -22,6 +23,7 @@ import {
   tokenPolicyIssues,
   triggerIssues,
 } from './rules.js';
+import { triggerPathIssues } from './trigger-path.js';
 import type { KindDescriptor, SecretPath } from './types.js';
 
 /** The stored last firing of an agent's schedule trigger (controllers/trigger-schedules.ts). */
@@ -79,6 +81,8 @@ export const ScaledRuntime = {
   maxScale: opt(Type.Integer({ minimum: 0, maximum: MAX_SCALE_LIMIT })),
   memory: opt(MemoryMb),
   minScale: opt(Type.Integer({ minimum: 0, maximum: MAX_SCALE_LIMIT })),
+  /** Seconds one inference request may last in all (the gateway cuts it then); unset: no cap but the idle one. */
+  timeout: opt(Quantity('seconds', { minimum: 1, example: 900 })),
 };
 
 export const AgentSpec = Type.Object({
@@ -133,7 +137,8 @@ export const agent = {
       ...scaleIssues(s.runtime),
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
-      ...triggerIssues(s.triggers),
+      ...triggerIssues(s.triggers, false),
+      ...triggerPathIssues('Agent', next.metadata?.name, s.triggers),
       ...scheduleIssues(s.triggers),
       ...(await referenceIssues(
         ctx,

@@ -17,6 +17,7 @@ import {
   tokenPolicyIssues,
   triggerIssues,
 } from './rules.js';
+import { triggerPathIssues } from './trigger-path.js';
 import type { KindDescriptor } from './types.js';
 
 export const FUNCTION_TYPES = ['mcp'] as const;
@@ -63,7 +64,8 @@ export const fn = {
       ...scaleIssues(s.runtime),
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
-      ...triggerIssues(s.triggers),
+      ...triggerIssues(s.triggers, false),
+      ...triggerPathIssues('Function', next.metadata?.name, s.triggers),
       ...(await referenceIssues(
         ctx,
         'IntegrationConnection',

@@ -119,8 +119,11 @@ export function isCron(s: unknown): boolean {
 
 export const isScheduleTrigger = (t: { type?: string }) => t.type === 'schedule' || t.type === 'cron';
 
-/** A schedule trigger needs a cron expression; an HTTP trigger's path starts with `/`. */
-export function triggerIssues(triggers: any[] | undefined): FieldIssue[] {
+/**
+ * A schedule trigger needs a cron expression; an HTTP trigger's path starts with `/` unless `pathRule` is false
+ * (agents and functions check theirs in trigger-path.ts, where the service's `my/path` form is accepted).
+ */
+export function triggerIssues(triggers: any[] | undefined, pathRule = true): FieldIssue[] {
   const out: FieldIssue[] = [];
   const ids = new Set<string>();
   (triggers ?? []).forEach((t, i) => {
@@ -136,7 +139,7 @@ export function triggerIssues(triggers: any[] | undefined): FieldIssue[] {
         pointer: `${at}/configuration/schedule`,
         message: 'a schedule trigger needs a cron expression such as "*/5 * * * *"',
       });
-    if (c.path !== undefined && !String(c.path).startsWith('/'))
+    if (pathRule && c.path !== undefined && !String(c.path).startsWith('/'))
       out.push({ pointer: `${at}/configuration/path`, message: 'must start with /' });
   });
   return out;

@@ -43,13 +43,19 @@ export async function claimLabelOps(store: Store, labels: string[], owner: Resou
       continue;
     }
     const held = (cur.body as HostLabelRecord).owner;
-    if (!sameKey(held, owner) && (await store.get(held)))
+    if (!sameKey(held, owner) && (await store.get(held))) {
+      // A label starting with `/` is a path under a workspace (`/<ws>/<path>`), the rest host labels.
+      const what = label.startsWith('/')
+        ? `the path ${label.slice(label.indexOf('/', 1) + 1)}`
+        : `the address label ${label}`;
+      const fix = label.startsWith('/') ? 'choose another path' : 'choose another name';
       throw new ApiError(
         'CONFLICT',
         held.workspace === owner.workspace
-          ? `the address label ${label} is already used by ${describe(held)} of this workspace; choose another name`
-          : `the address label ${label} is already used by an object of another workspace; choose another name`,
+          ? `${what} is already used by ${describe(held)} of this workspace; ${fix}`
+          : `${what} is already used by an object of another workspace; ${fix}`,
       );
+    }
     ops.push({ op: 'update', key, body, expectVersion: cur.resourceVersion });
   }
   return ops;
@@ -111,12 +117,12 @@ export class HostLabelIndex {
 export async function backfillLabels(
   store: Store,
   kinds: string[],
-  labelsOf: (o: ResourceKey) => string[],
+  labelsOf: (o: ResourceKey, body?: any) => string[],
   warn: (obj: object, msg: string) => void,
 ): Promise<void> {
   for (const kind of kinds)
     for (const o of await store.list({ kind })) {
-      const labels = labelsOf(o);
+      const labels = labelsOf(o, o.body);
       const missing = [];
       for (const l of labels) if (!(await store.get(hostLabelKey(l)))) missing.push(l);
       if (!missing.length) continue;

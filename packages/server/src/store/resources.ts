@@ -42,8 +42,11 @@ export interface ResourcesOptions {
   now?: () => Date;
   /** Fills `metadata.url` (e.g. the sandbox address) from the stored body. */
   urlOf?: (kd: KindDescriptor, workspace: string, body: any) => string | undefined;
-  /** The host labels an object holds in the address table (store/host-labels.ts); none when absent. */
-  labelsOf?: (key: ResourceKey) => string[];
+  /**
+   * The labels an object holds in the address table (store/host-labels.ts); none when absent. `body` is the stored
+   * or about-to-be-stored object: labels that follow the spec (a trigger's path) move with each replace.
+   */
+  labelsOf?: (key: ResourceKey, body?: any) => string[];
   /** Egress gateway name → host-local addresses egress IPs are allocated from (BERTH_EGRESS_GATEWAYS). */
   egressGateways?: Record<string, string[]>;
 }
@@ -112,7 +115,7 @@ export class Resources {
     try {
       const [object] = await this.store.write([
         { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
-        ...(await claimLabelOps(this.store, this.labelsOf(key), key)),
+        ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
       ]);
       return { object, created: true, dropped };
     } catch (e) {
@@ -155,6 +158,9 @@ export class Resources {
         if (expectVersion !== undefined || keptSecrets) throw new StoreError('conflict', key);
         const issues = immutableIssues(kd, body.spec, this.defaulted(kd, cur.body.spec));
         if (issues.length) throw invalid(issues);
+        // The label ops below were computed from the object this request read: judged again if they moved.
+        if (this.labelsOf(key, cur.body).join('\n') !== this.labelsOf(key, prev.body).join('\n'))
+          throw new StoreError('conflict', key);
       }
       if (isGone(cur))
         throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
@@ -162,10 +168,10 @@ export class Resources {
     };
     try {
       const ops: WriteOp[] = prev
-        ? [{ op: 'update', key, mutate }]
+        ? [{ op: 'update', key, mutate }, ...(await this.relabelOps(key, prev.body, body))]
         : [
             { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
-            ...(await claimLabelOps(this.store, this.labelsOf(key), key)),
+            ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
           ];
       const [object] = await this.store.write(ops);
       return { object, created: !prev, dropped };
@@ -247,12 +253,30 @@ export class Resources {
     ]);
   }
 
-  private labelsOf(key: ResourceKey): string[] {
-    return this.opts.labelsOf?.(key) ?? [];
+  private labelsOf(key: ResourceKey, body: any): string[] {
+    return this.opts.labelsOf?.(key, body) ?? [];
   }
 
-  private releaseOps(o: ResourceKey): Promise<WriteOp[]> {
-    return releaseLabelOps(this.store, this.labelsOf(o), keyOf(o));
+  private releaseOps(o: StoredObject): Promise<WriteOp[]> {
+    return releaseLabelOps(this.store, this.labelsOf(o, o.body), keyOf(o));
+  }
+
+  /** A replace's label ops: claims of the labels the new body adds, releases of those it drops. */
+  private async relabelOps(key: ResourceKey, before: any, after: any): Promise<WriteOp[]> {
+    const was = this.labelsOf(key, before);
+    const now = this.labelsOf(key, after);
+    return [
+      ...(await claimLabelOps(
+        this.store,
+        now.filter((l) => !was.includes(l)),
+        key,
+      )),
+      ...(await releaseLabelOps(
+        this.store,
+        was.filter((l) => !now.includes(l)),
+        key,
+      )),
+    ];
   }
 
   /** The one status verb; see `updateStatus` in status-writes.ts. */
