@@ -939,6 +939,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/egressgateways/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which of the workspace's sandboxes use which egress gateway: gateway name → sandbox names */
+        get: operations["getEgressGatewaysUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/policies/{policyName}/usages": {
         parameters: {
             query?: never;
@@ -1314,6 +1331,7 @@ export interface components {
             };
             spec: {
                 enabled?: boolean;
+                integrationConnections?: string[];
                 policies?: string[];
                 public?: boolean;
                 region?: string;
@@ -1341,6 +1359,8 @@ export interface components {
                     /** @description in MB */
                     memory?: number;
                     minScale?: number;
+                    /** @description in seconds */
+                    timeout?: number;
                 };
                 triggers?: {
                     id?: string;
@@ -1405,6 +1425,7 @@ export interface components {
             };
             spec: {
                 enabled?: boolean;
+                integrationConnections?: string[];
                 policies?: string[];
                 public?: boolean;
                 region?: string;
@@ -1432,6 +1453,8 @@ export interface components {
                     /** @description in MB */
                     memory?: number;
                     minScale?: number;
+                    /** @description in seconds */
+                    timeout?: number;
                 };
                 triggers?: {
                     id?: string;
@@ -1506,6 +1529,8 @@ export interface components {
                     /** @description in MB */
                     memory?: number;
                     minScale?: number;
+                    /** @description in seconds */
+                    timeout?: number;
                 };
                 triggers?: {
                     id?: string;
@@ -1591,6 +1616,8 @@ export interface components {
                     /** @description in MB */
                     memory?: number;
                     minScale?: number;
+                    /** @description in seconds */
+                    timeout?: number;
                 };
                 triggers?: {
                     id?: string;
@@ -5969,6 +5996,33 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ModelUsage"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getEgressGatewaysUsage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Which of the workspace's sandboxes use which egress gateway: gateway name → sandbox names */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: string[];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
