@@ -10,7 +10,6 @@ import { registerOpenApi } from './api/openapi.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
-import * as drives from './api/drives.js';
 import { createAuth } from './auth/index.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
@@ -148,6 +147,7 @@ export async function startServer(
         createHooks: {
           Sandbox: sandboxCreateHook({ resources }),
           Volume: volumeCreateHook({ resources, capacity }),
+          Drive: volumeCreateHook({ resources, capacity }, 'Drive'),
         },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
@@ -156,7 +156,6 @@ export async function startServer(
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      drives.register(v0);
       registerImages(v0, { resources, images, inUse: imageInUse });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
@@ -229,6 +228,8 @@ export async function startServer(
           archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
           capacity,
         }),
+      Drive: (d) =>
+        volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
       Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
       Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
       Job: (d) => workloadReconciler({ ...d, builder, replicas }, 'Job'),
