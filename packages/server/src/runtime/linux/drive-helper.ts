@@ -65,6 +65,10 @@ static void make_path(char *path, unsigned uid) {
         setfsuid(0); setfsgid(0);
       }
     }
+    if (r && err == EROFS) {
+      fprintf(stderr, "%s is on a read-only file system: mount under a writable directory (/home/user, /tmp) or an empty one\n", path);
+      exit(1);
+    }
     if (r && err != EEXIST) { errno = err; die("mkdir"); }
     if (!c) break;
     *p = c;

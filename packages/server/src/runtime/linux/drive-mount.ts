@@ -3,7 +3,7 @@
 // namespaces: any task of its cgroup but bubblewrap's outer one, which stays in the host's.
 import { readlinkSync } from 'node:fs';
 import { driveHelper } from './drive-helper.js';
-import { run } from './exec.js';
+import { CommandError, run } from './exec.js';
 
 export interface DriveMountRequest {
   /** The drive's mount point on the host. */
@@ -32,20 +32,25 @@ export function namespacePid(pids: number[]): number | undefined {
   });
 }
 
-export async function attachDrive(dataDir: string, pid: number, uid: number, m: DriveMountRequest) {
+/** The helper's own message (what step failed, and why), never its command line: that names host paths. */
+async function helped(args: string[], dataDir: string): Promise<void> {
   const helper = await driveHelper(dataDir);
-  await run(helper, [
-    'mount',
-    String(pid),
-    m.mountPath,
-    m.driveRoot,
-    m.subPath,
-    m.readOnly ? '1' : '0',
-    String(uid),
-  ]);
+  try {
+    await run(helper, args);
+  } catch (e) {
+    if (e instanceof CommandError)
+      throw new Error(e.stderr.trim() || `the drive helper failed (${e.exitCode})`);
+    throw e;
+  }
+}
+
+export async function attachDrive(dataDir: string, pid: number, uid: number, m: DriveMountRequest) {
+  await helped(
+    ['mount', String(pid), m.mountPath, m.driveRoot, m.subPath, m.readOnly ? '1' : '0', String(uid)],
+    dataDir,
+  );
 }
 
 export async function detachDrive(dataDir: string, pid: number, mountPath: string) {
-  const helper = await driveHelper(dataDir);
-  await run(helper, ['umount', String(pid), mountPath]);
+  await helped(['umount', String(pid), mountPath], dataDir);
 }
