@@ -41,10 +41,8 @@ static int empty_dir(const char *path) {
   return n == 0;
 }
 
-/* mkdir -p as the sandbox's own uid, so a directory is made only where the sandbox could make it itself.
-   root_ok: a sandbox no program runs in yet (a warm one being given its volumes) may have a directory made in
-   its read-only root: the root's read-only flag is lifted for the mkdir and set again. */
-static void make_path(char *path, unsigned uid, int root_ok) {
+/* mkdir -p as the sandbox's own uid, so a directory is made only where the sandbox could make it itself. */
+static void make_path(char *path, unsigned uid) {
   for (char *p = path + 1;; p++) {
     if (*p != '/' && *p) continue;
     char c = *p;
@@ -53,17 +51,7 @@ static void make_path(char *path, unsigned uid, int root_ok) {
     int r = mkdir(path, 0755);
     int err = errno;
     setfsuid(0); setfsgid(0);
-    if (r && err == EROFS && root_ok && strchr(path + 1, '/') == NULL) {
-      struct mount_attr rw = {0}, ro = {0};
-      rw.attr_clr = MOUNT_ATTR_RDONLY;
-      ro.attr_set = MOUNT_ATTR_RDONLY;
-      if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &rw, sizeof rw)) die("root read-write");
-      setfsuid(uid); setfsgid(uid);
-      r = mkdir(path, 0755);
-      err = errno;
-      setfsuid(0); setfsgid(0);
-      if (syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &ro, sizeof ro)) die("root read-only");
-    } else if (r && err == EROFS) {
+    if (r && err == EROFS) {
       char parent[4096];
       snprintf(parent, sizeof parent, "%s", path);
       char *slash = strrchr(parent, '/');
@@ -89,9 +77,9 @@ static void make_path(char *path, unsigned uid, int root_ok) {
 
 int main(int argc, char **argv) {
   char p[64];
-  int mounting = (argc == 8 || argc == 9) && !strcmp(argv[1], "mount");
+  int mounting = argc == 8 && !strcmp(argv[1], "mount");
   if (!mounting && !(argc == 4 && !strcmp(argv[1], "umount"))) {
-    fprintf(stderr, "usage: mount <pid> <mountPath> <driveRoot> <subPath> <ro 0|1> <uid> [root-ok] | umount <pid> <mountPath>\n");
+    fprintf(stderr, "usage: mount <pid> <mountPath> <driveRoot> <subPath> <ro 0|1> <uid> | umount <pid> <mountPath>\n");
     return 2;
   }
   const char *pid = argv[2];
@@ -127,7 +115,7 @@ int main(int argc, char **argv) {
   char target[4096];
   snprintf(target, sizeof target, "%s", argv[3]);
   if (mounting) {
-    make_path(target, (unsigned)strtoul(argv[7], 0, 10), argc == 9 && !strcmp(argv[8], "root-ok"));
+    make_path(target, (unsigned)strtoul(argv[7], 0, 10));
     if (syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)) die("move_mount");
   } else if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW)) die("umount");
   return 0;

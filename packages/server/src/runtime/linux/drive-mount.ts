@@ -44,27 +44,11 @@ async function helped(args: string[], dataDir: string): Promise<void> {
   }
 }
 
-/**
- * `rootOk`: only for a sandbox no program runs in yet (a warm one being given its volumes): a mount point may be
- * made in its read-only root (e.g. /data).
- */
-export async function attachDrive(
-  dataDir: string,
-  pid: number,
-  uid: number,
-  m: DriveMountRequest,
-  rootOk = false,
-) {
-  const args = [
-    'mount',
-    String(pid),
-    m.mountPath,
-    m.driveRoot,
-    m.subPath,
-    m.readOnly ? '1' : '0',
-    String(uid),
-  ];
-  await helped(rootOk ? [...args, 'root-ok'] : args, dataDir);
+export async function attachDrive(dataDir: string, pid: number, uid: number, m: DriveMountRequest) {
+  await helped(
+    ['mount', String(pid), m.mountPath, m.driveRoot, m.subPath, m.readOnly ? '1' : '0', String(uid)],
+    dataDir,
+  );
 }
 
 export async function detachDrive(dataDir: string, pid: number, mountPath: string) {

@@ -53,7 +53,7 @@ import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
-import { ensureVolume, ownVolume, removeVolume, volumeDir, volumeMountPoint } from './volumes.js';
+import { ensureVolume, removeVolume, volumeDir, volumeMountPoint } from './volumes.js';
 import { attachDrive, detachDrive, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
@@ -286,9 +286,8 @@ export class LinuxDriver implements RuntimeDriver {
     const image = host ? undefined : await this.images.resolve(spec.image);
     const pool = image ? await this.imagePool(image) : this.warmPool;
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
-    const warm = !spec.egress ? pool?.take() : undefined;
-    if (warm && (await this.giveVolumes(warm, spec)))
-      return this.info(await this.assign(warm, id, spec, hash));
+    const warm = spec.volumes.length === 0 && !spec.egress ? pool?.take() : undefined;
+    if (warm) return this.info(await this.assign(warm, id, spec, hash));
     const rec = await startSandbox(this.ctx, {
       dir: this.dir(id),
       id,
@@ -298,29 +297,6 @@ export class LinuxDriver implements RuntimeDriver {
       image,
     });
     return this.info(rec);
-  }
-
-  /**
-   * Mounts the spec's volumes into a warm sandbox before it is assigned (decision 031: the drive helper, id-mapped,
-   * so the volume's files are stored as uid 0 and show as the sandbox's root; no spawn of bwrap with new binds).
-   * A volume last used by a cold-started sandbox is re-owned to 0 first. False (the warm sandbox torn down) when
-   * a mount fails: the caller starts a sandbox cold, which reports any real problem with the volume.
-   */
-  private async giveVolumes(w: WarmSandbox, spec: SandboxSpec): Promise<boolean> {
-    if (!spec.volumes.length) return true;
-    try {
-      const pid = namespacePid(new SandboxCgroup(this.cgroupHost, w.rec.name).pids());
-      if (pid === undefined) throw new Error('the warm sandbox has no process');
-      for (const v of spec.volumes) {
-        await ownVolume(v.hostPath, 0);
-        const m = { driveRoot: v.hostPath, subPath: '', mountPath: v.mountPath, readOnly: v.readOnly };
-        await attachDrive(this.ctx.dataDir, pid, w.rec.hostUid, m, true);
-      }
-      return true;
-    } catch {
-      await teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
-      return false;
-    }
   }
 
   /** The pool of an image (made on first use, the least recently used one closed past MAX_IMAGE_POOLS). */
