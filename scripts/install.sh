@@ -23,7 +23,7 @@ node -e '
 
 # --- Debian packages ----------------------------------------------------------------------------------------
 # Sandboxes need the first four; node-gyp needs a compiler, make and Python to build better-sqlite3 and node-pty.
-SANDBOX_DEBS=(bubblewrap iproute2 nftables util-linux e2fsprogs)
+SANDBOX_DEBS=(bubblewrap iproute2 nftables util-linux e2fsprogs gcc libc6-dev)
 missing_tools=()
 command -v make >/dev/null || missing_tools+=(make)
 command -v c++ >/dev/null || missing_tools+=(c++)

@@ -11,6 +11,8 @@ import { percentile, startSandboxBerth, timed } from './lib.mjs';
 const MB = Number(process.env.BENCH_VOLUME_MB ?? 256);
 const FILES = Number(process.env.BENCH_VOLUME_FILES ?? 2000);
 const CREATES = Number(process.env.BENCH_VOLUME_CREATES ?? 10);
+/** Between creates, for the warm pool to refill (linux-driver.ts REFILL_DELAY_MS plus a sandbox start). */
+const PAUSE_MS = Number(process.env.BENCH_VOLUME_PAUSE_MS ?? 1500);
 
 /** One shell script for both sides, printing `write_ms read_ms files_ms`; DROP is run (on the host) between. */
 const script = (dir) => `
@@ -87,6 +89,9 @@ export async function benchVolumes() {
       await berth.call('DELETE', `/v0/sandboxes/nv-${i}`);
       await berth.call('DELETE', `/v0/sandboxes/wv-${i}`);
       await waitDetached();
+      // Each create measured against a refilled warm pool (it refills shortly after a create): both kinds of
+      // create can now take a pre-started sandbox, so back to back they would measure the pool running dry.
+      await new Promise((r2) => setTimeout(r2, PAUSE_MS));
     }
     header(`sandboxes: create with a volume vs without (${CREATES} each, alternating)`);
     row('create p50, with a volume', percentile(withVol, 50), percentile(without, 50), 'ms');

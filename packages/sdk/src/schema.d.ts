@@ -150,6 +150,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/drives": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Drives */
+        get: operations["listDrives"];
+        put?: never;
+        /** Create a Drive (409 if the name exists) */
+        post: operations["createDrive"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/drives/{driveName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a Drive */
+        get: operations["getDrive"];
+        /** Create or replace a Drive */
+        put: operations["replaceDrive"];
+        post?: never;
+        /** Delete a Drive */
+        delete: operations["deleteDrive"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/models": {
         parameters: {
             query?: never;
@@ -1238,6 +1275,79 @@ export interface components {
                 /** @description in MB */
                 size?: number;
                 template?: string;
+            };
+        };
+        Drive: {
+            metadata: {
+                name: string;
+                displayName?: string;
+                labels?: {
+                    [key: string]: string;
+                };
+                resourceVersion?: string;
+                externalId?: string;
+                createdAt?: string;
+                updatedAt?: string;
+                createdBy?: string;
+                updatedBy?: string;
+                plan?: string;
+                url?: string;
+                workspace?: string;
+                generation?: number;
+            };
+            spec: {
+                region?: string;
+                permissions?: {
+                    labels?: {
+                        [key: string]: string;
+                    };
+                    /**
+                     * @default read-write
+                     * @enum {string}
+                     */
+                    mode: "read" | "read-write";
+                    path?: string;
+                }[];
+                /** @description in MB */
+                size?: number;
+            };
+            /** @enum {string} */
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            events?: {
+                type: string;
+                status: string;
+                message: string;
+                revision?: string;
+                canaryRevision?: string;
+                time: string;
+            }[];
+            terminatedAt?: string;
+        };
+        DriveInput: {
+            metadata: {
+                name: string;
+                displayName?: string;
+                labels?: {
+                    [key: string]: string;
+                };
+                resourceVersion?: string;
+                externalId?: string;
+            };
+            spec: {
+                region?: string;
+                permissions?: {
+                    labels?: {
+                        [key: string]: string;
+                    };
+                    /**
+                     * @default read-write
+                     * @enum {string}
+                     */
+                    mode: "read" | "read-write";
+                    path?: string;
+                }[];
+                /** @description in MB */
+                size?: number;
             };
         };
         Model: {
@@ -3248,6 +3358,173 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Volume"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listDrives: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Drives, ordered by name */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Drive"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createDrive: {
+        parameters: {
+            query?: {
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
+                fieldValidation?: components["parameters"]["fieldValidation"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DriveInput"];
+            };
+        };
+        responses: {
+            /** @description the created Drive */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Drive"] & components["schemas"]["WriteWarnings"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getDrive: {
+        parameters: {
+            query?: {
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                driveName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Drive */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Drive"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    replaceDrive: {
+        parameters: {
+            query?: {
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
+                fieldValidation?: components["parameters"]["fieldValidation"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                driveName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DriveInput"];
+            };
+        };
+        responses: {
+            /** @description the stored Drive */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Drive"] & components["schemas"]["WriteWarnings"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteDrive: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                driveName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Drive, now DELETING (removed once its controller is done) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Drive"];
                 };
             };
             "4XX": components["responses"]["Problem"];

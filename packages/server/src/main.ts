@@ -11,7 +11,6 @@ import * as egressUsage from './api/egress-usage.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
-import * as drives from './api/drives.js';
 import { createAuth } from './auth/index.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
@@ -154,6 +153,7 @@ export async function startServer(
         createHooks: {
           Sandbox: sandboxCreateHook({ resources }),
           Volume: volumeCreateHook({ resources, capacity }),
+          Drive: volumeCreateHook({ resources, capacity }, 'Drive'),
         },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
@@ -162,7 +162,6 @@ export async function startServer(
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      drives.register(v0);
       registerImages(v0, { resources, images, inUse: imageInUse });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
@@ -244,6 +243,8 @@ export async function startServer(
           archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
           capacity,
         }),
+      Drive: (d) =>
+        volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
       Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
       Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
       Job: (d) =>

@@ -24,7 +24,7 @@ async function gone(s: TestServer, path: string, kind?: string) {
     const r = await s.api(path);
     if (r.status === 404) return;
     const b = await r.json();
-    if (kind === 'Volume' && b.status === 'TERMINATED' && b.terminatedAt) return;
+    if ((kind === 'Volume' || kind === 'Drive') && b.status === 'TERMINATED' && b.terminatedAt) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   assert.fail(`${path} was never removed`);

@@ -1,17 +1,21 @@
 // POST /v0/volumes: a volume deleted a moment ago keeps its TERMINATED record for a while (its data is already
 // gone, controllers/volume.ts), and a new volume of that name replaces the record instead of answering 409.
-import { capacityRefusal, type VolumeCapacity } from '../controllers/volume-capacity.js';
+import { capacityRefusal, spaceHolders, type VolumeCapacity } from '../controllers/volume-capacity.js';
 import { ApiError } from '../errors.js';
 import { DEFAULT_VOLUME_SIZE_MB } from '../kinds/volume.js';
 import type { Resources } from '../store/resources.js';
 import { StoreError } from '../store/store.js';
 import type { CreateHook } from './crud.js';
 
-export function volumeCreateHook(deps: { resources: Resources; capacity?: VolumeCapacity }): CreateHook {
+export function volumeCreateHook(
+  deps: { resources: Resources; capacity?: VolumeCapacity },
+  kind: 'Volume' | 'Drive' = 'Volume',
+): CreateHook {
   const { resources, capacity } = deps;
-  const kd = resources.kind('Volume');
+  const kd = resources.kind(kind);
   return async (req, _reply, create) => {
-    if (capacity && req.access) await refuseOverCapacity(resources, capacity, req.access.workspace, req.body);
+    if (capacity && req.access)
+      await refuseOverCapacity(resources, capacity, kind, req.access.workspace, req.body);
     try {
       return await create();
     } catch (e) {
@@ -36,13 +40,14 @@ export function volumeCreateHook(deps: { resources: Resources; capacity?: Volume
 async function refuseOverCapacity(
   resources: Resources,
   capacity: VolumeCapacity,
+  kind: string,
   workspace: string,
   body: unknown,
 ) {
   const b = body as { metadata?: { name?: unknown }; spec?: { size?: unknown } } | undefined;
   const name = typeof b?.metadata?.name === 'string' ? b.metadata.name : '';
   const sizeMb = typeof b?.spec?.size === 'number' ? b.spec.size : DEFAULT_VOLUME_SIZE_MB;
-  const all = await resources.store.list({ kind: 'Volume' });
-  const refusal = capacityRefusal(capacity, all, { workspace, name, sizeMb });
+  const all = await spaceHolders(resources.store);
+  const refusal = capacityRefusal(capacity, all, { kind, workspace, name, sizeMb });
   if (refusal) throw new ApiError('QUOTA_EXCEEDED', refusal);
 }

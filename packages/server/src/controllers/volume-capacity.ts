@@ -1,8 +1,13 @@
 // The configured totals of volume space (per server, per workspace): which volumes count, and whether one more
 // fits. A volume whose image exists counts with its full size (images are sparse, but a volume may fill its cap at
 // any time, so the promise is the size, not the use): DEPLOYED, deactivated, or deleted but not yet removed, and
-// those the caller says it has just made (still DEPLOYING in the store).
-import type { StoredObject } from '../store/store.js';
+// those the caller says it has just made (still DEPLOYING in the store). Drives count in the same totals.
+import type { Store, StoredObject } from '../store/store.js';
+
+/** Every object that takes volume space on this server: volumes and drives. */
+export async function spaceHolders(store: Store): Promise<StoredObject[]> {
+  return [...(await store.list({ kind: 'Volume' })), ...(await store.list({ kind: 'Drive' }))];
+}
 
 export interface VolumeCapacity {
   /** MB for every workspace together; undefined: no bound but the disk. */
@@ -17,13 +22,17 @@ const HOLDS_DATA = new Set(['DEPLOYED', 'DEACTIVATING', 'DEACTIVATED', 'DELETING
 export function capacityRefusal(
   cap: VolumeCapacity,
   volumes: StoredObject[],
-  candidate: { workspace: string; name: string; sizeMb: number },
+  candidate: { kind?: string; workspace: string; name: string; sizeMb: number },
   made: (v: StoredObject) => boolean = () => false,
 ): string | undefined {
   const others = volumes.filter(
     (v) =>
       (HOLDS_DATA.has(v.body.status) || (v.body.status === 'DEPLOYING' && made(v))) &&
-      !(v.workspace === candidate.workspace && v.name === candidate.name),
+      !(
+        v.kind === (candidate.kind ?? 'Volume') &&
+        v.workspace === candidate.workspace &&
+        v.name === candidate.name
+      ),
   );
   const size = (vs: StoredObject[]) => vs.reduce((n, v) => n + (v.body.spec?.size ?? 0), 0);
   if (cap.workspaceMb !== undefined) {

@@ -11,7 +11,7 @@ import type { RuntimeDriver } from '../runtime/driver.js';
 import { sweepArchives } from '../runtime/volume-archives.js';
 import { keyOf, type StoredObject } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
-import { capacityRefusal, type VolumeCapacity } from './volume-capacity.js';
+import { capacityRefusal, spaceHolders, type VolumeCapacity } from './volume-capacity.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 
@@ -26,6 +26,8 @@ export interface VolumeControllerDeps extends ControllerDeps {
   archiveOf: (workspace: string, template: string, versionId: string) => string | undefined;
   /** Configured totals of volume space; none by default. */
   capacity?: VolumeCapacity;
+  /** Reconciles drives instead (decision 031): the same images, no template, no single holder. */
+  drives?: boolean;
 }
 
 /** The archive a new volume is seeded from: `template` or `template:version` (latest by default). */
@@ -67,16 +69,18 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
   let admitting: Promise<unknown> = Promise.resolve();
   /** Volumes made by this process whose DEPLOYED may not be written yet: they count already. */
   const made = new Set<string>();
-  const keyName = (o: StoredObject) => `${o.workspace}/${o.name}`;
+  const keyName = (o: StoredObject) => `${o.kind}/${o.workspace}/${o.name}`;
+  const what = deps.drives ? 'drive' : 'volume';
   function admitted(o: StoredObject, make: () => Promise<void>): Promise<void> {
     const cap = deps.capacity;
     if (cap?.totalMb === undefined && cap?.workspaceMb === undefined) return make();
     const turn = admitting.then(async () => {
-      const all = await resources.store.list({ kind: 'Volume' });
+      const all = await spaceHolders(resources.store);
       const refusal = capacityRefusal(
         cap,
         all,
         {
+          kind: o.kind,
           workspace: o.workspace,
           name: o.name,
           sizeMb: o.body.spec.size,
@@ -94,11 +98,11 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
     async reconcile(key): Promise<ReconcileResult> {
       const o = await resources.store.get(key);
       if (!o) return DONE;
-      const ref = { workspace: key.workspace, name: key.name };
+      const ref = { workspace: key.workspace, name: key.name, ...(deps.drives ? { drive: true } : {}) };
       if (isGone(o)) {
         const holder = o.body.state?.attachedTo;
         if (o.body.status === 'DELETING' && holder) {
-          await resources.recordEvent(keyOf(o), `waiting for ${holder} to release the volume`);
+          await resources.recordEvent(keyOf(o), `waiting for ${holder} to release the ${what}`);
           return { requeueAfterMs: HELD_RECHECK_MS };
         }
         return finishDeletion(deps, o, {
@@ -120,12 +124,12 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
         try {
           await driver.ensureVolume(ref, d.body.spec.size, seed);
         } catch (e) {
-          throw new TerminalError(`the volume could not be created: ${(e as Error).message}`);
+          throw new TerminalError(`the ${what} could not be created: ${(e as Error).message}`);
         }
       });
       const size = d.body.spec.size;
       const from = seed ? ` from ${d.body.spec.template}` : '';
-      await transition(deps, d, 'DEPLOYED', `deployed: ${size} MB volume ready${from}`, stillDeploying);
+      await transition(deps, d, 'DEPLOYED', `deployed: ${size} MB ${what} ready${from}`, stillDeploying);
       return DONE;
     },
   };

@@ -15,6 +15,7 @@ import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
 import { Activator } from './activator.js';
 import { type SandboxCall, sandboxCaller } from './sandbox-call.js';
+import { DriveMounts, isDriveMountPath } from './drive-mounts.js';
 import { IdleSweeper } from './idle.js';
 import { type Address, parseAddress } from './parse-address.js';
 import { PreviewHosts } from './previews.js';
@@ -116,12 +117,18 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     };
   }
 
+  const driveMounts = new DriveMounts({ store: resources.store, driver });
   const toWire = (err: unknown) => wireErrorOf(err, { log: logger, what: 'sandbox gateway error' });
 
   const serve = async (req: IncomingMessage, res: ServerResponse, a: Address) => {
     try {
       const { target, path, extra, done } = await admit(req, a, false);
-      forward(target, req, res, path, done, extra);
+      if (!isDriveMountPath(path)) return forward(target, req, res, path, done, extra);
+      try {
+        await driveMounts.serve(target, path, req, res);
+      } finally {
+        done();
+      }
     } catch (err) {
       sendProblem(res, toWire(err), req.url?.split('?')[0]);
     }

@@ -1,5 +1,6 @@
 // The kinds registry: every resource kind of the specification as a descriptor.
 import { agent } from './agent.js';
+import { drive } from './drive.js';
 import { fn } from './function.js';
 import { integrationConnection } from './integration-connection.js';
 import { job } from './job.js';
@@ -18,6 +19,7 @@ export const KINDS: KindDescriptor[] = [
   integrationConnection,
   volumeTemplate,
   volume,
+  drive,
   model,
   agent,
   fn,

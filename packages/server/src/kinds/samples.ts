@@ -52,6 +52,17 @@ export const SAMPLES: Record<string, KindSample> = {
       s.infrastructureId = 'local-dir';
     },
   },
+  Drive: {
+    parents: [],
+    valid: { metadata: { name: 'shared' }, spec: { size: 16 } },
+    invalid: {
+      body: { metadata: { name: 'd' }, spec: { permissions: [{ mode: 'all' }] } },
+      pointer: '/spec/permissions/0/mode',
+    },
+    change: ({ spec: s }) => {
+      s.permissions = [{ labels: { team: 'red' }, mode: 'read' }];
+    },
+  },
   Model: {
     parents: [],
     valid: { metadata: { name: 'gpt' }, spec: { runtime: { type: 'openai', model: 'gpt-4o-mini' } } },

@@ -17,6 +17,18 @@ export interface VolumeMount {
 export interface VolumeRef {
   workspace: string;
   name: string;
+  /** A drive (shared storage, decision 031): made like a volume, kept apart on disk. */
+  drive?: boolean;
+}
+
+/** A drive attached live to a running sandbox (decision 031). */
+export interface DriveMount {
+  drive: VolumeRef;
+  /** Directory of the drive to attach, relative to its root ('' or '/': all of it). */
+  drivePath: string;
+  /** Absolute path inside the sandbox. */
+  mountPath: string;
+  readOnly: boolean;
 }
 
 export interface SandboxSpec {
@@ -124,6 +136,13 @@ export interface RuntimeDriver {
   ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string>;
   /** Deletes a volume and its data; idempotent. The caller makes sure nothing holds it. */
   removeVolume(ref: VolumeRef): Promise<void>;
+  /**
+   * Attaches a drive (made by ensureVolume with `drive`) to the running sandbox at `mountPath`, several
+   * sandboxes at once; files show as the sandbox's root in every one. Fails when the directory is missing.
+   */
+  mountDrive(id: string, m: DriveMount): Promise<void>;
+  /** Detaches what is mounted at `mountPath` in the sandbox (a sandbox's removal detaches everything). */
+  unmountDrive(id: string, mountPath: string): Promise<void>;
   /** Replaces the sandbox's egress policy live (undefined: none); connections no longer allowed are closed. */
   setEgress(id: string, policy: EgressPolicy | undefined): Promise<void>;
   /** Releases the driver's own resources; sandboxes keep running. */

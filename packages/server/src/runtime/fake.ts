@@ -4,6 +4,7 @@
 // gives a `socketDir` and starts a sandbox API daemon at `<socketDir>/<id>.sock` itself.
 import {
   checkSandboxId,
+  type DriveMount,
   type EgressPolicy,
   type RuntimeCapabilities,
   type RuntimeDriver,
@@ -82,6 +83,7 @@ export class FakeDriver implements RuntimeDriver {
 
   async remove(id: string): Promise<void> {
     this.boxes.delete(id);
+    this.driveMounts.delete(id);
   }
 
   async setEnvs(id: string, envs: Record<string, string>): Promise<void> {
@@ -138,6 +140,20 @@ export class FakeDriver implements RuntimeDriver {
 
   async removeVolume(ref: VolumeRef): Promise<void> {
     this.volumes.delete(`${ref.workspace}/${ref.name}`);
+  }
+
+  /** Drives attached live, by sandbox id and mount path. */
+  readonly driveMounts = new Map<string, Map<string, DriveMount>>();
+
+  async mountDrive(id: string, m: DriveMount): Promise<void> {
+    if (this.boxes.get(id)?.state !== 'running') throw new SandboxNotFoundError(id);
+    const mounts = this.driveMounts.get(id) ?? new Map<string, DriveMount>();
+    mounts.set(m.mountPath, m);
+    this.driveMounts.set(id, mounts);
+  }
+
+  async unmountDrive(id: string, mountPath: string): Promise<void> {
+    this.driveMounts.get(id)?.delete(mountPath);
   }
 
   async close(): Promise<void> {}

@@ -13,6 +13,7 @@ import type {
   SandboxSpec,
   SandboxStats,
   VolumeRef,
+  DriveMount,
 } from './driver.js';
 import { createLinuxDriver } from './index.js';
 
@@ -115,6 +116,12 @@ export class LazyRuntime implements RuntimeDriver {
   }
   async removeVolume(ref: VolumeRef): Promise<void> {
     return (await this.ready()).removeVolume(ref);
+  }
+  async mountDrive(id: string, m: DriveMount): Promise<void> {
+    return (await this.ready()).mountDrive(id, m);
+  }
+  async unmountDrive(id: string, mountPath: string): Promise<void> {
+    return (await this.ready()).unmountDrive(id, mountPath);
   }
   async close(): Promise<void> {
     await this.driver?.close();

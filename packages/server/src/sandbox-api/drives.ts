@@ -1,4 +1,5 @@
-// /drives/mount (mounting a drive into the running sandbox) is not in this build: a clear 501, never a pretence.
+// /drives/* reaching the daemon itself: drive mounts are made by the server, which answers these routes before
+// they are forwarded (gateway/drive-mounts.ts, decision 031); the daemon has no capability to mount anything.
 import type { Handler } from './router.js';
 import { HttpError } from './http.js';
 
@@ -6,7 +7,7 @@ export function drivesUnavailable(): Handler {
   return () => {
     throw new HttpError(
       501,
-      'drives are not available in this build: mount a volume when creating the sandbox',
+      "drives are mounted by the Berth server: call /drives/mount through the sandbox's address, not the daemon's socket",
     );
   };
 }

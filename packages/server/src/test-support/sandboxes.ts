@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { createLinuxDriver } from '../runtime/index.js';
 import { mountsUnder } from '../runtime/linux/disk.js';
 import { run } from '../runtime/linux/exec.js';
-import { VOLUMES_SUBDIR } from '../runtime/linux/volumes.js';
+import { DRIVES_SUBDIR, VOLUMES_SUBDIR } from '../runtime/linux/volumes.js';
 
 /** Removes every sandbox of `dataDir`'s runtime; costs nothing when it never ran one. */
 export async function removeSandboxesIn(dataDir: string): Promise<void> {
@@ -22,6 +22,7 @@ export async function removeSandboxesIn(dataDir: string): Promise<void> {
 
 /** Unmounts the volumes a test server's data dir holds (loop mounts outlive the server, as they must). */
 export async function unmountVolumesIn(dataDir: string): Promise<void> {
-  for (const mp of mountsUnder(join(dataDir, VOLUMES_SUBDIR)))
-    await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
+  for (const sub of [VOLUMES_SUBDIR, DRIVES_SUBDIR])
+    for (const mp of mountsUnder(join(dataDir, sub)))
+      await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
 }

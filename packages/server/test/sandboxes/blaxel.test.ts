@@ -55,3 +55,20 @@ test('@blaxel/core mounts a volume, writes, recreates the sandbox with it and re
   assert.equal(r.attached, 'sandbox:sdk-vol-one');
   assert.equal(r.readBack, 'kept across sandboxes');
 });
+
+test('@blaxel/core creates a drive, mounts it live in two sandboxes, lists, unmounts and reads it back later', async () => {
+  const r = await runSdk(join(import.meta.dirname, 'blaxel-drives.mjs'), {
+    SANDBOX_MEMORY: String(TEST_MEMORY_MB),
+  });
+  assert.equal(r.created, 'sdk-drive');
+  assert.equal(r.status, 'DEPLOYED');
+  assert.equal(r.mount.success, true);
+  assert.equal(r.mount.mountPath, '/home/user/drive');
+  assert.equal(r.readByTwo, 'shared through a drive');
+  assert.deepEqual(r.list, [
+    { driveName: 'sdk-drive', drivePath: '/', mountPath: '/tmp/drive', readOnly: true },
+  ]);
+  assert.equal(r.unmount.success, true);
+  assert.deepEqual(r.listAfter, []);
+  assert.equal(r.readBack, 'shared through a drive');
+});

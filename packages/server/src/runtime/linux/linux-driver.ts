@@ -26,6 +26,7 @@ import {
   SandboxNotFoundError,
   specHash,
   type VolumeRef,
+  type DriveMount,
 } from '../driver.js';
 import { type CgroupHost, detectCgroups, SandboxCgroup } from './cgroup.js';
 import { type HostContext, sandboxEnv, startSandbox, teardownSandbox, writeEnvFile } from './create.js';
@@ -53,7 +54,8 @@ import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
-import { ensureVolume, removeVolume, volumeDir } from './volumes.js';
+import { ensureVolume, removeVolume, volumeDir, volumeMountPoint } from './volumes.js';
+import { attachDrive, detachDrive, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 
@@ -453,6 +455,30 @@ export class LinuxDriver implements RuntimeDriver {
   removeVolume(ref: VolumeRef): Promise<void> {
     const key = `volume:${volumeDir(this.ctx.dataDir, ref)}`;
     return this.serial(key, () => removeVolume(this.ctx.dataDir, ref));
+  }
+
+  mountDrive(id: string, m: DriveMount): Promise<void> {
+    checkSandboxId(id);
+    return this.serial(id, async () => {
+      const { pid, uid } = this.namespaceOf(id);
+      const driveRoot = volumeMountPoint(this.ctx.dataDir, m.drive);
+      const subPath = m.drivePath.replace(/^\/+|\/+$/g, '');
+      await attachDrive(this.ctx.dataDir, pid, uid, { ...m, driveRoot, subPath });
+    });
+  }
+
+  unmountDrive(id: string, mountPath: string): Promise<void> {
+    checkSandboxId(id);
+    return this.serial(id, async () => detachDrive(this.ctx.dataDir, this.namespaceOf(id).pid, mountPath));
+  }
+
+  /** A task in the sandbox's namespaces and the host uid its root maps to. */
+  private namespaceOf(id: string): { pid: number; uid: number } {
+    const rec = readRecord(this.dir(id));
+    if (!rec || !this.alive(rec)) throw new SandboxNotFoundError(id);
+    const pid = namespacePid(new SandboxCgroup(this.cgroupHost, rec.name).pids());
+    if (pid === undefined) throw new SandboxNotFoundError(id);
+    return { pid, uid: rec.hostUid };
   }
 
   remove(id: string): Promise<void> {

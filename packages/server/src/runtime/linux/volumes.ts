@@ -15,13 +15,15 @@ import { run } from './exec.js';
 import { unexposeUnder } from './host.js';
 
 export const VOLUMES_SUBDIR = 'volumes';
+/** Drives (decision 031) are images like volumes, in their own tree so a drive and a volume may share a name. */
+export const DRIVES_SUBDIR = 'drives';
 /** Names are DNS labels (kinds/common.ts); this is checked again here because they become paths. */
 const PLAIN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 export function volumeDir(dataDir: string, ref: VolumeRef): string {
   if (!PLAIN.test(ref.workspace) || !PLAIN.test(ref.name))
     throw new Error(`invalid volume reference ${JSON.stringify(ref)}`);
-  return join(dataDir, VOLUMES_SUBDIR, ref.workspace, ref.name);
+  return join(dataDir, ref.drive ? DRIVES_SUBDIR : VOLUMES_SUBDIR, ref.workspace, ref.name);
 }
 
 export const volumeMountPoint = (dataDir: string, ref: VolumeRef) => join(volumeDir(dataDir, ref), 'mnt');
