@@ -88,6 +88,8 @@ export class Builder {
   readonly logsDir: string;
   private readonly workDir: string;
   private readonly depsDir: string;
+  /** Keys whose build runs in this process: a followed log ends when its key leaves this set. */
+  private readonly running = new Set<string>();
 
   constructor(private readonly deps: BuilderDeps) {
     const root = join(deps.dataDir, 'builds');
@@ -108,8 +110,17 @@ export class Builder {
     return join(this.logsDir, `${key}.log`);
   }
 
+  hasLog(key: string): boolean {
+    return existsSync(this.logPath(key));
+  }
+
   readLog(key: string): string | undefined {
     return existsSync(this.logPath(key)) ? readFileSync(this.logPath(key), 'utf8') : undefined;
+  }
+
+  /** Whether the build of `key` runs now (its log may still grow). */
+  isBuilding(key: string): boolean {
+    return this.running.has(key);
   }
 
   /** The app built from this source earlier, if any. */
@@ -130,6 +141,20 @@ export class Builder {
     const done = this.built(sourceDigest);
     if (done) return done;
     const key = this.keyOf(sourceDigest);
+    this.running.add(key);
+    try {
+      return await this.run(workspace, sourceDigest, key, signal);
+    } finally {
+      this.running.delete(key);
+    }
+  }
+
+  private async run(
+    workspace: string,
+    sourceDigest: string,
+    key: string,
+    signal: AbortSignal,
+  ): Promise<BuiltApp> {
     const log = this.logPath(key);
     writeFileSync(log, '');
     const say = (line: string) => appendFileSync(log, `${line}\n`);
