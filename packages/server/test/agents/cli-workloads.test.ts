@@ -36,7 +36,9 @@ describe('berth CLI for agents', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('deploy streams the build log, run answers, logs --build, --traffic ships a canary, rollback', async () => {
+  let v1 = '';
+  let v2 = '';
+  it('deploy streams the build log; run answers through the gateway; logs print replica and build output', async () => {
     setVersion('v1');
     const d1 = await berth(s, ['deploy', dir]);
     assert.equal(d1.code, 0, d1.out);
@@ -48,7 +50,7 @@ describe('berth CLI for agents', () => {
       building >= 0 && logged > building && deployed > logged,
       `build log between statuses:\n${d1.out}`,
     );
-    const v1 = (await agent()).activeRevision;
+    v1 = (await agent()).activeRevision;
 
     const run = await berth(s, ['run', 'agent', 'cli-agent', '--data', '{"inputs":"hi"}', '--thread', 't1']);
     assert.equal(run.code, 0, run.out);
@@ -74,7 +76,9 @@ describe('berth CLI for agents', () => {
     const followed = await berth(s, ['logs', 'agent', 'cli-agent', '--build', v1, '-f']);
     assert.equal(followed.code, 0, followed.out);
     assert.match(followed.stdout, BUILD_LINE, 'a finished build followed prints its log and ends');
+  });
 
+  it('deploy --traffic ships the new revision as a canary; get revisions lists both', async () => {
     setVersion('v2');
     const d2 = await berth(s, ['deploy', dir, '--traffic', '30']);
     assert.equal(d2.code, 0, d2.out);
@@ -83,13 +87,15 @@ describe('berth CLI for agents', () => {
     assert.equal(o2.activeRevision, v1, 'the serving revision stays active');
     assert.notEqual(o2.canaryRevision, v1);
     assert.equal(o2.spec.revision.canaryPercent, 30);
-    const v2 = o2.canaryRevision;
+    v2 = o2.canaryRevision;
 
     const revs = await berth(s, ['get', 'revisions', 'agent', 'cli-agent']);
     assert.equal(revs.code, 0, revs.out);
     assert.match(revs.stdout, new RegExp(`^${v2} `, 'm'));
     assert.match(revs.stdout, new RegExp(`^${v1} .* active `, 'm'));
+  });
 
+  it('rollback gives the named revision all traffic and drops the canary', async () => {
     const rb = await berth(s, ['rollback', 'agent', 'cli-agent', v2]);
     assert.equal(rb.code, 0, rb.out);
     const o3 = await agent();
