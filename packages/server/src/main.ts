@@ -126,7 +126,14 @@ export async function startServer(
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   const code = new CodeStore(config.dataDir);
-  const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
+  const builder = new Builder({
+    dataDir: config.dataDir,
+    driver,
+    code,
+    logger,
+    waitHealthy,
+    gitAllowLocal: config.gitAllowLocal,
+  });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
   const callbacks = new Callbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });

@@ -25,6 +25,7 @@ import { defaultCpuShares, type RuntimeDriver } from '../runtime/driver.js';
 import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT, shq } from './build-script.js';
 import type { CodeStore } from './code-store.js';
 import { execStreamed } from './daemon-exec.js';
+import { fetchGitSource, type GitRepository, type GitSourceInfo } from './git-source.js';
 import { ManifestError } from './manifest.js';
 import { type BuildPlan, PlanError, planBuild } from './plan.js';
 import { extractZip, UnsafeArchiveError } from './zip-extract.js';
@@ -64,6 +65,8 @@ export interface BuilderDeps {
   code: CodeStore;
   logger?: Logger;
   waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
+  /** Local paths, file:// and private hosts may be cloned (BERTH_GIT_ALLOW_LOCAL; see git-source.ts). */
+  gitAllowLocal?: boolean;
 }
 
 /**
@@ -99,6 +102,12 @@ export class Builder {
     this.depsDir = join(root, 'deps');
     for (const d of [this.appsDir, this.logsDir, this.workDir, this.depsDir])
       mkdirSync(d, { recursive: true });
+  }
+
+  /** Clones a spec's git repository into the code store, as an upload would store it (git-source.ts). */
+  fetchGit(repo: GitRepository, signal: AbortSignal): Promise<GitSourceInfo> {
+    const { code, gitAllowLocal } = this.deps;
+    return fetchGitSource(repo, { code, workDir: this.workDir, allowLocal: gitAllowLocal === true, signal });
   }
 
   /** The build key of a source: the app directory's name once built, and its log's. */

@@ -7,6 +7,7 @@
 // The source digest is written beside status by the upload route (api/code-upload.ts).
 import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
+import { GitFetchError, gitRepositoryOf } from '../builds/git-source.js';
 import { isGone } from '../kinds/status.js';
 import type { StoredObject } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
@@ -34,6 +35,8 @@ export interface SourceRecord {
   digest: string;
   size: number;
   uploadedAt: string;
+  /** Set when the source is a clone of spec.repository (git): what was cloned. */
+  repository?: { url: string; branch?: string; commit: string };
 }
 
 export interface RevisionRecord {
@@ -141,10 +144,50 @@ export function workloadReconciler(
         return reconcileAgain;
       }
       const source: SourceRecord | undefined = o.body.source;
+      const repo = gitRepositoryOf(o.body.spec);
+      // A git repository is cloned when nothing was stored yet or it names another URL or branch than the last clone.
+      if (
+        repo &&
+        (!source ||
+          (source.repository &&
+            (source.repository.url !== repo.url || source.repository.branch !== repo.branch)))
+      ) {
+        if (o.body.status === 'FAILED') return DONE;
+        const c = await transition(
+          deps,
+          o,
+          'UPLOADING',
+          `cloning ${repo.url}${repo.branch ? ` (${repo.branch})` : ''}`,
+          enabled,
+        );
+        if (!c) return DONE;
+        let got: Awaited<ReturnType<Builder['fetchGit']>>;
+        try {
+          got = await builder.fetchGit(repo, signal);
+        } catch (err) {
+          if (err instanceof GitFetchError)
+            throw new TerminalError(`git clone of ${repo.url} failed: ${err.message}`);
+          throw err;
+        }
+        const record: SourceRecord = {
+          digest: got.digest,
+          size: got.size,
+          uploadedAt: deps.now().toISOString(),
+          repository: { url: got.url, ...(got.branch ? { branch: got.branch } : {}), commit: got.commit },
+        };
+        await resources.updateStatus(key, {
+          to: 'BUILDING',
+          message: `source cloned: ${got.url} at ${got.commit} (${got.digest}, ${got.size} bytes)`,
+          extras: { source: record },
+          when: (cur) => enabled(cur) && !isGone(cur) && cur.body.status === 'UPLOADING',
+        });
+        return { requeueAfterMs: 0 };
+      }
       if (!source) {
         await resources.updateStatus(key, {
           to: 'UPLOADING',
-          message: `waiting for code: ${o.body.spec?.repository ? 'spec.repository is not fetched by this server yet; ' : ''}PUT the object with ?upload=true and send a zip to the X-Blaxel-Upload-Url it answers (berth deploy does both)`,
+          message:
+            'waiting for code: PUT the object with ?upload=true and send a zip to the X-Blaxel-Upload-Url it answers (berth deploy does both)',
           when: (cur) => !cur.body.source && enabled(cur) && !isGone(cur),
         });
         return DONE;
