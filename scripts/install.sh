@@ -22,8 +22,8 @@ node -e '
 ' || die "Node $(node -v) is not supported: install Node 20.19+ (tested) or 22.12+ and run this again"
 
 # --- Debian packages ----------------------------------------------------------------------------------------
-# Sandboxes need the first four; node-gyp needs a compiler, make and Python to build better-sqlite3 and node-pty.
-SANDBOX_DEBS=(bubblewrap iproute2 nftables util-linux e2fsprogs)
+# Sandboxes need the first five (git clones spec.repository of agents, on the host with git made inert); node-gyp needs a compiler, make and Python to build better-sqlite3 and node-pty.
+SANDBOX_DEBS=(bubblewrap iproute2 nftables util-linux e2fsprogs git)
 missing_tools=()
 command -v make >/dev/null || missing_tools+=(make)
 command -v c++ >/dev/null || missing_tools+=(c++)
