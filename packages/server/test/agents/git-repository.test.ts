@@ -69,7 +69,7 @@ describe('agents from a git repository', () => {
   it("a branch that does not exist ends FAILED with git's message", async () => {
     assert.equal((await put('no-such-branch')).status, 200);
     const o = await settle();
-    assert.equal(o.status, 'FAILED');
+    assert.equal(o.status, 'FAILED', JSON.stringify(o.events.slice(-4)));
     assert.match(o.events.at(-1).message, /git clone of .* failed: .*no-such-branch/s);
   });
 });
