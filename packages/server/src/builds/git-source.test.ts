@@ -87,8 +87,7 @@ describe('git sources', () => {
     );
     await assert.rejects(
       fetchGitSource({ url: join(root, 'absent.git') }, { code, workDir: work, allowLocal: true, signal }),
-      (e: Error) =>
-        e instanceof GitFetchError && /does not appear to be a git repository/.test(e.message),
+      (e: Error) => e instanceof GitFetchError && /does not appear to be a git repository/.test(e.message),
     );
     await assert.rejects(
       fetchGitSource(
