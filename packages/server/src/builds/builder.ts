@@ -102,6 +102,9 @@ export class Builder {
     this.depsDir = join(root, 'deps');
     for (const d of [this.appsDir, this.logsDir, this.workDir, this.depsDir])
       mkdirSync(d, { recursive: true });
+    // Clones left by a server killed mid-clone (git-source.ts): nothing clones before this constructor returns.
+    for (const e of readdirSync(this.workDir))
+      if (e.startsWith('git-')) rmSync(join(this.workDir, e), { recursive: true, force: true });
   }
 
   /** Clones a spec's git repository into the code store, as an upload would store it (git-source.ts). */
