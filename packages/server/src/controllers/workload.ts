@@ -4,10 +4,10 @@
 //   BUILT / a changed revision → DEPLOYING → one replica answers on its port → DEPLOYED (the revision recorded),
 //   or FAILED with the app's own output; minScale 0 lets that replica idle to standby and away afterwards.
 //   enabled: false → DEACTIVATED (replicas removed); DELETE → TERMINATED (replicas removed).
-// The source digest is written beside status by the upload route (api/code-upload.ts).
+// The source digest is written beside status by the upload route (api/code-upload.ts), or by the clone of
+// spec.repository (workload-git.ts).
 import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
-import { GitFetchError, gitRepositoryOf } from '../builds/git-source.js';
 import { isGone } from '../kinds/status.js';
 import type { StoredObject } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
@@ -22,6 +22,7 @@ import {
   workloadPolicyDenial,
 } from './workload-policies.js';
 import { unappliedWorkloadNote } from './workload-unapplied.js';
+import { cloneStep, type SourceRecord } from './workload-git.js';
 
 /** Look again at once: the status just changed and the next pass acts on it. */
 const reconcileAgain: ReconcileResult = { requeueAfterMs: 0 };
@@ -31,13 +32,7 @@ export const KEPT_REVISIONS = 5;
 /** How often a deployed workload is looked at again (a replica count below minScale is topped up). */
 export const LIVE_RECHECK_MS = 30_000;
 
-export interface SourceRecord {
-  digest: string;
-  size: number;
-  uploadedAt: string;
-  /** Set when the source is a clone of spec.repository (git): what was cloned. */
-  repository?: { url: string; branch?: string; commit: string };
-}
+export type { SourceRecord } from './workload-git.js';
 
 export interface RevisionRecord {
   id: string;
@@ -144,45 +139,9 @@ export function workloadReconciler(
         return reconcileAgain;
       }
       const source: SourceRecord | undefined = o.body.source;
-      const repo = gitRepositoryOf(o.body.spec);
-      // A git repository is cloned when nothing was stored yet or it names another URL or branch than the last clone.
-      if (
-        repo &&
-        (!source ||
-          (source.repository &&
-            (source.repository.url !== repo.url || source.repository.branch !== repo.branch)))
-      ) {
-        if (o.body.status === 'FAILED') return DONE;
-        const c = await transition(
-          deps,
-          o,
-          'UPLOADING',
-          `cloning ${repo.url}${repo.branch ? ` (${repo.branch})` : ''}`,
-          enabled,
-        );
-        if (!c) return DONE;
-        let got: Awaited<ReturnType<Builder['fetchGit']>>;
-        try {
-          got = await builder.fetchGit(repo, signal);
-        } catch (err) {
-          if (err instanceof GitFetchError)
-            throw new TerminalError(`git clone of ${repo.url} failed: ${err.message}`);
-          throw err;
-        }
-        const record: SourceRecord = {
-          digest: got.digest,
-          size: got.size,
-          uploadedAt: deps.now().toISOString(),
-          repository: { url: got.url, ...(got.branch ? { branch: got.branch } : {}), commit: got.commit },
-        };
-        await resources.updateStatus(key, {
-          to: 'BUILDING',
-          message: `source cloned: ${got.url} at ${got.commit} (${got.digest}, ${got.size} bytes)`,
-          extras: { source: record },
-          when: (cur) => enabled(cur) && !isGone(cur) && cur.body.status === 'UPLOADING',
-        });
-        return { requeueAfterMs: 0 };
-      }
+      // spec.repository (git): cloned first when it names a repository not cloned yet (workload-git.ts).
+      const cloned = await cloneStep(deps, o, source, signal);
+      if (cloned) return cloned;
       if (!source) {
         await resources.updateStatus(key, {
           to: 'UPLOADING',
