@@ -1339,6 +1339,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;
@@ -1433,6 +1434,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;
@@ -1670,6 +1672,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;
@@ -1776,6 +1779,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;
