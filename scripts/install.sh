@@ -22,8 +22,10 @@ node -e '
 ' || die "Node $(node -v) is not supported: install Node 20.19+ (tested) or 22.12+ and run this again"
 
 # --- Debian packages ----------------------------------------------------------------------------------------
-# Sandboxes need the first four; node-gyp needs a compiler, make and Python to build better-sqlite3 and node-pty.
-SANDBOX_DEBS=(bubblewrap iproute2 nftables util-linux e2fsprogs gcc libc6-dev)
+# Berth needs these at run time: sandboxes (bubblewrap, iproute2, nftables, util-linux), volumes (e2fsprogs), agents'
+# git sources (git, run on the host with git made inert), the drive mount helper compiled at start (gcc, libc6-dev).
+# node-gyp also needs a compiler, make and Python to build better-sqlite3 and node-pty.
+SANDBOX_DEBS=(bubblewrap iproute2 nftables util-linux e2fsprogs git gcc libc6-dev)
 missing_tools=()
 command -v make >/dev/null || missing_tools+=(make)
 command -v c++ >/dev/null || missing_tools+=(c++)

@@ -15,6 +15,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 fi
+# The MCP conformance suite needs Node >= 22: both from npm, installed apart so Node 22 never shadows the project's.
+[ -d packages/server/test/mcp-conformance/node_modules ] ||
+  npm ci --prefix packages/server/test/mcp-conformance --no-audit --no-fund
 npx --no-install biome check .
 npx --no-install tsc -p tsconfig.json
 node scripts/run-tests.mjs "$@"

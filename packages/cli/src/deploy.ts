@@ -1,7 +1,8 @@
 // `berth deploy [dir]`: reads berth.toml (or blaxel.toml), creates or replaces the agent or function with
 // `?upload=true`, PUTs the packed source to the upload URL the server answers, then follows the status
 // (UPLOADING → BUILDING → BUILT → DEPLOYING → DEPLOYED) and prints the inference URL; on FAILED it prints the
-// build log's last lines and exits 1.
+// build log's last lines and exits 1. The build log is streamed while the build runs. `--traffic N` ships the new
+// revision as a canary with N% of the requests (the active one keeps the rest) instead of all of it.
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -9,6 +10,7 @@ import { parse } from 'smol-toml';
 import { Api, ApiFailure } from './client.js';
 import { loadCliConfig } from './config.js';
 import { packSource } from './package-source.js';
+import { printBuildLog } from './workloads.js';
 
 /** How often the status is read while waiting. */
 const POLL_MS = 500;
@@ -52,32 +54,83 @@ export function manifestObject(dir: string, nameFlag?: string, kindFlag?: string
   return { plural: type, name, body: { metadata: { name }, spec } };
 }
 
+interface DeployOptions {
+  name?: string;
+  kind?: string;
+  traffic?: string;
+  wait: boolean;
+}
+
+/** Once the new revision is built and deployed at 0%: it becomes the canary with `percent` of the requests. */
+async function shipCanary(api: Api, path: string, o: any, stable: string, percent: number, deadline: number) {
+  const fresh: string | undefined = o.revisions?.[0]?.id;
+  if (!fresh || fresh === stable) {
+    process.stdout.write(`nothing new to ship: revision ${stable} keeps all traffic\n`);
+    return;
+  }
+  const revision = { active: stable, canary: fresh, canaryPercent: percent };
+  await api.call('PUT', path, {
+    body: { metadata: { name: o.metadata.name }, spec: { ...o.spec, revision } },
+  });
+  for (;;) {
+    const { body: cur } = await api.call('GET', path);
+    if (cur.status === 'DEPLOYED' && cur.canaryRevision === fresh) {
+      process.stdout.write(`revision ${fresh} takes ${percent}% (canary), ${stable} the rest\n`);
+      process.stdout.write(`${cur.metadata?.url ?? ''}\n`);
+      return;
+    }
+    if (cur.status === 'FAILED') {
+      process.stderr.write(`${(cur.events ?? []).at(-1)?.message ?? 'failed'}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    if (Date.now() > deadline) throw new Error(`still ${cur.status} after ${WAIT_MS / 60000} minutes`);
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
 export function registerDeploy(program: Command) {
   program
     .command('deploy [dir]')
     .description('build and deploy an agent or MCP server from a directory (berth.toml / blaxel.toml)')
     .option('--name <name>', 'object name (default: the manifest name, else the directory name)')
     .option('--kind <kind>', 'agent, function or job (default: the manifest type, else agent)')
+    .option('--traffic <percent>', 'ship the new revision as a canary taking this share of requests (1-99)')
     .option('--no-wait', 'return once the code is uploaded')
-    .action(async (dirArg: string | undefined, opts: { name?: string; kind?: string; wait: boolean }) => {
+    .action(async (dirArg: string | undefined, opts: DeployOptions) => {
       const dir = resolve(dirArg ?? '.');
-      const api = new Api(loadCliConfig());
+      const cfg = loadCliConfig();
+      const api = new Api(cfg);
       const { plural, name, body } = manifestObject(dir, opts.name, opts.kind);
+      const traffic = opts.traffic === undefined ? undefined : Number(opts.traffic);
+      if (traffic !== undefined && !(Number.isInteger(traffic) && traffic >= 1 && traffic <= 99))
+        throw new Error(
+          `--traffic wants a whole percentage from 1 to 99, got ${JSON.stringify(opts.traffic)}`,
+        );
+      if (traffic !== undefined && (plural === 'jobs' || !opts.wait))
+        throw new Error('--traffic applies to agents and functions, and waits for the deploy (no --no-wait)');
       const packed = await packSource(dir);
       process.stdout.write(
         `packed ${packed.files.length} files (${packed.zip.length} bytes, ${packed.digest})\n`,
       );
       // A pinned revision or a canary set on the server stays: a deploy adds a revision, it does not reset traffic.
+      let before: any;
       try {
-        const { body: cur } = await api.call('GET', `/${plural}/${name}`);
-        if (cur?.spec?.revision) (body.spec as Record<string, unknown>).revision = cur.spec.revision;
+        ({ body: before } = await api.call('GET', `/${plural}/${name}`));
+        if (before?.spec?.revision) (body.spec as Record<string, unknown>).revision = before.spec.revision;
         // Triggers set on the server stay too, unless the manifest declares its own.
-        if (plural !== 'jobs' && cur?.spec?.triggers && !(body.spec as Record<string, unknown>).triggers)
-          (body.spec as Record<string, unknown>).triggers = cur.spec.triggers;
+        if (plural !== 'jobs' && before?.spec?.triggers && !(body.spec as Record<string, unknown>).triggers)
+          (body.spec as Record<string, unknown>).triggers = before.spec.triggers;
       } catch (e) {
         if (!(e instanceof ApiFailure && e.status === 404)) throw e;
       }
+      // A canary deploy pins the serving revision first, so the new one goes in at 0% until it gets its share.
+      const stable: string | undefined = traffic !== undefined ? before?.activeRevision : undefined;
+      if (traffic !== undefined && !stable)
+        process.stdout.write('no revision serves yet: this first one takes all traffic\n');
+      if (stable) (body.spec as Record<string, unknown>).revision = { active: stable };
       let uploaded = false;
+      let fresh = false;
       for (let attempt = 1; !uploaded; attempt++) {
         const put = await api.call('PUT', `/${plural}/${name}`, { body, query: { upload: 'true' } });
         const url = put.headers.get('x-blaxel-upload-url');
@@ -94,6 +147,7 @@ export function registerDeploy(program: Command) {
             r.alreadyPresent ? 'upload: already present, nothing new to build\n' : 'uploaded\n',
           );
           uploaded = true;
+          fresh = !r.alreadyPresent;
         } else if (res.status < 500 || attempt >= UPLOAD_ATTEMPTS) {
           let problem: any;
           try {
@@ -107,6 +161,16 @@ export function registerDeploy(program: Command) {
       if (!opts.wait) return;
       const deadline = Date.now() + WAIT_MS;
       let last = '';
+      if (fresh) {
+        process.stdout.write('BUILDING\n');
+        last = 'BUILDING';
+        try {
+          await printBuildLog(cfg, plural, name, 'latest', true);
+        } catch (e) {
+          // Built already (the same source elsewhere) or not started: the status below tells what happens.
+          if (!(e instanceof ApiFailure && e.status === 404)) throw e;
+        }
+      }
       for (;;) {
         const { body: o } = await api.call('GET', `/${plural}/${name}`);
         if (o.status !== last) {
@@ -114,6 +178,7 @@ export function registerDeploy(program: Command) {
           last = o.status;
         }
         if (o.status === 'DEPLOYED') {
+          if (stable) return shipCanary(api, `/${plural}/${name}`, o, stable, traffic ?? 0, deadline);
           process.stdout.write(`${o.metadata?.url ?? ''}\n`);
           return;
         }

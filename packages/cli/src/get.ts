@@ -4,6 +4,7 @@ import { Api, addParentFlags, collectionPath, itemPath, listAll, resolveKind } f
 import { loadCliConfig } from './config.js';
 import { getExecutions } from './jobs.js';
 import { parseFormat, render } from './output.js';
+import { listRevisions } from './workloads.js';
 
 interface GetOptions {
   output?: string;
@@ -18,7 +19,10 @@ export function registerGet(program: Command) {
     .description('show one object or list a kind (e.g. `berth get policies`, `berth get policy p1 -o yaml`)')
     .argument('<kind>', 'kind: plural, singular or alias')
     .argument('[name]', 'object name; omit to list')
-    .argument('[job]', 'with `executions job`: the job whose executions to list')
+    .argument(
+      '[job]',
+      'with `executions job` / `revisions agent`: the object whose executions or revisions to list',
+    )
     .option('-o, --output <format>', 'json or yaml (default: a table)')
     .option('-l, --selector <labels>', 'label filter: key=value,...')
     .option('--show-secrets', 'reveal secret values (workspace admin)');
@@ -28,6 +32,11 @@ export function registerGet(program: Command) {
         if (name !== 'job' || typeof job !== 'string')
           throw new Error('usage: berth get executions job <name>');
         return getExecutions(job);
+      }
+      if (/^revisions?$/.test(kindName)) {
+        if (!name || typeof job !== 'string')
+          throw new Error('usage: berth get revisions agent|function <name>');
+        return listRevisions(name, job);
       }
       const kd = resolveKind(kindName);
       const format = parseFormat(o.output);

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { Api } from './client.js';
 import { loadCliConfig } from './config.js';
+import { workloadLogs } from './workloads.js';
 
 /** How often progress and followed logs are read. */
 const POLL_MS = 1000;
@@ -106,14 +107,15 @@ export function registerJobs(program: Command) {
   program
     .command('logs')
     .description('print the logs of a job execution (every task, or one with --task)')
-    .argument('<kind>', 'job')
+    .argument('<kind>', 'job, agent or function')
     .argument('<name>', 'job name')
-    .requiredOption('--execution <id>', 'execution id')
+    .option('--execution <id>', 'execution id (jobs)')
     .option('--task <index>', 'one task')
     .option('-f, --follow', 'keep printing until the execution ends')
+    .option('--build [revision]', 'agents and functions: the build log (of the latest build, or a revision)')
     .action((kind: string, name: string, o) => {
-      if (kind !== 'job')
-        throw new Error('berth logs: only `berth logs job <name>` exists (see berth sandbox logs)');
+      if (kind !== 'job') return workloadLogs(kind, name, o);
+      if (!o.execution) throw new Error('berth logs job: --execution <id> is required');
       return logs(name, o);
     });
   program

@@ -16,6 +16,7 @@ import { loadCliConfig } from './config.js';
 import { registerStatus } from './status.js';
 import { registerUsage } from './usage.js';
 import { registerVolume } from './volume.js';
+import { registerWorkloads } from './workloads.js';
 
 /**
  * `berth --version`: the CLI's version, then the server's when one is configured (kubectl-style). An unreachable
@@ -56,6 +57,7 @@ export async function main(argv: string[]) {
   registerImage(program);
   registerRunModel(program);
   registerJobs(program);
+  registerWorkloads(program);
   registerUsage(program);
   registerStatus(program);
   registerCompletion(program);

@@ -13,7 +13,7 @@ interface RunModelOptions {
 }
 
 /** `{"a":1}`, `@file.json`, or `-` for stdin. */
-async function readData(data: string): Promise<string> {
+export async function readData(data: string): Promise<string> {
   if (data === '-') {
     const chunks: Buffer[] = [];
     for await (const c of process.stdin) chunks.push(c as Buffer);

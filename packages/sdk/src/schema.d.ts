@@ -1449,6 +1449,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;
@@ -1543,6 +1544,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;
@@ -1780,6 +1782,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;
@@ -1886,6 +1889,7 @@ export interface components {
                     /** @enum {string} */
                     type?: "git" | "upload";
                     url?: string;
+                    branch?: string;
                 };
                 revision?: {
                     active?: string;

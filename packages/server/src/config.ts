@@ -40,6 +40,11 @@ export interface Config {
   volumeCapacityMb?: number;
   /** Total MB of volumes per workspace (BERTH_WORKSPACE_VOLUME_CAPACITY_MB); unset: no per-workspace bound. */
   workspaceVolumeCapacityMb?: number;
+  /**
+   * spec.repository may name a local path, a file:// URL or a loopback/private host (refused by default: a clone
+   * would read the server's disk or its LAN): BERTH_GIT_ALLOW_LOCAL=true, for a single-user server (and tests).
+   */
+  gitAllowLocal?: boolean;
   /** Registries reached over plain HTTP although not loopback (BERTH_INSECURE_REGISTRIES, comma-separated). */
   insecureRegistries: string[];
   /** Pull-through mirrors (BERTH_REGISTRY_MIRRORS: `docker.io=mirror.lan:5000,...`). */
@@ -121,6 +126,7 @@ export function loadConfig(
       env.BERTH_WORKSPACE_VOLUME_CAPACITY_MB,
       'BERTH_WORKSPACE_VOLUME_CAPACITY_MB',
     ),
+    gitAllowLocal: env.BERTH_GIT_ALLOW_LOCAL === 'true',
     insecureRegistries: (env.BERTH_INSECURE_REGISTRIES ?? '').split(/[\s,]+/).filter(Boolean),
     registryMirrors: Object.fromEntries(
       (env.BERTH_REGISTRY_MIRRORS ?? '')

@@ -40,6 +40,7 @@ import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
 import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
 import { registerRevisionRoutes } from './api/revisions.js';
+import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { ReplicaSet } from './controllers/replicas.js';
@@ -124,7 +125,14 @@ export async function startServer(
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   const code = new CodeStore(config.dataDir);
-  const builder = new Builder({ dataDir: config.dataDir, driver, code, logger, waitHealthy });
+  const builder = new Builder({
+    dataDir: config.dataDir,
+    driver,
+    code,
+    logger,
+    waitHealthy,
+    gitAllowLocal: config.gitAllowLocal,
+  });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
   const callbacks = new Callbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
@@ -159,6 +167,7 @@ export async function startServer(
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
+      registerWorkloadLogRoutes(v0, { resources, replicas, driver });
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });

@@ -1,8 +1,11 @@
 // Revisions of agents and functions (GET /v0/<kind>/{name}/revisions) and the build log of each
-// (GET .../revisions/{rev}/logs; `latest` names the build of the last uploaded source, finished or not).
+// (GET .../revisions/{rev}/logs; `latest` names the build of the last uploaded source, finished or not;
+// `?follow=true` streams the log as the build writes it and ends with the build).
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
 import type { Builder } from '../builds/builder.js';
+import { followLog } from '../builds/log-follow.js';
 import type { Executions } from '../controllers/executions.js';
 import { ApiError } from '../errors.js';
 import type { Resources } from '../store/resources.js';
@@ -47,15 +50,36 @@ export function registerRevisionRoutes(
     app.get(`/${plural}/:name/revisions/:rev/logs`, async (req, reply) => {
       const o = await load(req);
       const rev = (req.params as { rev: string }).rev;
-      const key =
-        rev === 'latest'
-          ? o.body.source?.digest && builder.keyOf(o.body.source.digest)
-          : (o.body.revisions ?? []).find((r: { id: string }) => r.id === rev)?.app;
-      const text = key ? builder.readLog(key) : undefined;
-      if (text === undefined)
+      const latest = rev === 'latest';
+      const key: string | undefined = latest
+        ? o.body.source?.digest && builder.keyOf(o.body.source.digest)
+        : (o.body.revisions ?? []).find((r: { id: string }) => r.id === rev)?.app;
+      const follow = (req.query as { follow?: string }).follow === 'true';
+      // The build of a just-uploaded source may not have started: followed, its log is awaited while BUILDING.
+      const pending = async () => {
+        if (!latest || !key || builder.builtByKey(key)) return false;
+        const cur = await resources.store.get({ kind, workspace: o.workspace, parent: '', name: o.name });
+        return (
+          cur?.body.status === 'BUILDING' &&
+          !!cur.body.source?.digest &&
+          builder.keyOf(cur.body.source.digest) === key
+        );
+      };
+      const exists = key !== undefined && builder.hasLog(key);
+      if (!key || (!exists && !(follow && (await pending()))))
         throw new ApiError('NOT_FOUND', `no build log for revision ${JSON.stringify(rev)}`);
       reply.type('text/plain; charset=utf-8');
-      return text;
+      if (!follow) return builder.readLog(key);
+      const ended = new AbortController();
+      req.raw.on('close', () => ended.abort());
+      reply.header('cache-control', 'no-cache');
+      return Readable.from(
+        followLog({
+          path: () => (builder.hasLog(key) ? builder.logPath(key) : undefined),
+          live: async () => builder.isBuilding(key) || (await pending()),
+          signal: ended.signal,
+        }),
+      );
     });
   }
 }

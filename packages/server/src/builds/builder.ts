@@ -25,6 +25,7 @@ import { defaultCpuShares, type RuntimeDriver } from '../runtime/driver.js';
 import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT, shq } from './build-script.js';
 import type { CodeStore } from './code-store.js';
 import { execStreamed } from './daemon-exec.js';
+import { fetchGitSource, type GitRepository, type GitSourceInfo } from './git-source.js';
 import { ManifestError } from './manifest.js';
 import { type BuildPlan, PlanError, planBuild } from './plan.js';
 import { extractZip, UnsafeArchiveError } from './zip-extract.js';
@@ -64,6 +65,8 @@ export interface BuilderDeps {
   code: CodeStore;
   logger?: Logger;
   waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
+  /** Local paths, file:// and private hosts may be cloned (BERTH_GIT_ALLOW_LOCAL; see git-source.ts). */
+  gitAllowLocal?: boolean;
 }
 
 /**
@@ -88,6 +91,8 @@ export class Builder {
   readonly logsDir: string;
   private readonly workDir: string;
   private readonly depsDir: string;
+  /** Keys whose build runs in this process: a followed log ends when its key leaves this set. */
+  private readonly running = new Set<string>();
 
   constructor(private readonly deps: BuilderDeps) {
     const root = join(deps.dataDir, 'builds');
@@ -97,6 +102,15 @@ export class Builder {
     this.depsDir = join(root, 'deps');
     for (const d of [this.appsDir, this.logsDir, this.workDir, this.depsDir])
       mkdirSync(d, { recursive: true });
+    // Clones left by a server killed mid-clone (git-source.ts): nothing clones before this constructor returns.
+    for (const e of readdirSync(this.workDir))
+      if (e.startsWith('git-')) rmSync(join(this.workDir, e), { recursive: true, force: true });
+  }
+
+  /** Clones a spec's git repository into the code store, as an upload would store it (git-source.ts). */
+  fetchGit(repo: GitRepository, signal: AbortSignal): Promise<GitSourceInfo> {
+    const { code, gitAllowLocal } = this.deps;
+    return fetchGitSource(repo, { code, workDir: this.workDir, allowLocal: gitAllowLocal === true, signal });
   }
 
   /** The build key of a source: the app directory's name once built, and its log's. */
@@ -108,8 +122,17 @@ export class Builder {
     return join(this.logsDir, `${key}.log`);
   }
 
+  hasLog(key: string): boolean {
+    return existsSync(this.logPath(key));
+  }
+
   readLog(key: string): string | undefined {
     return existsSync(this.logPath(key)) ? readFileSync(this.logPath(key), 'utf8') : undefined;
+  }
+
+  /** Whether the build of `key` runs now (its log may still grow). */
+  isBuilding(key: string): boolean {
+    return this.running.has(key);
   }
 
   /** The app built from this source earlier, if any. */
@@ -130,6 +153,20 @@ export class Builder {
     const done = this.built(sourceDigest);
     if (done) return done;
     const key = this.keyOf(sourceDigest);
+    this.running.add(key);
+    try {
+      return await this.run(workspace, sourceDigest, key, signal);
+    } finally {
+      this.running.delete(key);
+    }
+  }
+
+  private async run(
+    workspace: string,
+    sourceDigest: string,
+    key: string,
+    signal: AbortSignal,
+  ): Promise<BuiltApp> {
     const log = this.logPath(key);
     writeFileSync(log, '');
     const say = (line: string) => appendFileSync(log, `${line}\n`);

@@ -4,7 +4,8 @@
 //   BUILT / a changed revision → DEPLOYING → one replica answers on its port → DEPLOYED (the revision recorded),
 //   or FAILED with the app's own output; minScale 0 lets that replica idle to standby and away afterwards.
 //   enabled: false → DEACTIVATED (replicas removed); DELETE → TERMINATED (replicas removed).
-// The source digest is written beside status by the upload route (api/code-upload.ts).
+// The source digest is written beside status by the upload route (api/code-upload.ts), or by the clone of
+// spec.repository (workload-git.ts).
 import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
@@ -21,6 +22,7 @@ import {
   workloadPolicyDenial,
 } from './workload-policies.js';
 import { unappliedWorkloadNote } from './workload-unapplied.js';
+import { cloneStep, type SourceRecord } from './workload-git.js';
 
 /** Look again at once: the status just changed and the next pass acts on it. */
 const reconcileAgain: ReconcileResult = { requeueAfterMs: 0 };
@@ -30,11 +32,7 @@ export const KEPT_REVISIONS = 5;
 /** How often a deployed workload is looked at again (a replica count below minScale is topped up). */
 export const LIVE_RECHECK_MS = 30_000;
 
-export interface SourceRecord {
-  digest: string;
-  size: number;
-  uploadedAt: string;
-}
+export type { SourceRecord } from './workload-git.js';
 
 export interface RevisionRecord {
   id: string;
@@ -141,10 +139,14 @@ export function workloadReconciler(
         return reconcileAgain;
       }
       const source: SourceRecord | undefined = o.body.source;
+      // spec.repository (git): cloned first when it names a repository not cloned yet (workload-git.ts).
+      const cloned = await cloneStep(deps, o, source, signal);
+      if (cloned) return cloned;
       if (!source) {
         await resources.updateStatus(key, {
           to: 'UPLOADING',
-          message: `waiting for code: ${o.body.spec?.repository ? 'spec.repository is not fetched by this server yet; ' : ''}PUT the object with ?upload=true and send a zip to the X-Blaxel-Upload-Url it answers (berth deploy does both)`,
+          message:
+            'waiting for code: PUT the object with ?upload=true and send a zip to the X-Blaxel-Upload-Url it answers (berth deploy does both)',
           when: (cur) => !cur.body.source && enabled(cur) && !isGone(cur),
         });
         return DONE;

@@ -72,6 +72,8 @@ export const MAX_SCALE_LIMIT = 100;
 export const Repository = Type.Object({
   type: opt(literals(['git', 'upload'])),
   url: opt(Type.String({ minLength: 1 })),
+  /** The branch a git repository is cloned at (default: the remote's HEAD). */
+  branch: opt(Type.String({ minLength: 1, maxLength: 255 })),
 });
 
 export const ScaledRuntime = {
