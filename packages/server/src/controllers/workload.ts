@@ -8,11 +8,17 @@
 import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
-import type { StoredObject } from '../store/store.js';
+import type { Store, StoredObject } from '../store/store.js';
 import { type ControllerDeps, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
-import { type ReplicaSet, ReplicaStartError, type RevisionRun } from './replicas.js';
+import {
+  type ReplicaSet,
+  ReplicaStartError,
+  type RevisionRun,
+  replicaIdPrefix,
+  workloadKey,
+} from './replicas.js';
 import { unappliedWorkloadNote } from './workload-unapplied.js';
 
 /** Revisions listed on the object (GET .../revisions); older ones are forgotten. */
@@ -48,6 +54,22 @@ export function revisionId(app: BuiltApp): string {
     .update(JSON.stringify([app.key, app.plan.start]))
     .digest('hex')
     .slice(0, 12);
+}
+
+/**
+ * The replica id prefixes of every revision an agent or function still serves (active and canary): an earlier
+ * server's replicas with one of them are re-adopted, the rest removed at start (decision 029).
+ */
+export async function wantedReplicaPrefixes(store: Store): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const kind of ['Agent', 'Function'] as const)
+    for (const o of await store.list({ kind })) {
+      if (isGone(o) || !enabled(o) || o.body.status !== 'DEPLOYED') continue;
+      const key = workloadKey(o.workspace, kind, o.name);
+      if (o.body.activeRevision) out.add(replicaIdPrefix(key, o.body.activeRevision));
+      if (o.body.canaryRevision) out.add(replicaIdPrefix(`${key}#canary`, o.body.canaryRevision));
+    }
+  return out;
 }
 
 export function workloadReconciler(
@@ -163,8 +185,18 @@ export function workloadReconciler(
       const what = canaryRun
         ? `revision ${run.id}, canary ${canaryId} at ${canaryPercent}%`
         : `revision ${run.id}`;
-      const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
-      if (!d) return DONE;
+      // Already DEPLOYED with these revisions, but this server has no replicas yet (it restarted): the deploy
+      // re-adopts the replicas still running, or starts new ones, without leaving DEPLOYED.
+      const resume =
+        o.body.status === 'DEPLOYED' &&
+        o.body.activeRevision === run.id &&
+        o.body.canaryRevision === canaryId &&
+        !isNew &&
+        !w;
+      if (!resume) {
+        const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
+        if (!d) return DONE;
+      }
       try {
         await replicas.deploy(
           { workspace: o.workspace, kind, name: o.name, public: o.body.spec?.public === true },
@@ -180,7 +212,7 @@ export function workloadReconciler(
         to: 'DEPLOYED',
         message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}`,
         extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
-        when: (cur) => enabled(cur) && cur.body.status === 'DEPLOYING',
+        when: (cur) => enabled(cur) && cur.body.status === (resume ? 'DEPLOYED' : 'DEPLOYING'),
       });
       if (!done) return DONE;
       deps.logger?.info(
