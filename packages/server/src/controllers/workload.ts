@@ -19,6 +19,7 @@ import {
   replicaIdPrefix,
   workloadKey,
 } from './replicas.js';
+import { detachVolumes, holderName } from './volume-attach.js';
 import { unappliedWorkloadNote } from './workload-unapplied.js';
 
 /** Revisions listed on the object (GET .../revisions); older ones are forgotten. */
@@ -112,7 +113,11 @@ export function workloadReconciler(
     async reconcile(key, signal): Promise<ReconcileResult> {
       const o = await resources.store.get(key);
       if (!o) return DONE;
-      const release = () => replicas.remove(o.workspace, kind, o.name);
+      const release = async () => {
+        await replicas.remove(o.workspace, kind, o.name);
+        // A job holds its persistent volumes between executions; they are let go with it.
+        if (kind === 'Job') await detachVolumes(resources, o.workspace, holderName('job', o.name));
+      };
       if (isGone(o)) return finishDeletion(deps, o, { release, message: 'terminated: replicas removed' });
       if (!enabled(o)) {
         await deactivate(deps, o, { release, message: 'deactivated: replicas removed' });
