@@ -13,6 +13,8 @@ export function unappliedWorkloadFields(kind: string, spec: any): string[] {
     }
     if (s.revision?.stickySessionTtl) out.push('revision.stickySessionTtl');
     if (s.runtime?.timeout) out.push('runtime.timeout');
+    // Mounted into jobs' tasks only (decision 029): an agent's replicas run without them.
+    if (Array.isArray(s.volumes) && s.volumes.length) out.push('volumes');
   }
   if (Array.isArray(s.integrationConnections) && s.integrationConnections.length)
     out.push('integrationConnections');
