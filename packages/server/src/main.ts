@@ -45,7 +45,7 @@ import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
-import { workloadReconciler } from './controllers/workload.js';
+import { wantedReplicaPrefixes, workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
 import { Callbacks } from './controllers/callbacks.js';
 import { JobCallbacks } from './controllers/job-callbacks.js';
@@ -223,8 +223,9 @@ export async function startServer(
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
-  // Replicas and builds of an earlier run are not adopted: their workloads deploy afresh (decision 023).
-  await replicas.removeLeftovers();
+  // Replicas of the revisions workloads still run are kept for their deploy to take over; builds run again
+  // (docs/decisions/029-replica-lifecycle.md).
+  await replicas.adoptLeftovers(await wantedReplicaPrefixes(store));
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
   images.collect(imageInUse);
   // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).

@@ -236,7 +236,10 @@ export class Builder {
     const dir = join(this.appsDir, key);
     rmSync(dir, { recursive: true, force: true });
     renameSync(out, dir);
-    writeFileSync(join(this.appsDir, `${key}.json`), JSON.stringify(plan));
+    // The plan file marks the app built (builtByKey): written whole or not at all, so a server killed here
+    // builds again rather than reading half a file.
+    writeFileSync(join(this.appsDir, `${key}.json.tmp`), JSON.stringify(plan));
+    renameSync(join(this.appsDir, `${key}.json.tmp`), join(this.appsDir, `${key}.json`));
     rmSync(work, { recursive: true, force: true });
     this.deps.logger?.info({ workspace, key }, 'build done');
     return { key, dir, plan, cached: false };

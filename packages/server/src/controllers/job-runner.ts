@@ -9,6 +9,8 @@ import type { Logger } from 'pino';
 import type { Builder } from '../builds/builder.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
+import { isPersistentJobVolume } from '../kinds/job.js';
+import { attachVolumes, holderName } from './volume-attach.js';
 import type { ResourceKey, StoredObject } from '../store/store.js';
 import {
   afterAttempt,
@@ -327,7 +329,16 @@ export class JobRunner {
           BL_TASK_ATTEMPT: String(attempt),
           BL_EXECUTION_DATA_URL: executionDataUrl(t.index, t.input),
         });
+        // Persistent volumes are held by the job (one holder: `job:<name>`) and bound into every task.
+        const volumes = await attachVolumes(
+          this.deps.resources,
+          this.deps.driver,
+          x.key.workspace,
+          holderName('job', x.rec.job),
+          (open.volumes ?? []).filter(isPersistentJobVolume),
+        );
         result = await runAttempt(this.deps, {
+          volumes,
           sandboxId: sandbox,
           appDir: built.dir,
           start: built.plan.start,

@@ -4,7 +4,7 @@
 // running by an earlier server is re-adopted by polling its process (the daemon keeps it running meanwhile).
 import { request } from 'node:http';
 import { execJson, processInfo } from '../builds/daemon-exec.js';
-import { defaultCpuShares, type RuntimeDriver } from '../runtime/driver.js';
+import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
 import type { ProcessJson } from '../sandbox-api/schema.js';
 import { APP_DIR, APP_PATH, REPLICA_IMAGE, REPLICA_PIDS_MAX } from './replicas.js';
 
@@ -22,6 +22,8 @@ export interface TaskAttempt {
   memoryMb: number;
   envs: Record<string, string>;
   timeoutS: number;
+  /** The job's persistent volumes, already attached to it (controllers/volume-attach.ts). */
+  volumes?: VolumeMount[];
 }
 
 export interface AttemptResult {
@@ -52,7 +54,7 @@ export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<Attemp
     diskMb: t.memoryMb,
     envs,
     image: REPLICA_IMAGE,
-    volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }],
+    volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
   });
   await deps.waitHealthy(info.socketPath);
   const p = await execJson(info.socketPath, {

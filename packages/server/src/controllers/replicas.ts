@@ -5,9 +5,15 @@
 // its port listens is a failed deploy, never a ready replica.
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { execJson } from '../builds/daemon-exec.js';
+import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { ApiError } from '../errors.js';
-import { defaultCpuShares, type RuntimeDriver, type SandboxInfo } from '../runtime/driver.js';
+import {
+  defaultCpuShares,
+  type RuntimeDriver,
+  type SandboxInfo,
+  type SandboxSpec,
+  specHash,
+} from '../runtime/driver.js';
 
 /** Port the app listens on inside its replica (PORT, BL_SERVER_PORT). */
 export const APP_PORT = 8080;
@@ -20,6 +26,14 @@ export const REPLICA_PIDS_MAX = 1024;
 /** Id prefixes of the runtime sandboxes this file and the builder own (Sandbox objects never start so). */
 export const REPLICA_ID_PREFIX = 'wl-';
 export const BUILD_ID_PREFIX = 'bld-';
+/** Name of the start command's process in a replica's daemon (re-adoption asks whether it still runs). */
+export const APP_PROCESS = 'app';
+/**
+ * Replica sandboxes left by an earlier server wait this long for their workload's first deploy to claim them;
+ * the controllers reconcile every workload at start, so one still unclaimed after it belongs to nothing.
+ */
+export const LEFTOVER_CLAIM_MS = 10 * 60_000;
+
 /** Longest the start command may take to listen on its port before the replica counts as failed. */
 export const READY_TIMEOUT_S = 120;
 
@@ -81,6 +95,12 @@ export class ReplicaStartError extends Error {
 
 export const workloadKey = (workspace: string, kind: string, name: string) => `${workspace}/${kind}/${name}`;
 
+/** How every replica id of one workload key (a canary's key ends in #canary) and revision starts. */
+export function replicaIdPrefix(key: string, revision: string): string {
+  const hash = createHash('sha256').update(key).digest('hex').slice(0, 12);
+  return `${REPLICA_ID_PREFIX}${hash}-${revision.slice(0, 8)}-`;
+}
+
 export interface ReplicaSetDeps {
   driver: RuntimeDriver;
   logger?: Logger;
@@ -90,6 +110,8 @@ export interface ReplicaSetDeps {
 
 export class ReplicaSet {
   private readonly workloads = new Map<string, Workload>();
+  /** Replica sandboxes of an earlier server that a deploy of the same key and revision may take over. */
+  private readonly leftovers = new Map<string, SandboxInfo>();
   private readonly now: () => number;
 
   constructor(private readonly deps: ReplicaSetDeps) {
@@ -141,7 +163,8 @@ export class ReplicaSet {
       const kept = reuse(r);
       if (kept?.replicas.some((x) => !x.gone)) return kept;
       const fresh: Workload = { ...w, key: k, run: r, replicas: [], extraStarts: 0, seq: cur?.seq ?? 0 };
-      fresh.replicas.push(await this.startReplica(fresh));
+      fresh.replicas.push(...(await this.claimLeftovers(fresh)));
+      if (fresh.replicas.length === 0) fresh.replicas.push(await this.startReplica(fresh));
       if (cur) cur.seq = Math.max(cur.seq, fresh.seq);
       return fresh;
     };
@@ -162,6 +185,7 @@ export class ReplicaSet {
     await Promise.all(
       pool.filter((x) => !keep.has(x)).flatMap((x) => x.replicas.map((r) => this.removeReplica(r))),
     );
+    await this.dropLeftovers(key);
   }
 
   /** Removes every replica of the workload and forgets it. */
@@ -171,6 +195,7 @@ export class ReplicaSet {
     this.workloads.delete(key);
     const all = w ? [...w.replicas, ...(w.canary?.w.replicas ?? [])] : [];
     await Promise.all(all.map((r) => this.removeReplica(r)));
+    await this.dropLeftovers(key);
   }
 
   /**
@@ -257,10 +282,9 @@ export class ReplicaSet {
     await this.removeReplica(r);
   }
 
-  private async startReplica(w: Workload): Promise<Replica> {
+  /** The sandbox a replica of `w` runs in (the same for every replica of a revision and spec). */
+  private specOf(w: Workload): SandboxSpec {
     const run = w.run;
-    const hash = createHash('sha256').update(w.key).digest('hex').slice(0, 12);
-    const id = `${REPLICA_ID_PREFIX}${hash}-${run.id.slice(0, 8)}-${++w.seq}`;
     const envs = {
       ...run.envs,
       PORT: String(APP_PORT),
@@ -271,7 +295,7 @@ export class ReplicaSet {
       BL_NAME: w.name,
       PATH: APP_PATH,
     };
-    const info = await this.deps.driver.ensure(id, {
+    return {
       memoryMb: run.memoryMb,
       pidsMax: REPLICA_PIDS_MAX,
       cpuShares: defaultCpuShares(run.memoryMb),
@@ -279,12 +303,20 @@ export class ReplicaSet {
       envs,
       image: REPLICA_IMAGE,
       volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }],
-    });
+    };
+  }
+
+  private async startReplica(w: Workload): Promise<Replica> {
+    const run = w.run;
+    const id = `${replicaIdPrefix(w.key, run.id)}${++w.seq}`;
+    const spec = this.specOf(w);
+    const envs = spec.envs;
+    const info = await this.deps.driver.ensure(id, spec);
     try {
       await this.deps.waitHealthy(info.socketPath);
       const p = await execJson(info.socketPath, {
         command: run.start,
-        name: 'app',
+        name: APP_PROCESS,
         workingDir: APP_DIR,
         env: envs,
         waitForPorts: [APP_PORT],
@@ -309,16 +341,74 @@ export class ReplicaSet {
       .catch((err) => this.deps.logger?.warn({ err, replica: r.id }, 'removing a replica failed'));
   }
 
-  /** Removes runtime sandboxes of replicas and builds left by an earlier server (they are started afresh). */
-  async removeLeftovers(): Promise<string[]> {
-    const mine = new Set([...this.workloads.values()].flatMap((w) => w.replicas.map((r) => r.id)));
+  /**
+   * Sorts the runtime sandboxes an earlier server left: builds are removed (the build runs again from its source,
+   * decision 029); replicas whose id prefix (`replicaIdPrefix`) is in `wanted` — a revision some workload still
+   * runs — are kept for that workload's next deploy to take over, the others removed. Returns the removed ids.
+   */
+  async adoptLeftovers(wanted: Set<string>): Promise<string[]> {
+    const mine = new Set([...this.all()].flatMap((w) => w.replicas.map((r) => r.id)));
     const out: string[] = [];
     for (const info of await this.deps.driver.list()) {
       if (!(info.id.startsWith(REPLICA_ID_PREFIX) || info.id.startsWith(BUILD_ID_PREFIX))) continue;
       if (mine.has(info.id)) continue;
+      const prefix = info.id.slice(0, info.id.lastIndexOf('-') + 1);
+      if (info.id.startsWith(REPLICA_ID_PREFIX) && info.state !== 'dead' && wanted.has(prefix)) {
+        this.leftovers.set(info.id, info);
+        continue;
+      }
       await this.deps.driver.remove(info.id).catch(() => undefined);
       out.push(info.id);
     }
+    if (this.leftovers.size > 0) setTimeout(() => void this.dropLeftovers(), LEFTOVER_CLAIM_MS).unref();
     return out;
+  }
+
+  /**
+   * Takes over the earlier server's replicas of this key and revision whose sandbox has exactly the spec a new
+   * one would get (same memory, envs, app) and whose start command still runs; the rest are removed.
+   */
+  private async claimLeftovers(w: Workload): Promise<Replica[]> {
+    const prefix = replicaIdPrefix(w.key, w.run.id);
+    const spec = specHash(this.specOf(w));
+    const out: Replica[] = [];
+    for (const [id, info] of [...this.leftovers]) {
+      if (!id.startsWith(prefix)) continue;
+      this.leftovers.delete(id);
+      w.seq = Math.max(w.seq, Number(id.slice(prefix.length)) || 0);
+      try {
+        const now = await this.deps.driver.inspect(id);
+        if (!now || now.state === 'dead' || now.specHash !== spec || now.pid !== info.pid)
+          throw new Error('the sandbox is gone or runs another spec');
+        // Awake while adopted: the gateway's activator starts every replica as running and freezes it again
+        // after the standby delay.
+        if (now.state === 'frozen') await this.deps.driver.thaw(id);
+        const p = await processInfo(now.socketPath, APP_PROCESS);
+        if (p?.status !== 'running') throw new Error('the start command no longer runs');
+        this.deps.logger?.info({ workspace: w.workspace, name: w.name, replica: id }, 'replica re-adopted');
+        out.push({
+          id,
+          revision: w.run.id,
+          info: { ...now, state: 'running' },
+          inflight: 0,
+          lastUsedMs: this.now(),
+          gone: false,
+        });
+      } catch (err) {
+        this.deps.logger?.info({ replica: id, reason: (err as Error).message }, 'leftover replica removed');
+        await this.deps.driver.remove(id).catch(() => undefined);
+      }
+    }
+    return out;
+  }
+
+  /** Removes the leftovers no deploy took (of one workload key and its canary, or all). */
+  private async dropLeftovers(key?: string): Promise<void> {
+    const prefixes = key && [key, `${key}#canary`].map((k) => replicaIdPrefix(k, '').slice(0, -1));
+    for (const id of [...this.leftovers.keys()]) {
+      if (prefixes && !prefixes.some((p) => id.startsWith(p))) continue;
+      this.leftovers.delete(id);
+      await this.deps.driver.remove(id).catch(() => undefined);
+    }
   }
 }

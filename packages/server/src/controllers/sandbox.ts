@@ -5,6 +5,7 @@
 // A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
 // a spec update that changes what runs (its envs) starts it again.
 import { TASK_ID_PREFIX } from './job-task.js';
+import { BUILD_ID_PREFIX, REPLICA_ID_PREFIX } from './replicas.js';
 import { durationMs } from '../kinds/rules.js';
 import { isGone } from '../kinds/status.js';
 import { type RuntimeDriver, specHash, type VolumeMount } from '../runtime/driver.js';
@@ -161,8 +162,10 @@ export async function removeOrphanSandboxes(deps: SandboxControllerDeps): Promis
   );
   const removed: string[] = [];
   for (const info of await deps.driver.list()) {
-    // Job task sandboxes are the job runner's: it re-adopts or removes them itself (controllers/job-runner.ts).
-    if (known.has(info.id) || info.id.startsWith(TASK_ID_PREFIX)) continue;
+    // Job task sandboxes are the job runner's, replicas and builds the replica set's: each re-adopts or removes
+    // its own (controllers/job-runner.ts, ReplicaSet.adoptLeftovers).
+    const owned = [TASK_ID_PREFIX, REPLICA_ID_PREFIX, BUILD_ID_PREFIX].some((p) => info.id.startsWith(p));
+    if (known.has(info.id) || owned) continue;
     await deps.driver.remove(info.id);
     removed.push(info.id);
   }

@@ -9,12 +9,20 @@
 import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
-import type { StoredObject } from '../store/store.js';
+import type { Store, StoredObject } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
-import { type ReplicaSet, ReplicaStartError, type RevisionRun, type WorkloadRoute } from './replicas.js';
+import {
+  type ReplicaSet,
+  ReplicaStartError,
+  type RevisionRun,
+  replicaIdPrefix,
+  type WorkloadRoute,
+  workloadKey,
+} from './replicas.js';
+import { detachVolumes, holderName } from './volume-attach.js';
 import {
   connectionEnvs,
   failedByPolicy,
@@ -63,6 +71,22 @@ export function revisionId(app: BuiltApp): string {
 /** The routing settings of a stored agent or function (gateway/affinity.ts, gateway/request-deadlines.ts). */
 export function routeOf(o: StoredObject): WorkloadRoute {
   return { stickyTtlS: o.body.spec?.revision?.stickySessionTtl, timeoutS: o.body.spec?.runtime?.timeout };
+}
+
+/**
+ * The replica id prefixes of every revision an agent or function still serves (active and canary): an earlier
+ * server's replicas with one of them are re-adopted, the rest removed at start (decision 029).
+ */
+export async function wantedReplicaPrefixes(store: Store): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const kind of ['Agent', 'Function'] as const)
+    for (const o of await store.list({ kind })) {
+      if (isGone(o) || !enabled(o) || o.body.status !== 'DEPLOYED') continue;
+      const key = workloadKey(o.workspace, kind, o.name);
+      if (o.body.activeRevision) out.add(replicaIdPrefix(key, o.body.activeRevision));
+      if (o.body.canaryRevision) out.add(replicaIdPrefix(`${key}#canary`, o.body.canaryRevision));
+    }
+  return out;
 }
 
 export function workloadReconciler(
@@ -114,9 +138,16 @@ export function workloadReconciler(
     async reconcile(key, signal): Promise<ReconcileResult> {
       const o = await resources.store.get(key);
       if (!o) return DONE;
-      const release = () => replicas.remove(o.workspace, kind, o.name);
+      const release = async () => {
+        await replicas.remove(o.workspace, kind, o.name);
+        // A job holds its persistent volumes between executions; they are let go with it.
+        if (kind === 'Job') await detachVolumes(resources, o.workspace, holderName('job', o.name));
+      };
       if (isGone(o) && kind === 'Job') {
-        const cancel = async () => deps.cancelExecutions?.(o.workspace, o.name);
+        const cancel = async () => {
+          await deps.cancelExecutions?.(o.workspace, o.name);
+          await release();
+        };
         return finishDeletion(deps, o, {
           release: cancel,
           message: 'terminated: running executions cancelled',
@@ -212,8 +243,18 @@ export function workloadReconciler(
       const what = canaryRun
         ? `revision ${run.id}, canary ${canaryId} at ${canaryPercent}%`
         : `revision ${run.id}`;
-      const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
-      if (!d) return DONE;
+      // Already DEPLOYED with these revisions, but this server has no replicas yet (it restarted): the deploy
+      // re-adopts the replicas still running, or starts new ones, without leaving DEPLOYED.
+      const resume =
+        o.body.status === 'DEPLOYED' &&
+        o.body.activeRevision === run.id &&
+        o.body.canaryRevision === canaryId &&
+        !isNew &&
+        !w;
+      if (!resume) {
+        const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
+        if (!d) return DONE;
+      }
       try {
         await replicas.deploy(
           {
@@ -235,7 +276,7 @@ export function workloadReconciler(
         to: 'DEPLOYED',
         message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}`,
         extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
-        when: (cur) => enabled(cur) && cur.body.status === 'DEPLOYING',
+        when: (cur) => enabled(cur) && cur.body.status === (resume ? 'DEPLOYED' : 'DEPLOYING'),
       });
       if (!done) return DONE;
       deps.logger?.info(

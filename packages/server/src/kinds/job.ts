@@ -72,20 +72,24 @@ export const JobSpec = Type.Object({
   volumes: opt(Type.Array(JobVolume)),
 });
 
-const isPersistent = (v: { type?: string }) => (v.type ?? 'persistent') === 'persistent';
+export const isPersistentJobVolume = (v: { type?: string }) => (v.type ?? 'persistent') === 'persistent';
+const isPersistent = isPersistentJobVolume;
 
 /**
- * Persistent job volumes need volumes bound into task sandboxes, which do not exist yet: refused, never ignored.
- * `emptydir` volumes are each task's own scratch space, which every task sandbox's writable layer already is.
+ * A persistent volume is held by the job and bound into its tasks (decision 029). Written by several tasks at
+ * once it would be a race nobody asked for: a writable one needs maxConcurrentTasks 1 (tasks take turns);
+ * read-only ones are shared by every task. `emptydir` volumes are each task's own scratch space, which every
+ * task sandbox's writable layer already is.
  */
-function persistentVolumeIssues(vs: { type?: string }[] | undefined) {
-  return (vs ?? []).flatMap((v, i) =>
-    isPersistent(v)
+function persistentVolumeIssues(s: { volumes?: { type?: string; readOnly?: boolean }[]; runtime?: any }) {
+  const parallel = (s.runtime?.maxConcurrentTasks ?? DEFAULT_MAX_CONCURRENT_TASKS) > 1;
+  return (s.volumes ?? []).flatMap((v, i) =>
+    isPersistent(v) && !v.readOnly && parallel
       ? [
           {
-            pointer: `/spec/volumes/${i}/type`,
+            pointer: `/spec/volumes/${i}/readOnly`,
             message:
-              'persistent job volumes are not supported yet (tasks cannot mount volumes); use type "emptydir" for scratch space',
+              'a writable persistent volume is shared by all the job\'s tasks, so it needs runtime.maxConcurrentTasks 1; mount it readOnly to share it between parallel tasks, or use type "emptydir" for per-task scratch space',
           },
         ]
       : [],
@@ -120,7 +124,7 @@ export const job = {
     const persistent = (vs: any[] | undefined) => vs?.map((v) => (isPersistent(v) ? v.name : undefined));
     return [
       ...regionIssues(s.region, ctx),
-      ...persistentVolumeIssues(s.volumes),
+      ...persistentVolumeIssues(s),
       ...scheduleIssues(s.triggers),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),

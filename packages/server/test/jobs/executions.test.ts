@@ -176,7 +176,7 @@ describe('job executions', () => {
     }
   });
 
-  it('refuses an execution of a job with no deployed code, and a persistent volume', async () => {
+  it('refuses an execution of a job with no deployed code, and a writable persistent volume with parallel tasks', async () => {
     const j = await api(s, '/jobs', { method: 'POST', json: { metadata: { name: 'empty' }, spec: {} } });
     assert.equal(j.status, 200, JSON.stringify(j.body));
     const c = await api(s, '/jobs/empty/executions', { method: 'POST', json: { tasks: [{}] } });
@@ -186,10 +186,13 @@ describe('job executions', () => {
       method: 'POST',
       json: {
         metadata: { name: 'vol' },
-        spec: { volumes: [{ name: 'data', mountPath: '/data', type: 'persistent' }] },
+        spec: {
+          runtime: { maxConcurrentTasks: 2 },
+          volumes: [{ name: 'data', mountPath: '/data', type: 'persistent' }],
+        },
       },
     });
     assert.equal(v.status, 422);
-    assert.match(JSON.stringify(v.body), /persistent job volumes are not supported yet/);
+    assert.match(JSON.stringify(v.body), /needs runtime.maxConcurrentTasks 1/);
   });
 });
