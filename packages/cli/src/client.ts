@@ -91,6 +91,26 @@ export class Api {
   }
 }
 
+/** A streamed GET (followed logs): the response once its status is known; failures as `call` reports them. */
+export async function openStream(cfg: CliConfig, path: string, query: Record<string, string> = {}) {
+  const url = new URL(apiBase(cfg.url) + path);
+  for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+  const headers: Record<string, string> = { authorization: `Bearer ${cfg.apiKey}` };
+  if (cfg.workspace) headers['x-service-workspace'] = cfg.workspace;
+  const res = await fetch(url, { headers });
+  if (!res.ok) {
+    const text = await res.text();
+    let body: any;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = { detail: `HTTP ${res.status}: ${text.slice(0, 200)}` };
+    }
+    throw new ApiFailure(res.status, body);
+  }
+  return res;
+}
+
 /** Page size the CLI asks for while following cursors (the server allows up to 1000). */
 export const PAGE = 500;
 

@@ -19,6 +19,7 @@ import {
   pickStarts,
   type TaskStatus,
 } from './job-decide.js';
+import type { FollowedTask } from './job-log-follow.js';
 import {
   type AttemptResult,
   adoptAttempt,
@@ -88,6 +89,7 @@ export class JobRunner {
   private readonly stopping = new AbortController();
   private timer?: NodeJS.Timeout;
   private runningTotal = 0;
+  private readonly removing = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: JobRunnerDeps) {
     this.now = deps.now ?? Date.now;
@@ -130,6 +132,7 @@ export class JobRunner {
   async stop(): Promise<void> {
     this.stopping.abort();
     if (this.timer) clearInterval(this.timer);
+    await Promise.all([...this.removing]);
   }
 
   private async load(o: StoredObject): Promise<LiveExecution> {
@@ -164,6 +167,18 @@ export class JobRunner {
     return [...this.live.values()]
       .filter((x) => x.key.workspace === workspace && x.rec.job === job)
       .map((x) => x.rec.id);
+  }
+
+  /** A task of an unfinished execution as the runner holds it (log following); undefined once it has ended. */
+  taskState(workspace: string, job: string, id: string, index: number): FollowedTask | undefined {
+    const t = this.live.get(`${workspace}/${job}/${id}`)?.tasks[index];
+    return t && { status: t.status, attempts: t.attempts, sandbox: t.sandbox };
+  }
+
+  /** The daemon socket of a task's sandbox while it runs. */
+  async socketOf(sandbox: string): Promise<string | undefined> {
+    const info = await this.deps.driver.inspect(sandbox);
+    return info && info.state !== 'dead' ? info.socketPath : undefined;
   }
 
   /** Starts tracking a freshly created execution (its objects are already in the store). */
@@ -393,7 +408,9 @@ export class JobRunner {
     }
     // Removed only once the outcome is stored: a server killed in between finds the finished attempt's sandbox
     // at start and removes it as a stray, where removing first would make a finished attempt look lost (run twice).
-    await this.deps.driver.remove(sandbox).catch(() => undefined);
+    // Off the critical path: the slot is free once the outcome is stored, so the next task's sandbox starts while
+    // this one's processes are killed and its cgroup and directories go (most of a slot's time otherwise).
+    this.removeLater(sandbox);
     t.status = next.status;
     t.notBeforeMs = next.notBeforeMs;
     t.sandbox = undefined;
@@ -401,6 +418,15 @@ export class JobRunner {
     this.runningTotal--;
     await this.settle(x);
     this.schedule();
+  }
+
+  /** Removes a finished attempt's sandbox in the background; `stop` waits for these. */
+  private removeLater(sandbox: string) {
+    const p = this.deps.driver
+      .remove(sandbox)
+      .catch((err) => this.deps.logger?.warn({ err, sandbox }, 'could not remove a task sandbox'))
+      .finally(() => this.removing.delete(p));
+    this.removing.add(p);
   }
 
   /** An attempt whose sandbox did not survive: back to waiting, not counted against the retries. */
