@@ -19,6 +19,7 @@ import {
   pickStarts,
   type TaskStatus,
 } from './job-decide.js';
+import { issueCredential, revokeOps, type TaskCredential } from './job-credential.js';
 import type { FollowedTask } from './job-log-follow.js';
 import {
   type AttemptResult,
@@ -39,12 +40,8 @@ import {
   tasksParent,
 } from './job-store.js';
 
-/**
- * `blStartJob` refuses to start without a credential although it only reads BL_EXECUTION_DATA_URL, and task
- * sandboxes have no route to the API anyway (runtime/linux/network.ts): a task whose job sets no BL_API_KEY gets
- * this value, which says so and authenticates nothing (decision 025).
- */
-export const TASK_NO_API_KEY = 'none-task-sandboxes-cannot-reach-the-api';
+/** A credential issued for tasks stays valid at least this long beyond the longest attempt (the kill grace, slack). */
+export const CREDENTIAL_MARGIN_MS = 60_000;
 /** Tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS): sandboxes cost memory. */
 export const DEFAULT_GLOBAL_MAX_TASKS = 50;
 /** How often waiting retries are looked at (their backoff elapses without any other event). */
@@ -68,6 +65,8 @@ interface LiveExecution {
   tasks: LiveTask[];
   running: number;
   cancelling: boolean;
+  /** The tasks' credential this server issued (plaintext in memory only), or its issuing in progress. */
+  cred?: Promise<TaskCredential>;
 }
 
 export interface JobRunnerDeps extends TaskDeps {
@@ -325,7 +324,7 @@ export class JobRunner {
         const built = this.deps.builder.builtByKey(x.rec.app);
         if (!built) throw new Error(`the built app ${x.rec.app} is gone`);
         const envs: Record<string, string> = {
-          BL_API_KEY: TASK_NO_API_KEY,
+          BL_API_KEY: (await this.credential(x)).key,
           ...(built.plan.manifest?.env ?? {}),
         };
         for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
@@ -420,6 +419,39 @@ export class JobRunner {
     this.schedule();
   }
 
+  /**
+   * The execution's task credential, issued on first need and again when the one held would expire before an
+   * attempt starting now could end; every one issued is recorded on the execution, to be revoked at its end.
+   */
+  private async credential(x: LiveExecution): Promise<TaskCredential> {
+    const needMs = x.rec.timeoutS * 1000 + CREDENTIAL_MARGIN_MS;
+    for (;;) {
+      const pending = x.cred;
+      const held = pending && (await pending.catch(() => undefined));
+      // Another attempt began issuing while this one waited: take that one.
+      if (x.cred !== pending) continue;
+      if (held && held.expiresAt >= this.now() + needMs) return held;
+      x.cred = this.issue(x, needMs);
+      return x.cred;
+    }
+  }
+
+  private async issue(x: LiveExecution, needMs: number): Promise<TaskCredential> {
+    const { cred, op } = issueCredential(x.key.workspace, x.rec.job, x.rec.id, this.now(), needMs);
+    await this.store.write([
+      op,
+      {
+        op: 'update',
+        key: x.key,
+        mutate: (cur) => ({
+          ...cur.body,
+          credentialHashes: [...(cur.body.credentialHashes ?? []), cred.hash],
+        }),
+      },
+    ]);
+    return cred;
+  }
+
   /** Removes a finished attempt's sandbox in the background; `stop` waits for these. */
   private removeLater(sandbox: string) {
     const p = this.deps.driver
@@ -467,12 +499,16 @@ export class JobRunner {
     if (!this.live.has(id)) return;
     this.live.delete(id);
     const at = new Date(this.now()).toISOString();
+    // The tasks' credentials are revoked in the write that ends the execution: none outlives it.
+    const hashes =
+      ((await this.store.get(x.key))?.body as ExecutionRecord | undefined)?.credentialHashes ?? [];
     const [o] = await this.store.write([
       {
         op: 'update',
         key: x.key,
         mutate: (cur) => ({ ...cur.body, status, completedAt: at, updatedAt: at }),
       },
+      ...(await revokeOps(this.store, hashes)),
     ]);
     this.deps.logger?.info(
       { workspace: x.key.workspace, job: x.rec.job, execution: x.rec.id, status },
