@@ -33,6 +33,8 @@ export async function startBerth(env = {}) {
     key,
     dataDir,
     pid: child.pid,
+    /** Everything the server wrote to stdout so far (its log lines, when BERTH_LOG_LEVEL lets them through). */
+    output: () => out,
     async stop() {
       const done = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');

@@ -65,6 +65,8 @@ interface LiveExecution {
   tasks: LiveTask[];
   running: number;
   cancelling: boolean;
+  /** Berth's own time around attempts (not the driver's), for the `job execution ended` log and bench/jobs. */
+  overhead: { ms: number; attempts: number };
   /** The tasks' credential this server issued (plaintext in memory only), or its issuing in progress. */
   cred?: Promise<TaskCredential>;
 }
@@ -156,6 +158,7 @@ export class JobRunner {
       tasks,
       running: 0,
       cancelling: rec.status === 'cancelling',
+      overhead: { ms: 0, attempts: 0 },
     };
     this.live.set(`${o.workspace}/${rec.job}/${rec.id}`, x);
     return x;
@@ -238,7 +241,7 @@ export class JobRunner {
       t.status = 'running';
       x.running++;
       this.runningTotal++;
-      void this.launch(x, t);
+      void this.launch(x, t, performance.now());
     }
   }
 
@@ -250,7 +253,7 @@ export class JobRunner {
     return `${TASK_ID_PREFIX}${h}-${t.index}-${attempt}`;
   }
 
-  private async launch(x: LiveExecution, t: LiveTask) {
+  private async launch(x: LiveExecution, t: LiveTask, claimedAt: number) {
     const attempt = t.attempts + 1;
     const sandbox = this.sandboxId(x, t, attempt);
     const at = new Date(this.now()).toISOString();
@@ -297,7 +300,7 @@ export class JobRunner {
     if (x.rec.status === 'pending') x.rec = { ...x.rec, status: 'running', startedAt: at };
     t.attempts = attempt;
     t.sandbox = sandbox;
-    await this.follow(x, t, attempt, sandbox, 'run');
+    await this.follow(x, t, attempt, sandbox, 'run', claimedAt);
   }
 
   /** Runs (or re-adopts) one attempt to its end and records the outcome. */
@@ -307,7 +310,10 @@ export class JobRunner {
     attempt: number,
     sandbox: string,
     how: 'run' | 'adopt',
+    claimedAt = performance.now(),
   ) {
+    // Scheduling overhead: from the claim to the driver's call, and from the attempt's end to its slot's release.
+    let ownMs = 0;
     let result: AttemptResult | undefined;
     let infraError: string | undefined;
     try {
@@ -336,6 +342,7 @@ export class JobRunner {
           BL_TASK_ATTEMPT: String(attempt),
           BL_EXECUTION_DATA_URL: executionDataUrl(t.index, t.input),
         });
+        ownMs += performance.now() - claimedAt;
         result = await runAttempt(this.deps, {
           sandboxId: sandbox,
           appDir: built.dir,
@@ -360,6 +367,7 @@ export class JobRunner {
       infraError = (err as Error).message;
     }
     if (this.stopping.signal.aborted) return;
+    const endedAt = performance.now();
     this.keepLog(x, t.index, attempt, result?.logs ?? `(no output: ${infraError})\n`);
     const end = {
       exitCode: result?.exitCode ?? -1,
@@ -415,6 +423,10 @@ export class JobRunner {
     t.sandbox = undefined;
     x.running--;
     this.runningTotal--;
+    if (how === 'run') {
+      x.overhead.ms += ownMs + performance.now() - endedAt;
+      x.overhead.attempts++;
+    }
     await this.settle(x);
     this.schedule();
   }
@@ -511,7 +523,15 @@ export class JobRunner {
       ...(await revokeOps(this.store, hashes)),
     ]);
     this.deps.logger?.info(
-      { workspace: x.key.workspace, job: x.rec.job, execution: x.rec.id, status },
+      {
+        workspace: x.key.workspace,
+        job: x.rec.job,
+        execution: x.rec.id,
+        status,
+        schedulingOverheadMsPerAttempt: x.overhead.attempts
+          ? Number((x.overhead.ms / x.overhead.attempts).toFixed(2))
+          : undefined,
+      },
       'job execution ended',
     );
     const c = countTasks(x.tasks.map((t) => t.status));
