@@ -90,7 +90,7 @@ async function viaBerth() {
 /** The runner's `job execution ended` line for the execution (written just after its end is stored). */
 async function loggedOverhead(berth, id) {
   for (let i = 0; i < 100; i++) {
-    for (const line of berth.output().split('\n')) {
+    for (const line of berth.log().split('\n')) {
       if (!line.includes(id) || !line.includes('job execution ended')) continue;
       return JSON.parse(line).schedulingOverheadMsPerAttempt;
     }

@@ -312,7 +312,7 @@ export class JobRunner {
     how: 'run' | 'adopt',
     claimedAt = performance.now(),
   ) {
-    // Scheduling overhead: from the claim to the driver's call, and from the attempt's end to its slot's release.
+    // Scheduling overhead: from the claim to the driver's call (the slot is released as soon as the attempt ends).
     let ownMs = 0;
     let result: AttemptResult | undefined;
     let infraError: string | undefined;
@@ -367,7 +367,15 @@ export class JobRunner {
       infraError = (err as Error).message;
     }
     if (this.stopping.signal.aborted) return;
-    const endedAt = performance.now();
+    // The process has ended: its slot is free now, before the log and outcome writes (the task itself stays
+    // `running` in memory until its outcome is stored, so it is not picked again meanwhile).
+    x.running--;
+    this.runningTotal--;
+    if (how === 'run') {
+      x.overhead.ms += ownMs;
+      x.overhead.attempts++;
+    }
+    this.schedule();
     this.keepLog(x, t.index, attempt, result?.logs ?? `(no output: ${infraError})\n`);
     const end = {
       exitCode: result?.exitCode ?? -1,
@@ -421,12 +429,6 @@ export class JobRunner {
     t.status = next.status;
     t.notBeforeMs = next.notBeforeMs;
     t.sandbox = undefined;
-    x.running--;
-    this.runningTotal--;
-    if (how === 'run') {
-      x.overhead.ms += ownMs + performance.now() - endedAt;
-      x.overhead.attempts++;
-    }
     await this.settle(x);
     this.schedule();
   }
