@@ -16,12 +16,14 @@ export async function startBerth(env = {}) {
   });
   // The server logs to stderr: kept for `log()`, and passed on except info and below (a bench may ask for info).
   let log = '';
+  let partial = '';
   child.stderr.on('data', (d) => {
     log += d;
-    for (const line of String(d).split('\n')) {
-      if (!line) continue;
+    const lines = (partial + d).split('\n');
+    partial = lines.pop();
+    for (const line of lines) {
       const level = /^\{"level":(\d+)/.exec(line)?.[1];
-      if (!level || Number(level) >= 40) process.stderr.write(`${line}\n`);
+      if (line && (!level || Number(level) >= 40)) process.stderr.write(`${line}\n`);
     }
   });
   // BENCH_BERTH_LOG=<file> keeps the server's log (its stdout) for a look after the run.
