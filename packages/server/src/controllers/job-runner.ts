@@ -121,6 +121,8 @@ export class JobRunner {
         } else await this.lose(x, t);
       }
       if (x.cancelling) void this.cancel(x.key.workspace, rec.job, rec.id);
+      // A server killed between an execution's last outcome and its end leaves it with nothing left to run.
+      else await this.settle(x);
     }
     for (const info of await this.deps.driver.list())
       if (info.id.startsWith(TASK_ID_PREFIX) && !adopted.has(info.id))
