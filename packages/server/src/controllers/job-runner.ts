@@ -256,17 +256,20 @@ export class JobRunner {
   }
 
   private async launch(x: LiveExecution, t: LiveTask, claimedAt: number) {
-    const attempt = t.attempts + 1;
+    const prev = t.attempts;
+    const attempt = prev + 1;
     const sandbox = this.sandboxId(x, t, attempt);
     const at = new Date(this.now()).toISOString();
-    try {
-      await this.store.write([
+    // The `running` write and the sandbox's start go on together; the task's process starts only once the write
+    // is stored (runAttempt awaits it), so no attempt runs unrecorded. A server killed in between leaves either an
+    // unrecorded sandbox (removed at start as a stray) or a recorded one with no task process (lost, run again).
+    const recorded = this.store
+      .write([
         {
           op: 'update',
           key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
           mutate: (cur) => {
-            if (cur.body.status !== 'pending' || cur.body.attempts !== t.attempts)
-              throw new Error('task moved on');
+            if (cur.body.status !== 'pending' || cur.body.attempts !== prev) throw new Error('task moved on');
             return {
               ...cur.body,
               status: 'running',
@@ -291,18 +294,27 @@ export class JobRunner {
               },
             ]
           : []),
-      ]);
-    } catch (err) {
-      this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'could not start a task');
-      t.status = 'pending';
-      x.running--;
-      this.runningTotal--;
-      return;
-    }
-    if (x.rec.status === 'pending') x.rec = { ...x.rec, status: 'running', startedAt: at };
+      ])
+      .then(
+        () => {
+          if (x.rec.status === 'pending') x.rec = { ...x.rec, status: 'running', startedAt: at };
+          return true;
+        },
+        (err) => {
+          this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'could not start a task');
+          return false;
+        },
+      );
     t.attempts = attempt;
     t.sandbox = sandbox;
-    await this.follow(x, t, attempt, sandbox, 'run', claimedAt);
+    await this.follow(x, t, attempt, sandbox, 'run', claimedAt, recorded);
+    if (!(await recorded)) {
+      // Never started: back to waiting as it was (its sandbox, if made, goes; the slot was released).
+      t.status = 'pending';
+      t.attempts = prev;
+      t.sandbox = undefined;
+      this.schedule();
+    }
   }
 
   /** Runs (or re-adopts) one attempt to its end and records the outcome. */
@@ -313,6 +325,7 @@ export class JobRunner {
     sandbox: string,
     how: 'run' | 'adopt',
     claimedAt = performance.now(),
+    recorded: Promise<boolean> = Promise.resolve(true),
   ) {
     // Scheduling overhead: from the claim to the driver's call (the slot is released as soon as the attempt ends).
     let ownMs = 0;
@@ -352,6 +365,7 @@ export class JobRunner {
           memoryMb: x.rec.memoryMb,
           envs,
           timeoutS: x.rec.timeoutS,
+          ready: recorded,
         });
       } else {
         result = await adoptAttempt(this.deps, sandbox, this.stopping.signal);
@@ -369,6 +383,12 @@ export class JobRunner {
       infraError = (err as Error).message;
     }
     if (this.stopping.signal.aborted) return;
+    if (!(await recorded)) {
+      x.running--;
+      this.runningTotal--;
+      this.removeLater(sandbox);
+      return;
+    }
     // The process has ended: its slot is free now, before the log and outcome writes (the task itself stays
     // `running` in memory until its outcome is stored, so it is not picked again meanwhile).
     x.running--;
