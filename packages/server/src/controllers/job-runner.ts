@@ -90,6 +90,11 @@ export class JobRunner {
   private readonly stopping = new AbortController();
   private timer?: NodeJS.Timeout;
   private runningTotal = 0;
+  /**
+   * Nothing is launched until `start` has swept stray task sandboxes: an attempt launched meanwhile (a re-adopted
+   * one ending frees a slot) would have its fresh sandbox removed as a stray.
+   */
+  private started = false;
   private readonly removing = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: JobRunnerDeps) {
@@ -127,6 +132,7 @@ export class JobRunner {
     for (const info of await this.deps.driver.list())
       if (info.id.startsWith(TASK_ID_PREFIX) && !adopted.has(info.id))
         await this.deps.driver.remove(info.id).catch(() => undefined);
+    this.started = true;
     this.timer = setInterval(() => this.schedule(), TICK_MS);
     this.timer.unref();
     this.schedule();
@@ -223,7 +229,7 @@ export class JobRunner {
 
   /** Starts whatever the caps allow now. */
   schedule(): void {
-    if (this.stopping.signal.aborted) return;
+    if (this.stopping.signal.aborted || !this.started) return;
     const execs = [...this.live.values()].filter((x) => !x.cancelling);
     const picks = pickStarts(
       execs.map((x) => ({
