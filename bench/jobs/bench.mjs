@@ -1,8 +1,8 @@
 // bench/jobs: one execution of N tasks that each run `true` (maxConcurrentTasks 50) through `berth serve`, from the
 // POST to `succeeded`; baseline the same N sandboxes (same spec, the app bound at /app, `true` run by the daemon,
 // then removed) spawned directly through the runtime driver by 50 workers in the same run. Figures: tasks/s, and the
-// scheduling overhead per task as the server measures it (its own time in each slot: from a task's claim to the
-// driver's create, and from the attempt's end to the slot's release — what the direct baseline does not do), next to
+// scheduling overhead per task as the server measures it (its own time in each slot, from a task's claim to the
+// driver's create: what the direct baseline does not do; the slot is released when the process ends), next to
 // the wall-time difference ((Berth time - direct time) × parallelism / N). Targets: overhead <= 20 ms/task,
 // throughput >= 50% of direct.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
