@@ -12,7 +12,19 @@ export async function startBerth(env = {}) {
   const nodeArgs = (process.env.BENCH_BERTH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
     env: { ...process.env, BERTH_LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // The server logs to stderr: kept for `log()`, and passed on except info and below (a bench may ask for info).
+  let log = '';
+  let partial = '';
+  child.stderr.on('data', (d) => {
+    log += d;
+    const lines = (partial + d).split('\n');
+    partial = lines.pop();
+    for (const line of lines) {
+      const level = /^\{"level":(\d+)/.exec(line)?.[1];
+      if (line && (!level || Number(level) >= 40)) process.stderr.write(`${line}\n`);
+    }
   });
   // BENCH_BERTH_LOG=<file> keeps the server's log (its stdout) for a look after the run.
   if (process.env.BENCH_BERTH_LOG)
@@ -33,6 +45,8 @@ export async function startBerth(env = {}) {
     key,
     dataDir,
     pid: child.pid,
+    /** The server's log so far (its stderr: the lines BERTH_LOG_LEVEL lets through). */
+    log: () => log,
     async stop() {
       const done = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');

@@ -11,9 +11,9 @@ blStartJob(async (input) => {
   console.log(
     `task ${index} attempt ${attempt} of execution ${process.env.BL_EXECUTION_ID}: ${JSON.stringify(input)}`,
   );
+  if (input.env) console.log(`env ${input.env}=${process.env[input.env] ?? ''}`);
   if (input.sleep) await new Promise((r) => setTimeout(r, Number(input.sleep) * 1000));
   if (attempt <= Number(input.failAttempts ?? 0)) throw new Error(`failing attempt ${attempt} on purpose`);
-  if (input.env) console.log(`env ${input.env}=${process.env[input.env] ?? ''}`);
   console.log(`hello, ${input.name ?? 'world'}`);
   console.log(`MARKER task=${index} attempt=${attempt} done`);
 });

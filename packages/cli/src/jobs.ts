@@ -3,11 +3,11 @@
 // `berth logs job <name> --execution <id> [--task N] [-f]` prints task logs, `berth cancel execution <job> <id>`.
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { Api } from './client.js';
+import { Api, openStream } from './client.js';
 import { loadCliConfig } from './config.js';
 import { workloadLogs } from './workloads.js';
 
-/** How often progress and followed logs are read. */
+/** How often progress is read. */
 const POLL_MS = 1000;
 const DONE = new Set(['succeeded', 'failed', 'cancelled']);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -70,26 +70,34 @@ async function listExecutions(name: string) {
 }
 
 async function logs(name: string, o: { execution: string; task?: string; follow?: boolean }) {
-  const api = new Api(loadCliConfig());
+  const cfg = loadCliConfig();
+  const api = new Api(cfg);
   const { body: e } = await api.call('GET', `/jobs/${name}/executions/${o.execution}`);
-  const indexes = o.task !== undefined ? [Number(o.task)] : (e.tasks ?? []).map((t: any) => t.index);
-  const seen = new Map<number, number>();
-  for (;;) {
-    for (const i of indexes) {
-      const res = await api.call('GET', `/jobs/${name}/executions/${o.execution}/tasks/${i}/logs`);
-      const text = res.text;
-      const from = seen.get(i) ?? 0;
-      if (text.length > from) {
-        const chunk = text.slice(from);
-        process.stdout.write(indexes.length > 1 ? chunk.replace(/^/gm, `[${i}] `) : chunk);
-        seen.set(i, text.length);
-      }
-    }
-    if (!o.follow) return;
-    const { body: now } = await api.call('GET', `/jobs/${name}/executions/${o.execution}`);
-    if (DONE.has(now.status)) return;
-    await sleep(POLL_MS);
+  const indexes: number[] =
+    o.task !== undefined ? [Number(o.task)] : (e.tasks ?? []).map((t: any) => t.index);
+  const path = (i: number) => `/jobs/${name}/executions/${o.execution}/tasks/${i}/logs`;
+  const label = (i: number, text: string) =>
+    indexes.length > 1 ? text.replace(/^(?=.)/gm, `[${i}] `) : text;
+  if (!o.follow) {
+    for (const i of indexes) process.stdout.write(label(i, (await api.call('GET', path(i))).text));
+    return;
   }
+  // Every task followed at once (each stream ends with its task); whole lines only, so labels stay at line starts.
+  await Promise.all(
+    indexes.map(async (i) => {
+      const res = await openStream(cfg, path(i), { follow: 'true' });
+      const dec = new TextDecoder();
+      let held = '';
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+        held += dec.decode(chunk, { stream: true });
+        const cut = indexes.length > 1 ? held.lastIndexOf('\n') + 1 : held.length;
+        if (cut > 0) process.stdout.write(label(i, held.slice(0, cut)));
+        held = held.slice(cut);
+      }
+      held += dec.decode();
+      if (held) process.stdout.write(label(i, held.endsWith('\n') ? held : `${held}\n`));
+    }),
+  );
 }
 
 export function registerJobs(program: Command) {
@@ -111,7 +119,7 @@ export function registerJobs(program: Command) {
     .argument('<name>', 'job name')
     .option('--execution <id>', 'execution id (jobs)')
     .option('--task <index>', 'one task')
-    .option('-f, --follow', 'keep printing until the execution ends')
+    .option('-f, --follow', 'print output live as tasks run, until they end')
     .option('--build [revision]', 'agents and functions: the build log (of the latest build, or a revision)')
     .action((kind: string, name: string, o) => {
       if (kind !== 'job') return workloadLogs(kind, name, o);

@@ -56,7 +56,7 @@ export function createApp(opts: AppOptions): FastifyInstance {
   app.addHook('onRequest', async (req) => {
     const path = req.url.split('?')[0];
     if (!path.startsWith('/v0/') || PUBLIC_V0.has(path)) return;
-    req.access = await opts.authenticator.resolve(req.headers);
+    req.access = await opts.authenticator.resolve(req.headers, { method: req.method, path });
   });
 
   app.setErrorHandler((err: any, req, reply) => {

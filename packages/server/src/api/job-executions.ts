@@ -1,7 +1,9 @@
 // Executions of a job in the SDK's shapes (`@blaxel/core` createJobExecution, getJobExecution, listJobExecutions,
 // deleteJobExecution): POST/GET /jobs/{job}/executions, GET/DELETE .../executions/{id}, GET .../{id}/tasks and each
-// task's log (GET .../{id}/tasks/{index}/logs). An execution runs the job's revision active when it was created.
+// task's log (GET .../{id}/tasks/{index}/logs; ?follow=true streams it until the task ends). An execution runs
+// the job's revision active when it was created.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { PassThrough } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import { requireRole } from '../auth/require-role.js';
 import { ApiError } from '../errors.js';
@@ -17,6 +19,7 @@ import {
   tasksParent,
 } from '../controllers/job-store.js';
 import type { Resources } from '../store/resources.js';
+import { followTaskLog, type LogFollowDeps } from '../controllers/job-log-follow.js';
 import { listPage } from './pagination.js';
 
 export interface JobExecutionRouteDeps {
@@ -155,6 +158,14 @@ export function registerJobExecutionRoutes(app: FastifyInstance, deps: JobExecut
         'NOT_FOUND',
         `execution ${rec.id} has no task ${JSON.stringify((req.params as { index: string }).index)}`,
       );
+    if ((req.query as Record<string, string>)?.follow === 'true') {
+      reply.type('text/plain; charset=utf-8');
+      return followResponse(req, reply, {
+        logFile: runner.logFile(workspace, job, rec.id, index),
+        state: () => runner.taskState(workspace, job, rec.id, index),
+        socketOf: (sandbox) => runner.socketOf(sandbox),
+      });
+    }
     let text = '';
     try {
       text = readFileSync(runner.logFile(workspace, job, rec.id, index), 'utf8');
@@ -164,4 +175,17 @@ export function registerJobExecutionRoutes(app: FastifyInstance, deps: JobExecut
     reply.type('text/plain; charset=utf-8');
     return text;
   });
+}
+
+/** A streamed answer that ends when the task does, or stops following when the client goes away. */
+function followResponse(req: FastifyRequest, reply: FastifyReply, deps: LogFollowDeps) {
+  const out = new PassThrough();
+  const gone = new AbortController();
+  // The response's close, not the request's (which closes once its empty body is read).
+  reply.raw.once('close', () => gone.abort());
+  out.once('close', () => gone.abort());
+  void followTaskLog(deps, (text) => text && out.write(text), gone.signal)
+    .catch((err) => req.log.warn({ err }, 'following a task log failed'))
+    .finally(() => out.end());
+  return out;
 }

@@ -8,6 +8,19 @@ export interface Principal {
   /** The workspace the credential belongs to; used when a request names none. */
   homeWorkspace: string;
   via: 'api_key' | 'jwt';
+  /** A job execution's task credential: it reads that execution only (auth/execution-scope.ts). */
+  scope?: ExecutionScope;
+}
+
+export interface ExecutionScope {
+  job: string;
+  execution: string;
+}
+
+/** What a request asks for: a scoped credential is refused unless its scope allows this. */
+export interface Route {
+  method: string;
+  path: string;
 }
 
 export interface Access {
@@ -22,7 +35,8 @@ export const atLeast = (have: Role, need: Role) => RANK[have] >= RANK[need];
 
 /** Resolves the caller of a request. Throws ApiError 401 (no or bad credential) or 403/404 (workspace). */
 export interface Authenticator {
-  resolve(headers: Record<string, string | string[] | undefined>): Promise<Access>;
+  /** Without `route` (the gateways), a scoped credential is refused: it reads its own execution, nothing else. */
+  resolve(headers: Record<string, string | string[] | undefined>, route?: Route): Promise<Access>;
   /** Same, but only the principal: for calls that do not address a workspace (e.g. creating one). */
   principal(headers: Record<string, string | string[] | undefined>): Promise<Principal>;
 }

@@ -7,6 +7,7 @@ import type { Store } from '../store/store.js';
 import { type Access, type Authenticator, bearer, type Principal, workspaceHeader } from './access.js';
 import { looksLikeJwt, sha256 } from './credentials.js';
 import { AUTH_KINDS, type ApiKeyHashRecord, keys, type MemberRecord } from './records.js';
+import { SCOPED_ONLY, scopeAllows } from './execution-scope.js';
 import type { SigningKey } from './signing-key.js';
 
 /** How long a resolved credential or role is reused without a store read; changes invalidate sooner. */
@@ -68,7 +69,13 @@ export function createAuthenticator(deps: {
     if (!rec) return { principal: undefined, until: now() + AUTH_CACHE_TTL_MS };
     const b = rec.body as ApiKeyHashRecord;
     return {
-      principal: { subject: b.sub, subType: b.subType, homeWorkspace: b.workspace, via: 'api_key' },
+      principal: {
+        subject: b.sub,
+        subType: b.subType,
+        homeWorkspace: b.workspace,
+        via: 'api_key',
+        ...(b.scope ? { scope: b.scope } : {}),
+      },
       until: now() + AUTH_CACHE_TTL_MS,
       expiresAt: b.expiresAt,
     };
@@ -118,6 +125,7 @@ export function createAuthenticator(deps: {
   }
 
   async function accessIn(p: Principal, workspace: string): Promise<Access> {
+    if (p.scope) throw new ApiError('FORBIDDEN', SCOPED_ONLY);
     const rk = `${p.subject}\u0000${workspace}`;
     const t = now();
     let hit = roles.get(rk);
@@ -133,11 +141,19 @@ export function createAuthenticator(deps: {
   }
 
   return {
-    principal,
-    accessIn,
-    async resolve(headers) {
+    async principal(headers) {
       const p = await principal(headers);
-      return accessIn(p, workspaceHeader(headers) ?? p.homeWorkspace);
+      if (p.scope) throw new ApiError('FORBIDDEN', SCOPED_ONLY);
+      return p;
+    },
+    accessIn,
+    async resolve(headers, route) {
+      const p = await principal(headers);
+      const workspace = workspaceHeader(headers) ?? p.homeWorkspace;
+      if (!p.scope) return accessIn(p, workspace);
+      if (!route || !scopeAllows(p.scope, route)) throw new ApiError('FORBIDDEN', SCOPED_ONLY);
+      if (workspace !== p.homeWorkspace) throw new ApiError('NOT_FOUND', `workspace ${workspace} not found`);
+      return { principal: p, workspace, role: 'viewer' };
     },
     invalidate,
     close: unwatch,

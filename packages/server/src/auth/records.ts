@@ -10,6 +10,7 @@
 //   Invitation       <ws>  ''        <subject>     a pending invitation of a principal of another tenant
 //   InvitationFor    '_'   <subject> <ws>          reverse index: the pending invitations of a subject
 import type { Role } from '../kinds/types.js';
+import type { ExecutionScope } from './access.js';
 import type { ResourceKey, Store, WriteOp } from '../store/store.js';
 
 /** The pseudo-workspace of global indexes; `_` is not a DNS label, so no real workspace can take it. */
@@ -82,6 +83,8 @@ export interface ApiKeyHashRecord {
   subType: SubType;
   workspace: string;
   expiresAt?: number;
+  /** Set on a job execution's task credential (no member record: it has no role of its own). */
+  scope?: ExecutionScope;
 }
 
 /** An offer of a role that grants nothing until the invitee (or an admin of its home workspace) accepts it. */

@@ -21,6 +21,8 @@ import {
   pickStarts,
   type TaskStatus,
 } from './job-decide.js';
+import { issueCredential, revokeOps, type TaskCredential } from './job-credential.js';
+import type { FollowedTask } from './job-log-follow.js';
 import {
   type AttemptResult,
   adoptAttempt,
@@ -40,12 +42,8 @@ import {
   tasksParent,
 } from './job-store.js';
 
-/**
- * `blStartJob` refuses to start without a credential although it only reads BL_EXECUTION_DATA_URL, and task
- * sandboxes have no route to the API anyway (runtime/linux/network.ts): a task whose job sets no BL_API_KEY gets
- * this value, which says so and authenticates nothing (decision 025).
- */
-export const TASK_NO_API_KEY = 'none-task-sandboxes-cannot-reach-the-api';
+/** A credential issued for tasks stays valid at least this long beyond the longest attempt (the kill grace, slack). */
+export const CREDENTIAL_MARGIN_MS = 60_000;
 /** Tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS): sandboxes cost memory. */
 export const DEFAULT_GLOBAL_MAX_TASKS = 50;
 /** How often waiting retries are looked at (their backoff elapses without any other event). */
@@ -69,6 +67,10 @@ interface LiveExecution {
   tasks: LiveTask[];
   running: number;
   cancelling: boolean;
+  /** Berth's own time around attempts (not the driver's), for the `job execution ended` log and bench/jobs. */
+  overhead: { ms: number; attempts: number };
+  /** The tasks' credential this server issued (plaintext in memory only), or its issuing in progress. */
+  cred?: Promise<TaskCredential>;
 }
 
 export interface JobRunnerDeps extends TaskDeps {
@@ -90,6 +92,12 @@ export class JobRunner {
   private readonly stopping = new AbortController();
   private timer?: NodeJS.Timeout;
   private runningTotal = 0;
+  /**
+   * Nothing is launched until `start` has swept stray task sandboxes: an attempt launched meanwhile (a re-adopted
+   * one ending frees a slot) would have its fresh sandbox removed as a stray.
+   */
+  private started = false;
+  private readonly removing = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: JobRunnerDeps) {
     this.now = deps.now ?? Date.now;
@@ -120,10 +128,13 @@ export class JobRunner {
         } else await this.lose(x, t);
       }
       if (x.cancelling) void this.cancel(x.key.workspace, rec.job, rec.id);
+      // A server killed between an execution's last outcome and its end leaves it with nothing left to run.
+      else await this.settle(x);
     }
     for (const info of await this.deps.driver.list())
       if (info.id.startsWith(TASK_ID_PREFIX) && !adopted.has(info.id))
         await this.deps.driver.remove(info.id).catch(() => undefined);
+    this.started = true;
     this.timer = setInterval(() => this.schedule(), TICK_MS);
     this.timer.unref();
     this.schedule();
@@ -132,6 +143,7 @@ export class JobRunner {
   async stop(): Promise<void> {
     this.stopping.abort();
     if (this.timer) clearInterval(this.timer);
+    await Promise.all([...this.removing]);
   }
 
   private async load(o: StoredObject): Promise<LiveExecution> {
@@ -156,6 +168,7 @@ export class JobRunner {
       tasks,
       running: 0,
       cancelling: rec.status === 'cancelling',
+      overhead: { ms: 0, attempts: 0 },
     };
     this.live.set(`${o.workspace}/${rec.job}/${rec.id}`, x);
     return x;
@@ -166,6 +179,18 @@ export class JobRunner {
     return [...this.live.values()]
       .filter((x) => x.key.workspace === workspace && x.rec.job === job)
       .map((x) => x.rec.id);
+  }
+
+  /** A task of an unfinished execution as the runner holds it (log following); undefined once it has ended. */
+  taskState(workspace: string, job: string, id: string, index: number): FollowedTask | undefined {
+    const t = this.live.get(`${workspace}/${job}/${id}`)?.tasks[index];
+    return t && { status: t.status, attempts: t.attempts, sandbox: t.sandbox };
+  }
+
+  /** The daemon socket of a task's sandbox while it runs. */
+  async socketOf(sandbox: string): Promise<string | undefined> {
+    const info = await this.deps.driver.inspect(sandbox);
+    return info && info.state !== 'dead' ? info.socketPath : undefined;
   }
 
   /** Starts tracking a freshly created execution (its objects are already in the store). */
@@ -211,7 +236,7 @@ export class JobRunner {
 
   /** Starts whatever the caps allow now. */
   schedule(): void {
-    if (this.stopping.signal.aborted) return;
+    if (this.stopping.signal.aborted || !this.started) return;
     const execs = [...this.live.values()].filter((x) => !x.cancelling);
     const picks = pickStarts(
       execs.map((x) => ({
@@ -231,7 +256,7 @@ export class JobRunner {
       t.status = 'running';
       x.running++;
       this.runningTotal++;
-      void this.launch(x, t);
+      void this.launch(x, t, performance.now());
     }
   }
 
@@ -243,18 +268,21 @@ export class JobRunner {
     return `${TASK_ID_PREFIX}${h}-${t.index}-${attempt}`;
   }
 
-  private async launch(x: LiveExecution, t: LiveTask) {
-    const attempt = t.attempts + 1;
+  private async launch(x: LiveExecution, t: LiveTask, claimedAt: number) {
+    const prev = t.attempts;
+    const attempt = prev + 1;
     const sandbox = this.sandboxId(x, t, attempt);
     const at = new Date(this.now()).toISOString();
-    try {
-      await this.store.write([
+    // The `running` write and the sandbox's start go on together; the task's process starts only once the write
+    // is stored (runAttempt awaits it), so no attempt runs unrecorded. A server killed in between leaves either an
+    // unrecorded sandbox (removed at start as a stray) or a recorded one with no task process (lost, run again).
+    const recorded = this.store
+      .write([
         {
           op: 'update',
           key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
           mutate: (cur) => {
-            if (cur.body.status !== 'pending' || cur.body.attempts !== t.attempts)
-              throw new Error('task moved on');
+            if (cur.body.status !== 'pending' || cur.body.attempts !== prev) throw new Error('task moved on');
             return {
               ...cur.body,
               status: 'running',
@@ -279,18 +307,27 @@ export class JobRunner {
               },
             ]
           : []),
-      ]);
-    } catch (err) {
-      this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'could not start a task');
-      t.status = 'pending';
-      x.running--;
-      this.runningTotal--;
-      return;
-    }
-    if (x.rec.status === 'pending') x.rec = { ...x.rec, status: 'running', startedAt: at };
+      ])
+      .then(
+        () => {
+          if (x.rec.status === 'pending') x.rec = { ...x.rec, status: 'running', startedAt: at };
+          return true;
+        },
+        (err) => {
+          this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'could not start a task');
+          return false;
+        },
+      );
     t.attempts = attempt;
     t.sandbox = sandbox;
-    await this.follow(x, t, attempt, sandbox, 'run');
+    await this.follow(x, t, attempt, sandbox, 'run', claimedAt, recorded);
+    if (!(await recorded)) {
+      // Never started: back to waiting as it was (its sandbox, if made, goes; the slot was released).
+      t.status = 'pending';
+      t.attempts = prev;
+      t.sandbox = undefined;
+      this.schedule();
+    }
   }
 
   /** Runs (or re-adopts) one attempt to its end and records the outcome. */
@@ -300,7 +337,11 @@ export class JobRunner {
     attempt: number,
     sandbox: string,
     how: 'run' | 'adopt',
+    claimedAt = performance.now(),
+    recorded: Promise<boolean> = Promise.resolve(true),
   ) {
+    // Scheduling overhead: from the claim to the driver's call (the slot is released as soon as the attempt ends).
+    let ownMs = 0;
     let result: AttemptResult | undefined;
     let infraError: string | undefined;
     try {
@@ -317,7 +358,7 @@ export class JobRunner {
         const built = this.deps.builder.builtByKey(x.rec.app);
         if (!built) throw new Error(`the built app ${x.rec.app} is gone`);
         const envs: Record<string, string> = {
-          BL_API_KEY: TASK_NO_API_KEY,
+          BL_API_KEY: (await this.credential(x)).key,
           ...(built.plan.manifest?.env ?? {}),
         };
         for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
@@ -337,6 +378,7 @@ export class JobRunner {
           holderName('job', x.rec.job),
           (open.volumes ?? []).filter(isPersistentJobVolume),
         );
+        ownMs += performance.now() - claimedAt;
         result = await runAttempt(this.deps, {
           volumes,
           sandboxId: sandbox,
@@ -345,6 +387,7 @@ export class JobRunner {
           memoryMb: x.rec.memoryMb,
           envs,
           timeoutS: x.rec.timeoutS,
+          ready: recorded,
         });
       } else {
         result = await adoptAttempt(this.deps, sandbox, this.stopping.signal);
@@ -362,6 +405,21 @@ export class JobRunner {
       infraError = (err as Error).message;
     }
     if (this.stopping.signal.aborted) return;
+    if (!(await recorded)) {
+      x.running--;
+      this.runningTotal--;
+      this.removeLater(sandbox);
+      return;
+    }
+    // The process has ended: its slot is free now, before the log and outcome writes (the task itself stays
+    // `running` in memory until its outcome is stored, so it is not picked again meanwhile).
+    x.running--;
+    this.runningTotal--;
+    if (how === 'run') {
+      x.overhead.ms += ownMs;
+      x.overhead.attempts++;
+    }
+    this.schedule();
     this.keepLog(x, t.index, attempt, result?.logs ?? `(no output: ${infraError})\n`);
     const end = {
       exitCode: result?.exitCode ?? -1,
@@ -409,14 +467,56 @@ export class JobRunner {
     }
     // Removed only once the outcome is stored: a server killed in between finds the finished attempt's sandbox
     // at start and removes it as a stray, where removing first would make a finished attempt look lost (run twice).
-    await this.deps.driver.remove(sandbox).catch(() => undefined);
+    // Off the critical path: the slot is free once the outcome is stored, so the next task's sandbox starts while
+    // this one's processes are killed and its cgroup and directories go (most of a slot's time otherwise).
+    this.removeLater(sandbox);
     t.status = next.status;
     t.notBeforeMs = next.notBeforeMs;
     t.sandbox = undefined;
-    x.running--;
-    this.runningTotal--;
     await this.settle(x);
     this.schedule();
+  }
+
+  /**
+   * The execution's task credential, issued on first need and again when the one held would expire before an
+   * attempt starting now could end; every one issued is recorded on the execution, to be revoked at its end.
+   */
+  private async credential(x: LiveExecution): Promise<TaskCredential> {
+    const needMs = x.rec.timeoutS * 1000 + CREDENTIAL_MARGIN_MS;
+    for (;;) {
+      const pending = x.cred;
+      const held = pending && (await pending.catch(() => undefined));
+      // Another attempt began issuing while this one waited: take that one.
+      if (x.cred !== pending) continue;
+      if (held && held.expiresAt >= this.now() + needMs) return held;
+      x.cred = this.issue(x, needMs);
+      return x.cred;
+    }
+  }
+
+  private async issue(x: LiveExecution, needMs: number): Promise<TaskCredential> {
+    const { cred, op } = issueCredential(x.key.workspace, x.rec.job, x.rec.id, this.now(), needMs);
+    await this.store.write([
+      op,
+      {
+        op: 'update',
+        key: x.key,
+        mutate: (cur) => ({
+          ...cur.body,
+          credentialHashes: [...(cur.body.credentialHashes ?? []), cred.hash],
+        }),
+      },
+    ]);
+    return cred;
+  }
+
+  /** Removes a finished attempt's sandbox in the background; `stop` waits for these. */
+  private removeLater(sandbox: string) {
+    const p = this.deps.driver
+      .remove(sandbox)
+      .catch((err) => this.deps.logger?.warn({ err, sandbox }, 'could not remove a task sandbox'))
+      .finally(() => this.removing.delete(p));
+    this.removing.add(p);
   }
 
   /** An attempt whose sandbox did not survive: back to waiting, not counted against the retries. */
@@ -457,15 +557,27 @@ export class JobRunner {
     if (!this.live.has(id)) return;
     this.live.delete(id);
     const at = new Date(this.now()).toISOString();
+    // The tasks' credentials are revoked in the write that ends the execution: none outlives it.
+    const hashes =
+      ((await this.store.get(x.key))?.body as ExecutionRecord | undefined)?.credentialHashes ?? [];
     const [o] = await this.store.write([
       {
         op: 'update',
         key: x.key,
         mutate: (cur) => ({ ...cur.body, status, completedAt: at, updatedAt: at }),
       },
+      ...(await revokeOps(this.store, hashes)),
     ]);
     this.deps.logger?.info(
-      { workspace: x.key.workspace, job: x.rec.job, execution: x.rec.id, status },
+      {
+        workspace: x.key.workspace,
+        job: x.rec.job,
+        execution: x.rec.id,
+        status,
+        schedulingOverheadMsPerAttempt: x.overhead.attempts
+          ? Number((x.overhead.ms / x.overhead.attempts).toFixed(2))
+          : undefined,
+      },
       'job execution ended',
     );
     const c = countTasks(x.tasks.map((t) => t.status));

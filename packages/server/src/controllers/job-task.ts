@@ -24,6 +24,8 @@ export interface TaskAttempt {
   timeoutS: number;
   /** The job's persistent volumes, already attached to it (controllers/volume-attach.ts). */
   volumes?: VolumeMount[];
+  /** Settles true once the attempt is recorded (the process starts only then); false: it must not start. */
+  ready?: Promise<boolean>;
 }
 
 export interface AttemptResult {
@@ -44,8 +46,11 @@ const resultOf = (p: ProcessJson): AttemptResult => ({
   logs: p.logs,
 });
 
-/** Runs one attempt to its end. Infrastructure failures throw (the caller counts them as a failed attempt). */
-export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<AttemptResult> {
+/**
+ * Runs one attempt to its end; undefined when `ready` says it must not start. Infrastructure failures throw (the
+ * caller counts them as a failed attempt).
+ */
+export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<AttemptResult | undefined> {
   const envs = { ...t.envs, PATH: APP_PATH };
   const info = await deps.driver.ensure(t.sandboxId, {
     memoryMb: t.memoryMb,
@@ -57,6 +62,7 @@ export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<Attemp
     volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
   });
   await deps.waitHealthy(info.socketPath);
+  if (t.ready && !(await t.ready)) return undefined;
   const p = await execJson(info.socketPath, {
     command: t.start,
     name: TASK_PROCESS,
