@@ -12,6 +12,14 @@ import { DONE, type Reconciler, TerminalError } from './reconciler.js';
 export const gatewayOf = (o: { parent: string }) => o.parent.split('/')[1] ?? '';
 
 export function egressIpReconciler(deps: ControllerDeps): Reconciler {
+  // Choosing a free address and writing it are one step per server: two egress IPs reconciled at once would
+  // otherwise both see the same address free.
+  let allocating: Promise<unknown> = Promise.resolve();
+  const serialised = <T>(step: () => Promise<T>): Promise<T> => {
+    const run = allocating.then(step, step);
+    allocating = run.catch(() => undefined);
+    return run;
+  };
   return {
     // Another egress IP deleted may free an address a FAILED one is waiting for.
     watches: ['EgressIp'],
@@ -30,20 +38,21 @@ export function egressIpReconciler(deps: ControllerDeps): Reconciler {
           `egress gateway ${gateway} has no address pool on this server (setting BERTH_EGRESS_GATEWAYS, e.g. ${gateway}=198.51.100.5)`,
         );
       const held: string | undefined = o.body.spec?.publicIp;
-      const address = held && pool.includes(held) ? held : await allocate(deps, o, pool);
-      if (!hostHas(address))
-        throw new TerminalError(
-          `address ${address} of egress gateway ${gateway} is not an address of this host`,
-        );
+      const address = await serialised(async () => {
+        const a = held && pool.includes(held) ? held : await allocate(deps, o, pool);
+        if (!hostHas(a))
+          throw new TerminalError(`address ${a} of egress gateway ${gateway} is not an address of this host`);
+        if (held !== a)
+          await deps.resources.store.write([
+            {
+              op: 'update',
+              key: keyOf(o),
+              mutate: (cur) => ({ ...cur.body, spec: { ...cur.body.spec, publicIp: a } }),
+            },
+          ]);
+        return a;
+      });
       if (o.body.status === 'DEPLOYED' && held === address) return DONE;
-      if (held !== address)
-        await deps.resources.store.write([
-          {
-            op: 'update',
-            key: keyOf(o),
-            mutate: (cur) => ({ ...cur.body, spec: { ...cur.body.spec, publicIp: address } }),
-          },
-        ]);
       const d = await transition(deps, o, 'DEPLOYING', `allocating from egress gateway ${gateway}`);
       if (d)
         await transition(

@@ -48,6 +48,31 @@ test('a VPC goes DEPLOYING then DEPLOYED, with a deployment event for each step'
   }
 });
 
+test('egress IPs created at once never share an address: one holds the single pooled address, the rest are FAILED', async () => {
+  const s = await startTestServer({ BERTH_EGRESS_GATEWAYS: 'gw=127.0.0.1' });
+  try {
+    await create(s, '/vpcs', { metadata: { name: 'net' }, spec: {} });
+    await create(s, '/vpcs/net/egressgateways', { metadata: { name: 'gw' }, spec: { region: 'local' } });
+    const names = ['a', 'b', 'c', 'd', 'e'];
+    await Promise.all(
+      names.map((name) => create(s, '/vpcs/net/egressgateways/gw/ips', { metadata: { name }, spec: {} })),
+    );
+    const ends = await Promise.all(
+      names.map((n) =>
+        waitFor(s, `/vpcs/net/egressgateways/gw/ips/${n}`, (b) => ['DEPLOYED', 'FAILED'].includes(b?.status)),
+      ),
+    );
+    assert.equal(
+      ends.filter((b) => b.status === 'DEPLOYED').length,
+      1,
+      JSON.stringify(ends.map((b) => b.spec)),
+    );
+    assert.equal(ends.filter((b) => b.spec.publicIp === '127.0.0.1').length, 1);
+  } finally {
+    await s.close();
+  }
+});
+
 test("egress IPs are allocated from their gateway's pool; an empty or missing pool is FAILED with the reason", async () => {
   const s = await startTestServer({ BERTH_EGRESS_GATEWAYS: 'gw=127.0.0.1' });
   try {
