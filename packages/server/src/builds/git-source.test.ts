@@ -103,6 +103,9 @@ describe('git sources', () => {
     await assert.rejects(checkGitUrl(`file://${bare}`, false), /local repositories are refused/);
     await assert.rejects(checkGitUrl('http://127.0.0.1:9418/x.git', false), /loopback or private/);
     await assert.rejects(checkGitUrl('git://10.1.2.3/x.git', false), /loopback or private/);
+    // An IPv4-mapped IPv6 literal and a benchmark-range address are private too (one range list with callbacks).
+    await assert.rejects(checkGitUrl('http://[::ffff:127.0.0.1]/x.git', false), /loopback or private/);
+    await assert.rejects(checkGitUrl('https://198.18.0.1/x.git', false), /loopback or private/);
     await assert.rejects(checkGitUrl('ext::sh -c touch% /tmp/pwned', true), /not fetched|not a URL/);
     await assert.rejects(checkGitUrl('ssh://git@example.com/x.git', true), /not fetched/);
     await assert.rejects(checkGitUrl('https://user:tok@example.com/x.git', true), /credentials/);

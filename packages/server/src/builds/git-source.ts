@@ -8,10 +8,11 @@
 import { spawn } from 'node:child_process';
 import { lookup } from 'node:dns/promises';
 import { lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import yazl from 'yazl';
+import { outboundBlockList } from '../http/blocked-addresses.js';
 import type { CodeStore, StoredCode } from './code-store.js';
 import { MAX_UPLOAD_BYTES } from './code-store.js';
 
@@ -48,24 +49,8 @@ export function gitRepositoryOf(spec: any): GitRepository | undefined {
   return { url: r.url, ...(typeof r.branch === 'string' && r.branch ? { branch: r.branch } : {}) };
 }
 
-const PRIVATE = new BlockList();
-for (const [a, p] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.168.0.0', 16],
-] as const)
-  PRIVATE.addSubnet(a, p, 'ipv4');
-for (const [a, p] of [
-  ['::1', 128],
-  ['::', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-] as const)
-  PRIVATE.addSubnet(a, p, 'ipv6');
+/** Loopback, private and reserved addresses: a clone must not reach the server's own network (SSRF). */
+const isPrivate = outboundBlockList([]);
 
 /** The URL git is given (a local path as file://) and its protocol; throws GitFetchError when refused. */
 export async function checkGitUrl(
@@ -100,7 +85,7 @@ export async function checkGitUrl(
     const addrs = isIP(host) ? [{ address: host }] : await lookup(host, { all: true }).catch(() => []);
     if (!addrs.length) throw new GitFetchError(`spec.repository.url: cannot resolve ${host}`);
     for (const { address } of addrs)
-      if (PRIVATE.check(address, isIP(address) === 6 ? 'ipv6' : 'ipv4'))
+      if (isPrivate(address))
         throw new GitFetchError(
           `spec.repository.url: ${host} is a loopback or private address, refused on this server (BERTH_GIT_ALLOW_LOCAL=true allows it)`,
         );

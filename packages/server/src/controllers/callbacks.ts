@@ -6,10 +6,11 @@
 // made on the address actually connected to, so a DNS answer cannot change between check and use.
 import { lookup } from 'node:dns';
 import { lookup as lookupAll } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { Agent, fetch } from 'undici';
 import { webhookHeaders } from '../crypto/webhook-signature.js';
+import { outboundBlockList } from '../http/blocked-addresses.js';
 import type { Resources } from '../store/resources.js';
 import type { ResourceKey } from '../store/store.js';
 
@@ -23,50 +24,12 @@ export const MAX_CALLBACK_BACKOFF_MS = 120_000;
 /** A receiver slower than this is counted as failed for that attempt (Standard Webhooks: 15–30 s is the norm). */
 export const CALLBACK_TIMEOUT_MS = 15_000;
 
-const BLOCKED_V4 = [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-] as const;
-const BLOCKED_V6 = [
-  ['::', 128],
-  ['::1', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const;
-
 export class CallbackRefused extends Error {
   override name = 'CallbackRefused';
 }
 
 /** Whether an address is closed to callbacks: in a blocked range and not opened by `allowCidrs`. */
-export function callbackBlockList(allowCidrs: string[]) {
-  const blocked = new BlockList();
-  for (const [a, p] of BLOCKED_V4) blocked.addSubnet(a, p, 'ipv4');
-  for (const [a, p] of BLOCKED_V6) blocked.addSubnet(a, p, 'ipv6');
-  const allowed = new BlockList();
-  for (const c of allowCidrs) {
-    const [a, p] = c.split('/');
-    const family = isIP(a) === 6 ? 'ipv6' : 'ipv4';
-    allowed.addSubnet(a, Number(p ?? (family === 'ipv6' ? 128 : 32)), family);
-  }
-  return (address: string) => {
-    // An IPv4-mapped IPv6 address is judged as the IPv4 address it is.
-    const mapped = address.toLowerCase().startsWith('::ffff:') && isIP(address.slice(7)) === 4;
-    const a = mapped ? address.slice(7) : address;
-    const f = isIP(a) === 6 ? 'ipv6' : 'ipv4';
-    return blocked.check(a, f) && !allowed.check(a, f);
-  };
-}
+export const callbackBlockList = (allowCidrs: string[]) => outboundBlockList(allowCidrs);
 
 /** Why a callback URL is refused before anything is sent (not a URL, not http, or a closed address), or undefined. */
 export async function callbackRefusal(
