@@ -336,7 +336,11 @@ table ip berth_ingress {
 
 /** Deletes the namespace (its veth end goes with it) and the host end if it lingers. Idempotent. */
 export async function deleteSlotNetwork(net: SlotNet): Promise<void> {
-  if (existsSync(net.netnsPath)) await run('ip', ['netns', 'del', net.netns]);
+  if (existsSync(net.netnsPath))
+    await run('ip', ['netns', 'del', net.netns]).catch((err) => {
+      // Another removal of the same sandbox (a replica dropped while the server closes) got there first.
+      if (existsSync(net.netnsPath)) throw err;
+    });
   // The host end goes with its peer, but the kernel destroys a namespace asynchronously: wait for
   // it (a new pair of the same name cannot be made before), deleting it ourselves if it lingers.
   const hostIf = `/sys/class/net/${net.hostIf}`;
