@@ -105,6 +105,9 @@ test('a callback is stored before it is sent: a new instance on the same store d
     const second = new Callbacks({ resources: open(store2), allowCidrs: ['127.0.0.1/32'] });
     await second.start();
     for (let i = 0; i < 200 && got.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    // The receiver has answered; the record goes once the sender has read that answer.
+    for (let i = 0; i < 200 && (await store2.list({ kind: CALLBACK_KIND })).length; i++)
+      await new Promise((r) => setTimeout(r, 20));
     second.stop();
     assert.equal(got.length, 2);
     assert.equal(got[1].status, 200);

@@ -3,7 +3,7 @@
 // guarded by the attempt number, so a kill -9 of the server can neither lose a task nor count it twice. At start,
 // an attempt whose sandbox still runs is re-adopted; one whose sandbox is gone runs again (not counted as a retry).
 import { createHash } from 'node:crypto';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { Builder } from '../builds/builder.js';
@@ -597,7 +597,14 @@ export class JobRunner {
   private keepLog(x: LiveExecution, index: number, attempt: number, text: string) {
     const file = this.logFile(x.key.workspace, x.rec.job, x.rec.id, index);
     mkdirSync(dirname(file), { recursive: true });
-    appendFileSync(file, `--- attempt ${attempt} ---\n${text}${text.endsWith('\n') || !text ? '' : '\n'}`);
+    const header = `--- attempt ${attempt} ---\n`;
+    const entry = `${header}${text}${text.endsWith('\n') || !text ? '' : '\n'}`;
+    // An attempt whose end a killed server did not store is kept again by the next one (it re-adopts the
+    // finished sandbox): its section is replaced, so the log shows each attempt once.
+    const prior = existsSync(file) ? readFileSync(file, 'utf8') : '';
+    const at = prior.startsWith(header) ? 0 : prior.lastIndexOf(`\n${header}`) + 1;
+    if (at > 0 || prior.startsWith(header)) writeFileSync(file, prior.slice(0, at) + entry);
+    else appendFileSync(file, entry);
   }
 
   logFile(workspace: string, job: string, id: string, index: number): string {
