@@ -123,6 +123,9 @@ export class LazyRuntime implements RuntimeDriver {
   async unmountDrive(id: string, mountPath: string): Promise<void> {
     return (await this.ready()).unmountDrive(id, mountPath);
   }
+  async driveMounts(id: string): Promise<DriveMount[]> {
+    return (await this.ready()).driveMounts(id);
+  }
   async close(): Promise<void> {
     await this.driver?.close();
   }
