@@ -151,8 +151,9 @@ export class DriveMounts {
         'CONFLICT',
         `${mountPath} already has drive ${JSON.stringify(mounts.get(mountPath)!.driveName)} mounted; unmount it first`,
       );
+    let at: string;
     try {
-      await this.deps.driver.mountDrive(t.id, {
+      at = await this.deps.driver.mountDrive(t.id, {
         drive: { workspace, name: body.driveName, drive: true },
         drivePath,
         mountPath,
@@ -165,10 +166,11 @@ export class DriveMounts {
         `the drive could not be mounted at ${mountPath}: ${(e as Error).message.trim()}`,
       );
     }
-    const info = { driveName: body.driveName, drivePath, mountPath, readOnly };
+    // The path the list and DELETE use: the asked one with any symlink in it resolved (the kernel's name).
+    const info = { driveName: body.driveName, drivePath, mountPath: at, readOnly };
     return {
       success: true,
-      message: `drive ${JSON.stringify(info.driveName)} mounted at ${mountPath}`,
+      message: `drive ${JSON.stringify(info.driveName)} mounted at ${at}`,
       ...info,
     };
   }

@@ -142,8 +142,9 @@ export interface RuntimeDriver {
   /**
    * Attaches a drive (made by ensureVolume with `drive`) to the running sandbox at `mountPath`, several
    * sandboxes at once; files show as the sandbox's root in every one. Fails when the directory is missing.
+   * Resolves with the mount point as the sandbox's mount table names it (symlinks in `mountPath` resolved).
    */
-  mountDrive(id: string, m: DriveMount): Promise<void>;
+  mountDrive(id: string, m: DriveMount): Promise<string>;
   /** Detaches what is mounted at `mountPath` in the sandbox (a sandbox's removal detaches everything). */
   unmountDrive(id: string, mountPath: string): Promise<void>;
   /** The drives mounted in the running sandbox, as the sandbox's own mount table has them. */

@@ -145,11 +145,12 @@ export class FakeDriver implements RuntimeDriver {
   /** Drives attached live, by sandbox id and mount path. */
   readonly liveDrives = new Map<string, Map<string, DriveMount>>();
 
-  async mountDrive(id: string, m: DriveMount): Promise<void> {
+  async mountDrive(id: string, m: DriveMount): Promise<string> {
     if (this.boxes.get(id)?.state !== 'running') throw new SandboxNotFoundError(id);
     const mounts = this.liveDrives.get(id) ?? new Map<string, DriveMount>();
     mounts.set(m.mountPath, m);
     this.liveDrives.set(id, mounts);
+    return m.mountPath;
   }
 
   async unmountDrive(id: string, mountPath: string): Promise<void> {

@@ -117,7 +117,7 @@ export class LazyRuntime implements RuntimeDriver {
   async removeVolume(ref: VolumeRef): Promise<void> {
     return (await this.ready()).removeVolume(ref);
   }
-  async mountDrive(id: string, m: DriveMount): Promise<void> {
+  async mountDrive(id: string, m: DriveMount): Promise<string> {
     return (await this.ready()).mountDrive(id, m);
   }
   async unmountDrive(id: string, mountPath: string): Promise<void> {

@@ -37,10 +37,10 @@ export function namespacePid(pids: number[]): number | undefined {
 }
 
 /** The helper's own message (what step failed, and why), never its command line: that names host paths. */
-async function helped(args: string[], dataDir: string): Promise<void> {
+async function helped(args: string[], dataDir: string): Promise<string> {
   const helper = await driveHelper(dataDir);
   try {
-    await run(helper, args);
+    return await run(helper, args);
   } catch (e) {
     if (e instanceof CommandError)
       throw new Error(e.stderr.trim() || `the drive helper failed (${e.exitCode})`);
@@ -48,11 +48,18 @@ async function helped(args: string[], dataDir: string): Promise<void> {
   }
 }
 
-export async function attachDrive(dataDir: string, pid: number, uid: number, m: DriveMountRequest) {
-  await helped(
+/** Returns the mount point with symlinks resolved, as the sandbox's mount table names it. */
+export async function attachDrive(
+  dataDir: string,
+  pid: number,
+  uid: number,
+  m: DriveMountRequest,
+): Promise<string> {
+  const out = await helped(
     ['mount', String(pid), m.mountPath, m.driveRoot, m.subPath, m.readOnly ? '1' : '0', String(uid)],
     dataDir,
   );
+  return out.trim() || m.mountPath;
 }
 
 export async function detachDrive(dataDir: string, pid: number, mountPath: string) {

@@ -478,13 +478,13 @@ export class LinuxDriver implements RuntimeDriver {
     }
   }
 
-  mountDrive(id: string, m: DriveMount): Promise<void> {
+  mountDrive(id: string, m: DriveMount): Promise<string> {
     checkSandboxId(id);
     return this.serial(id, async () => {
       const { pid, uid } = this.namespaceOf(id);
       const driveRoot = volumeMountPoint(this.ctx.dataDir, m.drive);
       const subPath = m.drivePath.replace(/^\/+|\/+$/g, '');
-      await attachDrive(this.ctx.dataDir, pid, uid, { ...m, driveRoot, subPath });
+      return attachDrive(this.ctx.dataDir, pid, uid, { ...m, driveRoot, subPath });
     });
   }
 
