@@ -40,6 +40,7 @@ import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
 import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
 import { registerRevisionRoutes } from './api/revisions.js';
+import { registerDriveTokenRoutes } from './api/drive-tokens.js';
 import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
@@ -167,6 +168,7 @@ export async function startServer(
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
+      registerDriveTokenRoutes(v0, { resources });
       registerWorkloadLogRoutes(v0, { resources, replicas, driver });
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });

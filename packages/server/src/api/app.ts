@@ -5,6 +5,7 @@ import '../auth/request-access.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../http/json-depth.js';
 import { wireErrorOf } from '../http/wire-error.js';
 import { ApiError } from '../errors.js';
+import { DRIVE_JWKS_PATH } from './drive-tokens.js';
 import { SERVER_VERSION } from './version.js';
 
 export interface AppOptions {
@@ -18,7 +19,7 @@ const debugEnabled = (l: FastifyBaseLogger) =>
   true;
 
 /** Routes under /v0 that answer without a credential. */
-const PUBLIC_V0 = new Set(['/v0/oauth/token', '/v0/openapi.json']);
+const PUBLIC_V0 = new Set(['/v0/oauth/token', '/v0/openapi.json', `/v0${DRIVE_JWKS_PATH}`]);
 
 export function createApp(opts: AppOptions): FastifyInstance {
   const app = Fastify({

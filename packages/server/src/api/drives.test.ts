@@ -57,4 +57,21 @@ describe('drives', () => {
     assert.equal(big.status, 429);
     assert.match((await big.json()).detail, /volume space of this server is full/);
   });
+
+  it("the service's S3 routes answer a 501 problem saying to mount the drive: access-token (after the drive's 404) and jwks.json (without a credential)", async () => {
+    const missing = await s.api('/drives/nope/access-token', { method: 'POST' });
+    assert.equal(missing.status, 404);
+    assert.equal(
+      (await s.api('/drives', { method: 'POST', json: { metadata: { name: 'tok' }, spec: { size: 1 } } }))
+        .status,
+      200,
+    );
+    const token = await s.api('/drives/tok/access-token', { method: 'POST' });
+    assert.equal(token.status, 501);
+    assert.match(token.headers.get('content-type') ?? '', /problem\+json/);
+    assert.match((await token.json()).detail, /no S3 endpoint for drives: mount the drive into a sandbox/);
+    const jwks = await fetch(`${s.url}/v0/drives/jwks.json`);
+    assert.equal(jwks.status, 501);
+    assert.match((await jwks.json()).detail, /no drive access token is ever issued/);
+  });
 });

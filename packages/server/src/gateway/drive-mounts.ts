@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { posix } from 'node:path';
 import { ApiError } from '../errors.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
+import { type RuntimeDriver, SandboxNotFoundError } from '../runtime/driver.js';
 import type { Store } from '../store/store.js';
 import { type DrivePermission, driveAccessRefusal } from './drive-access.js';
 import type { Target } from './targets.js';
@@ -74,9 +74,6 @@ function sendJson(res: ServerResponse, body: unknown) {
 }
 
 export class DriveMounts {
-  /** What is mounted, by sandbox runtime id (and the runtime's createdAt, so a recreated sandbox starts empty). */
-  private readonly mounts = new Map<string, { createdAt: string; byPath: Map<string, DriveMountInfo> }>();
-
   constructor(private readonly deps: { store: Store; driver: RuntimeDriver }) {}
 
   async serve(t: Target, path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -96,19 +93,26 @@ export class DriveMounts {
     });
   }
 
-  /** The sandbox's current mounts (forgotten when the runtime sandbox is not the one they were made in). */
+  /**
+   * The sandbox's drive mounts by mount path, read from the runtime each time (the sandbox's own mount table):
+   * nothing is kept here, so a server restart forgets nothing and a recreated sandbox starts empty.
+   */
   private async of(t: Target): Promise<Map<string, DriveMountInfo>> {
-    const info = await this.deps.driver.inspect(t.id);
-    if (!info || info.state === 'dead') {
-      this.mounts.delete(t.id);
-      return new Map();
-    }
-    let entry = this.mounts.get(t.id);
-    if (entry?.createdAt !== info.createdAt) {
-      entry = { createdAt: info.createdAt, byPath: new Map() };
-      this.mounts.set(t.id, entry);
-    }
-    return entry.byPath;
+    const out = new Map<string, DriveMountInfo>();
+    const mounts = await this.deps.driver.driveMounts(t.id).catch((e) => {
+      if (e instanceof SandboxNotFoundError) return [];
+      throw e;
+    });
+    // Deepest first from the runtime; listed in mount-path order.
+    for (const m of mounts.sort((a, b) => a.mountPath.localeCompare(b.mountPath)))
+      if (m.drive.workspace === t.key.workspace)
+        out.set(m.mountPath, {
+          driveName: m.drive.name,
+          drivePath: m.drivePath,
+          mountPath: m.mountPath,
+          readOnly: m.readOnly,
+        });
+    return out;
   }
 
   private async mount(t: Target, body: Record<string, unknown>) {
@@ -147,8 +151,9 @@ export class DriveMounts {
         'CONFLICT',
         `${mountPath} already has drive ${JSON.stringify(mounts.get(mountPath)!.driveName)} mounted; unmount it first`,
       );
+    let at: string;
     try {
-      await this.deps.driver.mountDrive(t.id, {
+      at = await this.deps.driver.mountDrive(t.id, {
         drive: { workspace, name: body.driveName, drive: true },
         drivePath,
         mountPath,
@@ -161,11 +166,11 @@ export class DriveMounts {
         `the drive could not be mounted at ${mountPath}: ${(e as Error).message.trim()}`,
       );
     }
-    const info = { driveName: body.driveName, drivePath, mountPath, readOnly };
-    mounts.set(mountPath, info);
+    // The path the list and DELETE use: the asked one with any symlink in it resolved (the kernel's name).
+    const info = { driveName: body.driveName, drivePath, mountPath: at, readOnly };
     return {
       success: true,
-      message: `drive ${JSON.stringify(info.driveName)} mounted at ${mountPath}`,
+      message: `drive ${JSON.stringify(info.driveName)} mounted at ${at}`,
       ...info,
     };
   }
@@ -174,7 +179,6 @@ export class DriveMounts {
     const mounts = await this.of(t);
     if (!mounts.has(mountPath)) throw new ApiError('NOT_FOUND', `no drive is mounted at ${mountPath}`);
     await this.deps.driver.unmountDrive(t.id, mountPath);
-    mounts.delete(mountPath);
     return { success: true, message: `unmounted ${mountPath}`, mountPath };
   }
 }

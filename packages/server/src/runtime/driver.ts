@@ -134,15 +134,21 @@ export interface RuntimeDriver {
    * (a tar or tar.gz file) fills a new one only.
    */
   ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string>;
-  /** Deletes a volume and its data; idempotent. The caller makes sure nothing holds it. */
+  /**
+   * Deletes a volume and its data; idempotent. The caller makes sure nothing holds a volume; a drive is first
+   * detached from every sandbox that has it mounted.
+   */
   removeVolume(ref: VolumeRef): Promise<void>;
   /**
    * Attaches a drive (made by ensureVolume with `drive`) to the running sandbox at `mountPath`, several
    * sandboxes at once; files show as the sandbox's root in every one. Fails when the directory is missing.
+   * Resolves with the mount point as the sandbox's mount table names it (symlinks in `mountPath` resolved).
    */
-  mountDrive(id: string, m: DriveMount): Promise<void>;
+  mountDrive(id: string, m: DriveMount): Promise<string>;
   /** Detaches what is mounted at `mountPath` in the sandbox (a sandbox's removal detaches everything). */
   unmountDrive(id: string, mountPath: string): Promise<void>;
+  /** The drives mounted in the running sandbox, as the sandbox's own mount table has them. */
+  driveMounts(id: string): Promise<DriveMount[]>;
   /** Replaces the sandbox's egress policy live (undefined: none); connections no longer allowed are closed. */
   setEgress(id: string, policy: EgressPolicy | undefined): Promise<void>;
   /** Releases the driver's own resources; sandboxes keep running. */

@@ -83,7 +83,7 @@ export class FakeDriver implements RuntimeDriver {
 
   async remove(id: string): Promise<void> {
     this.boxes.delete(id);
-    this.driveMounts.delete(id);
+    this.liveDrives.delete(id);
   }
 
   async setEnvs(id: string, envs: Record<string, string>): Promise<void> {
@@ -143,17 +143,23 @@ export class FakeDriver implements RuntimeDriver {
   }
 
   /** Drives attached live, by sandbox id and mount path. */
-  readonly driveMounts = new Map<string, Map<string, DriveMount>>();
+  readonly liveDrives = new Map<string, Map<string, DriveMount>>();
 
-  async mountDrive(id: string, m: DriveMount): Promise<void> {
+  async mountDrive(id: string, m: DriveMount): Promise<string> {
     if (this.boxes.get(id)?.state !== 'running') throw new SandboxNotFoundError(id);
-    const mounts = this.driveMounts.get(id) ?? new Map<string, DriveMount>();
+    const mounts = this.liveDrives.get(id) ?? new Map<string, DriveMount>();
     mounts.set(m.mountPath, m);
-    this.driveMounts.set(id, mounts);
+    this.liveDrives.set(id, mounts);
+    return m.mountPath;
   }
 
   async unmountDrive(id: string, mountPath: string): Promise<void> {
-    this.driveMounts.get(id)?.delete(mountPath);
+    this.liveDrives.get(id)?.delete(mountPath);
+  }
+
+  async driveMounts(id: string): Promise<DriveMount[]> {
+    if (this.boxes.get(id)?.state !== 'running') throw new SandboxNotFoundError(id);
+    return [...(this.liveDrives.get(id)?.values() ?? [])];
   }
 
   async close(): Promise<void> {}

@@ -117,11 +117,14 @@ export class LazyRuntime implements RuntimeDriver {
   async removeVolume(ref: VolumeRef): Promise<void> {
     return (await this.ready()).removeVolume(ref);
   }
-  async mountDrive(id: string, m: DriveMount): Promise<void> {
+  async mountDrive(id: string, m: DriveMount): Promise<string> {
     return (await this.ready()).mountDrive(id, m);
   }
   async unmountDrive(id: string, mountPath: string): Promise<void> {
     return (await this.ready()).unmountDrive(id, mountPath);
+  }
+  async driveMounts(id: string): Promise<DriveMount[]> {
+    return (await this.ready()).driveMounts(id);
   }
   async close(): Promise<void> {
     await this.driver?.close();

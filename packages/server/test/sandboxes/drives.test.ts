@@ -145,6 +145,53 @@ describe('drives mounted live into real sandboxes', () => {
     assert.equal(missing.status, 404);
   });
 
+  it('a mount point in the read-only root or under a read-only image directory is made; nothing becomes writable', async () => {
+    const f = await s.create('df');
+    const url = f.metadata.url;
+    const entries = async (dir: string) => (await exec(s, url, `ls -A ${dir}`)).stdout.trim().split('\n');
+    const usrShare = await entries('/usr/share');
+    assert.ok(usrShare.length > 10, 'the image directory has content');
+    await mounted(s, url, { driveName: 'shared', mountPath: '/data' });
+    await mounted(s, url, { driveName: 'shared', mountPath: '/usr/share/drive/deeper', drivePath: '/sub' });
+    const r = await exec(
+      s,
+      url,
+      [
+        'head -1 /data/sub/f',
+        'head -1 /usr/share/drive/deeper/f',
+        'echo w > /data/w && echo wrote',
+        'for p in /x /usr/share/x /usr/share/drive/x; do touch $p 2>/dev/null; echo $?; done',
+      ].join('; '),
+    );
+    assert.deepEqual(r.stdout.trim().split('\n'), ['from-a', 'from-a', 'wrote', '1', '1', '1'], r.stderr);
+    // Every entry of the image directory is still there, beside the new mount point.
+    assert.deepEqual((await entries('/usr/share')).sort(), [...usrShare, 'drive'].sort());
+    const list = await (await s.run(`${url}/drives/mount`)).json();
+    assert.deepEqual(
+      list.mounts.map((m: any) => [m.drivePath, m.mountPath]),
+      [
+        ['/', '/data'],
+        ['/sub', '/usr/share/drive/deeper'],
+      ],
+    );
+    // Through a symlink: the mount is where the link leads, and is listed and unmounted under that name.
+    await exec(s, url, 'ln -s /usr/lib /home/user/lib-link');
+    const via = await mounted(s, url, { driveName: 'shared', mountPath: '/home/user/lib-link/via-link' });
+    assert.equal(via.mountPath, '/usr/lib/via-link');
+    assert.equal((await exec(s, url, 'head -1 /usr/lib/via-link/sub/f')).stdout, 'from-a\n');
+    const listed = await (await s.run(`${url}/drives/mount`)).json();
+    assert.ok(listed.mounts.some((m: any) => m.mountPath === '/usr/lib/via-link'));
+    const un = await s.run(`${url}/drives/mount/usr/lib/via-link`, { method: 'DELETE' });
+    assert.equal(un.status, 200, await un.text());
+    // An overlay of /usr would hide the mounts now beneath it: refused, saying where to mount instead.
+    const refused = await mount(s, url, { driveName: 'shared', mountPath: '/usr/other' });
+    assert.equal(refused.status, 422);
+    assert.match(
+      (await refused.json()).detail,
+      /\/usr is read-only and has mounts beneath it: mount the drive in a writable directory/,
+    );
+  });
+
   it('a sandbox deleted with drives mounted leaves no mount of them on the host', async () => {
     const e = await s.create('de');
     await mounted(s, e.metadata.url, { driveName: 'shared', mountPath: '/home/user/e' });

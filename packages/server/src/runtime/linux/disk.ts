@@ -3,9 +3,10 @@
 // tmpfs because it costs a single mount (~1 ms, no pool needed) against ~50 ms for mkfs + loop
 // mount of an ext4 image; its pages are charged to the memory cgroup of the process that writes
 // them, so a sandbox's files count toward its memory limit (docs/decisions/005-sandbox-runtime.md).
-import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './exec.js';
+import { readMountInfo } from './mountinfo.js';
 
 /** Sub-directories of the layer and where each appears inside the sandbox. */
 export const WRITABLE_DIRS: Array<{ sub: string; target: string; mode: number }> = [
@@ -20,14 +21,10 @@ export const RUN_SUBDIR = 'run';
 
 /** Mount points under `dir` (inclusive), deepest first, from this process's mount table. */
 export function mountsUnder(dir: string): string[] {
-  const out: string[] = [];
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const mp = line.split(' ')[4];
-    if (!mp) continue;
-    const path = mp.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8)));
-    if (path === dir || path.startsWith(`${dir}/`)) out.push(path);
-  }
-  return out.sort((a, b) => b.length - a.length);
+  return readMountInfo()
+    .map((m) => m.mountPoint)
+    .filter((p) => p === dir || p.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
 }
 
 /** Mounts the layer (root 0700, owned by the sandbox's uid) and creates its sub-directories. */

@@ -55,7 +55,7 @@ import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
 import { ensureVolume, removeVolume, volumeDir, volumeMountPoint } from './volumes.js';
-import { attachDrive, detachDrive, namespacePid } from './drive-mount.js';
+import { attachDrive, detachDrive, drivesIn, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 
@@ -454,16 +454,37 @@ export class LinuxDriver implements RuntimeDriver {
 
   removeVolume(ref: VolumeRef): Promise<void> {
     const key = `volume:${volumeDir(this.ctx.dataDir, ref)}`;
-    return this.serial(key, () => removeVolume(this.ctx.dataDir, ref));
+    return this.serial(key, async () => {
+      if (ref.drive) await this.detachEverywhere(ref);
+      await removeVolume(this.ctx.dataDir, ref);
+    });
   }
 
-  mountDrive(id: string, m: DriveMount): Promise<void> {
+  /**
+   * Detaches a drive about to be deleted from every running sandbox that has it, so none keeps a view of a
+   * drive that no longer exists. Best effort per sandbox: one that cannot be reached (going away) keeps its view
+   * until it goes, and the host's lazy unmount still frees the image then.
+   */
+  private async detachEverywhere(ref: VolumeRef): Promise<void> {
+    const root = join(this.ctx.dataDir, 'sandboxes');
+    for (const id of existsSync(root) ? readdirSync(root) : []) {
+      await this.serial(id, async () => {
+        const pid = this.namespacePidOf(id);
+        if (pid === undefined) return;
+        for (const m of drivesIn(this.ctx.dataDir, pid))
+          if (m.drive.workspace === ref.workspace && m.drive.name === ref.name)
+            await detachDrive(this.ctx.dataDir, pid, m.mountPath);
+      }).catch(() => undefined);
+    }
+  }
+
+  mountDrive(id: string, m: DriveMount): Promise<string> {
     checkSandboxId(id);
     return this.serial(id, async () => {
       const { pid, uid } = this.namespaceOf(id);
       const driveRoot = volumeMountPoint(this.ctx.dataDir, m.drive);
       const subPath = m.drivePath.replace(/^\/+|\/+$/g, '');
-      await attachDrive(this.ctx.dataDir, pid, uid, { ...m, driveRoot, subPath });
+      return attachDrive(this.ctx.dataDir, pid, uid, { ...m, driveRoot, subPath });
     });
   }
 
@@ -472,13 +493,24 @@ export class LinuxDriver implements RuntimeDriver {
     return this.serial(id, async () => detachDrive(this.ctx.dataDir, this.namespaceOf(id).pid, mountPath));
   }
 
+  driveMounts(id: string): Promise<DriveMount[]> {
+    checkSandboxId(id);
+    return this.serial(id, async () => drivesIn(this.ctx.dataDir, this.namespaceOf(id).pid));
+  }
+
   /** A task in the sandbox's namespaces and the host uid its root maps to. */
   private namespaceOf(id: string): { pid: number; uid: number } {
     const rec = readRecord(this.dir(id));
-    if (!rec || !this.alive(rec)) throw new SandboxNotFoundError(id);
-    const pid = namespacePid(new SandboxCgroup(this.cgroupHost, rec.name).pids());
-    if (pid === undefined) throw new SandboxNotFoundError(id);
+    const pid = this.namespacePidOf(id);
+    if (!rec || pid === undefined) throw new SandboxNotFoundError(id);
     return { pid, uid: rec.hostUid };
+  }
+
+  /** A task in the running sandbox's mount namespace; undefined when the sandbox does not run. */
+  private namespacePidOf(id: string): number | undefined {
+    const rec = readRecord(this.dir(id));
+    if (!rec || !this.alive(rec)) return undefined;
+    return namespacePid(new SandboxCgroup(this.cgroupHost, rec.name).pids());
   }
 
   remove(id: string): Promise<void> {

@@ -1,0 +1,40 @@
+// The kernel's mount table of a process (`/proc/<pid>/mountinfo`, proc(5)): one parser for the host's own table
+// and for a sandbox's, whose mount points read as the sandbox sees them (relative to its root).
+import { readFileSync } from 'node:fs';
+
+export interface MountEntry {
+  /** `major:minor` of the file system's device: the same for every mount of one file system. */
+  dev: string;
+  /** The directory of the file system that is the mount's root (`/sub` for a bind of its `sub`). */
+  root: string;
+  mountPoint: string;
+  /** Per-mount options (`ro`, `nosuid`, `idmapped`, ...), not the file system's. */
+  options: string[];
+  fsType: string;
+}
+
+/** Mountinfo escapes space, tab, newline and backslash as octal. */
+const unescapeOctal = (s: string) =>
+  s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8)));
+
+export function parseMountInfo(text: string): MountEntry[] {
+  const out: MountEntry[] = [];
+  for (const line of text.split('\n')) {
+    const f = line.split(' ');
+    const sep = f.indexOf('-', 6);
+    if (f.length < 10 || sep < 0) continue;
+    out.push({
+      dev: f[2],
+      root: unescapeOctal(f[3]),
+      mountPoint: unescapeOctal(f[4]),
+      options: f[5].split(','),
+      fsType: f[sep + 1],
+    });
+  }
+  return out;
+}
+
+/** The table of `pid` (this process by default); throws when the process is gone. */
+export function readMountInfo(pid: number | 'self' = 'self'): MountEntry[] {
+  return parseMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'utf8'));
+}
