@@ -52,6 +52,7 @@ test('an http trigger path serves the agent under the workspace; the app sees wh
       workspace: 'ws',
       name: 'bot',
       rest: '/',
+      path: 'my/agent',
     });
     assert.equal(matchTriggerPath('/run/ws/my/agent/chat/1?stream=true', index)?.rest, '/chat/1?stream=true');
     assert.equal(matchTriggerPath('/run/ws/my', index), undefined);
@@ -63,6 +64,7 @@ test('an http trigger path serves the agent under the workspace; the app sees wh
       workspace: 'ws',
       name: 'tools',
       rest: '/mcp',
+      path: 'my/agent/tools',
     });
   });
 });
@@ -111,6 +113,46 @@ test('paths under the run URL’s own addresses are refused, except the agent’
       withPath(r, agent, 'ws', 'bot', 'same', '/same'),
       (e: unknown) =>
         e instanceof ApiError && e.status === 422 && /duplicates the path/.test(JSON.stringify(e)),
+    );
+  });
+});
+
+test('an http-async trigger path is held like an http one: another object cannot take it', async () => {
+  await withStore(async (r, index) => {
+    await r.replace(agent, { workspace: 'ws', parents: [], actor: 't' }, 'bot', {
+      metadata: { name: 'bot' },
+      spec: { triggers: [{ id: 'later', type: 'http-async', configuration: { path: 'bot/async' } }] },
+    });
+    assert.equal(matchTriggerPath('/run/ws/bot/async', index)?.path, 'bot/async');
+    await assert.rejects(withPath(r, agent, 'ws', 'other', 'bot/async'), conflict(/Agent "bot"/));
+  });
+});
+
+test('authenticationType is refused where there is no own path; http-async is refused on a function', async () => {
+  await withStore(async (r) => {
+    const put = (kind: any, name: string, triggers: any[]) =>
+      r.replace(kind, { workspace: 'ws', parents: [], actor: 't' }, name, {
+        metadata: { name },
+        spec: { triggers },
+      });
+    const refused = (re: RegExp) => (e: unknown) =>
+      e instanceof ApiError && e.status === 422 && re.test(JSON.stringify(e));
+    await assert.rejects(
+      put(agent, 'bot', [{ type: 'http', configuration: { authenticationType: 'public' } }]),
+      refused(/authenticationType.*the default address follows spec.public/),
+    );
+    await assert.rejects(
+      put(agent, 'bot', [
+        { type: 'http', configuration: { path: 'agents/bot', authenticationType: 'public' } },
+      ]),
+      refused(/the default address follows spec.public/),
+    );
+    await put(agent, 'bot', [
+      { type: 'http', configuration: { path: 'open', authenticationType: 'public' } },
+    ]);
+    await assert.rejects(
+      put(fn, 'tools', [{ type: 'http-async', configuration: { path: 'tools/async' } }]),
+      refused(/http-async triggers are for agents/),
     );
   });
 });

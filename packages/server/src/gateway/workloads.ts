@@ -53,10 +53,14 @@ export interface WorkloadGatewayDeps {
   random?: () => number;
   /** Asynchronous invocations (`?async=true`) and their callbacks. */
   executions?: Executions;
-  /** The agent's http-async trigger, secrets opened: where its callback goes. */
+  /**
+   * The agent's http-async trigger (the one of that id when the request came by its path; else the first with a
+   * callbackUrl), secrets opened: where its callback goes.
+   */
   asyncTrigger?: (
     workspace: string,
     name: string,
+    triggerId?: string,
   ) => Promise<(CallbackTarget & { timeoutS?: number }) | undefined>;
   /** The management API's base URL, for an execution's status_url. */
   apiBase?: () => string;
@@ -194,10 +198,12 @@ export class WorkloadGateway {
   async serve(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress): Promise<void> {
     try {
       const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
-      if (!w?.public) await authorize(this.deps.authenticator, req.headers, a.workspace);
+      // A trigger path's own authenticationType wins over spec.public there (kinds/trigger-path.ts).
+      const tp = a.path === undefined ? undefined : w?.route?.paths?.[a.path];
+      if (!(tp?.public ?? w?.public)) await authorize(this.deps.authenticator, req.headers, a.workspace);
       if (!w) throw await this.notServing(a);
-      if (a.kind === 'Agent' && this.deps.executions && isAsync(a.rest))
-        return await this.serveAsync(req, res, a, w);
+      if (a.kind === 'Agent' && this.deps.executions && (tp?.async || isAsync(a.rest)))
+        return await this.serveAsync(req, res, a, w, tp?.async ? tp.trigger : undefined);
       const route = this.affinity.route(w, req.headers, (x) => this.revisionFor(x));
       // A replica that can take the request now is found without a promise; only a start is waited for.
       const r =
@@ -269,9 +275,15 @@ export class WorkloadGateway {
    * `?async=true`: 202 at once with the execution's id and status URL; the request runs in the background and its
    * outcome goes to the http-async trigger's callbackUrl, signed (controllers/executions.ts).
    */
-  private async serveAsync(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress, w: Workload) {
+  private async serveAsync(
+    req: IncomingMessage,
+    res: ServerResponse,
+    a: WorkloadAddress,
+    w: Workload,
+    triggerId?: string,
+  ) {
     const ex = this.deps.executions as Executions;
-    const trigger = await this.deps.asyncTrigger?.(a.workspace, a.name);
+    const trigger = await this.deps.asyncTrigger?.(a.workspace, a.name, triggerId);
     if (trigger) {
       const refused = await ex.refusal(trigger.url);
       if (refused) throw new ApiError('POLICY_DENIED', refused);

@@ -1,6 +1,7 @@
 // Function (§4.1 POST /functions): an MCP server, built from code or bound to integration connections,
 // reachable over the streamable HTTP transport at run_url/<ws>/functions/<name>/mcp.
 import { Type } from '@sinclair/typebox';
+import type { FieldIssue } from '../errors.js';
 import {
   callbackSecrets,
   ScaledRuntime,
@@ -41,6 +42,23 @@ export const FunctionSpec = Type.Object({
   triggers: opt(Type.Array(Trigger)),
 });
 
+/**
+ * Triggers an MCP server cannot have: an `http-async` one (a request answered later by a callback is not how MCP
+ * clients talk; the service has it for agents only).
+ */
+function functionTriggerIssues(triggers: any[] | undefined): FieldIssue[] {
+  const out: FieldIssue[] = [];
+  (triggers ?? []).forEach((t, i) => {
+    if (t?.type === 'http-async')
+      out.push({
+        pointer: `/spec/triggers/${i}/type`,
+        message:
+          'http-async triggers are for agents: an MCP server answers its clients over streamable HTTP (use type "http")',
+      });
+  });
+  return out;
+}
+
 export const fn = {
   kind: 'Function',
   plural: 'functions',
@@ -66,6 +84,7 @@ export const fn = {
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),
       ...triggerPathIssues('Function', next.metadata?.name, s.triggers),
+      ...functionTriggerIssues(s.triggers),
       ...(await referenceIssues(
         ctx,
         'IntegrationConnection',
