@@ -7,6 +7,7 @@ export function unappliedWorkloadFields(kind: string, spec: any): string[] {
   const s = spec ?? {};
   if (kind !== 'Job') {
     for (const t of Array.isArray(s.triggers) ? s.triggers : []) {
+      // Refused at write (kinds/function.ts); a function stored before that still has it named.
       if ((t?.type === 'schedule' || t?.type === 'cron') && kind === 'Function')
         out.push(`triggers[${t.id ?? t.type}] (${t.type})`);
       // http and http-async triggers' paths are served (kinds/trigger-path.ts); a schedule has nothing to serve.

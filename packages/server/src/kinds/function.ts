@@ -43,17 +43,24 @@ export const FunctionSpec = Type.Object({
 });
 
 /**
- * Triggers an MCP server cannot have: an `http-async` one (a request answered later by a callback is not how MCP
- * clients talk; the service has it for agents only).
+ * Triggers an MCP server cannot have (decision 030): an `http-async` one (a request answered later by a callback is
+ * not how MCP clients talk; the service has it for agents only) and a schedule (an MCP server has no entry point
+ * that takes a task: each call is a JSON-RPC exchange within a session its client opened).
  */
 function functionTriggerIssues(triggers: any[] | undefined): FieldIssue[] {
   const out: FieldIssue[] = [];
   (triggers ?? []).forEach((t, i) => {
+    const pointer = `/spec/triggers/${i}/type`;
     if (t?.type === 'http-async')
       out.push({
-        pointer: `/spec/triggers/${i}/type`,
+        pointer,
         message:
           'http-async triggers are for agents: an MCP server answers its clients over streamable HTTP (use type "http")',
+      });
+    else if (t?.type === 'schedule' || t?.type === 'cron')
+      out.push({
+        pointer,
+        message: `a function (MCP server) is called by MCP clients and cannot run on a schedule: put the ${t.type} trigger on a job or an agent that calls the server's tools`,
       });
   });
   return out;

@@ -1,6 +1,7 @@
 // Triggers through the real gateway on real replicas: an http-async trigger's path runs the agent asynchronously
 // and POSTs the signed result to that trigger's callbackUrl; a trigger's authenticationType decides who may call
-// its own path while spec.public keeps deciding the default address.
+// its own path while spec.public keeps deciding the default address; a schedule on a function is refused (an MCP
+// server is called by MCP clients).
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -151,5 +152,22 @@ describe('agent triggers on real replicas', () => {
     });
     assert.equal(bad.status, 422);
     assert.match(JSON.stringify(await bad.json()), /must be one of \\"public\\", \\"private\\"/);
+  });
+
+  it('a schedule on a function is a 422 saying MCP servers are called by MCP clients; nothing is stored', async () => {
+    for (const type of ['schedule', 'cron']) {
+      const res = await s.api('/functions/tools', {
+        method: 'PUT',
+        json: {
+          metadata: { name: 'tools' },
+          spec: { triggers: [{ id: 'nightly', type, configuration: { schedule: '0 0 * * *' } }] },
+        },
+      });
+      assert.equal(res.status, 422);
+      const problem = JSON.stringify(await res.json());
+      assert.match(problem, /\/spec\/triggers\/0\/type/);
+      assert.match(problem, /called by MCP clients and cannot run on a schedule/);
+    }
+    assert.equal((await s.api('/functions/tools')).status, 404);
   });
 });
