@@ -1,7 +1,8 @@
 // Triggers through the real gateway on real replicas: an http-async trigger's path runs the agent asynchronously
 // and POSTs the signed result to that trigger's callbackUrl; a trigger's authenticationType decides who may call
 // its own path while spec.public keeps deciding the default address; a schedule on a function is refused (an MCP
-// server is called by MCP clients).
+// server is called by MCP clients); a request that finds its replica dead before any byte of it was sent goes to
+// another replica (one started for it, here), while one whose body had reached the dying replica gets a 502.
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -169,5 +170,31 @@ describe('agent triggers on real replicas', () => {
       assert.match(problem, /called by MCP clients and cannot run on a schedule/);
     }
     assert.equal((await s.api('/functions/tools')).status, 404);
+  });
+
+  it('a replica found dead at connect is removed and the request goes to a new one; a sent request is not retried', async () => {
+    const first = await (
+      await s.run(`${s.url}/run/default/agents/trig/exit`, { method: 'POST', json: {} })
+    ).json();
+    // Let the gateway see the app's connection close, as it would for a replica that died a while ago.
+    await sleep(300);
+    const res = await s.run(`${s.url}/run/default/agents/trig/after`, { method: 'POST', json: {} });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.equal(body.path, '/after');
+    assert.notEqual(body.replica, first.replica, 'a new replica answered');
+    // The app reads the first byte of the body and exits: the request reached it, so it is not sent again.
+    const dying = await s.run(`${s.url}/run/default/agents/trig/die-reading`, {
+      method: 'POST',
+      json: { inputs: 'x'.repeat(1000) },
+    });
+    assert.equal(dying.status, 502);
+    assert.match(
+      (await dying.json()).detail,
+      /the replica of agent "trig" failed after the request was sent to it \(.+\); it was not retried/,
+    );
+    await sleep(300);
+    const again = await s.run(`${s.url}/run/default/agents/trig/again`, { method: 'POST', json: {} });
+    assert.equal(again.status, 200, 'the next request found the dead replica and went to a new one');
   });
 });
