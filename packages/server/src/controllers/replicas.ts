@@ -71,6 +71,8 @@ export interface WorkloadRoute {
   timeoutS?: number;
   /** Trigger paths (canonical) and how each is served: async or not, its own authenticationType. */
   paths?: Record<string, TriggerRoute>;
+  /** The trigger paths under the object's own address, by what follows it (`/async`); unset when none. */
+  ownPaths?: Record<string, TriggerRoute>;
 }
 
 /** One agent or function as the replica set knows it. */

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
-import { triggerRoutes } from '../kinds/trigger-path.js';
+import { ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
 import type { Store, StoredObject } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
@@ -71,10 +71,12 @@ export function revisionId(app: BuiltApp): string {
 
 /** The routing settings of a stored agent or function (gateway/affinity.ts, gateway/request-deadlines.ts). */
 export function routeOf(o: StoredObject): WorkloadRoute {
+  const paths = triggerRoutes(o.kind, o.name, o.body.spec);
   return {
     stickyTtlS: o.body.spec?.revision?.stickySessionTtl,
     timeoutS: o.body.spec?.runtime?.timeout,
-    paths: triggerRoutes(o.kind, o.name, o.body.spec),
+    paths,
+    ownPaths: ownTriggerRoutes(o.kind, o.name, paths),
   };
 }
 

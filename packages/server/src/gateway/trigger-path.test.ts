@@ -16,6 +16,7 @@ import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { hostLabelsOf } from './address.js';
 import { matchTriggerPath } from './workload-address.js';
+import { ownPathRoute, ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
 
 async function withStore(body: (r: Resources, index: HostLabelIndex) => Promise<void>) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-paths-'));
@@ -153,6 +154,42 @@ test('authenticationType is refused where there is no own path; http-async is re
     await assert.rejects(
       put(fn, 'tools', [{ type: 'http-async', configuration: { path: 'tools/async' } }]),
       refused(/http-async triggers are for agents/),
+    );
+  });
+});
+
+test('a path under the agent’s own address (the service’s agents/<name>/async) is accepted, unclaimed, matched by ownPathRoute', async () => {
+  await withStore(async (r, index) => {
+    await r.replace(agent, { workspace: 'ws', parents: [], actor: 't' }, 'bot', {
+      metadata: { name: 'bot' },
+      spec: { triggers: [{ id: 'later', type: 'http-async', configuration: { path: 'agents/bot/async' } }] },
+    });
+    assert.equal(
+      matchTriggerPath('/run/ws/agents/bot/async', index),
+      undefined,
+      'no label: the own address serves it',
+    );
+    const own = ownTriggerRoutes(
+      'Agent',
+      'bot',
+      triggerRoutes('Agent', 'bot', {
+        triggers: [
+          { id: 'later', type: 'http-async', configuration: { path: 'agents/bot/async' } },
+          { id: 'deep', type: 'http', configuration: { path: 'agents/bot/async/deep' } },
+        ],
+      }),
+    );
+    assert.ok(own);
+    assert.deepEqual(ownPathRoute(own, '/async?x=1'), {
+      sub: '/async',
+      route: { trigger: 'later', async: true, public: undefined },
+    });
+    assert.equal(ownPathRoute(own, '/async/deep/1')?.sub, '/async/deep', 'the longest wins');
+    assert.equal(ownPathRoute(own, '/asyncx'), undefined);
+    assert.equal(ownTriggerRoutes('Agent', 'bot', {}), undefined, 'none: nothing to look at per request');
+    await assert.rejects(
+      withPath(r, agent, 'ws', 'bot', 'agents/other/async'),
+      (e: unknown) => e instanceof ApiError && e.status === 422,
     );
   });
 });

@@ -27,6 +27,7 @@ import { authorize } from './auth.js';
 import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
 import { portPool } from './ports.js';
 import { forward, upstreamHeaders } from './proxy.js';
+import { ownPathRoute } from '../kinds/trigger-path.js';
 import { RequestDeadlines } from './request-deadlines.js';
 import type { Target } from './targets.js';
 import type { WorkloadAddress } from './workload-address.js';
@@ -197,11 +198,22 @@ export class WorkloadGateway {
     return new ApiError('UNAVAILABLE', `${what} is ${why}`, { headers: { 'retry-after': '1' } });
   }
 
-  async serve(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress): Promise<void> {
+  async serve(req: IncomingMessage, res: ServerResponse, addr: WorkloadAddress): Promise<void> {
     try {
+      let a = addr;
       const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
+      let tp = a.path === undefined ? undefined : w?.route?.paths?.[a.path];
+      const own = a.path === undefined ? w?.route?.ownPaths : undefined;
+      if (own) {
+        // A trigger path under the own address (`agents/<name>/async`): the app sees what follows it.
+        const m = ownPathRoute(own, a.rest);
+        if (m) {
+          tp = m.route;
+          a = { ...a, rest: a.rest.slice(m.sub.length) || '/' };
+          if (a.rest.startsWith('?')) a.rest = `/${a.rest}`;
+        }
+      }
       // A trigger path's own authenticationType wins over spec.public there (kinds/trigger-path.ts).
-      const tp = a.path === undefined ? undefined : w?.route?.paths?.[a.path];
       if (!(tp?.public ?? w?.public)) await authorize(this.deps.authenticator, req.headers, a.workspace);
       if (!w) throw await this.notServing(a);
       if (a.kind === 'Agent' && this.deps.executions && (tp?.async || isAsync(a.rest)))

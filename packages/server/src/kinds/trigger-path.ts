@@ -18,6 +18,11 @@ export const canonicalPath = (p: string) => p.replace(/^\/+|\/+$/g, '');
 
 /** The path's own default address (`agents/<name>`): allowed, and served already. */
 const ownAddress = (kind: string, name: string) => `${kind === 'Function' ? 'functions' : 'agents'}/${name}`;
+/**
+ * A path under the object's own address (`agents/<name>/async`, the service's documented http-async example): no
+ * other object can be there, so it needs no claim; the own address's routing serves it (`ownPathRoute`).
+ */
+const underOwn = (kind: string, name: string, p: string) => p.startsWith(`${ownAddress(kind, name)}/`);
 
 /** Why a path cannot be served; undefined when it can. */
 export function triggerPathProblem(kind: string, name: string, path: string): string | undefined {
@@ -28,7 +33,7 @@ export function triggerPathProblem(kind: string, name: string, path: string): st
   if (segs.length > MAX_PATH_SEGMENTS) return `must have at most ${MAX_PATH_SEGMENTS} segments`;
   if (segs.some((s) => !SEGMENT.test(s) || s === '.' || s === '..'))
     return 'segments may hold letters, digits, ".", "_", "~" and "-" only (no empty, "." or ".." segment)';
-  if (RESERVED_RUN_SEGMENTS.includes(segs[0]) && p !== ownAddress(kind, name))
+  if (RESERVED_RUN_SEGMENTS.includes(segs[0]) && p !== ownAddress(kind, name) && !underOwn(kind, name, p))
     return `must not start with ${segs[0]}/: that part of the run URL serves ${segs[0]} by name`;
   return undefined;
 }
@@ -66,9 +71,38 @@ export function triggerRoutes(kind: string, name: string, spec: any): Record<str
   return out;
 }
 
-/** The canonical extra paths an object is served at (the address table's labels). */
+/** The canonical extra paths an object is served at that the address table holds (not those under its own address). */
 export const triggerPaths = (kind: string, name: string, spec: any): string[] =>
-  Object.keys(triggerRoutes(kind, name, spec));
+  Object.keys(triggerRoutes(kind, name, spec)).filter((p) => !underOwn(kind, name, p));
+
+/**
+ * The trigger routes under the object's own address, keyed by what follows it (`/async`); undefined when there is
+ * none, so the own address's hot path pays one property read.
+ */
+export function ownTriggerRoutes(
+  kind: string,
+  name: string,
+  routes: Record<string, TriggerRoute>,
+): Record<string, TriggerRoute> | undefined {
+  const own = ownAddress(kind, name);
+  const out = Object.entries(routes)
+    .filter(([p]) => underOwn(kind, name, p))
+    .map(([p, r]) => [p.slice(own.length), r] as const);
+  return out.length ? Object.fromEntries(out) : undefined;
+}
+
+/** The longest trigger route of `own` that `rest` (the path after the own address, query included) is at or under. */
+export function ownPathRoute(
+  own: Record<string, TriggerRoute>,
+  rest: string,
+): { sub: string; route: TriggerRoute } | undefined {
+  const q = rest.indexOf('?');
+  const path = q < 0 ? rest : rest.slice(0, q);
+  let best: string | undefined;
+  for (const sub in own)
+    if ((path === sub || path.startsWith(`${sub}/`)) && (!best || sub.length > best.length)) best = sub;
+  return best === undefined ? undefined : { sub: best, route: own[best] };
+}
 
 /**
  * The validation of every trigger's path and authenticationType (pointers into the whole body). An

@@ -78,6 +78,7 @@ describe('agent triggers on real replicas', () => {
       spec.triggers = [
         { id: 'sync', type: 'http', configuration: { path: 'team/sync' } },
         { id: 'later', type: 'http-async', configuration: { path: 'team/later', callbackUrl, retry: 1 } },
+        { id: 'own', type: 'http-async', configuration: { path: 'agents/trig/async', callbackUrl } },
       ];
     });
     const res = await eventually(
@@ -97,6 +98,16 @@ describe('agent triggers on real replicas', () => {
     assert.equal(payload.data.executionId, accepted.id);
     assert.equal(payload.data.status, 'completed');
     assert.equal(JSON.parse(payload.data.output).path, '/sub?x=1', 'the app saw what follows the path');
+    // The service's own form, a path under the agent's address: async too; the app sees what follows the path.
+    const own = await s.run(`${s.url}/run/default/agents/trig/async`, { method: 'POST', json: {} });
+    assert.equal(own.status, 202);
+    const ownId = (await own.json()).id;
+    for (let i = 0; i < 200 && received.length < 2; i++) await sleep(50);
+    const ownSecret = o.spec.triggers.find((t: any) => t.id === 'own').configuration.callbackSecret;
+    assert.notEqual(ownSecret, secret);
+    const ownPayload = new Webhook(ownSecret).verify(received[1].body, received[1].headers as any) as any;
+    assert.equal(ownPayload.data.executionId, ownId);
+    assert.equal(JSON.parse(ownPayload.data.output).path, '/');
     // The http trigger's path of the same agent stays synchronous.
     const sync = await s.run(`${s.url}/run/default/team/sync/now`, { method: 'POST', json: {} });
     assert.equal(sync.status, 200);
