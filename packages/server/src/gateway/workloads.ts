@@ -416,11 +416,14 @@ export class WorkloadGateway {
     headers: Record<string, string | string[]>,
     body: Buffer,
     timeoutMs: number,
+    mayRetry = true,
   ): Promise<{ statusCode?: number; output?: string; error?: string }> {
     let r: Replica | undefined;
     let t: Target | undefined;
+    const rev = this.revisionFor(w);
+    let refused: (Error & { code?: string }) | undefined;
     try {
-      r = await this.replicaFor(this.revisionFor(w));
+      r = await this.replicaFor(rev);
       t = this.targetOf(w, r);
       r.inflight++;
       const wait = this.activator.enter(t);
@@ -438,7 +441,10 @@ export class WorkloadGateway {
       }
       return { statusCode: answer.statusCode, output: out.slice(0, MAX_OUTPUT_BYTES) };
     } catch (err) {
-      return { error: (err as Error).message };
+      const e = err as Error & { code?: string };
+      // Refused at connect: nothing reached the replica, so the body goes once more, as a caller's request does.
+      if (!(mayRetry && t && REPLICA_DOWN_CODES.has(e.code ?? ''))) return { error: e.message };
+      refused = e;
     } finally {
       if (r && t) {
         r.inflight--;
@@ -446,6 +452,8 @@ export class WorkloadGateway {
         this.activator.leave(t);
       }
     }
+    if (r) this.replicaDown(w, rev, r, refused, {}, false, true);
+    return this.runAsync(w, path, method, headers, body, timeoutMs, false);
   }
 
   /** The canary takes its percent of requests, drawn per request (weighted random, as Knative's split). */

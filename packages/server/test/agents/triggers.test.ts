@@ -207,5 +207,17 @@ describe('agent triggers on real replicas', () => {
     await sleep(300);
     const again = await s.run(`${s.url}/run/default/agents/trig/again`, { method: 'POST', json: {} });
     assert.equal(again.status, 200, 'the next request found the dead replica and went to a new one');
+    // An asynchronous call that finds its replica dead goes to a new one too.
+    await s.run(`${s.url}/run/default/agents/trig/exit`, { method: 'POST', json: {} });
+    await sleep(300);
+    const later = await s.run(`${s.url}/run/default/agents/trig?async=true`, { method: 'POST', json: {} });
+    assert.equal(later.status, 202);
+    const { id } = await later.json();
+    const done = await eventually(
+      'the asynchronous call ends',
+      async () => (await s.api(`/agents/trig/executions/${id}`)).json(),
+      (e: any) => e.status !== 'running',
+    );
+    assert.equal(done.status, 'completed', JSON.stringify(done));
   });
 });
