@@ -313,7 +313,13 @@ export class WorkloadGateway {
     if (!RETRY_CODES.has(err.code ?? '')) return false;
     const ended = this.replicaDown(w, rev, r, err, req.headers, false, true);
     if (ended) this.fail(req, res, ended);
-    else this.route(req, res, a, w, false)?.catch((e) => this.fail(req, res, e));
+    else {
+      try {
+        this.route(req, res, a, w, false)?.catch((e) => this.fail(req, res, e));
+      } catch (e) {
+        this.fail(req, res, e);
+      }
+    }
     return true;
   }
 
