@@ -189,11 +189,13 @@ export async function startServer(
     upstreamTimeoutMs: config.modelTimeoutMs,
     outputEstimate: config.modelOutputEstimate,
   });
-  const asyncTrigger = async (workspace: string, name: string) => {
+  const asyncTrigger = async (workspace: string, name: string, triggerId?: string) => {
     const o = await store.get({ kind: 'Agent', workspace, parent: '', name });
     const spec = o && resources.openSecrets(resources.kind('Agent'), o.body.spec ?? {});
-    const t = (spec?.triggers ?? []).find(
-      (x: any) => x.type === 'http-async' && x.enabled !== false && x.configuration?.callbackUrl,
+    const t = (spec?.triggers ?? []).find((x: any) =>
+      triggerId !== undefined
+        ? x.id === triggerId && x.configuration?.callbackUrl
+        : x.type === 'http-async' && x.enabled !== false && x.configuration?.callbackUrl,
     );
     if (!t) return undefined;
     const c = t.configuration;

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { ApiError } from '../errors.js';
+import type { TriggerRoute } from '../kinds/trigger-path.js';
 import {
   defaultCpuShares,
   type RuntimeDriver,
@@ -68,6 +69,10 @@ export interface WorkloadRoute {
   stickyTtlS?: number;
   /** `spec.runtime.timeout`: seconds one request may last in all. */
   timeoutS?: number;
+  /** Trigger paths (canonical) and how each is served: async or not, its own authenticationType. */
+  paths?: Record<string, TriggerRoute>;
+  /** The trigger paths under the object's own address, by what follows it (`/async`); unset when none. */
+  ownPaths?: Record<string, TriggerRoute>;
 }
 
 /** One agent or function as the replica set knows it. */

@@ -9,6 +9,7 @@ test('an agent spec with nothing unhonoured gets no note', () => {
     triggers: [
       { id: 'a', type: 'http-async', configuration: {} },
       { id: 'custom', type: 'http', configuration: { path: 'my/agent' } },
+      { id: 'later', type: 'http-async', configuration: { path: 'my/agent/async' } },
     ],
   };
   assert.deepEqual(unappliedWorkloadFields('Agent', spec), []);
@@ -20,12 +21,12 @@ test('stored-but-unhonoured agent fields are each named', () => {
     policies: ['eu-only'],
     triggers: [
       { id: 'nightly', type: 'schedule', configuration: { schedule: '0 0 * * *' } },
-      { id: 'async', type: 'http-async', configuration: { path: 'x/async' } },
+      { id: 'hourly', type: 'cron', configuration: { schedule: '0 * * * *', path: 'x/cron' } },
     ],
     integrationConnections: ['gh'],
   };
-  assert.deepEqual(unappliedWorkloadFields('Agent', spec), ['triggers[async].configuration.path']);
-  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: triggers\[async\]/);
+  assert.deepEqual(unappliedWorkloadFields('Agent', spec), ['triggers[hourly].configuration.path']);
+  assert.match(unappliedWorkloadNote('Agent', spec), /^; not applied yet: triggers\[hourly\]/);
   assert.deepEqual(unappliedWorkloadFields('Function', { triggers: spec.triggers.slice(0, 1) }), [
     'triggers[nightly] (schedule)',
   ]);

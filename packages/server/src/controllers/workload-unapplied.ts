@@ -7,10 +7,11 @@ export function unappliedWorkloadFields(kind: string, spec: any): string[] {
   const s = spec ?? {};
   if (kind !== 'Job') {
     for (const t of Array.isArray(s.triggers) ? s.triggers : []) {
+      // Refused at write (kinds/function.ts); a function stored before that still has it named.
       if ((t?.type === 'schedule' || t?.type === 'cron') && kind === 'Function')
         out.push(`triggers[${t.id ?? t.type}] (${t.type})`);
-      // An http trigger's path is served (kinds/trigger-path.ts); an http-async one's is not yet.
-      else if (t?.configuration?.path && t.type !== 'http')
+      // http and http-async triggers' paths are served (kinds/trigger-path.ts); a schedule has nothing to serve.
+      else if (t?.configuration?.path && t.type !== 'http' && t.type !== 'http-async')
         out.push(`triggers[${t.id ?? t.type}].configuration.path`);
     }
     // Mounted into jobs' tasks only (decision 029): an agent's replicas run without them.

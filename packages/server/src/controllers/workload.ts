@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
+import { ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
 import type { Store, StoredObject } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
@@ -70,7 +71,13 @@ export function revisionId(app: BuiltApp): string {
 
 /** The routing settings of a stored agent or function (gateway/affinity.ts, gateway/request-deadlines.ts). */
 export function routeOf(o: StoredObject): WorkloadRoute {
-  return { stickyTtlS: o.body.spec?.revision?.stickySessionTtl, timeoutS: o.body.spec?.runtime?.timeout };
+  const paths = triggerRoutes(o.kind, o.name, o.body.spec);
+  return {
+    stickyTtlS: o.body.spec?.revision?.stickySessionTtl,
+    timeoutS: o.body.spec?.runtime?.timeout,
+    paths,
+    ownPaths: ownTriggerRoutes(o.kind, o.name, paths),
+  };
 }
 
 /**

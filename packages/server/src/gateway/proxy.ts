@@ -65,10 +65,17 @@ export interface ForwardExtra {
   /** Sees the upstream answer's status and headers before they are sent on (affinity.ts pins MCP sessions). */
   onResponse?: (statusCode: number, headers: IncomingHttpHeaders) => void;
   /**
-   * Told when the upstream could not be reached before any header left (not a cut, not a client gone); an ApiError
-   * returned is the answer instead of the 502 (workloads.ts: a dead replica's MCP session answers 404).
+   * Told when the upstream could not be reached before any header left (not a cut, not a client gone); `sent` says
+   * whether any byte of the request had been written to it. An ApiError returned is the answer instead of the 502
+   * (workloads.ts: a dead replica's MCP session answers 404).
    */
-  onUnreachable?: (err: Error & { code?: string }) => ApiError | undefined;
+  onUnreachable?: (err: Error & { code?: string }, sent: boolean) => ApiError | undefined;
+  /**
+   * Asked first when the upstream failed before any byte of the request was written to it (its connection was
+   * refused or reset): true means the caller has taken the request over (sends it elsewhere and answers it), so
+   * this relay answers nothing. The request's body is still unread then, so it can be sent again.
+   */
+  retry?: (err: Error & { code?: string }) => boolean;
   /** Cuts the forwarding: an ApiError reason is the client's answer when no header has left yet (request-deadlines.ts). */
   signal?: AbortSignal;
 }
@@ -203,12 +210,16 @@ class Relay implements Dispatcher.DispatchHandler {
     if (this.over) return;
     if (res.destroyed) {
       // The client went away; nothing to answer.
-    } else if (!res.headersSent)
-      sendProblem(
-        res,
-        err instanceof ApiError ? err : (this.extra.onUnreachable?.(err) ?? this.unreachable(err)),
-      );
-    else res.destroy();
+    } else if (!res.headersSent) {
+      // `abort` is handed over just before undici writes the request: without it, no byte of it left.
+      const sent = this.abort !== undefined;
+      const own = err instanceof ApiError || this.reason !== undefined;
+      if (own || sent || !this.extra.retry?.(err))
+        sendProblem(
+          res,
+          err instanceof ApiError ? err : (this.extra.onUnreachable?.(err, sent) ?? this.unreachable(err)),
+        );
+    } else res.destroy();
     this.finish();
   }
 

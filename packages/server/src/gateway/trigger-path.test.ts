@@ -16,6 +16,7 @@ import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { hostLabelsOf } from './address.js';
 import { matchTriggerPath } from './workload-address.js';
+import { ownPathRoute, ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
 
 async function withStore(body: (r: Resources, index: HostLabelIndex) => Promise<void>) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-paths-'));
@@ -52,6 +53,7 @@ test('an http trigger path serves the agent under the workspace; the app sees wh
       workspace: 'ws',
       name: 'bot',
       rest: '/',
+      path: 'my/agent',
     });
     assert.equal(matchTriggerPath('/run/ws/my/agent/chat/1?stream=true', index)?.rest, '/chat/1?stream=true');
     assert.equal(matchTriggerPath('/run/ws/my', index), undefined);
@@ -63,6 +65,7 @@ test('an http trigger path serves the agent under the workspace; the app sees wh
       workspace: 'ws',
       name: 'tools',
       rest: '/mcp',
+      path: 'my/agent/tools',
     });
   });
 });
@@ -111,6 +114,82 @@ test('paths under the run URL’s own addresses are refused, except the agent’
       withPath(r, agent, 'ws', 'bot', 'same', '/same'),
       (e: unknown) =>
         e instanceof ApiError && e.status === 422 && /duplicates the path/.test(JSON.stringify(e)),
+    );
+  });
+});
+
+test('an http-async trigger path is held like an http one: another object cannot take it', async () => {
+  await withStore(async (r, index) => {
+    await r.replace(agent, { workspace: 'ws', parents: [], actor: 't' }, 'bot', {
+      metadata: { name: 'bot' },
+      spec: { triggers: [{ id: 'later', type: 'http-async', configuration: { path: 'bot/async' } }] },
+    });
+    assert.equal(matchTriggerPath('/run/ws/bot/async', index)?.path, 'bot/async');
+    await assert.rejects(withPath(r, agent, 'ws', 'other', 'bot/async'), conflict(/Agent "bot"/));
+  });
+});
+
+test('authenticationType is refused where there is no own path; http-async is refused on a function', async () => {
+  await withStore(async (r) => {
+    const put = (kind: any, name: string, triggers: any[]) =>
+      r.replace(kind, { workspace: 'ws', parents: [], actor: 't' }, name, {
+        metadata: { name },
+        spec: { triggers },
+      });
+    const refused = (re: RegExp) => (e: unknown) =>
+      e instanceof ApiError && e.status === 422 && re.test(JSON.stringify(e));
+    await assert.rejects(
+      put(agent, 'bot', [{ type: 'http', configuration: { authenticationType: 'public' } }]),
+      refused(/authenticationType.*the default address follows spec.public/),
+    );
+    await assert.rejects(
+      put(agent, 'bot', [
+        { type: 'http', configuration: { path: 'agents/bot', authenticationType: 'public' } },
+      ]),
+      refused(/the default address follows spec.public/),
+    );
+    await put(agent, 'bot', [
+      { type: 'http', configuration: { path: 'open', authenticationType: 'public' } },
+    ]);
+    await assert.rejects(
+      put(fn, 'tools', [{ type: 'http-async', configuration: { path: 'tools/async' } }]),
+      refused(/http-async triggers are for agents/),
+    );
+  });
+});
+
+test('a path under the agent’s own address (the service’s agents/<name>/async) is accepted, unclaimed, matched by ownPathRoute', async () => {
+  await withStore(async (r, index) => {
+    await r.replace(agent, { workspace: 'ws', parents: [], actor: 't' }, 'bot', {
+      metadata: { name: 'bot' },
+      spec: { triggers: [{ id: 'later', type: 'http-async', configuration: { path: 'agents/bot/async' } }] },
+    });
+    assert.equal(
+      matchTriggerPath('/run/ws/agents/bot/async', index),
+      undefined,
+      'no label: the own address serves it',
+    );
+    const own = ownTriggerRoutes(
+      'Agent',
+      'bot',
+      triggerRoutes('Agent', 'bot', {
+        triggers: [
+          { id: 'later', type: 'http-async', configuration: { path: 'agents/bot/async' } },
+          { id: 'deep', type: 'http', configuration: { path: 'agents/bot/async/deep' } },
+        ],
+      }),
+    );
+    assert.ok(own);
+    assert.deepEqual(ownPathRoute(own, '/async?x=1'), {
+      sub: '/async',
+      route: { trigger: 'later', async: true, public: undefined },
+    });
+    assert.equal(ownPathRoute(own, '/async/deep/1')?.sub, '/async/deep', 'the longest wins');
+    assert.equal(ownPathRoute(own, '/asyncx'), undefined);
+    assert.equal(ownTriggerRoutes('Agent', 'bot', {}), undefined, 'none: nothing to look at per request');
+    await assert.rejects(
+      withPath(r, agent, 'ws', 'bot', 'agents/other/async'),
+      (e: unknown) => e instanceof ApiError && e.status === 422,
     );
   });
 });

@@ -18,6 +18,8 @@ export interface WorkloadAddress {
   name: string;
   /** The path the app sees, starting with `/`, query included. */
   rest: string;
+  /** The trigger path the request came by (canonical), when it did not use the object's own address. */
+  path?: string;
 }
 
 const SEGMENTS = { agents: 'Agent', functions: 'Function' } as const;
@@ -88,10 +90,17 @@ export function matchTriggerPath(
   const workspace = path.slice(RUN_PREFIX.length, wsEnd);
   const segs = path.slice(wsEnd + 1).split('/');
   for (let n = Math.min(segs.length, MAX_PATH_SEGMENTS); n > 0; n--) {
-    const owner = labels.resolve(pathLabel(workspace, segs.slice(0, n).join('/')));
+    const held = segs.slice(0, n).join('/');
+    const owner = labels.resolve(pathLabel(workspace, held));
     if (owner?.kind !== 'Agent' && owner?.kind !== 'Function') continue;
     const tail = segs.slice(n).join('/');
-    return { kind: owner.kind, workspace: owner.workspace, name: owner.name, rest: `/${tail}${query}` };
+    return {
+      kind: owner.kind,
+      workspace: owner.workspace,
+      name: owner.name,
+      rest: `/${tail}${query}`,
+      path: held,
+    };
   }
   return undefined;
 }

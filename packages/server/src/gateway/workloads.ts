@@ -14,7 +14,7 @@ import { wireErrorOf } from '../http/wire-error.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Store } from '../store/store.js';
 import { Activator } from './activator.js';
-import { Affinity } from './affinity.js';
+import { Affinity, type Route } from './affinity.js';
 import {
   decide,
   initialScaleState,
@@ -27,6 +27,7 @@ import { authorize } from './auth.js';
 import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
 import { portPool } from './ports.js';
 import { forward, upstreamHeaders } from './proxy.js';
+import { ownPathRoute } from '../kinds/trigger-path.js';
 import { RequestDeadlines } from './request-deadlines.js';
 import type { Target } from './targets.js';
 import type { WorkloadAddress } from './workload-address.js';
@@ -53,10 +54,14 @@ export interface WorkloadGatewayDeps {
   random?: () => number;
   /** Asynchronous invocations (`?async=true`) and their callbacks. */
   executions?: Executions;
-  /** The agent's http-async trigger, secrets opened: where its callback goes. */
+  /**
+   * The agent's http-async trigger (the one of that id when the request came by its path; else the first with a
+   * callbackUrl), secrets opened: where its callback goes.
+   */
   asyncTrigger?: (
     workspace: string,
     name: string,
+    triggerId?: string,
   ) => Promise<(CallbackTarget & { timeoutS?: number }) | undefined>;
   /** The management API's base URL, for an execution's status_url. */
   apiBase?: () => string;
@@ -66,6 +71,8 @@ export interface WorkloadGatewayDeps {
 
 /** Connection errors that mean nothing listens at the replica any more (not a slow or a closing app). */
 const REPLICA_DOWN_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOENT']);
+/** Errors before any byte of a request was written after which it is sent to another replica. */
+const RETRY_CODES = new Set([...REPLICA_DOWN_CODES, 'ECONNRESET']);
 
 /** Longest an asynchronous invocation runs when its trigger sets no timeout (the service's 15 minutes). */
 export const ASYNC_DEFAULT_TIMEOUT_S = 900;
@@ -191,30 +198,73 @@ export class WorkloadGateway {
     return new ApiError('UNAVAILABLE', `${what} is ${why}`, { headers: { 'retry-after': '1' } });
   }
 
-  async serve(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress): Promise<void> {
+  async serve(req: IncomingMessage, res: ServerResponse, addr: WorkloadAddress): Promise<void> {
     try {
+      let a = addr;
       const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
-      if (!w?.public) await authorize(this.deps.authenticator, req.headers, a.workspace);
-      if (!w) throw await this.notServing(a);
-      if (a.kind === 'Agent' && this.deps.executions && isAsync(a.rest))
-        return await this.serveAsync(req, res, a, w);
-      const route = this.affinity.route(w, req.headers, (x) => this.revisionFor(x));
-      // A replica that can take the request now is found without a promise; only a start is waited for.
-      const r =
-        route.replica ??
-        this.deps.replicas.ready(route.w, TARGET_CONCURRENCY) ??
-        (await this.replicaFor(route.w));
-      route.pin?.(r);
-      const t = this.targetOf(w, r);
-      const wait = this.activator.enter(t);
-      r.inflight++;
-      r.lastUsedMs = this.now();
-      try {
-        if (wait) await wait;
-      } catch (err) {
-        r.inflight--;
-        throw err;
+      let tp = a.path === undefined ? undefined : w?.route?.paths?.[a.path];
+      const own = a.path === undefined ? w?.route?.ownPaths : undefined;
+      if (own) {
+        // A trigger path under the own address (`agents/<name>/async`): the app sees what follows it.
+        const m = ownPathRoute(own, a.rest);
+        if (m) {
+          tp = m.route;
+          a = { ...a, rest: a.rest.slice(m.sub.length) || '/' };
+          if (a.rest.startsWith('?')) a.rest = `/${a.rest}`;
+        }
       }
+      // A trigger path's own authenticationType wins over spec.public there (kinds/trigger-path.ts).
+      if (!(tp?.public ?? w?.public)) await authorize(this.deps.authenticator, req.headers, a.workspace);
+      if (!w) throw await this.notServing(a);
+      if (a.kind === 'Agent' && this.deps.executions && (tp?.async || isAsync(a.rest)))
+        return await this.serveAsync(req, res, a, w, tp?.async ? tp.trigger : undefined);
+      const sent = this.route(req, res, a, w, true);
+      if (sent) await sent;
+    } catch (err) {
+      this.fail(req, res, err);
+    }
+  }
+
+  private fail(req: IncomingMessage, res: ServerResponse, err: unknown) {
+    sendProblem(
+      res,
+      wireErrorOf(err, { log: this.deps.logger, what: 'workload gateway error' }),
+      req.url?.split('?')[0],
+    );
+  }
+
+  /**
+   * Picks the replica (thread or session pin, else a ready one, else one started) and forwards the request. A
+   * promise only when something is waited for (a start, a thaw): the hot path makes none.
+   */
+  private route(
+    req: IncomingMessage,
+    res: ServerResponse,
+    a: WorkloadAddress,
+    w: Workload,
+    mayRetry: boolean,
+  ): Promise<void> | undefined {
+    const route = this.affinity.route(w, req.headers, (x) => this.revisionFor(x));
+    const r = route.replica ?? this.deps.replicas.ready(route.w, TARGET_CONCURRENCY);
+    if (r) return this.send(req, res, a, w, route, r, mayRetry);
+    return this.replicaFor(route.w).then((x) => this.send(req, res, a, w, route, x, mayRetry));
+  }
+
+  private send(
+    req: IncomingMessage,
+    res: ServerResponse,
+    a: WorkloadAddress,
+    w: Workload,
+    route: Route,
+    r: Replica,
+    mayRetry: boolean,
+  ): Promise<void> | undefined {
+    route.pin?.(r);
+    const t = this.targetOf(w, r);
+    const wait = this.activator.enter(t);
+    r.inflight++;
+    r.lastUsedMs = this.now();
+    const go = () => {
       const limits = this.deadlines.watch(req.socket, w.route?.timeoutS);
       forward(
         t,
@@ -230,16 +280,47 @@ export class WorkloadGateway {
         {
           signal: limits.signal,
           onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
-          onUnreachable: (err) => this.replicaDown(w, route.w, r, err, req.headers),
+          onUnreachable: (err, sent) => this.replicaDown(w, route.w, r, err, req.headers, sent),
+          retry: mayRetry ? (err) => this.retryElsewhere(req, res, a, w, route.w, r, err) : undefined,
         },
       );
-    } catch (err) {
-      sendProblem(
-        res,
-        wireErrorOf(err, { log: this.deps.logger, what: 'workload gateway error' }),
-        req.url?.split('?')[0],
-      );
+    };
+    if (!wait) {
+      go();
+      return undefined;
     }
+    return wait.then(go, (err) => {
+      r.inflight--;
+      throw err;
+    });
+  }
+
+  /**
+   * The replica's connection failed before any byte of the request was written (refused or reset at connect): it
+   * is removed as dead and the request goes once more, to another ready replica or to one started for it (the
+   * request waits as on a scale from zero). Only once: a second dead replica answers the 502. A request of an MCP
+   * session the dead replica held gets the session's 404 instead (its state died with it).
+   */
+  private retryElsewhere(
+    req: IncomingMessage,
+    res: ServerResponse,
+    a: WorkloadAddress,
+    w: Workload,
+    rev: Workload,
+    r: Replica,
+    err: Error & { code?: string },
+  ): boolean {
+    if (!RETRY_CODES.has(err.code ?? '')) return false;
+    const ended = this.replicaDown(w, rev, r, err, req.headers, false, true);
+    if (ended) this.fail(req, res, ended);
+    else {
+      try {
+        this.route(req, res, a, w, false)?.catch((e) => this.fail(req, res, e));
+      } catch (e) {
+        this.fail(req, res, e);
+      }
+    }
+    return true;
   }
 
   /**
@@ -253,25 +334,40 @@ export class WorkloadGateway {
     r: Replica,
     err: Error & { code?: string },
     headers: IncomingMessage['headers'],
+    sent: boolean,
+    retrying = false,
   ): ApiError | undefined {
-    if (!REPLICA_DOWN_CODES.has(err.code ?? '')) return undefined;
-    if (!r.gone) {
+    // A reset before the request was written is a connect that failed; after it, a live app may close a connection.
+    const down = REPLICA_DOWN_CODES.has(err.code ?? '') || (!sent && err.code === 'ECONNRESET');
+    if (down && !r.gone) {
       this.deps.logger.warn(
-        { workload: rev.key, replica: r.id, code: err.code },
+        { workload: rev.key, replica: r.id, code: err.code, retrying },
         'replica unreachable: removed',
       );
       void this.deps.replicas.scaleIn(rev, r);
     }
-    return this.affinity.ended(w, headers);
+    if (down) return this.affinity.ended(w, headers);
+    if (!sent) return undefined;
+    const what = `${w.kind.toLowerCase()} ${JSON.stringify(w.name)}`;
+    return new ApiError(
+      'BAD_GATEWAY',
+      `the replica of ${what} failed after the request was sent to it (${err.code ?? err.message}); it was not retried, since the replica may have acted on it`,
+    );
   }
 
   /**
    * `?async=true`: 202 at once with the execution's id and status URL; the request runs in the background and its
    * outcome goes to the http-async trigger's callbackUrl, signed (controllers/executions.ts).
    */
-  private async serveAsync(req: IncomingMessage, res: ServerResponse, a: WorkloadAddress, w: Workload) {
+  private async serveAsync(
+    req: IncomingMessage,
+    res: ServerResponse,
+    a: WorkloadAddress,
+    w: Workload,
+    triggerId?: string,
+  ) {
     const ex = this.deps.executions as Executions;
-    const trigger = await this.deps.asyncTrigger?.(a.workspace, a.name);
+    const trigger = await this.deps.asyncTrigger?.(a.workspace, a.name, triggerId);
     if (trigger) {
       const refused = await ex.refusal(trigger.url);
       if (refused) throw new ApiError('POLICY_DENIED', refused);
@@ -326,11 +422,14 @@ export class WorkloadGateway {
     headers: Record<string, string | string[]>,
     body: Buffer,
     timeoutMs: number,
+    mayRetry = true,
   ): Promise<{ statusCode?: number; output?: string; error?: string }> {
     let r: Replica | undefined;
     let t: Target | undefined;
+    const rev = this.revisionFor(w);
+    let refused: (Error & { code?: string }) | undefined;
     try {
-      r = await this.replicaFor(this.revisionFor(w));
+      r = await this.replicaFor(rev);
       t = this.targetOf(w, r);
       r.inflight++;
       const wait = this.activator.enter(t);
@@ -348,7 +447,10 @@ export class WorkloadGateway {
       }
       return { statusCode: answer.statusCode, output: out.slice(0, MAX_OUTPUT_BYTES) };
     } catch (err) {
-      return { error: (err as Error).message };
+      const e = err as Error & { code?: string };
+      // Refused at connect: nothing reached the replica, so the body goes once more, as a caller's request does.
+      if (!(mayRetry && t && REPLICA_DOWN_CODES.has(e.code ?? ''))) return { error: e.message };
+      refused = e;
     } finally {
       if (r && t) {
         r.inflight--;
@@ -356,6 +458,8 @@ export class WorkloadGateway {
         this.activator.leave(t);
       }
     }
+    if (r) this.replicaDown(w, rev, r, refused, {}, false, true);
+    return this.runAsync(w, path, method, headers, body, timeoutMs, false);
   }
 
   /** The canary takes its percent of requests, drawn per request (weighted random, as Knative's split). */

@@ -1,6 +1,7 @@
 // Function (§4.1 POST /functions): an MCP server, built from code or bound to integration connections,
 // reachable over the streamable HTTP transport at run_url/<ws>/functions/<name>/mcp.
 import { Type } from '@sinclair/typebox';
+import type { FieldIssue } from '../errors.js';
 import {
   callbackSecrets,
   ScaledRuntime,
@@ -41,6 +42,30 @@ export const FunctionSpec = Type.Object({
   triggers: opt(Type.Array(Trigger)),
 });
 
+/**
+ * Triggers an MCP server cannot have (decision 030): an `http-async` one (a request answered later by a callback is
+ * not how MCP clients talk; the service has it for agents only) and a schedule (an MCP server has no entry point
+ * that takes a task: each call is a JSON-RPC exchange within a session its client opened).
+ */
+function functionTriggerIssues(triggers: any[] | undefined): FieldIssue[] {
+  const out: FieldIssue[] = [];
+  (triggers ?? []).forEach((t, i) => {
+    const pointer = `/spec/triggers/${i}/type`;
+    if (t?.type === 'http-async')
+      out.push({
+        pointer,
+        message:
+          'http-async triggers are for agents: an MCP server answers its clients over streamable HTTP (use type "http")',
+      });
+    else if (t?.type === 'schedule' || t?.type === 'cron')
+      out.push({
+        pointer,
+        message: `a function (MCP server) is called by MCP clients and cannot run on a schedule: put the ${t.type} trigger on a job or an agent that calls the server's tools`,
+      });
+  });
+  return out;
+}
+
 export const fn = {
   kind: 'Function',
   plural: 'functions',
@@ -66,6 +91,7 @@ export const fn = {
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),
       ...triggerPathIssues('Function', next.metadata?.name, s.triggers),
+      ...functionTriggerIssues(s.triggers),
       ...(await referenceIssues(
         ctx,
         'IntegrationConnection',

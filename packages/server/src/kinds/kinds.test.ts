@@ -117,6 +117,24 @@ describe('defaults', () => {
 });
 
 describe('rules', () => {
+  it('function: schedule and http-async triggers are 422s on their type; an http one is fine', async () => {
+    const { issues } = await prepare(kind('Function'), {
+      metadata: { name: 'f' },
+      spec: {
+        triggers: [
+          { type: 'http', configuration: { path: 'f/mcp' } },
+          { type: 'schedule', configuration: { schedule: '0 0 * * *' } },
+          { type: 'cron', configuration: { schedule: '0 0 * * *' } },
+          { type: 'http-async' },
+        ],
+      },
+    });
+    assert.deepEqual(
+      issues.map((i) => i.pointer),
+      ['/spec/triggers/1/type', '/spec/triggers/2/type', '/spec/triggers/3/type'],
+    );
+  });
+
   it('agent: minScale above maxScale is a 422 on /spec/runtime/minScale', async () => {
     const { issues } = await prepare(kind('Agent'), {
       metadata: { name: 'a' },
