@@ -7,8 +7,9 @@ import {
   scaledDefaults,
   WORKLOAD_READ_ONLY,
   workloadImageIssues,
+  workloadVolumeIssues,
 } from './agent.js';
-import { envSecrets, literals, NameList, opt, Revision, Trigger } from './common.js';
+import { envSecrets, literals, NameList, opt, Revision, Trigger, VolumeMount } from './common.js';
 import {
   envIssues,
   referenceIssues,
@@ -39,6 +40,8 @@ export const FunctionSpec = Type.Object({
     }),
   ),
   triggers: opt(Type.Array(Trigger)),
+  /** Berth's own: volumes bound into every replica, as an agent's (the service's functions have none). */
+  volumes: opt(Type.Array(VolumeMount)),
 });
 
 export const fn = {
@@ -62,6 +65,7 @@ export const fn = {
     return [
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
+      ...workloadVolumeIssues(s),
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),
@@ -75,6 +79,13 @@ export const fn = {
       )),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
       ...(await tokenPolicyIssues(ctx, s.policies, 'function')),
+      ...(await referenceIssues(
+        ctx,
+        'Volume',
+        s.volumes?.map((v: any) => v.name),
+        p?.volumes?.map((v: any) => v.name),
+        (i) => `/spec/volumes/${i}/name`,
+      )),
     ];
   },
 } satisfies KindDescriptor;
