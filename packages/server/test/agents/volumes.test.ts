@@ -1,0 +1,113 @@
+// Volumes on an agent's replicas, end to end on real sandboxes: the agent's handler writes under its mountPath
+// and reads it back; a read-only mount is read-only inside; the volume is held by `agent:<name>` (a second agent
+// naming it is FAILED naming the first); deleting the agent lets it go, and a sandbox mounting it then finds the
+// file the agent wrote; a writable volume on an agent that may run several replicas is a 422.
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { berth } from '../berth-cli.js';
+import { exec, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+
+const FIXTURE = join(import.meta.dirname, 'fixtures/volume-files');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('volumes on agents', () => {
+  let s: SandboxServer;
+  let work: string;
+
+  const json = async (path: string, init: { method?: string; json?: unknown } = {}) => {
+    const res = await s.api(path, init);
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  /** Creates the agent with `spec` (its volumes) first; `berth deploy` keeps them when it uploads the code. */
+  async function deployAgent(name: string, spec: Record<string, unknown>) {
+    const c = await json('/agents', { method: 'POST', json: { metadata: { name }, spec } });
+    assert.equal(c.status, 200, JSON.stringify(c.body));
+    const dir = join(work, name);
+    cpSync(FIXTURE, dir, { recursive: true });
+    writeFileSync(join(dir, 'berth.toml'), `name = "${name}"\n[runtime]\nmemory = 256\n`);
+    return berth(s, ['deploy', dir]);
+  }
+  const call = async (agent: string, path: string) => {
+    const res = await s.run(`${s.url}/run/default/agents/${agent}${path}`);
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    return body as { ok?: boolean; content?: string; error?: string };
+  };
+  const holder = async (volume: string) => (await json(`/volumes/${volume}`)).body.state?.attachedTo;
+
+  before(async () => {
+    s = await startSandboxServer({});
+    work = mkdtempSync(join(tmpdir(), 'berth-agent-vol-'));
+    for (const name of ['notes', 'shared'])
+      assert.equal(
+        (await json('/volumes', { method: 'POST', json: { metadata: { name }, spec: { size: 16 } } })).status,
+        200,
+      );
+  });
+  after(async () => {
+    await s.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('the handler writes to its volume, reads it back, and cannot write its read-only one', async () => {
+    const d = await deployAgent('writer', {
+      volumes: [
+        { name: 'notes', mountPath: '/data' },
+        { name: 'shared', mountPath: '/shared', readOnly: true },
+      ],
+    });
+    assert.equal(d.code, 0, d.out);
+    const o = (await json('/agents/writer')).body;
+    assert.equal(o.status, 'DEPLOYED');
+    assert.equal(o.spec.runtime.maxScale, 1, 'a writable volume runs one replica unless asked');
+    assert.doesNotMatch(o.events.at(-1).message, /not applied/);
+    assert.deepEqual(await call('writer', '/write?path=/data/hello&text=from-the-agent'), { ok: true });
+    assert.deepEqual(await call('writer', '/read?path=/data/hello'), { content: 'from-the-agent' });
+    assert.deepEqual(await call('writer', '/write?path=/shared/x&text=no'), { error: 'EROFS' });
+    assert.equal(await holder('notes'), 'agent:writer');
+    assert.equal(await holder('shared'), 'agent:writer');
+  });
+
+  it('a second agent naming a held volume is FAILED naming the holder', async () => {
+    const d = await deployAgent('second', { volumes: [{ name: 'notes', mountPath: '/data' }] });
+    assert.notEqual(d.code, 0, d.out);
+    const o = (await json('/agents/second')).body;
+    assert.equal(o.status, 'FAILED');
+    assert.match(o.events.at(-1).message, /volume "notes" is attached to agent:writer/);
+    assert.equal(await holder('notes'), 'agent:writer');
+  });
+
+  it('a writable volume with maxScale 2 is a 422 naming the field', async () => {
+    const r = await json('/agents', {
+      method: 'POST',
+      json: {
+        metadata: { name: 'scaled' },
+        spec: { runtime: { maxScale: 2 }, volumes: [{ name: 'notes', mountPath: '/data' }] },
+      },
+    });
+    assert.equal(r.status, 422, JSON.stringify(r.body));
+    assert.match(JSON.stringify(r.body), /\/spec\/volumes\/0\/readOnly/);
+    assert.match(JSON.stringify(r.body), /runtime\.maxScale 1/);
+    assert.equal((await s.api('/agents/scaled')).status, 404, 'nothing was written');
+  });
+
+  it('deleting the agent lets its volumes go; a sandbox mounting one finds what the agent wrote', async () => {
+    assert.equal((await s.api('/agents/second', { method: 'DELETE' })).status, 200);
+    assert.equal((await s.api('/agents/writer', { method: 'DELETE' })).status, 200);
+    let held: string | undefined = 'agent:writer';
+    for (let i = 0; i < 300 && held; i++) {
+      await sleep(100);
+      held = await holder('notes');
+    }
+    assert.equal(held, undefined, 'the deleted agent let its volume go');
+    assert.equal(await holder('shared'), undefined);
+    const sbx = await s.create('reader', { volumes: [{ name: 'notes', mountPath: '/mnt' }] });
+    await s.waitFor('reader', (b) => b.status === 'DEPLOYED', 'DEPLOYED');
+    const p = await exec(s, sbx.metadata.url, 'cat /mnt/hello');
+    assert.equal(p.exitCode, 0, JSON.stringify(p));
+    assert.equal(p.logs, 'from-the-agent');
+  });
+});
