@@ -1,51 +1,67 @@
 // Volumes on an agent's replicas, end to end on real sandboxes: the agent's handler writes under its mountPath
 // and reads it back; a read-only mount is read-only inside; the volume is held by `agent:<name>` (a second agent
 // naming it is FAILED naming the first); deleting the agent lets it go, and a sandbox mounting it then finds the
-// file the agent wrote; a writable volume on an agent that may run several replicas is a 422.
+// file the agent wrote; a writable volume on an agent that may run several replicas is a 422. After a server
+// restart the replica started with volumes is re-adopted (same sandbox, same process), and one started after a
+// restart has its mounts too.
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { berth } from '../berth-cli.js';
-import { exec, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { unmountVolumesIn } from '../../src/test-support/sandboxes.js';
+import {
+  exec,
+  inspectingDriver,
+  removeAllSandboxes,
+  type SandboxServer,
+  startSandboxServer,
+} from '../sandboxes/support.js';
 
 const FIXTURE = join(import.meta.dirname, 'fixtures/volume-files');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('volumes on agents', () => {
-  let s: SandboxServer;
-  let work: string;
+let s: SandboxServer;
+let work: string;
 
-  const json = async (path: string, init: { method?: string; json?: unknown } = {}) => {
-    const res = await s.api(path, init);
-    return { status: res.status, body: (await res.json()) as any };
-  };
-  /** Creates the agent with `spec` (its volumes) first; `berth deploy` keeps them when it uploads the code. */
-  async function deployAgent(name: string, spec: Record<string, unknown>) {
-    const c = await json('/agents', { method: 'POST', json: { metadata: { name }, spec } });
-    assert.equal(c.status, 200, JSON.stringify(c.body));
-    const dir = join(work, name);
-    cpSync(FIXTURE, dir, { recursive: true });
-    writeFileSync(join(dir, 'berth.toml'), `name = "${name}"\n[runtime]\nmemory = 256\n`);
-    return berth(s, ['deploy', dir]);
+const json = async (path: string, init: { method?: string; json?: unknown } = {}) => {
+  const res = await s.api(path, init);
+  return { status: res.status, body: (await res.json()) as any };
+};
+/** Creates the agent with `spec` (its volumes) first; `berth deploy` keeps them when it uploads the code. */
+async function deployAgent(name: string, spec: Record<string, unknown>) {
+  const c = await json('/agents', { method: 'POST', json: { metadata: { name }, spec } });
+  assert.equal(c.status, 200, JSON.stringify(c.body));
+  const dir = join(work, name);
+  cpSync(FIXTURE, dir, { recursive: true });
+  writeFileSync(join(dir, 'berth.toml'), `name = "${name}"\n[runtime]\nmemory = 256\n`);
+  return berth(s, ['deploy', dir]);
+}
+const call = async (agent: string, path: string) => {
+  let res = await s.run(`${s.url}/run/default/agents/${agent}${path}`);
+  // A server just started serves the agent once its first reconcile re-adopted or started the replica.
+  for (let i = 0; i < 600 && res.status === 503; i++) {
+    await res.body?.cancel();
+    await sleep(100);
+    res = await s.run(`${s.url}/run/default/agents/${agent}${path}`);
   }
-  const call = async (agent: string, path: string) => {
-    const res = await s.run(`${s.url}/run/default/agents/${agent}${path}`);
-    const body = await res.json();
-    assert.equal(res.status, 200, JSON.stringify(body));
-    return body as { ok?: boolean; content?: string; error?: string };
-  };
-  const holder = async (volume: string) => (await json(`/volumes/${volume}`)).body.state?.attachedTo;
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body as { ok?: boolean; content?: string; error?: string };
+};
+const holder = async (volume: string) => (await json(`/volumes/${volume}`)).body.state?.attachedTo;
+const createVolume = async (name: string) =>
+  assert.equal(
+    (await json('/volumes', { method: 'POST', json: { metadata: { name }, spec: { size: 16 } } })).status,
+    200,
+  );
 
+describe('volumes on agents', () => {
   before(async () => {
     s = await startSandboxServer({});
     work = mkdtempSync(join(tmpdir(), 'berth-agent-vol-'));
-    for (const name of ['notes', 'shared'])
-      assert.equal(
-        (await json('/volumes', { method: 'POST', json: { metadata: { name }, spec: { size: 16 } } })).status,
-        200,
-      );
+    for (const name of ['notes', 'shared']) await createVolume(name);
   });
   after(async () => {
     await s.close();
@@ -109,5 +125,56 @@ describe('volumes on agents', () => {
     const p = await exec(s, sbx.metadata.url, 'cat /mnt/hello');
     assert.equal(p.exitCode, 0, JSON.stringify(p));
     assert.equal(p.logs, 'from-the-agent');
+  });
+});
+
+describe('volumes on agents across a server restart', () => {
+  let dataDir: string;
+  const replicas = async () => {
+    const d = await inspectingDriver(dataDir);
+    try {
+      return (await d.list()).filter((i) => i.id.startsWith('wl-')).map((i) => ({ id: i.id, pid: i.pid }));
+    } finally {
+      await d.close();
+    }
+  };
+  before(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'berth-agent-vol-restart-'));
+    work = mkdtempSync(join(tmpdir(), 'berth-agent-vol-'));
+  });
+  after(async () => {
+    await s?.close();
+    await removeAllSandboxes(dataDir);
+    await unmountVolumesIn(dataDir);
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('the replica started with a volume is re-adopted, and one started after the restart mounts it', async () => {
+    s = await startSandboxServer({}, dataDir);
+    await createVolume('kept');
+    const d = await deployAgent('keeper', { volumes: [{ name: 'kept', mountPath: '/data' }] });
+    assert.equal(d.code, 0, d.out);
+    assert.deepEqual(await call('keeper', '/write?path=/data/f&text=one'), { ok: true });
+    const first = await replicas();
+    assert.equal(first.length, 1);
+    await s.close();
+
+    // The same spec (volumes included) after a restart: the running replica is taken over, not replaced.
+    s = await startSandboxServer({}, dataDir);
+    assert.deepEqual(await call('keeper', '/write?path=/data/f&text=two'), { ok: true });
+    assert.deepEqual(await replicas(), first, 'same replica sandbox and pid');
+    await s.close();
+
+    // Its replica gone while the server was down: the next server starts one, with the volume mounted.
+    const drv = await inspectingDriver(dataDir);
+    await drv.remove(first[0].id);
+    await drv.close();
+    s = await startSandboxServer({}, dataDir);
+    assert.deepEqual(await call('keeper', '/read?path=/data/f'), { content: 'onetwo' });
+    const now = await replicas();
+    assert.equal(now.length, 1);
+    assert.notEqual(now[0].pid, first[0].pid, 'a new replica');
+    assert.equal(await holder('kept'), 'agent:keeper');
   });
 });
