@@ -1,9 +1,9 @@
 // Volumes on an agent's replicas, end to end on real sandboxes: the agent's handler writes under its mountPath
 // and reads it back; a read-only mount is read-only inside; the volume is held by `agent:<name>` (a second agent
 // naming it is FAILED naming the first); deleting the agent lets it go, and a sandbox mounting it then finds the
-// file the agent wrote; a writable volume on an agent that may run several replicas is a 422. After a server
-// restart the replica started with volumes is re-adopted (same sandbox, same process), and one started after a
-// restart has its mounts too.
+// file the agent wrote; a function's replicas mount theirs alike; a writable volume on an agent that may run
+// several replicas is a 422. After a server restart the replica started with volumes is re-adopted (same sandbox,
+// same process), and one started after a restart has its mounts too.
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,21 +30,22 @@ const json = async (path: string, init: { method?: string; json?: unknown } = {}
   return { status: res.status, body: (await res.json()) as any };
 };
 /** Creates the agent with `spec` (its volumes) first; `berth deploy` keeps them when it uploads the code. */
-async function deployAgent(name: string, spec: Record<string, unknown>) {
-  const c = await json('/agents', { method: 'POST', json: { metadata: { name }, spec } });
+async function deployAgent(name: string, spec: Record<string, unknown>, plural = 'agents') {
+  const c = await json(`/${plural}`, { method: 'POST', json: { metadata: { name }, spec } });
   assert.equal(c.status, 200, JSON.stringify(c.body));
   const dir = join(work, name);
   cpSync(FIXTURE, dir, { recursive: true });
-  writeFileSync(join(dir, 'berth.toml'), `name = "${name}"\n[runtime]\nmemory = 256\n`);
+  const type = plural === 'functions' ? 'function' : 'agent';
+  writeFileSync(join(dir, 'berth.toml'), `type = "${type}"\nname = "${name}"\n[runtime]\nmemory = 256\n`);
   return berth(s, ['deploy', dir]);
 }
-const call = async (agent: string, path: string) => {
-  let res = await s.run(`${s.url}/run/default/agents/${agent}${path}`);
+const call = async (agent: string, path: string, plural = 'agents') => {
+  let res = await s.run(`${s.url}/run/default/${plural}/${agent}${path}`);
   // A server just started serves the agent once its first reconcile re-adopted or started the replica.
   for (let i = 0; i < 600 && res.status === 503; i++) {
     await res.body?.cancel();
     await sleep(100);
-    res = await s.run(`${s.url}/run/default/agents/${agent}${path}`);
+    res = await s.run(`${s.url}/run/default/${plural}/${agent}${path}`);
   }
   const body = await res.json();
   assert.equal(res.status, 200, JSON.stringify(body));
@@ -61,7 +62,7 @@ describe('volumes on agents', () => {
   before(async () => {
     s = await startSandboxServer({});
     work = mkdtempSync(join(tmpdir(), 'berth-agent-vol-'));
-    for (const name of ['notes', 'shared']) await createVolume(name);
+    for (const name of ['notes', 'shared', 'fnvol']) await createVolume(name);
   });
   after(async () => {
     await s.close();
@@ -94,6 +95,25 @@ describe('volumes on agents', () => {
     assert.equal(o.status, 'FAILED');
     assert.match(o.events.at(-1).message, /volume "notes" is attached to agent:writer/);
     assert.equal(await holder('notes'), 'agent:writer');
+  });
+
+  it("a function's replica mounts its volume too, held as function:<name>", async () => {
+    const d = await deployAgent(
+      'fnwriter',
+      { volumes: [{ name: 'fnvol', mountPath: '/data' }] },
+      'functions',
+    );
+    assert.equal(d.code, 0, d.out);
+    assert.deepEqual(await call('fnwriter', '/write?path=/data/f&text=fn', 'functions'), { ok: true });
+    assert.deepEqual(await call('fnwriter', '/read?path=/data/f', 'functions'), { content: 'fn' });
+    assert.equal(await holder('fnvol'), 'function:fnwriter');
+    assert.equal((await s.api('/functions/fnwriter', { method: 'DELETE' })).status, 200);
+    let held: string | undefined = 'function:fnwriter';
+    for (let i = 0; i < 300 && held; i++) {
+      await sleep(100);
+      held = await holder('fnvol');
+    }
+    assert.equal(held, undefined, 'the deleted function let its volume go');
   });
 
   it('a writable volume with maxScale 2 is a 422 naming the field', async () => {
