@@ -121,6 +121,8 @@ export function registerDeploy(program: Command) {
         // Triggers set on the server stay too, unless the manifest declares its own.
         if (plural !== 'jobs' && before?.spec?.triggers && !(body.spec as Record<string, unknown>).triggers)
           (body.spec as Record<string, unknown>).triggers = before.spec.triggers;
+        // So do volumes: the manifest has no place for them (they are set with the API or `berth apply`).
+        if (before?.spec?.volumes) (body.spec as Record<string, unknown>).volumes = before.spec.volumes;
       } catch (e) {
         if (!(e instanceof ApiFailure && e.status === 404)) throw e;
       }

@@ -1665,6 +1665,11 @@ export interface components {
                         timeout?: number;
                     };
                 }[];
+                volumes?: {
+                    name: string;
+                    mountPath: string;
+                    readOnly?: boolean;
+                }[];
             };
             /** @enum {string} */
             status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
@@ -1751,6 +1756,11 @@ export interface components {
                         /** @description in seconds */
                         timeout?: number;
                     };
+                }[];
+                volumes?: {
+                    name: string;
+                    mountPath: string;
+                    readOnly?: boolean;
                 }[];
             };
         };

@@ -259,11 +259,11 @@ export async function startServer(
         }),
       Drive: (d) =>
         volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) => workloadReconciler({ ...d, builder, replicas }, 'Agent'),
-      Function: (d) => workloadReconciler({ ...d, builder, replicas }, 'Function'),
+      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver }, 'Agent'),
+      Function: (d) => workloadReconciler({ ...d, builder, replicas, driver }, 'Function'),
       Job: (d) =>
         workloadReconciler(
-          { ...d, builder, replicas, cancelExecutions: (ws, job) => jobs.cancelAll(ws, job) },
+          { ...d, builder, replicas, driver, cancelExecutions: (ws, job) => jobs.cancelAll(ws, job) },
           'Job',
         ),
     },

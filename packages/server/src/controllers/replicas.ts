@@ -14,6 +14,7 @@ import {
   type SandboxInfo,
   type SandboxSpec,
   specHash,
+  type VolumeMount,
 } from '../runtime/driver.js';
 
 /** Port the app listens on inside its replica (PORT, BL_SERVER_PORT). */
@@ -50,6 +51,11 @@ export interface RevisionRun {
   envs: Record<string, string>;
   minScale: number;
   maxScale: number;
+  /**
+   * The workload's volumes (spec.volumes), claimed by it and mounted on the host: bound into every replica. Part
+   * of the sandbox spec, so a leftover replica is re-adopted only when it was started with the same mounts.
+   */
+  volumes: VolumeMount[];
 }
 
 export interface Replica {
@@ -307,7 +313,7 @@ export class ReplicaSet {
       diskMb: run.memoryMb,
       envs,
       image: REPLICA_IMAGE,
-      volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }],
+      volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }, ...run.volumes],
     };
   }
 
@@ -371,7 +377,7 @@ export class ReplicaSet {
 
   /**
    * Takes over the earlier server's replicas of this key and revision whose sandbox has exactly the spec a new
-   * one would get (same memory, envs, app) and whose start command still runs; the rest are removed.
+   * one would get (same memory, envs, app, volumes) and whose start command still runs; the rest are removed.
    */
   private async claimLeftovers(w: Workload): Promise<Replica[]> {
     const prefix = replicaIdPrefix(w.key, w.run.id);

@@ -1,4 +1,4 @@
-// Attaching volumes to a holder (a sandbox today; agents' replicas and jobs later) and detaching them.
+// Attaching volumes to a holder (a sandbox, a job's tasks, an agent's or function's replicas) and detaching them.
 // One holder at a time: `state.attachedTo` is claimed for every volume of a spec in one store transaction, judged
 // on each volume as it is at the write, so two sandboxes racing for one volume cannot both win, and a volume being
 // deleted cannot be claimed (its DELETE refuses a held volume in its own transaction: kinds/volume.ts).
@@ -9,7 +9,7 @@ import { keyOf, type ResourceKey, StoreError, type StoredObject } from '../store
 import { TerminalError } from './reconciler.js';
 
 /** How a holder is named in `state.attachedTo` (and in the 409 a second holder gets). */
-export const holderName = (kind: 'sandbox' | 'agent' | 'job', name: string) => `${kind}:${name}`;
+export const holderName = (kind: 'sandbox' | 'agent' | 'function' | 'job', name: string) => `${kind}:${name}`;
 
 /** A volume the spec names exists but is not ready yet (still DEPLOYING): wait, do not fail. */
 export class VolumeNotReady extends Error {
@@ -97,10 +97,18 @@ export async function attachVolumes(
   return out;
 }
 
-/** Releases every volume of `workspace` that `holder` holds (its sandbox is gone); idempotent. */
-export async function detachVolumes(resources: Resources, workspace: string, holder: string): Promise<void> {
+/**
+ * Releases every volume of `workspace` that `holder` holds (its sandbox is gone), but those named in `keep` (a
+ * workload whose spec no longer names a volume lets that one go and keeps the rest); idempotent.
+ */
+export async function detachVolumes(
+  resources: Resources,
+  workspace: string,
+  holder: string,
+  keep: ReadonlySet<string> = new Set(),
+): Promise<void> {
   const held = (await resources.store.list({ kind: 'Volume', workspace })).filter(
-    (v) => v.body.state?.attachedTo === holder,
+    (v) => v.body.state?.attachedTo === holder && !keep.has(v.name),
   );
   if (!held.length) return;
   try {
@@ -108,7 +116,7 @@ export async function detachVolumes(resources: Resources, workspace: string, hol
   } catch (e) {
     // One was deleted meanwhile (its record removed): the others are released by listing again.
     if (e instanceof StoreError && e.reason === 'not_found')
-      return detachVolumes(resources, workspace, holder);
+      return detachVolumes(resources, workspace, holder, keep);
     throw e;
   }
 }

@@ -4,7 +4,9 @@ import { unappliedWorkloadFields, unappliedWorkloadNote } from './workload-unapp
 
 test('an agent spec with nothing unhonoured gets no note', () => {
   const spec = {
-    runtime: { memory: 512, timeout: 900 },
+    runtime: { memory: 512, timeout: 900, maxScale: 1 },
+    // Mounted into every replica (decision 034).
+    volumes: [{ name: 'data', mountPath: '/data' }],
     revision: { stickySessionTtl: 60 },
     triggers: [
       { id: 'a', type: 'http-async', configuration: {} },
@@ -14,6 +16,7 @@ test('an agent spec with nothing unhonoured gets no note', () => {
   };
   assert.deepEqual(unappliedWorkloadFields('Agent', spec), []);
   assert.equal(unappliedWorkloadNote('Agent', spec), '');
+  assert.deepEqual(unappliedWorkloadFields('Function', spec), []);
 });
 
 test('stored-but-unhonoured agent fields are each named', () => {

@@ -14,8 +14,6 @@ export function unappliedWorkloadFields(kind: string, spec: any): string[] {
       else if (t?.configuration?.path && t.type !== 'http' && t.type !== 'http-async')
         out.push(`triggers[${t.id ?? t.type}].configuration.path`);
     }
-    // Mounted into jobs' tasks only (decision 029): an agent's replicas run without them.
-    if (Array.isArray(s.volumes) && s.volumes.length) out.push('volumes');
   }
   return out;
 }

@@ -10,7 +10,8 @@ import { createHash } from 'node:crypto';
 import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
 import { ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
-import type { Store, StoredObject } from '../store/store.js';
+import type { RuntimeDriver, VolumeMount } from '../runtime/driver.js';
+import { keyOf, type Store, type StoredObject } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
@@ -23,7 +24,13 @@ import {
   type WorkloadRoute,
   workloadKey,
 } from './replicas.js';
-import { detachVolumes, holderName } from './volume-attach.js';
+import {
+  attachVolumes,
+  detachVolumes,
+  holderName,
+  type SpecVolume,
+  VolumeNotReady,
+} from './volume-attach.js';
 import {
   connectionEnvs,
   failedByPolicy,
@@ -40,6 +47,8 @@ const reconcileAgain: ReconcileResult = { requeueAfterMs: 0 };
 export const KEPT_REVISIONS = 5;
 /** How often a deployed workload is looked at again (a replica count below minScale is topped up). */
 export const LIVE_RECHECK_MS = 30_000;
+/** How often a workload waiting for its volume to be created looks again (a volume is made in ~50 ms). */
+export const VOLUME_WAIT_MS = 200;
 
 export type { SourceRecord } from './workload-git.js';
 
@@ -55,6 +64,8 @@ export interface RevisionRecord {
 export interface WorkloadControllerDeps extends ControllerDeps {
   builder: Builder;
   replicas: ReplicaSet;
+  /** Mounts the volumes an agent's or function's replicas bind (spec.volumes). */
+  driver: RuntimeDriver;
   /** A deleted job's running executions are cancelled (tasks stopped, sandboxes removed). */
   cancelExecutions?: (workspace: string, job: string) => Promise<void>;
 }
@@ -102,7 +113,10 @@ export function workloadReconciler(
 ): Reconciler {
   const { resources, builder, replicas } = deps;
 
-  async function runOf(o: StoredObject, app: BuiltApp): Promise<RevisionRun> {
+  /** The holder of this agent's or function's volumes (`agent:<name>`, `function:<name>`). */
+  const holderOf = (name: string) => holderName(kind === 'Function' ? 'function' : 'agent', name);
+
+  async function runOf(o: StoredObject, app: BuiltApp, volumes: VolumeMount[]): Promise<RevisionRun> {
     const open = resources.openSecrets(resources.kind(kind), o.body.spec ?? {});
     let fromConnections: Record<string, string>;
     try {
@@ -121,6 +135,7 @@ export function workloadReconciler(
       appDir: app.dir,
       minScale: open.runtime?.minScale ?? 0,
       maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
+      volumes,
     };
   }
 
@@ -147,8 +162,13 @@ export function workloadReconciler(
       if (!o) return DONE;
       const release = async () => {
         await replicas.remove(o.workspace, kind, o.name);
-        // A job holds its persistent volumes between executions; they are let go with it.
-        if (kind === 'Job') await detachVolumes(resources, o.workspace, holderName('job', o.name));
+        // A workload holds its volumes while it lives (a job between executions, an agent's replicas through
+        // standby and scale to zero); they are let go once no replica of it can write them.
+        await detachVolumes(
+          resources,
+          o.workspace,
+          kind === 'Job' ? holderName('job', o.name) : holderOf(o.name),
+        );
       };
       if (isGone(o) && kind === 'Job') {
         const cancel = async () => {
@@ -189,7 +209,13 @@ export function workloadReconciler(
         });
         return DONE;
       }
-      if (o.body.status === 'FAILED') return DONE;
+      if (o.body.status === 'FAILED') {
+        // With no replica left running (a first deploy that failed, or after a restart: FAILED replicas are not
+        // re-adopted), nothing writes the volumes it claimed: another holder may take them.
+        if (kind !== 'Job' && !replicas.get(o.workspace, kind, o.name))
+          await detachVolumes(resources, o.workspace, holderOf(o.name));
+        return DONE;
+      }
       const app = await buildOf(o, source, signal);
       if (!app) return DONE;
       const now = deps.now().toISOString();
@@ -230,8 +256,19 @@ export function workloadReconciler(
         });
         return DONE;
       }
-      const run = await runOf(o, activeApp);
-      const canaryRun = canaryApp && { run: await runOf(o, canaryApp), percent: canaryPercent };
+      const specVolumes: SpecVolume[] = o.body.spec?.volumes ?? [];
+      let volumes: VolumeMount[];
+      try {
+        // Before any replica starts: a revision never runs without the mounts its spec names. Idempotent for
+        // this holder (no write once held); another holder's volume is a FAILED naming it.
+        volumes = await attachVolumes(resources, deps.driver, o.workspace, holderOf(o.name), specVolumes);
+      } catch (err) {
+        if (!(err instanceof VolumeNotReady)) throw err;
+        await resources.recordEvent(keyOf(o), `waiting: ${err.message}`);
+        return { requeueAfterMs: VOLUME_WAIT_MS };
+      }
+      const run = await runOf(o, activeApp, volumes);
+      const canaryRun = canaryApp && { run: await runOf(o, canaryApp, volumes), percent: canaryPercent };
       const w = replicas.get(o.workspace, kind, o.name);
       const canaryId = canaryRun?.run.id;
       if (
@@ -279,6 +316,8 @@ export function workloadReconciler(
           throw new TerminalError(`${what} did not start: ${err.message}`);
         throw err;
       }
+      // The replicas of the old spec are gone: a volume it named and this one does not is free again.
+      await detachVolumes(resources, o.workspace, holderOf(o.name), new Set(specVolumes.map((v) => v.name)));
       const done = await resources.updateStatus(key, {
         to: 'DEPLOYED',
         message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}`,

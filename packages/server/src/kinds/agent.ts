@@ -103,6 +103,8 @@ export const AgentSpec = Type.Object({
 /** The signing secret of a trigger's callbacks (§2.8: appears in responses only, redacted unless asked). */
 export const callbackSecrets: SecretPath = { path: ['triggers', '*', 'configuration', 'callbackSecret'] };
 
+const writableVolume = (v: { readOnly?: boolean }) => v.readOnly !== true;
+
 /** Defaults shared by the scaled, code-built kinds (agent, function). */
 export function scaledDefaults(spec: any, regions: string[], memory: number) {
   spec.enabled ??= true;
@@ -110,9 +112,39 @@ export function scaledDefaults(spec: any, regions: string[], memory: number) {
   spec.runtime ??= {};
   spec.runtime.memory ??= memory;
   spec.runtime.minScale ??= DEFAULT_MIN_SCALE;
-  spec.runtime.maxScale ??= Math.max(DEFAULT_MAX_SCALE, spec.runtime.minScale);
+  // A writable volume is mounted by one replica at a time (workloadVolumeIssues): unasked, the workload runs one.
+  const writable = Array.isArray(spec.volumes) && spec.volumes.some(writableVolume);
+  spec.runtime.maxScale ??= Math.max(writable ? 1 : DEFAULT_MAX_SCALE, spec.runtime.minScale);
   spec.runtime.generation ??= DEFAULT_GENERATION;
   triggerDefaults(spec.triggers);
+}
+
+/**
+ * A writable volume is one ext4 filesystem that every replica would write at once, with nothing to arbitrate
+ * between them (decision 034): it needs one replica (maxScale 1) and no canary revision running beside the
+ * active one. Read-only volumes are mounted by every replica. Judged like a job's maxConcurrentTasks (job.ts).
+ */
+export function workloadVolumeIssues(s: {
+  volumes?: { readOnly?: boolean }[];
+  runtime?: { maxScale?: number };
+  revision?: { canary?: string; canaryPercent?: number };
+}) {
+  const scaled = (s.runtime?.maxScale ?? DEFAULT_MAX_SCALE) > 1;
+  const canary = !!s.revision?.canary && (s.revision?.canaryPercent ?? 0) > 0;
+  if (!scaled && !canary) return [];
+  const why = scaled
+    ? `runtime.maxScale ${s.runtime?.maxScale ?? DEFAULT_MAX_SCALE} would let several replicas write it at once, so it needs runtime.maxScale 1`
+    : `the canary revision's replicas would write it beside the active one's, so it needs no canary (revision.canaryPercent 0)`;
+  return (s.volumes ?? []).flatMap((v, i) =>
+    writableVolume(v)
+      ? [
+          {
+            pointer: `/spec/volumes/${i}/readOnly`,
+            message: `a writable volume is mounted by every replica: ${why}; mount it readOnly to share it between replicas`,
+          },
+        ]
+      : [],
+  );
 }
 
 export const agent = {
@@ -137,6 +169,7 @@ export const agent = {
     return [
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
+      ...workloadVolumeIssues(s),
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),

@@ -8,8 +8,9 @@ import {
   scaledDefaults,
   WORKLOAD_READ_ONLY,
   workloadImageIssues,
+  workloadVolumeIssues,
 } from './agent.js';
-import { envSecrets, literals, NameList, opt, Revision, Trigger } from './common.js';
+import { envSecrets, literals, NameList, opt, Revision, Trigger, VolumeMount } from './common.js';
 import {
   envIssues,
   referenceIssues,
@@ -40,6 +41,8 @@ export const FunctionSpec = Type.Object({
     }),
   ),
   triggers: opt(Type.Array(Trigger)),
+  /** Berth's own: volumes bound into every replica, as an agent's (the service's functions have none). */
+  volumes: opt(Type.Array(VolumeMount)),
 });
 
 /**
@@ -87,6 +90,7 @@ export const fn = {
     return [
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
+      ...workloadVolumeIssues(s),
       ...workloadImageIssues(s.runtime),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),
@@ -101,6 +105,13 @@ export const fn = {
       )),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
       ...(await tokenPolicyIssues(ctx, s.policies, 'function')),
+      ...(await referenceIssues(
+        ctx,
+        'Volume',
+        s.volumes?.map((v: any) => v.name),
+        p?.volumes?.map((v: any) => v.name),
+        (i) => `/spec/volumes/${i}/name`,
+      )),
     ];
   },
 } satisfies KindDescriptor;

@@ -146,6 +146,57 @@ describe('rules', () => {
     );
   });
 
+  it('agent and function: a writable volume needs one replica and no canary; read-only ones are shared', async () => {
+    const vols = [
+      { name: 'ro', mountPath: '/ro', readOnly: true },
+      { name: 'rw', mountPath: '/rw' },
+    ];
+    const existing = ['Volume/ro', 'Volume/rw'];
+    for (const k of ['Agent', 'Function']) {
+      const scaled = await prepare(
+        kind(k),
+        { metadata: { name: 'a' }, spec: { runtime: { maxScale: 2 }, volumes: vols } },
+        undefined,
+        existing,
+      );
+      assert.deepEqual(
+        scaled.issues.map((i) => i.pointer),
+        ['/spec/volumes/1/readOnly'],
+      );
+      assert.match(scaled.issues[0].message, /runtime\.maxScale 1/);
+      const canary = await prepare(
+        kind(k),
+        {
+          metadata: { name: 'a' },
+          spec: { runtime: { maxScale: 1 }, revision: { canary: 'r2', canaryPercent: 10 }, volumes: vols },
+        },
+        undefined,
+        existing,
+      );
+      assert.deepEqual(
+        canary.issues.map((i) => i.pointer),
+        ['/spec/volumes/1/readOnly'],
+      );
+      assert.match(canary.issues[0].message, /canary/);
+      // Unasked, a workload with a writable volume runs one replica; read-only volumes keep the default scale.
+      const one = await prepare(
+        kind(k),
+        { metadata: { name: 'a' }, spec: { volumes: vols } },
+        undefined,
+        existing,
+      );
+      assert.deepEqual(one.issues, []);
+      assert.equal(one.body.spec.runtime.maxScale, 1);
+      const shared = await prepare(
+        kind(k),
+        { metadata: { name: 'a' }, spec: { runtime: { maxScale: 5 }, volumes: [vols[0]] } },
+        undefined,
+        existing,
+      );
+      assert.deepEqual(shared.issues, []);
+    }
+  });
+
   it('an unknown region names the known ones', async () => {
     const { issues } = await prepare(kind('Sandbox'), {
       metadata: { name: 's' },
