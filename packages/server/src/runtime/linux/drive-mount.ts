@@ -33,8 +33,8 @@ export function namespacePid(pids: number[]): number | undefined {
 }
 
 /** The helper's own message (what step failed, and why), never its command line: that names host paths. */
-async function helped(args: string[], dataDir: string): Promise<void> {
-  const helper = await driveHelper(dataDir);
+async function helped(args: string[]): Promise<void> {
+  const helper = await driveHelper();
   try {
     await run(helper, args);
   } catch (e) {
@@ -44,13 +44,20 @@ async function helped(args: string[], dataDir: string): Promise<void> {
   }
 }
 
-export async function attachDrive(dataDir: string, pid: number, uid: number, m: DriveMountRequest) {
-  await helped(
-    ['mount', String(pid), m.mountPath, m.driveRoot, m.subPath, m.readOnly ? '1' : '0', String(uid)],
-    dataDir,
-  );
+/**
+ * Mounts into the sandbox of `pid` in one run of the helper. `fresh`: the sandbox is being created and nothing of
+ * the user's runs in it yet, so a mount point may be made in its read-only root (a volume at /data); a live drive
+ * mount into a running sandbox never may.
+ */
+export async function attachMounts(pid: number, uid: number, mounts: DriveMountRequest[], fresh = false) {
+  if (!mounts.length) return;
+  const args = ['mount', String(pid), String(uid), fresh ? '1' : '0'];
+  for (const m of mounts) args.push(m.mountPath, m.driveRoot, m.subPath, m.readOnly ? '1' : '0');
+  await helped(args);
 }
 
-export async function detachDrive(dataDir: string, pid: number, mountPath: string) {
-  await helped(['umount', String(pid), mountPath], dataDir);
+export const attachDrive = (pid: number, uid: number, m: DriveMountRequest) => attachMounts(pid, uid, [m]);
+
+export async function detachDrive(pid: number, mountPath: string) {
+  await helped(['umount', String(pid), mountPath]);
 }
