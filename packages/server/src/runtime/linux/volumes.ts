@@ -112,8 +112,8 @@ export async function extractArchive(file: string, dest: string): Promise<void> 
 /** Unmounts (freeing the loop device) and deletes the image; idempotent. */
 export async function removeVolume(dataDir: string, ref: VolumeRef): Promise<void> {
   const dir = volumeDir(dataDir, ref);
-  // The bind that made the mount point reachable by bwrap (host.ts exposeDir) holds the file system too: without
-  // its unmount the loop device would stay attached to a deleted image.
+  // A bind that made the mount point reachable by bwrap (host.ts exposeDir; volumes were bwrap binds before they
+  // were mounted by the helper) holds the file system too: without its unmount the loop device would stay attached.
   await unexposeUnder(dir);
   for (const mp of mountsUnder(dir)) await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
   rmSync(dir, { recursive: true, force: true });
