@@ -13,7 +13,7 @@ import {
   renameSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { join, normalize } from 'node:path';
 import {
   checkSandboxId,
   MIN_PIDS,
@@ -325,7 +325,7 @@ export class LinuxDriver implements RuntimeDriver {
       spec.volumes.map((v) => ({
         driveRoot: v.hostPath,
         subPath: '',
-        mountPath: v.mountPath,
+        mountPath: normalize(v.mountPath), // as spec-check.ts judged it
         readOnly: v.readOnly,
       })),
       true,
