@@ -84,14 +84,18 @@ export async function benchVolumes() {
     const withVol = [];
     const without = [];
     for (let i = 0; i < CREATES; i++) {
-      without.push(await timed(() => berth.create(`nv-${i}`)));
-      withVol.push(await timed(() => berth.create(`wv-${i}`, { volumes })));
-      await berth.call('DELETE', `/v0/sandboxes/nv-${i}`);
-      await berth.call('DELETE', `/v0/sandboxes/wv-${i}`);
-      await waitDetached();
-      // Each create measured against a refilled warm pool (it refills shortly after a create): both kinds of
-      // create can now take a pre-started sandbox, so back to back they would measure the pool running dry.
-      await new Promise((r2) => setTimeout(r2, PAUSE_MS));
+      // Alternating which goes first, each create deleted and followed by a pause: a create right after another
+      // finds the warm pool refilling at once (linux-driver.ts refillSoon: a burst), and the second would then
+      // measure that refill's CPU (two sandbox starts on this machine's cores), not its own work.
+      const kinds = i % 2 ? ['with', 'without'] : ['without', 'with'];
+      for (const kind of kinds) {
+        const name = `${kind === 'with' ? 'wv' : 'nv'}-${i}`;
+        const ms = await timed(() => berth.create(name, kind === 'with' ? { volumes } : {}));
+        (kind === 'with' ? withVol : without).push(ms);
+        await berth.call('DELETE', `/v0/sandboxes/${name}`);
+        await waitDetached();
+        await new Promise((r2) => setTimeout(r2, PAUSE_MS));
+      }
     }
     header(`sandboxes: create with a volume vs without (${CREATES} each, alternating)`);
     row('create p50, with a volume', percentile(withVol, 50), percentile(without, 50), 'ms');

@@ -2,7 +2,7 @@
 // data outlives its sandbox and the server, a read-only mount stays read-only for root inside, templates seed.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -69,6 +69,9 @@ describe('volumes in real sandboxes', () => {
     assert.equal(del.status, 409);
 
     await remove(s, 'one');
+    // Stored under one fixed uid on disk (each sandbox's mount is id-mapped to it): nothing to re-own at attach.
+    const onHost = statSync(join(dataDir, 'volumes', 'default', 'data', 'mnt', 'f'));
+    assert.deepEqual([onHost.uid, onHost.gid, onHost.mode & 0o777], [0, 0, 0o640]);
     const again = await s.create('again', { volumes: [{ name: 'data', mountPath: '/data' }] });
     const r = await exec(
       s,

@@ -24,7 +24,6 @@ import type { StoredImage } from '../images/image-store.js';
 import { imageUser } from '../images/image-user.js';
 import { hostRoot, hostUserland, ociRoot } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
-import { ownVolume } from './volumes.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
@@ -89,6 +88,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     ...(req.image ? { rootfs: req.image.rootfs } : {}),
     socketPath: req.paths.socketPath,
     createdAt: new Date().toISOString(),
+    ...(spec.volumes.length ? { mountsPending: true } : {}),
   };
   writeRecord(dir, rec); // from here on a crash leaves enough to tear everything down
   const cg = new SandboxCgroup(ctx.cgroupHost, name);
@@ -116,14 +116,6 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   }
   const envs = { ...sandboxEnv(req.id, spec), ...egressEnvs };
   writeEnvFile(runDir, hostUid, envs);
-  const volumes = [];
-  for (const v of spec.volumes) {
-    // Never created here: a missing volume fails the start rather than run with an empty directory instead.
-    if (!statSync(v.hostPath, { throwIfNoEntry: false })?.isDirectory())
-      throw new Error(`volume directory ${v.hostPath} is missing: the volume is not mounted`);
-    await ownVolume(v.hostPath, hostUid); // read-only too: root inside must still read 0600 files
-    volumes.push({ ...v, hostPath: await exposeDir(v.hostPath) });
-  }
   const image = req.image;
   // An image root and base-etc are exposed once as wholes (host.ts), then their entries bound from there.
   const exposed = image ? [await exposeDir(image.rootfs), await exposeDir(ctx.baseEtc)] : [];
@@ -149,7 +141,6 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     runDir,
     codeDir: await exposeDir(ctx.codeDir),
     nodeModulesDirs: await Promise.all(nodeModulesFor(ctx.codeDir).map((d) => exposeDir(d))),
-    volumes,
     seccompFile: ctx.seccompFile,
     env: {
       PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',

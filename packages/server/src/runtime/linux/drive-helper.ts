@@ -1,14 +1,16 @@
-// The tiny C program that puts a drive into a running sandbox's mount namespace (decision 031). Node cannot call
-// open_tree, mount_setattr, setns or move_mount, and a `mount` binary run inside the sandbox's root would be the
-// sandbox's own program; so the server compiles this once (cached by the source's hash under <dataDir>/helpers)
-// and runs it as root. It clones the drive directory into a detached mount, applies the sandbox's user namespace
-// as an id map (files stored as uid 0 show as root to every sandbox), read-only when asked, then enters the
-// sandbox's mount namespace, confines itself to the sandbox's root (chroot: every path and symlink resolves as
-// the sandbox sees it, never on the host) and attaches the mount at mountPath.
+// The tiny C program that puts volumes and drives into a running sandbox's mount namespace (decisions 020, 031).
+// Node cannot call open_tree, mount_setattr, setns or move_mount, and a `mount` binary run inside the sandbox's
+// root would be the sandbox's own program; so the server compiles this once (cached by the source's hash under
+// /run/berth/helpers, shared by every data dir of the machine) and runs it as root. It clones each directory into
+// a detached mount, id-mapped so files stored as uid 0 on disk show as the sandbox's own user, read-only when asked,
+// then enters the sandbox's mount namespace, confines itself to the sandbox's root (chroot: every path and symlink
+// resolves as the sandbox sees it, never on the host), makes the mount point (in the read-only root through a
+// detached writable clone of it, under a read-only image directory through a read-only overlay) and attaches it.
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './exec.js';
+import { RUN_DIR } from './host.js';
 
 const SOURCE = String.raw`
 #define _GNU_SOURCE
@@ -24,6 +26,8 @@ const SOURCE = String.raw`
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/mount.h>
@@ -173,15 +177,73 @@ static void make_path(char *path, unsigned uid) {
   }
 }
 
+/* A user namespace mapping uid and gid 0 to the sandbox's host uid: the id map of every volume and drive mount, so
+   files are stored as 0 on disk whichever sandbox (and whichever image user inside) writes them, and show as the
+   sandbox's own user in each. A child made with CLONE_NEWUSER holds it while its maps are written and it is
+   opened; the child then exits (the open descriptor keeps the namespace). */
+static int idmap_userns(unsigned uid) {
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC)) die("pipe");
+  pid_t child = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+  if (child < 0) die("clone");
+  if (child == 0) {
+    char c;
+    close(sync[1]);
+    while (read(sync[0], &c, 1) < 0 && errno == EINTR) {}
+    _exit(0);
+  }
+  close(sync[0]);
+  char p[64], map[64];
+  int n = snprintf(map, sizeof map, "0 %u 1\n", uid);
+  const char *files[] = {"uid_map", "gid_map"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "/proc/%d/%s", (int)child, files[i]);
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, map, n) != n) die(files[i]);
+    close(fd);
+  }
+  snprintf(p, sizeof p, "/proc/%d/ns/user", (int)child);
+  int ns = open(p, O_RDONLY | O_CLOEXEC);
+  if (ns < 0) die("user namespace");
+  close(sync[1]);
+  waitpid(child, 0, 0);
+  return ns;
+}
+
+/* One mount: the directory beneath the drive's root, on its file system only (a symlink a sandbox left in the drive
+   cannot lead the server anywhere else on the host), cloned detached, id-mapped, nosuid, nodev, read-only when
+   asked. */
+static int clone_tree(const char *drive_root, const char *sub, int ro, int uns) {
+  int droot = open(drive_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (droot < 0) die("drive");
+  struct open_how how = {0};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
+  int dir = syscall(SYS_openat2, droot, sub[0] ? sub : ".", &how, sizeof how);
+  if (dir < 0) die("drivePath");
+  int tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+  if (tree < 0) die("open_tree");
+  struct mount_attr a = {0};
+  a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0);
+  a.userns_fd = uns;
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &a, sizeof a)) die("mount_setattr");
+  close(dir);
+  close(droot);
+  return tree;
+}
+
+#define MAX_MOUNTS 64
+
 int main(int argc, char **argv) {
   char p[64];
-  int mounting = argc == 8 && !strcmp(argv[1], "mount");
+  /* mount <pid> <uid> then, per mount, <mountPath> <driveRoot> <subPath> <ro 0|1>; prints each mount point as the
+     sandbox's mount table names it (symlinks resolved), one a line. */
+  int mounting = argc >= 8 && (argc - 4) % 4 == 0 && (argc - 4) / 4 <= MAX_MOUNTS && !strcmp(argv[1], "mount");
   if (!mounting && !(argc == 4 && !strcmp(argv[1], "umount"))) {
-    fprintf(stderr, "usage: mount <pid> <mountPath> <driveRoot> <subPath> <ro 0|1> <uid> | umount <pid> <mountPath>\n");
+    fprintf(stderr, "usage: mount <pid> <uid> (<mountPath> <driveRoot> <subPath> <ro 0|1>)... | umount <pid> <mountPath>\n");
     return 2;
   }
   const char *pid = argv[2];
-  int tree = -1;
   snprintf(p, sizeof p, "/proc/%s/mountinfo", pid);
   FILE *mi = fopen(p, "re");
   if (!mi) die("mountinfo");
@@ -189,25 +251,16 @@ int main(int argc, char **argv) {
   if (got == sizeof mounts - 1) { fprintf(stderr, "the sandbox has too many mounts\n"); return 1; }
   mounts[got] = 0;
   fclose(mi);
+  int trees[MAX_MOUNTS];
+  int count = mounting ? (argc - 4) / 4 : 0;
+  unsigned uid = mounting ? (unsigned)strtoul(argv[3], 0, 10) : 0;
   if (mounting) {
-    /* The directory is looked up beneath the drive's root, on its file system only: a symlink a sandbox left
-       in the drive cannot lead the server anywhere else on the host. */
-    int droot = open(argv[4], O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (droot < 0) die("drive");
-    struct open_how how = {0};
-    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
-    int dir = syscall(SYS_openat2, droot, argv[5][0] ? argv[5] : ".", &how, sizeof how);
-    if (dir < 0) die("drivePath");
-    tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-    if (tree < 0) die("open_tree");
-    snprintf(p, sizeof p, "/proc/%s/ns/user", pid);
-    int uns = open(p, O_RDONLY | O_CLOEXEC);
-    if (uns < 0) die("user namespace");
-    struct mount_attr a = {0};
-    a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (argv[6][0] == '1' ? MOUNT_ATTR_RDONLY : 0);
-    a.userns_fd = uns;
-    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &a, sizeof a)) die("mount_setattr");
+    int uns = idmap_userns(uid);
+    for (int i = 0; i < count; i++) {
+      char **m = argv + 4 + 4 * i;
+      trees[i] = clone_tree(m[1], m[2], m[3][0] == '1', uns);
+    }
+    close(uns);
   }
   snprintf(p, sizeof p, "/proc/%s/ns/mnt", pid);
   int mns = open(p, O_RDONLY | O_CLOEXEC);
@@ -218,44 +271,64 @@ int main(int argc, char **argv) {
   if (setns(mns, CLONE_NEWNS)) die("setns");
   if (fchdir(root) || chroot(".") || chdir("/")) die("chroot");
   char target[4096];
-  snprintf(target, sizeof target, "%s", argv[3]);
-  if (mounting) {
-    make_path(target, (unsigned)strtoul(argv[7], 0, 10));
-    if (syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)) die("move_mount");
-    /* Where the mount is, symlinks resolved: the path the sandbox's mount table (and so the list) shows. */
+  if (!mounting) {
+    snprintf(target, sizeof target, "%s", argv[3]);
+    if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW)) die("umount");
+    return 0;
+  }
+  for (int i = 0; i < count; i++) {
+    snprintf(target, sizeof target, "%s", argv[4 + 4 * i]);
+    make_path(target, uid);
+    if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)) die("move_mount");
     char real[PATH_MAX];
-    printf("%s\n", realpath(target, real) ? real : target);
-  } else if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW)) die("umount");
+    const char *at = realpath(target, real) ? real : target;
+    printf("%s\n", at);
+    /* Later mounts of this run see it beneath their directories too (an overlay would hide it). */
+    size_t used = strlen(mounts);
+    used += snprintf(mounts + used, sizeof mounts - used, "0 0 0:0 / ");
+    for (const char *c = at; *c && used + 5 < sizeof mounts; c++)
+      used += *c == ' ' || *c == '\t' || *c == '\n' || *c == '\\'
+        ? (size_t)snprintf(mounts + used, sizeof mounts - used, "\\%03o", (unsigned char)*c)
+        : (size_t)snprintf(mounts + used, sizeof mounts - used, "%c", *c);
+    snprintf(mounts + used, sizeof mounts - used, " rw\n");
+  }
   return 0;
 }
 `;
 
-/** Per data directory (tests run several servers in one process). */
-const compiled = new Map<string, Promise<string>>();
+/** Root's alone; /run, so a reboot (a new kernel, perhaps) compiles it again. */
+const HELPERS_DIR = join(RUN_DIR, 'helpers');
+let compiled: Promise<string> | undefined;
 
 /** The helper's path, compiled on first use (atomically: a half-written binary is never run). */
-export function driveHelper(dataDir: string): Promise<string> {
-  const known = compiled.get(dataDir);
-  if (known) return known;
+export function driveHelper(): Promise<string> {
+  if (compiled) return compiled;
   const made = (async () => {
-    const dir = join(dataDir, 'helpers');
-    const bin = join(dir, `drive-mount-${createHash('sha256').update(SOURCE).digest('hex').slice(0, 12)}`);
+    const bin = join(
+      HELPERS_DIR,
+      `drive-mount-${createHash('sha256').update(SOURCE).digest('hex').slice(0, 12)}`,
+    );
     if (existsSync(bin)) return bin;
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const src = `${bin}.c`;
-    writeFileSync(src, SOURCE);
+    mkdirSync(HELPERS_DIR, { recursive: true, mode: 0o700 });
+    // Per process: two servers compiling at once each write their own files and rename the same result.
+    const tmp = `${bin}.${process.pid}`;
+    writeFileSync(`${tmp}.c`, SOURCE);
     try {
-      await run('cc', ['-O2', '-Wall', '-o', `${bin}.tmp`, src]);
+      await run('cc', ['-O2', '-Wall', '-o', tmp, `${tmp}.c`]);
     } catch (e) {
       throw new Error(
         `the drive mount helper could not be compiled (install gcc and libc6-dev): ${(e as Error).message}`,
       );
+    } finally {
+      rmSync(`${tmp}.c`, { force: true });
     }
-    chmodSync(`${bin}.tmp`, 0o700);
-    renameSync(`${bin}.tmp`, bin);
+    chmodSync(tmp, 0o700);
+    renameSync(tmp, bin);
     return bin;
   })();
-  compiled.set(dataDir, made);
-  made.catch(() => compiled.delete(dataDir));
+  compiled = made;
+  made.catch(() => {
+    compiled = undefined;
+  });
   return made;
 }

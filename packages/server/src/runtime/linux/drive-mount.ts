@@ -37,8 +37,8 @@ export function namespacePid(pids: number[]): number | undefined {
 }
 
 /** The helper's own message (what step failed, and why), never its command line: that names host paths. */
-async function helped(args: string[], dataDir: string): Promise<string> {
-  const helper = await driveHelper(dataDir);
+async function helped(args: string[]): Promise<string> {
+  const helper = await driveHelper();
   try {
     return await run(helper, args);
   } catch (e) {
@@ -48,22 +48,24 @@ async function helped(args: string[], dataDir: string): Promise<string> {
   }
 }
 
-/** Returns the mount point with symlinks resolved, as the sandbox's mount table names it. */
-export async function attachDrive(
-  dataDir: string,
-  pid: number,
-  uid: number,
-  m: DriveMountRequest,
-): Promise<string> {
-  const out = await helped(
-    ['mount', String(pid), m.mountPath, m.driveRoot, m.subPath, m.readOnly ? '1' : '0', String(uid)],
-    dataDir,
-  );
-  return out.trim() || m.mountPath;
+/**
+ * Mounts into the sandbox of `pid` in one run of the helper; returns each mount point with symlinks resolved, as
+ * the sandbox's mount table names it.
+ */
+export async function attachMounts(pid: number, uid: number, mounts: DriveMountRequest[]): Promise<string[]> {
+  if (!mounts.length) return [];
+  const args = ['mount', String(pid), String(uid)];
+  for (const m of mounts) args.push(m.mountPath, m.driveRoot, m.subPath, m.readOnly ? '1' : '0');
+  const out = (await helped(args)).split('\n').filter(Boolean);
+  return mounts.map((m, i) => out[i] ?? m.mountPath);
 }
 
-export async function detachDrive(dataDir: string, pid: number, mountPath: string) {
-  await helped(['umount', String(pid), mountPath], dataDir);
+/** Returns the mount point with symlinks resolved. */
+export const attachDrive = async (pid: number, uid: number, m: DriveMountRequest) =>
+  (await attachMounts(pid, uid, [m]))[0];
+
+export async function detachDrive(pid: number, mountPath: string) {
+  await helped(['umount', String(pid), mountPath]);
 }
 
 /** The drives mounted on the host (`<dataDir>/drives/<workspace>/<name>/mnt`), by their file system's device. */

@@ -20,7 +20,6 @@ import {
 import { basename, join } from 'node:path';
 import { request } from 'node:http';
 import { connect } from 'node:net';
-import type { VolumeMount } from '../driver.js';
 import { sleep } from './exec.js';
 import type { RootEntry } from './rootfs.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
@@ -61,7 +60,6 @@ export interface LaunchPlan {
   /** Its dependencies, nearest first, bound read-only at /opt/node_modules then /node_modules: the
    *  two places Node's resolution looks from /opt/berth/... after the code's own directories. */
   nodeModulesDirs: string[];
-  volumes: VolumeMount[];
   seccompFile?: string;
   env: Record<string, string>;
   command: string[];
@@ -118,7 +116,6 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
   plan.nodeModulesDirs.slice(0, NODE_MODULES_TARGETS.length).forEach((dir, i) => {
     bind(dir, NODE_MODULES_TARGETS[i], true);
   });
-  for (const v of plan.volumes) bind(v.hostPath, v.mountPath, v.readOnly);
   if (plan.loaders) bind(NODUMP_DIR, NODUMP_BIND, true);
   // The root itself (a bwrap tmpfs) becomes read-only, so every write lands in a capped layer.
   a.push('--remount-ro', '/', '--chdir', '/home/user');

@@ -13,7 +13,7 @@ import {
   renameSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { join, normalize } from 'node:path';
 import {
   checkSandboxId,
   MIN_PIDS,
@@ -54,8 +54,16 @@ import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
-import { ensureVolume, removeVolume, volumeDir, volumeMountPoint } from './volumes.js';
-import { attachDrive, detachDrive, drivesIn, namespacePid } from './drive-mount.js';
+import {
+  checkVolumeDirs,
+  ensureVolume,
+  removeVolume,
+  storeAsRoot,
+  volumeDir,
+  volumeMountPoint,
+} from './volumes.js';
+import { driveHelper } from './drive-helper.js';
+import { attachDrive, attachMounts, detachDrive, drivesIn, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
 
@@ -173,6 +181,8 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   const imagePoolsDir = join(opts.dataDir, 'warm-img');
   for (const key of existsSync(imagePoolsDir) ? readdirSync(imagePoolsDir) : [])
     await new WarmPool(ctx, 0, key).sweep();
+  // Compiled now (once per boot and helper version), not by the first create with a volume.
+  driveHelper().catch(() => undefined);
   netPool.refill();
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
@@ -266,7 +276,8 @@ export class LinuxDriver implements RuntimeDriver {
     const hash = specHash(spec);
     return this.serial(id, async () => {
       const rec = readRecord(this.dir(id));
-      if (rec && rec.specHash === hash && this.alive(rec)) {
+      // A sandbox whose volumes a killed server had not finished mounting is replaced, never adopted without them.
+      if (rec && rec.specHash === hash && !rec.mountsPending && this.alive(rec)) {
         if (!samePolicy(this.ctx.egress.current(rec.address), spec.egress))
           await this.applyEgress(rec, spec.egress);
         return this.info(rec);
@@ -289,17 +300,37 @@ export class LinuxDriver implements RuntimeDriver {
     const image = host ? undefined : await this.images.resolve(spec.image);
     const pool = image ? await this.imagePool(image) : this.warmPool;
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
-    const warm = spec.volumes.length === 0 && !spec.egress ? pool?.take() : undefined;
-    if (warm) return this.info(await this.assign(warm, id, spec, hash));
-    const rec = await startSandbox(this.ctx, {
-      dir: this.dir(id),
-      id,
-      paths: this.paths(id),
-      spec,
-      hash,
-      image,
-    });
+    // Volumes are no reason to start cold: they are mounted into the running sandbox either way (mountVolumes).
+    checkVolumeDirs(spec);
+    const warm = !spec.egress ? pool?.take() : undefined;
+    const rec = warm
+      ? await this.assign(warm, id, spec, hash)
+      : await startSandbox(this.ctx, { dir: this.dir(id), id, paths: this.paths(id), spec, hash, image });
+    if (rec.mountsPending) await this.mountVolumes(rec, spec);
     return this.info(rec);
+  }
+
+  /**
+   * Mounts the spec's volumes into the sandbox's mount namespace with the drive helper (decision 031), all in one
+   * run: each id-mapped so that files are stored as uid 0 on disk and show as the sandbox's own user (no re-owning
+   * at attach), read-only when asked. The record says the mounts are done only once they are.
+   */
+  private async mountVolumes(rec: SandboxRecord, spec: SandboxSpec): Promise<void> {
+    const pid = namespacePid(new SandboxCgroup(this.cgroupHost, rec.name).pids());
+    if (pid === undefined) throw new Error('the sandbox has no process to mount its volumes into');
+    for (const v of spec.volumes) await storeAsRoot(v.hostPath);
+    await attachMounts(
+      pid,
+      rec.hostUid,
+      spec.volumes.map((v) => ({
+        driveRoot: v.hostPath,
+        subPath: '',
+        mountPath: normalize(v.mountPath), // as spec-check.ts judged it
+        readOnly: v.readOnly,
+      })),
+    );
+    rec.mountsPending = undefined;
+    writeRecord(this.dir(rec.id), rec);
   }
 
   /** The pool of an image (made on first use, the least recently used one closed past MAX_IMAGE_POOLS). */
@@ -345,6 +376,7 @@ export class LinuxDriver implements RuntimeDriver {
     Object.assign(rec, {
       id,
       specHash: hash,
+      ...(spec.volumes.length ? { mountsPending: true } : {}),
       image: spec.image,
       socketPath: this.socketPath(id),
       createdAt: new Date().toISOString(),
@@ -473,7 +505,7 @@ export class LinuxDriver implements RuntimeDriver {
         if (pid === undefined) return;
         for (const m of drivesIn(this.ctx.dataDir, pid))
           if (m.drive.workspace === ref.workspace && m.drive.name === ref.name)
-            await detachDrive(this.ctx.dataDir, pid, m.mountPath);
+            await detachDrive(pid, m.mountPath);
       }).catch(() => undefined);
     }
   }
@@ -484,13 +516,13 @@ export class LinuxDriver implements RuntimeDriver {
       const { pid, uid } = this.namespaceOf(id);
       const driveRoot = volumeMountPoint(this.ctx.dataDir, m.drive);
       const subPath = m.drivePath.replace(/^\/+|\/+$/g, '');
-      return attachDrive(this.ctx.dataDir, pid, uid, { ...m, driveRoot, subPath });
+      return attachDrive(pid, uid, { ...m, driveRoot, subPath });
     });
   }
 
   unmountDrive(id: string, mountPath: string): Promise<void> {
     checkSandboxId(id);
-    return this.serial(id, async () => detachDrive(this.ctx.dataDir, this.namespaceOf(id).pid, mountPath));
+    return this.serial(id, async () => detachDrive(this.namespaceOf(id).pid, mountPath));
   }
 
   driveMounts(id: string): Promise<DriveMount[]> {

@@ -1,12 +1,21 @@
 // The two pools (needs root): ready network namespaces, and warm sandboxes assigned on create.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SandboxCgroup } from './cgroup.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
-import { claimedSlots } from './slots.js';
+import { claimedSlots, transferSlot } from './slots.js';
 import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
 import { smallSandboxSpec } from '../../test-support/sandbox-spec.js';
 
@@ -85,22 +94,62 @@ test('a warm sandbox is assigned to a create with the spec envs, limits and disk
     assert.ok(existsSync(join(dataDir, 'sandboxes', 'w1', 'state.json')));
     await driver.poolsIdle();
     assert.equal(driver.warmPool.readyCount, 1, `refilled (${driver.warmPool.lastError?.message})`);
-    // A spec with a volume cannot use a warm sandbox (its mount must exist at start): a cold start.
+    // A spec with a volume takes the warm sandbox too: its volume is mounted into the running sandbox, id-mapped,
+    // so what root inside writes is stored as uid 0 on the host.
     const vol = mkdtempSync(join(dataDir, 'vol-'));
-    const cold = await driver.ensure(
-      'w2',
-      spec({ volumes: [{ hostPath: vol, mountPath: '/data', readOnly: false }] }),
-    );
-    assert.equal(driver.warmPool.readyCount, 1, 'the warm sandbox stayed in the pool');
+    const volSpec = spec({ volumes: [{ hostPath: vol, mountPath: '/data', readOnly: false }] });
+    const warmVol = await driver.ensure('w2', volSpec);
+    assert.equal(driver.warmPool.readyCount, 0, 'the warm sandbox was taken');
     assert.equal(
-      (await sandboxExec(cold.socketPath, 'echo hi > /data/f && cat /data/f')).stdout.trim(),
-      'hi',
+      (await sandboxExec(warmVol.socketPath, 'echo hi > /data/f && cat /data/f && stat -c %u /data/f'))
+        .stdout,
+      'hi\n0\n',
     );
     assert.equal(readFileSync(join(vol, 'f'), 'utf8'), 'hi\n');
+    assert.equal(statSync(join(vol, 'f')).uid, 0, 'stored as uid 0, not as the sandbox host uid');
+    // A record a killed server left before the mounts were done is replaced, never adopted without them.
+    const rec = JSON.parse(readFileSync(join(dataDir, 'sandboxes', 'w2', 'state.json'), 'utf8'));
+    writeFileSync(
+      join(dataDir, 'sandboxes', 'w2', 'state.json'),
+      JSON.stringify({ ...rec, mountsPending: true }),
+    );
+    const again = await driver.ensure('w2', volSpec);
+    assert.notEqual(again.pid, warmVol.pid, 'a new sandbox');
+    assert.equal((await sandboxExec(again.socketPath, 'cat /data/f')).stdout, 'hi\n');
     await driver.remove('w1');
     await driver.remove('w2');
   } finally {
     await cleanUp(driver, dataDir);
   }
   assert.deepEqual(ownedUnder(dataDir), [], 'warm sandboxes removed on close');
+});
+
+test('a warm sandbox left by a killed process is adopted only if its API socket answers', T, async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-adopt-'));
+  const opts = { dataDir, codeDir: makeMiniDaemonCodeDir(dataDir), netPoolSize: 0, warmPoolSize: 1 };
+  let driver = await createLinuxDriver(opts);
+  try {
+    await driver.poolsIdle();
+    const [rec] = driver.warmPool.readyRecords();
+    assert.ok(rec, `a warm sandbox (${driver.warmPool.lastError?.message})`);
+    // As a kill -9 during a refill leaves one: its process runs, its record is there, its socket link is not
+    // (waitForSocket had not made it). Here: moved under a dead process's name, whose socket path has no link.
+    const from = join(dataDir, 'warm', readdirSync(join(dataDir, 'warm'))[0]);
+    const to = join(dataDir, 'warm', '1.1.0');
+    renameSync(from, to);
+    transferSlot(rec.slot, from, to);
+    await driver.close(); // its pool's entry is gone from disk: nothing of it is torn down
+    driver = await createLinuxDriver(opts);
+    assert.ok(
+      !driver.warmPool.readyRecords().some((r) => r.pid === rec.pid),
+      'the sandbox without a socket is not adopted',
+    );
+    assert.ok(!existsSync(to), 'it was torn down');
+    const info = await driver.ensure('a1', spec());
+    assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
+    await driver.remove('a1');
+  } finally {
+    await cleanUp(driver, dataDir);
+  }
+  assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
 });

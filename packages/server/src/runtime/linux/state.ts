@@ -24,6 +24,11 @@ export interface SandboxRecord {
   createdAt: string;
   /** The egress policy in force (domains only), applied again when a restarted server adopts the sandbox. */
   egress?: EgressPolicy;
+  /**
+   * The spec's volumes are not all mounted yet (they are mounted into the running sandbox, linux-driver.ts): a
+   * restarted server that finds this replaces the sandbox rather than adopt it without its mounts.
+   */
+  mountsPending?: boolean;
 }
 
 export const stateFile = (sandboxDir: string) => join(sandboxDir, 'state.json');

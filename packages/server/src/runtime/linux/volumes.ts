@@ -9,7 +9,7 @@
 import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tar from 'tar';
-import type { VolumeRef } from '../driver.js';
+import type { SandboxSpec, VolumeRef } from '../driver.js';
 import { mountsUnder } from './disk.js';
 import { run } from './exec.js';
 import { unexposeUnder } from './host.js';
@@ -112,19 +112,27 @@ export async function extractArchive(file: string, dest: string): Promise<void> 
 /** Unmounts (freeing the loop device) and deletes the image; idempotent. */
 export async function removeVolume(dataDir: string, ref: VolumeRef): Promise<void> {
   const dir = volumeDir(dataDir, ref);
-  // The bind that made the mount point reachable by bwrap (host.ts exposeDir) holds the file system too: without
-  // its unmount the loop device would stay attached to a deleted image.
+  // A bind that made the mount point reachable by bwrap (host.ts exposeDir; volumes were bwrap binds before they
+  // were mounted by the helper) holds the file system too: without its unmount the loop device would stay attached.
   await unexposeUnder(dir);
   for (const mp of mountsUnder(dir)) await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
   rmSync(dir, { recursive: true, force: true });
 }
 
 /**
- * Files of a volume belong to whoever attached it last: a sandbox maps only its own host uid (root inside), so
- * files written by an earlier holder are re-owned to the new one at attach. Skipped when the root already
- * belongs to the uid (the common case: the same sandbox started again). Measured: ~30 ms for a nearly empty
- * volume (the spawn), ~180 ms for 10,000 files; an in-process walk was 5x slower on the large tree.
+ * Files of a volume are stored as uid and gid 0 on disk: every sandbox mounts it id-mapped (drive-helper.ts), so
+ * they show as the sandbox's own user inside, whichever sandbox wrote them, and keep their owners and modes across
+ * sandboxes. A volume written before that (re-owned to each holder's host uid at attach) is re-owned to 0 once;
+ * afterwards this is a stat.
  */
-export async function ownVolume(mnt: string, uid: number): Promise<void> {
-  if (statSync(mnt).uid !== uid) await run('chown', ['-R', '-h', `${uid}:${uid}`, mnt]);
+export async function storeAsRoot(mnt: string): Promise<void> {
+  const st = statSync(mnt);
+  if (st.uid !== 0 || st.gid !== 0) await run('chown', ['-R', '-h', '0:0', mnt]);
+}
+
+/** Volume directories are never created by the runtime: a missing one fails the start rather than run without. */
+export function checkVolumeDirs(spec: Pick<SandboxSpec, 'volumes'>): void {
+  for (const v of spec.volumes)
+    if (!statSync(v.hostPath, { throwIfNoEntry: false })?.isDirectory())
+      throw new Error(`volume directory ${v.hostPath} is missing: the volume is not mounted`);
 }

@@ -2,8 +2,8 @@
 // rewritten, env file written, directories renamed: a few ms) instead of a start (~40-100 ms, most
 // of it Node's own start). Requires a daemon that merges BERTH_SANDBOX_ENV_FILE into the env of
 // every process it starts, because the spec's envs arrive after the daemon is running; opt-in for
-// that reason (LinuxDriverOptions.warmPoolSize). Specs with volumes or an installed image always
-// start cold: their mounts must exist before bwrap builds the root.
+// that reason (LinuxDriverOptions.warmPoolSize). A spec's volumes are mounted into the warm sandbox
+// after it is taken (linux-driver.ts mountVolumes); an image from the store has pools of its own.
 import { BackgroundFill } from './background-fill.js';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import type { SandboxSpec } from '../driver.js';
 import type { StoredImage } from '../images/image-store.js';
 import { type HostContext, startSandbox, teardownSandbox } from './create.js';
 import { type SandboxPaths, sandboxPaths } from './host.js';
-import { pingHealth } from './launch.js';
+import { canConnect, pingHealth } from './launch.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord } from './state.js';
 
 /** Limits a warm sandbox waits with; assignment rewrites them to the real spec. */
@@ -73,7 +73,13 @@ export class WarmPool {
       if (isProcessAlive(pid, start)) continue; // another live driver's pool
       const w = { dir: join(this.dir, n), paths: this.paths(n) };
       const rec = readRecord(w.dir);
-      if (rec && isProcessAlive(rec.pid, rec.pidStart) && this.ready.length < this.size)
+      // Only a sandbox whose start had finished: one killed with its server mid-way has no API socket yet.
+      if (
+        rec &&
+        isProcessAlive(rec.pid, rec.pidStart) &&
+        this.ready.length < this.size &&
+        (await canConnect(w.paths.socketPath))
+      )
         this.ready.push({ ...w, rec });
       else await teardownSandbox(this.ctx, w.dir, w.paths);
     }
