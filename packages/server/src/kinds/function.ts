@@ -6,11 +6,11 @@ import {
   ScaledRuntime,
   scaledDefaults,
   WORKLOAD_READ_ONLY,
-  workloadImageIssues,
 } from './agent.js';
 import { envSecrets, literals, NameList, opt, Revision, Trigger } from './common.js';
 import {
   envIssues,
+  imageIssues,
   referenceIssues,
   regionIssues,
   scaleIssues,
@@ -62,7 +62,7 @@ export const fn = {
     return [
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
-      ...workloadImageIssues(s.runtime),
+      ...imageIssues(s.runtime?.image),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),
       ...triggerPathIssues('Function', next.metadata?.name, s.triggers),
