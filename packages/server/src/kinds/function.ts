@@ -1,12 +1,7 @@
 // Function (§4.1 POST /functions): an MCP server, built from code or bound to integration connections,
 // reachable over the streamable HTTP transport at run_url/<ws>/functions/<name>/mcp.
 import { Type } from '@sinclair/typebox';
-import {
-  callbackSecrets,
-  ScaledRuntime,
-  scaledDefaults,
-  WORKLOAD_READ_ONLY,
-} from './agent.js';
+import { callbackSecrets, ScaledRuntime, scaledDefaults, WORKLOAD_READ_ONLY } from './agent.js';
 import { envSecrets, literals, NameList, opt, Revision, Trigger } from './common.js';
 import {
   envIssues,
