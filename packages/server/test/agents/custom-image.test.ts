@@ -2,7 +2,7 @@
 // (a static BusyBox, and in one of them this host's node binary with its libraries under /opt/node), pushed to a
 // loopback registry and pulled into the workspace through /v0/images. The build sandbox runs on the image (its
 // node builds the app), replicas and job tasks run on it with the app at /app; an image the workspace lacks, or
-// one without node, ends FAILED saying so.
+// one without node, ends FAILED saying so; a restarted server re-adopts the replica on the image.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,7 +18,21 @@ import {
 } from '../../src/runtime/images/test-support/registry.js';
 import { berth } from '../berth-cli.js';
 import { api, waitExecution } from '../jobs/support.js';
-import { inspectingDriver, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import {
+  inspectingDriver,
+  removeAllSandboxes,
+  type SandboxServer,
+  startSandboxServer,
+} from '../sandboxes/support.js';
+
+async function replicas(dataDir: string) {
+  const d = await inspectingDriver(dataDir);
+  try {
+    return (await d.list()).filter((i) => i.id.startsWith('wl-'));
+  } finally {
+    await d.close();
+  }
+}
 
 /** BusyBox with what a build script needs (sh, cp, mkdir, mv, rm) and an identity in /etc/os-release. */
 async function toolsLayer(id: string): Promise<Buffer> {
@@ -83,11 +97,14 @@ describe('agents and jobs on spec.runtime.image', () => {
   let s: SandboxServer;
   let reg: TestRegistry;
   let work: string;
+  let dataDir: string;
   let nodeRef: string;
   let nodeId: string;
   let bareRef: string;
   before(async () => {
-    [s, reg] = await Promise.all([startSandboxServer(), startRegistry()]);
+    // A data dir of the test's own: a server closed mid-test leaves its replicas there for the next one.
+    dataDir = mkdtempSync(join(tmpdir(), 'berth-agentimg-data-'));
+    [s, reg] = await Promise.all([startSandboxServer({}, dataDir), startRegistry()]);
     work = mkdtempSync(join(tmpdir(), 'berth-agentimg-'));
     const push = new Pusher(reg);
     const node = await push.image(
@@ -112,6 +129,8 @@ describe('agents and jobs on spec.runtime.image', () => {
   after(async () => {
     await s.close();
     await reg.stop();
+    await removeAllSandboxes(dataDir);
+    rmSync(dataDir, { recursive: true, force: true });
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -133,17 +152,28 @@ describe('agents and jobs on spec.runtime.image', () => {
     const log = await (await s.api(`/agents/img-agent/revisions/${o.activeRevision}/logs`)).text();
     assert.match(log, new RegExp(`building on image ${nodeRef} \\(${nodeId}\\)`));
     assert.match(log, /node: \/opt\/node\/bin\/node v\d+/, "the build sandbox ran the image's node");
-    const driver = await inspectingDriver(s.dataDir);
-    try {
-      const replicas = (await driver.list()).filter((i) => i.id.startsWith('wl-'));
-      assert.deepEqual(
-        replicas.map((i) => i.image),
-        [nodeId],
-        'the replica runs on the image, by id',
-      );
-    } finally {
-      await driver.close();
+    const before = await replicas(dataDir);
+    assert.deepEqual(
+      before.map((i) => i.image),
+      [nodeId],
+      'the replica runs on the image, by id',
+    );
+
+    // A new server on the same data dir takes the replica over (same sandbox, same process): its spec matches.
+    await s.close();
+    s = await startSandboxServer({}, dataDir);
+    let again: Response | undefined;
+    for (let i = 0; i < 300 && again?.status !== 200; i++) {
+      await again?.body?.cancel();
+      again = await s.run(`${s.url}/run/default/agents/img-agent`);
     }
+    assert.equal(again?.status, 200);
+    assert.equal((await again?.json()).node, '/opt/node/bin/node');
+    assert.deepEqual(
+      (await replicas(dataDir)).map((i) => [i.id, i.pid]),
+      before.map((i) => [i.id, i.pid]),
+      're-adopted, not replaced',
+    );
   });
 
   it('an image the workspace does not hold: FAILED with an event naming it and how to import it', async () => {
