@@ -1,6 +1,7 @@
 // The control-plane side of agents and functions from code (no sandbox starts here): `?upload=true` answers a
-// single-use upload URL, a malformed image name is refused with a 422 (a well-formed one is accepted: it may be imported later), an object with no
-// code says it waits for one, and a zip that breaks the archive rules is a 400 with nothing recorded.
+// single-use upload URL, a malformed image name is a 422 (a well-formed one is accepted: it may be imported
+// later), an object with no code says it waits for one, and a zip that breaks the archive rules is a 400 with
+// nothing recorded.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import yazl from 'yazl';

@@ -1,7 +1,8 @@
 // One attempt of one job task in its own runtime sandbox, on the image the job's app was built on: the app bound
 // read-only at /app (as replicas have it), the start command run by the in-sandbox daemon under the job's timeout
-// (the daemon sends SIGTERM, then SIGKILL after its grace period), the exit code and output collected, the sandbox removed. An attempt left
-// running by an earlier server is re-adopted by polling its process (the daemon keeps it running meanwhile).
+// (the daemon sends SIGTERM, then SIGKILL after its grace period), the exit code and output collected, the sandbox
+// removed. An attempt left running by an earlier server is re-adopted by polling its process (the daemon keeps it
+// running meanwhile).
 import { request } from 'node:http';
 import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
