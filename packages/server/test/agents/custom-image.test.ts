@@ -163,8 +163,11 @@ describe('agents and jobs on spec.runtime.image', () => {
     await s.close();
     s = await startSandboxServer({}, dataDir);
     let again: Response | undefined;
-    for (let i = 0; i < 300 && again?.status !== 200; i++) {
-      await again?.body?.cancel();
+    for (let i = 0; i < 600 && again?.status !== 200; i++) {
+      if (again) {
+        await again.body?.cancel();
+        await new Promise((r) => setTimeout(r, 100));
+      }
       again = await s.run(`${s.url}/run/default/agents/img-agent`);
     }
     assert.equal(again?.status, 200);
