@@ -177,6 +177,8 @@ describe('agents and jobs on spec.runtime.image', () => {
       before.map((i) => [i.id, i.pid]),
       're-adopted, not replaced',
     );
+    const rm = await s.api(`/images/${nodeRef}`, { method: 'DELETE' });
+    assert.equal(rm.status, 409, 'an image replicas run on stays');
   });
 
   it('an image the workspace does not hold: FAILED with an event naming it and how to import it', async () => {
