@@ -170,8 +170,9 @@ describe('agents and jobs on spec.runtime.image', () => {
       }
       again = await s.run(`${s.url}/run/default/agents/img-agent`);
     }
-    assert.equal(again?.status, 200);
-    assert.equal((await again?.json()).node, '/opt/node/bin/node');
+    assert.ok(again);
+    assert.equal(again.status, 200);
+    assert.equal((await again.json()).node, '/opt/node/bin/node');
     assert.deepEqual(
       (await replicas(dataDir)).map((i) => [i.id, i.pid]),
       before.map((i) => [i.id, i.pid]),
