@@ -1,5 +1,5 @@
 // What `berth deploy` sends for a manifest: the service's blaxel.toml `[runtime] timeout` and `[[triggers]]` (an
-// http trigger's path) reach an agent's spec; a job's manifest keeps its own fields.
+// http trigger's path) reach an agent's spec; a job's manifest keeps its own fields, `[runtime] image` included.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,11 +35,11 @@ test('a blaxel.toml agent with a runtime timeout and an http trigger path is sen
     ]);
     writeFileSync(
       join(dir, 'blaxel.toml'),
-      'type = "job"\n[runtime]\ntimeout = 60\n[[triggers]]\ntype = "schedule"\n',
+      'type = "job"\n[runtime]\ntimeout = 60\nimage = "local/tools:1"\n[[triggers]]\ntype = "schedule"\n',
     );
     const job = manifestObject(dir);
     assert.equal(job.body.spec.triggers, undefined);
-    assert.deepEqual(job.body.spec.runtime, { timeout: 60 });
+    assert.deepEqual(job.body.spec.runtime, { timeout: 60, image: 'local/tools:1' });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

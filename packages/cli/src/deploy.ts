@@ -46,6 +46,8 @@ export function manifestObject(dir: string, nameFlag?: string, kindFlag?: string
       ? ['memory', 'maxConcurrentTasks', 'maxRetries', 'timeout']
       : ['memory', 'minScale', 'maxScale', 'timeout'];
   for (const k of fields) if (typeof rt[k] === 'number') runtime[k] = rt[k];
+  // The image the code is built on and runs on (one the workspace pulled or imported; default: the base image).
+  if (typeof rt.image === 'string') runtime.image = rt.image;
   const spec: Record<string, unknown> = { repository: { type: 'upload' }, runtime };
   if (typeof m.public === 'boolean' && type !== 'jobs') spec.public = m.public;
   // `[[triggers]]` of an agent or function (the service's manifests declare their http paths there).

@@ -133,6 +133,7 @@ export async function startServer(
     logger,
     waitHealthy,
     gitAllowLocal: config.gitAllowLocal,
+    images,
   });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });

@@ -26,12 +26,12 @@ function nodeSteps(plan: Extract<BuildPlan, { language: 'node' }>): string[] {
     out.push(
       `if [ -d ${cached}/node_modules ]; then`,
       `  say "dependency cache hit (${d.lockfile} ${d.cacheKey}): installing nothing"`,
-      `  cp -dR --preserve=mode,timestamps ${cached}/node_modules ${APP_MOUNT}/node_modules`,
+      `  copy ${cached}/node_modules ${APP_MOUNT}/node_modules`,
       'else',
       `  say "dependency cache miss (${d.lockfile} ${d.cacheKey}): ${INSTALL[d.lockfile]}"`,
       `  ${INSTALL[d.lockfile]}`,
       `  tmp=${cached}.partial.$$; rm -rf "$tmp"; mkdir -p "$tmp"`,
-      `  cp -dR --preserve=mode,timestamps ${APP_MOUNT}/node_modules "$tmp"/ && mv -T "$tmp" ${cached} || rm -rf "$tmp"`,
+      `  copy ${APP_MOUNT}/node_modules "$tmp"/ && mv -T "$tmp" ${cached} || rm -rf "$tmp"`,
       'fi',
     );
   } else if (d.any) {
@@ -58,14 +58,26 @@ function pythonSteps(plan: Extract<BuildPlan, { language: 'python' }>): string[]
   ];
 }
 
+/** The interpreter the start command and the install steps need: the build fails at once without it. */
+const TOOL = { node: 'node', python: 'python3' } as const;
+
 export function buildScript(plan: BuildPlan): string {
+  const tool = TOOL[plan.language];
   return [
     'set -eu',
     'say() { printf "berth: %s\\n" "$*"; }',
     'export npm_config_update_notifier=false CI=true',
+    // GNU cp keeps modes and times without trying owners (the sandbox maps one uid); BusyBox's (Alpine images)
+    // has no --preserve, and its -p would complain of every owner it cannot keep: modes then follow the umask.
+    'probe=/tmp/.berth-cp-probe.$$',
+    'if cp --preserve=mode,timestamps /dev/null "$probe" 2>/dev/null; then copy() { cp -dR --preserve=mode,timestamps "$@"; }; else copy() { cp -PR "$@"; }; fi',
+    'rm -f "$probe"',
     `cd ${APP_MOUNT}`,
-    `cp -dR --preserve=mode,timestamps ${SRC_MOUNT}/. ${APP_MOUNT}/`,
+    `copy ${SRC_MOUNT}/. ${APP_MOUNT}/`,
     `say ${shq(`${plan.language} project; start command: ${plan.start}`)}`,
+    // The image's own interpreter (an image without one fails here, with the shell's own "not found").
+    `version=$(${tool} --version)`,
+    `say "${tool}: $(command -v ${tool}) $version"`,
     ...(plan.language === 'node' ? nodeSteps(plan) : pythonSteps(plan)),
     'say "build done"',
   ].join('\n');

@@ -3,9 +3,10 @@
 // workspace's dependency cache at /cache. The key hashes the source digest and the plan, so the same code builds
 // once. The build log is kept per key (`builds/logs/<key>.log`) and read while it grows.
 //
-// Seam for the image store: today a replica runs the default image with the app directory bound read-only at
-// /app. With images, `finish()` becomes "the app directory as one extra layer on the base image" and the key
-// becomes that image's digest; replicas then name the image instead of binding the directory.
+// The base image (decision 035): the default image (the host userland), or `spec.runtime.image` naming an image the
+// workspace holds in the image store. The build sandbox runs on that image, so its own node/python/npm/pip build
+// the app; the app directory is then bound at /app of replicas running the same image. The key hashes the image
+// id too: the same source on another image (or on a re-imported name) is another build.
 import { createHash } from 'node:crypto';
 import {
   appendFileSync,
@@ -21,7 +22,10 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { isDefaultImage } from '../kinds/image-reference.js';
 import { defaultCpuShares, type RuntimeDriver } from '../runtime/driver.js';
+import { ImageError } from '../runtime/images/errors.js';
+import type { ImageStore, StoredImage } from '../runtime/images/image-store.js';
 import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT, shq } from './build-script.js';
 import type { CodeStore } from './code-store.js';
 import { execStreamed } from './daemon-exec.js';
@@ -38,15 +42,35 @@ export const BUILD_MEMORY_MB = 2048;
 export const BUILD_TIMEOUT_S = 900;
 /** Lines of the build log an event of a failed build carries. */
 export const FAILED_LOG_LINES = 20;
-/** The image builds run on: the host userland (see the seam above). */
+/** The image builds run on when the spec names none: the host userland. */
 export const BUILD_IMAGE = 'blaxel/base-image:latest';
+
+/** A stored image a build and its replicas run on instead of the default one. */
+export interface BaseImage {
+  /** The name the spec gives. */
+  name: string;
+  /**
+   * The image id (`sha256:<config hex>`): what the build sandbox and the replicas name, so a built revision keeps
+   * running the files it was built on even when the name is imported again with other content.
+   */
+  id: string;
+  /** The image config's PATH, if it sets one: replicas search the app's tools first, then it. */
+  path?: string;
+}
 
 export interface BuiltApp {
   key: string;
   dir: string;
   plan: BuildPlan;
+  /** The image it was built on; none: the default image. */
+  base?: BaseImage;
   /** Built earlier: nothing ran. */
   cached: boolean;
+}
+
+/** `spec.runtime.image` cannot be used (not in the workspace's images): the object is FAILED saying how to fix it. */
+export class BaseImageError extends Error {
+  override name = 'BaseImageError';
 }
 
 export class BuildError extends Error {
@@ -67,6 +91,8 @@ export interface BuilderDeps {
   waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
   /** Local paths, file:// and private hosts may be cloned (BERTH_GIT_ALLOW_LOCAL; see git-source.ts). */
   gitAllowLocal?: boolean;
+  /** The server's image store: where a `spec.runtime.image` other than the default is looked up. */
+  images?: ImageStore;
 }
 
 /**
@@ -113,9 +139,34 @@ export class Builder {
     return fetchGitSource(repo, { code, workDir: this.workDir, allowLocal: gitAllowLocal === true, signal });
   }
 
-  /** The build key of a source: the app directory's name once built, and its log's. */
-  keyOf(sourceDigest: string): string {
-    return createHash('sha256').update(`${BUILDER_VERSION}\0${sourceDigest}`).digest('hex').slice(0, 32);
+  /**
+   * The image `name` (a spec's runtime.image) stands for in `workspace`: undefined for the default image; a
+   * BaseImageError when the workspace holds no such image. Looked up in the store only (never pulled here): the
+   * build pins the image's content, so which content is the user's explicit pull or import.
+   */
+  baseImage(workspace: string, name: string | undefined): BaseImage | undefined {
+    if (isDefaultImage(name)) return undefined;
+    let image: StoredImage | undefined;
+    try {
+      image = this.deps.images?.findHeld(name as string, workspace);
+    } catch (err) {
+      // A name stored before it was checked at write (a malformed one is a 422 now).
+      if (err instanceof ImageError) throw new BaseImageError(err.message);
+      throw err;
+    }
+    if (!image)
+      throw new BaseImageError(
+        `image ${name} is not in this workspace's images: import it (berth image import <archive.tar> --name ${name}, or POST /v0/images/import?name=${name}) or pull it (berth image pull ${name}), then deploy again`,
+      );
+    const path = image.config.env.find((e) => e.startsWith('PATH='))?.slice('PATH='.length);
+    return { name: name as string, id: image.id, ...(path ? { path } : {}) };
+  }
+
+  /** The build key of a source on a base image (none: the default image): the app directory's name once built. */
+  keyOf(sourceDigest: string, base?: BaseImage): string {
+    // The default image's key is what it was before images existed, so apps built then are still found.
+    const input = `${BUILDER_VERSION}\0${sourceDigest}${base ? `\0${base.id}` : ''}`;
+    return createHash('sha256').update(input).digest('hex').slice(0, 32);
   }
 
   logPath(key: string): string {
@@ -135,9 +186,9 @@ export class Builder {
     return this.running.has(key);
   }
 
-  /** The app built from this source earlier, if any. */
-  built(sourceDigest: string): BuiltApp | undefined {
-    return this.builtByKey(this.keyOf(sourceDigest));
+  /** The app built from this source on this base image earlier, if any. */
+  built(sourceDigest: string, base?: BaseImage): BuiltApp | undefined {
+    return this.builtByKey(this.keyOf(sourceDigest, base));
   }
 
   /** A built app by its key (a revision names it so): rollbacks run it again without a build. */
@@ -145,17 +196,27 @@ export class Builder {
     if (!/^[0-9a-f]{32}$/.test(key)) return undefined;
     const meta = join(this.appsDir, `${key}.json`);
     if (!existsSync(meta) || !existsSync(join(this.appsDir, key))) return undefined;
-    return { key, dir: join(this.appsDir, key), plan: JSON.parse(readFileSync(meta, 'utf8')), cached: true };
+    // The plan, with the base image beside it for an app built on one.
+    const { base, ...plan } = JSON.parse(readFileSync(meta, 'utf8'));
+    return { key, dir: join(this.appsDir, key), plan, ...(base ? { base } : {}), cached: true };
   }
 
-  /** Builds `sourceDigest` for `workspace` (whose dependency cache it uses); throws BuildError on failure. */
-  async build(workspace: string, sourceDigest: string, signal: AbortSignal): Promise<BuiltApp> {
-    const done = this.built(sourceDigest);
+  /**
+   * Builds `sourceDigest` for `workspace` (whose dependency cache it uses) on `base` (none: the default image);
+   * throws BuildError on failure.
+   */
+  async build(
+    workspace: string,
+    sourceDigest: string,
+    signal: AbortSignal,
+    base?: BaseImage,
+  ): Promise<BuiltApp> {
+    const done = this.built(sourceDigest, base);
     if (done) return done;
-    const key = this.keyOf(sourceDigest);
+    const key = this.keyOf(sourceDigest, base);
     this.running.add(key);
     try {
-      return await this.run(workspace, sourceDigest, key, signal);
+      return await this.run(workspace, sourceDigest, key, signal, base);
     } finally {
       this.running.delete(key);
     }
@@ -166,6 +227,7 @@ export class Builder {
     sourceDigest: string,
     key: string,
     signal: AbortSignal,
+    base: BaseImage | undefined,
   ): Promise<BuiltApp> {
     const log = this.logPath(key);
     writeFileSync(log, '');
@@ -178,6 +240,7 @@ export class Builder {
       say(`berth: build failed: ${msg}`);
       throw new BuildError(msg, tailOf(readFileSync(log, 'utf8')));
     };
+    if (base) say(`berth: building on image ${base.name} (${base.id})`);
     say(`berth: unpacking ${sourceDigest}`);
     try {
       await extractZip(this.deps.code.pathOf(sourceDigest), src);
@@ -195,7 +258,11 @@ export class Builder {
     }
     mkdirSync(out, { recursive: true, mode: 0o755 });
     chmodSync(out, 0o755);
-    const cache = join(this.depsDir, workspace);
+    // Per image too (apart from the default image's, never inside it): dependencies one image's node or python
+    // installed (native modules) are not another's.
+    const cache = base
+      ? join(`${this.depsDir}-images`, base.id.slice('sha256:'.length), workspace)
+      : join(this.depsDir, workspace);
     mkdirSync(cache, { recursive: true });
     const id = `bld-${key.slice(0, 24)}`;
     try {
@@ -205,7 +272,7 @@ export class Builder {
         cpuShares: defaultCpuShares(BUILD_MEMORY_MB),
         diskMb: BUILD_MEMORY_MB,
         envs: { HOME: '/home/user' },
-        image: BUILD_IMAGE,
+        image: base?.id ?? BUILD_IMAGE,
         volumes: [
           { hostPath: src, mountPath: SRC_MOUNT, readOnly: true },
           { hostPath: out, mountPath: APP_MOUNT, readOnly: false },
@@ -238,10 +305,13 @@ export class Builder {
     renameSync(out, dir);
     // The plan file marks the app built (builtByKey): written whole or not at all, so a server killed here
     // builds again rather than reading half a file.
-    writeFileSync(join(this.appsDir, `${key}.json.tmp`), JSON.stringify(plan));
+    writeFileSync(
+      join(this.appsDir, `${key}.json.tmp`),
+      JSON.stringify({ ...plan, ...(base ? { base } : {}) }),
+    );
     renameSync(join(this.appsDir, `${key}.json.tmp`), join(this.appsDir, `${key}.json`));
     rmSync(work, { recursive: true, force: true });
     this.deps.logger?.info({ workspace, key }, 'build done');
-    return { key, dir, plan, cached: false };
+    return { key, dir, plan, ...(base ? { base } : {}), cached: false };
   }
 }

@@ -5,7 +5,6 @@ import { ApiError } from '../errors.js';
 import type { Resources } from '../store/resources.js';
 import { StoreError, type StoredObject } from '../store/store.js';
 import type { JobRunner } from './job-runner.js';
-import { REPLICA_IMAGE } from './replicas.js';
 import { failedByPolicy } from './workload-policies.js';
 import {
   type ExecutionRecord,
@@ -77,12 +76,6 @@ export async function createExecution(
     );
   if (j.body.spec?.enabled === false)
     throw new ApiError('INVALID_STATE', `job ${JSON.stringify(job)} is disabled`);
-  const image = j.body.spec?.runtime?.image;
-  if (image !== undefined && image !== REPLICA_IMAGE)
-    throw new ApiError(
-      'INVALID_STATE',
-      `job ${JSON.stringify(job)} names runtime.image ${JSON.stringify(image)}: tasks run the job's built code on the default image (${REPLICA_IMAGE}) only, for now; omit runtime.image`,
-    );
   if (failedByPolicy(j.body))
     throw new ApiError(
       'INVALID_STATE',

@@ -11,6 +11,7 @@ import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 import { isPersistentJobVolume } from '../kinds/job.js';
 import { attachVolumes, holderName } from './volume-attach.js';
+import { imageFields } from './replicas.js';
 import type { ResourceKey, StoredObject } from '../store/store.js';
 import {
   afterAttempt,
@@ -383,6 +384,7 @@ export class JobRunner {
           volumes,
           sandboxId: sandbox,
           appDir: built.dir,
+          ...imageFields(built.base),
           start: built.plan.start,
           memoryMb: x.rec.memoryMb,
           envs,

@@ -1,7 +1,8 @@
-// One attempt of one job task in its own runtime sandbox: the job's app bound read-only at /app (as replicas
-// have it), the start command run by the in-sandbox daemon under the job's timeout (the daemon sends SIGTERM,
-// then SIGKILL after its grace period), the exit code and output collected, the sandbox removed. An attempt left
-// running by an earlier server is re-adopted by polling its process (the daemon keeps it running meanwhile).
+// One attempt of one job task in its own runtime sandbox, on the image the job's app was built on: the app bound
+// read-only at /app (as replicas have it), the start command run by the in-sandbox daemon under the job's timeout
+// (the daemon sends SIGTERM, then SIGKILL after its grace period), the exit code and output collected, the sandbox
+// removed. An attempt left running by an earlier server is re-adopted by polling its process (the daemon keeps it
+// running meanwhile).
 import { request } from 'node:http';
 import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
@@ -18,6 +19,9 @@ export const ADOPT_POLL_MS = 500;
 export interface TaskAttempt {
   sandboxId: string;
   appDir: string;
+  /** The stored image the app was built on (by id) and its PATH (imageFields); none: the default image. */
+  image?: string;
+  path?: string;
   start: string;
   memoryMb: number;
   envs: Record<string, string>;
@@ -51,14 +55,14 @@ const resultOf = (p: ProcessJson): AttemptResult => ({
  * caller counts them as a failed attempt).
  */
 export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<AttemptResult | undefined> {
-  const envs = { ...t.envs, PATH: APP_PATH };
+  const envs = { ...t.envs, PATH: t.path ?? APP_PATH };
   const info = await deps.driver.ensure(t.sandboxId, {
     memoryMb: t.memoryMb,
     pidsMax: REPLICA_PIDS_MAX,
     cpuShares: defaultCpuShares(t.memoryMb),
     diskMb: t.memoryMb,
     envs,
-    image: REPLICA_IMAGE,
+    image: t.image ?? REPLICA_IMAGE,
     volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
   });
   await deps.waitHealthy(info.socketPath);

@@ -5,6 +5,7 @@
 // its port listens is a failed deploy, never a ready replica.
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { BaseImage } from '../builds/builder.js';
 import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { ApiError } from '../errors.js';
 import type { TriggerRoute } from '../kinds/trigger-path.js';
@@ -21,7 +22,7 @@ import {
 export const APP_PORT = 8080;
 /** Where the app directory is bound in a replica (the build ran at the same path). */
 export const APP_DIR = '/app';
-/** The image replicas run: the host userland, until the image store takes over (builds/builder.ts). */
+/** The image replicas run when the spec names none: the host userland. */
 export const REPLICA_IMAGE = 'blaxel/base-image:latest';
 /** Tasks per replica: an HTTP server with a worker pool fits well under it. */
 export const REPLICA_PIDS_MAX = 1024;
@@ -39,13 +40,29 @@ export const LEFTOVER_CLAIM_MS = 10 * 60_000;
 /** Longest the start command may take to listen on its port before the replica counts as failed. */
 export const READY_TIMEOUT_S = 120;
 
-/** PATH of processes in a workload sandbox: the app's own tools first. */
-export const APP_PATH = `${APP_DIR}/node_modules/.bin:${APP_DIR}/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
+/** PATH of processes in a workload sandbox: the app's own tools first, then the image's (or the usual) path. */
+export const appPath = (imagePath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin') =>
+  `${APP_DIR}/node_modules/.bin:${APP_DIR}/.venv/bin:${imagePath}`;
+/** PATH of processes on the default image. */
+export const APP_PATH = appPath();
+
+/**
+ * Where a revision's sandboxes run, for an app built on a stored image: that image (by id) and its PATH. Nothing
+ * for the default image, so a revision's run (and its replicas' spec hash, which re-adoption compares) is what it
+ * was before images existed.
+ */
+export function imageFields(base: BaseImage | undefined): { image?: string; path?: string } {
+  return base ? { image: base.id, path: appPath(base.path) } : {};
+}
 
 /** What a revision runs: fixed once deployed. */
 export interface RevisionRun {
   id: string;
   appDir: string;
+  /** The stored image the app was built on (by id); none: the default image. */
+  image?: string;
+  /** PATH on that image (imageFields). */
+  path?: string;
   start: string;
   memoryMb: number;
   envs: Record<string, string>;
@@ -304,7 +321,7 @@ export class ReplicaSet {
       BL_SERVER_HOST: '0.0.0.0',
       BL_WORKSPACE: w.workspace,
       BL_NAME: w.name,
-      PATH: APP_PATH,
+      PATH: run.path ?? APP_PATH,
     };
     return {
       memoryMb: run.memoryMb,
@@ -312,7 +329,7 @@ export class ReplicaSet {
       cpuShares: defaultCpuShares(run.memoryMb),
       diskMb: run.memoryMb,
       envs,
-      image: REPLICA_IMAGE,
+      image: run.image ?? REPLICA_IMAGE,
       volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }, ...run.volumes],
     };
   }

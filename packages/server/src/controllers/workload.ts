@@ -7,7 +7,13 @@
 // The source digest is written beside status by the upload route (api/code-upload.ts), or by the clone of
 // spec.repository (workload-git.ts).
 import { createHash } from 'node:crypto';
-import { type BuiltApp, BuildError, type Builder } from '../builds/builder.js';
+import {
+  type BaseImage,
+  BaseImageError,
+  type BuiltApp,
+  BuildError,
+  type Builder,
+} from '../builds/builder.js';
 import { isGone } from '../kinds/status.js';
 import { ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
 import type { RuntimeDriver, VolumeMount } from '../runtime/driver.js';
@@ -19,6 +25,7 @@ import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './re
 import {
   type ReplicaSet,
   ReplicaStartError,
+  imageFields,
   type RevisionRun,
   replicaIdPrefix,
   type WorkloadRoute,
@@ -54,7 +61,7 @@ export type { SourceRecord } from './workload-git.js';
 
 export interface RevisionRecord {
   id: string;
-  /** The content address of the built app (today a directory; with the image store, an image digest). */
+  /** The built app's key (builds/apps/<key>; its base image, if any, is recorded beside it). */
   app: string;
   source: string;
   start: string;
@@ -133,6 +140,7 @@ export function workloadReconciler(
       envs,
       id: revisionId(app),
       appDir: app.dir,
+      ...imageFields(app.base),
       minScale: open.runtime?.minScale ?? 0,
       maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
       volumes,
@@ -140,12 +148,20 @@ export function workloadReconciler(
   }
 
   async function buildOf(o: StoredObject, source: SourceRecord, signal: AbortSignal) {
-    const have = builder.built(source.digest);
+    let base: BaseImage | undefined;
+    try {
+      base = builder.baseImage(o.workspace, o.body.spec?.runtime?.image);
+    } catch (err) {
+      if (err instanceof BaseImageError) throw new TerminalError(err.message);
+      throw err;
+    }
+    const have = builder.built(source.digest, base);
     if (have) return have;
-    const b = await transition(deps, o, 'BUILDING', `building ${source.digest}`, enabled);
+    const on = base ? ` on image ${base.name}` : '';
+    const b = await transition(deps, o, 'BUILDING', `building ${source.digest}${on}`, enabled);
     if (!b) return undefined;
     try {
-      const app = await builder.build(o.workspace, source.digest, signal);
+      const app = await builder.build(o.workspace, source.digest, signal, base);
       await transition(deps, o, 'BUILT', `built ${app.key}`, enabled);
       return app;
     } catch (err) {

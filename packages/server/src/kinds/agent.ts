@@ -15,6 +15,7 @@ import {
 } from './common.js';
 import {
   envIssues,
+  imageIssues,
   referenceIssues,
   regionIssues,
   scaleIssues,
@@ -32,21 +33,6 @@ export const AGENT_MEMORY_MB = 2048;
 export const DEFAULT_MIN_SCALE = 0;
 export const DEFAULT_MAX_SCALE = 10;
 export const DEFAULT_GENERATION = 'mk3';
-/** The one image agents and functions run on until the image store lands (decision 023). */
-export const WORKLOAD_DEFAULT_IMAGE = 'blaxel/base-image:latest';
-
-/** `runtime.image` naming another image is refused, not silently ignored: builds cannot use it yet. */
-export function workloadImageIssues(runtime: { image?: string } | undefined) {
-  const image = runtime?.image;
-  if (image === undefined || image === WORKLOAD_DEFAULT_IMAGE) return [];
-  return [
-    {
-      pointer: '/spec/runtime/image',
-      message: `agents and functions are built on the default image (${WORKLOAD_DEFAULT_IMAGE}) only, for now; ${JSON.stringify(image)} cannot be used: omit runtime.image`,
-    },
-  ];
-}
-
 /** Fields beside status that the upload route and the controller write (kept across a client's PUT). */
 export const WORKLOAD_READ_ONLY = {
   /** The last uploaded source, by digest. */
@@ -170,7 +156,7 @@ export const agent = {
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
       ...workloadVolumeIssues(s),
-      ...workloadImageIssues(s.runtime),
+      ...imageIssues(s.runtime?.image),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),
       ...triggerPathIssues('Agent', next.metadata?.name, s.triggers),

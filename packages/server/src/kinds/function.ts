@@ -7,12 +7,12 @@ import {
   ScaledRuntime,
   scaledDefaults,
   WORKLOAD_READ_ONLY,
-  workloadImageIssues,
   workloadVolumeIssues,
 } from './agent.js';
 import { envSecrets, literals, NameList, opt, Revision, Trigger, VolumeMount } from './common.js';
 import {
   envIssues,
+  imageIssues,
   referenceIssues,
   regionIssues,
   scaleIssues,
@@ -91,7 +91,7 @@ export const fn = {
       ...regionIssues(s.region, ctx),
       ...scaleIssues(s.runtime),
       ...workloadVolumeIssues(s),
-      ...workloadImageIssues(s.runtime),
+      ...imageIssues(s.runtime?.image),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers, false),
       ...triggerPathIssues('Function', next.metadata?.name, s.triggers),

@@ -18,6 +18,7 @@ import {
 import { callbackSecrets, Repository, WORKLOAD_READ_ONLY } from './agent.js';
 import {
   envIssues,
+  imageIssues,
   referenceIssues,
   regionIssues,
   scheduleIssues,
@@ -126,6 +127,7 @@ export const job = {
       ...regionIssues(s.region, ctx),
       ...persistentVolumeIssues(s),
       ...scheduleIssues(s.triggers),
+      ...imageIssues(s.runtime?.image),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...triggerIssues(s.triggers),
       ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),

@@ -4,6 +4,7 @@ import { Cron } from 'croner';
 import { randomBytes } from 'node:crypto';
 import type { FieldIssue } from '../errors.js';
 import { DURATION_PATTERN } from './common.js';
+import { parseImageReference } from './image-reference.js';
 import type { ValidationContext } from './types.js';
 
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
@@ -20,6 +21,16 @@ export const isIsoDate = (s: unknown) =>
   typeof s === 'string' &&
   /^\d{4}-\d{2}-\d{2}([T ][0-9:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(s) &&
   !Number.isNaN(Date.parse(s));
+
+/**
+ * A malformed image name is refused at once; a well-formed one that cannot be had fails later (a sandbox's start,
+ * a workload's build), since an image may be pulled or imported after the write.
+ */
+export function imageIssues(image: string | undefined): FieldIssue[] {
+  if (image === undefined) return [];
+  const p = parseImageReference(image);
+  return p.ok ? [] : [{ pointer: '/spec/runtime/image', message: p.reason }];
+}
 
 /** An unknown region is a 422 listing the known ones (DESIGN.md §4). */
 export function regionIssues(

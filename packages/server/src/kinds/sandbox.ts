@@ -17,8 +17,7 @@ import {
   Timestamp,
   VolumeMount,
 } from './common.js';
-import { durationMs, envIssues, isIsoDate, referenceIssues, regionIssues } from './rules.js';
-import { parseImageReference } from './image-reference.js';
+import { durationMs, envIssues, imageIssues, isIsoDate, referenceIssues, regionIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
 /** The image a sandbox created without one reports: the service's default name (docs/compat.md). */
@@ -167,13 +166,6 @@ function lifecycleIssues(l: any): FieldIssue[] {
       });
   });
   return out;
-}
-
-/** A malformed image name is refused at once; a well-formed one the registry lacks fails the start (FAILED). */
-function imageIssues(image: string | undefined): FieldIssue[] {
-  if (image === undefined) return [];
-  const p = parseImageReference(image);
-  return p.ok ? [] : [{ pointer: '/spec/runtime/image', message: p.reason }];
 }
 
 function portIssues(ports: { target: number }[] | undefined): FieldIssue[] {

@@ -215,11 +215,15 @@ describe('image store with an anonymous registry', () => {
       [img.configDigest],
     );
     assert.deepEqual(store.heldBy('ws-c'), []);
+    // What workloads may build on: a name the workspace holds, never one only another workspace holds.
+    assert.equal(store.findHeld(img.reference, 'ws-a')?.id, img.configDigest);
+    assert.equal(store.findHeld(img.reference, 'ws-c'), undefined);
     assert.throws(() => store.release(img.reference, 'ws-a', () => true), /in use/);
     store.release(img.reference, 'ws-a', () => false);
     assert.ok(existsSync(got.rootfs), 'another workspace still holds it');
     assert.deepEqual(store.find(img.reference)?.references, [img.reference]);
     assert.deepEqual(store.heldBy('ws-a'), []);
+    assert.equal(store.findHeld(img.reference, 'ws-a'), undefined, 'released: no longer usable by ws-a');
     store.release(img.reference, 'ws-b', () => false);
     assert.ok(!existsSync(got.rootfs));
     assert.ok(!store.blobs.has(img.layers[0]));

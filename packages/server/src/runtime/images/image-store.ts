@@ -109,6 +109,18 @@ export class ImageStore {
     return this.byId(JSON.parse(readFileSync(refFile, 'utf8')).id);
   }
 
+  /**
+   * The image `name` stands for when `workspace` holds that name (pulled or imported through /v0/images), without
+   * contacting any registry: what builds of the workspace's agents, functions and jobs may run on.
+   */
+  findHeld(name: string, workspace: string): StoredImage | undefined {
+    const { canonical } = ImageStore.parse(name);
+    const refFile = join(this.dir, 'refs', `${keyOf(canonical)}.json`);
+    if (!existsSync(refFile)) return undefined;
+    const r = JSON.parse(readFileSync(refFile, 'utf8'));
+    return (r.workspaces ?? []).includes(workspace) ? this.byId(r.id) : undefined;
+  }
+
   private byId(idHex: string): StoredImage | undefined {
     const f = join(this.dir, 'images', `${idHex}.json`);
     if (!existsSync(f) || !existsSync(join(this.dir, 'roots', idHex))) return undefined;

@@ -1,0 +1,230 @@
+// Agents, functions and jobs on `spec.runtime.image`, end to end on real sandboxes: images the test makes itself
+// (a static BusyBox, and in one of them this host's node binary with its libraries under /opt/node), pushed to a
+// loopback registry and pulled into the workspace through /v0/images. The build sandbox runs on the image (its
+// node builds the app), replicas and job tasks run on it with the app at /app; an image the workspace lacks, or
+// one without node, ends FAILED saying so; a restarted server re-adopts the replica on the image.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import {
+  Pusher,
+  startRegistry,
+  type TarEntry,
+  type TestRegistry,
+  tarOf,
+} from '../../src/runtime/images/test-support/registry.js';
+import { berth } from '../berth-cli.js';
+import { api, waitExecution } from '../jobs/support.js';
+import {
+  inspectingDriver,
+  removeAllSandboxes,
+  type SandboxServer,
+  startSandboxServer,
+} from '../sandboxes/support.js';
+
+async function replicas(dataDir: string) {
+  const d = await inspectingDriver(dataDir);
+  try {
+    return (await d.list()).filter((i) => i.id.startsWith('wl-'));
+  } finally {
+    await d.close();
+  }
+}
+
+/** BusyBox with what a build script needs (sh, cp, mkdir, mv, rm) and an identity in /etc/os-release. */
+async function toolsLayer(id: string): Promise<Buffer> {
+  const applets = ['sh', 'cp', 'mkdir', 'mv', 'rm', 'cat', 'ls', 'env'];
+  return tarOf([
+    { name: 'bin/', type: 'directory' },
+    { name: 'bin/busybox', body: readFileSync('/bin/busybox'), mode: 0o755 },
+    ...applets.map((a) => ({ name: `bin/${a}`, type: 'symlink' as const, linkname: 'busybox' })),
+    { name: 'etc/', type: 'directory' },
+    { name: 'etc/passwd', body: 'root:x:0:0:root:/root:/bin/sh\n' },
+    { name: 'etc/os-release', body: `ID=${id}\n` },
+  ]);
+}
+
+/** This host's node at /opt/node/bin/node, with the loader and the libraries ldd says it needs. */
+async function nodeLayer(): Promise<Buffer> {
+  const libs = execFileSync('ldd', [process.execPath], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => /(\/\S+) \(0x/.exec(l)?.[1])
+    .filter((p): p is string => p !== undefined);
+  const entries: TarEntry[] = [
+    { name: 'opt/', type: 'directory' },
+    { name: 'opt/node/', type: 'directory' },
+    { name: 'opt/node/bin/', type: 'directory' },
+    { name: 'opt/node/bin/node', body: readFileSync(realpathSync(process.execPath)), mode: 0o755 },
+    { name: 'lib/', type: 'directory' },
+    { name: 'lib/x86_64-linux-gnu/', type: 'directory' },
+    { name: 'lib64/', type: 'directory' },
+  ];
+  for (const p of libs) {
+    const base = p.split('/').at(-1) as string;
+    const at = base.startsWith('ld-linux') ? `lib64/${base}` : `lib/x86_64-linux-gnu/${base}`;
+    entries.push({ name: at, body: readFileSync(realpathSync(p)), mode: 0o755 });
+  }
+  return tarOf(entries);
+}
+
+/** A Node agent with no dependencies that says where it runs. */
+function writeApp(dir: string, manifest: string) {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'where', main: 'index.js' }));
+  writeFileSync(
+    join(dir, 'index.js'),
+    `const http = require('node:http');
+const fs = require('node:fs');
+http.createServer((req, res) => {
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({
+    node: process.execPath,
+    os: fs.readFileSync('/etc/os-release', 'utf8').trim(),
+    port: process.env.PORT,
+    path: process.env.PATH,
+    cwd: process.cwd(),
+  }));
+}).listen(Number(process.env.PORT), process.env.HOST);
+`,
+  );
+  writeFileSync(join(dir, 'berth.toml'), manifest);
+}
+
+describe('agents and jobs on spec.runtime.image', () => {
+  let s: SandboxServer;
+  let reg: TestRegistry;
+  let work: string;
+  let dataDir: string;
+  let nodeRef: string;
+  let nodeId: string;
+  let bareRef: string;
+  before(async () => {
+    // A data dir of the test's own: a server closed mid-test leaves its replicas there for the next one.
+    dataDir = mkdtempSync(join(tmpdir(), 'berth-agentimg-data-'));
+    [s, reg] = await Promise.all([startSandboxServer({}, dataDir), startRegistry()]);
+    work = mkdtempSync(join(tmpdir(), 'berth-agentimg-'));
+    const push = new Pusher(reg);
+    const node = await push.image(
+      'test/node',
+      'v1',
+      [await toolsLayer('berth-node-test'), await nodeLayer()],
+      {
+        Env: ['PATH=/opt/node/bin:/bin'],
+      },
+    );
+    const bare = await push.image('test/bare', 'v1', [await toolsLayer('berth-bare-test')], {
+      Env: ['PATH=/bin'],
+    });
+    nodeRef = node.reference;
+    nodeId = node.configDigest;
+    bareRef = bare.reference;
+    for (const reference of [nodeRef, bareRef]) {
+      const r = await s.api('/images', { method: 'POST', json: { reference } });
+      assert.equal(r.status, 200, await r.text());
+    }
+  });
+  after(async () => {
+    await s.close();
+    await reg.stop();
+    await removeAllSandboxes(dataDir);
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('an agent on a stored image is built by its node and its replica runs on it, answering through the gateway', async () => {
+    const dir = join(work, 'img-agent');
+    writeApp(dir, `type = "agent"\nname = "img-agent"\n[runtime]\nmemory = 256\nimage = "${nodeRef}"\n`);
+    const r = await berth(s, ['deploy', dir]);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.stdout, /DEPLOYED/);
+    const res = await s.run(`${s.url}/run/default/agents/img-agent`);
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.equal(body.node, '/opt/node/bin/node', "the image's node runs the app");
+    assert.equal(body.os, 'ID=berth-node-test', "the image's own files");
+    assert.equal(body.port, '8080');
+    assert.equal(body.cwd, '/app');
+    assert.equal(body.path, '/app/node_modules/.bin:/app/.venv/bin:/opt/node/bin:/bin', "the image's PATH");
+    const o = await (await s.api('/agents/img-agent')).json();
+    const log = await (await s.api(`/agents/img-agent/revisions/${o.activeRevision}/logs`)).text();
+    assert.match(log, new RegExp(`building on image ${nodeRef} \\(${nodeId}\\)`));
+    assert.match(log, /node: \/opt\/node\/bin\/node v\d+/, "the build sandbox ran the image's node");
+    const before = await replicas(dataDir);
+    assert.deepEqual(
+      before.map((i) => i.image),
+      [nodeId],
+      'the replica runs on the image, by id',
+    );
+
+    // A new server on the same data dir takes the replica over (same sandbox, same process): its spec matches.
+    await s.close();
+    s = await startSandboxServer({}, dataDir);
+    let again: Response | undefined;
+    for (let i = 0; i < 600 && again?.status !== 200; i++) {
+      if (again) {
+        await again.body?.cancel();
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      again = await s.run(`${s.url}/run/default/agents/img-agent`);
+    }
+    assert.ok(again);
+    assert.equal(again.status, 200);
+    assert.equal((await again.json()).node, '/opt/node/bin/node');
+    assert.deepEqual(
+      (await replicas(dataDir)).map((i) => [i.id, i.pid]),
+      before.map((i) => [i.id, i.pid]),
+      're-adopted, not replaced',
+    );
+    const rm = await s.api(`/images/${nodeRef}`, { method: 'DELETE' });
+    assert.equal(rm.status, 409, 'an image replicas run on stays');
+  });
+
+  it('an image the workspace does not hold: FAILED with an event naming it and how to import it', async () => {
+    const dir = join(work, 'absent');
+    writeApp(dir, 'type = "agent"\nname = "absent"\n[runtime]\nmemory = 256\nimage = "local/absent:1"\n');
+    const r = await berth(s, ['deploy', dir]);
+    assert.equal(r.code, 1, r.out);
+    const o = await (await s.api('/agents/absent')).json();
+    assert.equal(o.status, 'FAILED');
+    const msg: string = o.events.at(-1).message;
+    assert.match(msg, /image local\/absent:1 is not in this workspace's images/);
+    assert.match(msg, /berth image import <archive\.tar> --name local\/absent:1/);
+  });
+
+  it("an image without node fails the build with the shell's own error, in the event and the log", async () => {
+    const dir = join(work, 'no-node');
+    writeApp(dir, `type = "function"\nname = "no-node"\n[runtime]\nmemory = 256\nimage = "${bareRef}"\n`);
+    const r = await berth(s, ['deploy', dir]);
+    assert.equal(r.code, 1, r.out);
+    const o = await (await s.api('/functions/no-node')).json();
+    assert.equal(o.status, 'FAILED');
+    assert.match(o.events.at(-1).message, /build failed: the build exited with code 127/);
+    assert.match(o.events.at(-1).message, /node: not found/);
+  });
+
+  it('a job on a stored image runs its tasks on it', async () => {
+    const dir = join(work, 'img-job');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'img-job', main: 'index.js' }));
+    writeFileSync(
+      join(dir, 'index.js'),
+      "console.log('task on', process.execPath, require('node:fs').readFileSync('/etc/os-release', 'utf8').trim());\n",
+    );
+    writeFileSync(
+      join(dir, 'berth.toml'),
+      `type = "job"\nname = "img-job"\n[runtime]\nmemory = 256\nimage = "${nodeRef}"\n`,
+    );
+    const d = await berth(s, ['deploy', dir]);
+    assert.equal(d.code, 0, d.out);
+    const started = await api(s, '/jobs/img-job/executions', { method: 'POST', json: { tasks: [{}] } });
+    assert.equal(started.status, 200, JSON.stringify(started.body));
+    const id = started.body.executionId;
+    const done = await waitExecution(s, 'img-job', id);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    const log = await api(s, `/jobs/img-job/executions/${id}/tasks/0/logs`);
+    assert.match(String(log.body), /task on \/opt\/node\/bin\/node ID=berth-node-test/);
+  });
+});
