@@ -121,10 +121,10 @@ after(async () => {
 });
 
 /** A driver on a data dir of its own (another server on this host), removed with the test. */
-async function otherServer(t: { after: (fn: () => void) => void }, allowCidrs: string[]) {
+async function otherServer(t: { after: (fn: () => void) => void }, allowCidrs: string[], netPoolSize = 0) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-lan-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return createLinuxDriver({ dataDir: dir, codeDir, netPoolSize: 0, allowCidrs });
+  return createLinuxDriver({ dataDir: dir, codeDir, netPoolSize, allowCidrs });
 }
 
 async function withSandbox(driver: LinuxDriver, id: string, fn: (info: SandboxInfo) => Promise<void>) {
@@ -180,7 +180,9 @@ test("two servers' sandboxes each reach their own server's ranges and not the ot
   const a = await otherServer(t, [LAN.cidr]);
   const infoA = await a.ensure('lan-only', spec);
   t.after(() => a.remove('lan-only').then(() => a.close()));
-  const b = await otherServer(t, [CGNAT.cidr]); // started after A's sandbox exists
+  const b = await otherServer(t, [CGNAT.cidr], 1); // started after A's sandbox exists
+  await b.poolsIdle();
+  assert.equal(b.netPool.readyCount, 1, "B's sandbox takes a network made ahead of time");
   const infoB = await b.ensure('cgnat-only', spec);
   try {
     assert.equal(await probe(infoA, LAN.peer, PORT), 'CONNECTED', "A's range");
