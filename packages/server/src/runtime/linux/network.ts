@@ -1,6 +1,7 @@
 // Sandbox networking: one network namespace per sandbox joined to the host by a veth pair on a /30,
 // outbound NAT, and an nftables table (`inet berth`, rules shared by every sandbox through the `bh*`
-// interface-name wildcard) that keeps sandboxes away from the host and from each other.
+// interface-name wildcard) that keeps sandboxes away from the host and from each other; `inet berth_private`
+// keeps them from the private networks around the host except the ranges each one's server opens.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { run, sleep } from './exec.js';
 import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
