@@ -41,6 +41,8 @@ export interface HostContext {
   baseEtc: string;
   seccompFile?: string;
   netPool: NetPool;
+  /** Private ranges this server's sandboxes may reach (BERTH_SANDBOX_ALLOW_CIDRS; network.ts setAllowedRanges). */
+  allowCidrs: string[];
   startTimeoutMs?: number;
   egress: EgressControl;
 }
@@ -100,7 +102,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   });
   const rwDir = join(LAYERS_DIR, name);
   await Promise.all([
-    pooled === undefined ? createSlotNetwork(net) : undefined,
+    pooled === undefined ? createSlotNetwork(net, ctx.allowCidrs) : undefined,
     mountWritableLayer(rwDir, spec.diskMb, hostUid), // always fresh: nothing a previous holder planted
   ]);
   const runDir = sandboxRunDir(name);

@@ -46,7 +46,7 @@ import { sleep } from './exec.js';
 import { egressPortsFor } from './egress-ports.js';
 import { EGRESS_ENV_KEYS, EgressControl, type EgressControlOptions, samePolicy } from './egress-control.js';
 import { NetPool } from './net-pool.js';
-import { setupHostNetwork, setupIngress, slotNet } from './network.js';
+import { setAllowedRanges, setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { isDefaultImage } from '../../kinds/image-reference.js';
 import { ImageStore, type StoredImage } from '../images/image-store.js';
 import { ensureBaseEtc, sandboxResolvers } from './rootfs.js';
@@ -99,8 +99,8 @@ export interface LinuxDriverOptions {
    */
   warmPoolSize?: number;
   /**
-   * IPv4 CIDRs sandboxes may reach although they are private or reserved (network.ts BLOCKED_DESTINATIONS),
-   * e.g. a LAN. Host-wide: the last driver to start sets them for every sandbox on the machine.
+   * IPv4 CIDRs this driver's sandboxes may reach although they are private or reserved (network.ts
+   * BLOCKED_DESTINATIONS), e.g. a LAN. Per server: other servers on the host keep their own.
    */
   allowCidrs?: string[];
   /** Where images other than the default come from (default: a store in the data dir with no credentials). */
@@ -137,7 +137,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   ensureRunDirs();
   mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
   const egressPorts = await egressPortsFor(opts.dataDir);
-  await setupHostNetwork({ allowCidrs: opts.allowCidrs, dnsServers: sandboxResolvers(), egressPorts });
+  await setupHostNetwork({ dnsServers: sandboxResolvers(), egressPorts });
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();
   let seccompFile: string | undefined;
@@ -153,7 +153,8 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     seccomp: seccomp.ok,
     ...(seccomp.ok ? {} : { seccompReason: seccomp.reason }),
   };
-  const netPool = new NetPool(opts.dataDir, opts.netPoolSize ?? DEFAULT_NET_POOL);
+  const allowCidrs = opts.allowCidrs ?? [];
+  const netPool = new NetPool(opts.dataDir, opts.netPoolSize ?? DEFAULT_NET_POOL, allowCidrs);
   await netPool.sweep();
   const ctx: HostContext = {
     dataDir: opts.dataDir,
@@ -164,6 +165,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     baseEtc,
     seccompFile,
     netPool,
+    allowCidrs,
     startTimeoutMs: opts.startTimeoutMs,
     // Started on first use: a server whose sandboxes have no egress policy runs no proxy.
     egress: new EgressControl({
@@ -187,7 +189,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
   const driver = new LinuxDriver(ctx, capabilities, warmPool, images);
-  driver.adoptIngress();
+  driver.adoptNetworks();
   return driver;
 }
 
@@ -195,7 +197,7 @@ export class LinuxDriver implements RuntimeDriver {
   private readonly locks = new Map<string, Promise<unknown>>();
   /** When the last ensure asked for a refill (refillSoon tells a burst from a lone create). */
   private lastEnsureMs = 0;
-  /** The start-up pass of adoptIngress. */
+  /** The start-up pass of adoptNetworks. */
   private adopting?: Promise<void>;
   /** A refill waiting for its delay (refillSoon). */
   private refillTimer?: NodeJS.Timeout;
@@ -580,16 +582,23 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   /**
-   * Re-applies the ingress rule of every live sandbox, in the background: sandboxes started by a server without
-   * it (or whose rule was lost) get their ports reachable again. Failures are left to the next start.
+   * Re-applies the ingress rule and the private ranges of this server's setting to every live sandbox, in the
+   * background: sandboxes started by a server without the rule (or whose rule was lost) get their ports
+   * reachable again, and ones started under another BERTH_SANDBOX_ALLOW_CIDRS (a previous run of this data dir,
+   * live or killed) get this one. Failures are left to the next start.
    */
-  adoptIngress(): void {
+  adoptNetworks(): void {
     const root = join(this.ctx.dataDir, 'sandboxes');
     this.adopting = (async () => {
       for (const id of existsSync(root) ? readdirSync(root) : []) {
         const rec = readRecord(join(root, id));
         if (!rec || !this.alive(rec)) continue;
         await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
+        // Serialised and re-read: once removed, the address's slot may be another server's.
+        await this.serial(rec.id, async () => {
+          const now = readRecord(join(root, id));
+          if (now && this.alive(now)) await setAllowedRanges(now.address, this.ctx.allowCidrs);
+        }).catch(() => undefined);
         // Without secrets (records never hold them): routed requests answer 503 until the controller re-applies.
         // Serialised with the sandbox's other operations and re-read: a removal may have come first.
         if (rec.egress)

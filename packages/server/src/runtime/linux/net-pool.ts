@@ -31,6 +31,8 @@ export class NetPool {
   constructor(
     dataDir: string,
     private readonly size: number,
+    /** The server's BERTH_SANDBOX_ALLOW_CIDRS, opened to each pooled network's address. */
+    private readonly allowCidrs: string[] = [],
   ) {
     this.dir = join(dataDir, 'pool');
     this.tag = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
@@ -80,7 +82,7 @@ export class NetPool {
     mkdirSync(ownerDir, { recursive: true, mode: 0o700 });
     const slot = claimSlot(ownerDir);
     try {
-      await createSlotNetwork(slotNet(slot, slotName(slot)));
+      await createSlotNetwork(slotNet(slot, slotName(slot)), this.allowCidrs);
     } catch (e) {
       await this.discard({ slot, ownerDir });
       throw e;

@@ -1,6 +1,7 @@
 // Sandbox networking: one network namespace per sandbox joined to the host by a veth pair on a /30,
 // outbound NAT, and an nftables table (`inet berth`, rules shared by every sandbox through the `bh*`
-// interface-name wildcard) that keeps sandboxes away from the host and from each other.
+// interface-name wildcard) that keeps sandboxes away from the host and from each other; `inet berth_private`
+// keeps them from the private networks around the host except the ranges each one's server opens.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { run, sleep } from './exec.js';
 import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
@@ -40,8 +41,6 @@ export const BLOCKED_DESTINATIONS = [
 export interface HostNetworkOptions {
   /** This server's egress ports (egress-ports.ts): its chain in `inet berth_egress` redirects to them. */
   egressPorts?: EgressPorts;
-  /** IPv4 CIDRs opened to sandboxes despite BLOCKED_DESTINATIONS (a LAN the user's code needs). */
-  allowCidrs?: string[];
   /** The resolvers sandboxes use (their resolv.conf): reachable on port 53 even inside a blocked range. */
   dnsServers?: string[];
 }
@@ -53,7 +52,6 @@ export interface HostNetworkOptions {
  * and a retransmitted SYN must be accepted too. One high bit, left alone by the usual users of marks.
  */
 export const EGRESS_MARK = 0x00200000;
-const elements = (xs: string[]) => (xs.length ? `\n    elements = { ${xs.join(', ')} }` : '');
 
 export interface SlotNet {
   netns: string;
@@ -77,22 +75,16 @@ export function slotNet(slot: number, name: string): SlotNet {
   };
 }
 
-/** The Berth-owned ruleset; replaced atomically as a whole, idempotent, never touches other tables. */
-export function rulesetText(dropOtherForwarding: boolean, opts: HostNetworkOptions = {}): string {
+/**
+ * The Berth-owned ruleset shared by every server; replaced atomically as a whole, idempotent, never touches other
+ * tables. What a sandbox may reach among the private ranges is in `inet berth_private` (privateTableText): a
+ * table rebuilt by every server start cannot hold one server's setting without overwriting another's.
+ */
+export function rulesetText(dropOtherForwarding: boolean): string {
   const bh = `"${HOST_IF_PREFIX}*"`;
-  const dns = (opts.dnsServers ?? []).filter((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a));
   return `table inet berth
 delete table inet berth
 table inet berth {
-  set blocked_dst {
-    type ipv4_addr; flags interval${elements(BLOCKED_DESTINATIONS)}
-  }
-  set allowed_dst {
-    type ipv4_addr; flags interval; auto-merge${elements(opts.allowCidrs ?? [])}
-  }
-  set dns_dst {
-    type ipv4_addr${elements(dns)}
-  }
   chain antispoof {
     type filter hook prerouting priority raw; policy accept;
     iifname ${bh} fib saddr . iif oif missing counter drop comment "a sandbox sends only from its own address"
@@ -111,9 +103,6 @@ table inet berth {
     type filter hook forward priority filter - 10; policy accept;
     iifname ${bh} oifname ${bh} counter drop comment "sandbox to sandbox"
     iifname ${bh} ip daddr ${SANDBOX_NET} counter drop comment "sandbox to sandbox"
-    iifname ${bh} ip daddr @dns_dst meta l4proto { tcp, udp } th dport 53 accept comment "the sandboxes' resolvers"
-    iifname ${bh} ip daddr @allowed_dst accept comment "opened by the server's settings"
-    iifname ${bh} ip daddr @blocked_dst counter drop comment "private, link-local and reserved ranges"
     iifname ${bh} meta nfproto ipv6 counter drop comment "sandboxes have no IPv6 route out"
     iifname ${bh} accept
     oifname ${bh} ct state established,related accept
@@ -131,6 +120,34 @@ ${dropOtherForwarding ? '    counter drop comment "forwarding was off before Ber
     ip saddr ${SANDBOX_NET} oifname != ${bh} masquerade
   }
 }
+`;
+}
+
+/**
+ * The private ranges around the host, closed to sandboxes except what each sandbox's server opens. Like
+ * `inet berth_egress` it is never deleted: its chain and shared sets are rewritten in one transaction by every
+ * server start (the same text from every server), while `allowed` holds one element per sandbox address and
+ * opened range, written only by the server holding that address's slot (setAllowedRanges). So a server's start
+ * or exit never changes what another server's sandboxes reach. The resolvers are the host's (/etc), the same
+ * for every server. Accepting here does not skip `inet berth`'s drops (another base chain): sandbox-to-sandbox
+ * traffic, the host itself (input chain) and IPv6 stay closed whatever is opened.
+ */
+export function privateTableText(dnsServers: string[] = []): string {
+  const t = 'inet berth_private';
+  const bh = `"${HOST_IF_PREFIX}*"`;
+  const dns = dnsServers.filter((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a));
+  return `add table ${t}
+add set ${t} blocked_dst { type ipv4_addr; flags interval; }
+add set ${t} dns_dst { type ipv4_addr; }
+add set ${t} allowed { type ipv4_addr . ipv4_addr; flags interval; }
+add chain ${t} forward { type filter hook forward priority filter - 15; policy accept; }
+flush set ${t} blocked_dst
+flush set ${t} dns_dst
+flush chain ${t} forward
+add element ${t} blocked_dst { ${BLOCKED_DESTINATIONS.join(', ')} }
+${dns.length ? `add element ${t} dns_dst { ${dns.join(', ')} }\n` : ''}add rule ${t} forward iifname ${bh} ip daddr @dns_dst meta l4proto { tcp, udp } th dport 53 accept comment "the sandboxes' resolvers"
+add rule ${t} forward iifname ${bh} ip saddr . ip daddr @allowed accept comment "opened by the sandbox's server (BERTH_SANDBOX_ALLOW_CIDRS)"
+add rule ${t} forward iifname ${bh} ip daddr @blocked_dst counter drop comment "private, link-local and reserved ranges"
 `;
 }
 
@@ -211,25 +228,51 @@ export interface RawEgress {
 }
 
 /**
- * Replaces the raw TCP rules of the sandbox at `address` (none: `undefined` or no ranges). The old elements are
- * read back from the kernel, so a server that did not write them (a restart, a dead holder of the slot) removes
- * them too.
+ * Replaces the raw TCP rules of the sandbox at `address` (none: `undefined` or no ranges), as setAllowedRanges
+ * does its private ranges; then the address those flows leave from.
  */
 export async function setRawEgress(address: string, raw: RawEgress | undefined): Promise<void> {
   const t = ['inet', 'berth_egress'];
-  const listed = JSON.parse(await run('nft', ['-j', 'list', 'set', ...t, 'raw_allowed']));
-  const elems: unknown[] = listed.nftables?.find((x: any) => x.set)?.set?.elem ?? [];
-  const mine = elems
-    .map((e: any) => e?.elem?.val ?? e)
-    .filter((e: any) => Array.isArray(e?.concat) && e.concat[0] === address)
-    .map((e: any) => `${address} . ${nftRange(e.concat[1])}`);
-  const ops = mine.map((el) => `delete element inet berth_egress raw_allowed { ${el} }\n`);
-  for (const c of raw?.cidrs ?? [])
-    ops.push(`add element inet berth_egress raw_allowed { ${address} . ${c} }\n`);
-  if (ops.length) await run('nft', ['-f', '-'], ops.join(''));
+  await replaceAddressRanges('inet berth_egress', 'raw_allowed', address, raw?.cidrs ?? []);
   await run('nft', ['delete', 'element', ...t, 'snat_to', `{ ${address} }`]).catch(() => undefined);
   if (raw?.snat && raw.cidrs.length)
     await run('nft', ['add', 'element', ...t, 'snat_to', `{ ${address} : ${raw.snat} }`]);
+}
+
+/**
+ * Replaces the private ranges (BERTH_SANDBOX_ALLOW_CIDRS) the sandbox at `address` may reach: only the server
+ * holding the address's slot calls it, so it never changes another server's sandboxes.
+ */
+export async function setAllowedRanges(address: string, cidrs: string[]): Promise<void> {
+  await replaceAddressRanges('inet berth_private', 'allowed', address, cidrs);
+}
+
+/**
+ * Replaces the `address . range` elements of an interval set in one transaction. The old elements are read
+ * back from the kernel, so a server that did not write them (a restart, a dead holder of the slot) removes them
+ * too; nested ranges are reduced to the outer one (a concatenated interval set refuses overlaps).
+ */
+async function replaceAddressRanges(table: string, set: string, address: string, cidrs: string[]) {
+  const listed = JSON.parse(await run('nft', ['-j', 'list', 'set', ...table.split(' '), set]));
+  const elems: unknown[] = listed.nftables?.find((x: any) => x.set)?.set?.elem ?? [];
+  const ops = elems
+    .map((e: any) => e?.elem?.val ?? e)
+    .filter((e: any) => Array.isArray(e?.concat) && e.concat[0] === address)
+    .map((e: any) => `delete element ${table} ${set} { ${address} . ${nftRange(e.concat[1])} }\n`);
+  for (const c of outermostCidrs(cidrs)) ops.push(`add element ${table} ${set} { ${address} . ${c} }\n`);
+  if (ops.length) await run('nft', ['-f', '-'], ops.join(''));
+}
+
+/** The ranges of `cidrs` (normalised `a.b.c.d/n`) not inside another one, each once: they cover the same. */
+export function outermostCidrs(cidrs: string[]): string[] {
+  const parsed = [...new Set(cidrs)].map((c) => {
+    const [a, len] = c.split('/');
+    const n = a.split('.').reduce((x, o) => x * 256 + Number(o), 0);
+    return { c, start: n, end: n + 2 ** (32 - Number(len ?? 32)) - 1 };
+  });
+  return parsed
+    .filter((p) => !parsed.some((q) => q !== p && q.start <= p.start && p.end <= q.end))
+    .map((p) => p.c);
 }
 
 /** An interval element of `nft -j` back in nft syntax: `a.b.c.d`, `a.b.c.d/n` or `a-b`. */
@@ -248,25 +291,28 @@ export async function releaseEgressPorts(ports: EgressPorts): Promise<void> {
   );
 }
 
-/** Installs the table and turns IPv4 forwarding on, remembering whether it was off. Safe to repeat.
- *  Needs /run/berth (host.ts ensureRunDirs). The table is host-wide: the last server to start sets the
- *  allowed ranges for every sandbox on the machine. */
+/** Installs the tables and turns IPv4 forwarding on, remembering whether it was off. Safe to repeat, and
+ *  leaves every other server's rules alone. Needs /run/berth (host.ts ensureRunDirs). */
 export async function setupHostNetwork(opts: HostNetworkOptions = {}): Promise<void> {
   if (!existsSync(FORWARD_ORIG))
     writeFileSync(FORWARD_ORIG, readFileSync(IP_FORWARD, 'utf8'), { flag: 'wx' });
   const wasOff = readFileSync(FORWARD_ORIG, 'utf8').trim() === '0';
-  await run('nft', ['-f', '-'], rulesetText(wasOff, opts) + egressTableText(opts.egressPorts));
+  await run(
+    'nft',
+    ['-f', '-'],
+    rulesetText(wasOff) + privateTableText(opts.dnsServers) + egressTableText(opts.egressPorts),
+  );
   writeFileSync(IP_FORWARD, '1');
 }
 
 /**
- * Creates the namespace, the veth pair, addresses, the default route (two `ip` invocations) and the
- * ingress rule inside it.
+ * Creates the namespace, the veth pair, addresses, the default route (two `ip` invocations), the
+ * ingress rule inside it and the private ranges its server opens (`allowCidrs`).
  * The caller holds the slot, so anything already named after it is debris (an `ip` that outlived a
  * killed server, say) and is deleted first.
  */
-export async function createSlotNetwork(net: SlotNet): Promise<void> {
-  await deleteSlotNetwork(net);
+export async function createSlotNetwork(net: SlotNet, allowCidrs: string[]): Promise<void> {
+  await deleteLinks(net);
   await run(
     'ip',
     ['-batch', '-'],
@@ -289,9 +335,11 @@ export async function createSlotNetwork(net: SlotNet): Promise<void> {
       '',
     ].join('\n'),
   );
-  // A previous holder of this address may have died under an egress policy without its teardown running.
+  // A previous holder of this address may have died under an egress policy, or with other private ranges
+  // opened, without its teardown running.
   await Promise.all([
     setupIngress(net),
+    setAllowedRanges(net.address, allowCidrs),
     setEgressControl(net.address, undefined),
     setRawEgress(net.address, undefined),
   ]);
@@ -334,8 +382,16 @@ table ip berth_ingress {
 `;
 }
 
-/** Deletes the namespace (its veth end goes with it) and the host end if it lingers. Idempotent. */
+/**
+ * Deletes the namespace (its veth end goes with it), the host end if it lingers, and the private ranges its
+ * address was opened. Idempotent.
+ */
 export async function deleteSlotNetwork(net: SlotNet): Promise<void> {
+  await deleteLinks(net);
+  await setAllowedRanges(net.address, []);
+}
+
+async function deleteLinks(net: SlotNet): Promise<void> {
   if (existsSync(net.netnsPath))
     await run('ip', ['netns', 'del', net.netns]).catch((err) => {
       // Another removal of the same sandbox (a replica dropped while the server closes) got there first.

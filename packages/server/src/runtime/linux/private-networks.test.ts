@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test';
 import type { SandboxInfo, SandboxSpec } from '../driver.js';
 import { run, sleep } from './exec.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
-import { rulesetText } from './network.js';
+import { outermostCidrs, privateTableText, rulesetText } from './network.js';
 import { makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
 
 const T = { timeout: 120_000 };
@@ -117,11 +117,15 @@ after(async () => {
   lanServer?.kill('SIGKILL');
   hostServer?.close();
   await deleteLan();
-  // Leave the host-wide table as a driver with no setting makes it.
-  const d = await createLinuxDriver({ dataDir, codeDir, netPoolSize: 0 });
-  await d.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
+
+/** A driver on a data dir of its own (another server on this host), removed with the test. */
+async function otherServer(t: { after: (fn: () => void) => void }, allowCidrs: string[], netPoolSize = 0) {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-lan-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return createLinuxDriver({ dataDir: dir, codeDir, netPoolSize, allowCidrs });
+}
 
 async function withSandbox(driver: LinuxDriver, id: string, fn: (info: SandboxInfo) => Promise<void>) {
   try {
@@ -152,7 +156,7 @@ test('ranges named in allowCidrs are reachable; the host itself still is not', T
     dataDir,
     codeDir,
     netPoolSize: 0,
-    allowCidrs: [LAN.cidr, CGNAT.cidr],
+    allowCidrs: [LAN.cidr, CGNAT.cidr, '192.168.251.0/25'], // a range inside another is taken as the outer one
   });
   await withSandbox(driver, 'open', async (info) => {
     assert.equal(await probe(info, LAN.peer, PORT), 'CONNECTED');
@@ -161,11 +165,103 @@ test('ranges named in allowCidrs are reachable; the host itself still is not', T
   });
 });
 
-test('the ruleset lets the resolvers through on port 53 only, before the private ranges are dropped', () => {
-  const text = rulesetText(false, { dnsServers: ['10.255.255.53', 'fe80::1'], allowCidrs: [] });
-  assert.match(text, /set dns_dst \{\s+type ipv4_addr\s+elements = \{ 10\.255\.255\.53 \}/);
+test('a sandbox stays closed while another server opening the ranges starts', T, async (t) => {
+  const driver = await createLinuxDriver({ dataDir, codeDir, netPoolSize: 0 });
+  await withSandbox(driver, 'closed-2', async (info) => {
+    const other = await otherServer(t, [LAN.cidr, CGNAT.cidr]);
+    await other.close();
+    assert.equal(await probe(info, LAN.peer, PORT), 'TIMEOUT', 'RFC 1918 is still dropped');
+    assert.equal(await probe(info, CGNAT.peer, PORT), 'TIMEOUT', 'CGNAT is still dropped');
+    assert.equal(await probe(info, LAN.host, PORT), 'TIMEOUT', "the host's own LAN address is still dropped");
+  });
+});
+
+test("two servers' sandboxes each reach their own server's ranges and not the other's", T, async (t) => {
+  const a = await otherServer(t, [LAN.cidr]);
+  const infoA = await a.ensure('lan-only', spec);
+  t.after(() => a.remove('lan-only').then(() => a.close()));
+  const b = await otherServer(t, [CGNAT.cidr], 1); // started after A's sandbox exists
+  await b.poolsIdle();
+  assert.equal(b.netPool.readyCount, 1, "B's sandbox takes a network made ahead of time");
+  const infoB = await b.ensure('cgnat-only', spec);
+  try {
+    assert.equal(await probe(infoA, LAN.peer, PORT), 'CONNECTED', "A's range");
+    assert.equal(await probe(infoA, CGNAT.peer, PORT), 'TIMEOUT', "B's range is not A's");
+    assert.equal(await probe(infoB, CGNAT.peer, PORT), 'CONNECTED', "B's range");
+    assert.equal(await probe(infoB, LAN.peer, PORT), 'TIMEOUT', "A's range is not B's");
+  } finally {
+    await b.remove('cgnat-only');
+    await b.close();
+  }
+  // B's sandbox and B are gone, and a third server with no setting started: A's sandbox is as it was.
+  const c = await otherServer(t, []);
+  await c.close();
+  assert.equal(await probe(infoA, LAN.peer, PORT), 'CONNECTED', "A's range survives the others");
+  assert.equal(await probe(infoA, CGNAT.peer, PORT), 'TIMEOUT');
+});
+
+test(
+  'the next start of a data dir gives its running sandboxes its setting (a killed server left its own)',
+  T,
+  async () => {
+    // The first driver is never closed: what a kill -9 leaves, with its sandbox still running.
+    const dead = await createLinuxDriver({ dataDir, codeDir, netPoolSize: 0, allowCidrs: [LAN.cidr] });
+    const info = await dead.ensure('adopted', spec);
+    assert.equal(await probe(info, LAN.peer, PORT), 'CONNECTED', 'control: opened by the first run');
+    const next = await createLinuxDriver({ dataDir, codeDir, netPoolSize: 0, allowCidrs: [CGNAT.cidr] });
+    try {
+      await next.close(); // waits for the start-up pass over running sandboxes; they keep running
+      assert.equal(await probe(info, LAN.peer, PORT), 'TIMEOUT', "the killed run's range is closed");
+      assert.equal(await probe(info, CGNAT.peer, PORT), 'CONNECTED', "this run's range is open");
+    } finally {
+      await withSandbox(
+        await createLinuxDriver({ dataDir, codeDir, netPoolSize: 0 }),
+        'adopted',
+        async () => {},
+      );
+    }
+  },
+);
+
+test('removing a sandbox removes its ranges from the host', T, async () => {
+  const driver = await createLinuxDriver({ dataDir, codeDir, netPoolSize: 0, allowCidrs: [LAN.cidr] });
+  let address = '';
+  await withSandbox(driver, 'gone', async (info) => {
+    address = info.address;
+    assert.match(await allowedSet(), new RegExp(`${address.replaceAll('.', '\\.')} \\. ${LAN.cidr}`));
+  });
+  assert.doesNotMatch(await allowedSet(), new RegExp(`${address.replaceAll('.', '\\.')} \\.`));
+});
+
+const allowedSet = () => run('nft', ['list', 'set', 'inet', 'berth_private', 'allowed']);
+
+test('the private-range table lets the resolvers through on port 53 only, before the private ranges are dropped', () => {
+  const text = privateTableText(['10.255.255.53', 'fe80::1']);
+  assert.match(text, /add element inet berth_private dns_dst \{ 10\.255\.255\.53 \}/);
   const dns = text.indexOf('@dns_dst meta l4proto { tcp, udp } th dport 53 accept');
+  const allowed = text.indexOf('ip saddr . ip daddr @allowed accept');
   const blocked = text.indexOf('@blocked_dst counter drop');
-  assert.ok(dns > 0 && blocked > dns, 'the resolver rule comes first');
+  assert.ok(
+    dns > 0 && allowed > dns && blocked > allowed,
+    'the resolvers, then the opened ranges, then the drop',
+  );
   assert.doesNotMatch(text, /fe80/, 'IPv6 resolvers are not IPv4 set elements');
+  assert.doesNotMatch(
+    text,
+    /delete table|flush set inet berth_private allowed/,
+    "a start keeps every server's ranges",
+  );
+  assert.doesNotMatch(
+    rulesetText(false),
+    /blocked_dst|allowed/,
+    'the table every start rebuilds holds none of it',
+  );
+});
+
+test('nested ranges are reduced to the outer one', () => {
+  assert.deepEqual(
+    outermostCidrs(['192.168.1.0/24', '10.0.0.0/8', '192.168.0.0/16', '10.1.2.3/32', '10.0.0.0/8']),
+    ['10.0.0.0/8', '192.168.0.0/16'],
+  );
+  assert.deepEqual(outermostCidrs(['10.0.0.1/32', '10.0.0.2/32']), ['10.0.0.1/32', '10.0.0.2/32']);
 });

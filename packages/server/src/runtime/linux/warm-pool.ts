@@ -12,6 +12,7 @@ import type { StoredImage } from '../images/image-store.js';
 import { type HostContext, startSandbox, teardownSandbox } from './create.js';
 import { type SandboxPaths, sandboxPaths } from './host.js';
 import { canConnect, pingHealth } from './launch.js';
+import { setAllowedRanges } from './network.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord } from './state.js';
 
 /** Limits a warm sandbox waits with; assignment rewrites them to the real spec. */
@@ -79,9 +80,10 @@ export class WarmPool {
         isProcessAlive(rec.pid, rec.pidStart) &&
         this.ready.length < this.size &&
         (await canConnect(w.paths.socketPath))
-      )
+      ) {
+        await setAllowedRanges(rec.address, this.ctx.allowCidrs); // this run's setting, not the dead one's
         this.ready.push({ ...w, rec });
-      else await teardownSandbox(this.ctx, w.dir, w.paths);
+      } else await teardownSandbox(this.ctx, w.dir, w.paths);
     }
   }
 
