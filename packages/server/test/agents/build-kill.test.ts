@@ -1,8 +1,11 @@
-// A server killed with SIGKILL in the middle of an agent's build, started again on the same data dir: the build
-// sandbox the dead server left is removed (its process gone), the revision is built again from the stored upload
-// and only then DEPLOYED, answering through the gateway; it is never DEPLOYED without a built app, and no build
-// sandbox is left once it serves. The build is held by its own script, which waits for a file the test writes into
-// the workspace's dependency cache (bound into the build sandbox at /cache).
+// A server killed with SIGKILL in the middle of an agent's build, started again on the same data dir:
+// - the build sandbox the dead server left is removed (its process gone), the revision is built again from the
+//   stored upload and only then DEPLOYED, answering through the gateway; never DEPLOYED without a built app, and no
+//   build sandbox is left once it serves;
+// - during a redeploy, the revision that served before the kill serves again while the new one builds (its
+//   replica re-adopted: same sandbox, same pid), and is replaced once the new one is built.
+// A build is held by its own script, which waits for a file the test writes into the workspace's dependency cache
+// (bound into the build sandbox at /cache).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
@@ -24,21 +27,22 @@ const CLI = join(import.meta.dirname, '../../../cli/bin/berth.mjs');
 const WAITING = 'slow build: waiting for /cache/go';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A Node agent without dependencies whose `npm run build` waits for /cache/go, then writes dist/index.js. */
-function slowProject(dir: string) {
+/**
+ * A Node agent without dependencies answering its version; when `slow`, its `npm run build` first waits for
+ * /cache/go.
+ */
+function project(dir: string, version: string, slow: boolean) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'berth.toml'), 'type = "agent"\nname = "slow"\n[runtime]\nmemory = 256\n');
   writeFileSync(
     join(dir, 'package.json'),
     JSON.stringify({ name: 'slow', version: '1.0.0', private: true, scripts: { build: 'sh build.sh' } }),
   );
-  writeFileSync(
-    join(dir, 'build.sh'),
-    `echo '${WAITING}'\nwhile [ ! -e /cache/go ]; do sleep 0.1; done\nmkdir -p dist\ncp server.js dist/index.js\n`,
-  );
+  const wait = slow ? `echo '${WAITING}'\nwhile [ ! -e /cache/go ]; do sleep 0.1; done\n` : '';
+  writeFileSync(join(dir, 'build.sh'), `${wait}mkdir -p dist\ncp server.js dist/index.js\n`);
   writeFileSync(
     join(dir, 'server.js'),
-    `require('node:http').createServer((q, r) => r.end(JSON.stringify({ built: true })))` +
+    `require('node:http').createServer((q, r) => r.end(JSON.stringify({ version: '${version}' })))` +
       `.listen(Number(process.env.PORT), '0.0.0.0');\n`,
   );
 }
@@ -70,85 +74,181 @@ async function until<T>(what: string, probe: () => Promise<T | undefined> | T | 
   assert.fail(`never: ${what}`);
 }
 
+/** A `berth serve` on a data dir of its own, and what the tests do with it. */
+class Harness {
+  readonly dataDir = mkdtempSync(join(tmpdir(), 'berth-build-kill-'));
+  readonly work = mkdtempSync(join(tmpdir(), 'berth-build-kill-src-'));
+  readonly logs = join(this.dataDir, 'builds', 'logs');
+  server?: ChildProcess;
+  url = '';
+  adminKey = '';
+  private deploys: ChildProcess[] = [];
+
+  async start() {
+    const s = await serve(this.dataDir);
+    this.server = s.child;
+    this.url = s.url;
+    this.adminKey = readFileSync(join(this.dataDir, 'admin.key'), 'utf8').trim();
+  }
+
+  async kill() {
+    const s = this.server;
+    assert.ok(s);
+    s.kill('SIGKILL');
+    await stopped(s);
+    // Deploys following the build lose their server mid-way, which is the point.
+    await Promise.all(this.deploys.map(stopped));
+  }
+
+  /** `berth deploy` of a project; resolves with its exit code (the tests await it or not). */
+  deploy(version: string, slow: boolean): Promise<number | null> {
+    const dir = join(this.work, version);
+    project(dir, version, slow);
+    const child = spawn(process.execPath, [CLI, 'deploy', dir], {
+      env: {
+        ...process.env,
+        BERTH_URL: this.url,
+        BERTH_API_KEY: this.adminKey,
+        BERTH_CONFIG: '/nonexistent',
+      },
+      stdio: 'ignore',
+    });
+    this.deploys.push(child);
+    return new Promise((r) => child.on('exit', r));
+  }
+
+  /** Some build log says the build waits for /cache/go. */
+  buildWaits = () =>
+    (existsSync(this.logs) &&
+      readdirSync(this.logs).some((f) => readFileSync(join(this.logs, f), 'utf8').includes(WAITING))) ||
+    undefined;
+
+  /** Lets every held build go on. */
+  release() {
+    writeFileSync(join(this.dataDir, 'builds', 'deps', 'default', 'go'), '', { mode: 0o644 });
+  }
+
+  async api(path: string) {
+    const r = await fetch(`${this.url}/v0${path}`, { headers: { authorization: `Bearer ${this.adminKey}` } });
+    return r.json();
+  }
+
+  /** A request to the agent through the gateway: its status and, when 200, the version that answered. */
+  async call(): Promise<{ status: number; version?: string }> {
+    const r = await fetch(`${this.url}/run/default/agents/slow`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.adminKey}` },
+      body: '{}',
+    });
+    if (r.status !== 200) {
+      await r.body?.cancel();
+      return { status: r.status };
+    }
+    return { status: 200, version: ((await r.json()) as { version: string }).version };
+  }
+
+  /** Waits for the agent to leave BUILDING and DEPLOYING and returns it. */
+  settled() {
+    return until('the agent left BUILDING and DEPLOYING', async () => {
+      const o = await this.api('/agents/slow');
+      return ['DEPLOYED', 'FAILED'].includes(o.status) ? o : undefined;
+    });
+  }
+
+  async close() {
+    for (const d of this.deploys) d.kill('SIGKILL');
+    if (this.server) {
+      this.server.kill('SIGTERM');
+      await stopped(this.server);
+    }
+    await removeAllSandboxes(this.dataDir);
+    rmSync(this.dataDir, { recursive: true, force: true });
+    rmSync(this.work, { recursive: true, force: true });
+  }
+}
+
 test('after a kill -9 of the server mid-build, the revision is built again, then DEPLOYED; no build sandbox is left', {
   timeout: 115_000,
 }, async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'berth-build-kill-'));
-  const work = mkdtempSync(join(tmpdir(), 'berth-build-kill-src-'));
-  const logs = join(dataDir, 'builds', 'logs');
-  const buildWaits = () => {
-    if (!existsSync(logs)) return undefined;
-    return readdirSync(logs).some((f) => readFileSync(join(logs, f), 'utf8').includes(WAITING)) || undefined;
-  };
-  let server: ChildProcess | undefined;
-  let deploy: ChildProcess | undefined;
+  const h = new Harness();
   try {
-    const first = await serve(dataDir);
-    server = first.child;
-    const adminKey = readFileSync(join(dataDir, 'admin.key'), 'utf8').trim();
-    slowProject(join(work, 'slow'));
-    // `berth deploy` uploads and then follows the build; it loses its server mid-way, which is the point.
-    deploy = spawn(process.execPath, [CLI, 'deploy', join(work, 'slow')], {
-      env: { ...process.env, BERTH_URL: first.url, BERTH_API_KEY: adminKey, BERTH_CONFIG: '/nonexistent' },
-      stdio: 'ignore',
-    });
-    await until('the first build reached its wait', buildWaits);
-    const [killed] = await sandboxes(dataDir, 'bld-');
+    await h.start();
+    void h.deploy('v1', true);
+    await until('the first build reached its wait', h.buildWaits);
+    const [killed] = await sandboxes(h.dataDir, 'bld-');
     assert.ok(killed && alive(killed.pid), 'a build sandbox runs the build');
-    server.kill('SIGKILL');
-    await stopped(server);
-    await stopped(deploy);
+    await h.kill();
     assert.ok(
       alive(killed.pid),
       'the build sandbox outlived the server (so the next one has to clean it up)',
     );
-    rmSync(logs, { recursive: true, force: true });
+    rmSync(h.logs, { recursive: true, force: true });
 
-    const second = await serve(dataDir);
-    server = second.child;
-    const api = async (path: string) =>
-      (await fetch(`${second.url}/v0${path}`, { headers: { authorization: `Bearer ${adminKey}` } })).json();
+    await h.start();
     // The second server builds again: one build sandbox, a new one; the dead server's is gone with its process.
-    await until('the second build reached its wait', buildWaits);
-    const rebuilding = await sandboxes(dataDir, 'bld-');
+    await until('the second build reached its wait', h.buildWaits);
+    const rebuilding = await sandboxes(h.dataDir, 'bld-');
     assert.equal(rebuilding.length, 1, JSON.stringify(rebuilding));
     assert.notEqual(rebuilding[0].pid, killed.pid, 'the build runs in a new sandbox');
     assert.ok(!alive(killed.pid), 'the build sandbox of the killed server was removed');
-    const mid = await api('/agents/slow');
-    assert.equal(mid.status, 'BUILDING', 'not DEPLOYED while its build runs');
+    assert.equal((await h.api('/agents/slow')).status, 'BUILDING', 'not DEPLOYED while its build runs');
 
-    writeFileSync(join(dataDir, 'builds', 'deps', 'default', 'go'), '', { mode: 0o644 });
-    const done = await until('the agent left BUILDING and DEPLOYING', async () => {
-      const o = await api('/agents/slow');
-      return ['DEPLOYED', 'FAILED'].includes(o.status) ? o : undefined;
-    });
+    h.release();
+    const done = await h.settled();
     assert.equal(done.status, 'DEPLOYED', JSON.stringify(done.events.at(-1)));
     const statuses = done.events.map((e: any) => e.status);
     assert.equal(statuses.indexOf('DEPLOYED'), statuses.length - 1, `DEPLOYED only at the end: ${statuses}`);
     assert.ok(!statuses.includes('FAILED'), `${statuses}`);
-    const [rev] = await api('/agents/slow/revisions');
-    const app = join(dataDir, 'builds', 'apps', rev.app);
+    const [rev] = await h.api('/agents/slow/revisions');
+    const app = join(h.dataDir, 'builds', 'apps', rev.app);
     assert.ok(
       existsSync(`${app}.json`) && existsSync(join(app, 'dist', 'index.js')),
       'the revision is built',
     );
-    const res = await fetch(`${second.url}/run/default/agents/slow`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${adminKey}` },
-      body: '{}',
-    });
-    assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), { built: true });
-    assert.deepEqual(await sandboxes(dataDir, 'bld-'), [], 'no build sandbox is left');
-    assert.equal((await sandboxes(dataDir, 'wl-')).length, 1, 'one replica serves');
+    assert.deepEqual(await h.call(), { status: 200, version: 'v1' });
+    assert.deepEqual(await sandboxes(h.dataDir, 'bld-'), [], 'no build sandbox is left');
+    assert.equal((await sandboxes(h.dataDir, 'wl-')).length, 1, 'one replica serves');
   } finally {
-    deploy?.kill('SIGKILL');
-    if (server) {
-      server.kill('SIGTERM');
-      await stopped(server);
-    }
-    await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
-    rmSync(work, { recursive: true, force: true });
+    await h.close();
+  }
+});
+
+test('a kill -9 during a redeploy: the serving revision is re-adopted and answers while the new one builds again', {
+  timeout: 115_000,
+}, async () => {
+  const h = new Harness();
+  try {
+    await h.start();
+    assert.equal(await h.deploy('v1', false), 0, 'v1 deployed');
+    assert.deepEqual(await h.call(), { status: 200, version: 'v1' });
+    const serving = await sandboxes(h.dataDir, 'wl-');
+    assert.equal(serving.length, 1);
+    const v1 = (await h.api('/agents/slow')).activeRevision;
+
+    void h.deploy('v2', true);
+    await until('the v2 build reached its wait', h.buildWaits);
+    assert.deepEqual(await h.call(), { status: 200, version: 'v1' }, 'v1 serves while v2 builds');
+    await h.kill();
+    rmSync(h.logs, { recursive: true, force: true });
+
+    await h.start();
+    await until('the v2 build started again', h.buildWaits);
+    assert.deepEqual(await h.call(), { status: 200, version: 'v1' }, 'v1 serves again while v2 builds again');
+    assert.deepEqual(await sandboxes(h.dataDir, 'wl-'), serving, 'the same replica sandbox and pid');
+    const mid = await h.api('/agents/slow');
+    assert.equal(mid.status, 'BUILDING');
+    assert.equal(mid.activeRevision, v1);
+
+    h.release();
+    const done = await h.settled();
+    assert.equal(done.status, 'DEPLOYED', JSON.stringify(done.events.at(-1)));
+    assert.notEqual(done.activeRevision, v1);
+    assert.deepEqual(await h.call(), { status: 200, version: 'v2' });
+    const now = await sandboxes(h.dataDir, 'wl-');
+    assert.equal(now.length, 1, JSON.stringify(now));
+    assert.notEqual(now[0].id, serving[0].id, "v1's replica was removed once v2 served");
+    assert.deepEqual(await sandboxes(h.dataDir, 'bld-'), [], 'no build sandbox is left');
+  } finally {
+    await h.close();
   }
 });
