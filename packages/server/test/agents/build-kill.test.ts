@@ -3,7 +3,8 @@
 //   stored upload and only then DEPLOYED, answering through the gateway; never DEPLOYED without a built app, and no
 //   build sandbox is left once it serves;
 // - during a redeploy, the revision that served before the kill serves again while the new one builds (its
-//   replica re-adopted: same sandbox, same pid), and is replaced once the new one is built.
+//   replica re-adopted: same sandbox, same pid), and is replaced once the new one is built;
+// - after a redeploy whose build FAILED, the revision that still served goes on serving across the restart.
 // A build is held by its own script, which waits for a file the test writes into the workspace's dependency cache
 // (bound into the build sandbox at /cache).
 import assert from 'node:assert/strict';
@@ -29,16 +30,21 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * A Node agent without dependencies answering its version; when `slow`, its `npm run build` first waits for
- * /cache/go.
+ * /cache/go; when 'broken', it fails.
  */
-function project(dir: string, version: string, slow: boolean) {
+function project(dir: string, version: string, slow: boolean | 'broken') {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'berth.toml'), 'type = "agent"\nname = "slow"\n[runtime]\nmemory = 256\n');
   writeFileSync(
     join(dir, 'package.json'),
     JSON.stringify({ name: 'slow', version: '1.0.0', private: true, scripts: { build: 'sh build.sh' } }),
   );
-  const wait = slow ? `echo '${WAITING}'\nwhile [ ! -e /cache/go ]; do sleep 0.1; done\n` : '';
+  const wait =
+    slow === 'broken'
+      ? 'echo "this build fails"; exit 3\n'
+      : slow
+        ? `echo '${WAITING}'\nwhile [ ! -e /cache/go ]; do sleep 0.1; done\n`
+        : '';
   writeFileSync(join(dir, 'build.sh'), `${wait}mkdir -p dist\ncp server.js dist/index.js\n`);
   writeFileSync(
     join(dir, 'server.js'),
@@ -101,7 +107,7 @@ class Harness {
   }
 
   /** `berth deploy` of a project; resolves with its exit code (the tests await it or not). */
-  deploy(version: string, slow: boolean): Promise<number | null> {
+  deploy(version: string, slow: boolean | 'broken'): Promise<number | null> {
     const dir = join(this.work, version);
     project(dir, version, slow);
     const child = spawn(process.execPath, [CLI, 'deploy', dir], {
@@ -248,6 +254,34 @@ test('a kill -9 during a redeploy: the serving revision is re-adopted and answer
     assert.equal(now.length, 1, JSON.stringify(now));
     assert.notEqual(now[0].id, serving[0].id, "v1's replica was removed once v2 served");
     assert.deepEqual(await sandboxes(h.dataDir, 'bld-'), [], 'no build sandbox is left');
+  } finally {
+    await h.close();
+  }
+});
+
+test('after a failed redeploy, the revision that still serves is re-adopted across a kill -9', {
+  timeout: 115_000,
+}, async () => {
+  const h = new Harness();
+  try {
+    await h.start();
+    assert.equal(await h.deploy('v1', false), 0, 'v1 deployed');
+    const serving = await sandboxes(h.dataDir, 'wl-');
+    assert.notEqual(await h.deploy('v2', 'broken'), 0, 'the v2 deploy failed');
+    const failed = await h.api('/agents/slow');
+    assert.equal(failed.status, 'FAILED');
+    assert.match(failed.events.at(-1).message, /this build fails/);
+    assert.deepEqual(await h.call(), { status: 200, version: 'v1' }, 'v1 serves after the failed build');
+    await h.kill();
+
+    await h.start();
+    const again = await until('the agent answers again', async () => {
+      const r = await h.call();
+      return r.status === 503 ? undefined : r;
+    });
+    assert.deepEqual(again, { status: 200, version: 'v1' }, 'v1 serves after the restart');
+    assert.deepEqual(await sandboxes(h.dataDir, 'wl-'), serving, 'the same replica sandbox and pid');
+    assert.equal((await h.api('/agents/slow')).status, 'FAILED', 'still FAILED: the failure stays reported');
   } finally {
     await h.close();
   }
