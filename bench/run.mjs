@@ -1,6 +1,8 @@
 // `npm run bench`: every benchmark, each printing its figure beside a same-run baseline and the ratio.
 // `npm run bench -- api` runs only the named ones.
 import { benchAgents } from './agents/bench.mjs';
+import { benchAgentsBuild } from './agents/build.mjs';
+import { benchAgentsCold } from './agents/cold.mjs';
 import { benchApi } from './api/bench.mjs';
 import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
@@ -21,6 +23,8 @@ const all = {
   'sandbox-density': benchDensity,
   'sandbox-volumes': benchVolumes,
   agents: benchAgents,
+  'agents-cold': benchAgentsCold,
+  'agents-build': benchAgentsBuild,
   'sandbox-images': benchImages,
   'sandbox-egress': benchEgress,
   jobs: benchJobs,

@@ -4,10 +4,10 @@
 // connections; standby wake <= 5 ms added over a warm request. maxScale 1: one replica, so what is measured is
 // the routing, not the autoscaler starting more (every start costs CPU on the same host).
 import { createRequire } from 'node:module';
-import yazl from 'yazl';
 import { startScript } from '../lib/berth.mjs';
 import { header, row } from '../lib/report.mjs';
 import { BENCH_MEMORY_MB, percentile, startSandboxBerth, timed } from '../sandboxes/lib.mjs';
+import { deployZip } from './deploy.mjs';
 
 const require = createRequire(import.meta.url);
 const autocannon = require('autocannon');
@@ -29,15 +29,6 @@ const cannon = (opts) =>
     ),
   );
 
-async function zipOf(files) {
-  const z = new yazl.ZipFile();
-  for (const [name, text] of Object.entries(files)) z.addBuffer(Buffer.from(text), name);
-  z.end();
-  const chunks = [];
-  for await (const c of z.outputStream) chunks.push(c);
-  return Buffer.concat(chunks);
-}
-
 export async function benchAgents() {
   const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: String(STANDBY_AFTER_S) });
   const { createLinuxDriver } = await import('../../packages/server/dist/runtime/index.js');
@@ -46,28 +37,10 @@ export async function benchAgents() {
   let keepAwake;
   let bare;
   try {
-    const put = await fetch(`${berth.url}/v0/agents/echo?upload=true`, {
-      method: 'PUT',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        metadata: { name: 'echo' },
-        spec: { public: true, runtime: { memory: BENCH_MEMORY_MB, maxScale: 1 } },
-      }),
+    const deployMs = await deployZip(berth, 'agents', 'echo', {
+      spec: { public: true, runtime: { memory: BENCH_MEMORY_MB, maxScale: 1 } },
+      files: { 'index.js': ECHO, 'package.json': '{"name":"echo","main":"index.js"}' },
     });
-    const up = await fetch(put.headers.get('x-blaxel-upload-url'), {
-      method: 'PUT',
-      headers: { 'content-type': 'application/zip' },
-      body: await zipOf({ 'index.js': ECHO, 'package.json': '{"name":"echo","main":"index.js"}' }),
-    });
-    if (!up.ok) throw new Error(`upload: ${up.status} ${await up.text()}`);
-    const deployStart = performance.now();
-    for (;;) {
-      const o = await berth.call('GET', '/v0/agents/echo');
-      if (o.status === 'DEPLOYED') break;
-      if (o.status === 'FAILED') throw new Error(JSON.stringify(o.events.at(-1)));
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const deployMs = performance.now() - deployStart;
     const replica = (await driver.list()).find((i) => i.id.startsWith('wl-'));
     const direct = `http://${replica.address}:8080/`;
     const viaBerth = `${berth.url}/run/default/agents/echo`;

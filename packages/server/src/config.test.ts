@@ -63,3 +63,10 @@ test('BERTH_EGRESS_RESOLVERS and BERTH_EGRESS_GATEWAYS: parsed, absent by defaul
     /not an IPv4 address: fd00::1/,
   );
 });
+
+test('BERTH_REPLICA_REMOVE_AFTER: unset by default (the gateway keeps its 5 minutes); a positive integer or start-up fails', () => {
+  assert.equal(loadConfig({}, {}).replicaRemoveAfterS, undefined);
+  assert.equal(loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: '2' }).replicaRemoveAfterS, 2);
+  assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: '0' }), /BERTH_REPLICA_REMOVE_AFTER/);
+  assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: 'soon' }), /BERTH_REPLICA_REMOVE_AFTER/);
+});

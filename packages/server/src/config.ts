@@ -25,6 +25,11 @@ export interface Config {
   logLevel: string;
   /** Seconds of no request before a sandbox goes to standby. */
   standbyAfterS: number;
+  /**
+   * Seconds an agent's or function's replica may stay idle before it is removed (above minScale): the next
+   * request then starts one from zero (BERTH_REPLICA_REMOVE_AFTER; default 300).
+   */
+  replicaRemoveAfterS?: number;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
   /** Longest wait for a model provider's answer (and between its streamed chunks), in ms. */
@@ -115,6 +120,9 @@ export function loadConfig(
     masterKey: env.BERTH_MASTER_KEY || undefined,
     logLevel: env.BERTH_LOG_LEVEL ?? 'info',
     standbyAfterS: standby,
+    replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
+      ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
+      : undefined,
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     modelOutputEstimate: env.BERTH_MODEL_OUTPUT_ESTIMATE

@@ -212,6 +212,7 @@ export async function startServer(
     authenticator: auth.authenticator,
     logger,
     standbyAfterMs: config.standbyAfterS * 1000,
+    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
     canFreeze: () => driver.capabilities.freezer,
     idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
   });

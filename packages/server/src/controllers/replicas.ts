@@ -216,6 +216,44 @@ export class ReplicaSet {
     await this.dropLeftovers(key);
   }
 
+  /**
+   * Serves `run` (and `canary`) again with the earlier server's replicas of them, starting none: after a restart
+   * in the middle of a redeploy (or after a failed one), the revisions that served before it serve on while the
+   * new one is built (decision 029). Returns whether any replica of `run` was taken over.
+   */
+  async readopt(
+    w: Pick<Workload, 'workspace' | 'kind' | 'name' | 'public' | 'route'>,
+    run: RevisionRun,
+    canary?: { run: RevisionRun; percent: number },
+  ): Promise<boolean> {
+    const key = workloadKey(w.workspace, w.kind, w.name);
+    if (this.workloads.has(key)) return false;
+    const primary: Workload = { ...w, key, run, replicas: [], extraStarts: 0, seq: 0 };
+    primary.replicas.push(...(await this.claimLeftovers(primary)));
+    if (primary.replicas.length === 0) return false;
+    if (canary) {
+      const second: Workload = {
+        ...w,
+        key: `${key}#canary`,
+        run: canary.run,
+        replicas: [],
+        extraStarts: 0,
+        seq: 0,
+      };
+      second.replicas.push(...(await this.claimLeftovers(second)));
+      if (second.replicas.length > 0) primary.canary = { w: second, percent: canary.percent };
+    }
+    // A deploy may have taken the name while the claims ran: it wins, and the claimed replicas go.
+    if (this.workloads.has(key)) {
+      await Promise.all(
+        [primary, primary.canary?.w].flatMap((x) => x?.replicas.map((r) => this.removeReplica(r)) ?? []),
+      );
+      return false;
+    }
+    this.workloads.set(key, primary);
+    return true;
+  }
+
   /** Removes every replica of the workload and forgets it. */
   async remove(workspace: string, kind: string, name: string): Promise<void> {
     const key = workloadKey(workspace, kind, name);

@@ -106,7 +106,9 @@ export async function wantedReplicaPrefixes(store: Store): Promise<Set<string>> 
   const out = new Set<string>();
   for (const kind of ['Agent', 'Function'] as const)
     for (const o of await store.list({ kind })) {
-      if (isGone(o) || !enabled(o) || o.body.status !== 'DEPLOYED') continue;
+      // Not only DEPLOYED ones: during a redeploy (BUILDING, DEPLOYING) or after a failed one, the last deployed
+      // revisions still serve, and serve on after a restart.
+      if (isGone(o) || !enabled(o)) continue;
       const key = workloadKey(o.workspace, kind, o.name);
       if (o.body.activeRevision) out.add(replicaIdPrefix(key, o.body.activeRevision));
       if (o.body.canaryRevision) out.add(replicaIdPrefix(`${key}#canary`, o.body.canaryRevision));
@@ -170,6 +172,46 @@ export function workloadReconciler(
     }
   }
 
+  /**
+   * A server restarted while the object was not DEPLOYED (a redeploy under way, or a failed one): the revisions
+   * it served before the restart serve again with the earlier server's replicas, if they still run, while the new
+   * one is cloned, built and deployed. Nothing is started for them (decision 029).
+   */
+  async function readoptServing(o: StoredObject): Promise<void> {
+    if (kind === 'Job' || o.body.status === 'DEPLOYED' || !o.body.activeRevision) return;
+    if (replicas.get(o.workspace, kind, o.name)) return;
+    const revisions: RevisionRecord[] = o.body.revisions ?? [];
+    const appOf = (id: string | undefined) => {
+      const rec = id ? revisions.find((r) => r.id === id) : undefined;
+      return rec && builder.builtByKey(rec.app);
+    };
+    const active = appOf(o.body.activeRevision);
+    if (!active) return;
+    const canary = appOf(o.body.canaryRevision);
+    const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
+    try {
+      const taken = await replicas.readopt(
+        {
+          workspace: o.workspace,
+          kind,
+          name: o.name,
+          public: o.body.spec?.public === true,
+          route: routeOf(o),
+        },
+        await runOf(o, active),
+        canary && percent > 0 ? { run: await runOf(o, canary), percent } : undefined,
+      );
+      if (taken)
+        deps.logger?.info(
+          { workspace: o.workspace, name: o.name, revision: o.body.activeRevision, status: o.body.status },
+          `${kind.toLowerCase()} serves its last deployed revision again`,
+        );
+    } catch (err) {
+      // A connection gone since: the deploy that follows reports it.
+      if (!(err instanceof TerminalError)) throw err;
+    }
+  }
+
   return {
     // A policy or connection change re-judges (and redeploys) the workloads of its workspace at once.
     watches: ['Policy', CONNECTION_KIND],
@@ -212,6 +254,7 @@ export function workloadReconciler(
         if (!d) return DONE;
         return reconcileAgain;
       }
+      await readoptServing(o);
       const source: SourceRecord | undefined = o.body.source;
       // spec.repository (git): cloned first when it names a repository not cloned yet (workload-git.ts).
       const cloned = await cloneStep(deps, o, source, signal);

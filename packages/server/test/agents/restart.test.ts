@@ -1,6 +1,6 @@
 // A server killed with SIGKILL while an agent serves traffic, started again on the same data dir: the agent's
 // replica outlives the server and is re-adopted (same sandbox, same process: its thread memory goes on), no new
-// replica is started, and a replica of a revision no longer served is removed at start.
+// replica is started, and a replica of a revision no longer served (and a build no server runs) is removed at start.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,14 +14,17 @@ import { inspectingDriver, removeAllSandboxes, startSandboxServer } from '../san
 const TEMPLATES = join(import.meta.dirname, '../../../../templates');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function replicas(dataDir: string) {
+async function everySandbox(dataDir: string) {
   const d = await inspectingDriver(dataDir);
   try {
-    return (await d.list()).filter((i) => i.id.startsWith('wl-')).map((i) => ({ id: i.id, pid: i.pid }));
+    return (await d.list()).map((i) => ({ id: i.id, pid: i.pid }));
   } finally {
     await d.close();
   }
 }
+
+const replicas = async (dataDir: string) =>
+  (await everySandbox(dataDir)).filter((i) => i.id.startsWith('wl-'));
 
 test('after a kill -9 of the server during traffic, the agent replica is re-adopted, not replaced', {
   timeout: 300_000,
@@ -66,17 +69,18 @@ test('after a kill -9 of the server during traffic, the agent replica is re-adop
     const adopted = await replicas(dataDir);
     assert.equal(adopted.length, 1, "the first server's replica was taken over by `berth serve`");
 
-    // A replica of a revision no agent serves: removed at start.
+    // A replica of a revision no agent serves, and a build no server runs: removed at start.
     const stale = await inspectingDriver(dataDir);
-    await stale.ensure('wl-000000000000-deadbeef-1', {
-      memoryMb: 128,
-      pidsMax: 64,
-      cpuShares: 64,
-      diskMb: 64,
-      envs: {},
-      image: '',
-      volumes: [],
-    });
+    for (const id of ['wl-000000000000-deadbeef-1', 'bld-000000000000000000000000'])
+      await stale.ensure(id, {
+        memoryMb: 128,
+        pidsMax: 64,
+        cpuShares: 64,
+        diskMb: 64,
+        envs: {},
+        image: '',
+        volumes: [],
+      });
     await stale.close();
 
     // Traffic in flight when the server dies.
@@ -95,12 +99,18 @@ test('after a kill -9 of the server during traffic, the agent replica is re-adop
     await traffic;
     const turnsBefore = (await replicas(dataDir)).length;
     assert.equal(turnsBefore, 2, 'the replica outlived the server');
+    assert.equal((await everySandbox(dataDir)).length, 3);
 
     const second = await serve(dataDir);
     server = second.child;
     url = second.url;
     const after = await untilServed();
     assert.deepEqual(await replicas(dataDir), adopted, 'same replica sandbox and pid; the stale one removed');
+    assert.deepEqual(
+      (await everySandbox(dataDir)).map((i) => i.id),
+      adopted.map((i) => i.id),
+      'no other sandbox is left (the stale build removed)',
+    );
     assert.ok(
       after.turn > before.turn,
       `the same process answered (turn ${after.turn} after ${before.turn})`,
