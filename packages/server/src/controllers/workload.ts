@@ -190,6 +190,15 @@ export function workloadReconciler(
     const canary = appOf(o.body.canaryRevision);
     const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
     try {
+      // The mounts the replicas were started with (held already: no write); a spec naming other volumes since
+      // no longer matches them, and the deploy that follows starts new ones.
+      const volumes = await attachVolumes(
+        resources,
+        deps.driver,
+        o.workspace,
+        holderOf(o.name),
+        o.body.spec?.volumes ?? [],
+      );
       const taken = await replicas.readopt(
         {
           workspace: o.workspace,
@@ -198,8 +207,8 @@ export function workloadReconciler(
           public: o.body.spec?.public === true,
           route: routeOf(o),
         },
-        await runOf(o, active),
-        canary && percent > 0 ? { run: await runOf(o, canary), percent } : undefined,
+        await runOf(o, active, volumes),
+        canary && percent > 0 ? { run: await runOf(o, canary, volumes), percent } : undefined,
       );
       if (taken)
         deps.logger?.info(
@@ -207,8 +216,8 @@ export function workloadReconciler(
           `${kind.toLowerCase()} serves its last deployed revision again`,
         );
     } catch (err) {
-      // A connection gone since: the deploy that follows reports it.
-      if (!(err instanceof TerminalError)) throw err;
+      // A connection or volume gone since, or a volume not ready: the deploy that follows reports it.
+      if (!(err instanceof TerminalError) && !(err instanceof VolumeNotReady)) throw err;
     }
   }
 
