@@ -134,7 +134,14 @@ export async function unexposeUnder(prefix: string): Promise<void> {
     if (src !== root && !src.startsWith(`${root}/`)) continue;
     const target = meta.slice(0, -'.src'.length);
     for (const mp of mountsUnder(target)) await run('umount', ['-l', mp]).catch(() => undefined);
-    rmSync(target, { recursive: true, force: true });
+    try {
+      rmSync(target, { recursive: true, force: true });
+    } catch (e) {
+      // Exposed again meanwhile by another driver on the same data dir (a server still running beside a closing
+      // one): it is in use, so it stays, and so does its record.
+      if ((e as NodeJS.ErrnoException).code === 'EBUSY') continue;
+      throw e;
+    }
     rmSync(meta, { force: true });
   }
 }
