@@ -1,5 +1,6 @@
 // Agent (§2.2): a serverless deployment built from a repository, served at run_url/<ws>/agents/<name>.
 import { Type } from '@sinclair/typebox';
+import type { FieldIssue } from '../errors.js';
 import {
   Env,
   envSecrets,
@@ -25,7 +26,7 @@ import {
   triggerIssues,
 } from './rules.js';
 import { triggerPathIssues } from './trigger-path.js';
-import type { KindDescriptor, SecretPath } from './types.js';
+import type { KindDescriptor, SecretPath, ValidationContext } from './types.js';
 
 /** The stored last firing of an agent's schedule trigger (controllers/trigger-schedules.ts). */
 export const AGENT_SCHEDULE_KIND = 'AgentSchedule';
@@ -133,6 +134,33 @@ export function workloadVolumeIssues(s: {
   );
 }
 
+/** The objects an agent's or function's spec names (connections, policies, volumes) exist in its workspace. */
+export async function workloadReferenceIssues(
+  ctx: ValidationContext,
+  s: any,
+  p: any,
+  subject: 'agent' | 'function',
+): Promise<FieldIssue[]> {
+  return [
+    ...(await referenceIssues(
+      ctx,
+      'IntegrationConnection',
+      s.integrationConnections,
+      p?.integrationConnections,
+      (i) => `/spec/integrationConnections/${i}`,
+    )),
+    ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
+    ...(await tokenPolicyIssues(ctx, s.policies, subject)),
+    ...(await referenceIssues(
+      ctx,
+      'Volume',
+      s.volumes?.map((v: any) => v.name),
+      p?.volumes?.map((v: any) => v.name),
+      (i) => `/spec/volumes/${i}/name`,
+    )),
+  ];
+}
+
 export const agent = {
   kind: 'Agent',
   plural: 'agents',
@@ -161,22 +189,7 @@ export const agent = {
       ...triggerIssues(s.triggers, false),
       ...triggerPathIssues('Agent', next.metadata?.name, s.triggers),
       ...scheduleIssues(s.triggers),
-      ...(await referenceIssues(
-        ctx,
-        'IntegrationConnection',
-        s.integrationConnections,
-        p?.integrationConnections,
-        (i) => `/spec/integrationConnections/${i}`,
-      )),
-      ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
-      ...(await tokenPolicyIssues(ctx, s.policies, 'agent')),
-      ...(await referenceIssues(
-        ctx,
-        'Volume',
-        s.volumes?.map((v: any) => v.name),
-        p?.volumes?.map((v: any) => v.name),
-        (i) => `/spec/volumes/${i}/name`,
-      )),
+      ...(await workloadReferenceIssues(ctx, s, p, 'agent')),
     ];
   },
 } satisfies KindDescriptor;

@@ -7,18 +7,11 @@ import {
   ScaledRuntime,
   scaledDefaults,
   WORKLOAD_READ_ONLY,
+  workloadReferenceIssues,
   workloadVolumeIssues,
 } from './agent.js';
 import { envSecrets, literals, NameList, opt, Revision, Trigger, VolumeMount } from './common.js';
-import {
-  envIssues,
-  imageIssues,
-  referenceIssues,
-  regionIssues,
-  scaleIssues,
-  tokenPolicyIssues,
-  triggerIssues,
-} from './rules.js';
+import { envIssues, imageIssues, regionIssues, scaleIssues, triggerIssues } from './rules.js';
 import { triggerPathIssues } from './trigger-path.js';
 import type { KindDescriptor } from './types.js';
 
@@ -96,22 +89,7 @@ export const fn = {
       ...triggerIssues(s.triggers, false),
       ...triggerPathIssues('Function', next.metadata?.name, s.triggers),
       ...functionTriggerIssues(s.triggers),
-      ...(await referenceIssues(
-        ctx,
-        'IntegrationConnection',
-        s.integrationConnections,
-        p?.integrationConnections,
-        (i) => `/spec/integrationConnections/${i}`,
-      )),
-      ...(await referenceIssues(ctx, 'Policy', s.policies, p?.policies, (i) => `/spec/policies/${i}`)),
-      ...(await tokenPolicyIssues(ctx, s.policies, 'function')),
-      ...(await referenceIssues(
-        ctx,
-        'Volume',
-        s.volumes?.map((v: any) => v.name),
-        p?.volumes?.map((v: any) => v.name),
-        (i) => `/spec/volumes/${i}/name`,
-      )),
+      ...(await workloadReferenceIssues(ctx, s, p, 'function')),
     ];
   },
 } satisfies KindDescriptor;
