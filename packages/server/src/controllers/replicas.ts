@@ -190,8 +190,7 @@ export class ReplicaSet {
     const make = async (k: string, r: RevisionRun): Promise<Workload> => {
       const kept = reuse(r);
       if (kept?.replicas.some((x) => !x.gone)) return kept;
-      const fresh: Workload = { ...w, key: k, run: r, replicas: [], extraStarts: 0, seq: cur?.seq ?? 0 };
-      fresh.replicas.push(...(await this.claimLeftovers(fresh)));
+      const fresh = await this.withLeftovers(w, k, r, cur?.seq ?? 0);
       if (fresh.replicas.length === 0) fresh.replicas.push(await this.startReplica(fresh));
       if (cur) cur.seq = Math.max(cur.seq, fresh.seq);
       return fresh;
@@ -216,6 +215,18 @@ export class ReplicaSet {
     await this.dropLeftovers(key);
   }
 
+  /** A workload of `run` under `key`, holding the replicas of it an earlier server left running. */
+  private async withLeftovers(
+    w: Pick<Workload, 'workspace' | 'kind' | 'name' | 'public' | 'route'>,
+    key: string,
+    run: RevisionRun,
+    seq: number,
+  ): Promise<Workload> {
+    const out: Workload = { ...w, key, run, replicas: [], extraStarts: 0, seq };
+    out.replicas.push(...(await this.claimLeftovers(out)));
+    return out;
+  }
+
   /**
    * Serves `run` (and `canary`) again with the earlier server's replicas of them, starting none: after a restart
    * in the middle of a redeploy (or after a failed one), the revisions that served before it serve on while the
@@ -228,19 +239,10 @@ export class ReplicaSet {
   ): Promise<boolean> {
     const key = workloadKey(w.workspace, w.kind, w.name);
     if (this.workloads.has(key)) return false;
-    const primary: Workload = { ...w, key, run, replicas: [], extraStarts: 0, seq: 0 };
-    primary.replicas.push(...(await this.claimLeftovers(primary)));
+    const primary = await this.withLeftovers(w, key, run, 0);
     if (primary.replicas.length === 0) return false;
     if (canary) {
-      const second: Workload = {
-        ...w,
-        key: `${key}#canary`,
-        run: canary.run,
-        replicas: [],
-        extraStarts: 0,
-        seq: 0,
-      };
-      second.replicas.push(...(await this.claimLeftovers(second)));
+      const second = await this.withLeftovers(w, `${key}#canary`, canary.run, 0);
       if (second.replicas.length > 0) primary.canary = { w: second, percent: canary.percent };
     }
     // A deploy may have taken the name while the claims ran: it wins, and the claimed replicas go.
