@@ -93,7 +93,7 @@ export async function benchImages() {
     const theirs = [];
     for (let i = 0; i < RUNS; i++) {
       const d = join(dir, `ours-${i}`);
-      ours.push(await timed(() => new ImageStore({ dataDir: d }).pull(ref)));
+      ours.push(await timed(() => new ImageStore({ dataDir: d }).pull('bench', ref)));
       const t = join(dir, `theirs-${i}`);
       mkdirSync(t);
       theirs.push(

@@ -70,3 +70,9 @@ test('BERTH_REPLICA_REMOVE_AFTER: unset by default (the gateway keeps its 5 minu
   assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: '0' }), /BERTH_REPLICA_REMOVE_AFTER/);
   assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: 'soon' }), /BERTH_REPLICA_REMOVE_AFTER/);
 });
+
+test('BERTH_QUOTA_IMAGE_MB: unset leaves the image store its default; a positive number of MB; anything else fails', () => {
+  assert.equal(loadConfig({}, {}).imageQuotaMb, undefined);
+  assert.equal(loadConfig({}, { BERTH_QUOTA_IMAGE_MB: '512' }).imageQuotaMb, 512);
+  assert.throws(() => loadConfig({}, { BERTH_QUOTA_IMAGE_MB: '-1' }), /BERTH_QUOTA_IMAGE_MB/);
+});

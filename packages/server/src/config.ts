@@ -59,6 +59,11 @@ export interface Config {
   /** Uncompressed bytes one image layer may expand to (BERTH_IMAGE_MAX_LAYER_BYTES). */
   imageMaxLayerBytes?: number;
   /**
+   * MB of unpacked images one workspace may hold (BERTH_QUOTA_IMAGE_MB); unset: the image store's default
+   * (runtime/images/image-store.ts DEFAULT_IMAGE_QUOTA_BYTES, 10240 MB).
+   */
+  imageQuotaMb?: number;
+  /**
    * DNS servers (`a.b.c.d` or `a.b.c.d:port`) the egress proxy and Berth's DNS ask for the names a sandbox's
    * egress policy allows: BERTH_EGRESS_RESOLVERS, comma-separated. Default: the host's resolver (/etc/hosts too).
    */
@@ -148,6 +153,7 @@ export function loadConfig(
     ),
     registryAuthFile: env.BERTH_REGISTRY_AUTH_FILE || undefined,
     imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
+    imageQuotaMb: positiveMb(env.BERTH_QUOTA_IMAGE_MB, 'BERTH_QUOTA_IMAGE_MB'),
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,

@@ -12,6 +12,7 @@ import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
 import { createAuth } from './auth/index.js';
+import { K } from './auth/records.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
@@ -103,8 +104,15 @@ export async function startServer(
     mirrors: config.registryMirrors,
     credentials: readRegistryAuth(config.registryAuthFile),
     maxLayerBytes: config.imageMaxLayerBytes,
+    quotaBytes: config.imageQuotaMb && config.imageQuotaMb * 1024 ** 2,
+    rootsInUse: (workspace) => imageRootsInUse(config.dataDir, workspace),
   });
-  const imageInUse = (rootfs: string) => imageRootsInUse(config.dataDir).has(rootfs);
+  // A deleted workspace's image names go with it: at once, and at start for one deleted by a server that died
+  // before it could drop them (a new workspace of the same name never holds the old one's images).
+  store.watch((c) => {
+    if (c.type === 'DELETED' && c.object.kind === K.workspace) images.forgetWorkspace(c.object.name);
+  });
+  images.keepWorkspaces(new Set((await store.list({ kind: K.workspace })).map((w) => w.name)));
   const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
     createLinuxDriver({
       dataDir,
@@ -161,11 +169,11 @@ export async function startServer(
       registerCrud(v0, KINDS, {
         resources,
         createHooks: {
-          Sandbox: sandboxCreateHook({ resources }),
+          Sandbox: sandboxCreateHook({ resources, images }),
           Volume: volumeCreateHook({ resources, capacity }),
           Drive: volumeCreateHook({ resources, capacity }, 'Drive'),
         },
-        replaceHooks: { Sandbox: sandboxReplaceHook({ resources }) },
+        replaceHooks: { Sandbox: sandboxReplaceHook({ resources, images }) },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
@@ -174,7 +182,7 @@ export async function startServer(
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      registerImages(v0, { resources, images, inUse: imageInUse });
+      registerImages(v0, { images });
       registerIdentityRoutes(v0, auth.context);
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
@@ -233,7 +241,7 @@ export async function startServer(
   // (docs/decisions/029-replica-lifecycle.md).
   await replicas.adoptLeftovers(await wantedReplicaPrefixes(store));
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
-  images.collect(imageInUse);
+  images.collect();
   // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
   await jobs.start();
   const jobSchedules = new TriggerSchedules({
@@ -250,7 +258,7 @@ export async function startServer(
     resources,
     logger,
     reconcilers: {
-      Sandbox: (d) => sandboxReconciler({ ...d, driver, logger }),
+      Sandbox: (d) => sandboxReconciler({ ...d, driver, logger, images }),
       Volume: (d) =>
         volumeReconciler({
           ...d,

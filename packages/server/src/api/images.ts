@@ -1,21 +1,18 @@
-// /v0/images: the server's image store as a workspace sees it (docs/decisions/018-images.md). List and get show
-// the images the workspace pulled or imported by name and those its sandboxes run on; POST pulls from a
-// registry, POST /images/import takes a `docker save` or OCI layout tar as the body; DELETE lets go of the
-// workspace's name (409 while a sandbox runs on the image). Image names hold slashes, so they are the path's tail.
+// /v0/images: the server's image store as a workspace sees it (docs/decisions/018-images.md, 037). List and get show
+// the images the workspace holds by a name (pulled or imported by it, or pulled for its sandboxes), with its own
+// names only; an id is found only among those. POST pulls from a registry, POST /images/import takes a `docker save`
+// or OCI layout tar as the body; DELETE lets go of the workspace's name (409 while one of its sandboxes runs on the
+// image). Image names hold slashes, so they are the path's tail.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import { requireRole } from '../auth/require-role.js';
 import { ApiError, invalid } from '../errors.js';
 import { importArchive } from '../runtime/images/archive.js';
 import { ImageError } from '../runtime/images/errors.js';
-import type { ImageStore, StoredImage } from '../runtime/images/image-store.js';
-import type { Resources } from '../store/resources.js';
+import type { HeldImage, ImageStore } from '../runtime/images/image-store.js';
 
 export interface ImagesDeps {
-  resources: Resources;
   images: ImageStore;
-  /** True while a sandbox runs on this image root. */
-  inUse(rootfs: string): boolean;
 }
 
 /** ImageError → the wire: the registry's refusal is not the caller's authentication failing (no 401). */
@@ -31,6 +28,8 @@ export function imageApiError(e: unknown): unknown {
       return new ApiError('CONFLICT', e.message, { code });
     case 'TOO_LARGE':
       return new ApiError('PAYLOAD_TOO_LARGE', e.message, { code });
+    case 'QUOTA_EXCEEDED':
+      return new ApiError('QUOTA_EXCEEDED', e.message);
     case 'UNREACHABLE':
       return new ApiError('UNAVAILABLE', e.message, { code });
     default:
@@ -38,12 +37,13 @@ export function imageApiError(e: unknown): unknown {
   }
 }
 
-function view(i: StoredImage, inUse: boolean) {
+function view(i: HeldImage, inUse: boolean) {
   return {
     id: i.id,
     references: i.references,
     digest: i.digest,
     size: i.size,
+    unpackedSize: i.unpackedBytes,
     layers: i.layers.map((l) => ({ digest: l.digest, size: l.size })),
     config: i.config,
     inUse,
@@ -52,47 +52,30 @@ function view(i: StoredImage, inUse: boolean) {
 }
 
 export function register(v0: FastifyInstance, deps: ImagesDeps) {
-  const { images, inUse } = deps;
-
-  /** Held by name, or run by one of the workspace's sandboxes. */
-  async function visible(workspace: string): Promise<StoredImage[]> {
-    const out = new Map(images.heldBy(workspace).map((i) => [i.id, i]));
-    for (const o of await deps.resources.store.list({ kind: 'Sandbox', workspace })) {
-      const name = o.body.spec?.runtime?.image;
-      if (!name) continue;
-      try {
-        const i = images.find(name);
-        if (i) out.set(i.id, i);
-      } catch {
-        // a malformed name never got stored
-      }
-    }
-    return [...out.values()].sort((a, b) => (a.references[0] ?? '').localeCompare(b.references[0] ?? ''));
-  }
+  const { images } = deps;
+  const viewIn = (workspace: string, i: HeldImage) => view(i, images.inUse(i, workspace));
 
   const nameOf = (req: FastifyRequest) =>
     decodeURIComponent((req.params as Record<string, string>)['*'] ?? '');
-  async function mustSee(workspace: string, name: string): Promise<StoredImage> {
-    let img: StoredImage | undefined;
+  function mustFind(workspace: string, name: string): HeldImage {
+    let img: HeldImage | undefined;
     try {
-      img = images.find(name);
+      img = images.find(workspace, name);
     } catch (e) {
       throw imageApiError(e);
     }
-    if (!img || !(await visible(workspace)).some((i) => i.id === img.id))
-      throw new ApiError('NOT_FOUND', `image ${name} not found`);
+    if (!img) throw new ApiError('NOT_FOUND', `image ${name} not found`);
     return img;
   }
 
   v0.get('/images', async (req) => {
     const a = requireRole(req, 'viewer');
-    return (await visible(a.workspace)).map((i) => view(i, inUse(i.rootfs)));
+    return images.heldBy(a.workspace).map((i) => viewIn(a.workspace, i));
   });
 
   v0.get('/images/*', async (req) => {
     const a = requireRole(req, 'viewer');
-    const img = await mustSee(a.workspace, nameOf(req));
-    return view(img, inUse(img.rootfs));
+    return viewIn(a.workspace, mustFind(a.workspace, nameOf(req)));
   });
 
   v0.post('/images', async (req) => {
@@ -103,8 +86,7 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
         { pointer: '/reference', message: 'an image reference to pull, e.g. python:3.12-slim' },
       ]);
     try {
-      const img = await images.pull(ref, a.workspace);
-      return view(img, inUse(img.rootfs));
+      return viewIn(a.workspace, await images.pull(a.workspace, ref));
     } catch (e) {
       throw imageApiError(e);
     }
@@ -121,8 +103,8 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
       if (!req.body || typeof (req.body as Readable).pipe !== 'function')
         throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'send the archive as application/x-tar');
       try {
-        const got = await importArchive(images, req.body as Readable, name, a.workspace);
-        return got.map((i) => view(i, inUse(i.rootfs)));
+        const got = await importArchive(images, a.workspace, req.body as Readable, name);
+        return got.map((i) => viewIn(a.workspace, i));
       } catch (e) {
         throw imageApiError(e);
       }
@@ -132,10 +114,9 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
   v0.delete('/images/*', async (req) => {
     const a = requireRole(req, 'member');
     const name = nameOf(req);
-    await mustSee(a.workspace, name);
+    mustFind(a.workspace, name);
     try {
-      const img = images.release(name, a.workspace, inUse);
-      return view(img, false);
+      return view(images.release(a.workspace, name), false);
     } catch (e) {
       throw imageApiError(e);
     }

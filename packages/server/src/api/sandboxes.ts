@@ -13,7 +13,8 @@ import {
   type StoredObject,
 } from '../store/store.js';
 import type { CreateHook } from './crud.js';
-import { ApiError } from '../errors.js';
+import { ApiError, invalid } from '../errors.js';
+import { type ImageStore, isImageId } from '../runtime/images/image-store.js';
 
 /**
  * How long a create waits for its sandbox to run. A start takes 0.1-0.3 s on a busy 2-core host; this bound is for
@@ -66,7 +67,11 @@ const nameIn = (body: unknown): string | undefined => {
   return typeof n === 'string' ? n : undefined;
 };
 
-export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number }): CreateHook {
+export function sandboxCreateHook(deps: {
+  resources: Resources;
+  images?: ImageStore;
+  waitMs?: number;
+}): CreateHook {
   const { resources } = deps;
   const kd = resources.kind('Sandbox');
   return async (req: FastifyRequest, reply, create) => {
@@ -75,6 +80,7 @@ export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number 
     const name = nameIn(req.body);
     let result: { object: StoredObject; dropped: string[] };
     if (name && req.access) await refuseHeldVolumes(resources, req.access.workspace, name, req.body);
+    if (req.access) refuseUnheldImageId(deps.images, req.access.workspace, req.body);
     try {
       result = await create();
     } catch (e) {
@@ -108,8 +114,13 @@ export function sandboxCreateHook(deps: { resources: Resources; waitMs?: number 
  * A PUT that moves the sandbox back to DEPLOYING (a new spec; new envs restart it) answers once it runs again,
  * as the service's update does, within the same bound as a create (then 504 with the object as it is).
  */
-export function sandboxReplaceHook(deps: { resources: Resources; waitMs?: number }): CreateHook {
-  return async (_req, reply, replace) => {
+export function sandboxReplaceHook(deps: {
+  resources: Resources;
+  images?: ImageStore;
+  waitMs?: number;
+}): CreateHook {
+  return async (req, reply, replace) => {
+    if (req.access) refuseUnheldImageId(deps.images, req.access.workspace, req.body);
     const result = await replace();
     if (!SETTLING.has(result.object.body.status)) return result;
     const { object, settled } = await waitSettled(
@@ -139,4 +150,18 @@ async function refuseHeldVolumes(resources: Resources, workspace: string, name: 
     if (held && held !== `sandbox:${name}`)
       throw new ApiError('CONFLICT', `volume ${JSON.stringify(m.name)} is attached to ${held}`);
   }
+}
+
+/**
+ * A spec naming its image by id names one of the workspace's own images, or is a 422 at once: an id resolves only
+ * among the images the workspace holds (docs/decisions/037), and there is nothing to pull for it. The controller's
+ * resolution is what decides (the image may be let go of meanwhile); this spares a sandbox that is FAILED a moment
+ * later.
+ */
+function refuseUnheldImageId(images: ImageStore | undefined, workspace: string, body: unknown) {
+  const image = (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
+  if (typeof image !== 'string' || !isImageId(image) || images?.find(workspace, image)) return;
+  throw invalid([
+    { pointer: '/spec/runtime/image', message: `image ${image} is not among this workspace's images` },
+  ]);
 }

@@ -148,7 +148,7 @@ export class Builder {
     if (isDefaultImage(name)) return undefined;
     let image: StoredImage | undefined;
     try {
-      image = this.deps.images?.findHeld(name as string, workspace);
+      image = this.deps.images?.find(workspace, name as string);
     } catch (err) {
       // A name stored before it was checked at write (a malformed one is a 422 now).
       if (err instanceof ImageError) throw new BaseImageError(err.message);

@@ -383,6 +383,7 @@ export class JobRunner {
         result = await runAttempt(this.deps, {
           volumes,
           sandboxId: sandbox,
+          workspace: x.key.workspace,
           appDir: built.dir,
           ...imageFields(built.base),
           start: built.plan.start,

@@ -18,6 +18,8 @@ export const ADOPT_POLL_MS = 500;
 
 export interface TaskAttempt {
   sandboxId: string;
+  /** The job's workspace (recorded with the sandbox: which images it has in use). */
+  workspace: string;
   appDir: string;
   /** The stored image the app was built on (by id) and its PATH (imageFields); none: the default image. */
   image?: string;
@@ -63,6 +65,7 @@ export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<Attemp
     diskMb: t.memoryMb,
     envs,
     image: t.image ?? REPLICA_IMAGE,
+    workspace: t.workspace,
     volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
   });
   await deps.waitHealthy(info.socketPath);

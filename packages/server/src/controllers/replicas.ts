@@ -370,6 +370,7 @@ export class ReplicaSet {
       diskMb: run.memoryMb,
       envs,
       image: run.image ?? REPLICA_IMAGE,
+      workspace: w.workspace,
       volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }, ...run.volumes],
     };
   }

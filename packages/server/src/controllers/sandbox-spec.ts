@@ -1,7 +1,9 @@
 // From a Sandbox object's spec to what the runtime driver runs. The only place secret envs are opened.
+import { isDefaultImage } from '../kinds/image-reference.js';
 import { DEFAULT_SANDBOX_IMAGE, domainsOf, SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
 import { defaultCpuShares, type EgressPolicy, type SandboxSpec } from '../runtime/driver.js';
 import type { RoutingRule } from '../runtime/egress/policy.js';
+import type { ImageStore } from '../runtime/images/image-store.js';
 import type { Resources } from '../store/resources.js';
 import { gatewayOf } from './egress-ip.js';
 
@@ -56,6 +58,36 @@ export async function sandboxRuntimeSpec(
     .sort();
   if (pool.length) out.egress = { ...out.egress, egressPool: pool };
   return out;
+}
+
+/**
+ * The runtime spec of `workspace`'s sandbox with its image resolved there (docs/decisions/037): the default image as
+ * it is; any other name becomes the id of the workspace's own image of that name, else of what the name's registry
+ * served (pulled now if nothing was); an id must be one the workspace holds. The runtime is handed ids only. Throws
+ * ImageError when the image cannot be had.
+ */
+export async function withImage(
+  images: ImageStore,
+  workspace: string,
+  spec: SandboxSpec,
+): Promise<SandboxSpec> {
+  if (isDefaultImage(spec.image)) return { ...spec, workspace };
+  return { ...spec, image: (await images.resolve(workspace, spec.image)).id, workspace };
+}
+
+/** withImage without pulling or recording anything: undefined when the image is not had yet (or never can be). */
+export function withImageNow(
+  images: ImageStore,
+  workspace: string,
+  spec: SandboxSpec,
+): SandboxSpec | undefined {
+  if (isDefaultImage(spec.image)) return { ...spec, workspace };
+  try {
+    const image = images.peek(workspace, spec.image);
+    return image && { ...spec, image: image.id, workspace };
+  } catch {
+    return undefined; // a malformed name: the start that follows fails saying why
+  }
 }
 
 /**

@@ -8,14 +8,22 @@ import { TASK_ID_PREFIX } from './job-task.js';
 import { BUILD_ID_PREFIX, REPLICA_ID_PREFIX } from './replicas.js';
 import { durationMs } from '../kinds/rules.js';
 import { isGone } from '../kinds/status.js';
-import { type RuntimeDriver, specHash, type VolumeMount } from '../runtime/driver.js';
+import { type RuntimeDriver, type SandboxSpec, specHash, type VolumeMount } from '../runtime/driver.js';
+import { ImageError } from '../runtime/images/errors.js';
+import type { ImageStore } from '../runtime/images/image-store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 import { keyOf, type StoredObject } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import { waitHealthy } from './sandbox-health.js';
-import { sandboxRuntimeSpec, unappliedRuntimeFields, unenforcedNote } from './sandbox-spec.js';
+import {
+  sandboxRuntimeSpec,
+  unappliedRuntimeFields,
+  unenforcedNote,
+  withImage,
+  withImageNow,
+} from './sandbox-spec.js';
 import { attachVolumes, detachVolumes, holderName, VolumeNotReady } from './volume-attach.js';
 
 /** Kept after deletion so a client polling the sandbox sees TERMINATED rather than a bare 404. */
@@ -27,6 +35,8 @@ export const VOLUME_WAIT_MS = 200;
 
 export interface SandboxControllerDeps extends ControllerDeps {
   driver: RuntimeDriver;
+  /** Where `spec.runtime.image` is resolved, in the sandbox's workspace, before the runtime gets its id. */
+  images: ImageStore;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -41,7 +51,7 @@ function deployMs(o: StoredObject): number | undefined {
 }
 
 export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
-  const { resources, driver } = deps;
+  const { resources, driver, images } = deps;
   /** One info line per lifecycle step: workspace and name only (the spec may hold secrets). */
   const log = (o: StoredObject, msg: string, extra: Record<string, unknown> = {}) =>
     deps.logger?.info({ workspace: o.workspace, name: o.name, ...extra }, msg);
@@ -50,6 +60,18 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     if (o.body.status === 'DEPLOYED') {
       const d = await transition(deps, o, 'DEPLOYING', 'the sandbox had stopped; starting it again', enabled);
       if (!d) return DONE;
+    }
+    let spec: SandboxSpec;
+    try {
+      // Before anything is claimed: a pull can take long, and an image that cannot be had fails here.
+      spec = await withImage(
+        images,
+        o.workspace,
+        await sandboxRuntimeSpec(resources, o.workspace, o.body.spec),
+      );
+    } catch (err) {
+      if (!(err instanceof ImageError)) throw err;
+      throw new TerminalError(`the sandbox could not start: ${err.message}`);
     }
     const holder = holderName('sandbox', o.name);
     let volumes: VolumeMount[];
@@ -62,10 +84,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       return { requeueAfterMs: VOLUME_WAIT_MS };
     }
     try {
-      const info = await driver.ensure(id, {
-        ...(await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)),
-        volumes,
-      });
+      const info = await driver.ensure(id, { ...spec, volumes });
       await waitHealthy(info.socketPath, signal);
     } catch (err) {
       await driver.remove(id).catch(() => undefined);
@@ -132,7 +151,9 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
         // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
         // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
         const spec = await sandboxRuntimeSpec(resources, o.workspace, o.body.spec);
-        if (info.specHash !== specHash(spec)) return start(o, id, signal);
+        // What the name stands for in the workspace now (an image not had yet is a change: start pulls it).
+        const now = withImageNow(images, o.workspace, spec);
+        if (!now || info.specHash !== specHash(now)) return start(o, id, signal);
         // The egress policy applies at once, to running processes too (connections it no longer allows close).
         await driver.setEgress(id, spec.egress);
         const d = await resources.updateStatus(key, {
@@ -156,7 +177,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
  * Removes the runtime's sandboxes that no Sandbox object accounts for (deleted while the server was
  * down, or left by a crash between removal and the record's deletion). Run once at start.
  */
-export async function removeOrphanSandboxes(deps: SandboxControllerDeps): Promise<string[]> {
+export async function removeOrphanSandboxes(deps: Omit<SandboxControllerDeps, 'images'>): Promise<string[]> {
   const known = new Set(
     (await deps.resources.store.list({ kind: 'Sandbox' })).map((o) => sandboxId(o.workspace, o.name)),
   );

@@ -14,6 +14,7 @@ import { sandbox as sandboxKind } from '../kinds/sandbox.js';
 import { volume as volumeKind } from '../kinds/volume.js';
 import { volumeTemplate } from '../kinds/volume-template.js';
 import type { SandboxInfo, SandboxSpec } from '../runtime/driver.js';
+import { ImageStore } from '../runtime/images/image-store.js';
 import { FakeDriver } from '../runtime/fake.js';
 import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
@@ -58,7 +59,7 @@ async function setup(capacity?: VolumeCapacity) {
   const driver = new RecordingDriver(socket);
   const archives = new Map<string, string>();
   const reconcilers = {
-    Sandbox: sandboxReconciler({ resources, now, driver }),
+    Sandbox: sandboxReconciler({ resources, now, driver, images: new ImageStore({ dataDir: dir }) }),
     Volume: volumeReconciler({
       resources,
       now,

@@ -42,11 +42,17 @@ export interface SandboxSpec {
   /** Environment of the sandbox API daemon and so of every process it starts; already decrypted. */
   envs: Record<string, string>;
   /**
-   * Image reference. '' and every spelling of `blaxel/base-image:latest` (kinds/image-reference.ts DEFAULT_IMAGE)
-   * run the host's own userland read-only; any other name is resolved through the image store (pulled on first
-   * use) and a name it cannot resolve fails the start with the reason. Never a silent fallback.
+   * '' and every spelling of `blaxel/base-image:latest` (kinds/image-reference.ts DEFAULT_IMAGE) run the host's own
+   * userland read-only; anything else is an image id (`sha256:<hex>`) of the image store, which the caller resolved
+   * from a name in the sandbox's workspace (names belong to workspaces; the runtime knows none). An id the store
+   * lacks, or a name, fails the start with the reason. Never a silent fallback.
    */
   image: string;
+  /**
+   * The workspace the sandbox belongs to: recorded, so that which images a workspace has in use can be told.
+   * Resolves nothing, and is not part of the spec hash (a label, not what runs).
+   */
+  workspace?: string;
   volumes: VolumeMount[];
   /**
    * Egress policy (domains allowed and forbidden): when set, the sandbox reaches only what it allows, through
@@ -174,7 +180,7 @@ export function checkSandboxId(id: string): void {
 /** Stable hash of a spec (key order does not matter); envs are hashed, never stored. */
 export function specHash(spec: SandboxSpec): string {
   return createHash('sha256')
-    .update(canonicalJson({ ...spec, egress: undefined }))
+    .update(canonicalJson({ ...spec, egress: undefined, workspace: undefined }))
     .digest('hex')
     .slice(0, 32);
 }

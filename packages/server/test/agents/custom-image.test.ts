@@ -2,7 +2,8 @@
 // (a static BusyBox, and in one of them this host's node binary with its libraries under /opt/node), pushed to a
 // loopback registry and pulled into the workspace through /v0/images. The build sandbox runs on the image (its
 // node builds the app), replicas and job tasks run on it with the app at /app; an image the workspace lacks, or
-// one without node, ends FAILED saying so; a restarted server re-adopts the replica on the image.
+// one without node, ends FAILED saying so; a restarted server re-adopts the replica on the image. Another tenant
+// importing its own content under the image's name changes nothing of an agent's (decision 037).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,11 +12,13 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
   Pusher,
+  savedArchive,
   startRegistry,
   type TarEntry,
   type TestRegistry,
   tarOf,
 } from '../../src/runtime/images/test-support/registry.js';
+import { newTenant } from '../../src/test-support/tenants.js';
 import { berth } from '../berth-cli.js';
 import { api, waitExecution } from '../jobs/support.js';
 import {
@@ -226,5 +229,47 @@ describe('agents and jobs on spec.runtime.image', () => {
     assert.equal(done.status, 'succeeded', JSON.stringify(done));
     const log = await api(s, `/jobs/img-job/executions/${id}/tasks/0/logs`);
     assert.match(String(log.body), /task on \/opt\/node\/bin\/node ID=berth-node-test/);
+  });
+
+  it("another tenant's import under the agent's image name neither rebuilds it nor changes what it serves", async () => {
+    const a = await newTenant(s, 'agent-a');
+    const b = await newTenant(s, 'agent-b');
+    const asA = { url: s.url, adminKey: a.key };
+    const pulled = await s.api('/images', { method: 'POST', json: { reference: nodeRef }, key: a.key });
+    assert.equal(pulled.status, 200, await pulled.text());
+    const dir = join(work, 'tenant-agent');
+    writeApp(dir, `type = "agent"\nname = "held"\n[runtime]\nmemory = 256\nimage = "${nodeRef}"\n`);
+    const first = await berth(asA, ['deploy', dir]);
+    assert.equal(first.code, 0, first.out);
+    const ask = async () => {
+      const res = await fetch(`${s.url}/run/${a.home}/agents/held`, {
+        headers: { 'x-blaxel-authorization': `Bearer ${a.key}` },
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      return body;
+    };
+    assert.equal((await ask()).os, 'ID=berth-node-test');
+    const revision = (await (await s.api('/agents/held', { key: a.key })).json()).activeRevision;
+
+    // B: a working node image of its own, imported under the registry name A's agent names.
+    const theirs = await savedArchive([await toolsLayer('berth-tenant-b'), await nodeLayer()], [], {
+      Env: ['PATH=/opt/node/bin:/bin'],
+    });
+    const imported = await s.api(`/images/import?name=${encodeURIComponent(nodeRef)}`, {
+      method: 'POST',
+      body: new Uint8Array(theirs.archive),
+      headers: { 'content-type': 'application/x-tar' },
+      key: b.key,
+    });
+    assert.equal(imported.status, 200, await imported.text());
+
+    // A's agent is looked at again (what its periodic check does): same image, same revision, A's content.
+    const again = await berth(asA, ['deploy', dir]);
+    assert.equal(again.code, 0, again.out);
+    const o = await (await s.api('/agents/held', { key: a.key })).json();
+    assert.equal(o.activeRevision, revision, 'not rebuilt');
+    assert.equal(o.revisions.length, 1, JSON.stringify(o.revisions));
+    assert.equal((await ask()).os, 'ID=berth-node-test', "A's image still serves A's agent");
   });
 });

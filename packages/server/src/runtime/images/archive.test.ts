@@ -36,12 +36,17 @@ describe('image archives', () => {
     const file = join(dir, 'saved.tar');
     skopeo(`docker-archive:${file}:example.com/team/app:1.0`);
     const store = new ImageStore({ dataDir: join(dir, 'd1') });
-    const [img] = await importArchive(store, createReadStream(file), undefined, 'ws');
+    const [img] = await importArchive(store, 'ws', createReadStream(file));
     assert.equal(img.id, configDigest);
     assert.deepEqual(img.references, ['example.com/team/app:1.0']);
     assert.deepEqual(img.config.env, ['X=1']);
     assert.equal(readFileSync(join(img.rootfs, 'srv/hello'), 'utf8'), 'archived');
-    assert.equal(store.find('example.com/team/app:1.0')?.id, configDigest);
+    assert.equal(store.find('ws', 'example.com/team/app:1.0')?.id, configDigest);
+    assert.equal(
+      store.find('other', 'example.com/team/app:1.0'),
+      undefined,
+      'for the importing workspace only',
+    );
     assert.deepEqual(
       store.heldBy('ws').map((i) => i.id),
       [configDigest],
@@ -52,18 +57,18 @@ describe('image archives', () => {
     const file = join(dir, 'oci.tar');
     skopeo(`oci-archive:${file}:v1`);
     const store = new ImageStore({ dataDir: join(dir, 'd2') });
-    await assert.rejects(importArchive(store, createReadStream(file)), /does not name its image/);
-    const [img] = await importArchive(store, createReadStream(file), 'local/app:v1');
+    await assert.rejects(importArchive(store, 'ws', createReadStream(file)), /does not name its image/);
+    const [img] = await importArchive(store, 'ws', createReadStream(file), 'local/app:v1');
     assert.equal(img.id, configDigest);
     assert.equal(readFileSync(join(img.rootfs, 'srv/hello'), 'utf8'), 'archived');
-    assert.equal(store.find('local/app:v1')?.id, configDigest);
+    assert.equal(store.find('ws', 'local/app:v1')?.id, configDigest);
   });
 
   it('refuses what is not an image archive', async () => {
     const file = join(dir, 'plain.tar');
     execFileSync('tar', ['-cf', file, '-C', dir, 'saved.tar']);
     const store = new ImageStore({ dataDir: join(dir, 'd3') });
-    await assert.rejects(importArchive(store, createReadStream(file), 'x/y'), /not an image archive/);
+    await assert.rejects(importArchive(store, 'ws', createReadStream(file), 'x/y'), /not an image archive/);
   });
 });
 
@@ -81,17 +86,16 @@ describe('derived images', () => {
       const layer = join(dir, 'layer');
       mkdirSync(join(layer, 'app'), { recursive: true });
       writeFileSync(join(layer, 'app', 'main.py'), 'print(42)\n');
-      const img = await deriveImage(store, base.reference, layer, 'local/agent:1', {
+      const img = await deriveImage(store, 'ws', base.reference, layer, 'local/agent:1', {
         env: ['AGENT=1'],
         workingDir: '/app',
-        workspace: 'ws',
       });
       assert.equal(readFileSync(join(img.rootfs, 'app/main.py'), 'utf8'), 'print(42)\n');
       assert.ok(readFileSync(join(img.rootfs, 'bin/busybox')).length > 0, 'the base tree is there');
       assert.deepEqual(img.config.env, ['PATH=/bin', 'AGENT=1']);
       assert.equal(img.config.workingDir, '/app');
       assert.equal(img.layers.length, 2);
-      assert.equal(store.find('local/agent:1')?.id, img.id);
+      assert.equal(store.find('ws', 'local/agent:1')?.id, img.id);
       assert.notEqual(img.id, base.configDigest);
     } finally {
       await reg.stop();

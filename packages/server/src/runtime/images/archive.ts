@@ -1,7 +1,8 @@
 // Imports image archives for machines without registry access: `docker save` tarballs (manifest.json; Docker 25+
 // writes an OCI layout beside it) and OCI image layouts (index.json + blobs/) packed as tar. The archive is
 // unpacked into a private temporary directory (regular files only, names checked as in layers), every blob is
-// verified into the blob store, and the image is installed under each name the archive carries (or `name`).
+// verified into the blob store, and the image is installed under each name the archive carries (or `name`), for the
+// importing workspace only: an import under a registry's name never changes what that name stands for elsewhere.
 import { createHash, randomBytes } from 'node:crypto';
 import {
   createReadStream,
@@ -18,7 +19,7 @@ import { pipeline } from 'node:stream/promises';
 import { extract } from 'tar-stream';
 import { canonicalReference, parseImageReference } from '../../kinds/image-reference.js';
 import { ImageError } from './errors.js';
-import type { ImageStore, StoredImage } from './image-store.js';
+import { DEFAULT_MAX_IMAGE_BYTES, type HeldImage, type ImageStore } from './image-store.js';
 import { configOf, hostArchitecture, isIndex, manifestOf, parseJson, pickPlatform } from './manifest.js';
 
 /** Symlink hops followed inside an archive (older `docker save` links duplicate layers). */
@@ -82,18 +83,27 @@ function nameOf(n: string, what: string): string {
   return canonicalReference(p.ref);
 }
 
-export async function importArchive(
+export function importArchive(
   store: ImageStore,
+  workspace: string,
   input: Readable,
   name?: string,
-  workspace?: string,
-): Promise<StoredImage[]> {
-  const maxBytes = store.opts.maxImageBytes ?? 16 * 1024 ** 3;
+): Promise<HeldImage[]> {
+  return store.writing(() => importInto(store, workspace, input, name));
+}
+
+async function importInto(
+  store: ImageStore,
+  workspace: string,
+  input: Readable,
+  name?: string,
+): Promise<HeldImage[]> {
+  const maxBytes = store.opts.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES;
   const dir = join(store.dir, 'tmp', `import-${randomBytes(6).toString('hex')}`);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   try {
     const u = await unpackArchive(input, dir, maxBytes);
-    const out: StoredImage[] = [];
+    const out: HeldImage[] = [];
     const arch = store.opts.architecture ?? hostArchitecture();
     const put = async (file: string, digest?: string) => {
       const d = digest ?? (await sha256Of(file));

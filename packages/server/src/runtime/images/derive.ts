@@ -1,7 +1,8 @@
 // An image made from a base image of the store plus one directory as an extra layer (what a build of agent or
 // job code needs): the directory is packed with GNU tar, stored as a verified blob, and the new image installed
-// under `name` with the base's config, `env` appended and `workingDir` replaced when given. The base must be an
-// image of the store (the default host-userland image has no layers to build on).
+// under `name` with the base's config, `env` appended and `workingDir` replaced when given, for `workspace` only. The
+// base is resolved in that workspace as a sandbox's image is (the default host-userland image has no layers to build
+// on).
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, rmSync, statSync } from 'node:fs';
@@ -9,7 +10,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { ImageError } from './errors.js';
-import { ImageStore, type StoredImage } from './image-store.js';
+import { type HeldImage, ImageStore } from './image-store.js';
 import type { ImageConfig } from './manifest.js';
 
 const run = promisify(execFile);
@@ -18,21 +19,31 @@ export interface DeriveOptions {
   /** `KEY=value` entries added after the base's Env (a later entry wins). */
   env?: string[];
   workingDir?: string;
-  /** The workspace the new name is recorded for. */
-  workspace?: string;
 }
 
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 
-export async function deriveImage(
+export function deriveImage(
   store: ImageStore,
+  workspace: string,
   base: string,
   layerDir: string,
   name: string,
   opts: DeriveOptions = {},
-): Promise<StoredImage> {
+): Promise<HeldImage> {
+  return store.writing(() => derive(store, workspace, base, layerDir, name, opts));
+}
+
+async function derive(
+  store: ImageStore,
+  workspace: string,
+  base: string,
+  layerDir: string,
+  name: string,
+  opts: DeriveOptions,
+): Promise<HeldImage> {
   const { canonical } = ImageStore.parse(name);
-  const from = await store.resolve(base);
+  const from = await store.resolve(workspace, base);
   const tmp = join(store.dir, 'tmp', `layer-${randomBytes(6).toString('hex')}.tar`);
   try {
     // Numeric owners and no absolute names: the unpacker refuses anything that leaves the root anyway.
@@ -80,7 +91,7 @@ export async function deriveImage(
       layerFiles: layers.map((l) => store.blobs.path(l.digest)),
       size: layers.reduce((s, l) => s + l.size, 0),
       what: `image ${canonical}`,
-      workspace: opts.workspace,
+      workspace,
     });
   } finally {
     rmSync(tmp, { force: true });

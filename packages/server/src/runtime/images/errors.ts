@@ -11,7 +11,8 @@ export type ImageErrorCode =
   | 'TOO_LARGE'
   | 'UNSAFE_LAYER'
   | 'UNSUPPORTED'
-  | 'IN_USE';
+  | 'IN_USE'
+  | 'QUOTA_EXCEEDED';
 
 export class ImageError extends Error {
   constructor(

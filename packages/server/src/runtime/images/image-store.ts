@@ -1,24 +1,27 @@
-// The image store, content-addressed under `<dataDir>/images/oci` and shared by every workspace of the server:
-//   blobs/sha256/<hex>   manifests, configs and compressed layers, verified (blobs.ts)
-//   roots/<config hex>   the image's file tree, all layers applied once, read-only to sandboxes
-//   images/<config hex>.json  what was pulled (layers, config, size); refs/<hash>.json: a name → an image
+// The image store under `<dataDir>/images/oci`. Content is addressed by digest and shared by every workspace of the
+// server; names belong to one workspace (names.ts, docs/decisions/037-image-names-per-workspace.md):
+//   blobs/sha256/<hex>        manifests, configs and compressed layers, verified (blobs.ts)
+//   roots/<config hex>        the image's file tree, all layers applied once, read-only to sandboxes
+//   images/<config hex>.json  what the image is (layers, config, sizes); it carries no name
+//   names/, registry/         a workspace's names; what a pull from a registry got (names.ts)
+// Every lookup by name takes the workspace: a name resolves to that workspace's own pull or import of it, else (for a
+// registry's name) to what a pull from that registry got, pulled now if nothing was. An id resolves only among the
+// images the workspace holds. The runtime is handed ids only (`get`), after a controller resolved the name.
 // A root is built under roots/.tmp-* and renamed into place when whole, so a kill -9 mid-pull never leaves a root
-// that looks finished. Concurrent pulls of one name share one pull (and of one blob, one download).
+// that looks finished. Concurrent pulls of one name by one workspace share one pull (and of one blob, one download).
 import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
   createReadStream,
   existsSync,
   mkdirSync,
+  openSync,
   readdirSync,
   readFileSync,
+  readSync,
   renameSync,
   rmSync,
-  statSync,
-  writeFileSync,
-  openSync,
-  readSync,
-  closeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalReference, type ImageReference, parseImageReference } from '../../kinds/image-reference.js';
@@ -34,6 +37,7 @@ import {
   parseJson,
   pickPlatform,
 } from './manifest.js';
+import { ImageNames, type NameTable, writeAtomic } from './names.js';
 import {
   MANIFEST_TYPES,
   MAX_MANIFEST_BYTES,
@@ -42,12 +46,23 @@ import {
   type RegistryOptions,
 } from './registry.js';
 import { finishRoot } from './root-layout.js';
+import { Allowance, rootBytes } from './root-size.js';
 import { applyLayer, isGzip } from './unpack.js';
 
 /** A layer's uncompressed size cap by default: far above real base images (~100-500 MB), below a bomb. */
 export const DEFAULT_MAX_LAYER_BYTES = 8 * 1024 ** 3;
 /** Sum of an image's compressed layers by default, checked against the manifest before anything is fetched. */
 export const DEFAULT_MAX_IMAGE_BYTES = 16 * 1024 ** 3;
+/**
+ * Unpacked bytes of the images one workspace holds, by default (BERTH_QUOTA_IMAGE_MB): room for the common bases
+ * many times over (python:3.12-slim ~130 MB, node:22 ~1.1 GB) and for one large ML image (a CUDA PyTorch runtime,
+ * ~7-8 GB), while one workspace cannot fill the disk every workspace shares.
+ */
+export const DEFAULT_IMAGE_QUOTA_BYTES = 10 * 1024 ** 3;
+
+/** An image id: the config's digest, `sha256:<64 hex>` (bare hex accepted). */
+export const IMAGE_ID = /^(?:sha256:)?([a-f0-9]{64})$/;
+export const isImageId = (s: string) => IMAGE_ID.test(s);
 
 export interface ImageStoreOptions extends RegistryOptions {
   dataDir: string;
@@ -55,43 +70,74 @@ export interface ImageStoreOptions extends RegistryOptions {
   maxImageBytes?: number;
   /** OCI architecture to pull (default: the host's). */
   architecture?: string;
+  /** Unpacked bytes the images of one workspace may take together (default DEFAULT_IMAGE_QUOTA_BYTES). */
+  quotaBytes?: number;
+  /**
+   * The image roots sandboxes run on: all of them (nothing of those is collected), or one workspace's (its images
+   * in use, which it cannot let go of). Default: none.
+   */
+  rootsInUse?: (workspace?: string) => Set<string>;
 }
 
 export interface StoredImage {
   /** Image id: the config's digest. */
   id: string;
-  /** Names this image was pulled or imported as. */
-  references: string[];
   /** Manifest digest (for a pull by tag, what the tag named then). */
   digest: string;
   layers: Descriptor[];
   config: ImageConfig;
   /** Compressed bytes of the layers. */
   size: number;
+  /** What the root takes, as the image quota counts it (root-size.ts). */
+  unpackedBytes: number;
   rootfs: string;
   createdAt: string;
 }
 
-const hex = (digest: string) => digest.slice('sha256:'.length);
-const keyOf = (canonical: string) => createHash('sha256').update(canonical).digest('hex').slice(0, 32);
+/** An image as one workspace holds it. */
+export interface HeldImage extends StoredImage {
+  /** That workspace's names for it (never another workspace's). */
+  references: string[];
+}
 
-export class ImageStore {
+/** What the runtime needs of the store: content by id, no names. */
+export interface ImageRoots {
+  get(id: string): StoredImage | undefined;
+}
+
+/** A workspace's image bytes against its limit (what a quota view shows). */
+export interface ImageQuota {
+  usedBytes: number;
+  limitBytes: number;
+}
+
+const hex = (digest: string) => digest.slice('sha256:'.length);
+const mb = (n: number) => `${(n / 1024 ** 2).toFixed(1)} MB`;
+
+export class ImageStore implements ImageRoots {
   readonly dir: string;
   readonly blobs: BlobStore;
+  private readonly names: ImageNames;
   private readonly client: RegistryClient;
-  private readonly pulls = new Map<string, Promise<StoredImage>>();
+  private readonly pulls = new Map<string, Promise<HeldImage>>();
+  /** Pulls and imports under way: blobs they wrote may not be named by any image yet, so nothing is collected. */
+  private busy = 0;
   private readonly arch: string;
+  readonly quotaBytes: number;
 
   constructor(readonly opts: ImageStoreOptions) {
     this.dir = join(opts.dataDir, 'images', 'oci');
     rmSync(join(this.dir, 'tmp'), { recursive: true, force: true }); // archive imports cut short
-    for (const d of ['roots', 'images', 'refs', 'tmp'])
+    for (const d of ['roots', 'images', 'tmp'])
       mkdirSync(join(this.dir, d), { recursive: true, mode: 0o700 });
     this.blobs = new BlobStore(this.dir);
+    this.names = new ImageNames(this.dir);
     this.client = new RegistryClient(opts);
     this.arch = opts.architecture ?? hostArchitecture();
+    this.quotaBytes = opts.quotaBytes ?? DEFAULT_IMAGE_QUOTA_BYTES;
     for (const n of readdirSync(join(this.dir, 'roots')))
       if (n.startsWith('.tmp-')) rmSync(join(this.dir, 'roots', n), { recursive: true, force: true });
+    this.names.migrate(join(this.dir, 'refs'), (id) => this.get(id) !== undefined);
   }
 
   static parse(name: string): { ref: ImageReference; canonical: string } {
@@ -100,135 +146,189 @@ export class ImageStore {
     return { ref: p.ref, canonical: canonicalReference(p.ref) };
   }
 
-  /** The image a name stands for in the store, without contacting any registry. */
-  find(name: string): StoredImage | undefined {
-    if (/^(sha256:)?[a-f0-9]{64}$/.test(name)) return this.byId(name.replace(/^sha256:/, ''));
-    const { canonical } = ImageStore.parse(name);
-    const refFile = join(this.dir, 'refs', `${keyOf(canonical)}.json`);
-    if (!existsSync(refFile)) return undefined;
-    return this.byId(JSON.parse(readFileSync(refFile, 'utf8')).id);
+  /** The image with this id, whoever holds it: for the runtime, handed an id a controller resolved in a workspace. */
+  get(id: string): StoredImage | undefined {
+    const m = IMAGE_ID.exec(id);
+    if (!m) return undefined;
+    const f = join(this.dir, 'images', `${m[1]}.json`);
+    if (!existsSync(f) || !existsSync(join(this.dir, 'roots', m[1]))) return undefined;
+    // Records written before names moved out carry `references`: never shown.
+    const { references: _names, ...image } = JSON.parse(readFileSync(f, 'utf8'));
+    image.unpackedBytes ??= this.measure(image);
+    return image as StoredImage;
   }
 
-  /**
-   * The image `name` stands for when `workspace` holds that name (pulled or imported through /v0/images), without
-   * contacting any registry: what builds of the workspace's agents, functions and jobs may run on.
-   */
-  findHeld(name: string, workspace: string): StoredImage | undefined {
-    const { canonical } = ImageStore.parse(name);
-    const refFile = join(this.dir, 'refs', `${keyOf(canonical)}.json`);
-    if (!existsSync(refFile)) return undefined;
-    const r = JSON.parse(readFileSync(refFile, 'utf8'));
-    return (r.workspaces ?? []).includes(workspace) ? this.byId(r.id) : undefined;
-  }
-
-  private byId(idHex: string): StoredImage | undefined {
-    const f = join(this.dir, 'images', `${idHex}.json`);
-    if (!existsSync(f) || !existsSync(join(this.dir, 'roots', idHex))) return undefined;
-    const image: StoredImage = JSON.parse(readFileSync(f, 'utf8'));
-    // The names are the ref files that point here now (a released name no longer does).
-    image.references = this.refsOf()
-      .filter((r) => r.id === idHex)
-      .map((r) => r.reference)
-      .sort();
-    return image;
-  }
-
-  list(): StoredImage[] {
-    return readdirSync(join(this.dir, 'images'))
-      .filter((n) => n.endsWith('.json'))
-      .map((n) => this.byId(n.slice(0, -5)))
-      .filter((i): i is StoredImage => !!i);
-  }
-
-  /** The stored image, pulled first when the name is not in the store (a digest reference is never re-pulled). */
-  async resolve(name: string): Promise<StoredImage> {
-    return this.find(name) ?? this.pull(name);
-  }
-
-  /** Pulls `name` from its registry (again, for a tag: it may have moved); records it for `workspace`. */
-  async pull(name: string, workspace?: string): Promise<StoredImage> {
-    const { ref, canonical } = ImageStore.parse(name);
-    let p = this.pulls.get(canonical);
-    if (!p) {
-      p = this.doPull(ref, canonical).finally(() => this.pulls.delete(canonical));
-      this.pulls.set(canonical, p);
-    }
-    const image = await p;
-    if (workspace) this.hold(canonical, image, workspace);
-    return image;
-  }
-
-  private refsOf(): Array<{ file: string; reference: string; id: string; workspaces: string[] }> {
-    const d = join(this.dir, 'refs');
-    return readdirSync(d)
-      .filter((n) => n.endsWith('.json'))
-      .map((n) => ({ file: join(d, n), ...JSON.parse(readFileSync(join(d, n), 'utf8')) }))
-      .map((r) => ({ ...r, workspaces: r.workspaces ?? [] }));
-  }
-
-  private hold(canonical: string, image: StoredImage, workspace: string): void {
-    const f = join(this.dir, 'refs', `${keyOf(canonical)}.json`);
-    const r = existsSync(f)
-      ? JSON.parse(readFileSync(f, 'utf8'))
-      : { reference: canonical, id: hex(image.id) };
-    const workspaces = [...new Set([...(r.workspaces ?? []), workspace])];
-    writeAtomic(f, JSON.stringify({ ...r, workspaces }));
-  }
-
-  /** Images a workspace pulled or imported by name (the API lists these, plus its sandboxes' images). */
-  heldBy(workspace: string): StoredImage[] {
-    const ids = new Set(
-      this.refsOf()
-        .filter((r) => r.workspaces.includes(workspace))
-        .map((r) => r.id),
+  /** Sizes a root recorded before sizes were (kept, so it is measured once). */
+  private measure(image: Omit<StoredImage, 'unpackedBytes'>): number {
+    const bytes = rootBytes(image.rootfs);
+    writeAtomic(
+      join(this.dir, 'images', `${hex(image.id)}.json`),
+      JSON.stringify({ ...image, unpackedBytes: bytes }),
     );
-    return this.list().filter((i) => ids.has(hex(i.id)));
+    return bytes;
+  }
+
+  private held(workspace: string, image: StoredImage, names = this.names.of(workspace)): HeldImage {
+    const id = hex(image.id);
+    const references = [...names].filter(([, v]) => v === id).map(([k]) => k);
+    return { ...image, references: references.sort() };
   }
 
   /**
-   * Lets go of a name for `workspace` (every workspace when undefined), refused with IN_USE while a sandbox runs
-   * on the image; then collects what nothing holds any more.
+   * `workspace`'s image for a name (its own pull or import of that name) or an id (among the images it holds),
+   * without contacting any registry: what builds of the workspace's agents, functions and jobs run on.
    */
-  release(name: string, workspace: string | undefined, inUse: (rootfs: string) => boolean): StoredImage {
-    const img = this.find(name);
-    if (!img) throw new ImageError('NOT_FOUND', `image ${name} is not in the store`);
-    if (inUse(img.rootfs)) throw new ImageError('IN_USE', `image ${name} is in use by a sandbox`);
-    // A name lets go of that name only; an id, of every name of the image.
-    const byId = /^(sha256:)?[a-f0-9]{64}$/.test(name);
-    const canonical = byId ? undefined : ImageStore.parse(name).canonical;
-    for (const r of this.refsOf()) {
-      if (r.id !== hex(img.id) || (canonical && r.reference !== canonical)) continue;
-      const workspaces = workspace ? r.workspaces.filter((w) => w !== workspace) : [];
-      const { file, ...rest } = r;
-      if (workspaces.length) writeAtomic(file, JSON.stringify({ ...rest, workspaces }));
-      else rmSync(file, { force: true });
+  find(workspace: string, nameOrId: string): HeldImage | undefined {
+    const names = this.names.of(workspace);
+    const m = IMAGE_ID.exec(nameOrId);
+    const id = m
+      ? [...names.values()].includes(m[1])
+        ? m[1]
+        : undefined
+      : names.get(ImageStore.parse(nameOrId).canonical);
+    const image = id && this.get(id);
+    return image ? this.held(workspace, image, names) : undefined;
+  }
+
+  /**
+   * What `workspace`'s name stands for now, without pulling or recording anything: its own, else what a pull from
+   * the registry got. A controller compares a running sandbox with it; undefined: `resolve` would pull.
+   */
+  peek(workspace: string, nameOrId: string): StoredImage | undefined {
+    const own = this.find(workspace, nameOrId);
+    if (own || isImageId(nameOrId)) return own;
+    const id = this.names.registry(ImageStore.parse(nameOrId).canonical);
+    return id ? this.get(id) : undefined;
+  }
+
+  /**
+   * The image a sandbox of `workspace` runs for `nameOrId`: the workspace's own; else, for a registry's name, what a
+   * pull from that registry got, pulled now if nothing was. Either way the workspace then holds the name (its
+   * sandbox asked for it, and it counts toward its quota). An id must be one the workspace holds.
+   */
+  async resolve(workspace: string, nameOrId: string): Promise<HeldImage> {
+    const own = this.find(workspace, nameOrId);
+    if (own) return own;
+    if (isImageId(nameOrId))
+      throw new ImageError('NOT_FOUND', `image ${nameOrId} is not among this workspace's images`);
+    const { canonical } = ImageStore.parse(nameOrId);
+    const id = this.names.registry(canonical);
+    const pulled = id && this.get(id);
+    if (pulled) return this.bind(workspace, canonical, pulled, `image ${canonical}`);
+    return this.pull(workspace, nameOrId);
+  }
+
+  /** Pulls `name` from its registry (again, for a tag: it may have moved) into `workspace`. */
+  pull(workspace: string, name: string): Promise<HeldImage> {
+    const { ref, canonical } = ImageStore.parse(name);
+    this.names.of(workspace); // a bad workspace name fails before anything is fetched
+    const key = `${workspace}\0${canonical}`;
+    let p = this.pulls.get(key);
+    if (!p) {
+      p = this.writing(() => this.doPull(workspace, ref, canonical)).finally(() => this.pulls.delete(key));
+      this.pulls.set(key, p);
     }
-    this.collect(inUse);
+    return p;
+  }
+
+  /**
+   * Runs a pull or an import: nothing is collected meanwhile (its blobs may not be named by an image yet), and what
+   * a failed one left (blobs no image names) is removed once nothing else is under way.
+   */
+  async writing<T>(fn: () => Promise<T>): Promise<T> {
+    this.busy++;
+    let failed = false;
+    try {
+      return await fn();
+    } catch (e) {
+      failed = true;
+      throw e;
+    } finally {
+      this.busy--;
+      if (failed) this.collectBlobs();
+    }
+  }
+
+  /** Images `workspace` holds by a name (the API lists these; its sandboxes run only on these). */
+  heldBy(workspace: string): HeldImage[] {
+    const names = this.names.of(workspace);
+    return [...new Set(names.values())]
+      .map((id) => this.get(id))
+      .filter((i): i is StoredImage => !!i)
+      .map((i) => this.held(workspace, i, names))
+      .sort((a, b) => (a.references[0] ?? '').localeCompare(b.references[0] ?? ''));
+  }
+
+  /** Whether sandboxes run on the image: `workspace`'s, or anyone's when undefined. */
+  inUse(image: StoredImage, workspace?: string): boolean {
+    return this.opts.rootsInUse?.(workspace).has(image.rootfs) ?? false;
+  }
+
+  /** The unpacked bytes of the images `workspace` holds, and its limit. */
+  usage(workspace: string): ImageQuota {
+    return { usedBytes: this.bytesOf(this.names.of(workspace)), limitBytes: this.quotaBytes };
+  }
+
+  private bytesOf(names: NameTable): number {
+    let total = 0;
+    for (const id of new Set(names.values())) total += this.get(id)?.unpackedBytes ?? 0;
+    return total;
+  }
+
+  /**
+   * Lets go of `workspace`'s name (an id: every name it has for that image), refused with IN_USE while one of its
+   * sandboxes runs on the image; then collects what nothing holds any more.
+   */
+  release(workspace: string, nameOrId: string): HeldImage {
+    const img = this.find(workspace, nameOrId);
+    if (!img) throw new ImageError('NOT_FOUND', `image ${nameOrId} is not among this workspace's images`);
+    if (this.inUse(img, workspace))
+      throw new ImageError('IN_USE', `image ${nameOrId} is in use by a sandbox`);
+    const names = this.names.of(workspace);
+    if (isImageId(nameOrId)) for (const r of img.references) names.delete(r);
+    else names.delete(ImageStore.parse(nameOrId).canonical);
+    this.names.set(workspace, names);
+    this.collect();
     return img;
   }
 
+  /** A deleted workspace's names go with it (a new workspace of the same name starts with none). */
+  forgetWorkspace(workspace: string): void {
+    this.names.drop(workspace);
+    this.collect();
+  }
+
+  /** Drops the names of every workspace not in `existing` (deleted while the server was down). Returns them. */
+  keepWorkspaces(existing: Set<string>): string[] {
+    const gone = this.names.workspaces().filter((w) => !existing.has(w));
+    for (const w of gone) this.names.drop(w);
+    return gone;
+  }
+
   /**
-   * Garbage collection: removes images no workspace holds by name and no sandbox runs on (a sandbox's own pull
-   * holds nothing: its image stays while a sandbox uses it, and until the next collection), then unused blobs.
+   * Garbage collection: removes images no workspace holds by a name and no sandbox runs on, then what a registry
+   * binding named of them, then unused blobs.
    */
-  collect(inUse: (rootfs: string) => boolean): string[] {
-    if (this.pulls.size > 0) return []; // a pull in flight may need what no record names yet
-    const held = new Set(
-      this.refsOf()
-        .filter((r) => r.workspaces.length > 0)
-        .map((r) => r.id),
-    );
+  collect(): string[] {
+    if (this.busy > 0) return []; // a pull or import in flight may need what no record names yet
+    const held = this.names.heldIds();
+    const used = this.opts.rootsInUse?.() ?? new Set<string>();
     const removed: string[] = [];
     for (const img of this.list()) {
-      const id = hex(img.id);
-      if (held.has(id) || inUse(img.rootfs)) continue;
-      for (const r of this.refsOf()) if (r.id === id) rmSync(r.file, { force: true });
-      rmSync(join(this.dir, 'images', `${id}.json`), { force: true });
-      rmSync(img.rootfs, { recursive: true, force: true });
+      if (held.has(hex(img.id)) || used.has(img.rootfs)) continue;
+      this.removeUnheld(img);
       removed.push(img.id);
     }
+    this.names.dropRegistryUnless((id) => this.get(id) !== undefined);
     this.collectBlobs();
     return removed;
+  }
+
+  private list(): StoredImage[] {
+    return readdirSync(join(this.dir, 'images'))
+      .filter((n) => n.endsWith('.json'))
+      .map((n) => this.get(n.slice(0, -'.json'.length)))
+      .filter((i): i is StoredImage => !!i);
   }
 
   private async fetchManifest(
@@ -247,7 +347,7 @@ export class ImageStore {
     return { doc: parseJson(bytes, what), digest, type: res.headers.get('content-type') };
   }
 
-  private async doPull(ref: ImageReference, canonical: string): Promise<StoredImage> {
+  private async doPull(workspace: string, ref: ImageReference, canonical: string): Promise<HeldImage> {
     const what = `image ${canonical}`;
     let m = await this.fetchManifest(ref, ref.digest ?? (ref.tag as string), what);
     if (isIndex(m.doc, m.type))
@@ -268,60 +368,129 @@ export class ImageStore {
     const layers = await Promise.all(
       manifest.layers.map((l) => this.blobs.fetch(this.client, ref, l.digest, l.size, what)),
     );
-    return this.install({ canonical, digest: m.digest, manifest, config, layerFiles: layers, size, what });
+    return this.install({
+      workspace,
+      canonical,
+      pulled: true,
+      digest: m.digest,
+      manifest,
+      config,
+      layerFiles: layers,
+      size,
+      what,
+    });
   }
 
-  /** Builds the root (unless an image with this config exists) and records the name. Archives use it too. */
+  /**
+   * Builds the root (unless an image with this config exists) within `workspace`'s image quota, records the image
+   * and binds `canonical` to it for `workspace` only, and for the registry too when `pulled` from it. Pulls,
+   * archive imports and derived images all come through here.
+   */
   async install(p: {
+    workspace: string;
     canonical: string;
+    /** What the name's own registry served: only then does the name stand for it beyond this workspace. */
+    pulled?: boolean;
     digest: string;
     manifest: { config: Descriptor; layers: Descriptor[] };
     config: ImageConfig;
     layerFiles: string[];
     size: number;
     what: string;
-    /** The workspace the name is recorded for (pulled or imported through the API). */
-    workspace?: string;
-  }): Promise<StoredImage> {
+  }): Promise<HeldImage> {
     const id = hex(p.manifest.config.digest);
-    const rootfs = join(this.dir, 'roots', id);
-    if (!existsSync(rootfs)) {
-      const tmp = join(this.dir, 'roots', `.tmp-${randomBytes(6).toString('hex')}`);
-      mkdirSync(tmp, { mode: 0o755 });
-      try {
-        for (const f of p.layerFiles) await this.applyFile(tmp, f, p.what);
-        finishRoot(tmp);
-        chmodSync(tmp, 0o755);
-        if (existsSync(rootfs)) rmSync(tmp, { recursive: true, force: true });
-        else renameSync(tmp, rootfs);
-      } catch (e) {
-        rmSync(tmp, { recursive: true, force: true });
-        throw e;
-      }
+    let image = this.get(id);
+    const fresh = !image;
+    if (!image) {
+      const rootfs = join(this.dir, 'roots', id);
+      // A root without its record is a killed server's, whole (roots are renamed into place): measured, kept.
+      const unpackedBytes = existsSync(rootfs)
+        ? rootBytes(rootfs)
+        : await this.build(rootfs, p.layerFiles, this.allowance(p.workspace, p.canonical, p.what), p.what);
+      image = {
+        id: p.manifest.config.digest,
+        digest: p.digest,
+        layers: p.manifest.layers,
+        config: p.config,
+        size: p.size,
+        unpackedBytes,
+        rootfs,
+        createdAt: new Date().toISOString(),
+      };
+      writeAtomic(join(this.dir, 'images', `${id}.json`), JSON.stringify(image));
     }
-    const prev = this.byId(id);
-    const image: StoredImage = {
-      id: p.manifest.config.digest,
-      references: [...new Set([...(prev?.references ?? []), p.canonical])].sort(),
-      digest: p.digest,
-      layers: p.manifest.layers,
-      config: p.config,
-      size: p.size,
-      rootfs,
-      createdAt: prev?.createdAt ?? new Date().toISOString(),
-    };
-    writeAtomic(join(this.dir, 'images', `${id}.json`), JSON.stringify(image));
-    // A name pulled again keeps the workspaces that hold it.
-    const refFile = join(this.dir, 'refs', `${keyOf(p.canonical)}.json`);
-    const held: string[] = existsSync(refFile)
-      ? (JSON.parse(readFileSync(refFile, 'utf8')).workspaces ?? [])
-      : [];
-    const workspaces = [...new Set([...held, ...(p.workspace ? [p.workspace] : [])])];
-    writeAtomic(refFile, JSON.stringify({ reference: p.canonical, id, workspaces }));
-    return image;
+    let held: HeldImage;
+    try {
+      held = this.bind(p.workspace, p.canonical, image, p.what);
+    } catch (e) {
+      if (fresh) this.removeUnheld(image);
+      throw e;
+    }
+    if (p.pulled) this.names.setRegistry(p.canonical, id, p.digest);
+    return held;
   }
 
-  private async applyFile(root: string, file: string, what: string): Promise<void> {
+  /** The layers applied in order into a new root, stopped as soon as it passes `allowance`. Returns its bytes. */
+  private async build(
+    rootfs: string,
+    layerFiles: string[],
+    allowance: Allowance,
+    what: string,
+  ): Promise<number> {
+    const tmp = join(this.dir, 'roots', `.tmp-${randomBytes(6).toString('hex')}`);
+    mkdirSync(tmp, { mode: 0o755 });
+    try {
+      for (const f of layerFiles) await this.applyFile(tmp, f, allowance, what);
+      finishRoot(tmp);
+      chmodSync(tmp, 0o755);
+      const bytes = rootBytes(tmp);
+      if (bytes > allowance.bytes) throw allowance.refusal();
+      if (existsSync(rootfs)) rmSync(tmp, { recursive: true, force: true });
+      else renameSync(tmp, rootfs);
+      return bytes;
+    } catch (e) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw e;
+    }
+  }
+
+  /** What a new image named `canonical` may take in `workspace`: its quota less what its other names hold. */
+  private allowance(workspace: string, canonical: string, what: string): Allowance {
+    const others = this.names.of(workspace);
+    others.delete(canonical);
+    const left = Math.max(0, this.quotaBytes - this.bytesOf(others));
+    return new Allowance(left, () =>
+      this.quotaError(workspace, what, `unpacks to more than the ${mb(left)} left of it`),
+    );
+  }
+
+  /** Records `canonical` → `image` for `workspace`, refused when that passes its quota (and adds to its bytes). */
+  private bind(workspace: string, canonical: string, image: StoredImage, what: string): HeldImage {
+    const names = this.names.of(workspace);
+    const before = this.bytesOf(names);
+    names.set(canonical, hex(image.id));
+    const after = this.bytesOf(names);
+    if (after > this.quotaBytes && after > before)
+      throw this.quotaError(workspace, what, `takes ${mb(image.unpackedBytes)}`);
+    this.names.set(workspace, names);
+    return this.held(workspace, image, names);
+  }
+
+  private quotaError(workspace: string, what: string, needs: string): ImageError {
+    const used = this.bytesOf(this.names.of(workspace));
+    return new ImageError(
+      'QUOTA_EXCEEDED',
+      `${what}: workspace ${workspace}'s image quota is ${mb(this.quotaBytes)} of unpacked images (BERTH_QUOTA_IMAGE_MB), ${mb(used)} of it used; the image ${needs}`,
+    );
+  }
+
+  private removeUnheld(image: StoredImage): void {
+    if (this.names.heldIds().has(hex(image.id)) || this.inUse(image)) return;
+    rmSync(join(this.dir, 'images', `${hex(image.id)}.json`), { force: true });
+    rmSync(image.rootfs, { recursive: true, force: true });
+  }
+
+  private async applyFile(root: string, file: string, allowance: Allowance, what: string): Promise<void> {
     const head = Buffer.alloc(4);
     const fd = openSync(file, 'r');
     try {
@@ -334,13 +503,13 @@ export class ImageStore {
         'UNSUPPORTED',
         `${what}: zstd-compressed layers are not supported (push with gzip)`,
       );
-    const limits = { maxLayerBytes: this.opts.maxLayerBytes ?? DEFAULT_MAX_LAYER_BYTES };
+    const limits = { maxLayerBytes: this.opts.maxLayerBytes ?? DEFAULT_MAX_LAYER_BYTES, allowance };
     await applyLayer(root, createReadStream(file), isGzip(head), limits, what);
   }
 
   /** Deletes blobs no stored image names (a layer shared by two images stays while either does). */
   collectBlobs(): number {
-    if (this.pulls.size > 0) return 0;
+    if (this.busy > 0) return 0;
     const keep = new Set<string>();
     for (const i of this.list()) {
       keep.add(i.id);
@@ -354,28 +523,4 @@ export class ImageStore {
       }
     return n;
   }
-
-  /** Bytes used on disk by a root (files counted once per inode). */
-  static diskBytes(dir: string): number {
-    const seen = new Set<number>();
-    let total = 0;
-    const walk = (d: string) => {
-      for (const e of readdirSync(d, { withFileTypes: true })) {
-        const p = join(d, e.name);
-        const st = statSync(p, { throwIfNoEntry: false });
-        if (!st || e.isSymbolicLink() || seen.has(st.ino)) continue;
-        seen.add(st.ino);
-        total += st.blocks * 512;
-        if (e.isDirectory()) walk(p);
-      }
-    };
-    walk(dir);
-    return total;
-  }
-}
-
-function writeAtomic(file: string, text: string): void {
-  const tmp = `${file}.${randomBytes(4).toString('hex')}`;
-  writeFileSync(tmp, text, { mode: 0o600 });
-  renameSync(tmp, file);
 }

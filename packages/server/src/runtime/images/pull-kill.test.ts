@@ -50,7 +50,7 @@ test('kill -9 during a pull, then the pull completes from a clean state', { time
     [],
     'debris swept at open',
   );
-  assert.equal(store.find(img.reference), undefined);
-  const got = await store.pull(img.reference);
+  assert.equal(store.find('ws', img.reference), undefined);
+  const got = await store.pull('ws', img.reference);
   assert.ok(readFileSync(join(got.rootfs, 'big.bin')).equals(big));
 });

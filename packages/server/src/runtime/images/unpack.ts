@@ -1,8 +1,10 @@
-// Applies one layer tarball onto an image root being built, refusing anything that could write outside it:
-// `..` or absolute names, and any entry whose parent directory is a symlink (a layer that plants `a -> /etc` and
-// then writes `a/passwd`). Whiteouts (`.wh.name`) delete from the layers below, opaque markers (`.wh..wh..opq`)
-// empty a directory of what the layers below put there. Device nodes and FIFOs are skipped; setuid/setgid bits
-// dropped; owners are not kept (one uid exists in a sandbox), so every file gets its owner's permissions for all.
+// Applies one layer tarball onto an image root being built, refusing anything that could write or delete outside
+// it: `..` or absolute names, a whiteout naming `..`, `.` or nothing, and any entry whose parent directory is a
+// symlink or a file (a layer that plants `a -> /etc` and then writes `a/passwd`). One function, `beneath`, turns every
+// name a layer gives (an entry, a whiteout's target, a hard link's source) into a host path. Whiteouts (`.wh.name`)
+// delete from the layers below, opaque markers (`.wh..wh..opq`) empty a directory of what the layers below put there.
+// Device nodes and FIFOs are skipped; setuid/setgid bits dropped; owners are not kept (one uid exists in a sandbox),
+// so every file gets its owner's permissions for all.
 import {
   createWriteStream,
   linkSync,
@@ -15,12 +17,13 @@ import {
   chmodSync,
   constants,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { extract } from 'tar-stream';
 import { ImageError } from './errors.js';
+import { type Allowance, entryBytes } from './root-size.js';
 
 const WHITEOUT = '.wh.';
 const OPAQUE = '.wh..wh..opq';
@@ -28,16 +31,26 @@ const OPAQUE = '.wh..wh..opq';
 export interface LayerLimits {
   /** Uncompressed bytes one layer may expand to (a decompression bomb stops here). */
   maxLayerBytes: number;
+  /** What the image's root may still take (its workspace's image quota left), shared by all its layers. */
+  allowance?: Allowance;
 }
 
-/** The layer's relative path, or an error for a name that could leave the root. */
+/** The layer's relative path as parts, or an error for a name that could leave the root. */
 function entryPath(name: string, what: string): string[] {
   if (name.startsWith('/'))
     throw new ImageError('UNSAFE_LAYER', `${what}: absolute path ${JSON.stringify(name)} in a layer`);
   const parts = name.split('/').filter((p) => p !== '' && p !== '.');
-  if (parts.some((p) => p === '..' || p.includes('\0')))
-    throw new ImageError('UNSAFE_LAYER', `${what}: path ${JSON.stringify(name)} in a layer leaves the image`);
+  for (const p of parts) checkPart(p, name, what);
   return parts;
+}
+
+/** A part of a path beneath the root: a name in its directory, never `..`, `.`, empty, or holding `/` or NUL. */
+function checkPart(part: string, name: string, what: string): void {
+  if (part === '..' || part === '.' || part === '' || part.includes('/') || part.includes('\0'))
+    throw new ImageError(
+      'UNSAFE_LAYER',
+      `${what}: path ${JSON.stringify(name)} in a layer leaves the image (${JSON.stringify(part)} is not a name in a directory)`,
+    );
 }
 
 function kindOf(p: string): 'dir' | 'link' | 'other' | undefined {
@@ -55,22 +68,37 @@ const modeOf = (mode: number | undefined, fallback: number) => {
   return m | (((m >> 6) & 0o7) * 0o011);
 };
 
-/** Makes the parent directories of `parts` inside `root`, refusing to go through a symlink or a file. */
-function parentsOf(root: string, parts: string[], what: string): string {
+/**
+ * The host path of `parts` beneath `root`, what every write and removal of a layer goes through (Node has no
+ * openat2 RESOLVE_BENEATH, and the root is private to this process while it is built, so a walk is enough): each part
+ * is judged a plain name, each parent checked with lstat and refused when it is a symlink or a file. Missing parents
+ * are made when `create`; otherwise there is nothing there and the answer is undefined.
+ */
+function beneath(
+  root: string,
+  parts: string[],
+  name: string,
+  what: string,
+  create: boolean,
+): string | undefined {
+  if (parts.length === 0)
+    throw new ImageError('UNSAFE_LAYER', `${what}: layer entry ${JSON.stringify(name)} names the root`);
+  for (const p of parts) checkPart(p, name, what);
   let cur = root;
   for (const p of parts.slice(0, -1)) {
     cur = join(cur, p);
     const k = kindOf(cur);
     if (k === undefined) {
+      if (!create) return undefined;
       mkdirSync(cur);
       chmodSync(cur, 0o755); // not left to the umask: the server's is 077, and sandboxes must read the root
     } else if (k !== 'dir')
       throw new ImageError(
         'UNSAFE_LAYER',
-        `${what}: layer entry ${parts.join('/')} goes through ${k === 'link' ? 'the symlink' : 'the file'} ${cur.slice(root.length)}`,
+        `${what}: layer entry ${name} goes through ${k === 'link' ? 'the symlink' : 'the file'} ${cur.slice(root.length)}`,
       );
   }
-  return cur;
+  return join(cur, parts[parts.length - 1]);
 }
 
 function counter(max: number, what: string): Transform {
@@ -111,11 +139,10 @@ export async function applyLayer(
         entry.resume();
         continue;
       }
-      const dir = parentsOf(root, parts, what);
       const base = parts[parts.length - 1];
       const rel = parts.join('/');
-      const target = join(dir, base);
       if (base === OPAQUE) {
+        const dir = dirname(beneath(root, parts, h.name, what, true) as string);
         const relDir = parts.slice(0, -1).join('/');
         for (const child of readdirSync(dir))
           if (!created.has(relDir ? `${relDir}/${child}` : child))
@@ -124,10 +151,18 @@ export async function applyLayer(
         continue;
       }
       if (base.startsWith(WHITEOUT)) {
-        rmSync(join(dir, base.slice(WHITEOUT.length)), { recursive: true, force: true });
+        // The name it deletes is judged like any other: `.wh...` would otherwise remove the root's parent.
+        const gone = [...parts.slice(0, -1), base.slice(WHITEOUT.length)];
+        const target = beneath(root, gone, h.name, what, false);
+        if (target) rmSync(target, { recursive: true, force: true });
         entry.resume();
         continue;
       }
+      const target = beneath(root, parts, h.name, what, true) as string;
+      // Charged before anything is written: a layer past the workspace's allowance stops here.
+      limits.allowance?.take(
+        entryBytes(h.type === 'file' || h.type === 'contiguous-file' ? (h.size ?? 0) : 0),
+      );
       created.add(rel);
       const existing = kindOf(target);
       if (h.type === 'directory') {
@@ -153,8 +188,8 @@ export async function applyLayer(
         entry.resume();
       } else if (h.type === 'link') {
         const from = entryPath(h.linkname ?? '', what);
-        const src = join(parentsOf(root, from, what), from[from.length - 1] ?? '');
-        if (from.length === 0 || kindOf(src) !== 'other')
+        const src = from.length ? beneath(root, from, h.linkname ?? '', what, false) : undefined;
+        if (!src || kindOf(src) !== 'other')
           throw new ImageError(
             'UNSAFE_LAYER',
             `${what}: hard link ${rel} names ${h.linkname}, not a file of the image`,

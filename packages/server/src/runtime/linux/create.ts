@@ -87,6 +87,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     hostAddress: net.hostAddress,
     specHash: req.hash,
     image: spec.image,
+    ...(spec.workspace ? { workspace: spec.workspace } : {}),
     ...(req.image ? { rootfs: req.image.rootfs } : {}),
     socketPath: req.paths.socketPath,
     createdAt: new Date().toISOString(),

@@ -1,6 +1,7 @@
 // Sandboxes on image roots from a real loopback registry (needs root; run under the runtime flock): the image's
 // files, Env and WorkingDir are what user processes see, the API daemon runs in an image with no shell and no
-// libc, sandboxes of one image share its files, and a name that cannot be had fails the start with the reason.
+// libc, sandboxes of one image share its files; the driver runs images by id only (a controller resolves names in the
+// sandbox's workspace first), and refuses a name or an id it lacks.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,8 +22,12 @@ import { callSocket } from './test-support/mini-daemon.js';
 const T = { timeout: 120_000 };
 let dataDir: string;
 let driver: LinuxDriver;
+let images: ImageStore;
 let reg: TestRegistry;
 let push: Pusher;
+
+/** The image's id, pulled into a workspace as a controller would resolve it. */
+const pulled = async (reference: string) => (await images.pull('ws', reference)).id;
 
 async function run(socketPath: string, command: string, workingDir?: string) {
   const r = await callSocket(socketPath, 'POST', '/process', {
@@ -41,7 +46,8 @@ before(async () => {
   reg = await startRegistry();
   push = new Pusher(reg);
   // The real daemon from dist; a warm pool, so images in use get one too.
-  driver = await createLinuxDriver({ dataDir, images: new ImageStore({ dataDir }), warmPoolSize: 1 });
+  images = new ImageStore({ dataDir });
+  driver = await createLinuxDriver({ dataDir, images, warmPoolSize: 1 });
 });
 
 after(async () => {
@@ -66,8 +72,9 @@ describe('sandboxes on image roots', () => {
         Env: ['PATH=/bin', 'GREETING=hi from config'],
         WorkingDir: '/srv',
       });
-      const a = await driver.ensure('img-a', smallSandboxSpec({ image: img.reference }));
-      const b = await driver.ensure('img-b', smallSandboxSpec({ image: img.reference }));
+      const id = await pulled(img.reference);
+      const a = await driver.ensure('img-a', smallSandboxSpec({ image: id }));
+      const b = await driver.ensure('img-b', smallSandboxSpec({ image: id }));
       const out = await run(
         a.socketPath,
         'sh -c "pwd; cat hello.txt; echo $GREETING; cat /etc/os-release; ls /usr/bin/node || echo nonode"',
@@ -81,7 +88,7 @@ describe('sandboxes on image roots', () => {
       assert.equal(await ino(a.socketPath), await ino(b.socketPath));
       assert.equal(
         Number(await ino(a.socketPath)),
-        statSync(join(driver.images.find(img.reference)!.rootfs, 'bin/busybox')).ino,
+        statSync(join(images.get(id)!.rootfs, 'bin/busybox')).ino,
       );
       // The image is read-only; the writable layer is where writes go.
       assert.notEqual((await run(a.socketPath, 'touch /srv/x')).exitCode, 0);
@@ -93,7 +100,7 @@ describe('sandboxes on image roots', () => {
 
   it('the daemon serves exec and files in an image with no shell and no libc', T, async () => {
     const img = await push.image('test/noshell', 'v1', [await busyboxLayer(false)]);
-    const s = await driver.ensure('img-noshell', smallSandboxSpec({ image: img.reference }));
+    const s = await driver.ensure('img-noshell', smallSandboxSpec({ image: await pulled(img.reference) }));
     const out = await run(s.socketPath, '/bin/busybox echo static only');
     assert.equal(out.stdout, 'static only\n');
     const put = await callSocket(s.socketPath, 'PUT', '/filesystem/tmp/note.txt', { content: 'kept' });
@@ -112,37 +119,46 @@ describe('sandboxes on image roots', () => {
       User: 'app',
       Env: ['PATH=/bin'],
     });
-    const s = await driver.ensure('img-user', smallSandboxSpec({ image: img.reference }));
+    const s = await driver.ensure('img-user', smallSandboxSpec({ image: await pulled(img.reference) }));
     const out = await run(s.socketPath, 'sh -c "id -u; id -g; touch /tmp/mine && stat -c %u /tmp/mine"');
     assert.equal(out.stdout, '1234\n2345\n1234\n', out.stderr);
     const bad = await push.image('test/user', 'v2', [await busyboxLayer()], { User: 'nobody-here' });
     await assert.rejects(
-      driver.ensure('img-user-bad', smallSandboxSpec({ image: bad.reference })),
+      driver.ensure('img-user-bad', smallSandboxSpec({ image: await pulled(bad.reference) })),
       /User "nobody-here" is not defined/,
     );
   });
 
   it('an image in use gets a warm sandbox, which the next create of that image takes', T, async () => {
     const img = await push.image('test/pooled', 'v1', [await busyboxLayer()], { Env: ['PATH=/bin', 'P=1'] });
-    await driver.ensure('img-pool-a', smallSandboxSpec({ image: img.reference }));
+    const id = await pulled(img.reference);
+    await driver.ensure('img-pool-a', smallSandboxSpec({ image: id }));
     await driver.poolsIdle();
     const pools = join(dataDir, 'warm-img');
     const key = img.configDigest.slice('sha256:'.length, 'sha256:'.length + 16);
     const [waiting] = readdirSync(join(pools, key));
     const rec = JSON.parse(readFileSync(join(pools, key, waiting, 'state.json'), 'utf8'));
     assert.ok(rec.rootfs, 'the waiting sandbox runs on the image');
-    const b = await driver.ensure('img-pool-b', smallSandboxSpec({ image: img.reference, envs: { Q: '2' } }));
+    const b = await driver.ensure('img-pool-b', smallSandboxSpec({ image: id, envs: { Q: '2' } }));
     assert.equal(b.pid, rec.pid, 'the create took the waiting sandbox');
     assert.equal((await run(b.socketPath, 'sh -c "echo $P$Q"')).stdout, '12\n');
   });
 
   it(
-    'a name the registry does not have fails the start with the reason and leaves nothing running',
+    'a name, or an id the store lacks, fails the start with the reason and leaves nothing running',
     T,
     async () => {
+      const img = await push.image('test/by-name', 'v1', [await busyboxLayer()]);
+      await pulled(img.reference);
       await assert.rejects(
-        driver.ensure('img-missing', smallSandboxSpec({ image: `${reg.host}/test/missing:v1` })),
-        /image 127\.0\.0\.1:\d+\/test\/missing:v1: not found/,
+        driver.ensure('img-by-name', smallSandboxSpec({ image: img.reference })),
+        /the runtime runs images by id .*resolved in the sandbox's workspace first/,
+      );
+      assert.equal(await driver.inspect('img-by-name'), undefined);
+      const missing = `sha256:${'0'.repeat(64)}`;
+      await assert.rejects(
+        driver.ensure('img-missing', smallSandboxSpec({ image: missing })),
+        /image sha256:0+ is not in the image store/,
       );
       assert.equal(await driver.inspect('img-missing'), undefined);
     },

@@ -48,7 +48,7 @@ import { EGRESS_ENV_KEYS, EgressControl, type EgressControlOptions, samePolicy }
 import { NetPool } from './net-pool.js';
 import { setAllowedRanges, setupHostNetwork, setupIngress, slotNet } from './network.js';
 import { isDefaultImage } from '../../kinds/image-reference.js';
-import { ImageStore, type StoredImage } from '../images/image-store.js';
+import { type ImageRoots, ImageStore, isImageId, type StoredImage } from '../images/image-store.js';
 import { ensureBaseEtc, sandboxResolvers } from './rootfs.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
@@ -103,8 +103,11 @@ export interface LinuxDriverOptions {
    * BLOCKED_DESTINATIONS), e.g. a LAN. Per server: other servers on the host keep their own.
    */
   allowCidrs?: string[];
-  /** Where images other than the default come from (default: a store in the data dir with no credentials). */
-  images?: ImageStore;
+  /**
+   * Where the roots of images other than the default are found, by id (default: the store in the data dir). The
+   * driver never resolves a name: a controller resolved it in the sandbox's workspace and hands over the id.
+   */
+  images?: ImageRoots;
   /** DNS servers the egress proxy and Berth's DNS ask for allowed names (default: the host's resolver). */
   egressResolvers?: string[];
   /** Extra CAs (a PEM file) the egress proxy trusts for the upstreams of intercepted requests. */
@@ -115,18 +118,22 @@ export interface LinuxDriverOptions {
   onEgressEvent?: EgressControlOptions['onEvent'];
 }
 
-/** Image roots (runtime/images) that a sandbox record of this data dir runs on, live or not yet torn down. */
-export function imageRootsInUse(dataDir: string): Set<string> {
+/**
+ * Image roots (runtime/images) that a sandbox record of this data dir runs on, live or not yet torn down: every one,
+ * or those of `workspace`'s sandboxes (as their spec recorded it).
+ */
+export function imageRootsInUse(dataDir: string, workspace?: string): Set<string> {
   const out = new Set<string>();
   const add = (dir: string) => {
     for (const n of existsSync(dir) ? readdirSync(dir) : []) {
-      const r = readRecord(join(dir, n))?.rootfs;
-      if (r) out.add(r);
+      const rec = readRecord(join(dir, n));
+      if (rec?.rootfs && (workspace === undefined || rec.workspace === workspace)) out.add(rec.rootfs);
     }
   };
   add(join(dataDir, 'sandboxes'));
   const pools = join(dataDir, 'warm-img'); // sandboxes waiting in an image's pool run on it too
-  for (const key of existsSync(pools) ? readdirSync(pools) : []) add(join(pools, key));
+  if (workspace === undefined)
+    for (const key of existsSync(pools) ? readdirSync(pools) : []) add(join(pools, key));
   return out;
 }
 
@@ -212,7 +219,7 @@ export class LinuxDriver implements RuntimeDriver {
     private readonly ctx: HostContext,
     readonly capabilities: RuntimeCapabilities,
     readonly warmPool: WarmPool,
-    readonly images: ImageStore,
+    readonly images: ImageRoots,
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
@@ -298,8 +305,7 @@ export class LinuxDriver implements RuntimeDriver {
 
   private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
     const host = isDefaultImage(spec.image);
-    // Before any resource is claimed: a pull can take long, and a name that cannot be had fails here.
-    const image = host ? undefined : await this.images.resolve(spec.image);
+    const image = host ? undefined : this.imageOf(spec.image);
     const pool = image ? await this.imagePool(image) : this.warmPool;
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
     // Volumes are no reason to start cold: they are mounted into the running sandbox either way (mountVolumes).
@@ -310,6 +316,17 @@ export class LinuxDriver implements RuntimeDriver {
       : await startSandbox(this.ctx, { dir: this.dir(id), id, paths: this.paths(id), spec, hash, image });
     if (rec.mountsPending) await this.mountVolumes(rec, spec);
     return this.info(rec);
+  }
+
+  /** The stored image of an id; a name is refused: names belong to workspaces, and the runtime knows none. */
+  private imageOf(id: string): StoredImage {
+    if (!isImageId(id))
+      throw new Error(
+        `the runtime runs images by id (sha256:<hex>), resolved in the sandbox's workspace first, not ${JSON.stringify(id)}`,
+      );
+    const image = this.images.get(id);
+    if (!image) throw new Error(`image ${id} is not in the image store`);
+    return image;
   }
 
   /**
@@ -380,6 +397,7 @@ export class LinuxDriver implements RuntimeDriver {
       specHash: hash,
       ...(spec.volumes.length ? { mountsPending: true } : {}),
       image: spec.image,
+      workspace: spec.workspace,
       socketPath: this.socketPath(id),
       createdAt: new Date().toISOString(),
     });

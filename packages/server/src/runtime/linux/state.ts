@@ -18,6 +18,8 @@ export interface SandboxRecord {
   hostAddress: string;
   specHash: string;
   image: string;
+  /** The workspace the sandbox belongs to, as its spec said (which images a workspace has in use). */
+  workspace?: string;
   /** Host path of the image root the sandbox runs on (runtime/images); absent for the host userland. */
   rootfs?: string;
   socketPath: string;

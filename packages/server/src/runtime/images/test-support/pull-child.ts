@@ -3,5 +3,5 @@
 import { ImageStore } from '../image-store.js';
 
 const { BT_DATA_DIR, BT_IMAGE } = process.env;
-await new ImageStore({ dataDir: BT_DATA_DIR as string }).pull(BT_IMAGE as string);
+await new ImageStore({ dataDir: BT_DATA_DIR as string }).pull('ws', BT_IMAGE as string);
 process.stdout.write('DONE\n');

@@ -292,3 +292,31 @@ export async function startTokenFront(
     },
   };
 }
+
+/**
+ * A `docker save` archive (manifest.json, the config, one tar per layer) of these uncompressed layers under `tags`,
+ * as `docker save` writes it; returns it and the image id (its config's digest).
+ */
+export async function savedArchive(
+  layers: Buffer[],
+  tags: string[],
+  config: { Env?: string[]; WorkingDir?: string; User?: string } = {},
+): Promise<{ archive: Buffer; id: string }> {
+  const cfg = Buffer.from(
+    JSON.stringify({
+      architecture: 'amd64',
+      os: 'linux',
+      config,
+      rootfs: { type: 'layers', diff_ids: layers.map(sha) },
+    }),
+  );
+  const id = sha(cfg);
+  const layerNames = layers.map((l) => `${sha(l).slice(7)}/layer.tar`);
+  const manifest = [{ Config: `${id.slice(7)}.json`, RepoTags: tags, Layers: layerNames }];
+  const archive = await tarOf([
+    { name: 'manifest.json', body: JSON.stringify(manifest) },
+    { name: `${id.slice(7)}.json`, body: cfg },
+    ...layers.map((l, i) => ({ name: layerNames[i], body: l })),
+  ]);
+  return { archive, id };
+}
