@@ -1,5 +1,6 @@
 // Azure OpenAI: OpenAI's wire format at `{resource}/openai/deployments/{deployment}/...?api-version=`,
 // credential in `api-key`. The deployment is the model the request names (or the endpoint's model).
+import { OPENAI_CHAT_LIMIT_FIELDS } from './openai.js';
 import { type Connection, joinUrl, type Provider } from './types.js';
 
 /** A GA data-plane version; `config.apiVersion` overrides it. */
@@ -22,5 +23,6 @@ export const azureOpenai: Provider = {
     return joinUrl(c.baseUrl, p, params.toString());
   },
   chat: { mode: 'native' },
+  chatLimitFields: OPENAI_CHAT_LIMIT_FIELDS,
   askStreamUsage: true,
 };
