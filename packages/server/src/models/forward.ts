@@ -145,7 +145,7 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
     json.stream_options?.include_usage === undefined;
   const limited =
     json && call.outputCap !== undefined
-      ? withOutputLimit(call.method, call.path, json, provider, call.outputCap)
+      ? withOutputLimit(call.method, call.path, json, provider, connection, call.outputCap)
       : undefined;
   // The caller's bytes go as they came unless something must change.
   if (pin || askUsage || limited) {

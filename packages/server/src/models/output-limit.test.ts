@@ -40,43 +40,67 @@ test('paths whose output Berth cannot bound, and bodies it cannot read, are not 
   assert.equal(outputLimitOf('POST', CHAT, undefined).settable, false);
 });
 
+/** withOutputLimit through a connection of provider `type` (config: e.g. Azure's apiVersion). */
+const write = (
+  path: string,
+  body: Record<string, any>,
+  type: string,
+  limit: number,
+  config: Record<string, unknown> = {},
+) =>
+  withOutputLimit(
+    'POST',
+    path,
+    body,
+    providerFor(type)!,
+    {
+      name: 'c',
+      integration: type,
+      baseUrl: 'http://p',
+      config,
+      secretValues: [],
+    },
+    limit,
+  );
+
 test('the limit is written in the field the provider honours, other spellings removed', () => {
-  const openai = providerFor('openai')!;
-  const mistral = providerFor('mistral')!;
-  assert.deepEqual(withOutputLimit('POST', CHAT, { messages: [] }, openai, 100), {
+  assert.deepEqual(write(CHAT, { messages: [] }, 'openai', 100), {
     messages: [],
     max_completion_tokens: 100,
   });
-  assert.deepEqual(withOutputLimit('POST', CHAT, { messages: [] }, mistral, 100), {
-    messages: [],
-    max_tokens: 100,
-  });
-  assert.deepEqual(withOutputLimit('POST', CHAT, { max_completion_tokens: 50 }, mistral, 50), {
-    max_tokens: 50,
-  });
-  assert.deepEqual(withOutputLimit('POST', CHAT, { max_tokens: 10, max_completion_tokens: 50 }, openai, 50), {
+  assert.deepEqual(write(CHAT, { messages: [] }, 'mistral', 100), { messages: [], max_tokens: 100 });
+  assert.deepEqual(write(CHAT, { max_completion_tokens: 50 }, 'mistral', 50), { max_tokens: 50 });
+  assert.deepEqual(write(CHAT, { max_tokens: 10, max_completion_tokens: 50 }, 'openai', 50), {
     max_completion_tokens: 50,
   });
-  assert.deepEqual(
-    withOutputLimit(
-      'POST',
-      GEMINI,
-      { generation_config: { max_output_tokens: 9, topK: 2 } },
-      providerFor('gemini')!,
-      9,
-    ),
-    { generation_config: { topK: 2, maxOutputTokens: 9 } },
-  );
-  assert.deepEqual(withOutputLimit('POST', GEMINI, { contents: [] }, providerFor('gemini')!, 7), {
+  assert.deepEqual(write(GEMINI, { generation_config: { max_output_tokens: 9, topK: 2 } }, 'gemini', 9), {
+    generation_config: { topK: 2, maxOutputTokens: 9 },
+  });
+  assert.deepEqual(write(GEMINI, { contents: [] }, 'gemini', 7), {
     contents: [],
     generationConfig: { maxOutputTokens: 7 },
   });
 });
 
-test('a body that already says exactly the limit in an honoured field is left as it came', () => {
-  assert.equal(withOutputLimit('POST', CHAT, { max_tokens: 50 }, providerFor('openai')!, 50), undefined);
-  assert.equal(
-    withOutputLimit('POST', '/v1/messages', { max_tokens: 50 }, providerFor('anthropic')!, 50),
-    undefined,
+test('Azure: max_completion_tokens only for API versions that read it', () => {
+  assert.deepEqual(
+    write(CHAT, {}, 'azure-openai', 8),
+    { max_tokens: 8 },
+    'the default GA version, 2024-10-21',
   );
+  assert.deepEqual(write(CHAT, {}, 'azure-openai', 8, { apiVersion: '2024-12-01-preview' }), {
+    max_completion_tokens: 8,
+  });
+  assert.deepEqual(
+    write(CHAT, { max_completion_tokens: 8 }, 'azure-openai', 8, { apiVersion: '2024-06-01' }),
+    {
+      max_tokens: 8,
+    },
+  );
+  assert.equal(write(CHAT, { max_tokens: 8 }, 'azure-openai', 8, { apiVersion: 'preview' }), undefined);
+});
+
+test('a body that already says exactly the limit in an honoured field is left as it came', () => {
+  assert.equal(write(CHAT, { max_tokens: 50 }, 'openai', 50), undefined);
+  assert.equal(write('/v1/messages', { max_tokens: 50 }, 'anthropic', 50), undefined);
 });

@@ -2,7 +2,7 @@
 // API, what the caller asked there, and how the limit Berth reserved for is written back (decision 039).
 // Every field an API may honour is read (the largest wins), so a limit in a field the provider ignores
 // reserves nothing; the one written is a field the provider is known to honour.
-import type { Provider } from './providers/index.js';
+import type { Connection, Provider } from './providers/index.js';
 
 /**
  * The least output Berth gives a call that sets no limit of its own under a budget limiting output. Below it
@@ -83,7 +83,8 @@ export function outputLimitOf(method: string, path: string, json: unknown): Outp
 }
 
 /**
- * The body with its output limit set to `limit` in the field `provider` honours on this API, every other
+ * The body with its output limit set to `limit` in the field `provider` honours on this API (through this
+ * connection: Azure's API version decides), every other
  * spelling of it removed; undefined when the body already says exactly that (its bytes then go unchanged).
  */
 export function withOutputLimit(
@@ -91,11 +92,14 @@ export function withOutputLimit(
   path: string,
   json: Record<string, any>,
   provider: Provider,
+  connection: Connection,
   limit: number,
 ): Record<string, any> | undefined {
   const shape = shapeOf(method, path);
   if (!shape) return undefined;
-  const honoured = shape.chat ? (provider.chatLimitFields ?? ['max_tokens']) : [shape.fields[0]];
+  const honoured = shape.chat
+    ? (provider.chatLimitFields?.(connection) ?? ['max_tokens'])
+    : [shape.fields[0]];
   const set = holders(json, shape).flatMap((h) => shape.fields.filter((f) => f in h).map((f) => [f, h[f]]));
   if (set.length === 1 && honoured.includes(set[0][0]) && set[0][1] === limit) return undefined;
   const out = { ...json };

@@ -32,7 +32,7 @@ function openAiLike(
 export const OPENAI_CHAT_LIMIT_FIELDS = ['max_completion_tokens', 'max_tokens'];
 
 export const openai = openAiLike('openai', 'https://api.openai.com', {
-  chatLimitFields: OPENAI_CHAT_LIMIT_FIELDS,
+  chatLimitFields: () => OPENAI_CHAT_LIMIT_FIELDS,
 });
 // Mistral reports usage in its last stream chunk unasked, and rejects unknown request fields.
 export const mistral = openAiLike('mistral', 'https://api.mistral.ai', { askStreamUsage: false });

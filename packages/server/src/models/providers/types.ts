@@ -39,7 +39,7 @@ export interface Provider {
    * Fields of an OpenAI-style chat request the provider is known to honour as its output limit, the first
    * being the one Berth sets (default `['max_tokens']`, which every OpenAI-compatible server reads).
    */
-  chatLimitFields?: string[];
+  chatLimitFields?(c: Connection): string[];
   /** OpenAI-style streams report usage only when asked (`stream_options.include_usage`). */
   askStreamUsage?: boolean;
   /** Path listing the provider's models, in its own format; absent = no list offered. */
