@@ -53,6 +53,9 @@ function looksJson(b: Buffer): boolean {
 
 const startsWithBom = (b: Buffer) => b.subarray(0, 3).equals(UTF8_BOM);
 
+/** Declared types of bytes no provider reads as JSON. */
+const BINARY_TYPE = /^\s*(application\/octet-stream|audio\/|image\/|video\/|multipart\/)/i;
+
 /** A JSON document's first character: `{`, `[`, or whitespace. */
 const opens = (c: number | undefined) =>
   c === 0x7b || c === 0x5b || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
@@ -76,8 +79,9 @@ function looksWideJson(b: Buffer): boolean {
 export function readBody(body: unknown, headers: IncomingHttpHeaders): { raw?: Buffer; json?: any } {
   const raw = decodedBody(body, headers);
   if (!raw) return {};
-  // Judged as it would be read: a body the gateway cannot read must not reach a provider that can.
-  if (looksWideJson(raw))
+  // Judged as it would be read: a body the gateway cannot read must not reach a provider that can. Media and
+  // multipart uploads are bytes of their own, which may start with anything.
+  if (!BINARY_TYPE.test(String(headers['content-type'] ?? '')) && looksWideJson(raw))
     throw new ApiError(
       'UNSUPPORTED_MEDIA_TYPE',
       'a JSON body must be UTF-8 (RFC 8259), not UTF-16 or UTF-32',
