@@ -11,7 +11,10 @@ export const ModelSpec = Type.Object({
   policies: opt(NameList),
   runtime: Type.Object({
     endpointName: opt(Type.String()),
-    /** The provider's model name, e.g. `gpt-4o-mini`. */
+    /**
+     * The provider's model name, e.g. `gpt-4o-mini`: the only model calls through the endpoint reach (absent:
+     * only calls naming none, served by the provider's default). See decision 039.
+     */
     model: opt(Type.String({ minLength: 1 })),
     organization: opt(Type.String()),
     type: literals(PROVIDER_TYPES),

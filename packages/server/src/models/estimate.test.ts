@@ -8,19 +8,10 @@ import {
   OTHER_FAMILY_INPUT_MARGIN,
   defaultMaxOutput,
   estimateInputTokens,
-  requestedMaxOutput,
   TOKENS_PER_MEDIA,
 } from './estimate.js';
 
-test('the output ceiling is what the request asks, in any provider’s field', () => {
-  assert.equal(requestedMaxOutput({ max_tokens: 10 }), 10);
-  assert.equal(requestedMaxOutput({ max_completion_tokens: 7, max_tokens: 10 }), 7);
-  assert.equal(requestedMaxOutput({ max_output_tokens: 3 }), 3);
-  assert.equal(requestedMaxOutput({ generationConfig: { maxOutputTokens: 9 } }), 9);
-  assert.equal(requestedMaxOutput({ max_tokens: -1 }), undefined);
-});
-
-test('otherwise the model’s default maximum, by longest known prefix, else 4096', () => {
+test('a model’s default maximum output, by longest known prefix, else 4096', () => {
   assert.equal(defaultMaxOutput('gpt-4o-mini-2024-07-18'), 16_384);
   assert.equal(defaultMaxOutput('claude-3-5-haiku-latest'), 8_192);
   assert.equal(defaultMaxOutput('claude-sonnet-4-20250514'), 64_000);

@@ -60,7 +60,10 @@ const REPLY_PRIMING = 3;
  */
 export const OTHER_FAMILY_INPUT_MARGIN = 1.25;
 
-/** Output reserved for a call that sets no limit of its own (BERTH_MODEL_OUTPUT_ESTIMATE overrides it). */
+/**
+ * Output reserved for a call that sets no limit of its own, and its cap under a budget limiting output
+ * (BERTH_MODEL_OUTPUT_ESTIMATE overrides it).
+ */
 export const DEFAULT_OUTPUT_ESTIMATE = 1_024;
 
 /** Tokens counted for an image or file part, whose base64 bytes say little about its token cost. */
@@ -104,19 +107,6 @@ export function defaultMaxOutput(model: string | undefined): number {
   if (!model) return DEFAULT_MAX_OUTPUT;
   const m = model.toLowerCase().replace(/^models\//, '');
   return MAX_OUTPUT.find(([prefix]) => m.startsWith(prefix))?.[1] ?? DEFAULT_MAX_OUTPUT;
-}
-
-const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
-
-/** The output limit the request itself sets, in any provider's field name. */
-export function requestedMaxOutput(body: any): number | undefined {
-  if (!body || typeof body !== 'object') return undefined;
-  return (
-    int(body.max_completion_tokens) ??
-    int(body.max_tokens) ??
-    int(body.max_output_tokens) ??
-    int(body.generationConfig?.maxOutputTokens)
-  );
 }
 
 /** Whether a path produces no output tokens (embeddings). */

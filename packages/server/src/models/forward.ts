@@ -8,6 +8,7 @@ import { type Agent, request } from 'undici';
 import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint, Upstream } from './endpoints.js';
+import { type OutputLimit, withOutputLimit } from './output-limit.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
 import { chatToMessages, STRUCTURED_TOOL } from './translate/openai-to-anthropic.js';
 import { responsesToChat } from './translate/responses-request.js';
@@ -30,12 +31,14 @@ export interface IncomingCall {
   raw?: Buffer;
   /** The parsed body when it is JSON. */
   json?: any;
-  /** The model the call is for once pinned (the request's, or the endpoint's). */
+  /** The model the call is for once pinned: the endpoint's (undefined when its spec names none). */
   model?: string;
+  /** The output limit the request sets, and how many answers it asks for. */
+  limit: OutputLimit;
   /** Output tokens the call may produce (for Anthropic, which needs max_tokens). */
   maxOutput: number;
-  /** The output limit the request itself set, if any. */
-  requestedOutput?: number;
+  /** Under a budget limiting output: the limit per answer Berth reserved for, written into the request. */
+  outputCap?: number;
 }
 
 export interface Prepared {
@@ -128,11 +131,11 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
   let body: string | Buffer | undefined = call.raw;
   const json =
     call.json && typeof call.json === 'object' && !Array.isArray(call.json) ? call.json : undefined;
+  // The model is the endpoint's (model-pin.ts judged what the call named): set on inference paths, and
+  // wherever the body names one (the endpoint's own name becomes its model; removed when it has none).
   const pin =
     !!json &&
-    !!call.model &&
-    provider.wire !== 'gemini' &&
-    MODEL_PATHS.test(call.path) &&
+    ((MODEL_PATHS.test(call.path) && call.model !== undefined) || 'model' in json) &&
     json.model !== call.model;
   const askUsage =
     !!json &&
@@ -140,10 +143,17 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
     json.stream === true &&
     !!provider.askStreamUsage &&
     json.stream_options?.include_usage === undefined;
+  const limited =
+    json && call.outputCap !== undefined
+      ? withOutputLimit(call.method, call.path, json, provider, connection, call.outputCap)
+      : undefined;
   // The caller's bytes go as they came unless something must change.
-  if (pin || askUsage) {
-    const j = { ...json };
-    if (pin) j.model = call.model;
+  if (pin || askUsage || limited) {
+    const j = { ...(limited ?? json) };
+    if (pin) {
+      if (call.model === undefined) delete j.model;
+      else j.model = call.model;
+    }
     if (askUsage) j.stream_options = { ...(j.stream_options ?? {}), include_usage: true };
     body = JSON.stringify(j);
   }

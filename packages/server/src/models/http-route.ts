@@ -6,10 +6,12 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
-import { defaultMaxOutput, isEmbeddings, requestedMaxOutput } from './estimate.js';
+import { defaultMaxOutput, isEmbeddings } from './estimate.js';
 import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall, MODEL_PATHS } from './forward.js';
 import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
 import { CallMeter } from './meter.js';
+import { pinCall, pinForm } from './model-pin.js';
+import { MIN_CAPPED_OUTPUT, outputLimitOf } from './output-limit.js';
 import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
 import { registerModelRoutes } from './routes.js';
 import { UsageObserver } from './stream/usage-observer.js';
@@ -32,25 +34,22 @@ function through<T extends Transform>(src: Readable, t: T): T {
 
 /**
  * The call as the provider will see it: body parsed when it is JSON (declared or not: a provider reads a JSON
- * body sent as text/plain, so the gateway must read and judge it too), model pinned, output ceiling known.
+ * body sent as text/plain, so the gateway must read and judge it too), model pinned, output limit read.
  */
 function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string): IncomingCall {
   const { raw, json } = readBody(req.body, req.headers);
-  let model: string | undefined = typeof json?.model === 'string' && json.model ? json.model : undefined;
-  // A call naming no model, or the endpoint itself, is for the endpoint's model.
-  if (!model || model === ep.name) model = ep.model ?? model;
-  const requestedOutput = requestedMaxOutput(json);
-  const maxOutput = requestedOutput ?? defaultMaxOutput(model);
+  const pinned = pinCall(ep, req.method, path, query, json);
+  const limit = outputLimitOf(req.method, pinned.path, json);
   return {
     method: req.method,
-    path,
-    query,
+    path: pinned.path,
+    query: pinned.query,
     headers: req.headers,
     raw,
     json,
-    model,
-    maxOutput,
-    requestedOutput,
+    model: pinned.model,
+    limit,
+    maxOutput: limit.requested ?? defaultMaxOutput(pinned.model),
   };
 }
 
@@ -71,10 +70,32 @@ function reserve(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: Call
   return estimate.then((n) => book(gw, ep, call, meter, n));
 }
 
+/**
+ * The output a call reserves. Under a budget limiting output every call is capped to it (decision 039): a
+ * limit of the caller's own is kept and reserved (refused when it does not fit, as the caller chose it); a
+ * call that sets none gets the output estimate, lowered to what the budgets can still cover, and is refused
+ * below MIN_CAPPED_OUTPUT. Each of `choices` answers may reach the limit. Returns the least output a call
+ * without a limit was refused for lack of, if so.
+ */
+function decideOutput(gw: ModelGateway, ep: Endpoint, call: IncomingCall, input: number) {
+  if (isEmbeddings(call.path)) return { output: 0 };
+  const { requested, choices, settable } = call.limit;
+  const wanted = requested ?? Math.min(gw.outputEstimate, call.maxOutput);
+  const room = settable ? gw.budget.outputRoom(ep.budgets, input) : Number.POSITIVE_INFINITY;
+  if (room === Number.POSITIVE_INFINITY) return { output: wanted * choices };
+  let each = wanted;
+  let least: number | undefined;
+  if (requested === undefined) {
+    each = Math.min(wanted, Math.floor(room / choices));
+    if (each < Math.min(MIN_CAPPED_OUTPUT, wanted)) each = least = Math.min(MIN_CAPPED_OUTPUT, wanted);
+  }
+  call.outputCap = each;
+  call.maxOutput = each;
+  return { output: each * choices, least };
+}
+
 function book(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter, inputEstimate: number) {
-  const output = isEmbeddings(call.path)
-    ? 0
-    : (call.requestedOutput ?? Math.min(gw.outputEstimate, call.maxOutput));
+  const { output, least } = decideOutput(gw, ep, call, inputEstimate);
   const r = gw.budget.reserve(ep.budgets, { input: inputEstimate, output });
   if (r.ok) {
     meter.hold(r.reservation);
@@ -87,10 +108,15 @@ function book(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMet
     : 'window';
   const asked =
     r.dimension === 'input' ? inputEstimate : r.dimension === 'output' ? output : inputEstimate + output;
+  // A call that set no limit was refused for the least output it would be given, not for one it asked.
+  const unasked =
+    least !== undefined && r.dimension !== 'input'
+      ? ` (it sets no output limit, and Berth gives such a call at least ${least} output tokens)`
+      : '';
   if (r.never)
     throw new ApiError(
       'POLICY_DENIED',
-      `this call may use ${asked} ${r.dimension} tokens but policy ${r.policy} allows ${r.limit} per ${window}; ask for fewer (max_tokens)`,
+      `this call may use ${asked} ${r.dimension} tokens${unasked} but policy ${r.policy} allows ${r.limit} per ${window}; ask for fewer (max_tokens)`,
     );
   const headers: Record<string, string> = {
     'retry-after': String(r.retryAfterS),
@@ -103,7 +129,7 @@ function book(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMet
     'RATE_LIMITED',
     r.inFlight
       ? `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; calls in flight hold the rest of it until they finish: retry in ${r.retryAfterS} s`
-      : `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; this call (up to ${asked}) cannot succeed in this window, which ends at ${until}`,
+      : `policy ${r.policy} allows ${r.limit} ${r.dimension} tokens per ${window}; this call (up to ${asked}${unasked}) cannot succeed in this window, which ends at ${until}`,
     { headers },
   );
 }
@@ -184,6 +210,7 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
       // @ai-sdk/anthropic appends `/messages` to a base URL it expects to end in /v1: both forms are served.
       if (/^\/messages(\/|$)/.test(path)) path = `/v1${path}`;
       const call = incoming(ep, req, path, q >= 0 ? req.url.slice(q + 1) : '');
+      if (call.raw && call.json === undefined) Object.assign(call, await pinForm(ep, call.raw, call.headers));
       const meter = new CallMeter(
         gw,
         ep.workspace,

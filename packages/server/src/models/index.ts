@@ -25,7 +25,10 @@ export interface ModelGatewayDeps {
   registry?: import('prom-client').Registry;
   /** Headers timeout and between-chunk body timeout for provider calls. */
   upstreamTimeoutMs?: number;
-  /** Output tokens reserved for a call that sets no max_tokens of its own (default DEFAULT_OUTPUT_ESTIMATE). */
+  /**
+   * Output tokens reserved for a call that sets no max_tokens of its own, and its cap under a budget limiting
+   * output (default DEFAULT_OUTPUT_ESTIMATE).
+   */
   outputEstimate?: number;
   now?: () => number;
   onError?: (err: unknown) => void;

@@ -39,21 +39,55 @@ function decodedBody(body: unknown, headers: IncomingHttpHeaders): Buffer | unde
   }
 }
 
+/** UTF-8's byte order mark, which some writers put before a JSON document (and Python's readers skip). */
+const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
 /** Whether bytes start like a JSON document, whatever Content-Type the caller declared. */
 function looksJson(b: Buffer): boolean {
-  for (const c of b) {
+  for (const c of b.subarray(startsWithBom(b) ? 3 : 0)) {
     if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
     return c === 0x7b || c === 0x5b; // { or [
   }
   return false;
 }
 
+const startsWithBom = (b: Buffer) => b.subarray(0, 3).equals(UTF8_BOM);
+
+/** Declared types of bytes no provider reads as JSON. */
+const BINARY_TYPE = /^\s*(application\/octet-stream|audio\/|image\/|video\/|multipart\/)/i;
+
+/** A JSON document's first character: `{`, `[`, or whitespace. */
+const opens = (c: number | undefined) =>
+  c === 0x7b || c === 0x5b || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+/**
+ * Whether bytes are JSON in UTF-16 or UTF-32: a wide byte order mark, or RFC 4627's pattern of NULs around
+ * the first characters. Python servers read such a body as JSON; the gateway would not judge it.
+ */
+function looksWideJson(b: Buffer): boolean {
+  if ((b[0] === 0xfe && b[1] === 0xff) || (b[0] === 0xff && b[1] === 0xfe)) return true;
+  const z = (from: number, to: number) => b.length >= to && b.subarray(from, to).every((c) => c === 0);
+  return (
+    (z(0, 3) && opens(b[3]) && z(4, 7)) || // UTF-32BE
+    (opens(b[0]) && z(1, 4) && z(5, 8)) || // UTF-32LE
+    (b[0] === 0 && opens(b[1]) && b[2] === 0 && b.length >= 4) || // UTF-16BE
+    (opens(b[0]) && b[1] === 0 && b[3] === 0 && b.length >= 4) // UTF-16LE
+  );
+}
+
 /** The body's bytes (decoded) and, when it is JSON, its parsed value. */
 export function readBody(body: unknown, headers: IncomingHttpHeaders): { raw?: Buffer; json?: any } {
   const raw = decodedBody(body, headers);
   if (!raw) return {};
+  // Judged as it would be read: a body the gateway cannot read must not reach a provider that can. Media and
+  // multipart uploads are bytes of their own, which may start with anything.
+  if (!BINARY_TYPE.test(String(headers['content-type'] ?? '')) && looksWideJson(raw))
+    throw new ApiError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      'a JSON body must be UTF-8 (RFC 8259), not UTF-16 or UTF-32',
+    );
   if (!/json/i.test(String(headers['content-type'] ?? '')) && !looksJson(raw)) return { raw };
-  const text = raw.toString('utf8');
+  const text = raw.toString('utf8', startsWithBom(raw) ? 3 : 0);
   // Metering walks the parsed body recursively: a body nested thousands deep would overflow the stack there.
   if (nestsDeeperThan(text, MAX_INFERENCE_JSON_DEPTH))
     throw new ApiError(

@@ -142,3 +142,20 @@ test('a window that ended with a call still in flight is charged when the call s
   assert.equal(b.snapshot(p).length, 1);
   assert.equal(b.reserve([p], { input: 0, output: 100 }).ok, true, 'the new window is untouched');
 });
+
+test('the output room is the least any output or total limit leaves beside the call’s input', () => {
+  const b = new TokenBudget(() => T0);
+  const out = { ...policy({ output: 1000 }), id: 'default\u0000out', name: 'out' };
+  const all = { ...policy({ total: 2000 }), id: 'default\u0000all', name: 'all' };
+  const inputOnly = { ...policy({ input: 10 }), id: 'default\u0000in', name: 'in' };
+  assert.equal(b.outputRoom([inputOnly], 5), Number.POSITIVE_INFINITY, 'nothing limits output');
+  assert.equal(b.outputRoom([out, all], 100), 1000);
+  const r = b.reserve([out, all], { input: 100, output: 900 });
+  assert.ok(r.ok);
+  assert.equal(b.outputRoom([out, all], 100), 100);
+  b.settle(r.reservation, { input: 1500, output: 50 });
+  assert.equal(b.outputRoom([out, all], 100), 350, 'total 2000 - 1550 used - 100 input');
+  assert.equal(b.outputRoom([out, all], 900), 0, 'never negative');
+  const granted = b.reserve([out, all], { input: 100, output: b.outputRoom([out, all], 100) });
+  assert.ok(granted.ok, 'reserving the room is granted');
+});

@@ -153,6 +153,23 @@ export class TokenBudget {
   }
 
   /**
+   * Output tokens the current window of every policy can still grant to a call of `input` tokens, beside
+   * what is used and reserved: the least over output and total limits; Infinity when none limits output.
+   * Read and reserved in the same turn of the event loop, it is what `reserve` would grant.
+   */
+  outputRoom(policies: BudgetPolicy[], input: number): number {
+    const t = this.now();
+    let room = Number.POSITIVE_INFINITY;
+    for (const p of policies) {
+      const w = this.current(p, t);
+      const { output, total: all } = p.limits;
+      if (output !== undefined) room = Math.min(room, output - w.used.output - w.reserved.output);
+      if (all !== undefined) room = Math.min(room, all - total(w.used) - total(w.reserved) - input);
+    }
+    return Math.max(0, room);
+  }
+
+  /**
    * Replaces the reservation by what was really used (the provider's figures). Idempotent. The window
    * the reservation was made in is charged, even when it has ended since (a long stream).
    */

@@ -3,12 +3,12 @@
 import type { ServerResponse } from 'node:http';
 import {
   json,
+  naturalLength,
   openaiPromptTokens,
   type StreamContext,
   stream,
   TOOL_ARGS,
   textOf,
-  WORDS,
   words,
 } from './fake-wire.js';
 
@@ -32,7 +32,7 @@ export const openaiModels = (res: ServerResponse) =>
 
 export function chatCompletions(ctx: StreamContext, res: ServerResponse, body: any) {
   const model = body.model ?? 'unknown';
-  const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? WORDS.length;
+  const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? naturalLength(body);
   const last = body.messages?.at(-1);
   const wantsTool = Array.isArray(body.tools) && body.tools.length > 0 && last?.role !== 'tool';
   const text = last?.role === 'tool' ? `The tool said: ${textOf(last.content)}` : words(maxTokens).join(' ');
@@ -113,7 +113,7 @@ export function embeddings(res: ServerResponse, body: any) {
 }
 
 export function responses(res: ServerResponse, body: any) {
-  const n = body.max_output_tokens ?? WORDS.length;
+  const n = body.max_output_tokens ?? naturalLength(body);
   const input = Math.ceil(textOf(body.input).length / 4) || 1;
   json(res, 200, {
     id: 'resp_fake',

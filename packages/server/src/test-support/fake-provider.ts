@@ -1,11 +1,13 @@
-// A fake LLM provider on 127.0.0.1 speaking OpenAI's and Anthropic's real wire formats (fake-openai.ts,
-// fake-anthropic.ts). It records every request, checks the provider key, and can be told to fail, hang or
-// pace its streams; a user message containing `[status NNN]` makes it answer that error.
+// A fake LLM provider on 127.0.0.1 speaking OpenAI's, Anthropic's and Gemini's real wire formats
+// (fake-openai.ts, fake-anthropic.ts, fake-gemini.ts). It records every request, checks the provider key,
+// and can be told to fail, hang or pace its streams; a user message containing `[status NNN]` makes it
+// answer that error, one containing `[length N]` makes it write N tokens when the request sets no limit.
 // Run directly (`node --import tsx fake-provider.ts`) it prints `listening <url>` (used by the benchmark).
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { anthropicError, anthropicModels, messages } from './fake-anthropic.js';
+import { GEMINI_PATH, generateContent } from './fake-gemini.js';
 import { chatCompletions, embeddings, openaiError, openaiModels, responses } from './fake-openai.js';
 import type { StreamContext } from './fake-wire.js';
 
@@ -78,6 +80,9 @@ export async function startFakeProvider(opts: FakeProviderOptions = {}): Promise
     if (req.method === 'POST' && path === '/v1/messages') return messages(ctx, res, body);
     if (req.method === 'POST' && path === '/v1/embeddings') return embeddings(res, body);
     if (req.method === 'POST' && path === '/v1/responses') return responses(res, body);
+    const gemini = GEMINI_PATH.exec(path);
+    if (req.method === 'POST' && gemini)
+      return generateContent(ctx, res, gemini[1], gemini[2] === 'streamGenerateContent', body);
     return fail(res, 404, `no route ${req.method} ${path}`);
   });
   server.keepAliveTimeout = 60_000;

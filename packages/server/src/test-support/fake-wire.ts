@@ -12,6 +12,17 @@ export interface StreamContext {
   onCancel(): void;
 }
 
+/**
+ * Output tokens the fake model writes when its request sets no limit: WORDS.length, or N when a message says
+ * `[length N]` (a model that would run long, to show what a call without a limit costs).
+ */
+export function naturalLength(body: any): number {
+  const asked = /\[length (\d+)\]/.exec(
+    JSON.stringify(body?.messages ?? body?.input ?? body?.contents ?? ''),
+  );
+  return asked ? Number(asked[1]) : WORDS.length;
+}
+
 /** N output tokens, one word each. */
 export const words = (n: number) => Array.from({ length: n }, (_, i) => WORDS[i % WORDS.length]);
 

@@ -93,23 +93,27 @@ test('openai SDK: a caller that asked for usage still gets its usage chunk', asy
   assert.equal(usage?.completion_tokens, 5);
 });
 
-test('openai SDK: calls without max_tokens under an output limit are served and charged what they used', async () => {
+test('openai SDK: calls without max_tokens under an output limit are served, capped to what they reserved, and charged what they used', async () => {
   const client = openaiFor('gpt-limited');
   const r = await client.chat.completions.create({
-    model: 'gpt',
+    model: 'gpt-limited',
     messages: [{ role: 'user', content: 'Hi' }],
   });
-  assert.equal(r.choices[0].message.content, 'Hello from the fake provider');
-  assert.equal(w.fake.requests.at(-1)!.body.max_tokens, undefined, 'the caller’s request is not capped');
+  assert.equal(r.choices[0].message.content?.split(' ').length, 1024);
+  assert.equal(
+    w.fake.requests.at(-1)!.body.max_completion_tokens,
+    1024,
+    'the provider is told the output estimate the call reserved (decision 039)',
+  );
   const win = await windowOf('out-2000');
-  assert.equal(win.used.output, 5);
+  assert.equal(win.used.output, 1024);
 });
 
 test('a stream its client cuts after 10 chunks is charged about 10 output tokens, not hundreds', async () => {
   w.fake.chunkDelayMs = 10;
   try {
     const stream = await openaiFor('gpt-cut').chat.completions.create({
-      model: 'gpt',
+      model: 'gpt-cut',
       messages: [{ role: 'user', content: 'Hi' }],
       stream: true,
       max_tokens: 600,
@@ -150,7 +154,7 @@ test('a policy 429 caused by calls in flight says retry in a second; a spent win
   w.fake.chunkDelayMs = 0;
   // The openai SDK retries on its own after Retry-After: the held tokens are back by then.
   const retried = await openaiFor('gpt-busy', 2).chat.completions.create({
-    model: 'gpt',
+    model: 'gpt-busy',
     messages: [{ role: 'user', content: 'Hi' }],
     max_tokens: 15,
   });
@@ -163,7 +167,7 @@ test('a policy 429 caused by calls in flight says retry in a second; a spent win
   // With its default retries the SDK gives up at once instead of sleeping until the window ends.
   await assert.rejects(
     openaiFor('gpt-busy', 2).chat.completions.create({
-      model: 'gpt',
+      model: 'gpt-busy',
       messages: [{ role: 'user', content: 'Hi' }],
       max_tokens: 30,
     }),
@@ -254,7 +258,7 @@ test('@ai-sdk/anthropic, base URL with /v1 or without, shows Berth’s own messa
   for (const baseURL of [`${runUrl(w.server, 'claude-tight')}/v1`, runUrl(w.server, 'claude-tight')]) {
     const provider = createAnthropic({ apiKey: w.server.adminKey, baseURL });
     await assert.rejects(
-      generateText({ model: provider('claude'), prompt: 'Hi', maxOutputTokens: 50, maxRetries: 0 }),
+      generateText({ model: provider('claude-tight'), prompt: 'Hi', maxOutputTokens: 50, maxRetries: 0 }),
       (e: any) => /policy tight allows 10/.test(e.message ?? ''),
     );
   }

@@ -36,13 +36,17 @@ test('chat: the provider gets its own key and the pinned model, the caller gets 
   );
 });
 
-test('chat: a model the caller names explicitly is kept', async () => {
-  await client.chat.completions.create({
-    model: 'gpt-4o-mini',
-    messages: [{ role: 'user', content: 'Hi' }],
-    max_tokens: 2,
-  });
-  assert.equal(lastRequest().body.model, 'gpt-4o-mini');
+test('chat: a model the caller names other than the endpoint’s is refused (decision 039)', async () => {
+  const before = w.fake.requests.length;
+  await assert.rejects(
+    client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 2,
+    }),
+    (e: any) => e instanceof OpenAI.PermissionDeniedError && /serves fake-gpt only/.test(e.message),
+  );
+  assert.equal(w.fake.requests.length, before, 'the provider was not asked');
 });
 
 test('streaming: tokens arrive as chunks and usage is asked for on the caller’s behalf', async () => {

@@ -39,11 +39,14 @@ export async function connection(
   integration: string,
   baseUrl: string,
   apiKey = PROVIDER_KEY,
+  /** The Berth key acting (default: the operator's admin key). */
+  as?: string,
 ) {
   return ok(
     server.api('/integrations/connections', {
       method: 'POST',
       json: { metadata: { name }, spec: { integration, config: { baseUrl }, secret: { apiKey } } },
+      key: as,
     }),
   );
 }
@@ -54,14 +57,15 @@ export async function model(
   name: string,
   spec: Record<string, unknown>,
   expect: 'DEPLOYED' | 'FAILED' | 'DEACTIVATED' = 'DEPLOYED',
+  as?: string,
 ): Promise<any> {
-  await ok(server.api('/models', { method: 'POST', json: { metadata: { name }, spec } }));
-  return waitStatus(server, name, expect);
+  await ok(server.api('/models', { method: 'POST', json: { metadata: { name }, spec }, key: as }));
+  return waitStatus(server, name, expect, as);
 }
 
-export async function waitStatus(server: TestServer, name: string, want: string): Promise<any> {
+export async function waitStatus(server: TestServer, name: string, want: string, as?: string): Promise<any> {
   for (let i = 0; i < 400; i++) {
-    const m = await ok(server.api(`/models/${name}`));
+    const m = await ok(server.api(`/models/${name}`, { key: as }));
     if (m.status === want) return m;
     await sleep(25);
   }

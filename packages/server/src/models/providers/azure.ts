@@ -1,9 +1,17 @@
 // Azure OpenAI: OpenAI's wire format at `{resource}/openai/deployments/{deployment}/...?api-version=`,
 // credential in `api-key`. The deployment is the model the request names (or the endpoint's model).
+import { OPENAI_CHAT_LIMIT_FIELDS } from './openai.js';
 import { type Connection, joinUrl, type Provider } from './types.js';
 
 /** A GA data-plane version; `config.apiVersion` overrides it. */
 export const AZURE_API_VERSION = '2024-10-21';
+
+/**
+ * Whether an API version reads `max_completion_tokens`: previews from 2024-09-01 on, and GA versions after
+ * 2024-10-21, whose specification has only `max_tokens` (`preview`, `latest` of the v1 API sort after both).
+ */
+export const knowsCompletionTokens = (v: string) =>
+  v.endsWith('-preview') ? v >= '2024-09-01' : v > '2024-10-21';
 
 export const azureOpenai: Provider = {
   type: 'azure-openai',
@@ -22,5 +30,9 @@ export const azureOpenai: Provider = {
     return joinUrl(c.baseUrl, p, params.toString());
   },
   chat: { mode: 'native' },
+  chatLimitFields: (c) =>
+    knowsCompletionTokens(typeof c.config.apiVersion === 'string' ? c.config.apiVersion : AZURE_API_VERSION)
+      ? OPENAI_CHAT_LIMIT_FIELDS
+      : ['max_tokens'],
   askStreamUsage: true,
 };

@@ -28,7 +28,12 @@ function openAiLike(
   };
 }
 
-export const openai = openAiLike('openai', 'https://api.openai.com');
+/** OpenAI's reasoning models refuse `max_tokens`; `max_completion_tokens` bounds every model's output. */
+export const OPENAI_CHAT_LIMIT_FIELDS = ['max_completion_tokens', 'max_tokens'];
+
+export const openai = openAiLike('openai', 'https://api.openai.com', {
+  chatLimitFields: () => OPENAI_CHAT_LIMIT_FIELDS,
+});
 // Mistral reports usage in its last stream chunk unasked, and rejects unknown request fields.
 export const mistral = openAiLike('mistral', 'https://api.mistral.ai', { askStreamUsage: false });
 export const xai = openAiLike('xai', 'https://api.x.ai');

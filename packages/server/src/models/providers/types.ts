@@ -35,6 +35,11 @@ export interface Provider {
   /** The upstream URL of a pass-through path (`/v1/...`, with its query string). */
   url(c: Connection, path: string, query: string, model?: string): string;
   chat: ChatRoute;
+  /**
+   * Fields of an OpenAI-style chat request the provider is known to honour as its output limit, the first
+   * being the one Berth sets (default `['max_tokens']`, which every OpenAI-compatible server reads).
+   */
+  chatLimitFields?(c: Connection): string[];
   /** OpenAI-style streams report usage only when asked (`stream_options.include_usage`). */
   askStreamUsage?: boolean;
   /** Path listing the provider's models, in its own format; absent = no list offered. */
