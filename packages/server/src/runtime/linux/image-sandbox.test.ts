@@ -10,6 +10,7 @@ import { smallSandboxSpec } from '../../test-support/sandbox-spec.js';
 import { ImageStore } from '../images/image-store.js';
 import {
   busyboxLayer,
+  loopbackOutbound,
   Pusher,
   startRegistry,
   type TestRegistry,
@@ -41,7 +42,11 @@ before(async () => {
   reg = await startRegistry();
   push = new Pusher(reg);
   // The real daemon from dist; a warm pool, so images in use get one too.
-  driver = await createLinuxDriver({ dataDir, images: new ImageStore({ dataDir }), warmPoolSize: 1 });
+  driver = await createLinuxDriver({
+    dataDir,
+    images: new ImageStore({ dataDir, outbound: loopbackOutbound() }),
+    warmPoolSize: 1,
+  });
 });
 
 after(async () => {
