@@ -79,6 +79,19 @@ describe('address policy', () => {
       assert.equal(closed(p, a), undefined, a);
   });
 
+  it("lists IPv4 ranges sorted and without overlaps: the sandboxes' nftables interval set refuses overlaps", () => {
+    const span = (cidr: string) => {
+      const [a, bits] = cidr.split('/');
+      const base = a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+      return [base, base + 2 ** (32 - Number(bits)) - 1];
+    };
+    const spans = RESERVED_V4.map((r) => span(r.cidr));
+    for (let i = 1; i < spans.length; i++)
+      assert.ok(spans[i][0] > spans[i - 1][1], `${RESERVED_V4[i].cidr} after ${RESERVED_V4[i - 1].cidr}`);
+    for (const r of RESERVED_V4)
+      assert.equal(span(r.cidr)[0] % 2 ** (32 - Number(r.cidr.split('/')[1])), 0, r.cidr);
+  });
+
   it('leaves public addresses open', () => {
     const p = policy();
     for (const a of [
