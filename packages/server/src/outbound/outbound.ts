@@ -113,7 +113,10 @@ export class Outbound {
       // The certificate is checked against the name asked for, not the address dialled.
       const servername = options.servername || (isIP(name) ? undefined : name);
       this.vet(name).then(
-        (addresses) => {
+        (vetted) => {
+          // IPv4 first: a host whose IPv6 route is broken would otherwise hold each new connection for the whole
+          // connect timeout (sandboxes and the docs assume IPv4; Node's happy eyeballs needs a name, not a list).
+          const addresses = [...vetted].sort((a, b) => isIP(a) - isIP(b));
           const dial = (i: number) =>
             base({ ...options, hostname: addresses[i], servername }, (...args) => {
               if (args[0] && i + 1 < addresses.length) dial(i + 1);
