@@ -148,7 +148,8 @@ export async function benchModels() {
   let bare;
   let portkey;
   try {
-    berth = await startBerth();
+    // The fake provider listens on loopback: opened as a server with a local model opens it.
+    berth = await startBerth({ BERTH_OUTBOUND_ALLOW_CIDRS: '127.0.0.0/8' });
     bare = await startScript(BARE, { TARGET: fake.url });
     portkey = await startPortkey();
     await deploy(berth, fake.url);

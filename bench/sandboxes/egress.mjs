@@ -107,6 +107,8 @@ export async function benchEgress() {
   const upstream = await startUpstream(dir);
   const berth = await startSandboxBerth({
     BERTH_EGRESS_RESOLVERS: UP,
+    // The upstream sits on a documentation range, reserved: opened as a LAN would be.
+    BERTH_SANDBOX_ALLOW_CIDRS: '203.0.113.0/24',
     NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem'),
     BERTH_STANDBY_AFTER: '600',
     BERTH_LOG_LEVEL: 'warn',

@@ -122,7 +122,11 @@ export async function benchImages() {
     );
     for (let i = 0; i < RUNS; i++) rmSync(join(dir, `theirs-${i}`), { recursive: true, force: true });
 
-    const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: '600' });
+    // The registry listens on loopback: pulls reach it only when it is listed.
+    const berth = await startSandboxBerth({
+      BERTH_STANDBY_AFTER: '600',
+      BERTH_OUTBOUND_ALLOW_CIDRS: '127.0.0.0/8',
+    });
     try {
       await berth.call('POST', '/v0/images', { reference: ref });
       const firstExec = async (name, spec) =>

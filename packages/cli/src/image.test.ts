@@ -11,7 +11,7 @@ import {
   startRegistry,
   type TestRegistry,
 } from '../../server/src/runtime/images/test-support/registry.js';
-import { startTestServer, type TestServer } from '../../server/src/test-support/server.js';
+import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../../server/src/test-support/server.js';
 
 const BIN = join(import.meta.dirname, '../bin/berth.mjs');
 
@@ -38,7 +38,8 @@ describe('berth image', () => {
     });
 
   before(async () => {
-    [s, reg] = await Promise.all([startTestServer(), startRegistry()]);
+    // The registry listens on loopback.
+    [s, reg] = await Promise.all([startTestServer({ ...OUTBOUND_LOOPBACK }), startRegistry()]);
     dir = mkdtempSync(join(tmpdir(), 'berth-cli-img-'));
     ref = (await new Pusher(reg).image('cli/box', 'v1', [await busyboxLayer()])).reference;
   });

@@ -18,6 +18,32 @@ test('BERTH_SANDBOX_ALLOW_CIDRS: anything but IPv4 CIDRs fails start-up naming t
     );
 });
 
+test('BERTH_OUTBOUND_ALLOW_CIDRS: IPv4 and IPv6, normalised; the older callback settings add to it', () => {
+  assert.deepEqual(loadConfig({}, {}).outboundAllowCidrs, []);
+  const cfg = loadConfig(
+    {},
+    {
+      BERTH_OUTBOUND_ALLOW_CIDRS: '127.0.0.0/8, fd12:3456::1/16 ::1',
+      BERTH_CALLBACK_ALLOW_CIDRS: '10.1.2.3/8',
+    },
+  );
+  assert.deepEqual(cfg.outboundAllowCidrs, ['127.0.0.0/8', 'fd12::/16', '::1/128', '10.0.0.0/8']);
+  assert.deepEqual(loadConfig({}, { BERTH_CALLBACK_ALLOW_PRIVATE: 'true' }).outboundAllowCidrs, [
+    '0.0.0.0/0',
+    '::/0',
+  ]);
+  for (const bad of ['fd00::/129', 'fd00::/8/1', 'lan', '::g/64', '10.0.0.0/33'])
+    assert.throws(
+      () => loadConfig({}, { BERTH_OUTBOUND_ALLOW_CIDRS: bad }),
+      /BERTH_OUTBOUND_ALLOW_CIDRS: not an IPv4 or IPv6 CIDR/,
+      bad,
+    );
+  assert.throws(
+    () => loadConfig({}, { BERTH_CALLBACK_ALLOW_CIDRS: 'nope' }),
+    /BERTH_CALLBACK_ALLOW_CIDRS: not an IPv4 or IPv6 CIDR: nope/,
+  );
+});
+
 test("BERTH_REGION_ALIASES: by default the service's region names stand for the first region", () => {
   const cfg = loadConfig({}, { BERTH_REGIONS: 'home,lab' });
   assert.deepEqual(cfg.regionAliases, {

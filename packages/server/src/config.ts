@@ -1,6 +1,7 @@
 // One typed configuration, parsed once at start from flags and environment; read nowhere else.
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import ipaddr from 'ipaddr.js';
 
 export interface Config {
   host: string;
@@ -46,8 +47,8 @@ export interface Config {
   /** Total MB of volumes per workspace (BERTH_WORKSPACE_VOLUME_CAPACITY_MB); unset: no per-workspace bound. */
   workspaceVolumeCapacityMb?: number;
   /**
-   * spec.repository may name a local path, a file:// URL or a loopback/private host (refused by default: a clone
-   * would read the server's disk or its LAN): BERTH_GIT_ALLOW_LOCAL=true, for a single-user server (and tests).
+   * spec.repository may name a local path or a file:// URL (refused by default: a clone would read the server's
+   * disk): BERTH_GIT_ALLOW_LOCAL=true, for a single-user server (and tests). Hosts follow outboundAllowCidrs.
    */
   gitAllowLocal?: boolean;
   /** Registries reached over plain HTTP although not loopback (BERTH_INSECURE_REGISTRIES, comma-separated). */
@@ -76,10 +77,12 @@ export interface Config {
   /** Job tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS). */
   jobMaxTasks?: number;
   /**
-   * Private or reserved ranges agents' and jobs' callbacks may be sent to (BERTH_CALLBACK_ALLOW_CIDRS, IPv4 CIDRs);
-   * closed by default (SSRF). The older BERTH_CALLBACK_ALLOW_PRIVATE=true opens every range.
+   * Reserved ranges (IPv4 and IPv6 CIDRs) that the requests Berth makes for users (callbacks, git clones, model
+   * providers, image registries) may reach: BERTH_OUTBOUND_ALLOW_CIDRS. Closed by default (SSRF). The older
+   * BERTH_CALLBACK_ALLOW_CIDRS adds to it, BERTH_CALLBACK_ALLOW_PRIVATE=true stands for every range. Loopback opens
+   * only when a range inside it is listed (127.0.0.0/8, ::1); the host's other addresses never (outbound/).
    */
-  callbackAllowCidrs: string[];
+  outboundAllowCidrs: string[];
   /**
    * Seconds a request to an agent or function may pass with no byte either way (BERTH_REQUEST_IDLE_TIMEOUT;
    * default 100, gateway/request-deadlines.ts). Tests shorten it.
@@ -87,7 +90,10 @@ export interface Config {
   requestIdleTimeoutS?: number;
 }
 
-/** What BERTH_CALLBACK_ALLOW_PRIVATE=true (kept as an alias) stands for: every IPv4 and IPv6 range opened. */
+/**
+ * What BERTH_CALLBACK_ALLOW_PRIVATE=true (kept as an alias) stands for: every IPv4 and IPv6 range opened — which
+ * does not open loopback or the host's own addresses (they open only when listed themselves).
+ */
 export const ALLOW_EVERY_RANGE = ['0.0.0.0/0', '::/0'];
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
@@ -133,7 +139,7 @@ export function loadConfig(
     modelOutputEstimate: env.BERTH_MODEL_OUTPUT_ESTIMATE
       ? positiveInt(env.BERTH_MODEL_OUTPUT_ESTIMATE, 'BERTH_MODEL_OUTPUT_ESTIMATE')
       : undefined,
-    sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? ''),
+    sandboxAllowCidrs: parseCidrList(env.BERTH_SANDBOX_ALLOW_CIDRS ?? '', 'BERTH_SANDBOX_ALLOW_CIDRS'),
     volumeCapacityMb: positiveMb(env.BERTH_VOLUME_CAPACITY_MB, 'BERTH_VOLUME_CAPACITY_MB'),
     workspaceVolumeCapacityMb: positiveMb(
       env.BERTH_WORKSPACE_VOLUME_CAPACITY_MB,
@@ -157,8 +163,9 @@ export function loadConfig(
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
-    callbackAllowCidrs: [
-      ...parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? ''),
+    outboundAllowCidrs: [
+      ...parseCidrList(env.BERTH_OUTBOUND_ALLOW_CIDRS ?? '', 'BERTH_OUTBOUND_ALLOW_CIDRS', true),
+      ...parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? '', 'BERTH_CALLBACK_ALLOW_CIDRS', true),
       ...(env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true' ? ALLOW_EVERY_RANGE : []),
     ],
     requestIdleTimeoutS: positiveSeconds(env.BERTH_REQUEST_IDLE_TIMEOUT, 'BERTH_REQUEST_IDLE_TIMEOUT'),
@@ -187,23 +194,34 @@ function positiveMb(v: string | undefined, name: string): number | undefined {
 
 /**
  * `a.b.c.d/n` entries (a bare address is /32), comma- or space-separated, with host bits cleared so the
- * firewall takes them as written; anything else fails start-up naming the entry.
+ * firewall takes them as written; with `v6`, IPv6 CIDRs too (a bare address is /128). Anything else fails
+ * start-up naming the setting and the entry.
  */
-export function parseCidrList(text: string): string[] {
+export function parseCidrList(text: string, setting = 'BERTH_SANDBOX_ALLOW_CIDRS', v6 = false): string[] {
   return text
     .split(/[\s,]+/)
     .filter(Boolean)
     .map((entry) => {
+      if (v6 && entry.includes(':')) return ipv6Cidr(entry, setting);
       const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/.exec(entry);
       const octets = m ? m.slice(1, 5).map(Number) : [];
       const bits = m?.[5] === undefined ? 32 : Number(m[5]);
       if (!m || octets.some((o) => o > 255) || bits > 32)
-        throw new Error(`BERTH_SANDBOX_ALLOW_CIDRS: not an IPv4 CIDR: ${entry}`);
+        throw new Error(`${setting}: not an IPv4${v6 ? ' or IPv6' : ''} CIDR: ${entry}`);
       const addr = octets.reduce((a, o) => a * 256 + o, 0);
       const size = 2 ** (32 - bits);
       const base = addr - (addr % size);
       return `${[24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256).join('.')}/${bits}`;
     });
+}
+
+function ipv6Cidr(entry: string, setting: string): string {
+  const [addr, bits = '128', extra] = entry.split('/');
+  if (extra === undefined && /^\d{1,3}$/.test(bits) && Number(bits) <= 128 && ipaddr.IPv6.isValid(addr)) {
+    const cidr = `${addr}/${Number(bits)}`;
+    return `${ipaddr.IPv6.networkAddressFromCIDR(cidr).toString()}/${Number(bits)}`;
+  }
+  throw new Error(`${setting}: not an IPv4 or IPv6 CIDR: ${entry}`);
 }
 
 /**

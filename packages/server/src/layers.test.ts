@@ -13,6 +13,7 @@ const LAYERS: Record<string, number> = {
   config: 0,
   'log-redact': 0,
   crypto: 1,
+  outbound: 1,
   kinds: 1,
   'sandbox-api': 1,
   store: 2,

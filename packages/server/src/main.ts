@@ -23,7 +23,8 @@ import { ScheduleRunner } from './controllers/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
 import { existingArchive } from './runtime/volume-archives.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
-import { createLinuxDriver, imageRootsInUse, ImageStore } from './runtime/index.js';
+import { createLinuxDriver, imageRootsInUse, ImageStore, SANDBOX_NET } from './runtime/index.js';
+import { type Lookup, Outbound } from './outbound/index.js';
 import { readRegistryAuth } from './runtime/images/auth-file.js';
 import { register as registerImages } from './api/images.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
@@ -68,10 +69,13 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function startServer(
-  config: Config,
-  opts: { logStream?: NodeJS.WritableStream } = {},
-): Promise<RunningServer> {
+export interface StartOptions {
+  logStream?: NodeJS.WritableStream;
+  /** How the server's outbound requests resolve names (tests play a rebinding name); default: the host's. */
+  outboundLookup?: Lookup;
+}
+
+export async function startServer(config: Config, opts: StartOptions = {}): Promise<RunningServer> {
   const loosened = secureDataDir(config.dataDir);
   const logger = pino(
     { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
@@ -80,6 +84,12 @@ export async function startServer(
   if (loosened.length)
     logger.warn({ paths: loosened }, 'data dir was readable by other users: made 0700, its files 0600');
   const box = new SecretBox(loadMasterKey(config));
+  // Every request sent outward for a user goes through this one client and its address rules (outbound/).
+  const outbound = new Outbound({
+    allowCidrs: config.outboundAllowCidrs,
+    hostRanges: [SANDBOX_NET],
+    lookup: opts.outboundLookup,
+  });
   const dbFile = join(config.dataDir, 'berth.db');
   createPrivateFile(dbFile);
   const store = new SqliteStore(dbFile);
@@ -95,6 +105,7 @@ export async function startServer(
     urlOf,
     labelsOf: hostLabelsOf,
     egressGateways: config.egressGateways,
+    outbound,
   });
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
@@ -106,6 +117,7 @@ export async function startServer(
     maxLayerBytes: config.imageMaxLayerBytes,
     quotaBytes: config.imageQuotaMb && config.imageQuotaMb * 1024 ** 2,
     rootsInUse: (workspace) => imageRootsInUse(config.dataDir, workspace),
+    outbound,
   });
   // A deleted workspace's image names go with it: at once, and at start for one deleted by a server that died
   // before it could drop them (a new workspace of the same name never holds the old one's images).
@@ -141,11 +153,12 @@ export async function startServer(
     logger,
     waitHealthy,
     gitAllowLocal: config.gitAllowLocal,
+    outbound,
     images,
   });
   const replicas = new ReplicaSet({ driver, logger, waitHealthy });
   const uploads = new CodeUploads({ resources, code, baseUrl });
-  const callbacks = new Callbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
+  const callbacks = new Callbacks({ resources, logger, outbound });
   const executions = new Executions({ logger, callbacks });
   const jobCallbacks = new JobCallbacks({ resources, callbacks, logger });
   const jobs = new JobRunner({
@@ -194,6 +207,7 @@ export async function startServer(
   await app.register(modelGateway, {
     resources,
     authenticator: auth.authenticator,
+    outbound,
     registry: metrics,
     upstreamTimeoutMs: config.modelTimeoutMs,
     outputEstimate: config.modelOutputEstimate,
@@ -309,6 +323,7 @@ export async function startServer(
       await controllers.stop();
       await app.close();
       await driver.close();
+      await outbound.close();
       await store.close();
       logger.flush?.();
     },

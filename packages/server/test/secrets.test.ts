@@ -3,14 +3,15 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { startTestServer, type TestServer } from '../src/test-support/server.js';
+import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../src/test-support/server.js';
 
 const SECRET = 'planted-secret-4d9b1e77c0a2';
 let server: TestServer;
 const seen: string[] = [];
 
 before(async () => {
-  server = await startTestServer({ BERTH_LOG_LEVEL: 'debug' });
+  // The planted connection names a provider on loopback.
+  server = await startTestServer({ BERTH_LOG_LEVEL: 'debug', ...OUTBOUND_LOOPBACK });
 });
 after(() => server.close());
 

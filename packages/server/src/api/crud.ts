@@ -123,6 +123,7 @@ export function registerCrud(
         workspace: a.workspace,
         parents: parentsOf(kd, req.params as Record<string, string>),
         actor: a.principal.subject,
+        role: a.role,
         strict: q.fieldValidation === 'Strict',
       };
     };

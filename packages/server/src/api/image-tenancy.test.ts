@@ -15,7 +15,7 @@ import {
   tarOf,
 } from '../runtime/images/test-support/registry.js';
 import { newTenant, type Tenant } from '../test-support/tenants.js';
-import { startTestServer, type TestServer } from '../test-support/server.js';
+import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../test-support/server.js';
 
 /** One file saying whose image it is: a layer per tenant, so each image's content tells who made it. */
 const ownLayer = (who: string) =>
@@ -47,7 +47,7 @@ describe('image names per workspace, two tenants', () => {
   let pulledRef: string;
   let pulledId: string;
   before(async () => {
-    [s, reg] = await Promise.all([startTestServer(), startRegistry()]);
+    [s, reg] = await Promise.all([startTestServer({ ...OUTBOUND_LOOPBACK }), startRegistry()]);
     a = await newTenant(s, 'tenant-a');
     b = await newTenant(s, 'tenant-b');
     const img = await new Pusher(reg).image('team/app', 'v1', [
@@ -165,7 +165,7 @@ describe('image bytes per workspace (BERTH_QUOTA_IMAGE_MB)', () => {
   let s: TestServer;
   let a: Tenant;
   before(async () => {
-    s = await startTestServer({ BERTH_QUOTA_IMAGE_MB: '2' });
+    s = await startTestServer({ ...OUTBOUND_LOOPBACK, BERTH_QUOTA_IMAGE_MB: '2' });
     a = await newTenant(s, 'tenant-q');
   });
   after(async () => {

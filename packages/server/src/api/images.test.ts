@@ -12,7 +12,7 @@ import {
   type TestRegistry,
   tarOf,
 } from '../runtime/images/test-support/registry.js';
-import { startTestServer, type TestServer } from '../test-support/server.js';
+import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../test-support/server.js';
 
 describe('/v0/images', () => {
   let s: TestServer;
@@ -21,7 +21,8 @@ describe('/v0/images', () => {
   let id: string;
   let dir: string;
   before(async () => {
-    [s, reg] = await Promise.all([startTestServer(), startRegistry()]);
+    // The registry listens on loopback.
+    [s, reg] = await Promise.all([startTestServer({ ...OUTBOUND_LOOPBACK }), startRegistry()]);
     dir = mkdtempSync(join(tmpdir(), 'berth-imgapi-'));
     const img = await new Pusher(reg).image(
       'team/tool',

@@ -22,6 +22,11 @@ export function imageApiError(e: unknown): unknown {
   switch (e.code) {
     case 'INVALID_REFERENCE':
       return invalid([{ pointer: '/reference', message: e.message }]);
+    case 'REFUSED':
+      return new ApiError('VALIDATION_FAILED', e.message, {
+        code,
+        errors: [{ pointer: '/reference', message: e.message }],
+      });
     case 'NOT_FOUND':
       return new ApiError('NOT_FOUND', e.message, { code });
     case 'IN_USE':

@@ -23,6 +23,7 @@ import {
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { isDefaultImage } from '../kinds/image-reference.js';
+import type { Outbound } from '../outbound/index.js';
 import { defaultCpuShares, type RuntimeDriver } from '../runtime/driver.js';
 import { ImageError } from '../runtime/images/errors.js';
 import type { ImageStore, StoredImage } from '../runtime/images/image-store.js';
@@ -89,8 +90,10 @@ export interface BuilderDeps {
   code: CodeStore;
   logger?: Logger;
   waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
-  /** Local paths, file:// and private hosts may be cloned (BERTH_GIT_ALLOW_LOCAL; see git-source.ts). */
+  /** Local paths and file:// may be cloned (BERTH_GIT_ALLOW_LOCAL; see git-source.ts). */
   gitAllowLocal?: boolean;
+  /** The outbound client a clone's host is judged and pinned by. */
+  outbound: Outbound;
   /** The server's image store: where a `spec.runtime.image` other than the default is looked up. */
   images?: ImageStore;
 }
@@ -135,8 +138,14 @@ export class Builder {
 
   /** Clones a spec's git repository into the code store, as an upload would store it (git-source.ts). */
   fetchGit(repo: GitRepository, signal: AbortSignal): Promise<GitSourceInfo> {
-    const { code, gitAllowLocal } = this.deps;
-    return fetchGitSource(repo, { code, workDir: this.workDir, allowLocal: gitAllowLocal === true, signal });
+    const { code, gitAllowLocal, outbound } = this.deps;
+    return fetchGitSource(repo, {
+      code,
+      workDir: this.workDir,
+      allowLocal: gitAllowLocal === true,
+      outbound,
+      signal,
+    });
   }
 
   /**

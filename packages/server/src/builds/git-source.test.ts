@@ -1,5 +1,6 @@
 // Cloning spec.repository into the code store: the branch's tree packed like an upload (same tree, same digest),
-// .git left out, symlinks as plain files; local and private sources refused unless allowed; git's error kept.
+// .git left out, symlinks as plain files; local sources refused unless allowed, hosts judged by the outbound rules
+// and git pinned to the vetted address (a name is never resolved by git itself); git's error kept.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
@@ -15,6 +16,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Outbound } from '../outbound/index.js';
+import { type GitHttp, startGitHttp } from '../test-support/git-http.js';
 import { CodeStore } from './code-store.js';
 import { checkGitUrl, fetchGitSource, GitFetchError } from './git-source.js';
 import { extractZip } from './zip-extract.js';
@@ -27,12 +30,29 @@ const run = (cwd: string, ...args: string[]) =>
     .toString()
     .trim();
 
+const HOST = '192.0.2.2'; // this host's LAN address, as the injected interface list says
+const interfaces = () => ['127.0.0.1', '::1', HOST];
+/** Names the tests resolve: a public one, one on this host, and one on loopback (each the test's own answer). */
+const lookup = async (h: string) => {
+  const table: Record<string, string[]> = {
+    'example.com': ['93.184.215.14'],
+    'host.example': [HOST],
+    'repo.test': ['127.0.0.1'],
+  };
+  if (table[h]) return table[h];
+  throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${h}`), { code: 'ENOTFOUND' });
+};
+const strict = new Outbound({ allowCidrs: [], interfaces, lookup });
+/** Loopback opened, as a server with BERTH_OUTBOUND_ALLOW_CIDRS=127.0.0.0/8 has it. */
+const loopback = new Outbound({ allowCidrs: ['127.0.0.0/8'], interfaces, lookup });
+
 describe('git sources', () => {
   let root: string;
   let bare: string;
   let code: CodeStore;
   let work: string;
   const signal = new AbortController().signal;
+  const outbound = strict;
   before(() => {
     root = mkdtempSync(join(tmpdir(), 'berth-git-'));
     const src = join(root, 'src');
@@ -55,7 +75,10 @@ describe('git sources', () => {
   after(() => rmSync(root, { recursive: true, force: true }));
 
   it('clones the branch into the code store; the same tree twice is one digest', async () => {
-    const got = await fetchGitSource({ url: bare }, { code, workDir: work, allowLocal: true, signal });
+    const got = await fetchGitSource(
+      { url: bare },
+      { code, workDir: work, allowLocal: true, outbound, signal },
+    );
     assert.match(got.digest, /^sha256:[0-9a-f]{64}$/);
     assert.equal(got.commit, run(bare, 'rev-parse', 'main'));
     const out = join(root, 'out');
@@ -67,14 +90,14 @@ describe('git sources', () => {
 
     const again = await fetchGitSource(
       { url: `file://${bare}` },
-      { code, workDir: work, allowLocal: true, signal },
+      { code, workDir: work, allowLocal: true, outbound, signal },
     );
     assert.equal(again.digest, got.digest);
     assert.equal(again.alreadyPresent, true);
 
     const canary = await fetchGitSource(
       { url: bare, branch: 'canary' },
-      { code, workDir: work, allowLocal: true, signal },
+      { code, workDir: work, allowLocal: true, outbound, signal },
     );
     assert.notEqual(canary.digest, got.digest);
     assert.equal(canary.commit, run(bare, 'rev-parse', 'canary'));
@@ -82,34 +105,86 @@ describe('git sources', () => {
 
   it("a missing repository or branch fails with git's own message", async () => {
     await assert.rejects(
-      fetchGitSource({ url: bare, branch: 'nope' }, { code, workDir: work, allowLocal: true, signal }),
+      fetchGitSource(
+        { url: bare, branch: 'nope' },
+        { code, workDir: work, allowLocal: true, outbound, signal },
+      ),
       (e: Error) => e instanceof GitFetchError && /nope/.test(e.message),
     );
     await assert.rejects(
-      fetchGitSource({ url: join(root, 'absent.git') }, { code, workDir: work, allowLocal: true, signal }),
+      fetchGitSource(
+        { url: join(root, 'absent.git') },
+        { code, workDir: work, allowLocal: true, outbound, signal },
+      ),
       (e: Error) => e instanceof GitFetchError && /does not appear to be a git repository/.test(e.message),
     );
     await assert.rejects(
       fetchGitSource(
         { url: bare, branch: '--upload-pack=touch /tmp/x' },
-        { code, workDir: work, allowLocal: true, signal },
+        { code, workDir: work, allowLocal: true, outbound, signal },
       ),
       /not a branch name/,
     );
   });
 
-  it('local paths, private hosts, other protocols and URLs with credentials are refused by default', async () => {
-    await assert.rejects(checkGitUrl(bare, false), /local repositories are refused/);
-    await assert.rejects(checkGitUrl(`file://${bare}`, false), /local repositories are refused/);
-    await assert.rejects(checkGitUrl('http://127.0.0.1:9418/x.git', false), /loopback or private/);
-    await assert.rejects(checkGitUrl('git://10.1.2.3/x.git', false), /loopback or private/);
-    // An IPv4-mapped IPv6 literal and a benchmark-range address are private too (one range list with callbacks).
-    await assert.rejects(checkGitUrl('http://[::ffff:127.0.0.1]/x.git', false), /loopback or private/);
-    await assert.rejects(checkGitUrl('https://198.18.0.1/x.git', false), /loopback or private/);
-    await assert.rejects(checkGitUrl('ext::sh -c touch% /tmp/pwned', true), /not fetched|not a URL/);
-    await assert.rejects(checkGitUrl('ssh://git@example.com/x.git', true), /not fetched/);
-    await assert.rejects(checkGitUrl('https://user:tok@example.com/x.git', true), /credentials/);
-    assert.equal((await checkGitUrl('http://127.0.0.1:9418/x.git', true)).protocol, 'http');
-    assert.equal((await checkGitUrl('https://203.0.113.7/x.git', false)).protocol, 'https');
+  it('local paths, closed hosts, other protocols and URLs with credentials are refused by default', async () => {
+    await assert.rejects(checkGitUrl(bare, false, strict), /local repositories are refused/);
+    await assert.rejects(checkGitUrl(`file://${bare}`, false, strict), /local repositories are refused/);
+    await assert.rejects(checkGitUrl('http://127.0.0.1:9418/x.git', false, strict), /loopback/);
+    await assert.rejects(checkGitUrl('https://10.1.2.3/x.git', false, strict), /10\.0\.0\.0\/8/);
+    // An IPv4-mapped IPv6 literal and a benchmark-range address are closed too (one range list with callbacks).
+    await assert.rejects(checkGitUrl('http://[::ffff:127.0.0.1]/x.git', false, strict), /loopback/);
+    await assert.rejects(checkGitUrl('https://198.18.0.1/x.git', false, strict), /benchmarking/);
+    await assert.rejects(checkGitUrl('https://203.0.113.7/x.git', false, strict), /documentation/);
+    await assert.rejects(checkGitUrl(`https://${HOST}/x.git`, true, strict), /never opened/);
+    await assert.rejects(checkGitUrl('https://host.example/x.git', true, loopback), /never opened/);
+    await assert.rejects(checkGitUrl('http://localhost:9418/x.git', true, strict), /loopback/);
+    await assert.rejects(checkGitUrl('ext::sh -c touch% /tmp/pwned', true, strict), /not fetched|not a URL/);
+    await assert.rejects(checkGitUrl('ssh://git@example.com/x.git', true, strict), /not fetched/);
+    await assert.rejects(checkGitUrl('git://example.com/x.git', true, strict), /not fetched/);
+    await assert.rejects(checkGitUrl('https://user:tok@example.com/x.git', true, strict), /credentials/);
+    // BERTH_GIT_ALLOW_LOCAL opens local paths only; loopback opens with the outbound setting.
+    await assert.rejects(checkGitUrl('http://127.0.0.1:9418/x.git', true, strict), /loopback/);
+    assert.equal((await checkGitUrl('http://127.0.0.1:9418/x.git', false, loopback)).protocol, 'http');
+    assert.deepEqual(await checkGitUrl('https://93.184.215.14/x.git', false, strict), {
+      url: 'https://93.184.215.14/x.git',
+      protocol: 'https',
+      pins: [],
+    });
+    assert.deepEqual((await checkGitUrl('https://example.com/x.git', false, strict)).pins, [
+      '-c',
+      'http.curloptResolve=example.com:443:93.184.215.14',
+    ]);
+  });
+
+  describe('over HTTP', () => {
+    let server: GitHttp;
+    let port: number;
+    before(async () => {
+      server = await startGitHttp(root);
+      port = server.port;
+    });
+    after(() => server.close());
+
+    it('git is pinned to the vetted address: a name only Berth can resolve is cloned from it', async () => {
+      const got = await fetchGitSource(
+        { url: `http://repo.test:${port}/repo.git` },
+        { code, workDir: work, allowLocal: false, outbound: loopback, signal },
+      );
+      assert.equal(got.commit, run(bare, 'rev-parse', 'main'));
+      assert.ok(server.requests() > 0);
+    });
+
+    it('a name resolving to loopback (a rebinding answer) is refused and the server hears nothing', async () => {
+      const heard = server.requests();
+      await assert.rejects(
+        fetchGitSource(
+          { url: `http://repo.test:${port}/repo.git` },
+          { code, workDir: work, allowLocal: false, outbound: strict, signal },
+        ),
+        (e: Error) => e instanceof GitFetchError && /repo\.test resolves to 127\.0\.0\.1/.test(e.message),
+      );
+      assert.equal(server.requests(), heard);
+    });
   });
 });

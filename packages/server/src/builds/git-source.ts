@@ -2,17 +2,18 @@
 // (a zip in the code store, by digest), so a repository and an upload share the build path and the same tree
 // builds once. The clone runs on the host with git made inert: no hooks (empty template, hooksPath /dev/null), no
 // submodules, symlinks checked out as plain files, no system or user config, no credential prompt, only the URL's
-// own protocol allowed, redirects refused; it is bounded in time and bytes. Local paths, file:// and hosts on
-// loopback or private addresses are refused unless the server allows them (BERTH_GIT_ALLOW_LOCAL=true): a
-// workspace member must not read the server's own disk or reach its LAN through a clone.
+// own protocol allowed, redirects refused; it is bounded in time and bytes. Local paths and file:// are refused
+// unless the server allows them (BERTH_GIT_ALLOW_LOCAL=true): a workspace member must not read the server's own
+// disk through a clone. Hosts follow the outbound rules (outbound/): the host is resolved and judged once here, and
+// git (curl underneath) is pinned to exactly those addresses (http.curloptResolve), so it never resolves the name
+// itself and cannot be rebound elsewhere. git:// is not fetched: its connections cannot be pinned.
 import { spawn } from 'node:child_process';
-import { lookup } from 'node:dns/promises';
 import { lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import yazl from 'yazl';
-import { outboundBlockList } from '../http/blocked-addresses.js';
+import { type Outbound, OutboundRefused } from '../outbound/index.js';
 import type { CodeStore, StoredCode } from './code-store.js';
 import { MAX_UPLOAD_BYTES } from './code-store.js';
 
@@ -49,14 +50,25 @@ export function gitRepositoryOf(spec: any): GitRepository | undefined {
   return { url: r.url, ...(typeof r.branch === 'string' && r.branch ? { branch: r.branch } : {}) };
 }
 
-/** Loopback, private and reserved addresses: a clone must not reach the server's own network (SSRF). */
-const isPrivate = outboundBlockList([]);
+/** Host names curl parses as WHATWG does: the pin below names the very host git connects to. */
+const PLAIN_HOST = /^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$/;
 
-/** The URL git is given (a local path as file://) and its protocol; throws GitFetchError when refused. */
+/** A checked URL: what git is given, its protocol, and the `-c` pins of its host (none for a local one). */
+export interface CheckedGitUrl {
+  url: string;
+  protocol: string;
+  pins: string[];
+}
+
+/**
+ * The URL git is given (a local path as file://), its protocol and the address pins of its host; throws
+ * GitFetchError when refused. `outbound` judges the host; it is resolved here, once, for the clone.
+ */
 export async function checkGitUrl(
   raw: string,
   allowLocal: boolean,
-): Promise<{ url: string; protocol: string }> {
+  outbound: Outbound,
+): Promise<CheckedGitUrl> {
   const local = raw.startsWith('/');
   let u: URL;
   try {
@@ -65,9 +77,9 @@ export async function checkGitUrl(
     throw new GitFetchError(`spec.repository.url ${JSON.stringify(raw)} is not a URL or an absolute path`);
   }
   const protocol = u.protocol.replace(/:$/, '');
-  if (!['https', 'http', 'git', 'file'].includes(protocol))
+  if (!['https', 'http', 'file'].includes(protocol))
     throw new GitFetchError(
-      `spec.repository.url: ${protocol}:// is not fetched (https, http, git${allowLocal ? ', file' : ''})`,
+      `spec.repository.url: ${protocol}:// is not fetched (https, http${allowLocal ? ', file' : ''})`,
     );
   if (u.username || u.password)
     throw new GitFetchError(
@@ -78,19 +90,22 @@ export async function checkGitUrl(
       throw new GitFetchError(
         'local repositories are refused on this server (BERTH_GIT_ALLOW_LOCAL=true allows them)',
       );
-    return { url: u.href, protocol };
+    return { url: u.href, protocol, pins: [] };
   }
-  if (!allowLocal) {
-    const host = u.hostname.replace(/^\[|\]$/g, '');
-    const addrs = isIP(host) ? [{ address: host }] : await lookup(host, { all: true }).catch(() => []);
-    if (!addrs.length) throw new GitFetchError(`spec.repository.url: cannot resolve ${host}`);
-    for (const { address } of addrs)
-      if (isPrivate(address))
-        throw new GitFetchError(
-          `spec.repository.url: ${host} is a loopback or private address, refused on this server (BERTH_GIT_ALLOW_LOCAL=true allows it)`,
-        );
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  if (!isIP(host) && !PLAIN_HOST.test(host))
+    throw new GitFetchError(`spec.repository.url: ${JSON.stringify(u.hostname)} is not a plain host name`);
+  let addresses: string[];
+  try {
+    addresses = await outbound.vet(host);
+  } catch (e) {
+    if (e instanceof OutboundRefused) throw new GitFetchError(`spec.repository.url: ${e.message}`);
+    throw new GitFetchError(`spec.repository.url: cannot resolve ${host}`);
   }
-  return { url: u.href, protocol };
+  if (isIP(host)) return { url: u.href, protocol, pins: [] };
+  const port = u.port || (protocol === 'https' ? '443' : '80');
+  const list = addresses.map((a) => (isIP(a) === 6 ? `[${a}]` : a)).join(',');
+  return { url: u.href, protocol, pins: ['-c', `http.curloptResolve=${host}:${port}:${list}`] };
 }
 
 /** git's options that keep a clone from running or reading anything but the repository (see the header). */
@@ -191,11 +206,11 @@ function packTree(root: string) {
 /** Clones `repo` into a fresh directory under `workDir`, stores its tree in `code`, removes the clone. */
 export async function fetchGitSource(
   repo: GitRepository,
-  o: { code: CodeStore; workDir: string; allowLocal: boolean; signal: AbortSignal },
+  o: { code: CodeStore; workDir: string; allowLocal: boolean; outbound: Outbound; signal: AbortSignal },
 ): Promise<GitSourceInfo> {
   if (repo.branch !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(repo.branch))
     throw new GitFetchError(`spec.repository.branch ${JSON.stringify(repo.branch)} is not a branch name`);
-  const { url, protocol } = await checkGitUrl(repo.url, o.allowLocal);
+  const { url, protocol, pins } = await checkGitUrl(repo.url, o.allowLocal, o.outbound);
   const tmp = mkdtempSync(join(o.workDir, 'git-'));
   const dest = join(tmp, 'tree');
   const signal = AbortSignal.any([o.signal, AbortSignal.timeout(GIT_CLONE_TIMEOUT_MS)]);
@@ -205,6 +220,7 @@ export async function fetchGitSource(
     await git(
       [
         ...cfg,
+        ...pins,
         'clone',
         '--quiet',
         '--depth',

@@ -1,16 +1,12 @@
 // Signed callbacks (DESIGN.md §4): the one delivery path of agents' asynchronous calls and jobs' executions. A
 // callback is written to the store before its first attempt (a `PendingCallback` record, its secret sealed), retried
 // with backoff until delivered, refused or out of retries, and removed then; a server killed meanwhile delivers it
-// after restart. A target resolving into a private, loopback, link-local or reserved range is refused (the server
-// must not be a way into the network around it) unless BERTH_CALLBACK_ALLOW_CIDRS opens that range; the check is
-// made on the address actually connected to, so a DNS answer cannot change between check and use.
-import { lookup } from 'node:dns';
-import { lookup as lookupAll } from 'node:dns/promises';
-import { isIP } from 'node:net';
+// after restart. It goes out through the outbound client (outbound/): a target the outbound rules close is never
+// connected to, judged on the address actually dialled (a name's answer cannot change between check and use, an IP
+// literal is judged too), and a redirect is not followed.
 import type { Logger } from 'pino';
-import { Agent, fetch } from 'undici';
 import { webhookHeaders } from '../crypto/webhook-signature.js';
-import { outboundBlockList } from '../http/blocked-addresses.js';
+import { type Outbound, OutboundRefused } from '../outbound/index.js';
 import type { Resources } from '../store/resources.js';
 import type { ResourceKey } from '../store/store.js';
 
@@ -23,36 +19,6 @@ export const CALLBACK_BACKOFF_MS = 1_000;
 export const MAX_CALLBACK_BACKOFF_MS = 120_000;
 /** A receiver slower than this is counted as failed for that attempt (Standard Webhooks: 15–30 s is the norm). */
 export const CALLBACK_TIMEOUT_MS = 15_000;
-
-export class CallbackRefused extends Error {
-  override name = 'CallbackRefused';
-}
-
-/** Whether an address is closed to callbacks: in a blocked range and not opened by `allowCidrs`. */
-export const callbackBlockList = (allowCidrs: string[]) => outboundBlockList(allowCidrs);
-
-/** Why a callback URL is refused before anything is sent (not a URL, not http, or a closed address), or undefined. */
-export async function callbackRefusal(
-  url: string,
-  isBlocked: (address: string) => boolean,
-): Promise<string | undefined> {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return `callbackUrl ${JSON.stringify(url)} is not a URL`;
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'callbackUrl must be http or https';
-  const host = u.hostname.replace(/^\[|\]$/g, '');
-  const addrs = isIP(host)
-    ? [host]
-    : (await lookupAll(host, { all: true }).catch(() => [])).map((a) => a.address);
-  if (!addrs.length) return `callbackUrl host ${host} does not resolve`;
-  const bad = addrs.find(isBlocked);
-  return bad
-    ? `callbackUrl resolves to ${bad}, a loopback, link-local, private or reserved address (BERTH_CALLBACK_ALLOW_CIDRS opens a range)`
-    : undefined;
-}
 
 /** One callback to send: `id` is the webhook-id, the same on every attempt (receivers deduplicate by it). */
 export interface CallbackRequest {
@@ -77,13 +43,12 @@ export interface CallbackState {
 export interface CallbacksDeps {
   resources: Resources;
   logger?: Logger;
-  allowCidrs: string[];
+  /** The outbound client every callback is sent through. */
+  outbound: Outbound;
   now?: () => number;
 }
 
 export class Callbacks {
-  private readonly isBlocked: (address: string) => boolean;
-  private readonly agent: Agent;
   private readonly now: () => number;
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly watchers = new Map<string, (s: CallbackState) => void>();
@@ -91,21 +56,6 @@ export class Callbacks {
 
   constructor(private readonly deps: CallbacksDeps) {
     this.now = deps.now ?? Date.now;
-    this.isBlocked = callbackBlockList(deps.allowCidrs);
-    this.agent = new Agent({
-      connect: {
-        lookup: (host, opts, cb) =>
-          lookup(host, { ...opts, all: false }, (err, address, family) => {
-            if (!err && this.isBlocked(address))
-              return cb(
-                new CallbackRefused(`${host} resolves to ${address}, a private or reserved address`),
-                '',
-                0,
-              );
-            cb(err, address, family);
-          }),
-      },
-    });
   }
 
   /** Delivers what a previous run left pending. */
@@ -138,9 +88,10 @@ export class Callbacks {
     this.schedule(key, 0);
   }
 
-  /** Why a callback URL is refused before anything is sent, or undefined (see callbackRefusal). */
-  refusal(url: string): Promise<string | undefined> {
-    return callbackRefusal(url, this.isBlocked);
+  /** Why a callback URL is refused before anything is sent (not http(s), or a closed address), or undefined. */
+  async refusal(url: string): Promise<string | undefined> {
+    const issue = await this.deps.outbound.urlIssue(url, 'callbackUrl');
+    return issue && `callbackUrl ${issue.message}`;
   }
 
   private schedule(o: ResourceKey, delayMs: number) {
@@ -169,11 +120,10 @@ export class Callbacks {
     try {
       const ts = Math.floor(this.now() / 1000);
       const secret = this.deps.resources.openSecret(rec.secret);
-      const res = await fetch(rec.url, {
+      const res = await this.deps.outbound.fetch(rec.url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...webhookHeaders(secret, key.name, ts, rec.body) },
         body: rec.body,
-        dispatcher: this.agent,
         redirect: 'manual',
         signal: AbortSignal.timeout(CALLBACK_TIMEOUT_MS),
       });
@@ -190,7 +140,7 @@ export class Callbacks {
     } catch (err) {
       const refused = (err as { cause?: unknown }).cause ?? err;
       state.error = refused instanceof Error ? refused.message : String(err);
-      final = refused instanceof CallbackRefused;
+      final = refused instanceof OutboundRefused;
       this.deps.logger?.warn(
         { url: origin, attempt: state.attempts, reason: state.error },
         'callback failed',

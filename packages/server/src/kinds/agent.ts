@@ -26,7 +26,7 @@ import {
   triggerIssues,
 } from './rules.js';
 import { triggerPathIssues } from './trigger-path.js';
-import type { KindDescriptor, SecretPath, ValidationContext } from './types.js';
+import type { KindDescriptor, OutboundTarget, SecretPath, ValidationContext } from './types.js';
 
 /** The stored last firing of an agent's schedule trigger (controllers/trigger-schedules.ts). */
 export const AGENT_SCHEDULE_KIND = 'AgentSchedule';
@@ -87,8 +87,31 @@ export const AgentSpec = Type.Object({
   volumes: opt(Type.Array(VolumeMount)),
 });
 
-/** The signing secret of a trigger's callbacks (§2.8: appears in responses only, redacted unless asked). */
-export const callbackSecrets: SecretPath = { path: ['triggers', '*', 'configuration', 'callbackSecret'] };
+/**
+ * The signing secret of a trigger's callbacks (§2.8: appears in responses only, redacted unless asked). It signs
+ * what goes to the callbackUrl: moved to another receiver, it would make that receiver's copies of signed callbacks
+ * ones the first receiver accepts, so it is sent again (or left out, for a new one) when callbackUrl changes.
+ */
+export const callbackSecrets: SecretPath = {
+  path: ['triggers', '*', 'configuration', 'callbackSecret'],
+  sentTo: { at: 3, fields: ['callbackUrl'] },
+};
+
+/**
+ * Where a code-built workload makes Berth send requests: each trigger's callbackUrl, and a git repository's host
+ * (a local path or file:// is BERTH_GIT_ALLOW_LOCAL's to judge, at the clone).
+ */
+export function workloadTargets(spec: any): OutboundTarget[] {
+  const out: OutboundTarget[] = [];
+  (Array.isArray(spec?.triggers) ? spec.triggers : []).forEach((t: any, i: number) => {
+    const url = t?.configuration?.callbackUrl;
+    if (typeof url === 'string') out.push({ pointer: `/spec/triggers/${i}/configuration/callbackUrl`, url });
+  });
+  const r = spec?.repository;
+  if (r?.type === 'git' && typeof r.url === 'string' && !r.url.startsWith('/') && !/^file:/i.test(r.url))
+    out.push({ pointer: '/spec/repository/url', url: r.url });
+  return out;
+}
 
 const writableVolume = (v: { readOnly?: boolean }) => v.readOnly !== true;
 
@@ -174,6 +197,7 @@ export const agent = {
   readOnly: WORKLOAD_READ_ONLY,
   ownedRecords: [AGENT_SCHEDULE_KIND],
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
+  outboundTargets: workloadTargets,
   defaults(spec, { regions }) {
     scaledDefaults(spec, regions, AGENT_MEMORY_MB);
   },

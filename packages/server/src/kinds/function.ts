@@ -7,6 +7,7 @@ import {
   ScaledRuntime,
   scaledDefaults,
   WORKLOAD_READ_ONLY,
+  workloadTargets,
   workloadReferenceIssues,
   workloadVolumeIssues,
 } from './agent.js';
@@ -73,6 +74,7 @@ export const fn = {
   hasStatus: true,
   readOnly: WORKLOAD_READ_ONLY,
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
+  outboundTargets: workloadTargets,
   defaults(spec, { regions }) {
     spec.type ??= 'mcp';
     scaledDefaults(spec, regions, FUNCTION_MEMORY_MB);

@@ -16,14 +16,27 @@ export const IntegrationConnectionSpec = Type.Object({
   secret: opt(StringMap),
 });
 
+/**
+ * A base URL is a prefix every provider path is appended to: a query or fragment would swallow the path (`#` makes
+ * every call go to the base itself), and credentials would sit in a field any reader sees.
+ */
 function configIssues(config: Record<string, unknown> | undefined): FieldIssue[] {
   const b = config?.baseUrl;
   if (b === undefined) return [];
-  let ok = false;
+  const issue = (message: string) => [{ pointer: '/spec/config/baseUrl', message }];
+  let u: URL;
   try {
-    ok = typeof b === 'string' && ['http:', 'https:'].includes(new URL(b).protocol);
-  } catch {}
-  return ok ? [] : [{ pointer: '/spec/config/baseUrl', message: 'must be an http or https URL' }];
+    u = new URL(String(b));
+  } catch {
+    return issue('must be an http or https URL');
+  }
+  if (typeof b !== 'string' || !['http:', 'https:'].includes(u.protocol))
+    return issue('must be an http or https URL');
+  if (u.username || u.password)
+    return issue('must not carry credentials: put the key in spec.secret, where it is encrypted');
+  if (b.includes('?') || b.includes('#'))
+    return issue('must not carry a query or a fragment: provider paths are appended to it');
+  return [];
 }
 
 export const integrationConnection = {
@@ -37,7 +50,13 @@ export const integrationConnection = {
   // §2.13 and the service's SDK show no status or events for connections.
   hasStatus: false,
   writeRole: 'member',
-  secrets: [{ path: ['secret', '*'] }],
+  // The key goes wherever the integration and its config say (baseUrl, and the fields a provider builds its
+  // address from): a member changing them keeps no stored key it cannot read.
+  secrets: [{ path: ['secret', '*'], sentTo: { at: 0, fields: ['integration', 'config'] } }],
+  outboundTargets: (spec) =>
+    typeof spec?.config?.baseUrl === 'string'
+      ? [{ pointer: '/spec/config/baseUrl', url: spec.config.baseUrl }]
+      : [],
   validate(next) {
     return configIssues(next.spec.config);
   },

@@ -15,7 +15,7 @@ import {
   Revision,
   Trigger,
 } from './common.js';
-import { callbackSecrets, Repository, WORKLOAD_READ_ONLY } from './agent.js';
+import { callbackSecrets, Repository, WORKLOAD_READ_ONLY, workloadTargets } from './agent.js';
 import {
   envIssues,
   imageIssues,
@@ -109,6 +109,7 @@ export const job = {
   readOnly: WORKLOAD_READ_ONLY,
   ownedRecords: [JOB_SCHEDULE_KIND],
   secrets: [envSecrets('runtime', 'envs'), callbackSecrets],
+  outboundTargets: workloadTargets,
   defaults(spec, { regions }) {
     spec.enabled ??= true;
     spec.region ??= regions[0];

@@ -33,7 +33,7 @@ export const SAMPLES: Record<string, KindSample> = {
       pointer: '/spec/integration',
     },
     change: ({ spec: s }) => {
-      s.config = { baseUrl: 'http://127.0.0.1:9/v1' };
+      s.config = { baseUrl: 'https://llm.example.test/v1' };
     },
   },
   VolumeTemplate: {

@@ -221,7 +221,14 @@ export const sandbox = {
     expiresIn: Type.Integer({ minimum: 0 }),
     lastUsedAt: Type.String(),
   },
-  secrets: [envSecrets('runtime', 'envs'), { path: ['network', 'proxy', 'routing', '*', 'secrets', '*'] }],
+  secrets: [
+    envSecrets('runtime', 'envs'),
+    // Filled into requests to the rule's destinations by the egress proxy: they decide who receives the secret.
+    {
+      path: ['network', 'proxy', 'routing', '*', 'secrets', '*'],
+      sentTo: { at: 4, fields: ['destinations'] },
+    },
+  ],
   generateName: () => `sandbox-${randomBytes(4).toString('hex')}`,
   defaults(spec, { regions }) {
     spec.enabled ??= true;

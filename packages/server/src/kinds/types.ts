@@ -22,6 +22,18 @@ export interface SecretPath {
   when?: (container: Record<string, unknown>) => boolean;
   /** The key of the secret value inside a matched container; absent = the matched value itself. */
   valueKey?: string;
+  /**
+   * What decides where the secret is sent: fields of the object `at` segments of `path` down (0 = the spec). A
+   * write below the admin role that keeps a stored secret by sending it back redacted must leave them as they are
+   * (a member must not move a secret it cannot read to an address of its own): it sends the secret again instead.
+   */
+  sentTo?: { at: number; fields: string[] };
+}
+
+/** A URL a spec stores that Berth sends requests to for the user, with its JSON pointer into the body. */
+export interface OutboundTarget {
+  pointer: string;
+  url: string;
 }
 
 export interface ValidationContext {
@@ -71,6 +83,11 @@ export interface KindDescriptor {
   /** Spec pointers that cannot change after creation (e.g. `/size`). */
   immutable?: string[];
   secrets?: SecretPath[];
+  /**
+   * The URLs of a spec Berth sends requests to (a callback, a provider's base URL, a git host): each new or changed
+   * one is judged by the outbound rules before the write, a closed one a 422 naming its field (store/resources.ts).
+   */
+  outboundTargets?: (spec: any) => OutboundTarget[];
   /** Minimum role to create, replace or delete (default `member`). */
   writeRole?: Role;
   /** Minimum role to read (default `viewer`). */

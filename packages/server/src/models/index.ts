@@ -1,8 +1,9 @@
 // The model gateway: provider adapters, OpenAI <-> Anthropic translation, token budgets of maxToken
 // policies and usage metering. `createModelGateway` builds its long-lived parts once; models/http-route.ts
 // is its HTTP entry and models/routes.ts its /v0 read-outs.
-import { Agent } from 'undici';
+import type { Agent } from 'undici';
 import type { Authenticator } from '../auth/access.js';
+import type { Outbound } from '../outbound/index.js';
 import type { Resources } from '../store/resources.js';
 import { CallerResolver } from './caller.js';
 import { EndpointCache } from './endpoints.js';
@@ -21,6 +22,8 @@ export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
 export interface ModelGatewayDeps {
   resources: Resources;
   authenticator: Authenticator;
+  /** The outbound client: every provider connection is dialled at an address its rules open. */
+  outbound: Outbound;
   /** prom-client registry to add the gateway's series to (api/metrics.ts owns it). */
   registry?: import('prom-client').Registry;
   /** Headers timeout and between-chunk body timeout for provider calls. */
@@ -52,7 +55,7 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
   const now = deps.now ?? Date.now;
   const recorder = new UsageRecorder(deps.resources.store, deps.onError);
   recorder.start();
-  const agent = new Agent({
+  const agent = deps.outbound.agent({
     keepAliveTimeout: UPSTREAM_KEEPALIVE_MS,
     keepAliveMaxTimeout: UPSTREAM_KEEPALIVE_MS,
     connections: UPSTREAM_CONNECTIONS,

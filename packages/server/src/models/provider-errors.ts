@@ -2,6 +2,7 @@
 // its credential), the status mapped so the caller is never told its Berth key is wrong when the stored
 // provider key is, and transport failures as 502 (unreachable) or 504 (too slow).
 import { ApiError, type WireErrorName } from '../errors.js';
+import { OutboundRefused } from '../outbound/index.js';
 
 /** Provider bodies read for their message; anything longer is cut (error bodies are small). */
 export const MAX_ERROR_BODY = 64 * 1024;
@@ -85,6 +86,12 @@ export const isTimeout = (err: any) => TIMEOUT_CODES.has(err?.code) || err?.name
 
 /** A transport failure (no HTTP answer) as 502 or 504. */
 export function transportError(connection: string, err: any): ApiError {
+  // Never dialled: the connection's address is one the outbound rules close (outbound/).
+  if (err instanceof OutboundRefused)
+    return new ApiError(
+      'BAD_GATEWAY',
+      `integration connection ${connection} points at an address Berth does not send requests to: ${err.message}`,
+    );
   const why = err?.code ? `${err.code}` : (err?.message ?? 'unknown error');
   if (isTimeout(err))
     return new ApiError(

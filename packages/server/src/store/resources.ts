@@ -6,9 +6,10 @@ import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { unknownFieldIssues } from '../kinds/field-suggestions.js';
 import { checkBody, schemasOf } from '../kinds/schema.js';
-import { REDACTED, visitSecrets } from '../kinds/secret-paths.js';
+import { movedDestinations, REDACTED, secretPointer, visitSecrets } from '../kinds/secret-paths.js';
 import { isGone, type Status } from '../kinds/status.js';
-import type { KindDescriptor } from '../kinds/types.js';
+import type { KindDescriptor, Role } from '../kinds/types.js';
+import type { Outbound } from '../outbound/index.js';
 import { claimLabelOps, isLabelRace, releaseLabelOps } from './host-labels.js';
 import { recordEvent, type StatusUpdate, updateStatus, withEvent } from './status-writes.js';
 import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
@@ -26,6 +27,8 @@ export interface WriteContext {
   /** Parent names in path order, e.g. [vpcName, gatewayName]. */
   parents: string[];
   actor: string;
+  /** The writer's role in the workspace; absent counts as below admin. */
+  role?: Role;
   /** `?fieldValidation=Strict` rejects unknown fields instead of dropping them. */
   strict?: boolean;
 }
@@ -49,6 +52,8 @@ export interface ResourcesOptions {
   labelsOf?: (key: ResourceKey, body?: any) => string[];
   /** Egress gateway name → host-local addresses egress IPs are allocated from (BERTH_EGRESS_GATEWAYS). */
   egressGateways?: Record<string, string[]>;
+  /** Judges the URLs a spec makes Berth send requests to (a kind's outboundTargets) before they are stored. */
+  outbound?: Pick<Outbound, 'urlIssue'>;
 }
 
 export class Resources {
@@ -339,13 +344,15 @@ export class Resources {
       throw invalid([
         { pointer: '/metadata/resourceVersion', message: 'must be a resourceVersion read from the server' },
       ]);
-    // A redacted value sent back (GET then PUT) keeps the stored secret; a new value replaces it.
+    // A redacted value sent back (GET then PUT) keeps the stored secret; a new value replaces it. Below the admin
+    // role, a kept secret stays where it was sent: changing its destination needs the secret itself.
     const redactedWithoutPrev: FieldIssue[] = [];
+    const moved: FieldIssue[] = [];
     let keptSecrets = false;
     visitSecrets(
       body.spec,
       kd.secrets,
-      (v, p) => {
+      (v, p, place) => {
         if (v !== REDACTED) return v;
         keptSecrets = true;
         if (p === undefined)
@@ -353,11 +360,23 @@ export class Resources {
             pointer: '/spec',
             message: 'a redacted secret was sent with no stored value to keep',
           });
+        else if (ctx.role !== 'admin')
+          for (const pointer of movedDestinations(place))
+            moved.push({
+              pointer,
+              message: `changes where the stored secret ${secretPointer(place)} is sent: send that secret again (or ask an admin)`,
+            });
         return p;
       },
       prev?.body.spec,
     );
     if (redactedWithoutPrev.length) throw invalid(redactedWithoutPrev.slice(0, 1));
+    if (moved.length)
+      throw new ApiError(
+        'FORBIDDEN',
+        `a ${ctx.role ?? 'member'} cannot send a stored secret to a new destination: ${moved.map((m) => m.pointer).join(', ')} changed while the secret was sent back redacted; send the secret again, or ask an admin`,
+        { errors: moved },
+      );
     for (const p of kd.readOnlySpec ?? []) {
       const v = getPointer(prev?.body.spec, p);
       if (v !== undefined) setPointer(body.spec, p, structuredClone(v));
@@ -370,8 +389,23 @@ export class Resources {
     ];
     // A rule broken because a field was misspelled (`maxTokns`): the refusal names the slip too, not only its effect.
     if (issues.length) throw invalid([...issues, ...unknownFieldIssues(schemasOf(kd).input, unknown)]);
+    const closed = await this.outboundIssues(kd, body.spec, prev?.body.spec);
+    if (closed.length) throw invalid(closed);
     visitSecrets(body.spec, kd.secrets, (v) => (v.startsWith('enc:v1:') ? v : this.box.seal(v)));
     return { body, dropped: unknown, expectVersion, keptSecrets };
+  }
+
+  /**
+   * The new or changed URLs of a spec that the outbound rules close (outbound/): one an earlier write stored is not
+   * judged again here (it is at every connection), so tightened settings do not block unrelated changes.
+   */
+  private async outboundIssues(kd: KindDescriptor, spec: any, prevSpec: any): Promise<FieldIssue[]> {
+    if (!kd.outboundTargets || !this.opts.outbound) return [];
+    const was = new Set((prevSpec ? kd.outboundTargets(prevSpec) : []).map((t) => `${t.pointer} ${t.url}`));
+    const fresh = kd.outboundTargets(spec).filter((t) => !was.has(`${t.pointer} ${t.url}`));
+    const outbound = this.opts.outbound;
+    const found = await Promise.all(fresh.map((t) => outbound.urlIssue(t.url, t.pointer)));
+    return found.filter((i): i is FieldIssue => i !== undefined);
   }
 
   /**

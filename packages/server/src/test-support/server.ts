@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { loadConfig } from '../config.js';
 import { type RunningServer, startServer } from '../main.js';
+import type { Lookup } from '../outbound/index.js';
 import { removeSandboxesIn, unmountVolumesIn } from './sandboxes.js';
 
 export interface TestServer extends RunningServer {
@@ -16,12 +17,20 @@ export interface TestServer extends RunningServer {
   api(path: string, init?: RequestInit & { key?: string | null; json?: unknown }): Promise<Response>;
 }
 
+/**
+ * The setting of a test server whose test fakes (model providers, callback receivers, registries, git servers)
+ * listen on loopback: Berth's requests for users reach loopback only when it is listed (outbound/).
+ */
+export const OUTBOUND_LOOPBACK = { BERTH_OUTBOUND_ALLOW_CIDRS: '127.0.0.0/8' } as const;
+
 export interface TestServerOptions {
   /**
    * Reuse this data directory (e.g. to restart a server on the same data). The caller owns it: close()
    * leaves it in place, and the admin key is read from its admin.key when the server is not new.
    */
   dataDir?: string;
+  /** How the server resolves the names its outbound requests go to (a test playing a rebinding name). */
+  outboundLookup?: Lookup;
 }
 
 export async function startTestServer(
@@ -36,7 +45,7 @@ export async function startTestServer(
     { port: '0', dataDir },
     { BERTH_LOG_LEVEL: 'info', BERTH_WARM_POOL: '1', ...env },
   );
-  const s = await startServer(config, { logStream });
+  const s = await startServer(config, { logStream, outboundLookup: opts.outboundLookup });
   const adminKey =
     s.adminKey ?? (opts.dataDir ? readFileSync(join(dataDir, 'admin.key'), 'utf8').trim() : undefined);
   if (!adminKey) throw new Error('a fresh data directory must yield an admin key');

@@ -19,6 +19,7 @@ import {
   tarOf,
 } from '../../src/runtime/images/test-support/registry.js';
 import { newTenant } from '../../src/test-support/tenants.js';
+import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { berth } from '../berth-cli.js';
 import { api, waitExecution } from '../jobs/support.js';
 import {
@@ -107,7 +108,8 @@ describe('agents and jobs on spec.runtime.image', () => {
   before(async () => {
     // A data dir of the test's own: a server closed mid-test leaves its replicas there for the next one.
     dataDir = mkdtempSync(join(tmpdir(), 'berth-agentimg-data-'));
-    [s, reg] = await Promise.all([startSandboxServer({}, dataDir), startRegistry()]);
+    // The registry listens on loopback.
+    [s, reg] = await Promise.all([startSandboxServer({ ...OUTBOUND_LOOPBACK }, dataDir), startRegistry()]);
     work = mkdtempSync(join(tmpdir(), 'berth-agentimg-'));
     const push = new Pusher(reg);
     const node = await push.image(
@@ -164,7 +166,7 @@ describe('agents and jobs on spec.runtime.image', () => {
 
     // A new server on the same data dir takes the replica over (same sandbox, same process): its spec matches.
     await s.close();
-    s = await startSandboxServer({}, dataDir);
+    s = await startSandboxServer({ ...OUTBOUND_LOOPBACK }, dataDir);
     let again: Response | undefined;
     for (let i = 0; i < 600 && again?.status !== 200; i++) {
       if (again) {

@@ -9,6 +9,7 @@ import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { inspectingDriver, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
 import { berth } from '../berth-cli.js';
 
@@ -19,7 +20,8 @@ describe('agents from code', () => {
   let s: SandboxServer;
   let work: string;
   before(async () => {
-    s = await startSandboxServer({ BERTH_STANDBY_AFTER: '1', BERTH_CALLBACK_ALLOW_PRIVATE: 'true' });
+    // The callback receivers listen on loopback.
+    s = await startSandboxServer({ BERTH_STANDBY_AFTER: '1', ...OUTBOUND_LOOPBACK });
     work = mkdtempSync(join(tmpdir(), 'berth-agents-'));
   });
   after(async () => {

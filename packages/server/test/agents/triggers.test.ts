@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { berth } from '../berth-cli.js';
+import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
 
 const FIXTURE = join(import.meta.dirname, 'fixtures/replica-echo');
@@ -50,7 +51,8 @@ describe('agent triggers on real replicas', () => {
     fetch(`${s.url}/run/default/${path}`, { method: 'POST', body: '{"inputs":"x"}' });
 
   before(async () => {
-    s = await startSandboxServer({ BERTH_CALLBACK_ALLOW_PRIVATE: 'true' });
+    // The callback receivers listen on loopback.
+    s = await startSandboxServer({ ...OUTBOUND_LOOPBACK });
     dir = mkdtempSync(join(tmpdir(), 'berth-triggers-'));
     cpSync(FIXTURE, dir, { recursive: true });
     writeFileSync(join(dir, 'berth.toml'), 'name = "trig"\n[runtime]\nmemory = 256\n');

@@ -20,7 +20,7 @@ import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { startFakeProvider } from '../../src/test-support/fake-provider.js';
 import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
-import { startTestServer } from '../../src/test-support/server.js';
+import { OUTBOUND_LOOPBACK, startTestServer } from '../../src/test-support/server.js';
 import { type GuideBlock, shellBlocks, substitute } from './guide-blocks.js';
 import { holdRuntimeLock, RUNTIME_LOCK } from './runtime-lock.js';
 
@@ -127,7 +127,8 @@ async function runGuide(guide: string, blocks: GuideBlock[], release: () => Prom
     symlinkSync(join(REPO, 'packages/cli/bin/berth.mjs'), join(bin, 'berth'));
     const fake = await startFakeProvider();
     stops.unshift(() => fake.close());
-    const server = await startTestServer({ BERTH_LOG_LEVEL: 'warn' }, { dataDir });
+    // The guides' connections point at the fake provider on loopback: opened for this server only.
+    const server = await startTestServer({ BERTH_LOG_LEVEL: 'warn', ...OUTBOUND_LOOPBACK }, { dataDir });
     // Sandboxes outlive the server: remove those the guide left once it is down.
     stops.unshift(
       () => server.close(),

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type FakeProvider, startFakeProvider } from '../../src/test-support/fake-provider.js';
-import { startTestServer, type TestServer } from '../../src/test-support/server.js';
+import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../../src/test-support/server.js';
 
 export const PROVIDER_KEY = 'sk-fake-provider-key-9f8e7d6c5b4a';
 
@@ -15,7 +15,8 @@ export interface World {
 
 export async function startWorld(env: Record<string, string> = {}): Promise<World> {
   const fake = await startFakeProvider({ key: PROVIDER_KEY });
-  const server = await startTestServer({ BERTH_LOG_LEVEL: 'debug', ...env });
+  // The fake provider listens on loopback, which the server's outbound requests reach only when it is listed.
+  const server = await startTestServer({ BERTH_LOG_LEVEL: 'debug', ...OUTBOUND_LOOPBACK, ...env });
   return {
     server,
     fake,

@@ -13,6 +13,7 @@ import {
 } from '../../src/runtime/images/test-support/registry.js';
 import { newTenant, type Tenant } from '../../src/test-support/tenants.js';
 import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
+import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 
 const whoLayer = (who: string) =>
   tarOf([
@@ -27,7 +28,7 @@ describe('image names of sandboxes across tenants', () => {
   let b: Tenant;
   let registryRef: string;
   before(async () => {
-    [s, reg] = await Promise.all([startSandboxServer(), startRegistry()]);
+    [s, reg] = await Promise.all([startSandboxServer({ ...OUTBOUND_LOOPBACK }), startRegistry()]);
     a = await newTenant(s, 'img-a');
     b = await newTenant(s, 'img-b');
     const img = await new Pusher(reg).image(

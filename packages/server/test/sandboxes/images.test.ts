@@ -12,12 +12,14 @@ import {
   tarOf,
 } from '../../src/runtime/images/test-support/registry.js';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
+import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
 let server: SandboxServer;
 let reg: TestRegistry;
 before(async () => {
-  [server, reg] = await Promise.all([startSandboxServer(), startRegistry()]);
+  // The registry listens on loopback.
+  [server, reg] = await Promise.all([startSandboxServer({ ...OUTBOUND_LOOPBACK }), startRegistry()]);
 });
 after(async () => {
   await server.close();

@@ -23,7 +23,11 @@ before(async () => {
     'denied.test': '203.0.113.13',
     'loop.allowed.test': '127.0.0.1',
   });
-  dns = new EgressDns(() => policy, new GuardedResolver({ servers: [upstream.server] }));
+  // The answers are documentation addresses (TEST-NET-3), reserved: the server opens them, as it would a LAN.
+  dns = new EgressDns(
+    () => policy,
+    new GuardedResolver({ servers: [upstream.server], allowCidrs: ['203.0.113.0/24'] }),
+  );
   port = await dns.listen(0, '127.0.0.1');
 });
 

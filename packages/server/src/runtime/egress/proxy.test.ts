@@ -1,6 +1,7 @@
 // The egress proxy in process, on loopback: a name that resolves to a blocked address (loopback, metadata, the
-// host's own) is refused and never dialled (rebinding), the explicit proxy answers refusals with a reason, and a
-// CONNECT's TLS hello must name the host that was CONNECTed to.
+// host's own) is refused and never dialled (rebinding), the host's own address stays refused when the server's
+// setting opens the range it is in, the explicit proxy answers refusals with a reason, and a CONNECT's TLS hello
+// must name the host that was CONNECTed to.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -11,12 +12,16 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
+import { AddressPolicy } from '../../outbound/index.js';
 import type { EgressPolicy } from './policy.js';
 import { type AuditLine, EgressProxy } from './proxy.js';
 import { GuardedResolver } from './resolve.js';
 import { type FakeResolver, startFakeResolver } from './test-support.js';
 
-const OPENED = '127.0.0.2'; // the one loopback address the server's settings open, standing in for a LAN
+// The one loopback address opened, standing in for a LAN: sandboxes' egress never opens loopback, so this proxy's
+// rules are built with loopback "when listed" (as the server's own requests have them); `hostProxy` below is
+// built as a server builds it.
+const OPENED = '127.0.0.2';
 const hostAddress = Object.values(networkInterfaces())
   .flat()
   .find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
@@ -92,7 +97,10 @@ before(async () => {
   });
   proxy = new EgressProxy(
     () => policy,
-    new GuardedResolver({ servers: [resolver.server], allowCidrs: [`${OPENED}/32`] }),
+    new GuardedResolver({
+      servers: [resolver.server],
+      policy: new AddressPolicy({ allowCidrs: [`${OPENED}/32`], loopback: 'when-listed' }),
+    }),
     (l) => audit.push(l),
   );
   ports = await proxy.listen({ explicit: 0, tls: 0, http: 0 }, '127.0.0.1');
@@ -106,9 +114,12 @@ after(() => {
 });
 
 /** The proxy's answer to a CONNECT: the status line and X-Proxy-Error, with the socket for what follows. */
-function connectVia(target: string): Promise<{ status: string; reason?: string; sock: Socket }> {
+function connectVia(
+  target: string,
+  port = ports.explicit,
+): Promise<{ status: string; reason?: string; sock: Socket }> {
   return new Promise((resolve, reject) => {
-    const sock = connect(ports.explicit, '127.0.0.1');
+    const sock = connect(port, '127.0.0.1');
     let buf = '';
     sock.on('error', reject);
     sock.on('data', function onData(d) {
@@ -144,6 +155,45 @@ test('IP literals are not names: refused whatever the allow list', async () => {
     assert.match(r.status, / 403 /, target);
   }
   assert.equal(blockedHits, 0);
+});
+
+test("BERTH_SANDBOX_ALLOW_CIDRS covering the host's address opens its range but never the host", async () => {
+  assert.ok(hostAddress, 'this host has a non-loopback IPv4 address');
+  const lan = `${hostAddress.split('.').slice(0, 3).join('.')}.0/24`;
+  let hostHits = 0;
+  await listen(
+    createHttpServer((_q, r) => {
+      hostHits++;
+      r.end('host');
+    }),
+    18081,
+    hostAddress,
+  );
+  // Built as a server builds it from BERTH_SANDBOX_ALLOW_CIDRS=<the host's /24>.
+  const guarded = new GuardedResolver({ servers: [resolver.server], allowCidrs: [lan] });
+  const hostProxy = new EgressProxy(
+    () => policy,
+    guarded,
+    () => {},
+  );
+  const p = await hostProxy.listen({ explicit: 0, tls: 0, http: 0 }, '127.0.0.1');
+  try {
+    const r = await connectVia('host.test:18081', p.explicit);
+    r.sock.destroy();
+    assert.match(r.status, / 403 /);
+    assert.equal(r.reason, 'blocked-by-resolved-address');
+    assert.equal(hostHits, 0, 'the host was never dialled');
+    const other = `${hostAddress.split('.').slice(0, 3).join('.')}.${hostAddress.endsWith('.77') ? 78 : 77}`;
+    assert.equal(guarded.allowed(other), true, 'another address of the opened range is open');
+    assert.equal(guarded.allowed(hostAddress), false);
+    assert.equal(guarded.allowed(`::ffff:${hostAddress}`), false);
+    const withLoopback = new GuardedResolver({ allowCidrs: ['127.0.0.0/8', '10.0.0.0/8'] });
+    assert.equal(withLoopback.allowed('127.0.0.1'), false, 'loopback never opens for sandboxes');
+    assert.equal(withLoopback.allowed('10.200.0.2'), false, "the sandboxes' network stays closed");
+    assert.equal(withLoopback.allowed('10.1.2.3'), true);
+  } finally {
+    hostProxy.close();
+  }
 });
 
 test('an allowed name is dialled at its vetted address, and SMTP is refused even there', async () => {

@@ -1,31 +1,36 @@
 // Resolving a name for a sandbox, once, on the host: the answer is checked against the addresses no sandbox may
 // reach, and only a vetted address is ever dialled (a name re-resolved later could point elsewhere: rebinding).
+// The rules are the server's outbound ones (outbound/address-policy.ts) with loopback never opened: the reserved
+// ranges closed unless BERTH_SANDBOX_ALLOW_CIDRS opens them, and the host's own addresses (its interfaces, the
+// sandboxes' network) closed whatever it opens — as the nftables path closes them (the input chain).
 import { lookup, Resolver } from 'node:dns/promises';
-import { BlockList, isIPv4 } from 'node:net';
-import { networkInterfaces } from 'node:os';
-import { BLOCKED_DESTINATIONS } from '../linux/network.js';
+import { isIPv4 } from 'node:net';
+import { AddressPolicy } from '../../outbound/index.js';
+import { SANDBOX_NET } from '../linux/network.js';
 
 export interface ResolverOptions {
   /** DNS servers to ask instead of the host's resolver (getaddrinfo: /etc/hosts, then resolv.conf). */
   servers?: string[];
   /** IPv4 CIDRs the server's settings open despite the blocked ranges (BERTH_SANDBOX_ALLOW_CIDRS). */
   allowCidrs?: string[];
+  /**
+   * The rules instead of those built from allowCidrs (the proxy's unit test stands a LAN on a loopback address,
+   * which sandboxes' egress never opens).
+   */
+  policy?: AddressPolicy;
 }
 
 export type Resolved = { addresses: string[] } | { addresses: []; reason: string };
 
 /** IPv4 only: sandboxes have no IPv6 route, and a v4-only guard is one the tests can cover fully. */
 export class GuardedResolver {
-  private readonly blocked = new BlockList();
-  private readonly opened = new BlockList();
+  private readonly policy: AddressPolicy;
   private readonly resolver?: Resolver;
 
   constructor(opts: ResolverOptions = {}) {
-    for (const cidr of BLOCKED_DESTINATIONS) addCidr(this.blocked, cidr);
-    // The host's own addresses, whatever interface: a sandbox must not reach services bound on the host.
-    for (const list of Object.values(networkInterfaces()))
-      for (const a of list ?? []) if (a.family === 'IPv4') this.blocked.addAddress(a.address);
-    for (const cidr of opts.allowCidrs ?? []) addCidr(this.opened, cidr);
+    this.policy =
+      opts.policy ??
+      new AddressPolicy({ allowCidrs: opts.allowCidrs ?? [], loopback: 'never', hostRanges: [SANDBOX_NET] });
     if (opts.servers?.length) {
       this.resolver = new Resolver({ timeout: RESOLVE_TIMEOUT_MS, tries: 2 });
       this.resolver.setServers(opts.servers);
@@ -35,8 +40,7 @@ export class GuardedResolver {
   /** Whether a sandbox may be connected to this address (by the proxy, or told it by Berth's DNS). */
   allowed(address: string): boolean {
     const a = address.startsWith('::ffff:') ? address.slice(7) : address;
-    if (!isIPv4(a)) return false;
-    return this.opened.check(a, 'ipv4') || !this.blocked.check(a, 'ipv4');
+    return isIPv4(a) && this.policy.judge(a).open;
   }
 
   private readonly cache = new Map<string, { at: number; result: Resolved }>();
@@ -72,9 +76,3 @@ const RESOLVE_CACHE_MS = 5_000;
 const RESOLVE_CACHE_ENTRIES = 4096;
 /** One upstream DNS answer may take this long (two tries): a slow resolver delays, it does not hang, a sandbox. */
 const RESOLVE_TIMEOUT_MS = 2_000;
-
-function addCidr(list: BlockList, cidr: string): void {
-  const [net, bits] = cidr.split('/');
-  if (bits === undefined) list.addAddress(net, 'ipv4');
-  else list.addSubnet(net, Number(bits), 'ipv4');
-}

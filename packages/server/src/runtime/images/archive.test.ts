@@ -7,7 +7,14 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { importArchive } from './archive.js';
 import { ImageStore } from './image-store.js';
-import { busyboxLayer, Pusher, startRegistry, type TestRegistry, tarOf } from './test-support/registry.js';
+import {
+  busyboxLayer,
+  loopbackOutbound,
+  Pusher,
+  startRegistry,
+  type TestRegistry,
+  tarOf,
+} from './test-support/registry.js';
 
 describe('image archives', () => {
   let reg: TestRegistry;
@@ -82,7 +89,7 @@ describe('derived images', () => {
       const base = await new Pusher(reg).image('test/base', 'v1', [await busyboxLayer()], {
         Env: ['PATH=/bin'],
       });
-      const store = new ImageStore({ dataDir: join(dir, 'd') });
+      const store = new ImageStore({ dataDir: join(dir, 'd'), outbound: loopbackOutbound() });
       const layer = join(dir, 'layer');
       mkdirSync(join(layer, 'app'), { recursive: true });
       writeFileSync(join(layer, 'app', 'main.py'), 'print(42)\n');

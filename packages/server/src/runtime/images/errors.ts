@@ -7,6 +7,8 @@ export type ImageErrorCode =
   | 'UNAUTHORIZED'
   | 'ARCHITECTURE'
   | 'UNREACHABLE'
+  /** The registry's address is one the outbound rules close (outbound/): never contacted. */
+  | 'REFUSED'
   | 'CORRUPT'
   | 'TOO_LARGE'
   | 'UNSAFE_LAYER'

@@ -11,16 +11,20 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Readable } from 'node:stream';
 import { importArchive } from './archive.js';
+import { Outbound } from '../../outbound/index.js';
 import { ImageError } from './errors.js';
 import { ImageStore } from './image-store.js';
 import {
   blobFile,
   busyboxLayer,
+  loopbackOutbound,
   Pusher,
   savedArchive,
   startRegistry,
@@ -33,7 +37,7 @@ const dirs: string[] = [];
 const newStore = (extra: Partial<ConstructorParameters<typeof ImageStore>[0]> = {}) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-images-'));
   dirs.push(dataDir);
-  return new ImageStore({ dataDir, ...extra });
+  return new ImageStore({ dataDir, outbound: loopbackOutbound(), ...extra });
 };
 const hexOf = (id: string) => id.slice('sha256:'.length);
 const rejectsWith = async (p: Promise<unknown>, code: string, re: RegExp) => {
@@ -117,6 +121,59 @@ describe('image store with an anonymous registry', () => {
 
   it('an unreachable registry fails with UNREACHABLE', async () => {
     await rejectsWith(newStore().pull('ws', '127.0.0.1:1/x:y'), 'UNREACHABLE', /127\.0\.0\.1:1.*unreachable/);
+  });
+
+  it('a registry on loopback is refused without the setting, before anything is sent', async () => {
+    const img = await push.image('test/closed', 'v1', [await tarOf([{ name: 'f', body: 'x' }])]);
+    for (const outbound of [undefined, new Outbound({ allowCidrs: ['0.0.0.0/0', '::/0'] })])
+      await rejectsWith(
+        newStore({ outbound }).pull('ws', img.reference),
+        'REFUSED',
+        /127\.0\.0\.1 is loopback \(BERTH_OUTBOUND_ALLOW_CIDRS=127\.0\.0\.0\/8 opens it\)/,
+      );
+  });
+
+  it('a redirect to a closed address is not followed: each hop is judged', async () => {
+    const img = await push.image('test/redirected', 'v1', [await tarOf([{ name: 'f', body: 'y' }])]);
+    let closedHits = 0;
+    const closed = createServer((_q, r) => {
+      closedHits++;
+      r.end();
+    });
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.2', r));
+    // A registry front whose blobs answer 307 to another loopback address (as registries send blobs to storage).
+    const front = createServer(async (req, res) => {
+      if (req.url?.includes('/blobs/'))
+        return void res
+          .writeHead(307, { location: `http://127.0.0.2:${(closed.address() as AddressInfo).port}/blob` })
+          .end();
+      const up = await fetch(`http://${reg.host}${req.url}`, {
+        headers: { accept: req.headers.accept ?? '*/*' },
+      });
+      const headers: Record<string, string> = {};
+      for (const h of ['content-type', 'docker-content-digest'])
+        if (up.headers.get(h)) headers[h] = up.headers.get(h)!;
+      res.writeHead(up.status, headers).end(Buffer.from(await up.arrayBuffer()));
+    });
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+    try {
+      const ref = img.reference.replace(reg.host, `127.0.0.1:${(front.address() as AddressInfo).port}`);
+      const onlyFront = new Outbound({ allowCidrs: ['127.0.0.1/32'] });
+      await rejectsWith(
+        newStore({ outbound: onlyFront }).pull('ws', ref),
+        'REFUSED',
+        /127\.0\.0\.2 is loopback/,
+      );
+      assert.equal(closedHits, 0);
+      const got = await newStore({ outbound: new Outbound({ allowCidrs: ['127.0.0.0/8'] }) })
+        .pull('ws', ref)
+        .catch((e) => e);
+      assert.ok(closedHits > 0, 'opened, the redirect is followed (what it then serves is not a blob)');
+      assert.ok(got instanceof ImageError);
+    } finally {
+      closed.close();
+      front.close();
+    }
   });
 
   it('a layer whose bytes do not match its digest is refused and nothing is kept', async () => {
@@ -364,7 +421,7 @@ describe('image names per workspace', () => {
     const img = await push.image('test/migrate', 'v1', [await who('old layout')]);
     const dataDir = mkdtempSync(join(tmpdir(), 'berth-images-'));
     dirs.push(dataDir);
-    const first = new ImageStore({ dataDir });
+    const first = new ImageStore({ dataDir, outbound: loopbackOutbound() });
     const pulled = await first.pull('ws-a', img.reference);
     // Back to the layout before names were per workspace: one refs/<hash>.json per name, its workspaces listed,
     // and an image record carrying every name.
@@ -384,7 +441,7 @@ describe('image names per workspace', () => {
     const { unpackedBytes: _, ...old } = pulled;
     writeFileSync(join(oci, 'images', `${id}.json`), JSON.stringify({ ...old, references: [img.reference] }));
 
-    const store = new ImageStore({ dataDir });
+    const store = new ImageStore({ dataDir, outbound: loopbackOutbound() });
     assert.ok(!existsSync(join(oci, 'refs')), 'the old table is gone');
     for (const ws of ['ws-a', 'ws-b']) {
       const held = store.find(ws, img.reference);

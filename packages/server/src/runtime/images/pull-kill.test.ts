@@ -8,7 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { ImageStore } from './image-store.js';
-import { Pusher, startRegistry, type TestRegistry, tarOf } from './test-support/registry.js';
+import {
+  loopbackOutbound,
+  Pusher,
+  startRegistry,
+  type TestRegistry,
+  tarOf,
+} from './test-support/registry.js';
 
 let reg: TestRegistry;
 let dataDir: string;
@@ -44,7 +50,7 @@ test('kill -9 during a pull, then the pull completes from a clean state', { time
   child.kill('SIGKILL');
   await new Promise((r) => child.once('exit', r));
   assert.ok(!existsSync(join(blobs, img.layers[0].slice(7))), 'no layer under its final name');
-  const store = new ImageStore({ dataDir });
+  const store = new ImageStore({ dataDir, outbound: loopbackOutbound() });
   assert.deepEqual(
     readdirSync(blobs).filter((n) => n.includes('.partial-')),
     [],

@@ -1,7 +1,11 @@
 // A Distribution (Docker Registry HTTP API v2) client for pulls: manifests and blobs, with the anonymous,
 // bearer-token (WWW-Authenticate challenge) and basic schemes. Loopback registries are plain HTTP without any
-// setting, as Docker does; other plain-HTTP registries must be listed (RegistryOptions.insecure).
+// setting, as Docker does; other plain-HTTP registries must be listed (RegistryOptions.insecure). Every request
+// (the token realm and each redirect to blob storage included) goes through the outbound client: a registry a
+// member names is a destination it chooses, so a closed address is never contacted, mirrors included.
+import type { Response } from 'undici';
 import type { ImageReference } from '../../kinds/image-reference.js';
+import { Outbound, OutboundRefused } from '../../outbound/index.js';
 import { ImageError } from './errors.js';
 
 export interface RegistryCredentials {
@@ -16,6 +20,8 @@ export interface RegistryOptions {
   insecure?: string[];
   /** Host to contact instead, by registry (a pull-through mirror). */
   mirrors?: Record<string, string>;
+  /** The outbound client requests go through; default: one that opens nothing. */
+  outbound?: Outbound;
 }
 
 export const MANIFEST_TYPES = [
@@ -31,9 +37,23 @@ const REQUEST_TIMEOUT_MS = 30_000;
 
 const LOOPBACK = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d+)?$/;
 
+/** The failure of a request that never reached the registry: refused by the outbound rules, or unreachable. */
+function unreached(e: unknown, what: string, whom: string): ImageError {
+  const cause = (e as Error).cause ?? e;
+  if (cause instanceof OutboundRefused)
+    return new ImageError('REFUSED', `${what}: ${whom} is refused: ${cause.message}`);
+  return new ImageError(
+    'UNREACHABLE',
+    `${what}: ${whom} is unreachable (${(cause as Error).message ?? cause})`,
+  );
+}
+
 export class RegistryClient {
   private readonly tokens = new Map<string, string>();
-  constructor(private readonly opts: RegistryOptions = {}) {}
+  private readonly outbound: Outbound;
+  constructor(private readonly opts: RegistryOptions = {}) {
+    this.outbound = opts.outbound ?? new Outbound({ allowCidrs: [] });
+  }
 
   private base(registry: string): string {
     const host =
@@ -50,15 +70,12 @@ export class RegistryClient {
     for (let attempt = 0; attempt < 2; attempt++) {
       let res: Response;
       try {
-        res = await fetch(url, {
+        res = await this.outbound.fetch(url, {
           headers: { accept: accept.join(', '), ...(auth ? { authorization: auth } : {}) },
           signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
         });
       } catch (e) {
-        throw new ImageError(
-          'UNREACHABLE',
-          `${what}: registry ${ref.registry} is unreachable (${(e as Error).cause ?? (e as Error).message})`,
-        );
+        throw unreached(e, what, `registry ${ref.registry}`);
       }
       if (res.status !== 401 || attempt === 1) return this.checked(res, ref, what, !!auth);
       await res.body?.cancel();
@@ -114,15 +131,12 @@ export class RegistryClient {
     u.searchParams.set('scope', params.scope ?? `repository:${ref.repository}:pull`);
     let res: Response;
     try {
-      res = await fetch(u, {
+      res = await this.outbound.fetch(u, {
         headers: basic ? { authorization: basic } : {},
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
     } catch (e) {
-      throw new ImageError(
-        'UNREACHABLE',
-        `${what}: token service ${u.host} is unreachable (${(e as Error).message})`,
-      );
+      throw unreached(e, what, `token service ${u.host}`);
     }
     if (!res.ok) {
       await res.body?.cancel();

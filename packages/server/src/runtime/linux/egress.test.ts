@@ -61,6 +61,7 @@ before(async () => {
     netPoolSize: 0,
     egressResolvers: [UPSTREAM.address],
     egressGateways: { gw: [UPSTREAM.gateway] },
+    allowCidrs: [UPSTREAM.cidr], // a documentation range, standing for the internet
     onEgressEvent: (e) => events.push(e),
   });
 });

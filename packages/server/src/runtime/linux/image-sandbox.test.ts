@@ -11,6 +11,7 @@ import { smallSandboxSpec } from '../../test-support/sandbox-spec.js';
 import { ImageStore } from '../images/image-store.js';
 import {
   busyboxLayer,
+  loopbackOutbound,
   Pusher,
   startRegistry,
   type TestRegistry,
@@ -46,7 +47,7 @@ before(async () => {
   reg = await startRegistry();
   push = new Pusher(reg);
   // The real daemon from dist; a warm pool, so images in use get one too.
-  images = new ImageStore({ dataDir });
+  images = new ImageStore({ dataDir, outbound: loopbackOutbound() });
   driver = await createLinuxDriver({ dataDir, images, warmPoolSize: 1 });
 });
 

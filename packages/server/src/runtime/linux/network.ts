@@ -3,6 +3,7 @@
 // interface-name wildcard) that keeps sandboxes away from the host and from each other; `inet berth_private`
 // keeps them from the private networks around the host except the ranges each one's server opens.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { RESERVED_V4 } from '../../outbound/index.js';
 import { run, sleep } from './exec.js';
 import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
 
@@ -17,26 +18,15 @@ const IP_FORWARD = '/proc/sys/net/ipv4/ip_forward';
 const VETH_GONE_TIMEOUT_MS = 5_000;
 
 /**
- * Destinations a sandbox does not reach through the host unless the server opens them (allowCidrs): the private
- * and shared ranges of the networks around the host (RFC 1918, CGNAT 100.64/10), link-local (cloud metadata
- * services), loopback, "this network", IETF and benchmarking ranges, multicast and the reserved 240/4 (with
- * broadcast). The host's own addresses are covered by the input chain, other sandboxes by the forward chain,
- * whatever is allowed. An interval set: overlapping entries would be refused, so the sandbox range (inside
- * 10/8) has its own rule.
+ * Destinations a sandbox does not reach through the host unless the server opens them (allowCidrs): the reserved
+ * IPv4 ranges (outbound/reserved-ranges.ts, the list the server's own requests are judged by) — private and shared
+ * ranges (RFC 1918, CGNAT 100.64/10), link-local (cloud metadata services), loopback, "this network", IETF,
+ * documentation and benchmarking ranges, multicast and the reserved 240/4 (with broadcast). The host's own addresses
+ * are covered by the input chain, other sandboxes by the forward chain, whatever is allowed; the sandboxes'
+ * resolvers are accepted before this set is read. An interval set: that list has no overlapping entries, so the
+ * sandbox range (inside 10/8) has its own rule.
  */
-export const BLOCKED_DESTINATIONS = [
-  '0.0.0.0/8',
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '224.0.0.0/4',
-  '240.0.0.0/4',
-];
+export const BLOCKED_DESTINATIONS = RESERVED_V4.map((r) => r.cidr);
 
 export interface HostNetworkOptions {
   /** This server's egress ports (egress-ports.ts): its chain in `inet berth_egress` redirects to them. */

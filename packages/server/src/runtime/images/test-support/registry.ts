@@ -10,6 +10,13 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import bcrypt from 'bcryptjs';
 import { pack } from 'tar-stream';
+import { Outbound } from '../../../outbound/index.js';
+
+/**
+ * The outbound client of a server with BERTH_OUTBOUND_ALLOW_CIDRS=127.0.0.0/8: these registries listen on loopback,
+ * which pulls reach only when it is listed.
+ */
+export const loopbackOutbound = () => new Outbound({ allowCidrs: ['127.0.0.0/8'] });
 
 export interface TestRegistry {
   host: string;

@@ -1,5 +1,6 @@
 // Upstreams for egress tests, inside a network namespace the test makes: a documentation address (TEST-NET-3)
-// on a veth whose host end is the only route to it, so nothing a test sends can leave this machine. One process
+// on a veth whose host end is the only route to it, so nothing a test sends can leave this machine. Documentation
+// ranges are reserved (outbound/reserved-ranges.ts): a test opens its upstream's `cidr` as a server opens a LAN. One process
 // in the namespace serves HTTPS (443, a test certificate), HTTP (80), raw TCP (22, 853), and DNS (53) that answers
 // every `*.test` name with the upstream's own address; it prints one line per hit, which the test counts.
 import assert from 'node:assert/strict';
@@ -16,6 +17,8 @@ import { run, sleep } from '../exec.js';
  */
 export interface UpstreamNet {
   ns: string;
+  /** The upstream's range, to open to sandboxes (allowCidrs, BERTH_SANDBOX_ALLOW_CIDRS). */
+  cidr: string;
   hostIf: string;
   host: string;
   gateway: string;
@@ -24,6 +27,7 @@ export interface UpstreamNet {
 
 export const UPSTREAM: UpstreamNet = {
   ns: 'berth-t-egress',
+  cidr: '203.0.113.0/24',
   hostIf: 'bteg0',
   host: '203.0.113.1',
   gateway: '203.0.113.2',
@@ -32,6 +36,7 @@ export const UPSTREAM: UpstreamNet = {
 /** TEST-NET-2, for a second test file. */
 export const UPSTREAM_2: UpstreamNet = {
   ns: 'berth-t-egress2',
+  cidr: '198.51.100.0/24',
   hostIf: 'bteg1',
   host: '198.51.100.1',
   gateway: '198.51.100.2',
