@@ -78,13 +78,10 @@ export function queryOf(op: Operation, w: World, opts: { secrets: boolean; label
   return s ? `?${s}` : '';
 }
 
-/**
- * A minimal value the schema accepts: required fields only, the first of enums and unions; a field named like one
- * of A's values (`subject`, `reference`) takes A's, so a body names A's objects as a path does.
- */
-export function minimalValue(schema: any, doc: any, values: World['values'] = {}, depth = 0): unknown {
+/** A minimal value the schema accepts: required fields only, the first of enums and unions. */
+export function minimalValue(schema: any, doc: any, depth = 0): unknown {
   if (!schema || depth > 12) return undefined;
-  const next = (s: any) => minimalValue(s, doc, values, depth + 1);
+  const next = (s: any) => minimalValue(s, doc, depth + 1);
   if (schema.$ref) {
     const name = schema.$ref.split('/').pop() as string;
     const kind = name.endsWith('Input') ? name.slice(0, -'Input'.length) : '';
@@ -98,12 +95,10 @@ export function minimalValue(schema: any, doc: any, values: World['values'] = {}
   if (alt) return next(alt[0]);
   if (schema.allOf) return Object.assign({}, ...schema.allOf.map(next));
   switch (Array.isArray(schema.type) ? schema.type[0] : schema.type) {
-    case 'object': {
-      const out: Record<string, unknown> = {};
-      for (const k of schema.required ?? [])
-        out[k] = values[k]?.length ? values[k][0] : next(schema.properties?.[k]);
-      return out;
-    }
+    case 'object':
+      return Object.fromEntries(
+        (schema.required ?? []).map((k: string) => [k, next(schema.properties?.[k])]),
+      );
     case 'array':
       return schema.minItems ? [next(schema.items)] : [];
     case 'integer':
@@ -122,10 +117,39 @@ export function minimalValue(schema: any, doc: any, values: World['values'] = {}
   }
 }
 
-/** The body of a request to the operation (JSON, or a few bytes of an archive type). */
-export function bodyOf(op: Operation, doc: any, w: World): { body: string; type: string } | undefined {
-  if (!op.body) return undefined;
-  const v = minimalValue(op.body.schema, doc, w.values);
-  if (op.body.type === 'application/json') return { body: JSON.stringify(v ?? {}), type: op.body.type };
-  return { body: typeof v === 'string' ? v : JSON.stringify(v), type: op.body.type };
+/**
+ * The body with every string field named like one of A's values (`subject`, `reference`, a spec's `image`)
+ * naming A's object instead, at any depth: one body per value of such a field, so a body names A's objects
+ * each way (an image by name, id and digest) as a path does.
+ */
+function aimedAtA(body: unknown, values: World['values']): unknown[] {
+  const out: unknown[] = [];
+  const fields: { key: string; parent: Record<string, unknown> }[] = [];
+  const walk = (v: unknown) => {
+    if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === 'object')
+      for (const [k, x] of Object.entries(v)) {
+        if (typeof x === 'string' && values[k]?.length)
+          fields.push({ key: k, parent: v as Record<string, unknown> });
+        else walk(x);
+      }
+  };
+  walk(body);
+  if (!fields.length) return [body];
+  for (const f of fields) f.parent[f.key] = values[f.key][0];
+  const [first] = fields;
+  for (const v of values[first.key]) {
+    first.parent[first.key] = v;
+    out.push(structuredClone(body));
+  }
+  return out;
+}
+
+/** The bodies of requests to the operation (JSON, or a few bytes of an archive type); [undefined] for none. */
+export function bodiesOf(op: Operation, doc: any, w: World): ({ body: string; type: string } | undefined)[] {
+  if (!op.body) return [undefined];
+  const v = minimalValue(op.body.schema, doc);
+  if (op.body.type !== 'application/json')
+    return [{ body: typeof v === 'string' ? v : JSON.stringify(v), type: op.body.type }];
+  return aimedAtA(v ?? {}, w.values).map((b) => ({ body: JSON.stringify(b), type: op.body?.type ?? '' }));
 }

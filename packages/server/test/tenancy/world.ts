@@ -232,9 +232,11 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
     'image import',
   );
   values.imageName = [imageName, image.id, image.digest];
+  // A body names an image by `reference` (a pull) or `image` (what a sandbox or workload runs on).
   values.reference = [imageName];
+  values.image = values.imageName;
   // Not its references: a pull of the same name by another workspace is answered with the name it asked for.
-  markers.push(image.id, image.digest);
+  markers.push(image.id, image.digest, ...image.layers.map((l: { digest: string }) => l.digest));
 
   // The job's code: built once, then one execution that prints and ends.
   const job = objects.Job.name;
