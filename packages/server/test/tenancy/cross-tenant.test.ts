@@ -413,6 +413,11 @@ describe('cross-tenant: every operation of the API and every data-plane address'
 
   it("A's workspace reads exactly as before: nothing of A's was changed, added or removed", async () => {
     failures = [];
+    // What was exercised, for the report (and so a run that exercised nothing cannot pass).
+    console.log(
+      `cross-tenant: ${ops.length} operations, ${exercised.size} operations and address forms exercised, ${sent} requests`,
+    );
+    assert.ok(exercised.size >= ops.length);
     const afterAttack = await snapshot();
     const changed: string[] = [];
     for (const [k, v] of beforeAttack) {
@@ -430,10 +435,5 @@ describe('cross-tenant: every operation of the API and every data-plane address'
       [],
       `A's reads changed:\n${changed.join('\n')}\nB's writes that named A's objects and succeeded:\n${namingA.map(show).join('\n')}`,
     );
-    // What was exercised, for the report (and so a run that exercised nothing cannot pass).
-    console.log(
-      `cross-tenant: ${ops.length} operations, ${exercised.size} operations and address forms exercised, ${sent} requests`,
-    );
-    assert.ok(exercised.size >= ops.length);
   });
 });

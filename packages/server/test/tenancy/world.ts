@@ -231,7 +231,7 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
     }),
     'image import',
   );
-  values.imageName = [imageName, image.id, image.digest];
+  values.imageName = [...new Set([imageName, image.id, image.digest])];
   // A body names an image by `reference` (a pull) or `image` (what a sandbox or workload runs on).
   values.reference = [imageName];
   values.image = values.imageName;
