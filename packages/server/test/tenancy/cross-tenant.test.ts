@@ -27,6 +27,12 @@ const OUTSIDE = new Set([
 /** Fields that change by themselves between two reads (decorations, run state, usage counters). */
 const VOLATILE = new Set(['lastUsedAt', 'expiresIn', 'expired', 'state']);
 const DENIED = [401, 403, 404];
+const UPGRADE = {
+  connection: 'Upgrade',
+  upgrade: 'websocket',
+  'sec-websocket-version': '13',
+  'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+};
 
 interface Answer {
   status: number;
@@ -59,6 +65,11 @@ function send(
         text += c;
       });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    // Let through to a sandbox (101): the status is what the checks read; the tunnel is closed at once.
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode ?? 101, text: '' });
     });
     req.on('error', reject);
     req.end(body);
@@ -276,6 +287,17 @@ describe('cross-tenant: every operation of the API and every data-plane address'
         headers: headersOf(w.bJwt, { 'x-service-workspace': NAMES.a }),
         inA: true,
       },
+      // Both aliases, disagreeing: whichever one a route reads, it must be the one its access was checked for.
+      {
+        who: "B naming its own workspace (X-Service-Workspace) and A's (X-Blaxel-Workspace)",
+        headers: headersOf(w.b.key, { 'x-service-workspace': NAMES.b, 'x-blaxel-workspace': NAMES.a }),
+        inA: false,
+      },
+      {
+        who: "B naming A's workspace (X-Service-Workspace) and its own (X-Blaxel-Workspace)",
+        headers: headersOf(w.b.key, { 'x-service-workspace': NAMES.a, 'x-blaxel-workspace': NAMES.b }),
+        inA: true,
+      },
     ];
     for (const op of ops) {
       for (const url of urlsOf(op, w) ?? []) {
@@ -344,7 +366,7 @@ describe('cross-tenant: every operation of the API and every data-plane address'
     failures = [];
     // A's own viewer may learn A's names; nobody else may.
     const denied = async (x: Exchange) => {
-      checkCommon(x, x.who === "A's viewer" ? w.secrets : w.markers);
+      checkCommon(x, x.who.startsWith("A's viewer") ? w.secrets : w.markers);
       if (!DENIED.includes(x.answer.status)) fail(x, `expected ${DENIED.join('/')}`);
     };
     const outsiders: { who: string; headers: Record<string, string> }[] = [
@@ -373,6 +395,9 @@ describe('cross-tenant: every operation of the API and every data-plane address'
         const headers = { ...c.headers, ...(r.host ? { host: `${r.host}:${s.port}` } : {}) };
         const body = r.method === 'POST' ? { body: '{}', type: 'application/json' } : undefined;
         await denied(await exchange(form, c.who, r.method, r.path, headers, body));
+        // The same address asked to upgrade (a terminal, a WebSocket): another way in, answered elsewhere.
+        const up = await exchange(form, `${c.who} (upgrade)`, 'GET', r.path, { ...headers, ...UPGRADE });
+        await denied(up);
         if (c.who.includes('preview token')) {
           const q = `${r.path}${r.path.includes('?') ? '&' : '?'}bl_preview_token=${w.bPreview.token}`;
           await denied(
