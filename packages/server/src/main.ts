@@ -66,6 +66,8 @@ export interface RunningServer {
   adminKey?: string;
   /** The server's store, for embedding and tests (the database is held exclusively by this process). */
   store: Store;
+  /** Every route the HTTP server registered (method and Fastify URL), for tests that walk the whole surface. */
+  routes: readonly { method: string; url: string }[];
   close(): Promise<void>;
 }
 
@@ -145,6 +147,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
+  const routes: { method: string; url: string }[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ method, url: r.url });
+  });
   const code = new CodeStore(config.dataDir);
   const builder = new Builder({
     dataDir: config.dataDir,
@@ -311,6 +317,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     port: actualPort,
     adminKey: bootstrap.adminKey,
     store,
+    routes,
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
       await schedules.stop();

@@ -5,6 +5,7 @@
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
 import type { ProviderModel } from '../models/list-models.js';
 import type * as modelRoutes from '../models/routes.js';
+import type { Role as RoleName } from '../kinds/types.js';
 import { VolumeTemplateVersion as VersionSchema } from '../kinds/volume-template.js';
 import { Template } from '../templates/schema.js';
 import type { OAuthErrorCode } from './oauth.js';
@@ -20,6 +21,8 @@ export interface ExtraOperation {
   /** Tag grouping the operation (a kind name, or a topic such as `ServiceAccount`). */
   tag: string;
   body?: TSchema;
+  /** Media type of a body that is not JSON (an archive), sent as bytes. */
+  bodyType?: string;
   bodyOptional?: boolean;
   /** The body may also be sent form-encoded (the OAuth token endpoint). */
   formBody?: boolean;
@@ -35,6 +38,12 @@ export interface ExtraOperation {
   status?: number;
   /** Answers without a credential. */
   public?: boolean;
+  /**
+   * The least role in the addressed workspace the operation needs (published as `x-berth-role`); default viewer
+   * for GET and member otherwise. `none`: it acts in no workspace of the caller's (creating one, the caller's own
+   * invitations), so no role is asked.
+   */
+  role?: RoleName | 'none';
   /** Error body when it is not a problem (the OAuth endpoint answers RFC 6749 errors). */
   errorBody?: TSchema;
   /** Documented only when a kind of this name is served (sub-resources of kinds that land later). */
@@ -322,12 +331,14 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/service_accounts': {
     get: {
       operationId: 'listServiceAccounts',
+      role: 'admin',
       summary: 'List service accounts',
       tag: SA,
       response: Type.Array(ServiceAccount),
     },
     post: {
       operationId: 'createServiceAccount',
+      role: 'admin',
       summary: 'Create a service account (the client secret is shown once)',
       tag: SA,
       body: ServiceAccountInput,
@@ -337,12 +348,14 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/service_accounts/{clientId}': {
     get: {
       operationId: 'getServiceAccount',
+      role: 'admin',
       summary: 'Get a service account',
       tag: SA,
       response: ServiceAccount,
     },
     put: {
       operationId: 'updateServiceAccount',
+      role: 'admin',
       summary: 'Change name or description of a service account',
       tag: SA,
       body: ServiceAccountUpdate,
@@ -350,6 +363,7 @@ export const EXTRA_PATHS: ExtraPaths = {
     },
     delete: {
       operationId: 'deleteServiceAccount',
+      role: 'admin',
       summary: 'Delete a service account and its keys',
       tag: SA,
       response: ServiceAccount,
@@ -358,12 +372,14 @@ export const EXTRA_PATHS: ExtraPaths = {
   [SA_KEYS]: {
     get: {
       operationId: 'listApiKeys',
+      role: 'admin',
       summary: 'List the API keys of a service account',
       tag: SA,
       response: Type.Array(ApiKey),
     },
     post: {
       operationId: 'createApiKey',
+      role: 'admin',
       summary: 'Create an API key (the key is shown once)',
       tag: SA,
       body: ApiKeyInput,
@@ -372,17 +388,25 @@ export const EXTRA_PATHS: ExtraPaths = {
     },
   },
   [`${SA_KEYS}/{apiKeyId}`]: {
-    delete: { operationId: 'deleteApiKey', summary: 'Revoke an API key', tag: SA, response: ApiKey },
+    delete: {
+      operationId: 'deleteApiKey',
+      role: 'admin',
+      summary: 'Revoke an API key',
+      tag: SA,
+      response: ApiKey,
+    },
   },
   '/workspaces': {
     get: {
       operationId: 'listWorkspaces',
+      role: 'none',
       summary: 'Workspaces the caller belongs to',
       tag: 'Workspace',
       response: Type.Array(Workspace),
     },
     post: {
       operationId: 'createWorkspace',
+      role: 'none',
       summary: 'Create a workspace',
       tag: 'Workspace',
       body: WorkspaceInput,
@@ -393,6 +417,7 @@ export const EXTRA_PATHS: ExtraPaths = {
     get: { operationId: 'getWorkspace', summary: 'Get a workspace', tag: 'Workspace', response: Workspace },
     put: {
       operationId: 'updateWorkspace',
+      role: 'admin',
       summary: 'Change the display name of a workspace (it cannot be renamed)',
       tag: 'Workspace',
       body: WorkspaceUpdate,
@@ -400,6 +425,7 @@ export const EXTRA_PATHS: ExtraPaths = {
     },
     delete: {
       operationId: 'deleteWorkspace',
+      role: 'admin',
       summary: 'Delete an empty workspace',
       tag: 'Workspace',
       response: Workspace,
@@ -414,6 +440,7 @@ export const EXTRA_PATHS: ExtraPaths = {
     },
     post: {
       operationId: 'addMember',
+      role: 'admin',
       summary:
         'Add a member or change its role (the subject in the body); a principal of another tenant is invited instead (202, an Invitation)',
       tag: 'Workspace',
@@ -424,17 +451,25 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/members/{subject}': {
     put: {
       operationId: 'setMemberRole',
+      role: 'admin',
       summary:
         'Add a member or change its role (the subject in the path); a principal of another tenant is invited instead (202, an Invitation)',
       tag: 'Workspace',
       body: MemberRole,
       response: Member,
     },
-    delete: { operationId: 'removeMember', summary: 'Remove a member', tag: 'Workspace', response: Member },
+    delete: {
+      operationId: 'removeMember',
+      role: 'admin',
+      summary: 'Remove a member',
+      tag: 'Workspace',
+      response: Member,
+    },
   },
   '/workspaces/{workspaceName}/invitations': {
     get: {
       operationId: 'listWorkspaceInvitations',
+      role: 'admin',
       summary: 'Pending invitations of a workspace (admin)',
       tag: 'Workspace',
       response: Type.Array(Invitation),
@@ -443,6 +478,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/invitations/{subject}': {
     delete: {
       operationId: 'deleteInvitation',
+      role: 'none',
       summary: 'Withdraw (workspace admin) or decline (invitee) an invitation',
       tag: 'Workspace',
       response: Invitation,
@@ -451,6 +487,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/invitations/{subject}/accept': {
     post: {
       operationId: 'acceptInvitation',
+      role: 'none',
       summary: 'Accept an invitation: the invitee (or an admin of its home workspace) becomes a member',
       tag: 'Workspace',
       response: Member,
@@ -459,6 +496,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/invitations': {
     get: {
       operationId: 'listMyInvitations',
+      role: 'none',
       summary:
         'Pending invitations addressed to the caller (or to ?subject= for an admin of its home workspace)',
       tag: 'Workspace',
@@ -504,15 +542,6 @@ export const EXTRA_PATHS: ExtraPaths = {
       tag: 'PreviewToken',
       requiresKind: 'Preview',
       response: PreviewToken,
-    },
-  },
-  '/sandboxes/by-external-id/{externalId}': {
-    get: {
-      operationId: 'getSandboxByExternalId',
-      summary: 'The newest sandbox with this metadata.externalId that is not being deleted',
-      tag: 'Sandbox',
-      requiresKind: 'Sandbox',
-      response: ref('Sandbox'),
     },
   },
   [SCHEDULES]: {

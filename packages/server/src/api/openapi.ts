@@ -1,5 +1,6 @@
 // The OpenAPI 3.1 document of /v0, generated from the same TypeBox schemas the server validates with:
-// five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts`.
+// five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts` and
+// `openapi-workloads.ts`.
 // The SDK's types are generated from this document (packages/sdk/scripts/generate.mjs).
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -7,6 +8,7 @@ import { schemasOf } from '../kinds/schema.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import type { Problem as WireProblem } from '../errors.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
+import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
 
@@ -61,6 +63,12 @@ export const WriteWarningsSchema = Type.Object(
 );
 
 type Method = 'get' | 'post' | 'put' | 'delete';
+
+/**
+ * Operation field naming the least role the caller needs in the workspace the request addresses (absent: the
+ * operation acts in no workspace of the caller's). Tests check every operation against it with each role.
+ */
+export const ROLE_EXTENSION = 'x-berth-role';
 type Param = Record<string, unknown>;
 
 const query = (name: string, schema: JsonSchema, description: string): Param => ({
@@ -175,8 +183,12 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       responses: ok(`${plural}, ordered by name`, { type: 'array', items: outRef }, PAGE_HEADERS),
     },
   };
+  const readRole = kd.readRole ?? 'viewer';
+  const writeRole = kd.writeRole ?? 'member';
+  (coll.get as Record<string, unknown>)[ROLE_EXTENSION] = readRole;
   const one: Record<string, unknown> = {
     get: {
+      [ROLE_EXTENSION]: readRole,
       operationId: `get${kd.kind}`,
       summary: `Get ${a(kd.kind)}`,
       tags,
@@ -186,6 +198,7 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
   };
   if (!kd.readOnlyKind) {
     coll.post = {
+      [ROLE_EXTENSION]: writeRole,
       operationId: `create${kd.kind}`,
       summary: `Create ${a(kd.kind)} (409 if the name exists)`,
       tags,
@@ -194,6 +207,7 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       responses: ok(`the created ${kd.kind}`, written, WARNING_HEADER),
     };
     one.put = {
+      [ROLE_EXTENSION]: writeRole,
       operationId: `replace${kd.kind}`,
       summary: `Create or replace ${a(kd.kind)}`,
       tags,
@@ -202,6 +216,7 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       responses: ok(`the stored ${kd.kind}`, written, WARNING_HEADER),
     };
     one.delete = {
+      [ROLE_EXTENSION]: writeRole,
       operationId: `delete${kd.kind}`,
       summary: `Delete ${a(kd.kind)}`,
       tags,
@@ -216,6 +231,18 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
   }
   paths[kd.path] = coll;
   paths[`${kd.path}/{${kd.nameParam}}`] = one;
+  // Served by crud.ts for every kind whose metadata takes an externalId.
+  if (kd.metadataInput?.externalId)
+    paths[`${kd.path}/by-external-id/{externalId}`] = {
+      get: {
+        [ROLE_EXTENSION]: readRole,
+        operationId: `get${kd.kind}ByExternalId`,
+        summary: `The newest ${kd.kind.toLowerCase()} with this metadata.externalId that is not being deleted`,
+        tags,
+        parameters: [...parents, pathParam('externalId'), paramRef('workspace')],
+        responses: ok(`the ${kd.kind}`, outRef),
+      },
+    };
 }
 
 function errorsAs(schema: TSchema, c: SchemaCollector) {
@@ -223,7 +250,7 @@ function errorsAs(schema: TSchema, c: SchemaCollector) {
   return { '4XX': r, '5XX': r };
 }
 
-function extraOperation(path: string, op: ExtraOperation, c: SchemaCollector) {
+function extraOperation(path: string, method: Method, op: ExtraOperation, c: SchemaCollector) {
   const params = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => {
     const schema = op.params?.[name];
     return schema ? { ...pathParam(name), schema: c.inline(schema) } : pathParam(name);
@@ -243,10 +270,12 @@ function extraOperation(path: string, op: ExtraOperation, c: SchemaCollector) {
   const content: Record<string, unknown> = {};
   if (op.body) {
     const schema = c.inline(op.body);
-    content['application/json'] = { schema };
+    content[op.bodyType ?? 'application/json'] = { schema };
     if (op.formBody) content['application/x-www-form-urlencoded'] = { schema };
   }
+  const role = op.public ? 'none' : (op.role ?? (method === 'get' ? 'viewer' : 'member'));
   return {
+    ...(role !== 'none' ? { [ROLE_EXTENSION]: role } : {}),
     operationId: op.operationId,
     summary: op.summary,
     tags: [op.tag],
@@ -267,7 +296,10 @@ function extraOperation(path: string, op: ExtraOperation, c: SchemaCollector) {
 }
 
 /** The whole document. Pure: no server, no I/O (the SDK generator calls it on the built package). */
-export function buildOpenApiDocument(kinds: KindDescriptor[], extra: ExtraPaths = EXTRA_PATHS) {
+export function buildOpenApiDocument(
+  kinds: KindDescriptor[],
+  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS },
+) {
   const c = new SchemaCollector();
   c.named(ProblemSchema);
   c.named(WriteWarningsSchema);
@@ -280,7 +312,7 @@ export function buildOpenApiDocument(kinds: KindDescriptor[], extra: ExtraPaths 
       if (op.requiresKind && !served.has(op.requiresKind)) continue;
       paths[path] ??= {};
       if (paths[path][method]) throw new Error(`${method.toUpperCase()} ${path} is documented twice`);
-      paths[path][method] = extraOperation(path, op, c);
+      paths[path][method] = extraOperation(path, method, op, c);
       if (!served.has(op.tag)) extraTags.add(op.tag);
     }
   }

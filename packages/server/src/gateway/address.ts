@@ -75,6 +75,13 @@ export function matchLabelHost(
   return { label: `${prefix}${head.slice(0, dot)}`, region: head.slice(dot + 1) };
 }
 
+/**
+ * True when a host label shows none of the names it stands for: a preview's (always a hash) and the hashed form of
+ * the others. A refusal at such an address must not name the workspace behind it (gateway/auth.ts authorize).
+ */
+export const hostHidesNames = (label: string) =>
+  label.startsWith(PREVIEW_LABEL_PREFIX) || /^[a-z]+--/.test(label);
+
 /** A DNS label is at most 63 characters (RFC 1035); longer sandbox labels take the hashed form. */
 export const MAX_DNS_LABEL = 63;
 /**

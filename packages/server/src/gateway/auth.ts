@@ -29,19 +29,28 @@ export function withoutTokenCookie(cookie: string): string {
 /**
  * Resolves the caller for `workspace`: 401 without a valid credential, 404 when the principal is not a
  * member (indistinguishable from a workspace that does not exist), 403 for a viewer (running code in a
- * sandbox is a write: it can read the sandbox's secrets).
+ * sandbox is a write: it can read the sandbox's secrets). `unnamed`: the address did not name the workspace (a
+ * hashed host label, hostHidesNames); the 404 then says that address is not found, never which workspace holds it.
  */
 export async function authorize(
   authn: Authenticator,
   headers: IncomingHttpHeaders,
   workspace: string,
+  unnamed?: string,
 ): Promise<Access> {
-  const access = await authn.resolve({
-    authorization: headers.authorization,
-    'x-service-authorization': headers['x-service-authorization'],
-    'x-blaxel-authorization': headers['x-blaxel-authorization'],
-    'x-service-workspace': workspace,
-  });
+  let access: Access;
+  try {
+    access = await authn.resolve({
+      authorization: headers.authorization,
+      'x-service-authorization': headers['x-service-authorization'],
+      'x-blaxel-authorization': headers['x-blaxel-authorization'],
+      'x-service-workspace': workspace,
+    });
+  } catch (err) {
+    if (unnamed && err instanceof ApiError && err.status === 404)
+      throw new ApiError('NOT_FOUND', `${unnamed} not found`);
+    throw err;
+  }
   if (!atLeast(access.role, 'member'))
     throw new ApiError(
       'FORBIDDEN',

@@ -1,6 +1,7 @@
 // The workload data plane: `/run/<ws>/sandboxes/<name>/...` and `sbx-<name>-<ws>.<region>.<inference_host>`
 // reach the sandbox's own API daemon, and its previews (previews.ts) one of its ports, resuming it from standby
-// first. Composed here in one visible order: address parsed once (parse-address.ts) → credential or preview
+// first; agents, functions and jobs' triggers have their own servers. Which address form a request uses is decided
+// once, by address-forms.ts `classify`. Composed here in one visible order: address parsed once → credential or preview
 // token and table entry (resolve.ts) → stream cap (streams.ts) → activator (hold/wake) → proxy or tunnel; the
 // idle sweeper puts sandboxes back to sleep and the usage writer records it.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -25,8 +26,8 @@ import { isLongLived, StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
 import { tunnel } from './upgrade.js';
 import { UsageWriter } from './usage-writer.js';
-import { matchTriggerPath, matchWorkloadHost, matchWorkloadPath } from './workload-address.js';
-import { type JobTriggerDeps, matchJobTrigger, serveJobTrigger } from './job-trigger.js';
+import { type JobTriggerDeps, serveJobTrigger } from './job-trigger.js';
+import { classify } from './address-forms.js';
 import type { WorkloadGateway } from './workloads.js';
 
 export interface GatewayDeps {
@@ -139,24 +140,35 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const api = server.listeners('request')[0] as RequestListener | undefined;
   if (!api) throw new Error('the gateway must be started after the API created its HTTP server');
   server.removeListener('request', api);
+  const classifyCtx = { ...parseCtx, labels };
   const onRequest: RequestListener = (req, res) => {
-    const wl =
-      deps.workloads &&
-      (matchWorkloadHost(req.headers.host, req.url ?? '/', deps.inferenceHost, labels) ??
-        matchWorkloadPath(req.url ?? '/'));
-    if (wl) return void deps.workloads?.serve(req, res, wl);
-    const jt = deps.jobTriggers && matchJobTrigger(req.url ?? '/');
-    if (jt && deps.jobTriggers)
-      return void serveJobTrigger(
-        { ...deps.jobTriggers, authenticator: deps.authenticator, logger },
-        req,
-        res,
-        jt,
-      );
-    const a = parseAddress(req, parseCtx);
-    if (a) return void serve(req, res, a);
-    const tp = deps.workloads && matchTriggerPath(req.url ?? '/', labels);
-    if (tp) return void deps.workloads?.serve(req, res, tp);
+    const route = classify(req, classifyCtx);
+    switch (route?.form) {
+      case undefined:
+        break;
+      case 'agent-host':
+      case 'function-host':
+      case 'agent-path':
+      case 'function-path':
+      case 'trigger-path':
+        if (!deps.workloads) break;
+        return void deps.workloads.serve(req, res, route.workload);
+      case 'job-trigger':
+        if (!deps.jobTriggers) break;
+        return void serveJobTrigger(
+          { ...deps.jobTriggers, authenticator: deps.authenticator, logger },
+          req,
+          res,
+          route.job,
+        );
+      case 'sandbox-path':
+      case 'sandbox-host':
+      case 'preview-path':
+      case 'preview-host':
+        return void serve(req, res, route.address);
+      default:
+        route satisfies never;
+    }
     api.call(server, req, res);
   };
   server.on('request', onRequest);

@@ -99,7 +99,11 @@ export async function admitPreview(
     parent: a.sandbox,
     name: a.preview,
   });
-  const what = `preview ${JSON.stringify(a.preview)} of sandbox ${JSON.stringify(a.sandbox)}`;
+  // By its own host (a hash of the names), a refusal names neither the preview nor its workspace.
+  const byHost = a.base === '/';
+  const what = byHost
+    ? 'this preview'
+    : `preview ${JSON.stringify(a.preview)} of sandbox ${JSON.stringify(a.sandbox)}`;
   if (!o || isGone(o)) throw new ApiError('NOT_FOUND', `${what} not found`);
   const expiresAt = previewExpiresAtMs(o.body);
   if (expiresAt !== undefined && expiresAt <= deps.now())
@@ -115,7 +119,7 @@ export async function admitPreview(
       (await verifyPreviewToken(deps.store, a.workspace, a.sandbox, a.preview, token, deps.now()));
     if (!valid) {
       if (token === undefined && CREDENTIAL_HEADERS.some((h) => req.headers[h]))
-        await authorize(deps.authenticator, req.headers, a.workspace);
+        await authorize(deps.authenticator, req.headers, a.workspace, byHost ? what : undefined);
       else
         throw new ApiError(
           'UNAUTHENTICATED',

@@ -5,7 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Authenticator } from '../auth/access.js';
 import type { HostLabelIndex } from '../store/host-labels.js';
 import type { Store } from '../store/store.js';
-import { routeSandboxLabel } from './address.js';
+import { hostHidesNames, routeSandboxLabel } from './address.js';
 import { authorize } from './auth.js';
 import type { Address, AddressKind } from './parse-address.js';
 import { admitPreview, SANDBOX_API_PREVIEW_PORT } from './previews.js';
@@ -40,17 +40,30 @@ async function targetOf(deps: ResolveDeps, workspace: string, name: string): Pro
   return t?.status === 'DEPLOYED' ? t : deps.targets.resolve(workspace, name);
 }
 
-const sandbox: Resolver<'sandbox'> = async (a, req, deps) => {
-  await authorize(deps.authenticator, req.headers, a.workspace);
-  return { target: await targetOf(deps, a.workspace, a.name), path: a.rest };
-};
+/** `unnamed`: what to call the address in a refusal when it does not show the workspace (auth.ts authorize). */
+async function admitSandbox(
+  deps: ResolveDeps,
+  req: IncomingMessage,
+  to: { workspace: string; name: string; rest: string },
+  unnamed?: string,
+): Promise<Admission> {
+  await authorize(deps.authenticator, req.headers, to.workspace, unnamed);
+  return { target: await targetOf(deps, to.workspace, to.name), path: to.rest };
+}
+
+const sandbox: Resolver<'sandbox'> = (a, req, deps) => admitSandbox(deps, req, a);
 
 /**
  * `sbx-<label>` → (workspace, name): an exact lookup of the whole label in the address table, never a split at
  * `-` (docs/decisions/016-addresses-and-tenancy.md). An unknown label still asks for a credential before the 404.
  */
-const sandboxHost: Resolver<'sandbox-host'> = async (a, req, deps) =>
-  sandbox({ kind: 'sandbox', ...routeSandboxLabel(deps.labels, a.label), rest: a.rest }, req, deps);
+const sandboxHost: Resolver<'sandbox-host'> = (a, req, deps) =>
+  admitSandbox(
+    deps,
+    req,
+    { ...routeSandboxLabel(deps.labels, a.label), rest: a.rest },
+    hostHidesNames(a.label) ? `address ${a.label}` : undefined,
+  );
 
 const preview: Resolver<'preview'> = async (a, req, deps) => {
   const p = a.preview;

@@ -7,6 +7,7 @@ import { MAX_PATH_SEGMENTS } from '../kinds/trigger-path.js';
 import {
   AGENT_LABEL_PREFIX,
   FUNCTION_LABEL_PREFIX,
+  hostHidesNames,
   matchLabelHost,
   pathLabel,
   RUN_PREFIX,
@@ -20,6 +21,8 @@ export interface WorkloadAddress {
   rest: string;
   /** The trigger path the request came by (canonical), when it did not use the object's own address. */
   path?: string;
+  /** Came by a host label that shows no name (hostHidesNames): what a refusal calls the address instead. */
+  unnamed?: string;
 }
 
 const SEGMENTS = { agents: 'Agent', functions: 'Function' } as const;
@@ -66,8 +69,10 @@ export function matchWorkloadHost(
     if (!m) continue;
     const owner = labels.resolve(m.label);
     const rest = url.startsWith('/') ? url : `/${url}`;
-    if (owner?.kind === kind) return { kind, workspace: owner.workspace, name: owner.name, rest };
-    return { kind, workspace: m.label, name: m.label, rest };
+    const unnamed = hostHidesNames(m.label) ? `address ${m.label}` : undefined;
+    if (owner?.kind === kind)
+      return { kind, workspace: owner.workspace, name: owner.name, rest, ...(unnamed ? { unnamed } : {}) };
+    return { kind, workspace: m.label, name: m.label, rest, ...(unnamed ? { unnamed } : {}) };
   }
   return undefined;
 }

@@ -214,7 +214,8 @@ export class WorkloadGateway {
         }
       }
       // A trigger path's own authenticationType wins over spec.public there (kinds/trigger-path.ts).
-      if (!(tp?.public ?? w?.public)) await authorize(this.deps.authenticator, req.headers, a.workspace);
+      if (!(tp?.public ?? w?.public))
+        await authorize(this.deps.authenticator, req.headers, a.workspace, a.unnamed);
       if (!w) throw await this.notServing(a);
       if (a.kind === 'Agent' && this.deps.executions && (tp?.async || isAsync(a.rest)))
         return await this.serveAsync(req, res, a, w, tp?.async ? tp.trigger : undefined);

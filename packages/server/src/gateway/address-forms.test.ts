@@ -1,0 +1,69 @@
+// Each address form's own example is routed by the gateway's dispatch as that form, to that object: the table that
+// tests walk and the dispatch the gateway runs cannot drift apart.
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { test } from 'node:test';
+import { pathLabel, previewLabel, sandboxLabel, workloadLabel } from './address.js';
+import { ADDRESS_FORMS, type AddressForm, classify } from './address-forms.js';
+import { PreviewHosts } from './previews.js';
+
+const INFERENCE_HOST = 'example.com';
+const WS = 'team';
+const OBJECTS: Record<string, { name: string; parent: string }> = {
+  Agent: { name: 'helper', parent: '' },
+  Function: { name: 'tools', parent: '' },
+  Job: { name: 'nightly', parent: '' },
+  Sandbox: { name: 'box', parent: '' },
+  Preview: { name: 'web', parent: 'box' },
+};
+const TRIGGER_PATH = 'hooks/in';
+
+const table = new Map([
+  [workloadLabel('Agent', WS, 'helper'), { kind: 'Agent', workspace: WS, parent: '', name: 'helper' }],
+  [workloadLabel('Function', WS, 'tools'), { kind: 'Function', workspace: WS, parent: '', name: 'tools' }],
+  [sandboxLabel(WS, 'box'), { kind: 'Sandbox', workspace: WS, parent: '', name: 'box' }],
+  [previewLabel(WS, 'box', 'web'), { kind: 'Preview', workspace: WS, parent: 'box', name: 'web' }],
+  [pathLabel(WS, TRIGGER_PATH), { kind: 'Agent', workspace: WS, parent: '', name: 'helper' }],
+]);
+const labels = { resolve: (l: string) => table.get(l) };
+const previews = new PreviewHosts(labels as never, INFERENCE_HOST);
+const ctx = {
+  inferenceHost: INFERENCE_HOST,
+  labels,
+  previewOfHost: (host: string | undefined, url: string) => previews.match(host, url),
+};
+
+test('every address form of the table is dispatched as that form, to its object', () => {
+  for (const [form, spec] of Object.entries(ADDRESS_FORMS) as [
+    AddressForm,
+    (typeof ADDRESS_FORMS)[AddressForm],
+  ][]) {
+    const o = OBJECTS[spec.kind];
+    const key = { kind: spec.kind, workspace: WS, parent: o.parent, name: o.name };
+    const r = spec.request({ key, region: 'local', triggerPath: TRIGGER_PATH }, INFERENCE_HOST);
+    assert.equal(!!r.host, spec.byHost, `${form}: a host form says so`);
+    const req = { url: r.path, headers: { host: r.host ?? '127.0.0.1:8080' } } as unknown as IncomingMessage;
+    const route = classify(req, ctx);
+    assert.equal(route?.form, form, `${form}: ${r.host ?? ''}${r.path}`);
+    const target =
+      'workload' in route
+        ? route.workload
+        : 'job' in route
+          ? route.job
+          : route.address.kind === 'preview'
+            ? { workspace: route.address.preview.workspace, name: route.address.preview.preview }
+            : route.address.kind === 'sandbox'
+              ? route.address
+              : { workspace: WS, name: labels.resolve(route.address.label)?.name };
+    assert.deepEqual(
+      { workspace: target.workspace, name: target.name },
+      { workspace: WS, name: o.name },
+      form,
+    );
+  }
+});
+
+test('a request to the API is no data-plane form', () => {
+  const req = { url: '/v0/sandboxes', headers: { host: '127.0.0.1:8080' } } as unknown as IncomingMessage;
+  assert.equal(classify(req, ctx), undefined);
+});
