@@ -163,7 +163,7 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
       body.spec = {
         ...body.spec,
         secret: { apiKey: secret('connection') },
-        config: { baseUrl: 'http://127.0.0.1:9/v1' },
+        config: { baseUrl: 'https://llm.example.test/v1' },
       };
     // Every kind that takes an externalId gets the same one: `{externalId}` is then A's in every path.
     if (kd.metadataInput?.externalId) body.metadata.externalId = externalId;
