@@ -56,6 +56,10 @@ import { TriggerSchedules } from './controllers/trigger-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 import { Executions } from './controllers/executions.js';
+import { QuotaLedger } from './controllers/quota-ledger.js';
+import { workloadEvent } from './controllers/events.js';
+import { quotaAdmission } from './controllers/quota-admission.js';
+import { registerQuotas } from './api/quotas.js';
 
 export interface RunningServer {
   url: string;
@@ -82,6 +86,9 @@ export async function startServer(
   const dbFile = join(config.dataDir, 'berth.db');
   createPrivateFile(dbFile);
   const store = new SqliteStore(dbFile);
+  // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
+  const quotas = new QuotaLedger(store, config.quotas);
+  await quotas.start();
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${actualPort}`;
   let actualPort = config.port;
   const urlOf = runUrlOf({
@@ -94,6 +101,7 @@ export async function startServer(
     urlOf,
     labelsOf: hostLabelsOf,
     egressGateways: config.egressGateways,
+    admit: quotaAdmission(quotas),
   });
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
@@ -135,7 +143,13 @@ export async function startServer(
     gitAllowLocal: config.gitAllowLocal,
     images,
   });
-  const replicas = new ReplicaSet({ driver, logger, waitHealthy });
+  const replicas = new ReplicaSet({
+    driver,
+    logger,
+    waitHealthy,
+    quota: quotas,
+    onCapped: workloadEvent({ resources, logger }),
+  });
   const uploads = new CodeUploads({ resources, code, baseUrl });
   const callbacks = new Callbacks({ resources, logger, allowCidrs: config.callbackAllowCidrs });
   const executions = new Executions({ logger, callbacks });
@@ -149,6 +163,7 @@ export async function startServer(
     logger,
     logsDir: join(config.dataDir, 'jobs', 'logs'),
     maxTasks: config.jobMaxTasks,
+    quota: quotas,
   });
   // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
   const uploadUrl = (req: any, reply: any, o: any) => {
@@ -176,6 +191,7 @@ export async function startServer(
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       registerImages(v0, { resources, images, inUse: imageInUse });
       registerIdentityRoutes(v0, auth.context);
+      registerQuotas(v0, { store, ledger: quotas, authenticator: auth.authenticator, volumes: capacity });
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
     },
@@ -261,11 +277,18 @@ export async function startServer(
         }),
       Drive: (d) =>
         volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver }, 'Agent'),
-      Function: (d) => workloadReconciler({ ...d, builder, replicas, driver }, 'Function'),
+      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Agent'),
+      Function: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Function'),
       Job: (d) =>
         workloadReconciler(
-          { ...d, builder, replicas, driver, cancelExecutions: (ws, job) => jobs.cancelAll(ws, job) },
+          {
+            ...d,
+            builder,
+            replicas,
+            driver,
+            quota: quotas,
+            cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
+          },
           'Job',
         ),
     },
@@ -301,6 +324,7 @@ export async function startServer(
       await controllers.stop();
       await app.close();
       await driver.close();
+      quotas.close();
       await store.close();
       logger.flush?.();
     },
