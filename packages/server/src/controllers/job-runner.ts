@@ -274,8 +274,8 @@ export class JobRunner {
       const x = this.live.get(p.execution);
       const t = x?.tasks[p.index];
       if (!x || !t) continue;
-      // Claimed in memory at once, so the next pick (before the store write lands) does not take it again.
       if (!this.occupy(x, t)) continue;
+      // Claimed in memory at once, so the next pick (before the store write lands) does not take it again.
       t.status = 'running';
       x.held = false;
       void this.launch(x, t, performance.now());
