@@ -4,6 +4,7 @@ import { Api, addParentFlags, collectionPath, itemPath, listAll, resolveKind } f
 import { loadCliConfig } from './config.js';
 import { getExecutions } from './jobs.js';
 import { parseFormat, render } from './output.js';
+import { getQuotas } from './quotas.js';
 import { listRevisions } from './workloads.js';
 
 interface GetOptions {
@@ -16,7 +17,9 @@ interface GetOptions {
 export function registerGet(program: Command) {
   const cmd = program
     .command('get')
-    .description('show one object or list a kind (e.g. `berth get policies`, `berth get policy p1 -o yaml`)')
+    .description(
+      'show one object or list a kind (e.g. `berth get policies`, `berth get policy p1 -o yaml`); `berth get quotas` shows the workspace quotas',
+    )
     .argument('<kind>', 'kind: plural, singular or alias')
     .argument('[name]', 'object name; omit to list')
     .argument(
@@ -33,6 +36,7 @@ export function registerGet(program: Command) {
           throw new Error('usage: berth get executions job <name>');
         return getExecutions(job);
       }
+      if (/^quotas?$/.test(kindName)) return getQuotas(o.output);
       if (/^revisions?$/.test(kindName)) {
         if (!name || typeof job !== 'string')
           throw new Error('usage: berth get revisions agent|function <name>');

@@ -784,6 +784,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The quotas of the workspace the request acts in: each limit and its use now */
+        get: operations["getQuotas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{workspaceName}/quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The quotas of a workspace (any member): each limit and its use now */
+        get: operations["getWorkspaceQuotas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/invitations": {
         parameters: {
             query?: never;
@@ -2881,6 +2915,82 @@ export interface components {
             updatedAt: string;
             createdBy: string;
             updatedBy: string;
+        };
+        /** @description the workspace's quotas: what each allows and uses now; beyond one, a create is refused with 429 QUOTA_EXCEEDED naming it, and a replica, build or job task waits */
+        Quotas: {
+            workspace: string;
+            quotas: {
+                memory: {
+                    /** @description null: no bound */
+                    limit: number | null;
+                    used: number;
+                    /** @constant */
+                    unit?: "MB";
+                    /** @description the server setting that sets the limit (the server's operator changes it) */
+                    setting: string;
+                    /** @description MB held by sandboxes (until TERMINATED) and by the replicas, builds and job tasks running */
+                    usedBy: {
+                        sandboxes: number;
+                        replicas: number;
+                        builds: number;
+                        jobTasks: number;
+                    };
+                };
+                sandboxes: {
+                    /** @description null: no bound */
+                    limit: number | null;
+                    used: number;
+                    /** @constant */
+                    unit?: "MB";
+                    /** @description the server setting that sets the limit (the server's operator changes it) */
+                    setting: string;
+                };
+                replicas: {
+                    /** @description null: no bound */
+                    limit: number | null;
+                    used: number;
+                    /** @constant */
+                    unit?: "MB";
+                    /** @description the server setting that sets the limit (the server's operator changes it) */
+                    setting: string;
+                };
+                builds: {
+                    /** @description null: no bound */
+                    limit: number | null;
+                    used: number;
+                    /** @constant */
+                    unit?: "MB";
+                    /** @description the server setting that sets the limit (the server's operator changes it) */
+                    setting: string;
+                };
+                jobTasks: {
+                    /** @description null: no bound */
+                    limit: number | null;
+                    used: number;
+                    /** @constant */
+                    unit?: "MB";
+                    /** @description the server setting that sets the limit (the server's operator changes it) */
+                    setting: string;
+                };
+                volumes: {
+                    /** @description null: no bound */
+                    limit: number | null;
+                    used: number;
+                    /** @constant */
+                    unit?: "MB";
+                    /** @description the server setting that sets the limit (the server's operator changes it) */
+                    setting: string;
+                };
+                images: {
+                    /** @description null: no bound */
+                    limit: number | null;
+                    used: number;
+                    /** @constant */
+                    unit?: "MB";
+                    /** @description the server setting that sets the limit (the server's operator changes it) */
+                    setting: string;
+                };
+            };
         };
         Template: {
             name: string;
@@ -6202,6 +6312,58 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Member"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getQuotas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The quotas of the workspace the request acts in: each limit and its use now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quotas"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getWorkspaceQuotas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                workspaceName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The quotas of a workspace (any member): each limit and its use now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quotas"];
                 };
             };
             "4XX": components["responses"]["Problem"];

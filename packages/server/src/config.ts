@@ -1,5 +1,5 @@
 // One typed configuration, parsed once at start from flags and environment; read nowhere else.
-import { homedir } from 'node:os';
+import { homedir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
 
@@ -76,6 +76,8 @@ export interface Config {
   egressGateways?: Record<string, string[]>;
   /** Job tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS). */
   jobMaxTasks?: number;
+  /** What one workspace may hold or run at once (BERTH_QUOTA_*; docs/decisions/040-workspace-quotas.md). */
+  quotas: QuotaLimits;
   /**
    * Reserved ranges (IPv4 and IPv6 CIDRs) that the requests Berth makes for users (callbacks, git clones, model
    * providers, image registries) may reach: BERTH_OUTBOUND_ALLOW_CIDRS. Closed by default (SSRF). The older
@@ -95,6 +97,51 @@ export interface Config {
  * does not open loopback or the host's own addresses (they open only when listed themselves).
  */
 export const ALLOW_EVERY_RANGE = ['0.0.0.0/0', '::/0'];
+
+/**
+ * The quotas every workspace has (the same for all: per-workspace overrides are a later issue, decision 040).
+ * Counted from what the workspace's objects ask for and what runs for it (controllers/quotas.ts).
+ */
+export interface QuotaLimits {
+  /** MB of memory: its sandboxes' `runtime.memory` (until TERMINATED) plus its running replicas, builds and tasks. */
+  memoryMb: number;
+  /** Sandbox objects, until TERMINATED. */
+  sandboxes: number;
+  /** Agent and function replicas running or starting. */
+  replicas: number;
+  /** Builds running (each a 2 GiB build sandbox). */
+  builds: number;
+  /** Job tasks running, all the workspace's executions together. */
+  jobTasks: number;
+}
+
+/** The environment variable that sets each quota (named in every refusal, so the reader knows what to ask for). */
+export const QUOTA_SETTINGS: Record<keyof QuotaLimits, string> = {
+  memoryMb: 'BERTH_QUOTA_MEMORY_MB',
+  sandboxes: 'BERTH_QUOTA_SANDBOXES',
+  replicas: 'BERTH_QUOTA_REPLICAS',
+  builds: 'BERTH_QUOTA_BUILDS',
+  jobTasks: 'BERTH_QUOTA_JOB_TASKS',
+};
+
+/** Tasks running at once on the server, all workspaces together (BERTH_JOB_MAX_TASKS): each is a sandbox. */
+export const DEFAULT_JOB_MAX_TASKS = 50;
+
+/**
+ * The default quotas (decision 040 says why each): three quarters of the host's memory, so one workspace can never
+ * promise itself the whole host and a quarter stays for the server and everyone else; 100 sandboxes and 50
+ * replicas, bounds on the kernel objects (a slot, a network namespace, cgroups, a uid) each holds whatever its
+ * memory; 2 builds, as each is 2 GiB and CPU-bound; half the server's task pool, so no workspace holds all of it.
+ */
+export function defaultQuotas(hostMemoryMb: number, jobMaxTasks = DEFAULT_JOB_MAX_TASKS): QuotaLimits {
+  return {
+    memoryMb: Math.floor((hostMemoryMb * 3) / 4),
+    sandboxes: 100,
+    replicas: 50,
+    builds: 2,
+    jobTasks: Math.max(1, Math.ceil(jobMaxTasks / 2)),
+  };
+}
 
 /** The service's region names its SDK and users' code pass (the SDK's own messages name these). */
 export const SERVICE_REGIONS = ['us-pdx-1', 'us-was-1', 'eu-lon-1', 'eu-dub-1'];
@@ -163,6 +210,7 @@ export function loadConfig(
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
+    quotas: parseQuotas(env),
     outboundAllowCidrs: [
       ...parseCidrList(env.BERTH_OUTBOUND_ALLOW_CIDRS ?? '', 'BERTH_OUTBOUND_ALLOW_CIDRS', true),
       ...parseCidrList(env.BERTH_CALLBACK_ALLOW_CIDRS ?? '', 'BERTH_CALLBACK_ALLOW_CIDRS', true),
@@ -170,6 +218,17 @@ export function loadConfig(
     ],
     requestIdleTimeoutS: positiveSeconds(env.BERTH_REQUEST_IDLE_TIMEOUT, 'BERTH_REQUEST_IDLE_TIMEOUT'),
   };
+}
+
+/** Each quota from its BERTH_QUOTA_* setting (a positive integer), else its default for this host. */
+function parseQuotas(env: NodeJS.ProcessEnv): QuotaLimits {
+  const pool = env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined;
+  const out = defaultQuotas(Math.floor(totalmem() / 2 ** 20), pool);
+  for (const [k, name] of Object.entries(QUOTA_SETTINGS) as [keyof QuotaLimits, string][]) {
+    const v = env[name];
+    if (v !== undefined && v !== '') out[k] = positiveInt(v, name);
+  }
+  return out;
 }
 
 function positiveSeconds(v: string | undefined, name: string): number | undefined {

@@ -58,6 +58,12 @@ import { TriggerSchedules } from './controllers/trigger-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
 import { Executions } from './controllers/executions.js';
+import { QuotaLedger } from './controllers/quota-ledger.js';
+import { workloadEvent } from './controllers/events.js';
+import { quotaAdmission } from './controllers/quota-admission.js';
+import { registerQuotas } from './api/quotas.js';
+
+const MB = 1024 ** 2;
 
 export interface RunningServer {
   url: string;
@@ -95,6 +101,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const dbFile = join(config.dataDir, 'berth.db');
   createPrivateFile(dbFile);
   const store = new SqliteStore(dbFile);
+  // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
+  const quotas = new QuotaLedger(store, config.quotas);
+  await quotas.start();
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${actualPort}`;
   let actualPort = config.port;
   const urlOf = runUrlOf({
@@ -108,6 +117,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     labelsOf: hostLabelsOf,
     egressGateways: config.egressGateways,
     outbound,
+    admit: quotaAdmission(quotas),
   });
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
@@ -162,7 +172,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     outbound,
     images,
   });
-  const replicas = new ReplicaSet({ driver, logger, waitHealthy });
+  const replicas = new ReplicaSet({
+    driver,
+    logger,
+    waitHealthy,
+    quota: quotas,
+    onCapped: workloadEvent({ resources, logger }),
+  });
   const uploads = new CodeUploads({ resources, code, baseUrl });
   const callbacks = new Callbacks({ resources, logger, outbound });
   const executions = new Executions({ logger, callbacks });
@@ -176,6 +192,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     logger,
     logsDir: join(config.dataDir, 'jobs', 'logs'),
     maxTasks: config.jobMaxTasks,
+    quota: quotas,
   });
   // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
   const uploadUrl = (req: any, reply: any, o: any) => {
@@ -203,6 +220,16 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       registerImages(v0, { images });
       registerIdentityRoutes(v0, auth.context);
+      registerQuotas(v0, {
+        store,
+        ledger: quotas,
+        authenticator: auth.authenticator,
+        volumes: capacity,
+        images: (ws) => {
+          const u = images.usage(ws);
+          return { usedMb: Math.ceil(u.usedBytes / MB), limitMb: u.limitBytes && Math.floor(u.limitBytes / MB) };
+        },
+      });
       registerTemplates(v0);
       registerOpenApi(v0, KINDS);
     },
@@ -289,11 +316,18 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         }),
       Drive: (d) =>
         volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver }, 'Agent'),
-      Function: (d) => workloadReconciler({ ...d, builder, replicas, driver }, 'Function'),
+      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Agent'),
+      Function: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Function'),
       Job: (d) =>
         workloadReconciler(
-          { ...d, builder, replicas, driver, cancelExecutions: (ws, job) => jobs.cancelAll(ws, job) },
+          {
+            ...d,
+            builder,
+            replicas,
+            driver,
+            quota: quotas,
+            cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
+          },
           'Job',
         ),
     },
@@ -331,6 +365,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       await app.close();
       await driver.close();
       await outbound.close();
+      quotas.close();
       await store.close();
       logger.flush?.();
     },

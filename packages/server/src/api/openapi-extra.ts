@@ -10,6 +10,7 @@ import { VolumeTemplateVersion as VersionSchema } from '../kinds/volume-template
 import { Template } from '../templates/schema.js';
 import type { OAuthErrorCode } from './oauth.js';
 import * as previewTokens from './preview-tokens.js';
+import type * as quotas from './quotas.js';
 import * as schedules from './sandbox-schedules.js';
 import * as serviceAccounts from './service-accounts.js';
 import * as versions from './volume-template-versions.js';
@@ -245,6 +246,42 @@ const PolicyWindow = Type.Object(
   { $id: 'PolicyWindow', description: "a maxToken policy's current window" },
 );
 
+const QuotaLine = {
+  limit: Type.Union([Int(), Type.Null()], { description: 'null: no bound' }),
+  used: Int(),
+  unit: opt(Type.Literal('MB')),
+  setting: Str({ description: "the server setting that sets the limit (the server's operator changes it)" }),
+};
+const QuotaLineSchema = Type.Object(QuotaLine);
+const Quotas = Type.Object(
+  {
+    workspace: Str(),
+    quotas: Type.Object({
+      memory: Type.Object({
+        ...QuotaLine,
+        usedBy: Type.Object(
+          { sandboxes: Int(), replicas: Int(), builds: Int(), jobTasks: Int() },
+          {
+            description:
+              'MB held by sandboxes (until TERMINATED) and by the replicas, builds and job tasks running',
+          },
+        ),
+      }),
+      sandboxes: QuotaLineSchema,
+      replicas: QuotaLineSchema,
+      builds: QuotaLineSchema,
+      jobTasks: QuotaLineSchema,
+      volumes: QuotaLineSchema,
+      images: QuotaLineSchema,
+    }),
+  },
+  {
+    $id: 'Quotas',
+    description:
+      "the workspace's quotas: what each allows and uses now; beyond one, a create is refused with 429 QUOTA_EXCEEDED naming it, and a replica, build or job task waits",
+  },
+);
+
 // Compile-time: each answer schema has exactly the fields the route module's view returns.
 type Fields<T, K extends PropertyKey> = { [P in Exclude<keyof T, K>]: T[P] };
 type SaView = ReturnType<typeof serviceAccounts.serviceAccountView>;
@@ -263,7 +300,8 @@ const _answers: [
   Same<typeof PolicyWindow, WindowView>,
   Same<typeof TokenLimits, WindowView['remaining']>,
   Same<typeof OAuthError, { error: OAuthErrorCode; error_description: string }>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true];
+  Same<typeof Quotas, quotas.QuotasView>,
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true];
 
 const SA = 'ServiceAccount';
 const SA_KEYS = '/service_accounts/{clientId}/api_keys';
@@ -491,6 +529,22 @@ export const EXTRA_PATHS: ExtraPaths = {
       summary: 'Accept an invitation: the invitee (or an admin of its home workspace) becomes a member',
       tag: 'Workspace',
       response: Member,
+    },
+  },
+  '/quotas': {
+    get: {
+      operationId: 'getQuotas',
+      summary: 'The quotas of the workspace the request acts in: each limit and its use now',
+      tag: 'Workspace',
+      response: Quotas,
+    },
+  },
+  '/workspaces/{workspaceName}/quotas': {
+    get: {
+      operationId: 'getWorkspaceQuotas',
+      summary: 'The quotas of a workspace (any member): each limit and its use now',
+      tag: 'Workspace',
+      response: Quotas,
     },
   },
   '/invitations': {

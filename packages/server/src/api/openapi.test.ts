@@ -36,6 +36,8 @@ const NON_CRUD = [
   'DELETE /workspaces/{workspaceName}/invitations/{subject}',
   'POST /workspaces/{workspaceName}/invitations/{subject}/accept',
   'GET /invitations',
+  'GET /quotas',
+  'GET /workspaces/{workspaceName}/quotas',
   'GET /templates',
   'GET /templates/{templateName}',
   'GET /sandboxes/{sandboxName}/previews/{previewName}/tokens',
@@ -201,6 +203,8 @@ describe('GET /v0/openapi.json', () => {
     });
     await call('GET', `${ws}/members`, '/workspaces/doc-ws/members');
     await call('DELETE', `${ws}/members/{subject}`, `/workspaces/doc-ws/members/${sa.client_id}`);
+    await call('GET', `${ws}/quotas`, '/workspaces/doc-ws/quotas');
+    await call('GET', '/quotas', '/quotas');
     await call('DELETE', ws, '/workspaces/doc-ws');
 
     const [template] = await call('GET', '/templates', '/templates');

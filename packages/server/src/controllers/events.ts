@@ -42,3 +42,16 @@ export const stillDeploying = (o: StoredObject) =>
 export async function recordFailure(deps: ControllerDeps, key: ResourceKey, message: string) {
   await deps.resources.recordEvent(key, message, 'FAILED');
 }
+
+/**
+ * Records `message` as an event on the object of `w` (an agent or function), in the background: for the replica set,
+ * which says there why a workload runs fewer replicas than it asks for (its workspace's quotas).
+ */
+export function workloadEvent(deps: Pick<ControllerDeps, 'resources' | 'logger'>) {
+  return (w: { kind: string; workspace: string; name: string }, message: string) =>
+    void deps.resources
+      .recordEvent({ kind: w.kind, workspace: w.workspace, parent: '', name: w.name }, message)
+      .catch((err) =>
+        deps.logger?.warn({ err, workspace: w.workspace, name: w.name }, 'could not record an event'),
+      );
+}

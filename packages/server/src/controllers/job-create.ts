@@ -6,6 +6,7 @@ import type { Resources } from '../store/resources.js';
 import { StoreError, type StoredObject } from '../store/store.js';
 import type { JobRunner } from './job-runner.js';
 import { failedByPolicy } from './workload-policies.js';
+import { quotaExceeded, taskMemoryRefusal } from './quotas.js';
 import {
   type ExecutionRecord,
   execKey,
@@ -100,6 +101,22 @@ export async function createExecution(
     return { id, tasks };
   }
   const rt = j.body.spec?.runtime ?? {};
+  const memoryMb: number = body.memory ?? rt.memory ?? 1024;
+  // A task that can never fit the workspace's memory quota is refused now; one that only has to wait is queued.
+  const q = runner.quota;
+  const tooBig =
+    q &&
+    taskMemoryRefusal(
+      workspace,
+      q.limits(workspace),
+      memoryMb,
+      body.memory !== undefined ? 'the memory of the request' : "the job's spec.runtime.memory",
+    );
+  if (tooBig)
+    throw quotaExceeded(
+      tooBig,
+      body.memory !== undefined ? [{ pointer: '/memory', message: 'exceeds the memory quota' }] : undefined,
+    );
   const at = new Date(now()).toISOString();
   const rec: ExecutionRecord = {
     id,
@@ -109,7 +126,7 @@ export async function createExecution(
     updatedAt: at,
     revision: revision.id,
     app: revision.app,
-    memoryMb: body.memory ?? rt.memory ?? 1024,
+    memoryMb,
     maxConcurrentTasks: rt.maxConcurrentTasks ?? 1,
     maxRetries: rt.maxRetries ?? 0,
     timeoutS: rt.timeout ?? 900,

@@ -49,6 +49,46 @@ describe('job scheduling decisions', () => {
     );
   });
 
+  it("a workspace's quota room bounds its executions together, and another workspace's run beside them", () => {
+    const rooms = new Map([
+      ['a', { slots: 2, memoryMb: 10_000 }],
+      ['b', { slots: 5, memoryMb: 10_000 }],
+    ]);
+    const held = new Set<string>();
+    const picks = pickStarts(
+      [
+        { id: 'a1', maxConcurrent: 10, running: 0, waiting: waiting(10), room: 'a', taskMemoryMb: 256 },
+        { id: 'a2', maxConcurrent: 10, running: 0, waiting: waiting(10), room: 'a', taskMemoryMb: 256 },
+        { id: 'b1', maxConcurrent: 2, running: 0, waiting: waiting(10), room: 'b', taskMemoryMb: 256 },
+      ],
+      50,
+      0,
+      rooms,
+      held,
+    );
+    const per = (id: string) => picks.filter((p) => p.execution === id).length;
+    assert.deepEqual([per('a1'), per('a2'), per('b1')], [1, 1, 2]);
+    assert.deepEqual([...held].sort(), ['a1', 'a2'], 'held by their room, not by their own cap');
+    assert.equal(rooms.get('a')?.slots, 2, 'the rooms given are not changed');
+  });
+
+  it("a room's memory holds back tasks that do not fit, and lets a smaller one of another execution start", () => {
+    const rooms = new Map([['a', { slots: 10, memoryMb: 1000 }]]);
+    const picks = pickStarts(
+      [
+        { id: 'big', maxConcurrent: 10, running: 0, waiting: waiting(3), room: 'a', taskMemoryMb: 600 },
+        { id: 'small', maxConcurrent: 10, running: 0, waiting: waiting(3), room: 'a', taskMemoryMb: 200 },
+      ],
+      50,
+      0,
+      rooms,
+    );
+    assert.deepEqual(
+      picks.map((p) => p.execution),
+      ['big', 'small', 'small'],
+    );
+  });
+
   it('skips a retry whose backoff has not elapsed and starts it once it has', () => {
     const e = { id: 'a', maxConcurrent: 5, running: 0, waiting: [{ index: 3, notBeforeMs: 1000 }] };
     assert.equal(pickStarts([e], 10, 999).length, 0);

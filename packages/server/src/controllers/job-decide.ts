@@ -1,5 +1,5 @@
 // The job scheduler's decisions as pure functions (the clock is an argument): which waiting tasks start now
-// (per-execution and global caps, fair between executions), what an attempt's end makes of its task (retry
+// (per-execution, per-workspace and global caps, fair between executions), what an attempt's end makes of its task (retry
 // with backoff, success, failure, timeout, cancelled), and an execution's status from its tasks' statuses.
 
 /** Task statuses on the wire (the SDK's lower-case ones, plus `timeout` for a task killed at its limit). */
@@ -32,19 +32,34 @@ export interface ExecutionQueue {
   running: number;
   /** Waiting tasks in index order. */
   waiting: WaitingTask[];
+  /** The room (in `rooms`) its tasks take from: its workspace's quotas. None: the server's pool only. */
+  room?: string;
+  /** Memory each of its tasks takes from the room. */
+  taskMemoryMb?: number;
+}
+
+/** What a workspace's quotas leave for more tasks now: task slots, and memory (decision 040). */
+export interface Room {
+  slots: number;
+  memoryMb: number;
 }
 
 /**
  * Picks the tasks to start now: round-robin over the executions (in the order given, oldest first), one task
- * per execution per round, while the execution is under its own cap and the server under `globalFree` more.
- * A retry whose backoff has not elapsed is skipped, not waited for.
+ * per execution per round, while the execution is under its own cap, its room (its workspace's quotas) has a slot
+ * and the memory of one task, and the server is under `globalFree` more. A retry whose backoff has not elapsed is
+ * skipped, not waited for. Executions a room held back (with a task ready and their own cap not reached) are
+ * added to `held`.
  */
 export function pickStarts(
   execs: ExecutionQueue[],
   globalFree: number,
   nowMs: number,
+  rooms: ReadonlyMap<string, Room> = new Map(),
+  held?: Set<string>,
 ): { execution: string; index: number }[] {
   const out: { execution: string; index: number }[] = [];
+  const left = new Map([...rooms].map(([k, r]) => [k, { ...r }]));
   const state = execs.map((e) => ({
     e,
     running: e.running,
@@ -57,6 +72,16 @@ export function pickStarts(
     for (const s of state) {
       if (free <= 0) break;
       if (s.running >= s.e.maxConcurrent || s.next >= s.ready.length) continue;
+      const room = s.e.room === undefined ? undefined : left.get(s.e.room);
+      const memory = s.e.taskMemoryMb ?? 0;
+      if (room && (room.slots < 1 || room.memoryMb < memory)) {
+        held?.add(s.e.id);
+        continue;
+      }
+      if (room) {
+        room.slots--;
+        room.memoryMb -= memory;
+      }
       out.push({ execution: s.e.id, index: s.ready[s.next++].index });
       s.running++;
       free--;

@@ -2,15 +2,20 @@
 // waiting tasks as job-decide.ts picks them, and writes every task transition to the store before acting on it,
 // guarded by the attempt number, so a kill -9 of the server can neither lose a task nor count it twice. At start,
 // an attempt whose sandbox still runs is re-adopted; one whose sandbox is gone runs again (not counted as a retry).
+// Each running task holds a slot of its workspace's quotas (decision 040): beyond them its tasks stay queued, and
+// the job's object says so, so no workspace takes every slot of the server's pool.
 import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { Builder } from '../builds/builder.js';
+import { DEFAULT_JOB_MAX_TASKS } from '../config.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 import { isPersistentJobVolume } from '../kinds/job.js';
 import { attachVolumes, holderName } from './volume-attach.js';
+import { isRefusal, type Lease, type QuotaLedger } from './quota-ledger.js';
+import { judge, memoryInUse } from './quotas.js';
 import { imageFields } from './replicas.js';
 import type { ResourceKey, StoredObject } from '../store/store.js';
 import {
@@ -20,6 +25,7 @@ import {
   executionStatus,
   isTaskDone,
   pickStarts,
+  type Room,
   type TaskStatus,
 } from './job-decide.js';
 import { issueCredential, revokeOps, type TaskCredential } from './job-credential.js';
@@ -46,7 +52,7 @@ import {
 /** A credential issued for tasks stays valid at least this long beyond the longest attempt (the kill grace, slack). */
 export const CREDENTIAL_MARGIN_MS = 60_000;
 /** Tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS): sandboxes cost memory. */
-export const DEFAULT_GLOBAL_MAX_TASKS = 50;
+export const DEFAULT_GLOBAL_MAX_TASKS = DEFAULT_JOB_MAX_TASKS;
 /** How often waiting retries are looked at (their backoff elapses without any other event). */
 export const TICK_MS = 200;
 /** After a cancel's SIGTERM, the sandbox is removed (SIGKILL of everything) this long after, whatever runs. */
@@ -60,6 +66,8 @@ interface LiveTask {
   notBeforeMs?: number;
   sandbox?: string;
   input: unknown;
+  /** Its slot in the workspace's quotas while it runs. */
+  lease?: Lease;
 }
 
 interface LiveExecution {
@@ -72,6 +80,8 @@ interface LiveExecution {
   overhead: { ms: number; attempts: number };
   /** The tasks' credential this server issued (plaintext in memory only), or its issuing in progress. */
   cred?: Promise<TaskCredential>;
+  /** Its tasks wait for the workspace's quotas, and the job's object says so (once, until one starts). */
+  held?: boolean;
 }
 
 export interface JobRunnerDeps extends TaskDeps {
@@ -81,6 +91,8 @@ export interface JobRunnerDeps extends TaskDeps {
   logsDir: string;
   logger?: Logger;
   maxTasks?: number;
+  /** The workspaces' task slots and memory (decision 040); none: the server's pool only. */
+  quota?: QuotaLedger;
   now?: () => number;
   /** Told when an execution ends (callbacks). */
   onFinished?: (workspace: string, rec: ExecutionRecord, stats: Record<string, number>) => void;
@@ -109,6 +121,11 @@ export class JobRunner {
     return this.deps.resources.store;
   }
 
+  /** The workspaces' quotas the tasks run under (an execution asking for more memory than its quota is refused). */
+  get quota(): QuotaLedger | undefined {
+    return this.deps.quota;
+  }
+
   /** Loads unfinished executions, re-adopts or re-runs their running attempts, removes stray task sandboxes. */
   async start(): Promise<void> {
     const adopted = new Set<string>();
@@ -123,8 +140,7 @@ export class JobRunner {
         const info = await this.deps.driver.inspect(t.sandbox);
         if (info && info.state !== 'dead') {
           adopted.add(t.sandbox);
-          x.running++;
-          this.runningTotal++;
+          this.occupy(x, t, true);
           void this.follow(x, t, t.attempts, t.sandbox, 'adopt');
         } else await this.lose(x, t);
       }
@@ -239,26 +255,90 @@ export class JobRunner {
   schedule(): void {
     if (this.stopping.signal.aborted || !this.started) return;
     const execs = [...this.live.values()].filter((x) => !x.cancelling);
+    const held = new Set<string>();
     const picks = pickStarts(
       execs.map((x) => ({
         id: `${x.key.workspace}/${x.rec.job}/${x.rec.id}`,
         maxConcurrent: x.rec.maxConcurrentTasks,
         running: x.running,
         waiting: x.tasks.filter((t) => t.status === 'pending'),
+        room: this.deps.quota ? x.key.workspace : undefined,
+        taskMemoryMb: x.rec.memoryMb,
       })),
       this.maxTasks - this.runningTotal,
       this.now(),
+      this.rooms(execs),
+      held,
     );
     for (const p of picks) {
       const x = this.live.get(p.execution);
       const t = x?.tasks[p.index];
       if (!x || !t) continue;
+      if (!this.occupy(x, t)) continue;
       // Claimed in memory at once, so the next pick (before the store write lands) does not take it again.
       t.status = 'running';
-      x.running++;
-      this.runningTotal++;
+      x.held = false;
       void this.launch(x, t, performance.now());
     }
+    for (const id of held) {
+      const x = this.live.get(id);
+      if (x && !x.held) this.noteHeld(x);
+    }
+  }
+
+  /** What each workspace with executions here may still start, by its quotas. */
+  private rooms(execs: LiveExecution[]): Map<string, Room> {
+    const out = new Map<string, Room>();
+    const q = this.deps.quota;
+    if (!q) return out;
+    for (const x of execs) {
+      const ws = x.key.workspace;
+      if (out.has(ws)) continue;
+      const limits = q.limits(ws);
+      const use = q.usage(ws);
+      out.set(ws, { slots: limits.jobTasks - use.jobTasks, memoryMb: limits.memoryMb - memoryInUse(use) });
+    }
+    return out;
+  }
+
+  /**
+   * Counts a task as running: the execution's and the server's counts, and a slot of its workspace's quotas
+   * (`force`: it runs already, re-adopted at start). False when the slot is not to be had (nothing is counted).
+   */
+  private occupy(x: LiveExecution, t: LiveTask, force = false): boolean {
+    const lease = this.deps.quota?.take(x.key.workspace, 'jobTasks', x.rec.memoryMb, { force });
+    if (lease && isRefusal(lease)) return false;
+    t.lease = lease;
+    x.running++;
+    this.runningTotal++;
+    return true;
+  }
+
+  /** The task's process has ended (or never started): its slots are free. */
+  private vacate(x: LiveExecution, t: LiveTask): void {
+    x.running--;
+    this.runningTotal--;
+    t.lease?.release();
+    t.lease = undefined;
+  }
+
+  /** Says on the job's object that the execution's ready tasks wait for the workspace's quotas, and which. */
+  private noteHeld(x: LiveExecution): void {
+    const q = this.deps.quota;
+    if (!q) return;
+    const ws = x.key.workspace;
+    const r = judge(ws, q.limits(ws), q.usage(ws), {
+      quota: 'jobTasks',
+      askMb: x.rec.memoryMb,
+      noun: 'each of its tasks',
+      fix: "They start as the workspace's running tasks end",
+    });
+    if (!r) return;
+    x.held = true;
+    const job = { kind: 'Job', workspace: ws, parent: '', name: x.rec.job };
+    void this.deps.resources
+      .recordEvent(job, `execution ${x.rec.id}: tasks wait for the workspace's quotas: ${r.message}`)
+      .catch((err) => this.deps.logger?.warn({ err, execution: x.rec.id }, 'could not record a quota wait'));
   }
 
   private sandboxId(x: LiveExecution, t: LiveTask, attempt: number) {
@@ -397,8 +477,7 @@ export class JobRunner {
         if (!result) {
           if (this.stopping.signal.aborted) return;
           await this.deps.driver.remove(sandbox).catch(() => undefined);
-          x.running--;
-          this.runningTotal--;
+          this.vacate(x, t);
           await this.lose(x, t);
           this.schedule();
           return;
@@ -409,15 +488,13 @@ export class JobRunner {
     }
     if (this.stopping.signal.aborted) return;
     if (!(await recorded)) {
-      x.running--;
-      this.runningTotal--;
+      this.vacate(x, t);
       this.removeLater(sandbox);
       return;
     }
     // The process has ended: its slot is free now, before the log and outcome writes (the task itself stays
     // `running` in memory until its outcome is stored, so it is not picked again meanwhile).
-    x.running--;
-    this.runningTotal--;
+    this.vacate(x, t);
     if (how === 'run') {
       x.overhead.ms += ownMs;
       x.overhead.attempts++;

@@ -9,6 +9,8 @@ import type { BaseImage } from '../builds/builder.js';
 import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { ApiError } from '../errors.js';
 import type { TriggerRoute } from '../kinds/trigger-path.js';
+import { isRefusal, type Lease, type QuotaLedger } from './quota-ledger.js';
+import type { Refusal } from './quotas.js';
 import {
   defaultCpuShares,
   type RuntimeDriver,
@@ -84,6 +86,8 @@ export interface Replica {
   lastUsedMs: number;
   /** Removed (scaled in, redeployed, deleted): the gateway drops it. */
   gone: boolean;
+  /** Its slot in the workspace's quotas, given back when it is removed. */
+  readonly lease?: Lease;
 }
 
 /** How requests to a workload are routed: read per request, so changing them restarts no replica. */
@@ -115,10 +119,20 @@ export interface Workload {
   /** Replicas the autoscaler is starting (scaleOut). */
   extraStarts: number;
   seq: number;
+  /** The last "replicas capped" note said on its object; cleared once a replica may start again. */
+  capped?: string;
 }
 
 export class ReplicaStartError extends Error {
   override name = 'ReplicaStartError';
+}
+
+/** A deploy's replica does not fit the workspace's quotas now: the deploy waits (workload.ts), it does not fail. */
+export class ReplicaQuotaError extends Error {
+  override name = 'ReplicaQuotaError';
+  constructor(readonly refusal: Refusal) {
+    super(refusal.message);
+  }
 }
 
 export const workloadKey = (workspace: string, kind: string, name: string) => `${workspace}/${kind}/${name}`;
@@ -134,6 +148,10 @@ export interface ReplicaSetDeps {
   logger?: Logger;
   waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
   now?: () => number;
+  /** The workspaces' replica slots and memory (decision 040); none: unbounded. */
+  quota?: QuotaLedger;
+  /** Says on the workload's object that it runs fewer replicas than it asks for, and why (an event). */
+  onCapped?: (w: Pick<Workload, 'workspace' | 'kind' | 'name'>, message: string) => void;
 }
 
 export class ReplicaSet {
@@ -187,16 +205,42 @@ export class ReplicaSet {
     const cur = this.workloads.get(key);
     const pool = [cur, cur?.canary?.w].filter((x): x is Workload => x !== undefined);
     const reuse = (r: RevisionRun) => pool.find((x) => JSON.stringify(x.run) === JSON.stringify(r));
-    const make = async (k: string, r: RevisionRun): Promise<Workload> => {
+    const running = (r: RevisionRun) => reuse(r)?.replicas.some((x) => !x.gone) === true;
+    // Slots for the new revisions' first replicas, all taken before anything starts; the replicas this deploy
+    // replaces do not count (they go once the new ones listen). Not fitting, the deploy waits.
+    const unused = new Set<Lease>();
+    const slotFor = (r: RevisionRun) => {
+      if (running(r)) return undefined;
+      const slot = this.slot(w, r.memoryMb, { replacing: true });
+      if (slot && isRefusal(slot)) {
+        for (const l of unused) l.release();
+        throw new ReplicaQuotaError(slot);
+      }
+      if (slot) unused.add(slot);
+      return slot;
+    };
+    const slots = [slotFor(run), canary ? slotFor(canary.run) : undefined];
+    const make = async (k: string, r: RevisionRun, slot: Lease | undefined): Promise<Workload> => {
+      if (slot) unused.delete(slot);
       const kept = reuse(r);
-      if (kept?.replicas.some((x) => !x.gone)) return kept;
+      if (kept?.replicas.some((x) => !x.gone)) {
+        slot?.release();
+        return kept;
+      }
       const fresh = await this.withLeftovers(w, k, r, cur?.seq ?? 0);
-      if (fresh.replicas.length === 0) fresh.replicas.push(await this.startReplica(fresh));
+      if (fresh.replicas.length === 0) fresh.replicas.push(await this.startReplica(fresh, slot));
+      else slot?.release();
       if (cur) cur.seq = Math.max(cur.seq, fresh.seq);
       return fresh;
     };
-    const primary = await make(key, run);
-    const second = canary ? await make(`${key}#canary`, canary.run) : undefined;
+    let primary: Workload;
+    let second: Workload | undefined;
+    try {
+      primary = await make(key, run, slots[0]);
+      second = canary ? await make(`${key}#canary`, canary.run, slots[1]) : undefined;
+    } finally {
+      for (const l of unused) l.release();
+    }
     primary.key = key;
     primary.public = w.public;
     primary.route = w.route;
@@ -293,7 +337,18 @@ export class ReplicaSet {
     for (const r of live) if (!best || r.inflight < best.inflight) best = r;
     if (best && (best.inflight < target || live.length >= w.run.maxScale || w.starting)) return best;
     if (!w.starting) {
-      w.starting = this.startReplica(w)
+      const slot = this.slot(w, w.run.memoryMb);
+      if (slot && isRefusal(slot)) {
+        this.noteCapped(w, live.length, slot);
+        if (!best)
+          throw new ApiError(
+            'QUOTA_EXCEEDED',
+            `${w.kind.toLowerCase()} ${JSON.stringify(w.name)} has no replica running and none may start: ${slot.message}`,
+            { headers: { 'retry-after': '1' } },
+          );
+        return best;
+      }
+      w.starting = this.startReplica(w, slot)
         .then((r) => {
           if (this.current(w)) w.replicas.push(r);
           else void this.removeReplica(r);
@@ -322,10 +377,19 @@ export class ReplicaSet {
    * Failures are logged: the next decision asks again.
    */
   scaleOut(w: Workload, desired: number): number {
-    const want = Math.min(desired, w.run.maxScale) - w.replicas.filter((r) => !r.gone).length - w.extraStarts;
+    const live = w.replicas.filter((r) => !r.gone).length;
+    const want = Math.min(desired, w.run.maxScale) - live - w.extraStarts;
+    let started = 0;
     for (let i = 0; i < want; i++) {
+      // Capped by the workspace's quotas: the replicas running take the load, and the object says why.
+      const slot = this.slot(w, w.run.memoryMb);
+      if (slot && isRefusal(slot)) {
+        this.noteCapped(w, live + w.extraStarts, slot);
+        break;
+      }
+      started++;
       w.extraStarts++;
-      this.startReplica(w)
+      this.startReplica(w, slot)
         .then((r) => {
           if (this.current(w)) w.replicas.push(r);
           else void this.removeReplica(r);
@@ -335,7 +399,41 @@ export class ReplicaSet {
           w.extraStarts--;
         });
     }
-    return Math.max(0, want);
+    return started;
+  }
+
+  /**
+   * A slot for one more replica of `w` in its workspace's quotas: a lease, a refusal, or undefined when no quotas
+   * are kept. `replacing`: the workload's own replicas do not count (a deploy replaces them); `force`: the replica
+   * runs already (re-adopted), so it is counted whatever the limits say.
+   */
+  private slot(
+    w: Pick<Workload, 'workspace' | 'kind' | 'name' | 'capped'>,
+    memoryMb: number,
+    opts: { replacing?: boolean; force?: boolean } = {},
+  ): Lease | Refusal | undefined {
+    if (!this.deps.quota) return undefined;
+    const owner = workloadKey(w.workspace, w.kind, w.name);
+    const got = this.deps.quota.take(w.workspace, 'replicas', memoryMb, {
+      owner,
+      excludeOwner: opts.replacing ? owner : undefined,
+      force: opts.force,
+    });
+    if (!isRefusal(got)) w.capped = undefined;
+    return got;
+  }
+
+  /** Says once (until a replica may start again) that `w` is held at `count` replicas, and by which quota. */
+  private noteCapped(w: Workload, count: number, r: Refusal) {
+    const by =
+      r.quota === 'memoryMb'
+        ? `the workspace's memory quota (${r.limit} MB, ${r.used} MB in use)`
+        : `the workspace's ${r.quota} quota (${r.limit})`;
+    const message = `replicas capped at ${count} by ${by}`;
+    if (w.capped === message) return;
+    w.capped = message;
+    this.deps.logger?.info({ workspace: w.workspace, name: w.name, quota: r.quota }, message);
+    this.deps.onCapped?.(w, message);
   }
 
   /** The workload (or canary) is still the one serving its name. */
@@ -375,12 +473,19 @@ export class ReplicaSet {
     };
   }
 
-  private async startReplica(w: Workload): Promise<Replica> {
+  /** Starts one replica in the slot given (released if the start fails). */
+  private async startReplica(w: Workload, lease: Lease | undefined): Promise<Replica> {
     const run = w.run;
     const id = `${replicaIdPrefix(w.key, run.id)}${++w.seq}`;
     const spec = this.specOf(w);
     const envs = spec.envs;
-    const info = await this.deps.driver.ensure(id, spec);
+    let info: SandboxInfo;
+    try {
+      info = await this.deps.driver.ensure(id, spec);
+    } catch (err) {
+      lease?.release();
+      throw err;
+    }
     try {
       await this.deps.waitHealthy(info.socketPath);
       const p = await execJson(info.socketPath, {
@@ -396,15 +501,17 @@ export class ReplicaSet {
           `the start command (${run.start}) exited with code ${p.exitCode} before listening on port ${APP_PORT}:\n${p.logs.trimEnd().split('\n').slice(-20).join('\n')}`,
         );
     } catch (err) {
+      lease?.release();
       await this.deps.driver.remove(id).catch(() => undefined);
       throw err;
     }
     this.deps.logger?.info({ workspace: w.workspace, name: w.name, replica: id }, 'replica ready');
-    return { id, revision: run.id, info, inflight: 0, lastUsedMs: this.now(), gone: false };
+    return { id, revision: run.id, info, inflight: 0, lastUsedMs: this.now(), gone: false, lease };
   }
 
   private async removeReplica(r: Replica): Promise<void> {
     r.gone = true;
+    r.lease?.release();
     await this.deps.driver
       .remove(r.id)
       .catch((err) => this.deps.logger?.warn({ err, replica: r.id }, 'removing a replica failed'));
@@ -455,6 +562,7 @@ export class ReplicaSet {
         const p = await processInfo(now.socketPath, APP_PROCESS);
         if (p?.status !== 'running') throw new Error('the start command no longer runs');
         this.deps.logger?.info({ workspace: w.workspace, name: w.name, replica: id }, 'replica re-adopted');
+        const lease = this.slot(w, w.run.memoryMb, { force: true });
         out.push({
           id,
           revision: w.run.id,
@@ -462,6 +570,7 @@ export class ReplicaSet {
           inflight: 0,
           lastUsedMs: this.now(),
           gone: false,
+          lease: lease && !isRefusal(lease) ? lease : undefined,
         });
       } catch (err) {
         this.deps.logger?.info({ replica: id, reason: (err as Error).message }, 'leftover replica removed');

@@ -18,6 +18,12 @@ export interface VolumeCapacity {
 
 const HOLDS_DATA = new Set(['DEPLOYED', 'DEACTIVATING', 'DEACTIVATED', 'DELETING']);
 
+const sizeOf = (vs: StoredObject[]) => vs.reduce((n, v) => n + (v.body.spec?.size ?? 0), 0);
+
+/** MB of volume space `workspace` holds among `volumes` (its volumes and drives whose image exists). */
+export const workspaceSpaceMb = (volumes: StoredObject[], workspace: string) =>
+  sizeOf(volumes.filter((v) => v.workspace === workspace && HOLDS_DATA.has(v.body.status)));
+
 /** Why `candidate` does not fit beside `volumes` (every volume of the server), or undefined when it does. */
 export function capacityRefusal(
   cap: VolumeCapacity,
@@ -34,14 +40,13 @@ export function capacityRefusal(
         v.name === candidate.name
       ),
   );
-  const size = (vs: StoredObject[]) => vs.reduce((n, v) => n + (v.body.spec?.size ?? 0), 0);
   if (cap.workspaceMb !== undefined) {
-    const used = size(others.filter((v) => v.workspace === candidate.workspace));
+    const used = sizeOf(others.filter((v) => v.workspace === candidate.workspace));
     if (used + candidate.sizeMb > cap.workspaceMb)
       return `volume space of workspace ${JSON.stringify(candidate.workspace)} is full: ${used} MB of ${cap.workspaceMb} MB in use, ${candidate.sizeMb} MB asked`;
   }
   if (cap.totalMb !== undefined) {
-    const used = size(others);
+    const used = sizeOf(others);
     if (used + candidate.sizeMb > cap.totalMb)
       return `volume space of this server is full: ${used} MB of ${cap.totalMb} MB in use, ${candidate.sizeMb} MB asked`;
   }

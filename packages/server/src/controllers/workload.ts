@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import {
   type BaseImage,
   BaseImageError,
+  BUILD_MEMORY_MB,
   type BuiltApp,
   BuildError,
   type Builder,
@@ -21,8 +22,11 @@ import { keyOf, type Store, type StoredObject } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
+import { isRefusal, type QuotaLedger } from './quota-ledger.js';
+import { scaleNote } from './quotas.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 import {
+  ReplicaQuotaError,
   type ReplicaSet,
   ReplicaStartError,
   imageFields,
@@ -56,6 +60,11 @@ export const KEPT_REVISIONS = 5;
 export const LIVE_RECHECK_MS = 30_000;
 /** How often a workload waiting for its volume to be created looks again (a volume is made in ~50 ms). */
 export const VOLUME_WAIT_MS = 200;
+/**
+ * How often a workload waiting for a build slot or a replica slot of its workspace's quotas looks again: a build
+ * takes tens of seconds, and a replica slot frees when a replica idles away (minutes); a second is cheap and quick.
+ */
+export const QUOTA_WAIT_MS = 1_000;
 
 export type { SourceRecord } from './workload-git.js';
 
@@ -75,6 +84,8 @@ export interface WorkloadControllerDeps extends ControllerDeps {
   driver: RuntimeDriver;
   /** A deleted job's running executions are cancelled (tasks stopped, sandboxes removed). */
   cancelExecutions?: (workspace: string, job: string) => Promise<void>;
+  /** The workspaces' build slots and memory (decision 040); none: unbounded. */
+  quota?: QuotaLedger;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -159,16 +170,25 @@ export function workloadReconciler(
     }
     const have = builder.built(source.digest, base);
     if (have) return have;
-    const on = base ? ` on image ${base.name}` : '';
-    const b = await transition(deps, o, 'BUILDING', `building ${source.digest}${on}`, enabled);
-    if (!b) return undefined;
+    // A build sandbox (BUILD_MEMORY_MB) runs only in a slot of the workspace's quotas: the one place a build
+    // starts for an object. Without one it waits, and its object says for what.
+    const slot = deps.quota?.take(o.workspace, 'builds', BUILD_MEMORY_MB);
+    if (slot && isRefusal(slot)) {
+      await resources.recordEvent(keyOf(o), `waiting for a build slot: ${slot.message}`);
+      return { requeueAfterMs: QUOTA_WAIT_MS };
+    }
     try {
+      const on = base ? ` on image ${base.name}` : '';
+      const b = await transition(deps, o, 'BUILDING', `building ${source.digest}${on}`, enabled);
+      if (!b) return undefined;
       const app = await builder.build(o.workspace, source.digest, signal, base);
       await transition(deps, o, 'BUILT', `built ${app.key}`, enabled);
       return app;
     } catch (err) {
       if (err instanceof BuildError) throw new TerminalError(`build failed: ${err.message}\n${err.logTail}`);
       throw err;
+    } finally {
+      slot?.release();
     }
   }
 
@@ -286,6 +306,7 @@ export function workloadReconciler(
       }
       const app = await buildOf(o, source, signal);
       if (!app) return DONE;
+      if (!('key' in app)) return app;
       const now = deps.now().toISOString();
       const latest: RevisionRecord = {
         id: revisionId(app),
@@ -382,13 +403,18 @@ export function workloadReconciler(
       } catch (err) {
         if (err instanceof ReplicaStartError)
           throw new TerminalError(`${what} did not start: ${err.message}`);
+        if (err instanceof ReplicaQuotaError) {
+          await resources.recordEvent(key, `waiting for a replica slot: ${err.message}`);
+          return { requeueAfterMs: QUOTA_WAIT_MS };
+        }
         throw err;
       }
       // The replicas of the old spec are gone: a volume it named and this one does not is free again.
       await detachVolumes(resources, o.workspace, holderOf(o.name), new Set(specVolumes.map((v) => v.name)));
+      const capped = deps.quota ? scaleNote(deps.quota.limits(o.workspace), run.maxScale, run.memoryMb) : '';
       const done = await resources.updateStatus(key, {
         to: 'DEPLOYED',
-        message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}`,
+        message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}${capped}`,
         extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
         when: (cur) => enabled(cur) && cur.body.status === (resume ? 'DEPLOYED' : 'DEPLOYING'),
       });

@@ -54,6 +54,12 @@ export interface ResourcesOptions {
   egressGateways?: Record<string, string[]>;
   /** Judges the URLs a spec makes Berth send requests to (a kind's outboundTargets) before they are stored. */
   outbound?: Pick<Outbound, 'urlIssue'>;
+  /**
+   * Admission (the workspace's quotas, controllers/quota-admission.ts): asked about each create and replace once the
+   * body is prepared, with the stored object a replace changes. Throws a wire error to refuse at once; returns ops
+   * (checks) written in the same transaction as the object, which decide a race.
+   */
+  admit?: (kd: KindDescriptor, key: ResourceKey, body: any, prev?: StoredObject) => WriteOp[];
 }
 
 export class Resources {
@@ -117,10 +123,12 @@ export class Resources {
     }
     const { body, dropped } = await this.prepare(kd, ctx, raw, undefined);
     const key = this.key(kd, ctx.workspace, ctx.parents, body.metadata.name);
+    const admitted = this.opts.admit?.(kd, key, body) ?? [];
     try {
       const [object] = await this.store.write([
         { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
         ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
+        ...admitted,
       ]);
       return { object, created: true, dropped };
     } catch (e) {
@@ -150,6 +158,7 @@ export class Resources {
     if (isGone(prev))
       throw new ApiError('INVALID_STATE', `${kd.kind} ${JSON.stringify(name)} is being deleted`);
     const { body, dropped, expectVersion, keptSecrets } = await this.prepare(kd, ctx, raw, prev);
+    const admitted = this.opts.admit?.(kd, key, body, prev) ?? [];
     // The client-visible resourceVersion moves only with client writes, so a controller's status write between a
     // client's GET and PUT (the SDK's update pattern) is not a conflict.
     if (expectVersion !== undefined && prev && String(expectVersion) !== userVersion(prev))
@@ -173,10 +182,11 @@ export class Resources {
     };
     try {
       const ops: WriteOp[] = prev
-        ? [{ op: 'update', key, mutate }, ...(await this.relabelOps(key, prev.body, body))]
+        ? [{ op: 'update', key, mutate }, ...(await this.relabelOps(key, prev.body, body)), ...admitted]
         : [
             { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
             ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
+            ...admitted,
           ];
       const [object] = await this.store.write(ops);
       return { object, created: !prev, dropped };

@@ -121,6 +121,11 @@ export class SqliteStore implements Store {
   }
 
   async list(q: ListQuery) {
+    return this.listNow(q);
+  }
+
+  /** A list as the current transaction (or the last commit) sees it. */
+  private listNow(q: ListQuery): StoredObject[] {
     const where = ['kind = ?'];
     const args: unknown[] = [q.kind];
     if (q.workspace !== undefined) {
@@ -214,6 +219,10 @@ export class SqliteStore implements Store {
     const changes: Change[] = [];
     const rows: [string, Row | undefined][] = [];
     for (const op of ops) {
+      if (op.op === 'check') {
+        op.judge(this.listNow(op.list));
+        continue;
+      }
       const k = op.key;
       const cur = this.stmts.get.get(k.kind, k.workspace, k.parent, k.name);
       if (op.op === 'create' && cur) throw new StoreError('exists', k);

@@ -44,7 +44,14 @@ export type WriteOp =
       mutate: (cur: StoredObject) => Record<string, any>;
       expectVersion?: number;
     }
-  | { op: 'delete'; key: ResourceKey; expectVersion?: number };
+  | { op: 'delete'; key: ResourceKey; expectVersion?: number }
+  /**
+   * A rule over other objects that must hold once the ops before it are applied (a workspace's quota), judged inside
+   * the transaction: `judge` gets what `list` finds at that point and throws to refuse the whole write. The backend
+   * serialises it with every write that could change that list (SQLite has one writer; a shared backend takes a
+   * lock per listed kind and workspace first), so two writes judged at once can never both pass.
+   */
+  | { op: 'check'; list: ListQuery; judge: (objects: StoredObject[]) => void };
 
 export type StoreErrorReason = 'exists' | 'not_found' | 'conflict';
 
@@ -60,7 +67,7 @@ export class StoreError extends Error {
 export interface Store {
   get(key: ResourceKey): Promise<StoredObject | undefined>;
   list(q: ListQuery): Promise<StoredObject[]>;
-  /** Applies every op or none; returns the written objects (deleted ones as they were). */
+  /** Applies every op or none; returns the written objects (deleted ones as they were; checks add none). */
   write(ops: WriteOp[]): Promise<StoredObject[]>;
   /** Called after each committed change, in commit order. Returns an unsubscribe function. */
   watch(fn: (c: Change) => void): () => void;

@@ -14,8 +14,11 @@ export const JOB_TEMPLATE = join(REPO, 'templates/job-typescript');
 
 export interface Target {
   url: string;
+  /** The key the helpers act with (a tenant's own key, to act as that tenant). */
   adminKey: string;
   dataDir: string;
+  /** The workspace the key acts in, whose dependency cache a deploy seeds (default: `default`). */
+  workspace?: string;
 }
 
 /** Copies the template to `dir` with the given job settings and deploys it as `name`. */
@@ -23,7 +26,7 @@ export async function deployJob(s: Target, dir: string, name: string, runtime: R
   cpSync(JOB_TEMPLATE, dir, { recursive: true });
   const lines = Object.entries(runtime).map(([k, v]) => `${k} = ${v}`);
   writeFileSync(join(dir, 'berth.toml'), `type = "job"\nname = "${name}"\n[runtime]\n${lines.join('\n')}\n`);
-  seedNodeCache(s.dataDir, 'default', dir, REPO);
+  seedNodeCache(s.dataDir, s.workspace ?? 'default', dir, REPO);
   const r = await berth(s, ['deploy', dir]);
   assert.equal(r.code, 0, r.out);
   assert.match(r.out, /DEPLOYED/);

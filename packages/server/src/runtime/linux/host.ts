@@ -130,7 +130,14 @@ export async function unexposeUnder(prefix: string): Promise<void> {
   if (!existsSync(EXPOSE_DIR)) return;
   for (const f of readdirSync(EXPOSE_DIR).filter((n) => n.endsWith('.src'))) {
     const meta = join(EXPOSE_DIR, f);
-    const src = readFileSync(meta, 'utf8');
+    let src: string;
+    try {
+      src = readFileSync(meta, 'utf8');
+    } catch (e) {
+      // Removed meanwhile by another server closing its own data dir (the directory is host-wide).
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw e;
+    }
     if (src !== root && !src.startsWith(`${root}/`)) continue;
     const target = meta.slice(0, -'.src'.length);
     for (const mp of mountsUnder(target)) await run('umount', ['-l', mp]).catch(() => undefined);
