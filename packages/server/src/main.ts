@@ -227,7 +227,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         volumes: capacity,
         images: (ws) => {
           const u = images.usage(ws);
-          return { usedMb: Math.ceil(u.usedBytes / MB), limitMb: u.limitBytes && Math.floor(u.limitBytes / MB) };
+          return {
+            usedMb: Math.ceil(u.usedBytes / MB),
+            limitMb: u.limitBytes && Math.floor(u.limitBytes / MB),
+          };
         },
       });
       registerTemplates(v0);
