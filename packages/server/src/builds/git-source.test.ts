@@ -55,11 +55,14 @@ describe('git sources', () => {
   after(() => rmSync(root, { recursive: true, force: true }));
 
   it('clones the branch into the code store; the same tree twice is one digest', async () => {
-    const got = await fetchGitSource({ url: bare }, { code, workDir: work, allowLocal: true, signal });
+    const got = await fetchGitSource(
+      { url: bare },
+      { code, workspace: 'default', workDir: work, allowLocal: true, signal },
+    );
     assert.match(got.digest, /^sha256:[0-9a-f]{64}$/);
     assert.equal(got.commit, run(bare, 'rev-parse', 'main'));
     const out = join(root, 'out');
-    await extractZip(code.pathOf(got.digest), out);
+    await extractZip(code.pathOf('default', got.digest), out);
     assert.equal(readFileSync(join(out, 'main.py'), 'utf8'), 'print("main")\n');
     assert.equal(existsSync(join(out, '.git')), false, '.git is not packed');
     assert.ok(lstatSync(join(out, 'link')).isFile(), 'a symlink arrives as a plain file');
@@ -67,14 +70,14 @@ describe('git sources', () => {
 
     const again = await fetchGitSource(
       { url: `file://${bare}` },
-      { code, workDir: work, allowLocal: true, signal },
+      { code, workspace: 'default', workDir: work, allowLocal: true, signal },
     );
     assert.equal(again.digest, got.digest);
     assert.equal(again.alreadyPresent, true);
 
     const canary = await fetchGitSource(
       { url: bare, branch: 'canary' },
-      { code, workDir: work, allowLocal: true, signal },
+      { code, workspace: 'default', workDir: work, allowLocal: true, signal },
     );
     assert.notEqual(canary.digest, got.digest);
     assert.equal(canary.commit, run(bare, 'rev-parse', 'canary'));
@@ -82,17 +85,23 @@ describe('git sources', () => {
 
   it("a missing repository or branch fails with git's own message", async () => {
     await assert.rejects(
-      fetchGitSource({ url: bare, branch: 'nope' }, { code, workDir: work, allowLocal: true, signal }),
+      fetchGitSource(
+        { url: bare, branch: 'nope' },
+        { code, workspace: 'default', workDir: work, allowLocal: true, signal },
+      ),
       (e: Error) => e instanceof GitFetchError && /nope/.test(e.message),
     );
     await assert.rejects(
-      fetchGitSource({ url: join(root, 'absent.git') }, { code, workDir: work, allowLocal: true, signal }),
+      fetchGitSource(
+        { url: join(root, 'absent.git') },
+        { code, workspace: 'default', workDir: work, allowLocal: true, signal },
+      ),
       (e: Error) => e instanceof GitFetchError && /does not appear to be a git repository/.test(e.message),
     );
     await assert.rejects(
       fetchGitSource(
         { url: bare, branch: '--upload-pack=touch /tmp/x' },
-        { code, workDir: work, allowLocal: true, signal },
+        { code, workspace: 'default', workDir: work, allowLocal: true, signal },
       ),
       /not a branch name/,
     );
