@@ -4,7 +4,7 @@
 // build of the same lockfile must still get what the package manager installed. The fake tsc leaves an app that
 // answers "POISONED"; the real template answers the inputs in capitals.
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -93,9 +93,12 @@ describe('a build cannot poison another build', () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  /** Creates the agent and uploads the zip with the tenant's own key; waits for DEPLOYED. */
-  async function deploy(key: string, name: string, zip: Buffer) {
-    const headers = { authorization: `Bearer ${key}` };
+  /** Creates the agent and uploads the zip with the tenant's own key (in `workspace`); waits for DEPLOYED. */
+  async function deploy(key: string, name: string, zip: Buffer, workspace?: string) {
+    const headers = {
+      authorization: `Bearer ${key}`,
+      ...(workspace ? { 'x-blaxel-workspace': workspace } : {}),
+    };
     const put = await fetch(`${s.url}/v0/agents/${name}`, {
       method: 'PUT',
       headers: { ...headers, 'content-type': 'application/json' },
@@ -117,10 +120,13 @@ describe('a build cannot poison another build', () => {
     assert.fail(`${name} was never DEPLOYED`);
   }
 
-  const buildLog = async (key: string, name: string) =>
+  const buildLog = async (key: string, name: string, workspace?: string) =>
     (
       await fetch(`${s.url}/v0/agents/${name}/revisions/latest/logs`, {
-        headers: { authorization: `Bearer ${key}` },
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(workspace ? { 'x-blaxel-workspace': workspace } : {}),
+        },
       })
     ).text();
 
@@ -171,5 +177,34 @@ describe('a build cannot poison another build', () => {
     assert.match(await buildLog(s.adminKey, 'later'), /dependency cache hit/);
     assert.equal(await answer(s.adminKey, 'default', 'later'), 'HELLO');
     assert.doesNotMatch(poisonLog, /poison: (wrote|planted)/, 'the cache is read-only to the build');
+  });
+
+  it('a deleted workspace takes its builds, logs, sources and cache with it; a new one of the same name builds anew', async () => {
+    const ws = 'short-lived';
+    const dir = join(s.dataDir, 'builds', 'workspaces', ws);
+    const create = await s.api('/workspaces', { method: 'POST', json: { name: ws } });
+    assert.ok(create.ok, await create.text());
+    seedNodeCache(s.dataDir, ws, join(work, 'template'), REPO);
+    const zip = await zipOf(filesOf(join(REPO, 'templates', 'agent-python')));
+    const first = await deploy(s.adminKey, 'py', zip, ws);
+    assert.match(await buildLog(s.adminKey, 'py', ws), /build done/);
+    for (const d of ['apps', 'logs', 'code', 'deps']) assert.ok(existsSync(join(dir, d)), d);
+    const headers = { 'x-blaxel-workspace': ws };
+    assert.ok((await s.api('/agents/py', { method: 'DELETE', headers })).ok);
+    for (let i = 0; i < DEPLOY_POLLS && (await s.api('/agents/py', { headers })).status !== 404; i++)
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    const del = await s.api(`/workspaces/${ws}`, { method: 'DELETE' });
+    assert.ok(del.ok, await del.text());
+    assert.equal(existsSync(dir), false, "nothing of the workspace's builds is left");
+
+    assert.ok((await s.api('/workspaces', { method: 'POST', json: { name: ws } })).ok);
+    const again = await deploy(s.adminKey, 'py', zip, ws);
+    assert.equal(again.source.digest, first.source.digest, 'the same source');
+    assert.ok(
+      again.events.some((e: { status: string }) => e.status === 'BUILT'),
+      'built again (a BUILT event), not found built',
+    );
+    assert.deepEqual(readdirSync(join(dir, 'apps')).length, 2, 'one app (and its plan file), the new one');
+    assert.equal(existsSync(join(dir, 'deps')), false, 'no cache entry came back');
   });
 });
