@@ -7,6 +7,8 @@
 // copied into every workspace whose records name it, so that the rebuild has it.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { WORKLOAD_READ_ONLY } from '../kinds/agent.js';
+import { KINDS } from '../kinds/index.js';
 import type { Store } from '../store/store.js';
 import type { CodeStore } from './code-store.js';
 
@@ -14,8 +16,8 @@ import type { CodeStore } from './code-store.js';
 const LEGACY_DIRS = ['apps', 'logs', 'deps', 'deps-images'];
 /** Where they wait while a job task of an earlier server may still run a legacy app (its /app is bound there). */
 const WAITING = 'legacy';
-/** The kinds built from code, whose records name sources. */
-const CODE_KINDS = ['Agent', 'Function', 'Job'];
+/** The kinds built from code: their records carry a source and revisions. */
+const CODE_KINDS = KINDS.filter((k) => k.readOnly === WORKLOAD_READ_ONLY).map((k) => k.kind);
 
 export interface LegacyUpgrade {
   /** Sources copied into a workspace. */
