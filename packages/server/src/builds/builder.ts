@@ -40,8 +40,6 @@ import { type BuildPlan, PlanError, planBuild } from './plan.js';
 import { BUILD_IMAGE, runStep, stepFailure } from './sandbox-step.js';
 import { extractZip, UnsafeArchiveError } from './zip-extract.js';
 
-export { BUILD_IMAGE, BUILD_MEMORY_MB, BUILD_TIMEOUT_S } from './sandbox-step.js';
-
 /**
  * Bumped when the build steps change, so an app built by older steps is not reused. 2: keys name the workspace and
  * dependencies come from the sealed cache (decision 036).
