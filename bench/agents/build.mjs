@@ -1,9 +1,10 @@
 // bench/agents build: the TypeScript agent template uploaded and built until DEPLOYED, with Berth's dependency
-// cache cold (its lockfile not seen before in the workspace: `npm ci` runs in the build sandbox) and warm (a second
-// agent, other source, same lockfile: node_modules copied from the cache), beside `npm ci` of the same project alone
-// on the host. Nothing is downloaded, in the sandbox or on the host: both npm ci read packages from a copy of the
-// host's npm cache (the project's .npmrc: `offline`, its cache in the workspace's dependency cache, which the build
-// sandbox sees at /cache). So the figures compare Berth's build and deploy with npm's own install, not networks.
+// cache cold (its lockfile not seen before in the workspace: the install step runs `npm ci` in a sandbox of its own
+// and the server seals node_modules into the cache) and warm (a second agent, other source, same lockfile:
+// node_modules copied from the sealed entry), beside `npm ci` of the same project alone on the host. Both npm ci
+// download the same packages from the registry (the host's own npm with an empty cache of its own), since the
+// install step sees only package.json and the lockfile (decision 036): no npm cache can be handed to it. So the cold
+// figures include the registry's answers on both sides; the warm one downloads nothing.
 import { execFileSync } from 'node:child_process';
 import {
   cpSync,
@@ -15,15 +16,13 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { header, row } from '../lib/report.mjs';
 import { startSandboxBerth, timed } from '../sandboxes/lib.mjs';
 import { deployZip } from './deploy.mjs';
 
 const TEMPLATE = new URL('../../templates/agent-typescript', import.meta.url).pathname;
-const NPM_CACHE = process.env.BENCH_NPM_CACHE ?? join(homedir(), '.npm', '_cacache');
-const NPMRC = 'offline=true\ncache=/cache/npm\naudit=false\nfund=false\n';
 
 function filesOf(dir) {
   const out = {};
@@ -43,18 +42,12 @@ export async function benchAgentsBuild() {
   const berth = await startSandboxBerth();
   const auth = { authorization: `Bearer ${berth.key}` };
   try {
-    // npm's cache as the build sandbox reads it: the workspace's dependency cache is bound at /cache.
-    const deps = join(berth.dataDir, 'builds', 'deps', 'default');
-    mkdirSync(join(deps, 'npm'), { recursive: true });
-    cpSync(NPM_CACHE, join(deps, 'npm', '_cacache'), { recursive: true });
-    execFileSync('chmod', ['-R', 'a+rwX', deps]);
-    const files = { ...filesOf(TEMPLATE), '.npmrc': NPMRC };
+    const files = filesOf(TEMPLATE);
     const spec = { runtime: { memory: 512 } };
     const cold = await deployZip(berth, 'agents', 'ts-cold', { spec, files });
+    const logs = join(berth.dataDir, 'builds', 'workspaces', 'default', 'logs');
     const log = (name) => {
-      const o = readdirSync(join(berth.dataDir, 'builds', 'logs')).map((f) =>
-        join(berth.dataDir, 'builds', 'logs', f),
-      );
+      const o = readdirSync(logs).map((f) => join(logs, f));
       return (
         o.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs).map((f) => readFileSync(f, 'utf8'))[0] ??
         name
@@ -71,21 +64,18 @@ export async function benchAgentsBuild() {
     if (!/dependency cache hit/.test(log('warm')))
       throw new Error(`the warm build did not hit the cache:\n${log('warm')}`);
 
-    // npm ci of the same project on the host, from a copy of the same npm cache.
+    // npm ci of the same project on the host, from the registry into an empty npm cache.
     const alone = join(work, 'alone');
     cpSync(TEMPLATE, alone, { recursive: true });
-    cpSync(NPM_CACHE, join(work, 'npm', '_cacache'), { recursive: true });
-    writeFileSync(
-      join(alone, '.npmrc'),
-      `offline=true\ncache=${join(work, 'npm')}\naudit=false\nfund=false\n`,
-    );
+    mkdirSync(join(work, 'npm'));
+    writeFileSync(join(alone, '.npmrc'), `cache=${join(work, 'npm')}\naudit=false\nfund=false\n`);
     const npmCi = await timed(async () =>
       execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: alone, stdio: 'ignore' }),
     );
     const tsc = await timed(async () => execFileSync('npx', ['tsc'], { cwd: alone, stdio: 'ignore' }));
 
     header(
-      'agents: build and deploy of the TypeScript template (upload to DEPLOYED; npm from a local cache)',
+      'agents: build and deploy of the TypeScript template (upload to DEPLOYED; npm ci from the registry)',
     );
     row('cold dependency cache: upload to DEPLOYED (vs npm ci alone)', cold, npmCi, 'ms');
     row('warm dependency cache: upload to DEPLOYED (vs npm ci alone)', warm, npmCi, 'ms');

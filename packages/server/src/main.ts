@@ -46,10 +46,12 @@ import { registerDriveTokenRoutes } from './api/drive-tokens.js';
 import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
+import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { wantedReplicaPrefixes, workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
+import { TASK_ID_PREFIX } from './controllers/job-task.js';
 import { Callbacks } from './controllers/callbacks.js';
 import { JobCallbacks } from './controllers/job-callbacks.js';
 import { agentScheduling } from './controllers/agent-schedules.js';
@@ -219,7 +221,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       registerImages(v0, { images });
-      registerIdentityRoutes(v0, auth.context);
+      registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
       registerQuotas(v0, {
         store,
         ledger: quotas,
@@ -289,7 +291,17 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
   // Replicas of the revisions workloads still run are kept for their deploy to take over; builds run again
   // (docs/decisions/029-replica-lifecycle.md).
-  await replicas.adoptLeftovers(await wantedReplicaPrefixes(store));
+  await replicas.adoptLeftovers(
+    await wantedReplicaPrefixes(store, (ws, app) => builder.builtByKey(ws, app) !== undefined),
+  );
+  // Builds of a server before decision 036 are not used again (their deploys build anew); a deleted workspace's
+  // builds a stopped server could not remove go now.
+  const earlierTasksRunning = (await driver.list()).some(
+    (i) => i.id.startsWith(TASK_ID_PREFIX) && i.state !== 'dead',
+  );
+  await upgradeLegacyBuilds({ dataDir: config.dataDir, store, code, earlierTasksRunning });
+  const workspaces = await store.list({ kind: K.workspace });
+  await builder.removeWorkspacesExcept(new Set(workspaces.map((w) => w.name)));
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
   images.collect();
   // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).

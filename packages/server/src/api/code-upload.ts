@@ -1,8 +1,9 @@
 // Code upload for agents and functions, the way the service's CLI sends it: `PUT|POST /v0/<kind>/<name>?upload=true`
 // answers with an `X-Blaxel-Upload-Url` header (a single-use URL valid UPLOAD_URL_TTL_MS), and a PUT of the zip
-// to that URL stores it by digest; also `PUT /v0/<kind>/<name>/code` with a credential. A refused archive
-// (zip-slip, absolute path, symbolic link, too large) is a 400/413 and nothing is built from it. The source
-// digest is written beside status; the workload controller builds and deploys it (controllers/workload.ts).
+// to that URL stores it by digest in the object's workspace; also `PUT /v0/<kind>/<name>/code` with a credential.
+// A refused archive (zip-slip, absolute path, symbolic link, too large) is a 400/413 and nothing is built from it.
+// The source digest is written beside status; the workload controller builds and deploys it
+// (controllers/workload.ts).
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
@@ -72,15 +73,15 @@ export class CodeUploads {
       throw new ApiError('NOT_FOUND', `${key.kind.toLowerCase()} ${JSON.stringify(key.name)} not found`);
     let stored: Awaited<ReturnType<CodeStore['put']>>;
     try {
-      stored = await code.put(body);
+      stored = await code.put(key.workspace, body);
     } catch (err) {
       if (err instanceof UploadTooLargeError) throw new ApiError('PAYLOAD_TOO_LARGE', err.message);
       throw err;
     }
     try {
-      await extractZip(code.pathOf(stored.digest));
+      await extractZip(code.pathOf(key.workspace, stored.digest));
     } catch (err) {
-      if (!stored.alreadyPresent) await rm(code.pathOf(stored.digest), { force: true });
+      if (!stored.alreadyPresent) await rm(code.pathOf(key.workspace, stored.digest), { force: true });
       if (err instanceof UnsafeArchiveError)
         throw new ApiError('MALFORMED_REQUEST', `the archive was refused: ${err.message}`);
       throw err;

@@ -5,10 +5,10 @@ import type { AuthContext } from '../auth/index.js';
 import { registerInvitations } from './invitations.js';
 import { registerOAuthPublic, registerOAuthV0 } from './oauth.js';
 import { registerServiceAccounts } from './service-accounts.js';
-import { registerWorkspaces } from './workspaces.js';
+import { registerWorkspaces, type WorkspaceHooks } from './workspaces.js';
 
-export function registerIdentityRoutes(v0: FastifyInstance, ctx: AuthContext) {
-  registerWorkspaces(v0, ctx);
+export function registerIdentityRoutes(v0: FastifyInstance, ctx: AuthContext, hooks: WorkspaceHooks = {}) {
+  registerWorkspaces(v0, ctx, hooks);
   registerInvitations(v0, ctx);
   registerServiceAccounts(v0, ctx);
   registerOAuthV0(v0, ctx);

@@ -4,11 +4,12 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
-import type { Builder } from '../builds/builder.js';
+import { BaseImageError, type Builder } from '../builds/builder.js';
 import { followLog } from '../builds/log-follow.js';
 import type { Executions } from '../controllers/executions.js';
 import { ApiError } from '../errors.js';
 import type { Resources } from '../store/resources.js';
+import type { StoredObject } from '../store/store.js';
 import { answerList } from './api-version.js';
 import { CODE_KINDS } from './code-upload.js';
 
@@ -31,6 +32,17 @@ export function registerRevisionRoutes(
       throw new ApiError('NOT_FOUND', `no execution ${JSON.stringify(id)} of agent ${JSON.stringify(name)}`);
     return e;
   });
+  /** The build key of an object's last uploaded source, on the image its spec names (none while that is unusable). */
+  const latestKey = (o: StoredObject): string | undefined => {
+    const digest: string | undefined = o.body.source?.digest;
+    if (!digest) return undefined;
+    try {
+      return builder.keyOf(o.workspace, digest, builder.baseImage(o.workspace, o.body.spec?.runtime?.image));
+    } catch (err) {
+      if (err instanceof BaseImageError) return undefined;
+      throw err;
+    }
+  };
   for (const [plural, kind] of Object.entries(CODE_KINDS)) {
     const kd = resources.kind(kind);
     const load = async (req: FastifyRequest) => {
@@ -49,34 +61,31 @@ export function registerRevisionRoutes(
     });
     app.get(`/${plural}/:name/revisions/:rev/logs`, async (req, reply) => {
       const o = await load(req);
+      const ws = o.workspace;
       const rev = (req.params as { rev: string }).rev;
       const latest = rev === 'latest';
       const key: string | undefined = latest
-        ? o.body.source?.digest && builder.keyOf(o.body.source.digest)
+        ? latestKey(o)
         : (o.body.revisions ?? []).find((r: { id: string }) => r.id === rev)?.app;
       const follow = (req.query as { follow?: string }).follow === 'true';
       // The build of a just-uploaded source may not have started: followed, its log is awaited while BUILDING.
       const pending = async () => {
-        if (!latest || !key || builder.builtByKey(key)) return false;
-        const cur = await resources.store.get({ kind, workspace: o.workspace, parent: '', name: o.name });
-        return (
-          cur?.body.status === 'BUILDING' &&
-          !!cur.body.source?.digest &&
-          builder.keyOf(cur.body.source.digest) === key
-        );
+        if (!latest || !key || builder.builtByKey(ws, key)) return false;
+        const cur = await resources.store.get({ kind, workspace: ws, parent: '', name: o.name });
+        return !!cur && cur.body.status === 'BUILDING' && latestKey(cur) === key;
       };
-      const exists = key !== undefined && builder.hasLog(key);
+      const exists = key !== undefined && builder.hasLog(ws, key);
       if (!key || (!exists && !(follow && (await pending()))))
         throw new ApiError('NOT_FOUND', `no build log for revision ${JSON.stringify(rev)}`);
       reply.type('text/plain; charset=utf-8');
-      if (!follow) return builder.readLog(key);
+      if (!follow) return builder.readLog(ws, key);
       const ended = new AbortController();
       req.raw.on('close', () => ended.abort());
       reply.header('cache-control', 'no-cache');
       return Readable.from(
         followLog({
-          path: () => (builder.hasLog(key) ? builder.logPath(key) : undefined),
-          live: async () => builder.isBuilding(key) || (await pending()),
+          path: () => (builder.hasLog(ws, key) ? builder.logPath(ws, key) : undefined),
+          live: async () => builder.isBuilding(ws, key) || (await pending()),
           signal: ended.signal,
         }),
       );

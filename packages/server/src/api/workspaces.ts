@@ -56,7 +56,16 @@ export const workspaceView = (w: WorkspaceRecord) => ({
   updatedBy: w.updatedBy,
 });
 
-export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
+export interface WorkspaceHooks {
+  /**
+   * Removes what the server keeps on disk for a workspace just deleted (builds, caches), so that nothing of it is
+   * found by a new workspace of the same name. A failure is logged: the records are gone, and the next start
+   * removes what is left.
+   */
+  deleted?: (name: string) => Promise<void>;
+}
+
+export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks: WorkspaceHooks = {}) {
   const { store, authenticator } = ctx;
 
   /** The caller's role in the workspace of the path, or 404; then 403 below the needed role. */
@@ -152,6 +161,9 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext) {
       ops.push(...removeInvitationOps(name, i.name));
     ops.push({ op: 'delete', key: keys.workspace(name), expectVersion: cur.resourceVersion });
     await store.write(ops);
+    await hooks
+      .deleted?.(name)
+      .catch((err) => ctx.logger.error({ err, workspace: name }, 'workspace files left'));
     return workspaceView(cur.body as WorkspaceRecord);
   });
 

@@ -1,12 +1,16 @@
-// One build: an uploaded source (by digest) → a content-addressed app directory `<dataDir>/builds/apps/<key>`,
-// made inside a build sandbox (never on the host): the source bound read-only at /src, the output at /app, the
-// workspace's dependency cache at /cache. The key hashes the source digest and the plan, so the same code builds
-// once. The build log is kept per key (`builds/logs/<key>.log`) and read while it grows.
+// One build: a workspace's uploaded source (by digest) → an app directory `<workspace>/apps/<key>` (layout.ts), made
+// in sandboxes (never on the host). The key hashes the workspace, the source digest and the base image, and every
+// lookup takes the workspace: the same code builds once per workspace, and no key reaches another workspace's app
+// (decision 036). The build log is kept per key (`<workspace>/logs/<key>.log`) and read while it grows.
+//
+// Two steps: dependencies come from the workspace's sealed cache, installed on a miss by the install step from the
+// manifest and lockfile alone (dependency-cache.ts); the build step then copies them, runs the project's own
+// install and build scripts with the source read-only at /src and the output at /app, and can write no cache entry.
 //
 // The base image (decision 035): the default image (the host userland), or `spec.runtime.image` naming an image the
-// workspace holds in the image store. The build sandbox runs on that image, so its own node/python/npm/pip build
-// the app; the app directory is then bound at /app of replicas running the same image. The key hashes the image
-// id too: the same source on another image (or on a re-imported name) is another build.
+// workspace holds in the image store. Both steps run on that image, so its own node/python/npm/pip install and
+// build the app; the app directory is then bound at /app of replicas running the same image. The key hashes the
+// image id too: the same source on another image (or on a re-imported name) is another build.
 import { createHash } from 'node:crypto';
 import {
   appendFileSync,
@@ -24,27 +28,26 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { isDefaultImage } from '../kinds/image-reference.js';
 import type { Outbound } from '../outbound/index.js';
-import { defaultCpuShares, type RuntimeDriver } from '../runtime/driver.js';
+import type { RuntimeDriver } from '../runtime/driver.js';
 import { ImageError } from '../runtime/images/errors.js';
 import type { ImageStore, StoredImage } from '../runtime/images/image-store.js';
-import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT, shq } from './build-script.js';
+import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT } from './build-script.js';
 import type { CodeStore } from './code-store.js';
-import { execStreamed } from './daemon-exec.js';
+import { DependencyCache, InstallError, installInputs } from './dependency-cache.js';
 import { fetchGitSource, type GitRepository, type GitSourceInfo } from './git-source.js';
+import { workspaceBuildsDir, workspacesRoot } from './layout.js';
 import { ManifestError } from './manifest.js';
 import { type BuildPlan, PlanError, planBuild } from './plan.js';
+import { BUILD_IMAGE, runStep, stepFailure } from './sandbox-step.js';
 import { extractZip, UnsafeArchiveError } from './zip-extract.js';
 
-/** Bumped when the build steps change, so an app built by older steps is not reused. */
-const BUILDER_VERSION = '1';
-/** Memory of a build sandbox: npm ci and tsc of a mid-size project fit. */
-export const BUILD_MEMORY_MB = 2048;
-/** A build that runs longer is stopped and FAILED (the service bounds builds similarly). */
-export const BUILD_TIMEOUT_S = 900;
+/**
+ * Bumped when the build steps change, so an app built by older steps is not reused. 2: keys name the workspace and
+ * dependencies come from the sealed cache (decision 036).
+ */
+const BUILDER_VERSION = '2';
 /** Lines of the build log an event of a failed build carries. */
 export const FAILED_LOG_LINES = 20;
-/** The image builds run on when the spec names none: the host userland. */
-export const BUILD_IMAGE = 'blaxel/base-image:latest';
 
 /** A stored image a build and its replicas run on instead of the default one. */
 export interface BaseImage {
@@ -115,32 +118,37 @@ const readFileMode = (p: string) => statSync(p).mode;
 
 export const tailOf = (text: string, n = FAILED_LOG_LINES) => text.trimEnd().split('\n').slice(-n).join('\n');
 
+/** A build under way, so that deleting its workspace stops it and waits for it before removing the files. */
+interface Running {
+  stop: AbortController;
+  done: Promise<unknown>;
+}
+
 export class Builder {
-  readonly appsDir: string;
-  readonly logsDir: string;
+  /** Scratch of git clones (git-source.ts), removed after each. */
   private readonly workDir: string;
-  private readonly depsDir: string;
-  /** Keys whose build runs in this process: a followed log ends when its key leaves this set. */
-  private readonly running = new Set<string>();
+  private readonly cache: DependencyCache;
+  /** Builds under way in this process by workspace, then key: a followed log ends when its key leaves. */
+  private readonly running = new Map<string, Map<string, Running>>();
 
   constructor(private readonly deps: BuilderDeps) {
-    const root = join(deps.dataDir, 'builds');
-    this.appsDir = join(root, 'apps');
-    this.logsDir = join(root, 'logs');
-    this.workDir = join(root, 'work');
-    this.depsDir = join(root, 'deps');
-    for (const d of [this.appsDir, this.logsDir, this.workDir, this.depsDir])
-      mkdirSync(d, { recursive: true });
-    // Clones left by a server killed mid-clone (git-source.ts): nothing clones before this constructor returns.
+    this.workDir = join(deps.dataDir, 'builds', 'work');
+    this.cache = new DependencyCache(deps);
+    mkdirSync(this.workDir, { recursive: true });
+    // Clones and builds left by a server killed mid-way: nothing clones or builds before this constructor returns.
     for (const e of readdirSync(this.workDir))
-      if (e.startsWith('git-')) rmSync(join(this.workDir, e), { recursive: true, force: true });
+      rmSync(join(this.workDir, e), { recursive: true, force: true });
+    const root = workspacesRoot(deps.dataDir);
+    if (existsSync(root))
+      for (const ws of readdirSync(root)) rmSync(join(root, ws, 'work'), { recursive: true, force: true });
   }
 
-  /** Clones a spec's git repository into the code store, as an upload would store it (git-source.ts). */
-  fetchGit(repo: GitRepository, signal: AbortSignal): Promise<GitSourceInfo> {
+  /** Clones a spec's git repository into the workspace's code, as an upload would store it (git-source.ts). */
+  fetchGit(workspace: string, repo: GitRepository, signal: AbortSignal): Promise<GitSourceInfo> {
     const { code, gitAllowLocal, outbound } = this.deps;
     return fetchGitSource(repo, {
       code,
+      workspace,
       workDir: this.workDir,
       allowLocal: gitAllowLocal === true,
       outbound,
@@ -171,48 +179,56 @@ export class Builder {
     return { name: name as string, id: image.id, ...(path ? { path } : {}) };
   }
 
-  /** The build key of a source on a base image (none: the default image): the app directory's name once built. */
-  keyOf(sourceDigest: string, base?: BaseImage): string {
-    // The default image's key is what it was before images existed, so apps built then are still found.
-    const input = `${BUILDER_VERSION}\0${sourceDigest}${base ? `\0${base.id}` : ''}`;
+  /** The build key of a workspace's source on a base image (none: the default image): its app directory's name. */
+  keyOf(workspace: string, sourceDigest: string, base?: BaseImage): string {
+    const input = [BUILDER_VERSION, workspace, sourceDigest, base?.id ?? ''].join('\0');
     return createHash('sha256').update(input).digest('hex').slice(0, 32);
   }
 
-  logPath(key: string): string {
-    return join(this.logsDir, `${key}.log`);
+  private appsDir(workspace: string): string {
+    return join(workspaceBuildsDir(this.deps.dataDir, workspace), 'apps');
   }
 
-  hasLog(key: string): boolean {
-    return existsSync(this.logPath(key));
+  logPath(workspace: string, key: string): string {
+    if (!KEY.test(key)) throw new Error(`not a build key: ${key}`);
+    return join(workspaceBuildsDir(this.deps.dataDir, workspace), 'logs', `${key}.log`);
   }
 
-  readLog(key: string): string | undefined {
-    return existsSync(this.logPath(key)) ? readFileSync(this.logPath(key), 'utf8') : undefined;
+  hasLog(workspace: string, key: string): boolean {
+    return KEY.test(key) && existsSync(this.logPath(workspace, key));
   }
 
-  /** Whether the build of `key` runs now (its log may still grow). */
-  isBuilding(key: string): boolean {
-    return this.running.has(key);
+  readLog(workspace: string, key: string): string | undefined {
+    return this.hasLog(workspace, key) ? readFileSync(this.logPath(workspace, key), 'utf8') : undefined;
   }
 
-  /** The app built from this source on this base image earlier, if any. */
-  built(sourceDigest: string, base?: BaseImage): BuiltApp | undefined {
-    return this.builtByKey(this.keyOf(sourceDigest, base));
+  /** Whether the build of `key` in `workspace` runs now (its log may still grow). */
+  isBuilding(workspace: string, key: string): boolean {
+    return this.running.get(workspace)?.has(key) === true;
   }
 
-  /** A built app by its key (a revision names it so): rollbacks run it again without a build. */
-  builtByKey(key: string): BuiltApp | undefined {
-    if (!/^[0-9a-f]{32}$/.test(key)) return undefined;
-    const meta = join(this.appsDir, `${key}.json`);
-    if (!existsSync(meta) || !existsSync(join(this.appsDir, key))) return undefined;
-    // The plan, with the base image beside it for an app built on one.
-    const { base, ...plan } = JSON.parse(readFileSync(meta, 'utf8'));
-    return { key, dir: join(this.appsDir, key), plan, ...(base ? { base } : {}), cached: true };
+  /** The app built from this source of the workspace on this base image earlier, if any. */
+  built(workspace: string, sourceDigest: string, base?: BaseImage): BuiltApp | undefined {
+    return this.builtByKey(workspace, this.keyOf(workspace, sourceDigest, base));
   }
 
   /**
-   * Builds `sourceDigest` for `workspace` (whose dependency cache it uses) on `base` (none: the default image);
-   * throws BuildError on failure.
+   * A built app of the workspace by its key (a revision names it so): rollbacks and job tasks run it again without
+   * a build. Another workspace's key finds nothing: apps are looked up in the workspace's own directory only.
+   */
+  builtByKey(workspace: string, key: string): BuiltApp | undefined {
+    if (!KEY.test(key)) return undefined;
+    const apps = this.appsDir(workspace);
+    const meta = join(apps, `${key}.json`);
+    if (!existsSync(meta) || !existsSync(join(apps, key))) return undefined;
+    // The plan, with the base image beside it for an app built on one.
+    const { base, ...plan } = JSON.parse(readFileSync(meta, 'utf8'));
+    return { key, dir: join(apps, key), plan, ...(base ? { base } : {}), cached: true };
+  }
+
+  /**
+   * Builds `sourceDigest` of `workspace` (with the workspace's dependency cache) on `base` (none: the default image);
+   * throws BuildError on failure. The one place a build starts: a limit on concurrent builds belongs here.
    */
   async build(
     workspace: string,
@@ -220,15 +236,42 @@ export class Builder {
     signal: AbortSignal,
     base?: BaseImage,
   ): Promise<BuiltApp> {
-    const done = this.built(sourceDigest, base);
+    const done = this.built(workspace, sourceDigest, base);
     if (done) return done;
-    const key = this.keyOf(sourceDigest, base);
-    this.running.add(key);
+    const key = this.keyOf(workspace, sourceDigest, base);
+    const stop = new AbortController();
+    const both = AbortSignal.any([signal, stop.signal]);
+    const building = this.run(workspace, sourceDigest, key, both, base);
+    const mine = this.running.get(workspace) ?? new Map<string, Running>();
+    this.running.set(workspace, mine);
+    mine.set(key, { stop, done: building.catch(() => undefined) });
     try {
-      return await this.run(workspace, sourceDigest, key, signal, base);
+      return await building;
     } finally {
-      this.running.delete(key);
+      mine.delete(key);
+      if (mine.size === 0 && this.running.get(workspace) === mine) this.running.delete(workspace);
     }
+  }
+
+  /**
+   * Deletes everything builds keep for a deleted workspace: sources, apps, logs, dependency cache. Its builds under
+   * way are stopped first and awaited, so none writes into a directory a new workspace of the same name would get.
+   */
+  async removeWorkspace(workspace: string): Promise<void> {
+    const mine = this.running.get(workspace);
+    if (mine) {
+      for (const r of mine.values()) r.stop.abort(new Error(`workspace ${workspace} was deleted`));
+      await Promise.all([...mine.values()].map((r) => r.done));
+    }
+    rmSync(workspaceBuildsDir(this.deps.dataDir, workspace), { recursive: true, force: true });
+  }
+
+  /** Removes what builds kept for workspaces that no longer exist (a server stopped before it could). */
+  async removeWorkspacesExcept(existing: Set<string>): Promise<string[]> {
+    const root = workspacesRoot(this.deps.dataDir);
+    const gone = existsSync(root) ? readdirSync(root).filter((ws) => !existing.has(ws)) : [];
+    for (const ws of gone) rmSync(join(root, ws), { recursive: true, force: true });
+    return gone;
   }
 
   private async run(
@@ -238,89 +281,77 @@ export class Builder {
     signal: AbortSignal,
     base: BaseImage | undefined,
   ): Promise<BuiltApp> {
-    const log = this.logPath(key);
+    const root = workspaceBuildsDir(this.deps.dataDir, workspace);
+    const apps = this.appsDir(workspace);
+    const log = this.logPath(workspace, key);
+    for (const d of [apps, join(root, 'logs'), join(root, 'work')]) mkdirSync(d, { recursive: true });
     writeFileSync(log, '');
-    const say = (line: string) => appendFileSync(log, `${line}\n`);
-    const work = join(this.workDir, key);
+    const say = (line: string) => appendFileSync(log, `berth: ${line}\n`);
+    const output = (data: string) => appendFileSync(log, data);
+    const work = join(root, 'work', key);
     rmSync(work, { recursive: true, force: true });
     const src = join(work, 'src');
     const out = join(work, 'app');
     const fail = (msg: string): never => {
-      say(`berth: build failed: ${msg}`);
+      say(`build failed: ${msg}`);
       throw new BuildError(msg, tailOf(readFileSync(log, 'utf8')));
     };
-    if (base) say(`berth: building on image ${base.name} (${base.id})`);
-    say(`berth: unpacking ${sourceDigest}`);
     try {
-      await extractZip(this.deps.code.pathOf(sourceDigest), src);
-    } catch (err) {
-      if (err instanceof UnsafeArchiveError) fail(`the upload was refused: ${err.message}`);
-      throw err;
-    }
-    makeReadable(src);
-    let plan: BuildPlan;
-    try {
-      plan = planBuild(src);
-    } catch (err) {
-      if (err instanceof PlanError || err instanceof ManifestError) return fail(err.message);
-      throw err;
-    }
-    mkdirSync(out, { recursive: true, mode: 0o755 });
-    chmodSync(out, 0o755);
-    // Per image too (apart from the default image's, never inside it): dependencies one image's node or python
-    // installed (native modules) are not another's.
-    const cache = base
-      ? join(`${this.depsDir}-images`, base.id.slice('sha256:'.length), workspace)
-      : join(this.depsDir, workspace);
-    mkdirSync(cache, { recursive: true });
-    const id = `bld-${key.slice(0, 24)}`;
-    try {
-      const info = await this.deps.driver.ensure(id, {
-        memoryMb: BUILD_MEMORY_MB,
-        pidsMax: 1024,
-        cpuShares: defaultCpuShares(BUILD_MEMORY_MB),
-        diskMb: BUILD_MEMORY_MB,
-        envs: { HOME: '/home/user' },
+      if (base) say(`building on image ${base.name} (${base.id})`);
+      say(`unpacking ${sourceDigest}`);
+      try {
+        await extractZip(this.deps.code.pathOf(workspace, sourceDigest), src);
+      } catch (err) {
+        if (err instanceof UnsafeArchiveError) fail(`the upload was refused: ${err.message}`);
+        throw err;
+      }
+      makeReadable(src);
+      let plan: BuildPlan;
+      try {
+        plan = planBuild(src);
+      } catch (err) {
+        if (err instanceof PlanError || err instanceof ManifestError) return fail(err.message);
+        throw err;
+      }
+      const inputs = installInputs(plan, src);
+      let entry: string | undefined;
+      if (inputs)
+        try {
+          entry = await this.cache.entry(workspace, inputs, base, { say, output }, signal);
+        } catch (err) {
+          if (err instanceof InstallError) fail(err.message);
+          throw err;
+        }
+      mkdirSync(out, { recursive: true, mode: 0o755 });
+      chmodSync(out, 0o755);
+      const result = await runStep(this.deps, {
+        id: `bld-${key.slice(0, 24)}`,
         image: base?.id ?? BUILD_IMAGE,
         volumes: [
           { hostPath: src, mountPath: SRC_MOUNT, readOnly: true },
           { hostPath: out, mountPath: APP_MOUNT, readOnly: false },
-          { hostPath: cache, mountPath: CACHE_MOUNT, readOnly: false },
+          ...(entry ? [{ hostPath: entry, mountPath: CACHE_MOUNT, readOnly: true }] : []),
         ],
-      });
-      await this.deps.waitHealthy(info.socketPath, signal);
-      const result = await execStreamed(
-        info.socketPath,
-        {
-          command: `sh -c ${shq(buildScript(plan))}`,
-          workingDir: APP_MOUNT,
-          timeout: BUILD_TIMEOUT_S,
-          env: { HOME: '/home/user' },
-        },
-        (_stream, data) => appendFileSync(log, data),
+        script: buildScript(plan, entry !== undefined),
+        onOutput: output,
         signal,
-      );
-      if (result.exitCode !== 0)
-        fail(
-          result.status === 'killed'
-            ? `stopped after ${BUILD_TIMEOUT_S} s`
-            : `the build exited with code ${result.exitCode}`,
-        );
+      });
+      if (result.exitCode !== 0) fail(stepFailure('the build', result));
+      // Stopped meanwhile (its workspace deleted): nothing is kept.
+      signal.throwIfAborted();
+      const dir = join(apps, key);
+      rmSync(dir, { recursive: true, force: true });
+      renameSync(out, dir);
+      // The plan file marks the app built (builtByKey): written whole or not at all, so a server killed here
+      // builds again rather than reading half a file.
+      writeFileSync(join(apps, `${key}.json.tmp`), JSON.stringify({ ...plan, ...(base ? { base } : {}) }));
+      renameSync(join(apps, `${key}.json.tmp`), join(apps, `${key}.json`));
+      this.deps.logger?.info({ workspace, key }, 'build done');
+      return { key, dir, plan, ...(base ? { base } : {}), cached: false };
     } finally {
-      await this.deps.driver.remove(id).catch(() => undefined);
+      rmSync(work, { recursive: true, force: true });
     }
-    const dir = join(this.appsDir, key);
-    rmSync(dir, { recursive: true, force: true });
-    renameSync(out, dir);
-    // The plan file marks the app built (builtByKey): written whole or not at all, so a server killed here
-    // builds again rather than reading half a file.
-    writeFileSync(
-      join(this.appsDir, `${key}.json.tmp`),
-      JSON.stringify({ ...plan, ...(base ? { base } : {}) }),
-    );
-    renameSync(join(this.appsDir, `${key}.json.tmp`), join(this.appsDir, `${key}.json`));
-    rmSync(work, { recursive: true, force: true });
-    this.deps.logger?.info({ workspace, key }, 'build done');
-    return { key, dir, plan, ...(base ? { base } : {}), cached: false };
   }
 }
+
+const KEY = /^[0-9a-f]{32}$/;

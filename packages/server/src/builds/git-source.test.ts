@@ -77,12 +77,12 @@ describe('git sources', () => {
   it('clones the branch into the code store; the same tree twice is one digest', async () => {
     const got = await fetchGitSource(
       { url: bare },
-      { code, workDir: work, allowLocal: true, outbound, signal },
+      { code, workspace: 'default', workDir: work, allowLocal: true, outbound, signal },
     );
     assert.match(got.digest, /^sha256:[0-9a-f]{64}$/);
     assert.equal(got.commit, run(bare, 'rev-parse', 'main'));
     const out = join(root, 'out');
-    await extractZip(code.pathOf(got.digest), out);
+    await extractZip(code.pathOf('default', got.digest), out);
     assert.equal(readFileSync(join(out, 'main.py'), 'utf8'), 'print("main")\n');
     assert.equal(existsSync(join(out, '.git')), false, '.git is not packed');
     assert.ok(lstatSync(join(out, 'link')).isFile(), 'a symlink arrives as a plain file');
@@ -90,14 +90,14 @@ describe('git sources', () => {
 
     const again = await fetchGitSource(
       { url: `file://${bare}` },
-      { code, workDir: work, allowLocal: true, outbound, signal },
+      { code, workspace: 'default', workDir: work, allowLocal: true, outbound, signal },
     );
     assert.equal(again.digest, got.digest);
     assert.equal(again.alreadyPresent, true);
 
     const canary = await fetchGitSource(
       { url: bare, branch: 'canary' },
-      { code, workDir: work, allowLocal: true, outbound, signal },
+      { code, workspace: 'default', workDir: work, allowLocal: true, outbound, signal },
     );
     assert.notEqual(canary.digest, got.digest);
     assert.equal(canary.commit, run(bare, 'rev-parse', 'canary'));
@@ -107,21 +107,21 @@ describe('git sources', () => {
     await assert.rejects(
       fetchGitSource(
         { url: bare, branch: 'nope' },
-        { code, workDir: work, allowLocal: true, outbound, signal },
+        { code, workspace: 'default', workDir: work, allowLocal: true, outbound, signal },
       ),
       (e: Error) => e instanceof GitFetchError && /nope/.test(e.message),
     );
     await assert.rejects(
       fetchGitSource(
         { url: join(root, 'absent.git') },
-        { code, workDir: work, allowLocal: true, outbound, signal },
+        { code, workspace: 'default', workDir: work, allowLocal: true, outbound, signal },
       ),
       (e: Error) => e instanceof GitFetchError && /does not appear to be a git repository/.test(e.message),
     );
     await assert.rejects(
       fetchGitSource(
         { url: bare, branch: '--upload-pack=touch /tmp/x' },
-        { code, workDir: work, allowLocal: true, outbound, signal },
+        { code, workspace: 'default', workDir: work, allowLocal: true, outbound, signal },
       ),
       /not a branch name/,
     );
@@ -169,7 +169,7 @@ describe('git sources', () => {
     it('git is pinned to the vetted address: a name only Berth can resolve is cloned from it', async () => {
       const got = await fetchGitSource(
         { url: `http://repo.test:${port}/repo.git` },
-        { code, workDir: work, allowLocal: false, outbound: loopback, signal },
+        { code, workspace: 'default', workDir: work, allowLocal: false, outbound: loopback, signal },
       );
       assert.equal(got.commit, run(bare, 'rev-parse', 'main'));
       assert.ok(server.requests() > 0);
@@ -180,7 +180,7 @@ describe('git sources', () => {
       await assert.rejects(
         fetchGitSource(
           { url: `http://repo.test:${port}/repo.git` },
-          { code, workDir: work, allowLocal: false, outbound: strict, signal },
+          { code, workspace: 'default', workDir: work, allowLocal: false, outbound: strict, signal },
         ),
         (e: Error) => e instanceof GitFetchError && /repo\.test resolves to 127\.0\.0\.1/.test(e.message),
       );

@@ -203,10 +203,17 @@ function packTree(root: string) {
   return zip.outputStream.pipe(new PassThrough());
 }
 
-/** Clones `repo` into a fresh directory under `workDir`, stores its tree in `code`, removes the clone. */
+/** Clones `repo` into a fresh directory under `workDir`, stores its tree in `workspace`'s code, removes the clone. */
 export async function fetchGitSource(
   repo: GitRepository,
-  o: { code: CodeStore; workDir: string; allowLocal: boolean; outbound: Outbound; signal: AbortSignal },
+  o: {
+    code: CodeStore;
+    workspace: string;
+    workDir: string;
+    allowLocal: boolean;
+    outbound: Outbound;
+    signal: AbortSignal;
+  },
 ): Promise<GitSourceInfo> {
   if (repo.branch !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(repo.branch))
     throw new GitFetchError(`spec.repository.branch ${JSON.stringify(repo.branch)} is not a branch name`);
@@ -238,7 +245,7 @@ export async function fetchGitSource(
       dest,
     );
     const commit = (await git([...cfg, '-C', dest, 'rev-parse', 'HEAD'], tmp, signal)).trim();
-    const stored = await o.code.put(packTree(dest));
+    const stored = await o.code.put(o.workspace, packTree(dest));
     return { ...stored, url: repo.url, ...(repo.branch ? { branch: repo.branch } : {}), commit };
   } finally {
     rmSync(tmp, { recursive: true, force: true });

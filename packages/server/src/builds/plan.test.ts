@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ManifestError, parseManifest } from './manifest.js';
-import { PlanError, planBuild } from './plan.js';
+import { localRequirement, PlanError, planBuild } from './plan.js';
 
 const root = mkdtempSync(join(tmpdir(), 'berth-plan-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -66,31 +66,64 @@ describe('start command resolution', () => {
     assert.throws(() => planBuild(tree({ 'README.md': 'x' })), PlanError);
   });
 
-  it('the dependency cache key follows the lockfile', () => {
-    const a = planBuild(
-      tree({
-        'package.json': pkg({ dependencies: { x: '1' } }),
-        'package-lock.json': '{"a":1}',
-        'index.js': '',
-      }),
+  it('dependencies naming files of the project are not sealable; the root install scripts are listed in order', () => {
+    const node = (files: Record<string, string>) => {
+      const p = planBuild(tree({ 'index.js': '', 'package-lock.json': '{}', ...files }));
+      assert.ok(p.language === 'node');
+      return p.deps;
+    };
+    const registry = node({ 'package.json': pkg({ dependencies: { x: '^1', y: 'user/repo' } }) });
+    assert.equal(registry.sealable, true);
+    for (const spec of ['file:../lib', './lib', '../lib', 'link:x', 'workspace:*', 'lib/x.tgz'])
+      assert.equal(
+        node({ 'package.json': pkg({ dependencies: { x: spec } }) }).sealable,
+        false,
+        `${spec} is a file of the project`,
+      );
+    assert.equal(
+      node({ 'package.json': pkg({ workspaces: ['a'], dependencies: { x: '1' } }) }).sealable,
+      false,
     );
-    const b = planBuild(
-      tree({
+    assert.equal(
+      node({
         'package.json': pkg({ dependencies: { x: '1' } }),
-        'package-lock.json': '{"a":1}',
-        'index.js': '',
-      }),
+        'package-lock.json': JSON.stringify({ packages: { 'node_modules/x': { resolved: 'file:x' } } }),
+      }).sealable,
+      false,
     );
-    const c = planBuild(
-      tree({
-        'package.json': pkg({ dependencies: { x: '1' } }),
-        'package-lock.json': '{"a":2}',
-        'index.js': '',
-      }),
-    );
-    assert.ok(a.language === 'node' && b.language === 'node' && c.language === 'node');
-    assert.equal(a.deps.cacheKey, b.deps.cacheKey);
-    assert.notEqual(a.deps.cacheKey, c.deps.cacheKey);
+    const scripts = node({
+      'package.json': pkg({ scripts: { prepare: 'a', build: 'b', postinstall: 'c', preinstall: 'd' } }),
+    });
+    assert.deepEqual(scripts.rootScripts, ['preinstall', 'postinstall', 'prepare']);
+    const unlocked = planBuild(tree({ 'index.js': '', 'package.json': pkg({ dependencies: { x: '1' } }) }));
+    assert.ok(unlocked.language === 'node' && !unlocked.deps.sealable);
+  });
+
+  it('requirements reaching beyond requirements.txt are not sealable', () => {
+    for (const line of [
+      'requests==2.31.0',
+      'fastapi>=0.100',
+      'git+https://host/r.git@v1#egg=r',
+      'x @ https://h/x.whl',
+      '--index-url https://p/simple',
+      '# -e .',
+    ])
+      assert.equal(localRequirement(line), false, line);
+    for (const line of [
+      '-e .',
+      '.',
+      './pkg',
+      '-r other.txt',
+      '-c c.txt',
+      'lib/',
+      'x.whl',
+      'x @ file:///x',
+      '-f wheels',
+      '--find-links=./w',
+    ])
+      assert.equal(localRequirement(line), true, line);
+    const p = planBuild(tree({ 'main.py': '', 'requirements.txt': 'requests==2\n-e .\n' }));
+    assert.ok(p.language === 'python' && p.requirements && !p.sealable);
   });
 });
 

@@ -1,7 +1,6 @@
 // What a build does with a source tree, decided on the server from a few files (reading them builds nothing):
 // the language, how dependencies are installed, whether a build script runs, and the start command, resolved
 // here once and stored in the revision (never guessed when a replica starts). No start command = build error.
-import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MANIFEST_FILES, type Manifest, parseManifest } from './manifest.js';
@@ -11,15 +10,30 @@ export interface NodeDeps {
   vendored: boolean;
   /** Which lockfile pins them (npm's is the one an offline install can use). */
   lockfile?: 'package-lock.json' | 'npm-shrinkwrap.json' | 'pnpm-lock.yaml' | 'yarn.lock';
-  /** The dependency cache key: sha256 of the lockfile, the Node major and the architecture. */
-  cacheKey?: string;
+  /**
+   * The dependencies install from package.json and the lockfile alone (nothing names a local path, a link or a
+   * workspace), so the install step can make them into the workspace's sealed cache (dependency-cache.ts).
+   */
+  sealable: boolean;
+  /**
+   * The root package's own install lifecycle scripts, in the order npm ci runs them: user code, so they run in the
+   * build step over the copied dependencies, never in the install step.
+   */
+  rootScripts: string[];
   /** package.json declares any dependency at all. */
   any: boolean;
 }
 
 export type BuildPlan =
   | { language: 'node'; deps: NodeDeps; buildScript: boolean; start: string; manifest?: Manifest }
-  | { language: 'python'; requirements: boolean; cacheKey?: string; start: string; manifest?: Manifest };
+  | {
+      language: 'python';
+      requirements: boolean;
+      /** requirements.txt names no local path nor other file: the install step can make it into the cache. */
+      sealable: boolean;
+      start: string;
+      manifest?: Manifest;
+    };
 
 export class PlanError extends Error {
   override name = 'PlanError';
@@ -46,12 +60,56 @@ const firstExisting = (dir: string, files: string[]) => files.find((f) => exists
 const NODE_ENTRY_FILES = ['index.js', 'server.js', 'app.js'].flatMap((f) => [`dist/${f}`, f, `src/${f}`]);
 const PYTHON_ENTRY_FILES = ['main.py', 'app.py', 'server.py'].flatMap((f) => [f, `src/${f}`, `app/${f}`]);
 
-export const cacheKeyOf = (bytes: Buffer | string, ...parts: string[]) =>
-  createHash('sha256')
-    .update(bytes)
-    .update(`\0${parts.join('\0')}`)
-    .digest('hex')
-    .slice(0, 32);
+/** What npm ci runs of the root package after installing its dependencies, in this order. */
+const ROOT_INSTALL_SCRIPTS = [
+  'preinstall',
+  'install',
+  'postinstall',
+  'prepublish',
+  'preprepare',
+  'prepare',
+  'postprepare',
+];
+const DEPENDENCY_FIELDS = ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies'];
+/** A dependency spec that points into the project (or next to it) rather than at a registry or a repository. */
+const LOCAL_SPEC = /^(file:|link:|workspace:|portal:|\.{0,2}\/|~\/)|^[^:]*\.(tgz|tar\.gz|tar)$/i;
+
+/** Strings anywhere in a value (overrides nest). */
+const stringsOf = (v: unknown): string[] =>
+  typeof v === 'string' ? [v] : v && typeof v === 'object' ? Object.values(v).flatMap(stringsOf) : [];
+
+/** The project names files of its own as dependencies: they are not in the install step's inputs. */
+function nodeLocalRefs(dir: string, pkg: any, lockfile: NodeDeps['lockfile']): boolean {
+  if (pkg.workspaces !== undefined || existsSync(join(dir, 'pnpm-workspace.yaml'))) return true;
+  const specs = [...DEPENDENCY_FIELDS.map((f) => pkg[f]), pkg.overrides, pkg.resolutions].flatMap(stringsOf);
+  if (specs.some((s) => LOCAL_SPEC.test(s))) return true;
+  if (lockfile !== 'package-lock.json' && lockfile !== 'npm-shrinkwrap.json') return false;
+  try {
+    const lock = JSON.parse(read(dir, lockfile));
+    return Object.values<any>(lock.packages ?? {}).some(
+      (p) => p?.link === true || (typeof p?.resolved === 'string' && p.resolved.startsWith('file:')),
+    );
+  } catch {
+    return false; // npm ci reports a broken lockfile itself
+  }
+}
+
+/**
+ * A requirements.txt line that reaches beyond the file: another requirements or constraints file, an editable or
+ * local project, a local archive or find-links directory.
+ */
+export function localRequirement(line: string): boolean {
+  const l = line.replace(/(^|\s)#.*$/, '').trim();
+  if (!l) return false;
+  if (/^(-r|-c|-e|--requirement|--constraint|--editable)\b/.test(l)) return true;
+  const links = /^(-f|--find-links)[\s=]+(\S+)/.exec(l);
+  if (links) return !/^https?:\/\//.test(links[2]);
+  if (l.startsWith('-')) return false;
+  if (/^(\.|\/|~|file:)/.test(l) || /@\s*file:/.test(l)) return true;
+  if (/^[a-z][a-z0-9+.-]*:/i.test(l)) return false; // a URL: a repository or an archive to download
+  // A bare path: a directory or an archive beside the file.
+  return /^[^\s;=<>!~@]+\/|^[^\s;=<>!~@]+\.(whl|zip|tar\.gz|tgz|tar\.bz2)$/.test(l);
+}
 
 function nodePlan(dir: string, manifest: Manifest | undefined): BuildPlan {
   let pkg: any;
@@ -73,9 +131,8 @@ function nodePlan(dir: string, manifest: Manifest | undefined): BuildPlan {
     vendored: existsSync(join(dir, 'node_modules')),
     lockfile,
     any,
-    cacheKey: lockfile
-      ? cacheKeyOf(readFileSync(join(dir, lockfile)), process.versions.node.split('.')[0], process.arch)
-      : undefined,
+    sealable: !!lockfile && !nodeLocalRefs(dir, pkg, lockfile),
+    rootScripts: ROOT_INSTALL_SCRIPTS.filter((s) => typeof scripts[s] === 'string'),
   };
   // After a build script, files it writes (dist/) count even though they are not in the upload yet.
   const entry =
@@ -98,7 +155,8 @@ function nodePlan(dir: string, manifest: Manifest | undefined): BuildPlan {
 
 function pythonPlan(dir: string, manifest: Manifest | undefined): BuildPlan {
   const reqFile = existsSync(join(dir, 'requirements.txt')) ? read(dir, 'requirements.txt') : '';
-  const requirements = reqFile.split('\n').some((l) => l.trim() && !l.trim().startsWith('#'));
+  const lines = reqFile.split('\n');
+  const requirements = lines.some((l) => l.trim() && !l.trim().startsWith('#'));
   const entry = firstExisting(dir, PYTHON_ENTRY_FILES);
   const start = manifest?.prod ?? procfileWeb(dir) ?? (entry ? `python3 ${entry}` : undefined);
   if (!start)
@@ -108,7 +166,7 @@ function pythonPlan(dir: string, manifest: Manifest | undefined): BuildPlan {
   return {
     language: 'python',
     requirements,
-    cacheKey: requirements ? cacheKeyOf(reqFile, process.arch) : undefined,
+    sealable: requirements && !lines.some(localRequirement),
     start,
     manifest,
   };
@@ -124,7 +182,8 @@ export function planBuild(dir: string): BuildPlan {
     firstExisting(dir, PYTHON_ENTRY_FILES)
   )
     return pythonPlan(dir, manifest);
-  if (manifest?.prod) return { language: 'python', requirements: false, start: manifest.prod, manifest };
+  if (manifest?.prod)
+    return { language: 'python', requirements: false, sealable: false, start: manifest.prod, manifest };
   throw new PlanError(
     'nothing to build: the upload has no package.json (Node), requirements.txt / pyproject.toml / main.py ' +
       '(Python), nor a berth.toml with [entrypoint] prod',

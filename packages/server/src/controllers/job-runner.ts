@@ -436,7 +436,7 @@ export class JobRunner {
         const open = job
           ? this.deps.resources.openSecrets(this.deps.resources.kind('Job'), job.body.spec ?? {})
           : {};
-        const built = this.deps.builder.builtByKey(x.rec.app);
+        const built = this.deps.builder.builtByKey(x.key.workspace, x.rec.app);
         if (!built) throw new Error(`the built app ${x.rec.app} is gone`);
         const envs: Record<string, string> = {
           BL_API_KEY: (await this.credential(x)).key,

@@ -36,7 +36,7 @@ export async function cloneStep(
   if (!(await transition(deps, o, 'UPLOADING', `cloning ${what}`, enabled))) return DONE;
   let got: Awaited<ReturnType<Builder['fetchGit']>>;
   try {
-    got = await deps.builder.fetchGit(repo, signal);
+    got = await deps.builder.fetchGit(o.workspace, repo, signal);
   } catch (err) {
     if (err instanceof GitFetchError) throw new TerminalError(`git clone of ${what} failed: ${err.message}`);
     throw err;

@@ -7,10 +7,10 @@
 // The source digest is written beside status by the upload route (api/code-upload.ts), or by the clone of
 // spec.repository (workload-git.ts).
 import { createHash } from 'node:crypto';
+import { BUILD_MEMORY_MB } from '../builds/sandbox-step.js';
 import {
   type BaseImage,
   BaseImageError,
-  BUILD_MEMORY_MB,
   type BuiltApp,
   BuildError,
   type Builder,
@@ -110,10 +110,15 @@ export function routeOf(o: StoredObject): WorkloadRoute {
 }
 
 /**
- * The replica id prefixes of every revision an agent or function still serves (active and canary): an earlier
- * server's replicas with one of them are re-adopted, the rest removed at start (decision 029).
+ * The replica id prefixes of every revision an agent or function still serves (active and canary) whose app its
+ * workspace holds (`holds`): an earlier server's replicas with one of them are re-adopted, the rest removed at start
+ * (decision 029). A revision whose app is not held (built before apps were kept per workspace, decision 036) is
+ * built again by its deploy; its old replicas are not kept.
  */
-export async function wantedReplicaPrefixes(store: Store): Promise<Set<string>> {
+export async function wantedReplicaPrefixes(
+  store: Store,
+  holds: (workspace: string, app: string) => boolean,
+): Promise<Set<string>> {
   const out = new Set<string>();
   for (const kind of ['Agent', 'Function'] as const)
     for (const o of await store.list({ kind })) {
@@ -121,8 +126,12 @@ export async function wantedReplicaPrefixes(store: Store): Promise<Set<string>> 
       // revisions still serve, and serve on after a restart.
       if (isGone(o) || !enabled(o)) continue;
       const key = workloadKey(o.workspace, kind, o.name);
-      if (o.body.activeRevision) out.add(replicaIdPrefix(key, o.body.activeRevision));
-      if (o.body.canaryRevision) out.add(replicaIdPrefix(`${key}#canary`, o.body.canaryRevision));
+      const held = (id: string | undefined): id is string => {
+        const rec = (o.body.revisions ?? []).find((r: RevisionRecord) => r.id === id);
+        return !!rec && holds(o.workspace, rec.app);
+      };
+      if (held(o.body.activeRevision)) out.add(replicaIdPrefix(key, o.body.activeRevision));
+      if (held(o.body.canaryRevision)) out.add(replicaIdPrefix(`${key}#canary`, o.body.canaryRevision));
     }
   return out;
 }
@@ -168,7 +177,7 @@ export function workloadReconciler(
       if (err instanceof BaseImageError) throw new TerminalError(err.message);
       throw err;
     }
-    const have = builder.built(source.digest, base);
+    const have = builder.built(o.workspace, source.digest, base);
     if (have) return have;
     // A build sandbox (BUILD_MEMORY_MB) runs only in a slot of the workspace's quotas: the one place a build
     // starts for an object. Without one it waits, and its object says for what.
@@ -203,7 +212,7 @@ export function workloadReconciler(
     const revisions: RevisionRecord[] = o.body.revisions ?? [];
     const appOf = (id: string | undefined) => {
       const rec = id ? revisions.find((r) => r.id === id) : undefined;
-      return rec && builder.builtByKey(rec.app);
+      return rec && builder.builtByKey(o.workspace, rec.app);
     };
     const active = appOf(o.body.activeRevision);
     if (!active) return;
@@ -323,7 +332,7 @@ export function workloadReconciler(
       const pick = (id: string | undefined, field: string): BuiltApp | undefined => {
         if (!id) return undefined;
         const rec = revisions.find((r) => r.id === id);
-        const built = rec && builder.builtByKey(rec.app);
+        const built = rec && builder.builtByKey(o.workspace, rec.app);
         if (!built)
           throw new TerminalError(
             `spec.revision.${field} names revision ${JSON.stringify(id)}, which is not one of the kept revisions (${revisions.map((r) => r.id).join(', ')})`,

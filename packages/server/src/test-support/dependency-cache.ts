@@ -1,20 +1,27 @@
-// Fills a workspace's dependency cache for a project's lockfile from a node_modules tree already on disk (the
-// repository's own), the way a build with network would have left it: tests build templates with no network.
-import { cpSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+// Fills a workspace's sealed dependency cache for a project from a node_modules tree already on disk (the
+// repository's own), the way an install step with network would have sealed it (builds/dependency-cache.ts): tests
+// build templates with no network.
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { cacheKeyOf } from '../builds/plan.js';
+import { entryDirOf, installInputs } from '../builds/dependency-cache.js';
+import { planBuild } from '../builds/plan.js';
 
-/** Copies every package the lockfile lists from `fromRoot/node_modules` into the cache entry of that lockfile. */
+/**
+ * Copies every package the project's package-lock.json lists from `fromRoot/node_modules` into the cache entry the
+ * project's install inputs name in `workspace`, on the default image; returns the entry's directory.
+ */
 export function seedNodeCache(
   dataDir: string,
   workspace: string,
   projectDir: string,
   fromRoot: string,
 ): string {
-  const lockBytes = readFileSync(join(projectDir, 'package-lock.json'));
-  const key = cacheKeyOf(lockBytes, process.versions.node.split('.')[0], process.arch);
-  const dest = join(dataDir, 'builds', 'deps', workspace, 'node', key);
-  const lock = JSON.parse(lockBytes.toString('utf8'));
+  const inputs = installInputs(planBuild(projectDir), projectDir);
+  if (inputs?.kind !== 'node') throw new Error(`seedNodeCache: ${projectDir} installs nothing cacheable`);
+  const entry = entryDirOf(dataDir, workspace, inputs);
+  const dest = join(entry, 'node_modules');
+  rmSync(entry, { recursive: true, force: true });
+  const lock = JSON.parse(readFileSync(join(projectDir, 'package-lock.json'), 'utf8'));
   for (const [path, meta] of Object.entries<any>(lock.packages ?? {})) {
     if (!path) continue;
     const name = path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
@@ -23,12 +30,12 @@ export function seedNodeCache(
       if (meta.optional) continue;
       throw new Error(`seedNodeCache: ${path} is not in ${fromRoot}`);
     }
-    mkdirSync(join(dest, path, '..'), { recursive: true });
-    cpSync(src, join(dest, path), { recursive: true, verbatimSymlinks: true });
+    mkdirSync(join(entry, path, '..'), { recursive: true });
+    cpSync(src, join(entry, path), { recursive: true, verbatimSymlinks: true });
   }
-  cpSync(join(fromRoot, 'node_modules', '.bin'), join(dest, 'node_modules', '.bin'), {
+  cpSync(join(fromRoot, 'node_modules', '.bin'), join(dest, '.bin'), {
     recursive: true,
     verbatimSymlinks: true,
   });
-  return key;
+  return entry;
 }

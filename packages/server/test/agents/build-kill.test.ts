@@ -5,8 +5,8 @@
 // - during a redeploy, the revision that served before the kill serves again while the new one builds (its
 //   replica re-adopted: same sandbox, same pid), and is replaced once the new one is built;
 // - after a redeploy whose build FAILED, the revision that still served goes on serving across the restart.
-// A build is held by its own script, which waits for a file the test writes into the workspace's dependency cache
-// (bound into the build sandbox at /cache).
+// A build is held by its own script, which waits for a file the test writes into the build's unpacked source on the
+// host (bound read-only into the build sandbox at /src).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
@@ -25,12 +25,12 @@ import { serve, stopped } from '../serve-process.js';
 import { inspectingDriver, removeAllSandboxes } from '../sandboxes/support.js';
 
 const CLI = join(import.meta.dirname, '../../../cli/bin/berth.mjs');
-const WAITING = 'slow build: waiting for /cache/go';
+const WAITING = 'slow build: waiting for /src/go';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * A Node agent without dependencies answering its version; when `slow`, its `npm run build` first waits for
- * /cache/go; when 'broken', it fails.
+ * /src/go; when 'broken', it fails.
  */
 function project(dir: string, version: string, slow: boolean | 'broken') {
   mkdirSync(dir, { recursive: true });
@@ -43,7 +43,7 @@ function project(dir: string, version: string, slow: boolean | 'broken') {
     slow === 'broken'
       ? 'echo "this build fails"; exit 3\n'
       : slow
-        ? `echo '${WAITING}'\nwhile [ ! -e /cache/go ]; do sleep 0.1; done\n`
+        ? `echo '${WAITING}'\nwhile [ ! -e /src/go ]; do sleep 0.1; done\n`
         : '';
   writeFileSync(join(dir, 'build.sh'), `${wait}mkdir -p dist\ncp server.js dist/index.js\n`);
   writeFileSync(
@@ -84,7 +84,9 @@ async function until<T>(what: string, probe: () => Promise<T | undefined> | T | 
 class Harness {
   readonly dataDir = mkdtempSync(join(tmpdir(), 'berth-build-kill-'));
   readonly work = mkdtempSync(join(tmpdir(), 'berth-build-kill-src-'));
-  readonly logs = join(this.dataDir, 'builds', 'logs');
+  /** The default workspace's builds (builds/layout.ts). */
+  readonly builds = join(this.dataDir, 'builds', 'workspaces', 'default');
+  readonly logs = join(this.builds, 'logs');
   server?: ChildProcess;
   url = '';
   adminKey = '';
@@ -129,9 +131,10 @@ class Harness {
       readdirSync(this.logs).some((f) => readFileSync(join(this.logs, f), 'utf8').includes(WAITING))) ||
     undefined;
 
-  /** Lets every held build go on. */
+  /** Lets every held build go on: its source, unpacked under the workspace's work dir, gets the file it waits for. */
   release() {
-    writeFileSync(join(this.dataDir, 'builds', 'deps', 'default', 'go'), '', { mode: 0o644 });
+    const work = join(this.builds, 'work');
+    for (const b of readdirSync(work)) writeFileSync(join(work, b, 'src', 'go'), '', { mode: 0o644 });
   }
 
   async api(path: string) {
@@ -206,7 +209,7 @@ test('after a kill -9 of the server mid-build, the revision is built again, then
     assert.equal(statuses.indexOf('DEPLOYED'), statuses.length - 1, `DEPLOYED only at the end: ${statuses}`);
     assert.ok(!statuses.includes('FAILED'), `${statuses}`);
     const [rev] = await h.api('/agents/slow/revisions');
-    const app = join(h.dataDir, 'builds', 'apps', rev.app);
+    const app = join(h.builds, 'apps', rev.app);
     assert.ok(
       existsSync(`${app}.json`) && existsSync(join(app, 'dist', 'index.js')),
       'the revision is built',

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { verifyWebhookSignature } from '@blaxel/core';
 import { Webhook } from 'standardwebhooks';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -173,6 +173,32 @@ describe('agents from code', () => {
     assert.match(r.stderr, /definitely-not-a-cached-package/, 'the last lines of the build log are shown');
     const o = await (await s.api('/agents/needs-net')).json();
     assert.equal(o.status, 'FAILED');
+  });
+
+  it("requirements.txt is installed once into the workspace's cache: another source with the same file copies the venv", async () => {
+    // `pip` is in every venv already: installing it needs no index, so this works with no network.
+    const deploy = async (name: string, main: string) => {
+      const dir = join(work, name);
+      cpSync(join(TEMPLATES, 'agent-python'), dir, { recursive: true });
+      writeFileSync(join(dir, 'requirements.txt'), 'pip\n');
+      writeFileSync(join(dir, 'main.py'), `${main}\n${readFileSync(join(dir, 'main.py'), 'utf8')}`);
+      writeFileSync(join(dir, 'berth.toml'), `type = "agent"\nname = "${name}"\n[runtime]\nmemory = 256\n`);
+      const r = await berth(s, ['deploy', dir]);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      return (await s.api(`/agents/${name}/revisions/latest/logs`)).text();
+    };
+    const first = await deploy('venv-one', '# one');
+    assert.match(first, /dependency cache miss \(requirements\.txt /);
+    assert.match(first, /Requirement already satisfied: pip/, "pip's own output, from the install step");
+    const second = await deploy('venv-two', '# two');
+    assert.match(second, /dependency cache hit \(requirements\.txt /);
+    assert.match(second, /\.venv from the workspace's dependency cache/);
+    const res = await s.run(`${s.url}/run/default/agents/venv-two`, {
+      method: 'POST',
+      json: { inputs: 'x' },
+    });
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).output, 'X');
   });
 
   it('a start command that exits before listening is FAILED with its output, never DEPLOYED', async () => {

@@ -1,0 +1,78 @@
+// One step of a build run in a sandbox of its own (never on the host): the install step (dependency-cache.ts) and
+// the build step (builder.ts) both go through here. The sandbox is removed before this returns, whatever happened,
+// so nothing it started can still write into the directories it had mounted once the server reads them.
+import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
+import type { ProcessJson } from '../sandbox-api/schema.js';
+import { APP_MOUNT, shq } from './build-script.js';
+import { execStreamed } from './daemon-exec.js';
+
+/** Memory of a build sandbox: npm ci and tsc of a mid-size project fit. */
+export const BUILD_MEMORY_MB = 2048;
+/** A step that runs longer is stopped and the build FAILED (the service bounds builds similarly). */
+export const BUILD_TIMEOUT_S = 900;
+/** The image builds run on when the spec names none: the host userland. */
+export const BUILD_IMAGE = 'blaxel/base-image:latest';
+
+export interface StepDeps {
+  driver: RuntimeDriver;
+  waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
+}
+
+export interface Step {
+  /** Sandbox id (`bld-…`: a server started later removes one it finds, ReplicaSet.adoptLeftovers). */
+  id: string;
+  /** Image id, or BUILD_IMAGE. */
+  image: string;
+  volumes: VolumeMount[];
+  /** A shell script, run with /app as working directory. */
+  script: string;
+  onOutput: (data: string) => void;
+  signal: AbortSignal;
+}
+
+/**
+ * Runs `step.script` to its end in a fresh sandbox; the process as the daemon reported it (exit code, status).
+ * Throws when the sandbox could not be removed: what it wrote may still change, so it must not be used.
+ */
+export async function runStep(deps: StepDeps, step: Step): Promise<ProcessJson> {
+  let failure: unknown;
+  let result: ProcessJson | undefined;
+  try {
+    const info = await deps.driver.ensure(step.id, {
+      memoryMb: BUILD_MEMORY_MB,
+      pidsMax: 1024,
+      cpuShares: defaultCpuShares(BUILD_MEMORY_MB),
+      diskMb: BUILD_MEMORY_MB,
+      envs: { HOME: '/home/user' },
+      image: step.image,
+      volumes: step.volumes,
+    });
+    await deps.waitHealthy(info.socketPath, step.signal);
+    result = await execStreamed(
+      info.socketPath,
+      {
+        command: `sh -c ${shq(step.script)}`,
+        workingDir: APP_MOUNT,
+        timeout: BUILD_TIMEOUT_S,
+        env: { HOME: '/home/user' },
+      },
+      (_stream, data) => step.onOutput(data),
+      step.signal,
+    );
+  } catch (err) {
+    failure = err;
+  }
+  try {
+    await deps.driver.remove(step.id);
+  } catch (err) {
+    if (failure === undefined) throw err;
+  }
+  if (failure !== undefined || !result) throw failure;
+  return result;
+}
+
+/** Why a step failed, for the log and the FAILED event. */
+export const stepFailure = (what: string, r: ProcessJson) =>
+  r.status === 'killed'
+    ? `${what} stopped after ${BUILD_TIMEOUT_S} s`
+    : `${what} exited with code ${r.exitCode}`;
