@@ -64,6 +64,7 @@ import { QuotaLedger } from './controllers/quota-ledger.js';
 import { workloadEvent } from './controllers/events.js';
 import { quotaAdmission } from './controllers/quota-admission.js';
 import { registerQuotas } from './api/quotas.js';
+import { EVERY_WORKSPACE } from './store/store.js';
 
 const MB = 1024 ** 2;
 
@@ -138,7 +139,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   store.watch((c) => {
     if (c.type === 'DELETED' && c.object.kind === K.workspace) images.forgetWorkspace(c.object.name);
   });
-  images.keepWorkspaces(new Set((await store.list({ kind: K.workspace })).map((w) => w.name)));
+  images.keepWorkspaces(
+    new Set((await store.list({ workspace: EVERY_WORKSPACE, kind: K.workspace })).map((w) => w.name)),
+  );
   const driver = new LazyRuntime(config.dataDir, logger, (dataDir) =>
     createLinuxDriver({
       dataDir,
@@ -300,7 +303,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     (i) => i.id.startsWith(TASK_ID_PREFIX) && i.state !== 'dead',
   );
   await upgradeLegacyBuilds({ dataDir: config.dataDir, store, code, earlierTasksRunning });
-  const workspaces = await store.list({ kind: K.workspace });
+  const workspaces = await store.list({ workspace: EVERY_WORKSPACE, kind: K.workspace });
   await builder.removeWorkspacesExcept(new Set(workspaces.map((w) => w.name)));
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
   images.collect();

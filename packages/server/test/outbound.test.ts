@@ -16,6 +16,7 @@ import { SqliteStore } from '../src/store/sqlite.js';
 import { type FakeProvider, startFakeProvider } from '../src/test-support/fake-provider.js';
 import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../src/test-support/server.js';
 import { newTenant, type Tenant } from '../src/test-support/tenants.js';
+import { EVERY_WORKSPACE } from '../src/store/store.js';
 
 const HOST = Object.values(networkInterfaces())
   .flat()
@@ -323,7 +324,7 @@ describe('a callback stored before the checks existed', () => {
       try {
         let left = -1;
         for (let i = 0; i < 200 && left !== 0; i++) {
-          left = (await second.store.list({ kind: 'PendingCallback' })).length;
+          left = (await second.store.list({ workspace: EVERY_WORKSPACE, kind: 'PendingCallback' })).length;
           if (left) await new Promise((r) => setTimeout(r, 25));
         }
         assert.equal(left, 0, 'refused callbacks are final: not retried, not kept');

@@ -4,6 +4,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 import type { Store } from '../store/store.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 export interface SandboxSample {
   workspace: string;
@@ -25,7 +26,7 @@ export function sandboxSampler(deps: { store: Store; driver: RuntimeDriver }): S
     if (!infos.length) return [];
     const live = new Map(infos.filter((i) => i.state !== 'dead').map((i) => [i.id, i]));
     const out: SandboxSample[] = [];
-    for (const o of await deps.store.list({ kind: 'Sandbox' })) {
+    for (const o of await deps.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' })) {
       const id = sandboxId(o.workspace, o.name);
       const info = live.get(id);
       if (!info) continue;

@@ -11,6 +11,7 @@ import { WORKLOAD_READ_ONLY } from '../kinds/agent.js';
 import { KINDS } from '../kinds/index.js';
 import type { Store } from '../store/store.js';
 import type { CodeStore } from './code-store.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 /** The global folders of before; what is not a source is removed. */
 const LEGACY_DIRS = ['apps', 'logs', 'deps', 'deps-images'];
@@ -42,7 +43,7 @@ export async function upgradeLegacyBuilds(o: {
   let sources = 0;
   if (existsSync(legacyCode)) {
     for (const kind of CODE_KINDS)
-      for (const obj of await o.store.list({ kind })) {
+      for (const obj of await o.store.list({ workspace: EVERY_WORKSPACE, kind })) {
         const digests = new Set<string>(
           [
             obj.body.source?.digest,

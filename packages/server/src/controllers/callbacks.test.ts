@@ -17,6 +17,7 @@ import { SqliteStore } from '../store/sqlite.js';
 import { widget } from '../test-support/test-kinds.js';
 import { ALLOW_EVERY_RANGE } from '../config.js';
 import { CALLBACK_KIND, Callbacks, type CallbackState } from './callbacks.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 const HOST = '192.0.2.2'; // this host's LAN address, as the injected interface list says
 const interfaces = () => ['127.0.0.1', '::1', HOST];
@@ -83,9 +84,13 @@ test('a callback stored with an IP-literal target is never connected to: refused
       assert.equal(states[0].delivered, false, host);
       assert.match(String(states[0].error), /loopback/, host);
       // Refused is final: no retry is scheduled, the record goes.
-      for (let n = 0; n < 100 && (await res.store.list({ kind: CALLBACK_KIND })).length; n++)
+      for (
+        let n = 0;
+        n < 100 && (await res.store.list({ workspace: EVERY_WORKSPACE, kind: CALLBACK_KIND })).length;
+        n++
+      )
         await new Promise((r) => setTimeout(r, 20));
-      assert.deepEqual(await res.store.list({ kind: CALLBACK_KIND }), [], host);
+      assert.deepEqual(await res.store.list({ workspace: EVERY_WORKSPACE, kind: CALLBACK_KIND }), [], host);
     }
     assert.equal(hits, 0, 'the receiver on loopback heard nothing');
   } finally {
@@ -129,7 +134,7 @@ test('a callback is stored before it is sent: a new instance on the same store d
     for (let i = 0; i < 100 && !got.length; i++) await new Promise((r) => setTimeout(r, 20));
     assert.equal(got.length, 1, 'tried at once');
     first.stop(); // the process "dies" with the retry pending
-    const pending = await store1.list({ kind: CALLBACK_KIND });
+    const pending = await store1.list({ workspace: EVERY_WORKSPACE, kind: CALLBACK_KIND });
     assert.equal(pending.length, 1);
     assert.doesNotMatch(
       JSON.stringify(pending[0].body),
@@ -144,14 +149,22 @@ test('a callback is stored before it is sent: a new instance on the same store d
     await second.start();
     for (let i = 0; i < 200 && got.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
     // The receiver has answered; the record goes once the sender has read that answer.
-    for (let i = 0; i < 200 && (await store2.list({ kind: CALLBACK_KIND })).length; i++)
+    for (
+      let i = 0;
+      i < 200 && (await store2.list({ workspace: EVERY_WORKSPACE, kind: CALLBACK_KIND })).length;
+      i++
+    )
       await new Promise((r) => setTimeout(r, 20));
     second.stop();
     assert.equal(got.length, 2);
     assert.equal(got[1].status, 200);
     assert.equal(got[1].id, 'msg_1', 'the same webhook-id');
     assert.doesNotThrow(() => new Webhook(secret).verify(got[1].body, got[1].headers));
-    assert.deepEqual(await store2.list({ kind: CALLBACK_KIND }), [], 'delivered: no longer pending');
+    assert.deepEqual(
+      await store2.list({ workspace: EVERY_WORKSPACE, kind: CALLBACK_KIND }),
+      [],
+      'delivered: no longer pending',
+    );
     await store2.close();
   } finally {
     receiver.close();

@@ -9,6 +9,7 @@ import { webhookHeaders } from '../crypto/webhook-signature.js';
 import { type Outbound, OutboundRefused } from '../outbound/index.js';
 import type { Resources } from '../store/resources.js';
 import type { ResourceKey } from '../store/store.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 export const CALLBACK_KIND = 'PendingCallback';
 /** Retries when the trigger names none: a receiver restarting for a few seconds still gets the callback. */
@@ -60,7 +61,7 @@ export class Callbacks {
 
   /** Delivers what a previous run left pending. */
   async start(): Promise<void> {
-    for (const o of await this.deps.resources.store.list({ kind: CALLBACK_KIND }))
+    for (const o of await this.deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: CALLBACK_KIND }))
       this.schedule(o, Math.max(0, (o.body.nextAt ?? 0) - this.now()));
   }
 

@@ -3,7 +3,7 @@
 // address this host does not have: FAILED with the reason. Deleting an egress IP frees its address.
 import { networkInterfaces } from 'node:os';
 import { isGone } from '../kinds/status.js';
-import { keyOf, type StoredObject } from '../store/store.js';
+import { keyOf, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, TerminalError } from './reconciler.js';
@@ -73,7 +73,7 @@ export function egressIpReconciler(deps: ControllerDeps): Reconciler {
  */
 async function allocate(deps: ControllerDeps, o: StoredObject, pool: string[]): Promise<string> {
   const gateway = gatewayOf(o);
-  const others = await deps.resources.store.list({ kind: 'EgressIp' });
+  const others = await deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'EgressIp' });
   const taken = new Set(
     others
       .filter(

@@ -48,6 +48,7 @@ import {
   taskKey,
   tasksParent,
 } from './job-store.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 /** A credential issued for tasks stays valid at least this long beyond the longest attempt (the kill grace, slack). */
 export const CREDENTIAL_MARGIN_MS = 60_000;
@@ -129,7 +130,7 @@ export class JobRunner {
   /** Loads unfinished executions, re-adopts or re-runs their running attempts, removes stray task sandboxes. */
   async start(): Promise<void> {
     const adopted = new Set<string>();
-    const execs = await this.store.list({ kind: EXECUTION_KIND });
+    const execs = await this.store.list({ workspace: EVERY_WORKSPACE, kind: EXECUTION_KIND });
     execs.sort((a, b) => String(a.body.createdAt).localeCompare(String(b.body.createdAt)));
     for (const o of execs) {
       const rec = o.body as ExecutionRecord;

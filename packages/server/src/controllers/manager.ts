@@ -6,6 +6,7 @@ import type { ResourceKey } from '../store/store.js';
 import { type ControllerDeps, recordFailure } from './events.js';
 import { type QueueOptions, WorkQueue } from './queue.js';
 import { DONE, type Reconciler, TerminalError } from './reconciler.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 const SEP = '\u0000';
 export const nameOf = (k: ResourceKey) => [k.kind, k.workspace, k.parent, k.name].join(SEP);
@@ -46,7 +47,8 @@ export class ControllerManager {
     });
     this.initial = (async () => {
       for (const kind of reconcilers.keys())
-        for (const o of await resources.store.list({ kind })) this.queue.add(nameOf(o));
+        for (const o of await resources.store.list({ workspace: EVERY_WORKSPACE, kind }))
+          this.queue.add(nameOf(o));
     })().catch((err) => this.deps.logger.error({ err }, 'listing objects to reconcile at start failed'));
   }
 

@@ -18,7 +18,7 @@ import { sandbox } from '../kinds/sandbox.js';
 import { HOST_LABEL_KIND } from '../store/host-labels.js';
 import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
-import { StoreError } from '../store/store.js';
+import { StoreError, EVERY_WORKSPACE } from '../store/store.js';
 import { quotaAdmission } from './quota-admission.js';
 import { isRefusal, QuotaLedger } from './quota-ledger.js';
 
@@ -59,7 +59,8 @@ describe('quota admission', () => {
     }
     assert.fail('the write was accepted');
   };
-  const labels = async () => (await store.list({ kind: HOST_LABEL_KIND })).map((o) => o.name).sort();
+  const labels = async () =>
+    (await store.list({ workspace: EVERY_WORKSPACE, kind: HOST_LABEL_KIND })).map((o) => o.name).sort();
   const terminate = (ws: string, name: string) =>
     resources.updateStatus({ kind: 'Sandbox', workspace: ws, parent: '', name }, { to: 'TERMINATED' });
 

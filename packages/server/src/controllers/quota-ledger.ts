@@ -5,7 +5,7 @@
 // nothing). `take` judges and leases in one synchronous step: two starts in this process never both pass, and a
 // sandbox create, judged inside its store transaction, sees every lease taken before it (quota-admission.ts).
 import type { QuotaLimits } from '../config.js';
-import { keyString, type Store } from '../store/store.js';
+import { keyString, type Store, EVERY_WORKSPACE } from '../store/store.js';
 import { type Consumer, emptyUsage, judge, type Refusal, sandboxMemoryMb, type Usage } from './quotas.js';
 
 export interface Lease {
@@ -55,7 +55,8 @@ export class QuotaLedger {
       if (c.object.kind !== 'Sandbox') return;
       this.index(keyString(c.object), c.object.workspace, c.type === 'DELETED' ? undefined : c.object.body);
     });
-    for (const o of await this.store.list({ kind: 'Sandbox' })) this.index(keyString(o), o.workspace, o.body);
+    for (const o of await this.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' }))
+      this.index(keyString(o), o.workspace, o.body);
   }
 
   close(): void {

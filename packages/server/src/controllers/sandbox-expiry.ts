@@ -8,6 +8,7 @@ import { expiresAtMs } from '../kinds/sandbox.js';
 import { isGone } from '../kinds/status.js';
 import type { Resources } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 /** Sweep period: half of the 10 s lateness DESIGN.md allows, leaving the rest for the deletion itself. */
 export const EXPIRY_SWEEP_MS = 5_000;
@@ -79,7 +80,7 @@ export class SandboxExpiry {
     const { resources, logger } = this.deps;
     const kd = resources.kind('Sandbox');
     const due = dueSandboxes(
-      await resources.store.list({ kind: 'Sandbox' }),
+      await resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' }),
       this.now().getTime(),
       this.deps.lastUsedMs,
     );
@@ -97,7 +98,10 @@ export class SandboxExpiry {
     }
     if (deleted.length) logger.info({ sandboxes: deleted }, 'deleted expired sandboxes');
     const pk = resources.kind('Preview');
-    for (const o of duePreviews(await resources.store.list({ kind: 'Preview' }), this.now().getTime())) {
+    for (const o of duePreviews(
+      await resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Preview' }),
+      this.now().getTime(),
+    )) {
       const ctx = { workspace: o.workspace, parents: [o.parent], actor: EXPIRY_ACTOR };
       try {
         await resources.delete(pk, ctx, o.name);

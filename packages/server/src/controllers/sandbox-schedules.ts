@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { SCHEDULE_EXECUTION_KIND, SCHEDULE_KIND } from '../kinds/sandbox.js';
 import { isGone } from '../kinds/status.js';
 import type { Resources } from '../store/resources.js';
-import { keyOf, type StoredObject, StoreError } from '../store/store.js';
+import { keyOf, type StoredObject, StoreError, EVERY_WORKSPACE } from '../store/store.js';
 import { nextFiring } from './schedule-timing.js';
 
 /** Longest sleep between passes: a bound, so a clock change or a missed watch event costs at most this. */
@@ -51,7 +51,7 @@ export class ScheduleRunner {
     const { resources } = this.deps;
     const nowMs = this.deps.now();
     let soonest: number | undefined;
-    for (const o of await resources.store.list({ kind: SCHEDULE_KIND })) {
+    for (const o of await resources.store.list({ workspace: EVERY_WORKSPACE, kind: SCHEDULE_KIND })) {
       const at = Date.parse(o.body.nextAt ?? '');
       if (!Number.isFinite(at)) continue;
       if (at > nowMs) {

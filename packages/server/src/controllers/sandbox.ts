@@ -12,7 +12,7 @@ import { type RuntimeDriver, type SandboxSpec, specHash, type VolumeMount } from
 import { ImageError } from '../runtime/images/errors.js';
 import type { ImageStore } from '../runtime/images/image-store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
-import { keyOf, type StoredObject } from '../store/store.js';
+import { keyOf, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
@@ -179,7 +179,9 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
  */
 export async function removeOrphanSandboxes(deps: Omit<SandboxControllerDeps, 'images'>): Promise<string[]> {
   const known = new Set(
-    (await deps.resources.store.list({ kind: 'Sandbox' })).map((o) => sandboxId(o.workspace, o.name)),
+    (await deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' })).map((o) =>
+      sandboxId(o.workspace, o.name),
+    ),
   );
   const removed: string[] = [];
   for (const info of await deps.driver.list()) {

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { Resources } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';
 import { nextFiring as nextTiming } from './schedule-timing.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 /** How often schedules are looked at: a firing starts within this of its time. */
 export const SCHEDULE_TICK_MS = 250;
@@ -70,7 +71,7 @@ export class TriggerSchedules {
     this.busy = true;
     try {
       for (const [kind, k] of Object.entries(this.deps.kinds))
-        for (const o of await this.deps.resources.store.list({ kind })) {
+        for (const o of await this.deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind })) {
           if (o.body.spec?.enabled === false || o.body.status !== 'DEPLOYED') continue;
           for (const t of o.body.spec?.triggers ?? []) if (isSchedule(t)) await this.consider(k, o, t);
         }

@@ -3,10 +3,14 @@
 // any time, so the promise is the size, not the use): DEPLOYED, deactivated, or deleted but not yet removed, and
 // those the caller says it has just made (still DEPLOYING in the store). Drives count in the same totals.
 import type { Store, StoredObject } from '../store/store.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 /** Every object that takes volume space on this server: volumes and drives. */
 export async function spaceHolders(store: Store): Promise<StoredObject[]> {
-  return [...(await store.list({ kind: 'Volume' })), ...(await store.list({ kind: 'Drive' }))];
+  return [
+    ...(await store.list({ workspace: EVERY_WORKSPACE, kind: 'Volume' })),
+    ...(await store.list({ workspace: EVERY_WORKSPACE, kind: 'Drive' })),
+  ];
 }
 
 export interface VolumeCapacity {

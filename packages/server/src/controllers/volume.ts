@@ -9,7 +9,7 @@ import { isGone } from '../kinds/status.js';
 import { templateNameOf } from '../kinds/volume.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { sweepArchives } from '../runtime/volume-archives.js';
-import { keyOf, type StoredObject } from '../store/store.js';
+import { keyOf, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { capacityRefusal, spaceHolders, type VolumeCapacity } from './volume-capacity.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
@@ -137,7 +137,7 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
 
 /** Removes template archives no version names (a deleted template's, a cut-short upload's). Run once at start. */
 export async function removeOrphanArchives(deps: ControllerDeps & { dataDir: string }): Promise<string[]> {
-  const templates = await deps.resources.store.list({ kind: 'VolumeTemplate' });
+  const templates = await deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'VolumeTemplate' });
   const byKey = new Map(
     templates.map((t) => [
       `${t.workspace}/${t.name}`,

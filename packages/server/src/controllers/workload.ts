@@ -18,7 +18,7 @@ import {
 import { isGone } from '../kinds/status.js';
 import { ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
 import type { RuntimeDriver, VolumeMount } from '../runtime/driver.js';
-import { keyOf, type Store, type StoredObject } from '../store/store.js';
+import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
@@ -121,7 +121,7 @@ export async function wantedReplicaPrefixes(
 ): Promise<Set<string>> {
   const out = new Set<string>();
   for (const kind of ['Agent', 'Function'] as const)
-    for (const o of await store.list({ kind })) {
+    for (const o of await store.list({ workspace: EVERY_WORKSPACE, kind })) {
       // Not only DEPLOYED ones: during a redeploy (BUILDING, DEPLOYING) or after a failed one, the last deployed
       // revisions still serve, and serve on after a restart.
       if (isGone(o) || !enabled(o)) continue;

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
 import { isGone } from '../kinds/status.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
-import { keyOf, type ResourceKey, type Store, type StoredObject } from '../store/store.js';
+import { keyOf, type ResourceKey, type Store, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 
 /** Upstream connections per sandbox: concurrent requests beyond this wait in the pool, not in the sandbox. */
@@ -108,7 +108,7 @@ export class Targets {
           this.deps.logger.warn({ err, sandbox: c.object.name }, 'loading a sandbox failed'),
         );
     });
-    for (const o of await this.deps.store.list({ kind: 'Sandbox' }))
+    for (const o of await this.deps.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' }))
       if (o.body.status === 'DEPLOYED') await this.load(o);
   }
 

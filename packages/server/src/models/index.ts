@@ -11,6 +11,7 @@ import { DEFAULT_OUTPUT_ESTIMATE, loadTokenizer } from './estimate.js';
 import { ModelMetrics } from './metrics.js';
 import { TokenBudget } from './token-budget.js';
 import { UsageRecorder } from './usage-recorder.js';
+import { EVERY_WORKSPACE } from '../store/store.js';
 
 /** Sockets kept open to a provider when idle: a new TLS handshake costs more than the whole gateway hop. */
 export const UPSTREAM_KEEPALIVE_MS = 60_000;
@@ -69,7 +70,7 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
   const unwatchPolicies = deps.resources.store.watch((c) => {
     if (isBudget(c.object)) warm();
   });
-  deps.resources.store.list({ kind: 'Policy' }).then(
+  deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Policy' }).then(
     (ps) => ps.some(isBudget) && warm(),
     () => {},
   );

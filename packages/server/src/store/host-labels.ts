@@ -3,7 +3,7 @@
 // gateway routes by exact lookup, never by splitting a label at `-` to guess an owner
 // (docs/decisions/016-addresses-and-tenancy.md). Nothing here names a kind: any kind may hold labels.
 import { ApiError } from '../errors.js';
-import { keyOf, type ResourceKey, type Store, type WriteOp } from './store.js';
+import { keyOf, type ResourceKey, type Store, type WriteOp, EVERY_WORKSPACE } from './store.js';
 
 /** The record kind of the table; its rows live in the global pseudo-workspace, one per label. */
 export const HOST_LABEL_KIND = 'HostLabel';
@@ -121,7 +121,7 @@ export async function backfillLabels(
   warn: (obj: object, msg: string) => void,
 ): Promise<void> {
   for (const kind of kinds)
-    for (const o of await store.list({ kind })) {
+    for (const o of await store.list({ workspace: EVERY_WORKSPACE, kind })) {
       const labels = labelsOf(o, o.body);
       const missing = [];
       for (const l of labels) if (!(await store.get(hostLabelKey(l)))) missing.push(l);

@@ -9,7 +9,7 @@ import { SecretBox } from '../crypto/secret-box.js';
 import { note, widget } from '../test-support/test-kinds.js';
 import { Resources } from './resources.js';
 import { SqliteStore } from './sqlite.js';
-import type { ResourceKey, Store, WriteOp } from './store.js';
+import { EVERY_WORKSPACE, type ListQuery, type ResourceKey, type Store, type WriteOp } from './store.js';
 
 test('a delete that races a status write (a controller between its read and its write) still succeeds', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'berth-resources-'));
@@ -40,6 +40,32 @@ test('a delete that races a status write (a controller between its read and its 
       else
         assert.equal(await store.get({ kind: kd.kind, workspace: 'ws', parent: '', name: 'w' }), undefined);
     }
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a list names its workspace: one workspace, every workspace said so, or the store refuses it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-store-'));
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  try {
+    for (const workspace of ['acme', 'beta'])
+      await store.write([
+        { op: 'create', key: { kind: 'Note', workspace, parent: '', name: 'same' }, body: { v: workspace } },
+      ]);
+    const acme = await store.list({ kind: 'Note', workspace: 'acme' });
+    assert.deepEqual(
+      acme.map((o) => o.body.v),
+      ['acme'],
+    );
+    const every = await store.list({ kind: 'Note', workspace: EVERY_WORKSPACE });
+    assert.deepEqual(every.map((o) => o.body.v).sort(), ['acme', 'beta']);
+    // What untyped code (or a cast) would send: no workspace at all is not read as "every workspace".
+    await assert.rejects(
+      store.list({ kind: 'Note' } as unknown as ListQuery),
+      /a list of Note names no workspace/,
+    );
   } finally {
     await store.close();
     rmSync(dir, { recursive: true, force: true });

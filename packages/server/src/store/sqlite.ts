@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { MIGRATIONS } from './migrations.js';
 import {
   type Change,
+  EVERY_WORKSPACE,
   type ListQuery,
   type ResourceKey,
   type Store,
@@ -128,10 +129,10 @@ export class SqliteStore implements Store {
   private listNow(q: ListQuery): StoredObject[] {
     const where = ['kind = ?'];
     const args: unknown[] = [q.kind];
-    if (q.workspace !== undefined) {
+    if (typeof q.workspace === 'string') {
       where.push('workspace = ?');
       args.push(q.workspace);
-    }
+    } else if (q.workspace !== EVERY_WORKSPACE) throw new Error(`a list of ${q.kind} names no workspace`);
     if (q.parent !== undefined) {
       where.push('parent = ?');
       args.push(q.parent);

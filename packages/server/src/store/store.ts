@@ -23,10 +23,17 @@ export interface Change {
   object: StoredObject;
 }
 
+/**
+ * Names a list across every workspace. Only the server's own sweeps (controllers, start-up, the gateway's address
+ * table) ask for it, each saying so at the call: a request always lists in the one workspace it acts in, and a list
+ * that names neither does not compile (and fails in the store when reached from untyped code).
+ */
+export const EVERY_WORKSPACE: unique symbol = Symbol('every workspace');
+
 export interface ListQuery {
   kind: string;
-  /** Absent: every workspace (controllers). */
-  workspace?: string;
+  /** The one workspace listed, or EVERY_WORKSPACE. */
+  workspace: string | typeof EVERY_WORKSPACE;
   parent?: string;
   limit?: number;
   /** Return names strictly after this one (the decoded list cursor). */
