@@ -210,16 +210,21 @@ static int idmap_userns(unsigned uid) {
   return ns;
 }
 
-/* One mount: the directory beneath the drive's root, on its file system only (a symlink a sandbox left in the drive
-   cannot lead the server anywhere else on the host), cloned detached, id-mapped, nosuid, nodev, read-only when
-   asked. */
+/* One mount: the directory beneath the drive's root, on its file system only, through no symlink at all, cloned
+   detached, id-mapped, nosuid, nodev, read-only when asked. No symlink: the server judged the drive's permissions
+   on the path as asked, and a symlink a sandbox left in the drive (a/esc -> ../b) would lead elsewhere in it, or
+   anywhere on the host. */
 static int clone_tree(const char *drive_root, const char *sub, int ro, int uns) {
   int droot = open(drive_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (droot < 0) die("drive");
   struct open_how how = {0};
   how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS;
   int dir = syscall(SYS_openat2, droot, sub[0] ? sub : ".", &how, sizeof how);
+  if (dir < 0 && errno == ELOOP) {
+    fprintf(stderr, "drivePath /%s goes through a symbolic link: mount the directory it points to\n", sub);
+    exit(1);
+  }
   if (dir < 0) die("drivePath");
   int tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
   if (tree < 0) die("open_tree");
