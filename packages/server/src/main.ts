@@ -35,7 +35,7 @@ import { createPrivateFile, secureDataDir } from './store/data-dir.js';
 import { backfillLabels } from './store/host-labels.js';
 import { Resources } from './store/resources.js';
 import { SqliteStore } from './store/sqlite.js';
-import type { Store } from './store/store.js';
+import type { ResourceKey, Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
 import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
@@ -216,6 +216,8 @@ export async function startServer(
     canFreeze: () => driver.capabilities.freezer,
     idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
   });
+  // The controllers start after the gateway; until then nothing is reported (no request arrives before listen).
+  let wakeController: (key: ResourceKey) => void = () => undefined;
   const gateway = await startGateway({
     workloads,
     jobTriggers: { resources, runner: jobs },
@@ -226,6 +228,7 @@ export async function startServer(
     logger,
     standbyAfterS: config.standbyAfterS,
     inferenceHost: config.inferenceHost,
+    onSandboxDown: (key) => wakeController(key),
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
@@ -270,6 +273,7 @@ export async function startServer(
         ),
     },
   });
+  wakeController = controllers.wake;
   workloads.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
