@@ -70,3 +70,13 @@ test('BERTH_REPLICA_REMOVE_AFTER: unset by default (the gateway keeps its 5 minu
   assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: '0' }), /BERTH_REPLICA_REMOVE_AFTER/);
   assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: 'soon' }), /BERTH_REPLICA_REMOVE_AFTER/);
 });
+
+test('BERTH_METRICS_TOKEN: unset by default; a short or spaced token fails start-up rather than be guessable', () => {
+  assert.equal(loadConfig({}, {}).metricsToken, undefined);
+  assert.equal(
+    loadConfig({}, { BERTH_METRICS_TOKEN: ' 0123456789abcdef01 ' }).metricsToken,
+    '0123456789abcdef01',
+  );
+  assert.throws(() => loadConfig({}, { BERTH_METRICS_TOKEN: 'short' }), /at least 16 characters/);
+  assert.throws(() => loadConfig({}, { BERTH_METRICS_TOKEN: '0123456789 abcdef' }), /without spaces/);
+});

@@ -5,6 +5,7 @@ import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
 import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/identity.js';
 import { registerMetrics } from './api/metrics.js';
+import { metricsAccess } from './api/metrics-access.js';
 import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
 import * as egressUsage from './api/egress-usage.js';
@@ -182,7 +183,10 @@ export async function startServer(
     { prefix: '/v0' },
   );
   registerIdentityPublicRoutes(app, auth.context);
-  const metrics = registerMetrics(app, undefined, { sandboxes: sandboxSampler({ store, driver }) });
+  const metrics = registerMetrics(app, undefined, {
+    sandboxes: sandboxSampler({ store, driver }),
+    access: metricsAccess({ token: config.metricsToken, authenticator: auth.authenticator, store }),
+  });
   await app.register(modelGateway, {
     resources,
     authenticator: auth.authenticator,
