@@ -6,9 +6,10 @@
 // as the root and "lowerdir=.:/run/berth/empty" as its options (decision 041). Views are made for each sandbox
 // start, not shared: an overlay keeps what it has looked up, so one made before a rebuild replaced files by rename
 // would go on showing the old ones to sandboxes started after it.
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { unmountLayer } from './disk.js';
+import { mountsUnder } from './disk.js';
+import { run } from './exec.js';
 import { helped } from './drive-mount.js';
 import { EMPTY_DIR, VIEWS_DIR } from './host.js';
 
@@ -24,5 +25,13 @@ export async function mountViews(name: string, sources: string[]): Promise<strin
   return sources.map((_, i) => join(dir, String(i)));
 }
 
-/** Unmounts the sandbox's views (the sandbox's own mount namespace keeps its binds of them until it ends). */
-export const unmountViews = (name: string) => unmountLayer(viewsDir(name));
+/**
+ * Unmounts the sandbox's views, all in one `umount` (the sandbox's own mount namespace keeps its binds of them until
+ * it ends; lazily, so a view still in use on the host side cannot fail a teardown), and deletes their directory.
+ */
+export async function unmountViews(name: string): Promise<void> {
+  const dir = viewsDir(name);
+  const mounted = mountsUnder(dir);
+  if (mounted.length) await run('umount', ['-l', ...mounted]);
+  rmSync(dir, { recursive: true, force: true });
+}
