@@ -110,8 +110,9 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     // Everything bound from a path of the host's own goes through a view (views.ts): no host path in mountinfo.
     mountViews(name, [ctx.baseEtc, ctx.codeDir, ...nodeModules, ...(image ? [image.rootfs] : [])]),
   ]);
-  const [etcView, codeView, ...rest] = views;
-  const nodeModulesViews = rest.slice(0, nodeModules.length);
+  const [etcView, codeView, ...more] = views;
+  const nodeModulesViews = more.slice(0, nodeModules.length);
+  const rootfsView = image ? more[nodeModules.length] : undefined;
   const runDir = sandboxRunDir(name);
   let egressEnvs: Record<string, string> = {};
   if (spec.egress) {
@@ -125,7 +126,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   }
   const envs = { ...sandboxEnv(req.id, spec), ...egressEnvs };
   writeEnvFile(runDir, hostUid, envs);
-  const entries = image ? ociRoot(rest[nodeModules.length], etcView) : hostRoot(etcView);
+  const entries = rootfsView ? ociRoot(rootfsView, etcView) : hostRoot(etcView);
   const viewed = `${viewsDir(name)}/`;
   const root = await Promise.all(
     entries.map(async (e) =>
