@@ -102,3 +102,13 @@ test('BERTH_QUOTA_IMAGE_MB: unset leaves the image store its default; a positive
   assert.equal(loadConfig({}, { BERTH_QUOTA_IMAGE_MB: '512' }).imageQuotaMb, 512);
   assert.throws(() => loadConfig({}, { BERTH_QUOTA_IMAGE_MB: '-1' }), /BERTH_QUOTA_IMAGE_MB/);
 });
+
+test('BERTH_METRICS_TOKEN: unset by default; a short or spaced token fails start-up rather than be guessable', () => {
+  assert.equal(loadConfig({}, {}).metricsToken, undefined);
+  assert.equal(
+    loadConfig({}, { BERTH_METRICS_TOKEN: ' 0123456789abcdef01 ' }).metricsToken,
+    '0123456789abcdef01',
+  );
+  assert.throws(() => loadConfig({}, { BERTH_METRICS_TOKEN: 'short' }), /at least 16 characters/);
+  assert.throws(() => loadConfig({}, { BERTH_METRICS_TOKEN: '0123456789 abcdef' }), /without spaces/);
+});

@@ -90,7 +90,16 @@ export interface Config {
    * default 100, gateway/request-deadlines.ts). Tests shorten it.
    */
   requestIdleTimeoutS?: number;
+  /**
+   * The bearer token that reads every series of /metrics, every workspace's included (BERTH_METRICS_TOKEN; at
+   * least METRICS_TOKEN_MIN_LENGTH characters): the operator's Prometheus. Without it, a scrape sees the series of
+   * the workspaces its credential is a member of, or none without one (api/metrics-access.ts).
+   */
+  metricsToken?: string;
 }
+
+/** A shorter operator token could be guessed: 16 characters of a random token is already 80+ bits. */
+export const METRICS_TOKEN_MIN_LENGTH = 16;
 
 /**
  * What BERTH_CALLBACK_ALLOW_PRIVATE=true (kept as an alias) stands for: every IPv4 and IPv6 range opened — which
@@ -217,6 +226,7 @@ export function loadConfig(
       ...(env.BERTH_CALLBACK_ALLOW_PRIVATE === 'true' ? ALLOW_EVERY_RANGE : []),
     ],
     requestIdleTimeoutS: positiveSeconds(env.BERTH_REQUEST_IDLE_TIMEOUT, 'BERTH_REQUEST_IDLE_TIMEOUT'),
+    metricsToken: metricsToken(env.BERTH_METRICS_TOKEN),
   };
 }
 
@@ -341,4 +351,14 @@ function parseGateways(text: string): Record<string, string[]> | undefined {
     out[name.trim()] = addresses;
   }
   return Object.keys(out).length ? out : undefined;
+}
+
+function metricsToken(raw: string | undefined): string | undefined {
+  const t = raw?.trim();
+  if (!t) return undefined;
+  if (t.length < METRICS_TOKEN_MIN_LENGTH || /\s/.test(t))
+    throw new Error(
+      `BERTH_METRICS_TOKEN must be at least ${METRICS_TOKEN_MIN_LENGTH} characters without spaces (e.g. openssl rand -hex 24)`,
+    );
+  return t;
 }

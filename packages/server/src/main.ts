@@ -5,6 +5,7 @@ import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
 import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/identity.js';
 import { registerMetrics } from './api/metrics.js';
+import { metricsAccess } from './api/metrics-access.js';
 import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
 import * as egressUsage from './api/egress-usage.js';
@@ -37,7 +38,7 @@ import { createPrivateFile, secureDataDir } from './store/data-dir.js';
 import { backfillLabels } from './store/host-labels.js';
 import { Resources } from './store/resources.js';
 import { SqliteStore } from './store/sqlite.js';
-import type { Store } from './store/store.js';
+import type { ResourceKey, Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
 import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
@@ -244,7 +245,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     { prefix: '/v0' },
   );
   registerIdentityPublicRoutes(app, auth.context);
-  const metrics = registerMetrics(app, undefined, { sandboxes: sandboxSampler({ store, driver }) });
+  const metrics = registerMetrics(app, undefined, {
+    sandboxes: sandboxSampler({ store, driver }),
+    access: metricsAccess({ token: config.metricsToken, authenticator: auth.authenticator, store }),
+  });
   await app.register(modelGateway, {
     resources,
     authenticator: auth.authenticator,
@@ -279,6 +283,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     canFreeze: () => driver.capabilities.freezer,
     idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
   });
+  // The controllers start after the gateway; until then nothing is reported (no request arrives before listen).
+  let wakeController: (key: ResourceKey) => void = () => undefined;
   const gateway = await startGateway({
     workloads,
     jobTriggers: { resources, runner: jobs },
@@ -289,6 +295,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     logger,
     standbyAfterS: config.standbyAfterS,
     inferenceHost: config.inferenceHost,
+    onSandboxDown: (key) => wakeController(key),
   });
   await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
@@ -350,6 +357,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         ),
     },
   });
+  wakeController = controllers.wake;
   workloads.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();

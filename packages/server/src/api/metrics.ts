@@ -1,13 +1,50 @@
 // Prometheus /metrics (prom-client): process metrics, request counts and latency per route, and (when the
-// composition root passes a sampler) per-sandbox gauges read at scrape time (sandbox-metrics.ts).
+// composition root passes a sampler) per-sandbox gauges read at scrape time (sandbox-metrics.ts). Series labelled
+// with a workspace are shown as the scrape's credential allows (metrics-access.ts); without an access rule, none.
 import type { FastifyInstance } from 'fastify';
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import {
+  Counter,
+  collectDefaultMetrics,
+  Histogram,
+  type Metric,
+  type MetricObjectWithValues,
+  type MetricValue,
+  Registry,
+} from 'prom-client';
+import type { MetricsAccess, WorkspaceFilter } from './metrics-access.js';
 import { registerSandboxMetrics, type SandboxSampler } from './sandbox-metrics.js';
+
+/** What prom-client's registry holds and renders: each metric answers its values at scrape time. */
+type Readable = { name: string; get(): Promise<MetricObjectWithValues<MetricValue<string>>> };
+
+/**
+ * The registry as one scrape may see it: every series without a workspace label, and those of the workspaces
+ * `visible` allows. A registry of its own per scrape, whose metrics read the shared ones and drop what is not
+ * visible, so the text is rendered by prom-client as for the whole registry.
+ */
+function scoped(registry: Registry, visible: WorkspaceFilter): Registry {
+  const view = new Registry();
+  for (const m of registry.getMetricsAsArray() as unknown as Readable[]) {
+    const filtered: Readable = {
+      name: m.name,
+      get: async () => {
+        const data = await m.get();
+        const values = data.values.filter((v) => {
+          const ws = v.labels?.workspace;
+          return ws === undefined || visible(String(ws));
+        });
+        return { ...data, values };
+      },
+    };
+    view.registerMetric(filtered as unknown as Metric);
+  }
+  return view;
+}
 
 export function registerMetrics(
   app: FastifyInstance,
   registry = new Registry(),
-  opts: { sandboxes?: SandboxSampler } = {},
+  opts: { sandboxes?: SandboxSampler; access?: MetricsAccess } = {},
 ) {
   collectDefaultMetrics({ register: registry });
   const requests = new Counter({
@@ -46,10 +83,11 @@ export function registerMetrics(
     done();
   });
   const refreshSandboxes = opts.sandboxes && registerSandboxMetrics(registry, opts.sandboxes);
-  app.get('/metrics', async (_req, reply) => {
+  app.get('/metrics', async (req, reply) => {
+    const visible = opts.access ? await opts.access(req.headers) : () => false;
     await refreshSandboxes?.();
     reply.type(registry.contentType);
-    return registry.metrics();
+    return scoped(registry, visible).metrics();
   });
   return registry;
 }

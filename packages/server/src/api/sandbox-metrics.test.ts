@@ -29,7 +29,12 @@ describe('per-sandbox metrics', () => {
     store = new SqliteStore(join(dir, 'berth.db'));
     driver = new FakeDriver();
     app = Fastify();
-    registerMetrics(app, new Registry(), { sandboxes: sandboxSampler({ store, driver }) });
+    // This scrape may read every workspace (as with the operator's token); who may is metrics.test.ts's subject.
+    registerMetrics(app, new Registry(), {
+      sandboxes: sandboxSampler({ store, driver }),
+      access: async (headers) => (ws) =>
+        headers['x-scrape-workspace'] === undefined || headers['x-scrape-workspace'] === ws,
+    });
     await app.ready();
   });
   after(async () => {
@@ -65,6 +70,18 @@ describe('per-sandbox metrics', () => {
     assert.match(next, /berth_sandbox_state\{workspace="team-b",sandbox="beta",state="running"\} 1/);
   });
 
+  it("a scrape allowed one workspace reads that workspace's sandboxes only; one allowed none, no sandbox", async () => {
+    const only = async (headers: Record<string, string>) =>
+      (await app.inject({ method: 'GET', url: '/metrics', headers })).body;
+    const teamB = await only({ 'x-scrape-workspace': 'team-b' });
+    assert.match(teamB, /berth_sandbox_state\{workspace="team-b",sandbox="beta",state="running"\} 1/);
+    assert.doesNotMatch(teamB, /alpha|workspace="default"/);
+    const nobody = await only({ 'x-scrape-workspace': 'elsewhere' });
+    assert.doesNotMatch(nobody, /sandbox="/);
+    assert.match(nobody, /# TYPE berth_sandbox_memory_bytes gauge/);
+    assert.match(nobody, /process_resident_memory_bytes/);
+  });
+
   it('a sandbox that is gone, or whose processes died, leaves the output', async () => {
     await driver.remove(sandboxId('team-b', 'beta'));
     await remove(store, key('team-b', 'beta'));
@@ -82,7 +99,10 @@ describe('per-sandbox metrics', () => {
         throw new Error('sandboxes are unavailable on this host');
       },
     });
-    registerMetrics(broken, new Registry(), { sandboxes: sandboxSampler({ store, driver: failing }) });
+    registerMetrics(broken, new Registry(), {
+      sandboxes: sandboxSampler({ store, driver: failing }),
+      access: async () => () => true,
+    });
     const r = await broken.inject({ method: 'GET', url: '/metrics' });
     assert.equal(r.statusCode, 200);
     assert.match(r.body, /process_resident_memory_bytes/);

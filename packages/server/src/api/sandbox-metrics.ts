@@ -1,5 +1,6 @@
 // Per-sandbox gauges in /metrics, read at scrape time: run state, memory in use and CPU time, labelled by
-// workspace and sandbox only (bounded by the sandboxes that exist: one that is gone leaves the output).
+// workspace and sandbox only (bounded by the sandboxes that exist: one that is gone leaves the output). A scrape
+// sees the sandboxes of the workspaces its credential allows (metrics-access.ts).
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { sandboxId } from '../runtime/sandbox-id.js';

@@ -17,6 +17,7 @@ import {
   removeMemberOps,
   stamps,
   type WorkspaceRecord,
+  workspacesOf,
 } from '../auth/records.js';
 import { Name } from '../kinds/common.js';
 import { KINDS } from '../kinds/index.js';
@@ -105,10 +106,9 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks:
   v0.get('/workspaces', async (req, reply) => {
     const p = principalOf(req);
     answerList(req, reply);
-    const mine = await store.list({ kind: K.membership, workspace: '_', parent: p.subject });
     const out = [];
-    for (const m of mine) {
-      const w = await store.get(keys.workspace(m.name));
+    for (const ws of await workspacesOf(store, p.subject)) {
+      const w = await store.get(keys.workspace(ws));
       if (w) out.push(workspaceView(w.body as WorkspaceRecord));
     }
     return out;

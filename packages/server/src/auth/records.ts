@@ -188,6 +188,11 @@ export async function admins(store: Store, ws: string) {
   );
 }
 
+/** The workspaces `subject` is a member of (any role), by name: the reverse index, one list. */
+export async function workspacesOf(store: Store, subject: string): Promise<string[]> {
+  return (await store.list({ kind: K.membership, workspace: GLOBAL, parent: subject })).map((m) => m.name);
+}
+
 /** Ops that delete a service account with its keys, their hash indexes and every membership. */
 export async function deleteServiceAccountOps(store: Store, sa: ServiceAccountRecord): Promise<WriteOp[]> {
   const ops: WriteOp[] = [];
@@ -196,8 +201,7 @@ export async function deleteServiceAccountOps(store: Store, sa: ServiceAccountRe
     ops.push({ op: 'delete', key: keys.apiKey(sa.workspace, sa.client_id, k.name) });
     ops.push({ op: 'delete', key: keys.apiKeyHash((k.body as ApiKeyRecord).hash) });
   }
-  const memberships = await store.list({ kind: K.membership, workspace: GLOBAL, parent: sa.client_id });
-  for (const m of memberships) ops.push(...removeMemberOps(m.name, sa.client_id));
+  for (const ws of await workspacesOf(store, sa.client_id)) ops.push(...removeMemberOps(ws, sa.client_id));
   const invited = await store.list({ kind: K.invitationFor, workspace: GLOBAL, parent: sa.client_id });
   for (const i of invited) ops.push(...removeInvitationOps(i.name, sa.client_id));
   ops.push({ op: 'delete', key: keys.serviceAccount(sa.workspace, sa.client_id) });

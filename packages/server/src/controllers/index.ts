@@ -2,6 +2,7 @@
 // This file picks the reconciler of each kind; a kind's runtime plugs in through RUNTIME_RECONCILERS.
 import type { Logger } from 'pino';
 import type { Resources } from '../store/resources.js';
+import type { ResourceKey } from '../store/store.js';
 import { CONFIG_PROFILES } from './config-kinds.js';
 import type { ControllerDeps } from './events.js';
 import { awaitingRuntime, configLifecycle } from './lifecycle.js';
@@ -42,9 +43,12 @@ export function reconcilersFor(deps: ControllersDeps & ControllerDeps): Map<stri
   return out;
 }
 
-export function startControllers(opts: ControllersDeps): { stop(): Promise<void> } {
+export function startControllers(opts: ControllersDeps): {
+  stop(): Promise<void>;
+  wake(key: ResourceKey): void;
+} {
   const deps = { ...opts, now: opts.now ?? (() => new Date()) };
   const manager = new ControllerManager({ ...deps, reconcilers: reconcilersFor(deps) });
   manager.start();
-  return { stop: () => manager.stop() };
+  return { stop: () => manager.stop(), wake: (key) => manager.wake(key) };
 }

@@ -61,6 +61,11 @@ export class ControllerManager {
     }
   }
 
+  /** Reconciles `key` now: something outside the store saw its runtime change (a sandbox's daemon refusing calls). */
+  wake(key: ResourceKey): void {
+    if (this.deps.reconcilers.has(key.kind)) this.queue.add(nameOf(key));
+  }
+
   async stop(): Promise<void> {
     this.unwatch?.();
     await this.initial;

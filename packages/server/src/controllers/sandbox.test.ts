@@ -313,3 +313,42 @@ test('runtime fields this server cannot honour are named in an event once the sa
     await env.close();
   }
 });
+
+test('a running sandbox that dies is started again, unless the out-of-memory killer ended it: then FAILED with the figures', async () => {
+  const env = await setup();
+  try {
+    await env.create('crashy', { runtime: { memory: 256 } });
+    await env.reconcile('crashy');
+    const id = sandboxId('default', 'crashy');
+    env.driver.kill(id);
+    await env.reconcile('crashy');
+    const again = await env.get('crashy');
+    assert.equal(again.status, 'DEPLOYED');
+    assert.match(again.events.at(-2).message, /had stopped; starting it again/);
+    assert.equal(env.driver.creations, 2);
+
+    env.driver.oomKill(id, 200 * 1024 * 1024);
+    assert.equal(await env.reconcile('crashy'), DONE);
+    const b = await env.get('crashy');
+    assert.equal(b.status, 'FAILED');
+    assert.equal(b.state, undefined);
+    assert.match(
+      b.events.at(-1).message,
+      /^out of memory: the sandbox used all of its 256 MB and the kernel ended its processes \(2 killed\), the sandbox's API daemon with them; its files took 200 MB of it/,
+    );
+    assert.equal(await env.driver.inspect(id), undefined, 'its memory (the layer) is released');
+    assert.equal(env.driver.creations, 2, 'not started again');
+    assert.equal(logged(env.lines, 'sandbox ran out of memory').length, 1);
+    // A spec update starts it again, fresh.
+    const cur = await env.get('crashy');
+    await env.resources.replace(sandboxKind, CTX, 'crashy', {
+      metadata: cur.metadata,
+      spec: { ...cur.spec, runtime: { ...cur.spec.runtime, envs: [{ name: 'RETRY', value: '1' }] } },
+    });
+    await env.reconcile('crashy');
+    assert.equal((await env.get('crashy')).status, 'DEPLOYED');
+    assert.equal(env.driver.creations, 3);
+  } finally {
+    await env.close();
+  }
+});

@@ -3,12 +3,19 @@
 //   enabled: false → DEACTIVATING → (driver.remove) → DEACTIVATED; enabled again → DEPLOYING, a fresh sandbox.
 //   DELETING → (driver.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
 // A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
-// a spec update that changes what runs (its envs) starts it again.
+// a spec update that changes what runs (its envs) starts it again. One whose processes all died is started again,
+// fresh, unless the out-of-memory killer ended them: then it is FAILED with the figures (outOfMemory).
 import { TASK_ID_PREFIX } from './job-task.js';
 import { BUILD_ID_PREFIX, REPLICA_ID_PREFIX } from './replicas.js';
 import { durationMs } from '../kinds/rules.js';
 import { isGone } from '../kinds/status.js';
-import { type RuntimeDriver, type SandboxSpec, specHash, type VolumeMount } from '../runtime/driver.js';
+import {
+  type RuntimeDriver,
+  type SandboxEnd,
+  type SandboxSpec,
+  specHash,
+  type VolumeMount,
+} from '../runtime/driver.js';
 import { ImageError } from '../runtime/images/errors.js';
 import type { ImageStore } from '../runtime/images/image-store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
@@ -107,6 +114,25 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     return { requeueAfterMs: LIVE_RECHECK_MS };
   }
 
+  /**
+   * A running sandbox ended by the out-of-memory killer is FAILED, not started again: by then the kernel had ended
+   * every process of the user's (they go first, runtime/linux/launch.ts), so what held the memory was the
+   * daemon or the files of the writable layer, and a fresh sandbox would silently lose those files (and, doing the
+   * same again, end the same way). Its memory (the layer) and volumes are released; a spec update starts it again.
+   */
+  async function outOfMemory(o: StoredObject, id: string, end: SandboxEnd): Promise<ReconcileResult> {
+    await driver.remove(id);
+    await detachVolumes(resources, o.workspace, holderName('sandbox', o.name));
+    const d = await resources.updateStatus(keyOf(o), {
+      to: 'FAILED',
+      message: outOfMemoryMessage(end),
+      extras: { state: undefined },
+      when: (cur) => cur.body.status === 'DEPLOYED',
+    });
+    if (d) log(d, 'sandbox ran out of memory', { oomKills: end.oomKills });
+    return DONE;
+  }
+
   return {
     async reconcile(key, signal): Promise<ReconcileResult> {
       let o = await resources.store.get(key);
@@ -146,6 +172,8 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
         if (!o) return DONE;
       }
       const info = await driver.inspect(id);
+      if (info?.state === 'dead' && info.ended?.oomKills && o.body.status === 'DEPLOYED')
+        return outOfMemory(o, id, info.ended);
       if (!info || info.state === 'dead') return start(o, id, signal);
       if (o.body.status !== 'DEPLOYED') {
         // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
@@ -171,6 +199,22 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       return { requeueAfterMs: LIVE_RECHECK_MS };
     },
   };
+}
+
+const mb = (bytes: number) => Math.round(bytes / (1024 * 1024));
+
+/** The FAILED event of a sandbox the out-of-memory killer ended: what happened, with the figures, and what to do. */
+export function outOfMemoryMessage(end: SandboxEnd): string {
+  const files =
+    end.diskUsedBytes === undefined
+      ? ''
+      : `; its files took ${mb(end.diskUsedBytes)} MB of it (what is written to /home/user, /tmp, /workspace, /var and /run/berth is held in memory)`;
+  return (
+    `out of memory: the sandbox used all of its ${mb(end.memoryLimitBytes)} MB and the kernel ended its processes ` +
+    `(${end.oomKills} killed), the sandbox's API daemon with them${files}. Its processes and files are gone. ` +
+    'To start it again, update its spec (it starts fresh, with the same memory), or create it anew with more ' +
+    'memory (spec.runtime.memory)'
+  );
 }
 
 /**

@@ -14,13 +14,15 @@ import { wireErrorOf } from '../http/wire-error.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
+import type { ResourceKey } from '../store/store.js';
 import { Activator } from './activator.js';
 import { type SandboxCall, sandboxCaller } from './sandbox-call.js';
 import { DriveMounts, isDriveMountPath } from './drive-mounts.js';
 import { IdleSweeper } from './idle.js';
 import { type Address, parseAddress } from './parse-address.js';
 import { PreviewHosts } from './previews.js';
-import { forward } from './proxy.js';
+import { type ForwardExtra, forward } from './proxy.js';
+import { matchPort } from './ports.js';
 import { type Admission, resolveAddress } from './resolve.js';
 import { isLongLived, StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
@@ -43,6 +45,11 @@ export interface GatewayDeps {
   workloads?: WorkloadGateway;
   /** Jobs' HTTP triggers (`POST /run/<ws>/jobs/<name>`). */
   jobTriggers?: Omit<JobTriggerDeps, 'authenticator' | 'logger'>;
+  /**
+   * Told when a sandbox's daemon cannot be reached: it may have died (out of memory, say), and its controller
+   * should look now rather than at its next periodic check.
+   */
+  onSandboxDown?: (key: ResourceKey) => void;
 }
 
 export interface Gateway {
@@ -118,13 +125,27 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     };
   }
 
+  /** A call to the daemon (not to one of the sandbox's ports) that finds no one listening reports the sandbox. */
+  const reportingDown = (t: Target, path: string, extra: ForwardExtra = {}): ForwardExtra => {
+    const down = deps.onSandboxDown;
+    if (!down || matchPort(path)) return extra;
+    return {
+      ...extra,
+      onUnreachable: (err, sent) => {
+        down(t.key);
+        return extra.onUnreachable?.(err, sent);
+      },
+    };
+  };
+
   const driveMounts = new DriveMounts({ store: resources.store, driver });
   const toWire = (err: unknown) => wireErrorOf(err, { log: logger, what: 'sandbox gateway error' });
 
   const serve = async (req: IncomingMessage, res: ServerResponse, a: Address) => {
     try {
       const { target, path, extra, done } = await admit(req, a, false);
-      if (!isDriveMountPath(path)) return forward(target, req, res, path, done, extra);
+      if (!isDriveMountPath(path))
+        return forward(target, req, res, path, done, reportingDown(target, path, extra));
       try {
         await driveMounts.serve(target, path, req, res);
       } finally {

@@ -85,6 +85,17 @@ export interface SandboxInfo {
   specHash: string;
   image: string;
   createdAt: string;
+  /** For a dead sandbox whose resources are still there: what its last moments left to read. */
+  ended?: SandboxEnd;
+}
+
+/** What is known of how a sandbox's processes ended, read after the fact from its cgroup and writable layer. */
+export interface SandboxEnd {
+  /** Processes the kernel's out-of-memory killer ended in the sandbox, over its whole life. */
+  oomKills: number;
+  memoryLimitBytes: number;
+  /** What its writable layer held: files written there count toward its memory. */
+  diskUsedBytes?: number;
 }
 
 export interface SandboxStats {

@@ -125,6 +125,14 @@ export class FakeDriver implements RuntimeDriver {
     if (b) b.state = 'dead';
   }
 
+  /** Test hook: the sandbox runs out of memory, its files holding `diskUsedBytes` of it; every process dies. */
+  oomKill(id: string, diskUsedBytes: number): void {
+    const b = this.boxes.get(id);
+    if (!b) return;
+    b.state = 'dead';
+    b.ended = { oomKills: 2, memoryLimitBytes: b.spec.memoryMb * 1024 * 1024, diskUsedBytes };
+  }
+
   /** Volumes that exist, by `<workspace>/<name>`, with their size and the seed they were made from. */
   readonly volumes = new Map<string, { sizeMb: number; seed?: string }>();
   /** Test hook: the next ensureVolume of this `<workspace>/<name>` fails with this message. */

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { startSandboxDaemon, type TestDaemon } from '../test-support/sandbox-daemon.js';
@@ -122,6 +123,15 @@ describe('process management', () => {
     const res = await d.fetch(`/process/${p.pid}/logs/stream`);
     assert.equal(res.status, 200);
     assert.equal(await res.text(), 'stdout:a\nstdout:b\nstderr:c\n');
+  });
+
+  test('a process the daemon starts is the first the kernel ends when memory runs out (oom_score_adj 1000)', async () => {
+    const p = await exec({ command: 'sleep 30' });
+    try {
+      assert.equal(readFileSync(`/proc/${p.pid}/oom_score_adj`, 'utf8').trim(), '1000');
+    } finally {
+      await d.fetch(`/process/${p.pid}/kill`, { method: 'DELETE' });
+    }
   });
 
   test('kill ends a running process with status killed', async () => {

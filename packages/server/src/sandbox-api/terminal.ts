@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import type { WebSocket, WebSocketServer } from 'ws';
 import type { SandboxApi } from './context.js';
 import { PathResolver } from './paths.js';
+import { asUserProcess } from './process/oom-score.js';
 import { sandboxEnv } from './process/spec.js';
 import type { UpgradeHandler } from './router.js';
 import type { TerminalExitMessage } from './schema.js';
@@ -101,6 +102,7 @@ function openTerm(pty: typeof import('node-pty') | undefined, cwd: string, cols:
       cwd,
       env: env as Record<string, string>,
     });
+    asUserProcess(p.pid);
     return {
       write: (d) => p.write(d),
       resize: (c, r) => p.resize(c, r),
@@ -111,6 +113,7 @@ function openTerm(pty: typeof import('node-pty') | undefined, cwd: string, cols:
   }
   // script(1) allocates the PTY itself; we talk to it over pipes. No resize in this mode.
   const child = spawn('script', ['-q', '-e', '-c', shell(), '/dev/null'], { cwd, env, detached: true });
+  asUserProcess(child.pid);
   return {
     write: (d) => child.stdin.write(d),
     resize: () => {},

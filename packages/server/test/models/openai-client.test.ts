@@ -187,7 +187,10 @@ test('usage is counted per model and key, from the provider’s own figures', as
   const hours = await ok(w.server.api('/models/gpt/usage?groupBy=hour&from=1h'));
   assert.ok(hours.length >= 1 && hours.length <= 2, 'one row per hour');
   for (const h of hours) assert.match(h.hour, /^\d{4}-\d{2}-\d{2}T\d{2}:00:00\.000Z$/);
-  const metrics = await (await fetch(`${w.server.url}/metrics`)).text();
+  // The workspace's own series: a member's credential reads them (without one, no series names a workspace).
+  const metrics = await (
+    await fetch(`${w.server.url}/metrics`, { headers: { authorization: `Bearer ${w.server.adminKey}` } })
+  ).text();
   assert.match(
     metrics,
     /berth_model_tokens_total\{workspace="default",model="gpt",key="ak-[0-9a-f]+",direction="output"\} \d+/,

@@ -145,6 +145,86 @@ describe('drives mounted live into real sandboxes', () => {
     assert.equal(missing.status, 404);
   });
 
+  it("a symlink planted in the drive does not reach a directory the sandbox's permission does not cover", async () => {
+    // The owner (the admin) keeps a secret under /b, which only sandboxes labelled team=b may mount.
+    await drive(s, 'split', {
+      size: 16,
+      permissions: [
+        { labels: { role: 'owner' }, path: '/' },
+        { labels: { team: 'a' }, path: '/a' },
+        { labels: { team: 'b' }, path: '/b' },
+      ],
+    });
+    const labelled = async (name: string, labels: Record<string, string>, key?: string) => {
+      const res = await s.api('/sandboxes', {
+        method: 'POST',
+        key,
+        json: { metadata: { name, labels }, spec: { runtime: { memory: TEST_MEMORY_MB } } },
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      return body.metadata.url as string;
+    };
+    const owner = await labelled('split-owner', { role: 'owner' });
+    await mounted(s, owner, { driveName: 'split', mountPath: '/home/user/all' });
+    const made = await exec(
+      s,
+      owner,
+      'mkdir -p /home/user/all/a /home/user/all/b && echo owner-secret > /home/user/all/b/secret && echo ok',
+    );
+    assert.equal(made.stdout.trim(), 'ok', made.stderr);
+
+    // A second principal of the workspace, acting only with its own key, runs a sandbox allowed /a only.
+    const sa = await (
+      await s.api('/service_accounts', { method: 'POST', json: { name: 'drive-user', role: 'member' } })
+    ).json();
+    const key = (
+      await (await s.api(`/service_accounts/${sa.client_id}/api_keys`, { method: 'POST', json: {} })).json()
+    ).apiKey;
+    const as = { 'x-blaxel-authorization': `Bearer ${key}` };
+    const url = await labelled('split-a', { team: 'a' }, key);
+    const asUser = (path: string, body: object) =>
+      s.run(`${url}${path}`, { method: 'POST', headers: as, json: body });
+    const own = await asUser('/drives/mount', {
+      driveName: 'split',
+      mountPath: '/home/user/a',
+      drivePath: '/a',
+    });
+    assert.equal(own.status, 200, await own.text());
+    const direct = await asUser('/drives/mount', {
+      driveName: 'split',
+      mountPath: '/tmp/b',
+      drivePath: '/b',
+    });
+    assert.equal(direct.status, 403, 'the permission does not reach /b');
+    const planted = await asUser('/process', {
+      command: 'ln -s ../b /home/user/a/esc && ls /home/user/a',
+      waitForCompletion: true,
+    });
+    assert.equal((await planted.json()).stdout.trim(), 'esc');
+
+    // The attack: mount /a/esc, which the permission for /a reaches by its name, and which leads to /b.
+    const through = await asUser('/drives/mount', {
+      driveName: 'split',
+      mountPath: '/tmp/esc',
+      drivePath: '/a/esc',
+    });
+    const answer = await through.json();
+    assert.equal(through.status, 422, JSON.stringify(answer));
+    assert.match(answer.detail, /drivePath \/a\/esc goes through a symbolic link/);
+    const read = await asUser('/process', {
+      command: 'cat /tmp/esc/secret 2>&1; ls -A /tmp/esc 2>&1 | wc -l',
+      waitForCompletion: true,
+    });
+    const out = (await read.json()).stdout;
+    assert.doesNotMatch(out, /owner-secret/);
+    const mounts = await (await s.run(`${url}/drives/mount`, { headers: as })).json();
+    assert.deepEqual(
+      mounts.mounts.map((m: any) => [m.drivePath, m.mountPath]),
+      [['/a', '/home/user/a']],
+    );
+  });
+
   it('a mount point in the read-only root or under a read-only image directory is made; nothing becomes writable', async () => {
     const f = await s.create('df');
     const url = f.metadata.url;

@@ -24,6 +24,7 @@ import type { StoredImage } from '../images/image-store.js';
 import { imageUser } from '../images/image-user.js';
 import { hostRoot, hostUserland, ociRoot } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
+import { mountViews, unmountViews, viewsDir } from './views.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
@@ -102,10 +103,17 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     cpuShares: spec.cpuShares,
   });
   const rwDir = join(LAYERS_DIR, name);
-  await Promise.all([
+  const image = req.image;
+  const nodeModules = nodeModulesFor(ctx.codeDir);
+  const [, , views] = await Promise.all([
     pooled === undefined ? createSlotNetwork(net, ctx.allowCidrs) : undefined,
     mountWritableLayer(rwDir, spec.diskMb, hostUid), // always fresh: nothing a previous holder planted
+    // Everything bound from a path of the host's own goes through a view (views.ts): no host path in mountinfo.
+    mountViews(name, [ctx.baseEtc, ctx.codeDir, ...nodeModules, ...(image ? [image.rootfs] : [])]),
   ]);
+  const [etcView, codeView, ...more] = views;
+  const nodeModulesViews = more.slice(0, nodeModules.length);
+  const rootfsView = image ? more[nodeModules.length] : undefined;
   const runDir = sandboxRunDir(name);
   let egressEnvs: Record<string, string> = {};
   if (spec.egress) {
@@ -119,15 +127,11 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   }
   const envs = { ...sandboxEnv(req.id, spec), ...egressEnvs };
   writeEnvFile(runDir, hostUid, envs);
-  const image = req.image;
-  // An image root and base-etc are exposed once as wholes (host.ts), then their entries bound from there.
-  const exposed = image ? [await exposeDir(image.rootfs), await exposeDir(ctx.baseEtc)] : [];
-  const entries = image ? ociRoot(exposed[0], exposed[1]) : hostRoot(ctx.baseEtc);
+  const entries = rootfsView ? ociRoot(rootfsView, etcView) : hostRoot(etcView);
+  const viewed = `${viewsDir(name)}/`;
   const root = await Promise.all(
     entries.map(async (e) =>
-      e.kind === 'bind' && !exposed.some((x) => e.src.startsWith(`${x}/`))
-        ? { ...e, src: await exposeDir(e.src) }
-        : e,
+      e.kind === 'bind' && !e.src.startsWith(viewed) ? { ...e, src: await exposeDir(e.src) } : e,
     ),
   );
   const logFile = join(dir, 'daemon.log');
@@ -142,8 +146,8 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     root,
     writable: WRITABLE_DIRS.map((w) => ({ src: join(rwDir, w.sub), dest: w.target })),
     runDir,
-    codeDir: await exposeDir(ctx.codeDir),
-    nodeModulesDirs: await Promise.all(nodeModulesFor(ctx.codeDir).map((d) => exposeDir(d))),
+    codeDir: codeView,
+    nodeModulesDirs: nodeModulesViews,
     seccompFile: ctx.seccompFile,
     env: {
       PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
@@ -217,6 +221,7 @@ export async function teardownSandbox(ctx: HostContext, dir: string, paths: Sand
     await deleteSlotNetwork(slotNet(rec.slot, rec.name));
     if (rec.egress) await ctx.egress.release(rec.address);
     await unmountLayer(join(LAYERS_DIR, rec.name));
+    await unmountViews(rec.name);
   }
   rmSync(paths.socketPath, { force: true });
   rmSync(dir, { recursive: true, force: true });

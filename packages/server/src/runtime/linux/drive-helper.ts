@@ -1,4 +1,5 @@
-// The tiny C program that puts volumes and drives into a running sandbox's mount namespace (decisions 020, 031).
+// The tiny C program that puts volumes and drives into a running sandbox's mount namespace (decisions 020, 031),
+// and mounts the read-only views a sandbox's root is made from (views.ts, decision 041).
 // Node cannot call open_tree, mount_setattr, setns or move_mount, and a `mount` binary run inside the sandbox's
 // root would be the sandbox's own program; so the server compiles this once (cached by the source's hash under
 // /run/berth/helpers, shared by every data dir of the machine) and runs it as root. It clones each directory into
@@ -210,16 +211,21 @@ static int idmap_userns(unsigned uid) {
   return ns;
 }
 
-/* One mount: the directory beneath the drive's root, on its file system only (a symlink a sandbox left in the drive
-   cannot lead the server anywhere else on the host), cloned detached, id-mapped, nosuid, nodev, read-only when
-   asked. */
+/* One mount: the directory beneath the drive's root, on its file system only, through no symlink at all, cloned
+   detached, id-mapped, nosuid, nodev, read-only when asked. No symlink: the server judged the drive's permissions
+   on the path as asked, and a symlink a sandbox left in the drive (a/esc -> ../b) would lead elsewhere in it, or
+   anywhere on the host. */
 static int clone_tree(const char *drive_root, const char *sub, int ro, int uns) {
   int droot = open(drive_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (droot < 0) die("drive");
   struct open_how how = {0};
   how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS;
   int dir = syscall(SYS_openat2, droot, sub[0] ? sub : ".", &how, sizeof how);
+  if (dir < 0 && errno == ELOOP) {
+    fprintf(stderr, "drivePath /%s goes through a symbolic link: mount the directory it points to\n", sub);
+    exit(1);
+  }
   if (dir < 0) die("drivePath");
   int tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
   if (tree < 0) die("open_tree");
@@ -234,13 +240,34 @@ static int clone_tree(const char *drive_root, const char *sub, int ro, int uns) 
 
 #define MAX_MOUNTS 64
 
+/* view <emptyDir> <dir> <source>...: mounts at <dir>/<i> a read-only overlay of each source (and of the empty
+   directory, as overlay needs two layers without an upper one), the source named "." from inside it. A bind would
+   show the source's path on its file system in the sandbox's mount table; an overlay is a file system of its own,
+   whose root is "/" and whose options show only the names it was given. */
+static int views(int n, char **argv) {
+  const char *empty = argv[2], *dir = argv[3];
+  char at[4096], opts[4200];
+  if (strchr(empty, ',') || strchr(empty, ':')) { fprintf(stderr, "unusable empty directory %s\n", empty); return 1; }
+  snprintf(opts, sizeof opts, "lowerdir=.:%s", empty);
+  for (int i = 0; i < n; i++) {
+    snprintf(at, sizeof at, "%s/%d", dir, i);
+    if (mkdir(at, 0711) && errno != EEXIST) die(at);
+    int src = open(argv[4 + i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (src < 0 || fchdir(src)) die(argv[4 + i]);
+    if (mount("berth-view", at, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts)) die("overlay");
+    close(src);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   char p[64];
+  if (argc >= 5 && !strcmp(argv[1], "view")) return views(argc - 4, argv);
   /* mount <pid> <uid> then, per mount, <mountPath> <driveRoot> <subPath> <ro 0|1>; prints each mount point as the
      sandbox's mount table names it (symlinks resolved), one a line. */
   int mounting = argc >= 8 && (argc - 4) % 4 == 0 && (argc - 4) / 4 <= MAX_MOUNTS && !strcmp(argv[1], "mount");
   if (!mounting && !(argc == 4 && !strcmp(argv[1], "umount"))) {
-    fprintf(stderr, "usage: mount <pid> <uid> (<mountPath> <driveRoot> <subPath> <ro 0|1>)... | umount <pid> <mountPath>\n");
+    fprintf(stderr, "usage: mount <pid> <uid> (<mountPath> <driveRoot> <subPath> <ro 0|1>)... | umount <pid> <mountPath> | view <emptyDir> <dir> <source>...\n");
     return 2;
   }
   const char *pid = argv[2];

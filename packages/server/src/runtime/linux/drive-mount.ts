@@ -36,8 +36,9 @@ export function namespacePid(pids: number[]): number | undefined {
   });
 }
 
-/** The helper's own message (what step failed, and why), never its command line: that names host paths. */
-async function helped(args: string[]): Promise<string> {
+/** Runs the mount helper; fails with its own message (what step failed, and why), never its command line: that
+ *  names host paths. */
+export async function helped(args: string[]): Promise<string> {
   const helper = await driveHelper();
   try {
     return await run(helper, args);

@@ -24,6 +24,15 @@ export const LAYERS_DIR = `${RUN_DIR}/sbx`;
 export const SOCKETS_DIR = `${RUN_DIR}/sock`;
 /** Bind mounts that make directories under private parents reachable by bwrap (see exposeDir). */
 const EXPOSE_DIR = `${RUN_DIR}/expose`;
+/** Per-sandbox read-only views of host directories (views.ts): `<VIEWS_DIR>/<name>/<i>`. */
+export const VIEWS_DIR = `${RUN_DIR}/views`;
+/**
+ * An empty directory nobody may write: the second layer of every view, and what hides a masked directory of a
+ * sandbox's /proc (launch.ts).
+ */
+export const EMPTY_DIR = `${RUN_DIR}/empty`;
+/** An empty file nobody may write, which hides a masked file of a sandbox's /proc (launch.ts). */
+export const EMPTY_FILE = `${RUN_DIR}/empty-file`;
 
 const TOOLS = [
   'bwrap',
@@ -61,10 +70,12 @@ export async function requireHostTools(): Promise<void> {
  * whose own modes (0700, owned by that uid) keep everyone else out. The sockets are root's alone.
  */
 export function ensureRunDirs(): void {
-  for (const d of [RUN_DIR, LAYERS_DIR, SOCKETS_DIR, EXPOSE_DIR]) {
+  for (const d of [RUN_DIR, LAYERS_DIR, SOCKETS_DIR, EXPOSE_DIR, VIEWS_DIR, EMPTY_DIR]) {
     mkdirSync(d, { recursive: true });
-    chmodSync(d, d === SOCKETS_DIR ? 0o700 : 0o711);
+    chmodSync(d, d === SOCKETS_DIR ? 0o700 : d === EMPTY_DIR ? 0o555 : 0o711);
   }
+  writeFileSync(EMPTY_FILE, '');
+  chmodSync(EMPTY_FILE, 0o444);
 }
 
 export interface SandboxPaths {

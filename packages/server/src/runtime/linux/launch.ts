@@ -15,6 +15,7 @@ import {
   openSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
 } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -24,6 +25,7 @@ import { sleep } from './exec.js';
 import type { RootEntry } from './rootfs.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
 import { isProcessAlive } from './state.js';
+import { EMPTY_DIR, EMPTY_FILE } from './host.js';
 import { NODUMP_DIR } from './nodump.js';
 
 /** Inside the sandbox: the loader copies of NODUMP_DIR (execute-only; only known names can be run). */
@@ -40,6 +42,40 @@ export const DAEMON_LOG_CAP_BYTES = 1024 * 1024;
  * The umask is the conventional 022: the server's own is 077 (its data dir), and a sandbox must not inherit it.
  */
 const INIT_SCRIPT = 'umask 022; "$@" & exec > /dev/null 2>&1; wait';
+/**
+ * Entries of /proc hidden from a sandbox (an empty read-only file or directory bound over each): runc's and Docker's
+ * default masked paths (sound cards, ACPI, SCSI, the kernel's memory image and keys, timer and scheduler debug
+ * listings, latency statistics) and the host's interrupt counts (which Docker added with advisory
+ * GHSA-6fw5-f8r9-fgfm: a side channel on what the rest of the host does), plus the kernel's command line and build configuration, which describe this host
+ * (boot options, addresses and tokens some boot setups pass there) and nothing about the sandbox. Docker's
+ * read-only paths (/proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs) need nothing here: they belong
+ * to the host's root, which the sandbox's user namespace does not map, so nothing inside can write them.
+ */
+export const MASKED_PROC = [
+  'acpi',
+  'asound',
+  'cmdline',
+  'config.gz',
+  'interrupts',
+  'kcore',
+  'keys',
+  'latency_stats',
+  'sched_debug',
+  'scsi',
+  'timer_list',
+  'timer_stats',
+];
+
+/** The masks that apply on this kernel (bwrap cannot bind over an entry that does not exist): path and kind. */
+let procMasks: Array<{ path: string; dir: boolean }> | undefined;
+function masksHere(): Array<{ path: string; dir: boolean }> {
+  procMasks ??= MASKED_PROC.flatMap((name) => {
+    const st = statSync(`/proc/${name}`, { throwIfNoEntry: false });
+    return st ? [{ path: `/proc/${name}`, dir: st.isDirectory() }] : [];
+  });
+  return procMasks;
+}
+
 /** Size cap of the sandbox's own /run (pid files, small sockets); the socket dir is bound over it. */
 const RUN_TMPFS_BYTES = 8 * 1024 * 1024;
 const NODE_MODULES_TARGETS = ['/opt/node_modules', '/node_modules'];
@@ -108,7 +144,9 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
     if (e.kind === 'symlink') a.push('--symlink', e.target, e.dest);
     else bind(e.src, e.dest, e.readOnly);
   }
-  a.push('--proc', '/proc', '--dev', '/dev');
+  a.push('--proc', '/proc');
+  for (const m of masksHere()) bind(m.dir ? EMPTY_DIR : EMPTY_FILE, m.path, true);
+  a.push('--dev', '/dev');
   for (const w of plan.writable) bind(w.src, w.dest, false);
   a.push('--size', String(RUN_TMPFS_BYTES), '--tmpfs', '/run');
   bind(plan.runDir, SANDBOX_SOCKET_DIR, false);

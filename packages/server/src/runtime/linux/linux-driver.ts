@@ -11,6 +11,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  statfsSync,
   writeFileSync,
 } from 'node:fs';
 import { join, normalize } from 'node:path';
@@ -20,6 +21,7 @@ import {
   type EgressPolicy,
   type RuntimeCapabilities,
   type RuntimeDriver,
+  type SandboxEnd,
   type SandboxInfo,
   type SandboxSpec,
   type SandboxStats,
@@ -46,7 +48,7 @@ import { sleep } from './exec.js';
 import { egressPortsFor } from './egress-ports.js';
 import { EGRESS_ENV_KEYS, EgressControl, type EgressControlOptions, samePolicy } from './egress-control.js';
 import { NetPool } from './net-pool.js';
-import { setAllowedRanges, setupHostNetwork, setupIngress, slotNet } from './network.js';
+import { setAllowedRanges, setupHostNetwork, setupNamespace, slotNet } from './network.js';
 import { isDefaultImage } from '../../kinds/image-reference.js';
 import { type ImageRoots, ImageStore, isImageId, type StoredImage } from '../images/image-store.js';
 import { ensureBaseEtc, sandboxResolvers } from './rootfs.js';
@@ -265,6 +267,7 @@ export class LinuxDriver implements RuntimeDriver {
   private info(rec: SandboxRecord): SandboxInfo {
     const alive = this.alive(rec);
     const frozen = alive && new SandboxCgroup(this.cgroupHost, rec.name).isFrozen();
+    const ended = alive ? undefined : this.endOf(rec);
     return {
       id: rec.id,
       state: !alive ? 'dead' : frozen ? 'frozen' : 'running',
@@ -275,7 +278,25 @@ export class LinuxDriver implements RuntimeDriver {
       specHash: rec.specHash,
       image: rec.image,
       createdAt: rec.createdAt,
+      ...(ended ? { ended } : {}),
     };
+  }
+
+  /** What a dead sandbox leaves to read until its teardown: its cgroup's counters and its layer's use. */
+  private endOf(rec: SandboxRecord): SandboxEnd | undefined {
+    const cg = new SandboxCgroup(this.cgroupHost, rec.name);
+    if (!cg.exists()) return undefined;
+    try {
+      const s = cg.stats();
+      const fs = statfsSync(join(LAYERS_DIR, rec.name));
+      return {
+        oomKills: s.oomKills,
+        memoryLimitBytes: s.memoryLimitBytes,
+        diskUsedBytes: (fs.blocks - fs.bfree) * fs.bsize,
+      };
+    } catch {
+      return undefined; // torn down meanwhile
+    }
   }
 
   ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {
@@ -600,9 +621,9 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   /**
-   * Re-applies the ingress rule and the private ranges of this server's setting to every live sandbox, in the
-   * background: sandboxes started by a server without the rule (or whose rule was lost) get their ports
-   * reachable again, and ones started under another BERTH_SANDBOX_ALLOW_CIDRS (a previous run of this data dir,
+   * Re-applies the namespace setup (IPv6 off, the ingress rule) and the private ranges of this server's setting to
+   * every live sandbox, in the background: sandboxes started by a server without them (or whose rule was lost) get
+   * IPv6 turned off and their ports reachable again, and ones started under another BERTH_SANDBOX_ALLOW_CIDRS (a previous run of this data dir,
    * live or killed) get this one. Failures are left to the next start.
    */
   adoptNetworks(): void {
@@ -611,7 +632,7 @@ export class LinuxDriver implements RuntimeDriver {
       for (const id of existsSync(root) ? readdirSync(root) : []) {
         const rec = readRecord(join(root, id));
         if (!rec || !this.alive(rec)) continue;
-        await setupIngress(slotNet(rec.slot, rec.name)).catch(() => undefined);
+        await setupNamespace(slotNet(rec.slot, rec.name)).catch(() => undefined);
         // Serialised and re-read: once removed, the address's slot may be another server's.
         await this.serial(rec.id, async () => {
           const now = readRecord(join(root, id));

@@ -328,7 +328,7 @@ export async function createSlotNetwork(net: SlotNet, allowCidrs: string[]): Pro
   // A previous holder of this address may have died under an egress policy, or with other private ranges
   // opened, without its teardown running.
   await Promise.all([
-    setupIngress(net),
+    setupNamespace(net),
     setAllowedRanges(net.address, allowCidrs),
     setEgressControl(net.address, undefined),
     setRawEgress(net.address, undefined),
@@ -336,17 +336,25 @@ export async function createSlotNetwork(net: SlotNet, allowCidrs: string[]): Pro
 }
 
 /**
- * Installs (or replaces) the namespace's ingress rule. Idempotent: also run for sandboxes adopted at start, so
- * ones made by a server without the rule get it.
+ * Inside the namespace: IPv6 off on every interface, lo included (no address, link-local or loopback, and no
+ * multicast: sandboxes are IPv4 only, and the host forwards no IPv6 for them either). `all` carries the setting to
+ * the interfaces that exist, `default` to any made later. A host booted without IPv6 has no such files.
  */
-export async function setupIngress(net: SlotNet): Promise<void> {
+const IPV6_OFF =
+  '[ ! -d /proc/sys/net/ipv6 ] || { echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; }';
+
+/**
+ * Sets the namespace up from inside: IPv6 off, and the ingress rule installed (or replaced). Idempotent: also run
+ * for sandboxes adopted at start (warm ones included), so ones made by a server without either get them.
+ */
+export async function setupNamespace(net: SlotNet): Promise<void> {
   await run(
     'nsenter',
     [
       `--net=${net.netnsPath}`,
       'sh',
       '-c',
-      'echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet && exec nft -f -',
+      `${IPV6_OFF} && echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet && exec nft -f -`,
     ],
     ingressRulesetText(net),
   );

@@ -15,7 +15,7 @@ import {
 import { join } from 'node:path';
 
 /** Bumped whenever the list below changes, so an old base-etc is rebuilt. */
-const BASE_ETC_VERSION = '2';
+const BASE_ETC_VERSION = '3';
 export const SANDBOX_HOSTNAME = 'sandbox';
 
 /**
@@ -63,7 +63,8 @@ const GENERATED_ETC: Record<string, string> = {
     '',
   ].join('\n'),
   group: ['root:x:0:', 'user:x:1000:', 'nogroup:x:65534:', ''].join('\n'),
-  hosts: `127.0.0.1\tlocalhost\n127.0.1.1\t${SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n`,
+  // IPv4 only: IPv6 is off inside (network.ts), so `localhost` must not name ::1, which nothing could bind.
+  hosts: `127.0.0.1\tlocalhost\n127.0.1.1\t${SANDBOX_HOSTNAME}\n`,
   hostname: `${SANDBOX_HOSTNAME}\n`,
   'nsswitch.conf':
     'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n',

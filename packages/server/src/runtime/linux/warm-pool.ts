@@ -12,7 +12,7 @@ import type { StoredImage } from '../images/image-store.js';
 import { type HostContext, startSandbox, teardownSandbox } from './create.js';
 import { type SandboxPaths, sandboxPaths } from './host.js';
 import { canConnect, pingHealth } from './launch.js';
-import { setAllowedRanges } from './network.js';
+import { setAllowedRanges, setupNamespace, slotNet } from './network.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord } from './state.js';
 
 /** Limits a warm sandbox waits with; assignment rewrites them to the real spec. */
@@ -82,6 +82,7 @@ export class WarmPool {
         (await canConnect(w.paths.socketPath))
       ) {
         await setAllowedRanges(rec.address, this.ctx.allowCidrs); // this run's setting, not the dead one's
+        await setupNamespace(slotNet(rec.slot, rec.name)); // one started by an older server may lack some of it
         this.ready.push({ ...w, rec });
       } else await teardownSandbox(this.ctx, w.dir, w.paths);
     }

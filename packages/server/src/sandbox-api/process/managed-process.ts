@@ -5,6 +5,7 @@ import { constants as osConstants } from 'node:os';
 import type { ProcessJson, ProcessStatus } from '../schema.js';
 import { planSpawn, resolveProgram, type SpawnPlan, shellPlan } from './command.js';
 import { LogBuffer } from './log-buffer.js';
+import { asUserProcess } from './oom-score.js';
 
 /** After SIGTERM (stop, timeout), how long a process may take before SIGKILL. */
 export const STOP_GRACE_MS = 5_000;
@@ -133,6 +134,7 @@ export class ManagedProcess {
         `cannot start process in ${this.spec.workingDir}: ${plan.file} could not be executed`,
       );
     }
+    asUserProcess(child.pid);
     this.child = child;
     this.osPid = child.pid;
     if (!this.id) this.id = String(child.pid);

@@ -1,0 +1,37 @@
+// Read-only views of the host directories a sandbox's root is made from that lie at a path of the host's own: the
+// data dir's base-etc and image roots, the server's build and its node_modules. A bind of one of them would show
+// in the sandbox's /proc/self/mountinfo with that path as the mount's root (the directory on its file system), and
+// so name the data dir, its owner's home, where Berth is installed. A view is an overlay of the directory with its
+// layer named "." (the mount helper enters the directory first): a file system of its own, so the sandbox sees "/"
+// as the root and "lowerdir=.:/run/berth/empty" as its options (decision 041). Views are made for each sandbox
+// start, not shared: an overlay keeps what it has looked up, so one made before a rebuild replaced files by rename
+// would go on showing the old ones to sandboxes started after it.
+import { chmodSync, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { mountsUnder } from './disk.js';
+import { run } from './exec.js';
+import { helped } from './drive-mount.js';
+import { EMPTY_DIR, VIEWS_DIR } from './host.js';
+
+export const viewsDir = (name: string) => join(VIEWS_DIR, name);
+
+/** Mounts a fresh view of each source for the sandbox `name` (its slot's name); returns their paths, in order. */
+export async function mountViews(name: string, sources: string[]): Promise<string[]> {
+  const dir = viewsDir(name);
+  await unmountViews(name); // a previous holder of the slot may have died before its teardown
+  mkdirSync(dir, { recursive: true, mode: 0o711 });
+  chmodSync(dir, 0o711); // bwrap resolves the views as the sandbox's uid
+  await helped(['view', EMPTY_DIR, dir, ...sources]);
+  return sources.map((_, i) => join(dir, String(i)));
+}
+
+/**
+ * Unmounts the sandbox's views, all in one `umount` (the sandbox's own mount namespace keeps its binds of them until
+ * it ends; lazily, so a view still in use on the host side cannot fail a teardown), and deletes their directory.
+ */
+export async function unmountViews(name: string): Promise<void> {
+  const dir = viewsDir(name);
+  const mounted = mountsUnder(dir);
+  if (mounted.length) await run('umount', ['-l', ...mounted]);
+  rmSync(dir, { recursive: true, force: true });
+}
