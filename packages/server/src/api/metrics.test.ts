@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { type FakeProvider, startFakeProvider } from '../test-support/fake-provider.js';
-import { startTestServer, type TestServer } from '../test-support/server.js';
+import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../test-support/server.js';
 import { newTenant, type Tenant } from '../test-support/tenants.js';
 
 const PROVIDER_KEY = 'sk-fake-provider-key-metrics';
@@ -57,7 +57,7 @@ async function modelCalledBy(key: string, ws: string) {
 
 before(async () => {
   fake = await startFakeProvider({ key: PROVIDER_KEY });
-  s = await startTestServer({ BERTH_METRICS_TOKEN: OPERATOR_TOKEN });
+  s = await startTestServer({ ...OUTBOUND_LOOPBACK, BERTH_METRICS_TOKEN: OPERATOR_TOKEN });
   b = await newTenant(s, 'team-b');
   await modelCalledBy(s.adminKey, 'default');
   await modelCalledBy(b.key, b.home);
