@@ -83,7 +83,8 @@ export function oauth2Config(spec: { integration?: string; config?: Record<strin
     authUrl: str('authUrl') ?? preset?.authUrl,
     scopes: strings(c.scopes),
     apiDomains: c.apiDomains === undefined ? (preset?.apiDomains ?? []) : strings(c.apiDomains),
-    clientAuth: (str('clientAuth') as ClientAuth | undefined) ?? preset?.clientAuth ?? 'client_secret_basic',
+    // §5 step 4 sends client_id and client_secret in the form; so does a refresh unless the config says Basic.
+    clientAuth: (str('clientAuth') as ClientAuth | undefined) ?? preset?.clientAuth ?? 'client_secret_post',
     authParams: { access_type: 'offline', ...(preset?.authParams ?? {}) },
   };
   return out;
