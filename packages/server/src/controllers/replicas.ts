@@ -561,6 +561,10 @@ export class ReplicaSet {
       this.leftovers.delete(id);
       w.seq = Math.max(w.seq, Number(id.slice(prefix.length)) || 0);
       try {
+        // Its processes trust the TLS interception CA of the server that started it, and this server holds another
+        // (CA keys live in memory only, runtime/egress/ca.ts): requests to its connections' API hosts would fail.
+        if (w.run.egress?.routing?.length)
+          throw new Error('its processes trust the interception CA of an earlier server');
         const now = await this.deps.driver.inspect(id);
         if (!now || now.state === 'dead' || now.specHash !== spec || now.pid !== info.pid)
           throw new Error('the sandbox is gone or runs another spec');

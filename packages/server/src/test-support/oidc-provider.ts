@@ -35,6 +35,8 @@ export interface TestProvider {
   issueRefreshToken(account: string, client?: { id: string }): Promise<string>;
   /** Refresh-token grants the provider answered, and how many it refused (for rotation checks). */
   counts: { refreshed: number; refused: number };
+  /** Every refresh token the provider issued (to check none of them shows anywhere). */
+  refreshTokens: Set<string>;
   /** How the client authenticated at the last token request answered: `basic` (header) or `post` (body). */
   lastClientAuth(): 'basic' | 'post' | undefined;
   provider: Provider;
@@ -135,6 +137,8 @@ export async function startTestProvider(opts: TestProviderOptions): Promise<Test
   const provider = new Provider(issuer, configuration);
   const counts = { refreshed: 0, refused: 0 };
   let lastAuth: 'basic' | 'post' | undefined;
+  const refreshTokens = new Set<string>();
+  provider.on('refresh_token.saved', (t: any) => refreshTokens.add(t.jti));
   provider.on('authorization_code.consumed', (code: any) => {
     if (!grants.has(code.accountId)) grants.set(code.accountId, new Set());
     grants.get(code.accountId)?.add(code.grantId);
@@ -154,6 +158,7 @@ export async function startTestProvider(opts: TestProviderOptions): Promise<Test
     publicJwk,
     counts,
     lastClientAuth: () => lastAuth,
+    refreshTokens,
     provider,
     async issueRefreshToken(account, c = TENANT_CLIENT) {
       const scope = `openid email offline_access ${MAIL_SCOPE}`;
