@@ -2,8 +2,9 @@
 import type { Command } from 'commander';
 import { Api, addParentFlags, collectionPath, itemPath, listAll, resolveKind } from './client.js';
 import { loadCliConfig } from './config.js';
+import { connectionRows } from './connections.js';
 import { getExecutions } from './jobs.js';
-import { parseFormat, render } from './output.js';
+import { type Format, parseFormat, render } from './output.js';
 import { getQuotas } from './quotas.js';
 import { listRevisions } from './workloads.js';
 
@@ -13,6 +14,12 @@ interface GetOptions {
   showSecrets?: boolean;
   [parent: string]: unknown;
 }
+
+/** A kind with columns of its own as a table (connections: their token state), else the common rendering. */
+const show = (objects: any[], format: Format, kind: string, single: boolean) =>
+  format === 'table' && kind === 'IntegrationConnection'
+    ? connectionRows(objects)
+    : render(objects, format, kind, single);
 
 export function registerGet(program: Command) {
   const cmd = program
@@ -49,13 +56,13 @@ export function registerGet(program: Command) {
       const query: Record<string, string> = o.showSecrets ? { show_secrets: 'true' } : {};
       if (name) {
         const { body } = await api.call('GET', itemPath(coll, name), { query });
-        process.stdout.write(render([body], format, kd.kind, true));
+        process.stdout.write(show([body], format, kd.kind, true));
         return;
       }
       if (o.selector) query.labels = o.selector;
       const items = await listAll(api, coll, query);
       if (!items.length && format === 'table') process.stderr.write(`no ${kd.plural} found\n`);
-      else process.stdout.write(render(items, format, kd.kind, false));
+      else process.stdout.write(show(items, format, kd.kind, false));
     },
   );
 }

@@ -176,7 +176,11 @@ const http = createServer(async (req, res) => {
 
 const host = process.env.HOST ?? '0.0.0.0';
 const port = Number(process.env.PORT ?? 8000);
-http.listen(port, host, () => console.log(`MCP mail server listening on http://${host}:${port}/mcp`));
+http.listen(port, host, () => {
+  const addr = http.address();
+  const actual = typeof addr === 'object' && addr ? addr.port : port;
+  console.log(`MCP mail server listening on http://${host}:${actual}/mcp`);
+});
 
 const stop = () => http.close(() => process.exit(0));
 process.on('SIGTERM', stop);

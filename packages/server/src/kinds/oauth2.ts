@@ -55,6 +55,8 @@ export const REFRESH_TOKEN = 'REFRESH_TOKEN';
  * tenant backend can match them and ask its user to connect again.
  */
 export const REFRESH_FAILED = 'refresh token missing or refresh fails';
+/** The `error` of the problem a call to a workload gets while one of its connections is refused (gateway). */
+export const OAUTH_REFRESH_FAILED = 'OAUTH_REFRESH_FAILED';
 /** What the user does about it. */
 export const RECONNECT_ADVICE =
   'connect again with offline access (access_type=offline in the authorization request, prompt=consent to be asked again) and replace the connection with the new REFRESH_TOKEN';

@@ -26,11 +26,6 @@ export function writeTokenFile(dir: string, token: string): void {
   renameSync(tmp, join(dir, ACCESS_TOKEN_FILE));
 }
 
-/** Makes the directory exist (a replica's mount needs it) without a token yet. */
-export function ensureTokenDir(dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-}
-
 /** Removes the token; the directory stays while a replica may have it mounted. */
 export function clearTokenFile(dir: string): void {
   rmSync(join(dir, ACCESS_TOKEN_FILE), { force: true });
