@@ -46,7 +46,6 @@ test('a preset fills the addresses; the config overrides them', () => {
   const g = oauth2Config({ integration: 'google' });
   assert.equal(g?.tokenUrl, 'https://oauth2.googleapis.com/token');
   assert.deepEqual(g?.apiDomains, ['gmail.googleapis.com', 'www.googleapis.com']);
-  assert.equal(g?.authParams.access_type, 'offline');
   const own = oauth2Config({
     integration: 'oauth2',
     config: { tokenUrl: 'https://idp/token', scopes: 'a b', apiDomains: ['api.example'] },

@@ -16,8 +16,6 @@ export interface OAuth2Preset {
   /** The provider's API hosts: where the egress proxy puts `Authorization: Bearer` for a bound workload. */
   apiDomains: string[];
   clientAuth: ClientAuth;
-  /** What the authorization request needs beside `access_type=offline` to be given a refresh token. */
-  authParams?: Record<string, string>;
 }
 
 /**
@@ -30,7 +28,6 @@ export const OAUTH2_PRESETS: Record<string, OAuth2Preset> = {
     tokenUrl: 'https://oauth2.googleapis.com/token',
     apiDomains: ['gmail.googleapis.com', 'www.googleapis.com'],
     clientAuth: 'client_secret_post',
-    authParams: { access_type: 'offline', prompt: 'consent' },
   },
   microsoft: {
     authUrl: 'https://login.microsoftonline.com/common/oauth2/v2.0/authorize',
@@ -68,7 +65,6 @@ export interface OAuth2Config {
   scopes: string[];
   apiDomains: string[];
   clientAuth: ClientAuth;
-  authParams: Record<string, string>;
 }
 
 const strings = (v: unknown): string[] =>
@@ -87,7 +83,6 @@ export function oauth2Config(spec: { integration?: string; config?: Record<strin
     apiDomains: c.apiDomains === undefined ? (preset?.apiDomains ?? []) : strings(c.apiDomains),
     // §5 step 4 sends client_id and client_secret in the form; so does a refresh unless the config says Basic.
     clientAuth: (str('clientAuth') as ClientAuth | undefined) ?? preset?.clientAuth ?? 'client_secret_post',
-    authParams: { access_type: 'offline', ...(preset?.authParams ?? {}) },
   };
   return out;
 }
