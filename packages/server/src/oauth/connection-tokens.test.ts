@@ -112,7 +112,9 @@ describe('OAuth2 connection tokens', () => {
       took.push(performance.now() - t0);
     }
     took.sort((a, b) => a - b);
-    console.log(`refresh: median ${took[5].toFixed(1)} ms, slowest ${took[9].toFixed(1)} ms (10 forced refreshes)`);
+    console.log(
+      `refresh: median ${took[5].toFixed(1)} ms, slowest ${took[9].toFixed(1)} ms (10 forced refreshes)`,
+    );
     const v = await view('alice-mail');
     assert.equal(v.token.state, 'VALID');
     assert.equal(v.token.rotations, 12);
