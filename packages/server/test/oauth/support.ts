@@ -138,7 +138,7 @@ export async function waitForFunction(
  * replicas' egress policies.
  */
 export async function inReplica(
-  s: SandboxServer,
+  s: Pick<SandboxServer, 'url' | 'dataDir'>,
   key: string,
   workspace: string,
   fn: string,
