@@ -277,7 +277,9 @@ describe('sandboxes through the API and the gateway', () => {
       headers: { authorization: `Bearer ${key.apiKey}` },
     });
     assert.equal(outsider.status, 404);
-    assert.equal((await outsider.json()).error, 'NOT_FOUND');
+    const problem = await outsider.json();
+    assert.equal(problem.type, 'https://berth.dev/problems/not-found');
+    assert.match(problem.error, /not found/, 'the message, where the SDK builds its error from');
     const unknown = await s.run(`${s.url}/run/default/sandboxes/no-such-box/health`);
     assert.equal(unknown.status, 404);
   });
