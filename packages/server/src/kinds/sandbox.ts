@@ -277,7 +277,8 @@ export const sandbox = {
   decorate(obj, nowMs) {
     const at = expiresAtMs(obj, nowMs);
     if (at === undefined) delete obj.expiresIn;
-    else obj.expiresIn = Math.max(0, Math.floor((at - nowMs) / 1000));
+    // Rounded up: 0 says the time is up, never that less than a second is left.
+    else obj.expiresIn = Math.max(0, Math.ceil((at - nowMs) / 1000));
     // Past its expiry a sandbox reads as TERMINATED at once, as the service's does; the sweep (at most
     // EXPIRY_SWEEP_MS later) stops it and writes the record.
     if (at !== undefined && at <= nowMs && obj.status !== 'TERMINATED') obj.status = 'TERMINATED';
