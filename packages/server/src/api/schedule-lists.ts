@@ -102,7 +102,8 @@ export function register(v0: FastifyInstance, deps: { resources: Resources; now?
     const q = (req.query ?? {}) as Query;
     const issues: FieldIssue[] = [];
     const nowMs = now();
-    const until = minute(timeOf(q, 'until', issues) ?? nowMs);
+    // By default the window ends with the current minute, which it includes.
+    const until = minute(timeOf(q, 'until', issues) ?? nowMs + 60_000);
     const since = minute(timeOf(q, 'since', issues) ?? until - METRICS_DEFAULT_SPAN_MS);
     if (!issues.length && since < minute(nowMs - METRICS_MAX_AGE_MS))
       issues.push({ pointer: '/query/since', message: 'must be within the last 7 days' });

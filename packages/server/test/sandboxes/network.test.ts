@@ -82,7 +82,7 @@ test('routing secrets are never read back (only the create that sent them echoes
   assert.match(body.events.at(-1).message, /egress gateway gw is not configured on this server/);
 });
 
-test('proxy.routing from the API: the routed host gets the secret, the sandbox and the API never show it', async () => {
+test('proxy.routing from the API: the routed host gets the secret; the sandbox never sees it, nor does a read', async () => {
   const secret = 'sk-routed-through-the-api-8812';
   const created = await server.create('net-routed', {
     network: {
