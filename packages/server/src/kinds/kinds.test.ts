@@ -407,7 +407,11 @@ describe('sandbox expiry', () => {
     const starting = { metadata: { createdAt: created }, status: 'DEPLOYING', spec };
     assert.equal(expiresAtMs(starting, t0 + 3_600_000), t0 + 3_600_000 + 600_000);
     const failed = { metadata: { createdAt: created }, status: 'FAILED', spec };
-    assert.equal(expiresAtMs(failed, t0 + 3_600_000), t0 + 600_000, 'one that never ran counts from creation');
+    assert.equal(
+      expiresAtMs(failed, t0 + 3_600_000),
+      t0 + 600_000,
+      'one that never ran counts from creation',
+    );
   });
 
   it('decorate writes expiresIn in whole seconds rounded up, never negative, and only when something expires', () => {
