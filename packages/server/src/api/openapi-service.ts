@@ -253,6 +253,7 @@ export const SERVICE_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/leave': {
     delete: {
       operationId: 'leaveWorkspace',
+      role: 'viewer',
       summary: 'The caller leaves the workspace (never its home workspace, nor as its last admin)',
       tag: 'Workspace',
       response: ref('Workspace'),
