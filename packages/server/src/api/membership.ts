@@ -19,7 +19,7 @@ export async function roleIn(authenticator: AuthenticatorImpl, req: FastifyReque
   return a;
 }
 
-export async function refuseLastAdmin(store: Store, ws: string, subject: string) {
+async function refuseLastAdmin(store: Store, ws: string, subject: string) {
   const others = (await admins(store, ws)).filter((m) => m.name !== subject);
   if (!others.length)
     throw new ApiError(

@@ -205,9 +205,10 @@ type Exactly<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type Keys<T> = keyof T;
 const _answers: [
   Exactly<Keys<ReturnType<typeof users.workspaceUserView>>, Keys<typeof WorkspaceUser.static>>,
+  Exactly<Keys<ReturnType<typeof users.pendingInvitationView>>, Keys<typeof PendingInvitation.static>>,
   Exactly<Keys<ReturnType<typeof modelRevisions>[number]>, Keys<typeof RevisionMetadata.static>>,
   Exactly<Keys<ChangelogEntry>, Keys<(typeof ChangelogSchema.static)['entries'][number]>>,
-] = [true, true, true];
+] = [true, true, true, true];
 
 const USERS = 'WorkspaceUser';
 const CATALOG = 'Catalog';

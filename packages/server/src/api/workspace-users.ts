@@ -43,15 +43,7 @@ export function workspaceUserView(r: MemberRecord | InvitationRecord, accepted: 
 }
 
 /** An invitation in the service's `PendingInvitation` shape. */
-const invitationFields = (i: {
-  workspace: string;
-  subject: string;
-  role: string;
-  createdAt: string;
-  updatedAt: string;
-  createdBy: string;
-  updatedBy: string;
-}) => ({
+export const pendingInvitationView = (i: InvitationRecord) => ({
   email: i.subject,
   workspace: i.workspace,
   role: i.role,
@@ -100,7 +92,7 @@ export function registerWorkspaceUsers(v0: FastifyInstance, ctx: AuthContext) {
         code: 'WORKSPACE_USER_ALREADY_EXISTS',
       });
     await invite(store, a.principal.subject, a.workspace, body.email, body.role ?? 'member');
-    return invitationFields(await invitationOf(a.workspace, body.email));
+    return pendingInvitationView(await invitationOf(a.workspace, body.email));
   });
 
   v0.put('/users/:subOrEmail', async (req, reply) => {
