@@ -67,6 +67,7 @@ import { quotaAdmission } from './controllers/quota-admission.js';
 import { registerQuotas } from './api/quotas.js';
 import { registerWatch } from './api/watch.js';
 import { registerCaller } from './api/caller.js';
+import { registerWorkloadReplicaRoutes } from './api/workload-replicas.js';
 import { registerConsole } from './api/console.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 
@@ -245,6 +246,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerTemplates(v0);
       registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator });
       registerCaller(v0);
+      registerWorkloadReplicaRoutes(v0, { resources, replicas });
       registerOpenApi(v0, KINDS);
     },
     { prefix: '/v0' },

@@ -1,8 +1,33 @@
-// GET /watch (watch.ts) and GET /caller (caller.ts), the console's two routes, described for the OpenAPI document.
+// The routes added for the console, described for the OpenAPI document: GET /watch (watch.ts), GET /caller
+// (caller.ts) and GET /{agents|functions}/{name}/replicas (workload-replicas.ts).
 import { Type } from '@sinclair/typebox';
 import type { ExtraPaths } from './openapi-extra.js';
 
+const Replica = Type.Object(
+  {
+    id: Type.String(),
+    revision: Type.String(),
+    role: Type.Union([Type.Literal('active'), Type.Literal('canary')]),
+    inflight: Type.Integer({ description: 'requests in flight now' }),
+    lastUsedAt: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'WorkloadReplica' },
+);
+
+const replicas = (tag: 'Agent' | 'Function', param: string) => ({
+  [`/${tag === 'Agent' ? 'agents' : 'functions'}/{${param}}/replicas`]: {
+    get: {
+      tag,
+      operationId: `list${tag}Replicas`,
+      summary: `The replicas serving the ${tag === 'Agent' ? 'agent' : 'function'} now, with their revision and share`,
+      response: Type.Array(Replica),
+    },
+  },
+});
+
 export const WATCH_PATHS: ExtraPaths = {
+  ...replicas('Agent', 'agentName'),
+  ...replicas('Function', 'functionName'),
   '/caller': {
     get: {
       tag: 'Caller',
