@@ -26,7 +26,7 @@ export function bytes(n?: number): string {
     v /= 1024;
     i++;
   }
-  return `${v < 10 && i ? v.toFixed(1) : Math.round(v)} ${u[i]}`;
+  return `${v < 100 && i ? v.toFixed(1) : Math.round(v)} ${u[i]}`;
 }
 
 export function duration(ms?: number): string {

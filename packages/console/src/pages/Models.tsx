@@ -43,6 +43,17 @@ export default function Models({ params }: { params: { name?: string } }) {
   );
 }
 
+/** The last 24 hours, one bucket per hour (zero where nothing was called), so the chart spans a day. */
+function lastHours(rows: any[]) {
+  const byHour = new Map(rows.map((r) => [Math.floor(Date.parse(r.hour) / 3600_000), r]));
+  const now = Math.floor(Date.now() / 3600_000);
+  return Array.from({ length: 24 }, (_, i) => {
+    const hour = now - 23 + i;
+    const r = byHour.get(hour);
+    return { t: hour * 3600, input: r?.inputTokens ?? 0, output: r?.outputTokens ?? 0 };
+  });
+}
+
 function Usage({ name }: { name: string }) {
   const path = `/models/${encodeURIComponent(name)}/usage`;
   const hours = useAsync(
@@ -59,6 +70,7 @@ function Usage({ name }: { name: string }) {
     keys.reload();
   }, 10_000);
   const h = hours.data ?? [];
+  const buckets = lastHours(h);
   const total = h.reduce(
     (a, r) => ({
       in: a.in + r.inputTokens,
@@ -91,10 +103,10 @@ function Usage({ name }: { name: string }) {
         {h.length ? (
           <Chart
             label="Token usage per hour"
-            x={h.map((r) => Date.parse(r.hour) / 1000)}
+            x={buckets.map((b) => b.t)}
             series={[
-              { label: 'input', values: h.map((r) => r.inputTokens), bars: true },
-              { label: 'output', values: h.map((r) => r.outputTokens), color: '--chart-2', bars: true },
+              { label: 'input', values: buckets.map((b) => b.input), bars: true },
+              { label: 'output', values: buckets.map((b) => b.output), color: '--chart-2', bars: true },
             ]}
             format={(v) => num(Math.round(v))}
           />

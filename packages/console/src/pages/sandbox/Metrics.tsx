@@ -78,7 +78,7 @@ export function Metrics({ name }: { name: string }) {
             label="CPU over time"
             x={x}
             series={[{ label: 'cpu %', values: points.map((p) => p.cpu), color: '--chart-2' }]}
-            format={(v) => `${v.toFixed(0)}%`}
+            format={(v) => `${v < 10 ? v.toFixed(1) : v.toFixed(0)}%`}
           />
         </Card>
       </div>

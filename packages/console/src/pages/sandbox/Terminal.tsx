@@ -19,6 +19,35 @@ export function bearerProtocol(key: string) {
 
 type State = 'connecting' | 'open' | 'closed';
 
+/**
+ * xterm.js writes the styles it computes (cell sizes, theme colours) into <style> elements, which the page's
+ * Content-Security-Policy refuses (no inline style). Each one under `root` is mirrored into a constructed
+ * stylesheet, which the policy does not govern: the console's own code sets these styles, as it sets element
+ * styles through the DOM. Returns the undo.
+ */
+function mirrorStyles(root: HTMLElement): () => void {
+  const sheets = new Map<HTMLStyleElement, CSSStyleSheet>();
+  const sync = () => {
+    for (const el of root.querySelectorAll('style')) {
+      let sheet = sheets.get(el);
+      if (!sheet) {
+        sheet = new CSSStyleSheet();
+        sheets.set(el, sheet);
+        document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+      }
+      sheet.replaceSync(el.textContent ?? '');
+    }
+  };
+  const mo = new MutationObserver(sync);
+  mo.observe(root, { subtree: true, childList: true, characterData: true });
+  sync();
+  return () => {
+    mo.disconnect();
+    const gone = new Set(sheets.values());
+    document.adoptedStyleSheets = document.adoptedStyleSheets.filter((x) => !gone.has(x));
+  };
+}
+
 export default function Terminal({ name }: { name: string }) {
   const box = useRef<HTMLDivElement>(null);
   const term = useRef<XTerm | null>(null);
@@ -40,6 +69,7 @@ export default function Terminal({ name }: { name: string }) {
     });
     const fit = new FitAddon();
     t.loadAddon(fit);
+    const unmirror = mirrorStyles(el);
     t.open(el);
     fit.fit();
     term.current = t;
@@ -85,6 +115,7 @@ export default function Terminal({ name }: { name: string }) {
       resize.dispose();
       ws.close();
       t.dispose();
+      unmirror();
       term.current = null;
     };
   }, [name, generation]);
