@@ -103,10 +103,27 @@ export function registerWatch(app: FastifyInstance, deps: WatchDeps) {
       res.write(text);
       if (res.writableLength > WATCH_MAX_BUFFERED) end();
     };
+    // Each change is sent once the credential is checked again (a cached lookup, dropped on any identity change):
+    // a revoked key or a removed member sees nothing written after that, in commit order.
+    let chain = Promise.resolve();
+    const stillAllowed = () =>
+      deps.authenticator.resolve(req.headers, { method: 'GET', path: '/v0/watch' }).then(
+        (a) => a.workspace === ws && atLeast(a.role, 'viewer'),
+        () => false,
+      );
+    const refuse = () => {
+      write(frame('ERROR', { detail: 'the credential is no longer valid for this workspace' }));
+      end();
+    };
     const send = (c: Change) => {
       const kd = byKind.get(c.object.kind);
       if (!kd || c.object.workspace !== ws) return;
-      write(eventOf(kd, c.object, c.type, c.seq));
+      const text = eventOf(kd, c.object, c.type, c.seq);
+      chain = chain.then(async () => {
+        if (ended) return;
+        if (await stillAllowed()) write(text);
+        else refuse();
+      });
     };
     const unwatch = follow
       ? resources.store.watch((c) => {
@@ -153,23 +170,24 @@ export function registerWatch(app: FastifyInstance, deps: WatchDeps) {
       const pending = queue ?? [];
       queue = undefined;
       for (const c of pending) send(c);
-      write(frame('SYNCED', { truncated }));
+      chain = chain.then(() => write(frame('SYNCED', { truncated })));
     } catch (err) {
       req.log.warn({ err }, 'watch: reading the initial objects failed');
       write(frame('ERROR', { detail: 'reading the objects failed; watch again' }));
       end();
       return;
     }
-    if (!follow) return end();
+    if (!follow) {
+      await chain;
+      return end();
+    }
     heartbeat = setInterval(() => {
-      // A revoked key, or a member removed from the workspace, ends the stream at the next beat.
-      deps.authenticator.resolve(req.headers, { method: 'GET', path: '/v0/watch' }).then(
-        (a) => (a.workspace === ws && atLeast(a.role, 'viewer') ? write(': beat\n\n') : end()),
-        () => {
-          write(frame('ERROR', { detail: 'the credential is no longer valid for this workspace' }));
-          end();
-        },
-      );
+      // With nothing written meanwhile, a revoked key still ends the stream at the next beat.
+      chain = chain.then(async () => {
+        if (ended) return;
+        if (await stillAllowed()) write(': beat\n\n');
+        else refuse();
+      });
     }, WATCH_HEARTBEAT_MS);
     heartbeat.unref();
   });

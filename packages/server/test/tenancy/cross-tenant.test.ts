@@ -15,8 +15,14 @@ import { buildWorld, REGION, type World } from './world.js';
 
 const INFERENCE_HOST = 'berth-ct.test';
 const NAMES = { a: 'acme-corp', b: 'beta-corp', c: 'gamma-corp' };
-/** Routes outside /v0 and /run that belong to neither: health, metrics, the token endpoint, single-use uploads. */
+/**
+ * Routes outside /v0 and /run that belong to neither: health, metrics, the token endpoint, single-use uploads, and
+ * the console's static files (no credential, no tenant's data: the page reads everything through /v0).
+ */
 const OUTSIDE = new Set([
+  '/',
+  '/console',
+  '/console/*',
   '/healthz',
   '/metrics',
   '/.well-known/jwks.json',
