@@ -158,12 +158,14 @@ export default function Overview() {
                     <td>{synced ? n : '…'}</td>
                     <td>
                       <div className="row">
-                        {[...(m?.entries() ?? [])].map(([st, c]) => (
-                          <span key={st} className="row">
-                            <StatusBadge status={st} />
-                            <span className="muted">{c}</span>
-                          </span>
-                        ))}
+                        {[...(m?.entries() ?? [])]
+                          .filter(([st]) => st !== '—')
+                          .map(([st, c]) => (
+                            <span key={st} className="row">
+                              <StatusBadge status={st} />
+                              <span className="muted">{c}</span>
+                            </span>
+                          ))}
                       </div>
                     </td>
                   </tr>

@@ -19,31 +19,45 @@ export function bearerProtocol(key: string) {
 
 type State = 'connecting' | 'open' | 'closed';
 
+/** The element xterm.js's style elements are made as instead (hidden by the stylesheet, read by mirrorStyles). */
+const INERT_STYLE = 'berth-style';
+
 /**
- * xterm.js writes the styles it computes (cell sizes, theme colours) into <style> elements, which the page's
- * Content-Security-Policy refuses (no inline style). Each one under `root` is mirrored into a constructed
- * stylesheet, which the policy does not govern: the console's own code sets these styles, as it sets element
- * styles through the DOM. Returns the undo.
+ * xterm.js writes the styles it computes (cell sizes, theme colours) into <style> elements it makes and appends,
+ * which the page's Content-Security-Policy refuses (no inline style; each insertion would also be reported as a
+ * violation). While a terminal is open, a <style> the page makes is born as an inert element instead, and the text
+ * xterm.js writes into it is mirrored into a constructed stylesheet, which the policy does not govern: the console's
+ * own code sets these styles, as it sets element styles through the DOM. Nothing else in the console makes <style>
+ * elements. Returns the undo.
  */
-function mirrorStyles(root: HTMLElement): () => void {
-  const sheets = new Map<HTMLStyleElement, CSSStyleSheet>();
+function mirrorStyles(): () => void {
+  const create = document.createElement;
+  document.createElement = function (this: Document, tag: string, options?: ElementCreationOptions) {
+    return create.call(this, tag.toLowerCase() === 'style' ? INERT_STYLE : tag, options);
+  } as typeof document.createElement;
+  const sheets = new Map<Element, { sheet: CSSStyleSheet; text: string }>();
   const sync = () => {
-    for (const el of root.querySelectorAll('style')) {
-      let sheet = sheets.get(el);
-      if (!sheet) {
-        sheet = new CSSStyleSheet();
-        sheets.set(el, sheet);
-        document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+    for (const el of document.querySelectorAll(INERT_STYLE)) {
+      const text = el.textContent ?? '';
+      let m = sheets.get(el);
+      if (!m) {
+        m = { sheet: new CSSStyleSheet(), text: '' };
+        sheets.set(el, m);
+        document.adoptedStyleSheets = [...document.adoptedStyleSheets, m.sheet];
       }
-      sheet.replaceSync(el.textContent ?? '');
+      if (m.text !== text) {
+        m.sheet.replaceSync(text);
+        m.text = text;
+      }
     }
   };
+  // Where xterm.js puts them is its own business: the whole document is watched while a terminal is open.
   const mo = new MutationObserver(sync);
-  mo.observe(root, { subtree: true, childList: true, characterData: true });
-  sync();
+  mo.observe(document.documentElement, { subtree: true, childList: true, characterData: true });
   return () => {
+    document.createElement = create;
     mo.disconnect();
-    const gone = new Set(sheets.values());
+    const gone = new Set([...sheets.values()].map((m) => m.sheet));
     document.adoptedStyleSheets = document.adoptedStyleSheets.filter((x) => !gone.has(x));
   };
 }
@@ -60,6 +74,7 @@ export default function Terminal({ name }: { name: string }) {
     const el = box.current;
     const key = getSession()?.key;
     if (!el || !key) return;
+    const unmirror = mirrorStyles();
     const t = new XTerm({
       cursorBlink: true,
       fontFamily: cssVar('--mono') || 'monospace',
@@ -69,7 +84,6 @@ export default function Terminal({ name }: { name: string }) {
     });
     const fit = new FitAddon();
     t.loadAddon(fit);
-    const unmirror = mirrorStyles(el);
     t.open(el);
     fit.fit();
     term.current = t;
