@@ -132,7 +132,6 @@ export function registerConsole(app: FastifyInstance, opts: { dir?: string } = {
     if (path.startsWith('/assets/')) throw new ApiError('NOT_FOUND', `no console file ${path}`);
     return send(req, reply, page);
   };
-  app.get('/', async (_req, reply) => reply.redirect(`${CONSOLE_PATH}/`, 302));
   // The router ignores a trailing slash: `/console` and `/console/` reach the same route, told apart here.
   app.get(CONSOLE_PATH, async (req, reply) =>
     req.url.split('?')[0] === CONSOLE_PATH ? reply.redirect(`${CONSOLE_PATH}/`, 301) : serve(req, reply),

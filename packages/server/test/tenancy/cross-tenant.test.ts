@@ -20,7 +20,6 @@ const NAMES = { a: 'acme-corp', b: 'beta-corp', c: 'gamma-corp' };
  * the console's static files (no credential, no tenant's data: the page reads everything through /v0).
  */
 const OUTSIDE = new Set([
-  '/',
   '/console',
   '/console/*',
   '/healthz',
