@@ -4,8 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 
-# --- Debian packages only the tests use (a real registry and image tools for the image tests) ----------------
-TEST_DEBS=(docker-registry skopeo umoci busybox-static openssl)
+# --- Debian packages only the tests use (a real registry and image tools for the image tests; chromium for the
+# console's browser test, driven by playwright-core: no browser is downloaded) ---------------------------------
+TEST_DEBS=(docker-registry skopeo umoci busybox-static openssl chromium)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${TEST_DEBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

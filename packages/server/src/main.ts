@@ -68,6 +68,10 @@ import { QuotaLedger } from './controllers/quota-ledger.js';
 import { workloadEvent } from './controllers/events.js';
 import { quotaAdmission } from './controllers/quota-admission.js';
 import { registerQuotas } from './api/quotas.js';
+import { registerWatch } from './api/watch.js';
+import { registerCaller } from './api/caller.js';
+import { registerWorkloadReplicaRoutes } from './api/workload-replicas.js';
+import { registerConsole } from './api/console.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 
 const MB = 1024 ** 2;
@@ -254,11 +258,15 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         egressGateways: config.egressGateways,
         inferenceHost: config.inferenceHost,
       });
+      registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator });
+      registerCaller(v0);
+      registerWorkloadReplicaRoutes(v0, { resources, replicas });
       registerOpenApi(v0, KINDS);
     },
     { prefix: '/v0' },
   );
   registerIdentityPublicRoutes(app, auth.context);
+  registerConsole(app);
   const metrics = registerMetrics(app, undefined, {
     sandboxes: sandboxSampler({ store, driver }),
     access: metricsAccess({ token: config.metricsToken, authenticator: auth.authenticator, store }),

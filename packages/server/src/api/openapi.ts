@@ -11,6 +11,7 @@ import { bareInEveryVersion, LIST_ENVELOPE_SINCE } from './api-version.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
 import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
+import { WATCH_PATHS } from './openapi-watch.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
 
@@ -367,7 +368,7 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
 /** The whole document. Pure: no server, no I/O (the SDK generator calls it on the built package). */
 export function buildOpenApiDocument(
   kinds: KindDescriptor[],
-  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS, ...SERVICE_PATHS },
+  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS, ...WATCH_PATHS, ...SERVICE_PATHS },
 ) {
   const c = new SchemaCollector();
   c.named(ProblemSchema);
