@@ -55,3 +55,11 @@ export async function unwrap<T>(
   if (!response.ok) throw new BerthApiError(response.status, error as Problem | undefined);
   return data as T;
 }
+
+/**
+ * The items of a list answer: lists are bare arrays, or `{data, meta}` for a client that sends `Blaxel-Version`
+ * 2026-04-28 or later (the document describes both, decision 019).
+ */
+export function itemsOf<T>(list: T[] | { data: T[] }): T[] {
+  return Array.isArray(list) ? list : list.data;
+}

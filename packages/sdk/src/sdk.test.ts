@@ -5,7 +5,7 @@ import { buildOpenApiDocument } from '../../server/src/api/openapi.js';
 import { KINDS } from '../../server/src/kinds/index.js';
 import { startTestServer, type TestServer } from '../../server/src/test-support/server.js';
 import { renderDocument, renderTypes } from '../scripts/render.mjs';
-import { BerthApiError, createBerthClient, type Schemas, unwrap } from './index.js';
+import { BerthApiError, createBerthClient, itemsOf, type Schemas, unwrap } from './index.js';
 
 const committed = (rel: string) => readFileSync(new URL(rel, import.meta.url), 'utf8');
 const HOW = 'regenerate with `npm run build && npm run sdk:generate`';
@@ -52,7 +52,7 @@ describe('createBerthClient against a real server', () => {
       client.GET('/policies', { params: { query: { labels: 'team=infra', limit: 10 } } }),
     );
     assert.deepEqual(
-      list.map((p) => p.metadata.name),
+      itemsOf(list).map((p) => p.metadata.name),
       ['eu-only'],
     );
 

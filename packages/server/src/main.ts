@@ -12,13 +12,16 @@ import * as egressUsage from './api/egress-usage.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
+import * as scheduleLists from './api/schedule-lists.js';
+import { registerCatalogs } from './api/catalogs.js';
 import { createAuth } from './auth/index.js';
 import { K } from './auth/records.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
 import { startControllers } from './controllers/index.js';
-import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
+import { removeOrphanSandboxes, sandboxReconciler, terminatedRetentionMs } from './controllers/sandbox.js';
+import { deleteWhenDone } from './api/wait.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
 import { ScheduleRunner } from './controllers/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
@@ -220,13 +223,19 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           Drive: volumeCreateHook({ resources, capacity }, 'Drive'),
         },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources, images }) },
+        deleteHooks: {
+          Sandbox: deleteWhenDone(resources, (o) => terminatedRetentionMs(o.body) > 0),
+          Volume: deleteWhenDone(resources),
+          Drive: deleteWhenDone(resources),
+        },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
       registerWorkloadLogRoutes(v0, { resources, replicas, driver });
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
-      for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
+      for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
+        m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       registerImages(v0, { images });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
@@ -244,6 +253,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         },
       });
       registerTemplates(v0);
+      registerCatalogs(v0, {
+        regions: config.regions,
+        egressGateways: config.egressGateways,
+        inferenceHost: config.inferenceHost,
+      });
       registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator });
       registerCaller(v0);
       registerWorkloadReplicaRoutes(v0, { resources, replicas });

@@ -8,14 +8,15 @@ import type { Resources, WriteResult } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';
 import { ApiError, notFound } from '../errors.js';
 import { isGone } from '../kinds/status.js';
-import { listPage } from './pagination.js';
+import { listPage, memoryPage, parseLabels } from './pagination.js';
+import type { DeleteHook } from './wait.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
   req: FastifyRequest,
   reply: FastifyReply,
   create: () => Promise<WriteResult>,
-) => Promise<Pick<WriteResult, 'object' | 'dropped'>>;
+) => Promise<Pick<WriteResult, 'object' | 'dropped'> & { created?: boolean }>;
 
 export interface CrudDeps {
   resources: Resources;
@@ -23,6 +24,8 @@ export interface CrudDeps {
   createHooks?: Record<string, CreateHook>;
   /** By kind name: wraps a kind's PUT the same way (e.g. a sandbox answers once it runs its new spec). */
   replaceHooks?: Record<string, CreateHook>;
+  /** By kind name: wraps a kind's DELETE (e.g. a sandbox answers once its deletion is done). */
+  deleteHooks?: Record<string, DeleteHook>;
   /** By kind name: called after a create or replace was written (e.g. an upload URL header for `?upload=true`). */
   afterWrite?: Record<
     string,
@@ -109,7 +112,7 @@ async function byExternalId(
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {}, replaceHooks = {}, afterWrite = {} }: CrudDeps,
+  { resources, createHooks = {}, replaceHooks = {}, deleteHooks = {}, afterWrite = {} }: CrudDeps,
 ) {
   for (const kd of kinds) {
     const coll = toFastifyPath(kd.path);
@@ -145,6 +148,19 @@ export function registerCrud(
       return page.map((o) => resources.view(kd, o, show));
     });
 
+    // Every parent's objects at once: ordered by name, then parent (two parents may hold the same name).
+    if (kd.everyParentPath)
+      app.get(kd.everyParentPath, async (req, reply) => {
+        const a = requireRole(req, readRole);
+        const show = wantsSecrets(req);
+        const labels = parseLabels(((req.query ?? {}) as Record<string, string>).labels);
+        const keep = listFilter(kd, req) ?? (() => true);
+        const all = (await resources.store.list({ kind: kd.kind, workspace: a.workspace, labels })).filter(
+          keep,
+        );
+        return memoryPage(all, (o) => [o.name, o.parent], req, reply).map((o) => resources.view(kd, o, show));
+      });
+
     if (kd.metadataInput?.externalId)
       app.get(`${coll}/by-external-id/:externalId`, async (req) => {
         const a = requireRole(req, readRole);
@@ -172,7 +188,7 @@ export function registerCrud(
       const r = await (createHooks[kd.kind]?.(req, reply, create) ?? create());
       afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
-      return withWarnings(resources.view(kd, r.object), kd, r.dropped);
+      return withWarnings(resources.view(kd, r.object, false, r.created ?? true), kd, r.dropped);
     });
 
     app.put(item, async (req, reply) => {
@@ -182,12 +198,13 @@ export function registerCrud(
       const r = await (replaceHooks[kd.kind]?.(req, reply, replace) ?? replace());
       afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
-      return withWarnings(resources.view(kd, r.object), kd, r.dropped);
+      return withWarnings(resources.view(kd, r.object, false, r.created === true), kd, r.dropped);
     });
 
     app.delete(item, async (req) => {
       const params = req.params as Record<string, string>;
-      const o = await resources.delete(kd, ctxOf(req), params[kd.nameParam]);
+      const del = () => resources.delete(kd, ctxOf(req), params[kd.nameParam]);
+      const o = await (deleteHooks[kd.kind]?.(req, del) ?? del());
       return resources.view(kd, o);
     });
   }

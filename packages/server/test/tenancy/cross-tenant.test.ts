@@ -29,8 +29,11 @@ const OUTSIDE = new Set([
   '/oauth/token',
   '/uploads/:token',
 ]);
-/** Fields that change by themselves between two reads (decorations, run state, usage counters). */
-const VOLATILE = new Set(['lastUsedAt', 'expiresIn', 'expired', 'state']);
+/**
+ * Fields that change by themselves between two reads (decorations, run state, usage counters, the time a feature
+ * flag was evaluated, the default window of the schedule metrics).
+ */
+const VOLATILE = new Set(['lastUsedAt', 'expiresIn', 'expired', 'state', 'evaluatedAt', 'since', 'until']);
 const DENIED = [401, 403, 404];
 const UPGRADE = {
   connection: 'Upgrade',
