@@ -6,6 +6,7 @@ import createClient, { type Client } from 'openapi-fetch';
 import type { components, operations, paths } from '../src/schema.js';
 
 export type { components, operations, paths };
+export { KINDS, type KindInfo, type KindParent, kindByName } from './kinds.js';
 export type Schemas = components['schemas'];
 export type Problem = components['schemas']['Problem'];
 export type BerthClient = Client<paths>;

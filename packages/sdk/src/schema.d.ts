@@ -3239,6 +3239,8 @@ export interface components {
         labels: string;
         /** @description reveal secret values (workspace admin role) */
         show_secrets: boolean;
+        /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+        watch: boolean;
         /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
         fieldValidation: "Strict" | "Warn";
         /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3261,6 +3263,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3284,6 +3288,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Policy"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3329,6 +3338,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3348,6 +3359,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Policy"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3428,6 +3444,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3451,6 +3469,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntegrationConnection"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3496,6 +3519,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3515,6 +3540,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntegrationConnection"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3595,6 +3625,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3618,6 +3650,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VolumeTemplate"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3663,6 +3700,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3682,6 +3721,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VolumeTemplate"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3762,6 +3806,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3785,6 +3831,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Volume"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3830,6 +3881,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3849,6 +3902,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Volume"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3929,6 +3987,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3952,6 +4012,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Drive"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3997,6 +4062,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4016,6 +4083,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Drive"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4123,6 +4195,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4146,6 +4220,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4191,6 +4270,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4210,6 +4291,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4290,6 +4376,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4313,6 +4401,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4358,6 +4451,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4377,6 +4472,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4457,6 +4557,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4480,6 +4582,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Function"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4525,6 +4632,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4544,6 +4653,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Function"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4624,6 +4738,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4647,6 +4763,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Job"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4692,6 +4813,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4711,6 +4834,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Job"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4791,6 +4919,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4814,6 +4944,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4861,6 +4996,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4880,6 +5017,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4987,6 +5129,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5012,6 +5156,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5061,6 +5210,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5081,6 +5232,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5163,6 +5319,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5186,6 +5344,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Vpc"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5231,6 +5394,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5250,6 +5415,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Vpc"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5330,6 +5500,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5355,6 +5527,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressGateway"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5402,6 +5579,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5422,6 +5601,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressGateway"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5504,6 +5688,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5530,6 +5716,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5578,6 +5769,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5599,6 +5792,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];

@@ -9,6 +9,7 @@ import type { StoredObject } from '../store/store.js';
 import { ApiError, notFound } from '../errors.js';
 import { isGone } from '../kinds/status.js';
 import { listPage } from './pagination.js';
+import { wantsWatch, watchAnswer } from './watch.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
@@ -133,6 +134,15 @@ export function registerCrud(
       const show = wantsSecrets(req);
       const parents = parentsOf(kd, req.params as Record<string, string>);
       await resources.checkParents(kd, a.workspace, parents);
+      if (wantsWatch(req))
+        return watchAnswer(req, reply, {
+          store: resources.store,
+          kind: kd.kind,
+          workspace: a.workspace,
+          parent: parents.join('/'),
+          view: (o) => resources.view(kd, o, show),
+          keep: listFilter(kd, req),
+        });
       const page = await listPage(
         resources.store,
         kd.kind,
@@ -156,11 +166,21 @@ export function registerCrud(
         return found;
       });
 
-    app.get(item, async (req) => {
+    app.get(item, async (req, reply) => {
       const a = requireRole(req, readRole);
       const show = wantsSecrets(req);
       const params = req.params as Record<string, string>;
-      const o = await resources.mustGet(kd, a.workspace, parentsOf(kd, params), params[kd.nameParam]);
+      const parents = parentsOf(kd, params);
+      const o = await resources.mustGet(kd, a.workspace, parents, params[kd.nameParam]);
+      if (wantsWatch(req))
+        return watchAnswer(req, reply, {
+          store: resources.store,
+          kind: kd.kind,
+          workspace: a.workspace,
+          parent: parents.join('/'),
+          name: o.name,
+          view: (x) => resources.view(kd, x, show),
+        });
       return resources.view(kd, o, show);
     });
 
