@@ -4,30 +4,16 @@
 import { spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { Readable } from 'node:stream';
-import { apiBase } from '@berth/sdk';
+import { apiBase, kindByName } from '@berth/sdk';
 import type { Command } from 'commander';
 import { Api, ApiFailure, itemPath, listAll, warningLines } from './client.js';
 import { type CliConfig, loadCliConfig } from './config.js';
-import { age, parseFormat, render, table } from './output.js';
+import { OUTPUT_HELP, parseFormat, render } from './output.js';
 
-function rows(objects: any[]): string {
-  const out = [['NAME', 'STATUS', 'SIZE', 'ATTACHED TO', 'TEMPLATE', 'AGE']];
-  for (const o of objects)
-    out.push([
-      String(o?.metadata?.name ?? '-'),
-      String(o?.status ?? '-'),
-      o?.spec?.size ? `${o.spec.size}MB` : '-',
-      String(o?.state?.attachedTo ?? '-'),
-      String(o?.spec?.template ?? '-'),
-      age(o?.metadata?.createdAt),
-    ]);
-  return `${table(out)}\n`;
-}
+const VOLUME = kindByName('volume')!;
 
-const show = (objects: any[], output: string | undefined, single: boolean) => {
-  const format = parseFormat(output);
-  process.stdout.write(format === 'table' ? rows(objects) : render(objects, format, 'Volume', single));
-};
+const show = (objects: any[], output: string | undefined, single: boolean) =>
+  process.stdout.write(render(objects, parseFormat(output), VOLUME, single));
 
 export function registerVolume(program: Command) {
   const volume = program
@@ -41,7 +27,7 @@ export function registerVolume(program: Command) {
     .argument('<name>', 'volume name (lowercase letters, digits, -)')
     .option('--size <mb>', 'size in MB (default 1024)')
     .option('--template <template>', 'seed it from a volume template: name or name:version')
-    .option('-o, --output <format>', 'json or yaml (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (name: string, o: { size?: string; template?: string; output?: string }) => {
       const spec: Record<string, unknown> = {};
       if (o.size !== undefined) {
@@ -62,10 +48,11 @@ export function registerVolume(program: Command) {
     .command('list')
     .alias('ls')
     .description('list volumes')
-    .option('-o, --output <format>', 'json or yaml (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (o: { output?: string }) => {
       const items = await listAll(new Api(loadCliConfig()), '/volumes');
-      if (!items.length && parseFormat(o.output) === 'table') process.stderr.write('no volumes found\n');
+      if (!items.length && ['table', 'wide'].includes(parseFormat(o.output)))
+        process.stderr.write('no volumes found\n');
       else show(items, o.output, false);
     });
 
@@ -73,7 +60,7 @@ export function registerVolume(program: Command) {
     .command('get')
     .description('show one volume')
     .argument('<name>', 'volume name')
-    .option('-o, --output <format>', 'json or yaml (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (name: string, o: { output?: string }) => {
       const { body } = await new Api(loadCliConfig()).call('GET', itemPath('/volumes', name));
       show([body], o.output, true);

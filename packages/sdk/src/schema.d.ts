@@ -3239,7 +3239,7 @@ export interface components {
         labels: string;
         /** @description reveal secret values (workspace admin role) */
         show_secrets: boolean;
-        /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+        /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
         watch: boolean;
         /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
         fieldValidation: "Strict" | "Warn";
@@ -3263,7 +3263,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3290,7 +3290,7 @@ export interface operations {
                     "application/json": components["schemas"]["Policy"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Policy"];
                     };
                 };
@@ -3338,7 +3338,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3361,7 +3361,7 @@ export interface operations {
                     "application/json": components["schemas"]["Policy"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Policy"];
                     };
                 };
@@ -3444,7 +3444,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3471,7 +3471,7 @@ export interface operations {
                     "application/json": components["schemas"]["IntegrationConnection"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["IntegrationConnection"];
                     };
                 };
@@ -3519,7 +3519,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3542,7 +3542,7 @@ export interface operations {
                     "application/json": components["schemas"]["IntegrationConnection"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["IntegrationConnection"];
                     };
                 };
@@ -3625,7 +3625,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3652,7 +3652,7 @@ export interface operations {
                     "application/json": components["schemas"]["VolumeTemplate"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["VolumeTemplate"];
                     };
                 };
@@ -3700,7 +3700,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3723,7 +3723,7 @@ export interface operations {
                     "application/json": components["schemas"]["VolumeTemplate"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["VolumeTemplate"];
                     };
                 };
@@ -3806,7 +3806,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3833,7 +3833,7 @@ export interface operations {
                     "application/json": components["schemas"]["Volume"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Volume"];
                     };
                 };
@@ -3881,7 +3881,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -3904,7 +3904,7 @@ export interface operations {
                     "application/json": components["schemas"]["Volume"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Volume"];
                     };
                 };
@@ -3987,7 +3987,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4014,7 +4014,7 @@ export interface operations {
                     "application/json": components["schemas"]["Drive"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Drive"];
                     };
                 };
@@ -4062,7 +4062,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4085,7 +4085,7 @@ export interface operations {
                     "application/json": components["schemas"]["Drive"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Drive"];
                     };
                 };
@@ -4195,7 +4195,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4222,7 +4222,7 @@ export interface operations {
                     "application/json": components["schemas"]["Model"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Model"];
                     };
                 };
@@ -4270,7 +4270,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4293,7 +4293,7 @@ export interface operations {
                     "application/json": components["schemas"]["Model"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Model"];
                     };
                 };
@@ -4376,7 +4376,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4403,7 +4403,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Agent"];
                     };
                 };
@@ -4451,7 +4451,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4474,7 +4474,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Agent"];
                     };
                 };
@@ -4557,7 +4557,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4584,7 +4584,7 @@ export interface operations {
                     "application/json": components["schemas"]["Function"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Function"];
                     };
                 };
@@ -4632,7 +4632,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4655,7 +4655,7 @@ export interface operations {
                     "application/json": components["schemas"]["Function"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Function"];
                     };
                 };
@@ -4738,7 +4738,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4765,7 +4765,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Job"];
                     };
                 };
@@ -4813,7 +4813,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4836,7 +4836,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Job"];
                     };
                 };
@@ -4919,7 +4919,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -4946,7 +4946,7 @@ export interface operations {
                     "application/json": components["schemas"]["Sandbox"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Sandbox"];
                     };
                 };
@@ -4996,7 +4996,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5019,7 +5019,7 @@ export interface operations {
                     "application/json": components["schemas"]["Sandbox"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Sandbox"];
                     };
                 };
@@ -5129,7 +5129,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5158,7 +5158,7 @@ export interface operations {
                     "application/json": components["schemas"]["Preview"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Preview"];
                     };
                 };
@@ -5210,7 +5210,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5234,7 +5234,7 @@ export interface operations {
                     "application/json": components["schemas"]["Preview"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Preview"];
                     };
                 };
@@ -5319,7 +5319,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5346,7 +5346,7 @@ export interface operations {
                     "application/json": components["schemas"]["Vpc"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Vpc"];
                     };
                 };
@@ -5394,7 +5394,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5417,7 +5417,7 @@ export interface operations {
                     "application/json": components["schemas"]["Vpc"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["Vpc"];
                     };
                 };
@@ -5500,7 +5500,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5529,7 +5529,7 @@ export interface operations {
                     "application/json": components["schemas"]["EgressGateway"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["EgressGateway"];
                     };
                 };
@@ -5579,7 +5579,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5603,7 +5603,7 @@ export interface operations {
                     "application/json": components["schemas"]["EgressGateway"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["EgressGateway"];
                     };
                 };
@@ -5688,7 +5688,7 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5718,7 +5718,7 @@ export interface operations {
                     "application/json": components["schemas"]["EgressIp"][];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["EgressIp"];
                     };
                 };
@@ -5769,7 +5769,7 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
-                /** @description stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open */
                 watch?: components["parameters"]["watch"];
             };
             header?: {
@@ -5794,7 +5794,7 @@ export interface operations {
                     "application/json": components["schemas"]["EgressIp"];
                     "application/x-ndjson": {
                         /** @enum {string} */
-                        type: "ADDED" | "MODIFIED" | "DELETED" | "PING";
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
                         object?: components["schemas"]["EgressIp"];
                     };
                 };

@@ -103,7 +103,7 @@ const PARAMETERS: Record<string, Param> = {
   watch: query(
     'watch',
     { type: 'boolean' },
-    'stream application/x-ndjson instead: the current state as ADDED lines, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open',
+    'stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/watch.ts); {"type":"PING"} lines keep a quiet stream open',
   ),
   fieldValidation: query(
     'fieldValidation',
@@ -155,7 +155,7 @@ const watchable = (responses: ReturnType<typeof ok>, object: JsonSchema) => {
     type: 'object',
     required: ['type'],
     properties: {
-      type: { type: 'string', enum: ['ADDED', 'MODIFIED', 'DELETED', 'PING'] },
+      type: { type: 'string', enum: ['ADDED', 'MODIFIED', 'DELETED', 'SYNCED', 'PING'] },
       object,
     },
   };

@@ -55,6 +55,7 @@ describe('watching a kind or an object', () => {
     const first = await next();
     assert.equal(first?.type, 'ADDED');
     assert.equal(first?.object.metadata.name, 'first');
+    assert.equal((await next())?.type, 'SYNCED', 'the objects there at the start, then a mark');
 
     // The other tenant writes a policy of the same name and one of its own: neither reaches this watch.
     const theirs = await s.api('/policies', { method: 'POST', json: policy('first', 9), key: other.key });
@@ -83,6 +84,7 @@ describe('watching a kind or an object', () => {
     assert.equal(res.status, 200);
     const next = reader(res);
     assert.equal((await next())?.object.metadata.name, 'mine');
+    assert.equal((await next())?.type, 'SYNCED');
     await s.api('/policies/mine', { method: 'DELETE' });
     assert.equal((await next())?.type, 'DELETED');
     assert.equal(await next(), undefined, 'the stream ends with the object');
@@ -97,6 +99,7 @@ describe('watching a kind or an object', () => {
     const ctl = new AbortController();
     const plain = reader(await s.api('/integrations/connections?watch=true', { signal: ctl.signal }));
     const e = await plain();
+    assert.equal(e?.type, 'ADDED');
     assert.notEqual(e?.object.spec.secret.apiKey, 'sk-watch-secret');
     const shown = reader(
       await s.api('/integrations/connections/openai?watch=true&show_secrets=true', { signal: ctl.signal }),

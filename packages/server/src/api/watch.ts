@@ -1,5 +1,6 @@
-// `?watch=true` on a kind's list or on one object: what the read would answer, then every later change, as lines of
-// NDJSON (`{"type":"ADDED"|"MODIFIED"|"DELETED","object":{…}}`) from the store's own watch — the one every controller
+// `?watch=true` on a kind's list or on one object: what the read would answer (ADDED lines, then one `SYNCED` line),
+// then every later change, as lines of NDJSON (`{"type":"ADDED"|"MODIFIED"|"DELETED","object":{…}}`) from the store's
+// own watch — the one every controller
 // reacts to — until the client goes (or, watching one object, until it is removed). Same workspace, parents, role,
 // label filter and redaction as the read it extends; nothing of another workspace is ever looked at.
 import { PassThrough } from 'node:stream';
@@ -16,7 +17,8 @@ export const WATCH_PING_MS = 15_000;
 
 export const WATCH_CONTENT_TYPE = 'application/x-ndjson';
 
-export type WatchEventType = Change['type'] | 'PING';
+/** PING keeps a quiet stream open; SYNCED follows the objects that were there when the watch began. */
+export type WatchEventType = Change['type'] | 'PING' | 'SYNCED';
 
 export interface WatchScope {
   store: Store;
@@ -81,6 +83,7 @@ export async function watchAnswer(req: FastifyRequest, reply: FastifyReply, scop
       shown.set(keyString(o), o.resourceVersion);
       line('ADDED', o);
     }
+    line('SYNCED');
     const waiting = held;
     held = undefined;
     for (const c of waiting)
