@@ -259,7 +259,10 @@ export function registerDeploy(program: Command) {
     .option('--traffic <percent>', 'ship the new revision as a canary taking this share of requests (1-99)')
     .option('--memory <mb>', 'memory of each replica or task in MB (over the manifest)')
     .option('-e, --env <KEY=VALUE...>', 'environment variables (over those set on the server)')
-    .option('--volume <name:/path[:ro]...>', 'mount a volume (replaces the volumes set on the server)')
+    .option(
+      '--volume <volume...>',
+      'name:/path or name:/path:ro: mount a volume (replaces the volumes set on the server)',
+    )
     .option('--no-wait', 'return once the code is uploaded')
     .action(deploy);
 }

@@ -120,12 +120,12 @@ export function registerSandbox(program: Command) {
     .option('--ttl <duration>', 'delete automatically after this long, e.g. 30m, 24h')
     .option('-e, --env <KEY=VALUE...>', 'environment variables of the sandbox')
     .option(
-      '--volume <name:/path[:ro]...>',
-      'mount a volume of the workspace (created first: berth volume create)',
+      '--volume <volume...>',
+      'name:/path or name:/path:ro: mount a volume of the workspace (made with berth volume create)',
     )
     .option(
-      '--port <port[:public]...>',
-      'a port the sandbox serves; :public also opens a public preview of it',
+      '--port <port...>',
+      '3000 or 3000:public: a port the sandbox serves; :public also opens a public preview of it',
     )
     .option('-o, --output <format>', OUTPUT_HELP)
     .action((name: string, o: CreateOptions) => create(loadCliConfig(), name, o));

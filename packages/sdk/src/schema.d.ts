@@ -1929,6 +1929,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2100,6 +2101,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2283,6 +2285,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;

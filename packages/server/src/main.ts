@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
+import { replicaCount } from './api/workload-replicas.js';
 import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/identity.js';
 import { registerMetrics } from './api/metrics.js';
 import { metricsAccess } from './api/metrics-access.js';
@@ -217,6 +218,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources, images }) },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
+        decorate: { Agent: replicaCount(replicas), Function: replicaCount(replicas) },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
@@ -224,7 +226,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      registerImages(v0, { images });
+      registerImages(v0, { images, resources });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
       registerQuotas(v0, {
         store,

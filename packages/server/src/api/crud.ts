@@ -29,6 +29,8 @@ export interface CrudDeps {
     string,
     (req: FastifyRequest, reply: FastifyReply, object: WriteResult['object']) => void
   >;
+  /** By kind name: adds fields computed at each read (e.g. the replicas an agent runs now) to the answer. */
+  decorate?: Record<string, (kind: string, workspace: string, view: Record<string, any>) => void>;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -110,9 +112,15 @@ async function byExternalId(
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {}, replaceHooks = {}, afterWrite = {} }: CrudDeps,
+  { resources, createHooks = {}, replaceHooks = {}, afterWrite = {}, decorate = {} }: CrudDeps,
 ) {
   for (const kd of kinds) {
+    /** The object as a read answers it: redacted unless `show`, then decorated with what is computed now. */
+    const viewOf = (o: StoredObject, show = false) => {
+      const v = resources.view(kd, o, show);
+      decorate[kd.kind]?.(kd.kind, o.workspace, v);
+      return v;
+    };
     const coll = toFastifyPath(kd.path);
     const item = `${coll}/:${kd.nameParam}`;
     const readRole = kd.readRole ?? 'viewer';
@@ -140,7 +148,7 @@ export function registerCrud(
           kind: kd.kind,
           workspace: a.workspace,
           parent: parents.join('/'),
-          view: (o) => resources.view(kd, o, show),
+          view: (o) => viewOf(o, show),
           keep: listFilter(kd, req),
         });
       const page = await listPage(
@@ -152,7 +160,7 @@ export function registerCrud(
         reply,
         listFilter(kd, req),
       );
-      return page.map((o) => resources.view(kd, o, show));
+      return page.map((o) => viewOf(o, show));
     });
 
     if (kd.metadataInput?.externalId)
@@ -179,9 +187,9 @@ export function registerCrud(
           workspace: a.workspace,
           parent: parents.join('/'),
           name: o.name,
-          view: (x) => resources.view(kd, x, show),
+          view: (x) => viewOf(x, show),
         });
-      return resources.view(kd, o, show);
+      return viewOf(o, show);
     });
 
     if (kd.readOnlyKind) continue;
