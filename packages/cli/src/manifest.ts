@@ -99,8 +99,9 @@ export async function manifestObject(
     spec[k] = v;
     specKeys.push(k);
   }
-  spec.repository = { type: 'upload' };
+  // An MCP server's spec has no repository (the service's has none either): its code is the upload all the same.
   if (plural === 'functions') spec.type = 'mcp';
+  else spec.repository = { type: 'upload' };
   return { file, plural, name, body: { metadata: { name }, spec }, specKeys, warnings };
 }
 
