@@ -9,8 +9,12 @@ import type { Command } from 'commander';
 import { Api, ApiFailure, itemPath, listAll, warningLines } from './client.js';
 import { type CliConfig, loadCliConfig } from './config.js';
 import { OUTPUT_HELP, parseFormat, render } from './output.js';
+import { Progress } from './progress.js';
+import { outcomeLine, waitFor } from './wait.js';
 
 const VOLUME = kindByName('volume')!;
+/** Longest `create` waits for a volume to be ready (seeding it from a large template version takes a while). */
+const WAIT_MS = 10 * 60_000;
 
 const show = (objects: any[], output: string | undefined, single: boolean) =>
   process.stdout.write(render(objects, parseFormat(output), VOLUME, single));
@@ -23,7 +27,9 @@ export function registerVolume(program: Command) {
 
   volume
     .command('create')
-    .description('create a volume (its size is a hard cap)')
+    .description(
+      'create a volume (its size is a hard cap) and wait until it is ready (exit 1 with the reason if not)',
+    )
     .argument('<name>', 'volume name (lowercase letters, digits, -)')
     .option('--size <mb>', 'size in MB (default 1024)')
     .option('--template <template>', 'seed it from a volume template: name or name:version')
@@ -37,11 +43,23 @@ export function registerVolume(program: Command) {
         spec.size = mb;
       }
       if (o.template) spec.template = o.template;
-      const { body } = await new Api(loadCliConfig()).call('POST', '/volumes', {
+      const cfg = loadCliConfig();
+      const { body } = await new Api(cfg).call('POST', '/volumes', {
         body: { metadata: { name }, spec },
+        query: { fieldValidation: 'Strict' },
       });
       process.stderr.write(warningLines(`volume/${name}`, body));
-      show([body], o.output, true);
+      const progress = new Progress();
+      const outcome = await waitFor(cfg, VOLUME, '/volumes', name, progress, WAIT_MS).finally(() =>
+        progress.stop(),
+      );
+      if (outcome.status !== 'DEPLOYED') {
+        const { line } = outcomeLine(VOLUME, outcome);
+        process.stderr.write(`${line}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      show([outcome.object], o.output, true);
     });
 
   volume

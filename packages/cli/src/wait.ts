@@ -83,11 +83,12 @@ export async function waitFor(
     clearTimeout(timer);
     ctl.abort();
   }
-  if (timedOut)
-    throw new WaitTimeout(
-      `still ${last?.status ?? 'pending'} after ${elapsed(ms)}: follow it with \`berth describe ${kd.kind.toLowerCase()} ${name} --watch\``,
-    );
-  return { object: last, status: 'REMOVED', failed: false };
+  const follow = `follow it with \`berth describe ${kd.kind.toLowerCase()} ${name} --watch\``;
+  if (timedOut) throw new WaitTimeout(`still ${last?.status ?? 'pending'} after ${elapsed(ms)}: ${follow}`);
+  // The stream ended without the object's removal: the server went away (a restart) while it was on its way.
+  throw new Error(
+    `the server closed the watch while ${last?.status ?? 'pending'} (did it restart?): ${follow}`,
+  );
 }
 
 /** The line a command ends with once its object settled, and the exit status it calls for. */
