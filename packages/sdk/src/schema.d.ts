@@ -2381,6 +2381,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2552,6 +2553,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2735,6 +2737,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -3916,6 +3919,8 @@ export interface components {
         labels: string;
         /** @description reveal secret values (workspace admin role) */
         show_secrets: boolean;
+        /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+        watch: boolean;
         /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
         fieldValidation: "Strict" | "Warn";
         /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3938,6 +3943,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3963,6 +3970,11 @@ export interface operations {
                     "application/json": components["schemas"]["Policy"][] | {
                         data: components["schemas"]["Policy"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
                     };
                 };
             };
@@ -4009,6 +4021,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4028,6 +4042,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Policy"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4108,6 +4127,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4133,6 +4154,11 @@ export interface operations {
                     "application/json": components["schemas"]["IntegrationConnection"][] | {
                         data: components["schemas"]["IntegrationConnection"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
                     };
                 };
             };
@@ -4179,6 +4205,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4198,6 +4226,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntegrationConnection"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4278,6 +4311,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4303,6 +4338,11 @@ export interface operations {
                     "application/json": components["schemas"]["VolumeTemplate"][] | {
                         data: components["schemas"]["VolumeTemplate"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
                     };
                 };
             };
@@ -4349,6 +4389,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4368,6 +4410,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VolumeTemplate"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4448,6 +4495,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4473,6 +4522,11 @@ export interface operations {
                     "application/json": components["schemas"]["Volume"][] | {
                         data: components["schemas"]["Volume"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
                     };
                 };
             };
@@ -4519,6 +4573,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4538,6 +4594,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Volume"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4645,6 +4706,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4670,6 +4733,11 @@ export interface operations {
                     "application/json": components["schemas"]["Drive"][] | {
                         data: components["schemas"]["Drive"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
                     };
                 };
             };
@@ -4716,6 +4784,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4735,6 +4805,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Drive"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4842,6 +4917,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4867,6 +4944,11 @@ export interface operations {
                     "application/json": components["schemas"]["Model"][] | {
                         data: components["schemas"]["Model"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
                     };
                 };
             };
@@ -4913,6 +4995,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4932,6 +5016,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5012,6 +5101,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5037,6 +5128,11 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"][] | {
                         data: components["schemas"]["Agent"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
                     };
                 };
             };
@@ -5083,6 +5179,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5102,6 +5200,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5182,6 +5285,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5207,6 +5312,11 @@ export interface operations {
                     "application/json": components["schemas"]["Function"][] | {
                         data: components["schemas"]["Function"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
                     };
                 };
             };
@@ -5253,6 +5363,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5272,6 +5384,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Function"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5352,6 +5469,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5377,6 +5496,11 @@ export interface operations {
                     "application/json": components["schemas"]["Job"][] | {
                         data: components["schemas"]["Job"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
                     };
                 };
             };
@@ -5423,6 +5547,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5442,6 +5568,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Job"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5522,6 +5653,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5547,6 +5680,11 @@ export interface operations {
                     "application/json": components["schemas"]["Sandbox"][] | {
                         data: components["schemas"]["Sandbox"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
                     };
                 };
             };
@@ -5595,6 +5733,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5614,6 +5754,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5721,6 +5866,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5746,6 +5893,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5795,6 +5947,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5815,6 +5969,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5897,6 +6056,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5922,6 +6083,11 @@ export interface operations {
                     "application/json": components["schemas"]["Vpc"][] | {
                         data: components["schemas"]["Vpc"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
                     };
                 };
             };
@@ -5968,6 +6134,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5987,6 +6155,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Vpc"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6067,6 +6240,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -6094,6 +6269,11 @@ export interface operations {
                     "application/json": components["schemas"]["EgressGateway"][] | {
                         data: components["schemas"]["EgressGateway"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
                     };
                 };
             };
@@ -6142,6 +6322,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -6162,6 +6344,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressGateway"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6287,6 +6474,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -6315,6 +6504,11 @@ export interface operations {
                     "application/json": components["schemas"]["EgressIp"][] | {
                         data: components["schemas"]["EgressIp"][];
                         meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
                     };
                 };
             };
@@ -6364,6 +6558,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -6385,6 +6581,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
+import { replicaCount } from './api/workload-replicas.js';
 import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/identity.js';
 import { registerMetrics } from './api/metrics.js';
 import { metricsAccess } from './api/metrics-access.js';
@@ -69,6 +70,7 @@ import { workloadEvent } from './controllers/events.js';
 import { quotaAdmission } from './controllers/quota-admission.js';
 import { registerQuotas } from './api/quotas.js';
 import { registerWatch } from './api/watch.js';
+import { WatchLimit } from './api/watch-stream.js';
 import { registerCaller } from './api/caller.js';
 import { registerWorkloadReplicaRoutes } from './api/workload-replicas.js';
 import { registerConsole } from './api/console.js';
@@ -213,10 +215,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
   uploads.register(app);
+  // Open watches per workspace, whichever route streams them (api/watch-stream.ts).
+  const watches = new WatchLimit();
   await app.register(
     async (v0) => {
       registerCrud(v0, KINDS, {
         resources,
+        watch: { authenticator: auth.authenticator, limit: watches },
         createHooks: {
           Sandbox: sandboxCreateHook({ resources, images }),
           Volume: volumeCreateHook({ resources, capacity }),
@@ -229,6 +234,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           Drive: deleteWhenDone(resources),
         },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
+        decorate: { Agent: replicaCount(replicas), Function: replicaCount(replicas) },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
@@ -237,7 +243,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
         m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      registerImages(v0, { images });
+      registerImages(v0, { images, resources });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
       registerQuotas(v0, {
         store,
@@ -258,7 +264,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         egressGateways: config.egressGateways,
         inferenceHost: config.inferenceHost,
       });
-      registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator });
+      registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator, limit: watches });
       registerCaller(v0);
       registerWorkloadReplicaRoutes(v0, { resources, replicas });
       registerOpenApi(v0, KINDS);

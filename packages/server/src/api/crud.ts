@@ -1,5 +1,6 @@
 // Generic routes: every kind in the registry gets POST/GET(list)/GET/PUT/DELETE at its paths (§4.1).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authenticator } from '../auth/access.js';
 import { requireRole, wantsSecrets } from '../auth/require-role.js';
 import { unknownFieldIssues } from '../kinds/field-suggestions.js';
 import { checkBody, schemasOf } from '../kinds/schema.js';
@@ -10,6 +11,8 @@ import { ApiError, notFound } from '../errors.js';
 import { isGone } from '../kinds/status.js';
 import { listPage, memoryPage, parseLabels } from './pagination.js';
 import type { DeleteHook } from './wait.js';
+import { wantsWatch, watchAnswer } from './list-watch.js';
+import type { WatchLimit } from './watch-stream.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
@@ -31,6 +34,10 @@ export interface CrudDeps {
     string,
     (req: FastifyRequest, reply: FastifyReply, object: WriteResult['object']) => void
   >;
+  /** What `?watch=true` needs: the credential is resolved again before each change; open watches are counted. */
+  watch: { authenticator: Authenticator; limit: WatchLimit };
+  /** By kind name: adds fields computed at each read (e.g. the replicas an agent runs now) to the answer. */
+  decorate?: Record<string, (kind: string, workspace: string, view: Record<string, any>) => void>;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -112,9 +119,23 @@ async function byExternalId(
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {}, replaceHooks = {}, deleteHooks = {}, afterWrite = {} }: CrudDeps,
+  {
+    resources,
+    watch,
+    createHooks = {},
+    replaceHooks = {},
+    deleteHooks = {},
+    afterWrite = {},
+    decorate = {},
+  }: CrudDeps,
 ) {
   for (const kd of kinds) {
+    /** The object as a read answers it: redacted unless `show`, then decorated with what is computed now. */
+    const viewOf = (o: StoredObject, show = false) => {
+      const v = resources.view(kd, o, show);
+      decorate[kd.kind]?.(kd.kind, o.workspace, v);
+      return v;
+    };
     const coll = toFastifyPath(kd.path);
     const item = `${coll}/:${kd.nameParam}`;
     const readRole = kd.readRole ?? 'viewer';
@@ -136,6 +157,17 @@ export function registerCrud(
       const show = wantsSecrets(req);
       const parents = parentsOf(kd, req.params as Record<string, string>);
       await resources.checkParents(kd, a.workspace, parents);
+      if (wantsWatch(req))
+        return watchAnswer(req, reply, {
+          ...watch,
+          store: resources.store,
+          kind: kd.kind,
+          readRole,
+          workspace: a.workspace,
+          parent: parents.join('/'),
+          view: (o) => viewOf(o, show),
+          keep: listFilter(kd, req),
+        });
       const page = await listPage(
         resources.store,
         kd.kind,
@@ -145,7 +177,7 @@ export function registerCrud(
         reply,
         listFilter(kd, req),
       );
-      return page.map((o) => resources.view(kd, o, show));
+      return page.map((o) => viewOf(o, show));
     });
 
     // Every parent's objects at once: ordered by name, then parent (two parents may hold the same name).
@@ -172,12 +204,24 @@ export function registerCrud(
         return found;
       });
 
-    app.get(item, async (req) => {
+    app.get(item, async (req, reply) => {
       const a = requireRole(req, readRole);
       const show = wantsSecrets(req);
       const params = req.params as Record<string, string>;
-      const o = await resources.mustGet(kd, a.workspace, parentsOf(kd, params), params[kd.nameParam]);
-      return resources.view(kd, o, show);
+      const parents = parentsOf(kd, params);
+      const o = await resources.mustGet(kd, a.workspace, parents, params[kd.nameParam]);
+      if (wantsWatch(req))
+        return watchAnswer(req, reply, {
+          ...watch,
+          store: resources.store,
+          kind: kd.kind,
+          readRole,
+          workspace: a.workspace,
+          parent: parents.join('/'),
+          name: o.name,
+          view: (x) => viewOf(x, show),
+        });
+      return viewOf(o, show);
     });
 
     if (kd.readOnlyKind) continue;

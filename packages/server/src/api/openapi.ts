@@ -13,6 +13,7 @@ import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { WATCH_PATHS } from './openapi-watch.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
+import { WATCH_CONTENT_TYPE } from './list-watch.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
 
 export const ProblemSchema = Type.Object(
@@ -135,6 +136,11 @@ const PARAMETERS: Record<string, Param> = {
   },
   labels: query('labels', { type: 'string' }, 'label filter: key=value pairs separated by commas'),
   show_secrets: query('show_secrets', { type: 'boolean' }, 'reveal secret values (workspace admin role)'),
+  watch: query(
+    'watch',
+    { type: 'boolean' },
+    'stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open',
+  ),
   fieldValidation: query(
     'fieldValidation',
     { type: 'string', enum: ['Strict', 'Warn'] },
@@ -179,6 +185,24 @@ const ok = (description: string, schema: JsonSchema, headers?: Record<string, un
   '200': { description, ...(headers ? { headers } : {}), content: json(schema) },
   ...ERROR_RESPONSES,
 });
+/** A read that also streams changes with `?watch=true`: one NDJSON line per event, each carrying the object. */
+const watchable = (responses: ReturnType<typeof ok>, object: JsonSchema) => {
+  const event = {
+    type: 'object',
+    required: ['type'],
+    properties: {
+      type: { type: 'string', enum: ['ADDED', 'MODIFIED', 'DELETED', 'SYNCED', 'PING'] },
+      object,
+    },
+  };
+  return {
+    ...responses,
+    '200': {
+      ...responses['200'],
+      content: { ...responses['200'].content, [WATCH_CONTENT_TYPE]: { schema: event } },
+    },
+  };
+};
 
 /** `Policy` -> `Policies`, `Sandbox` -> `Sandboxes`, `EgressGateway` -> `EgressGateways`. */
 export function pluralOf(kind: string) {
@@ -214,12 +238,16 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
         paramRef('cursor'),
         paramRef('labels'),
         paramRef('show_secrets'),
+        paramRef('watch'),
         paramRef('apiVersion'),
       ],
-      responses: ok(
-        `${plural}, ordered by name`,
-        listSchema({ type: 'array', items: outRef }, !bareInEveryVersion(kd.kind)),
-        PAGE_HEADERS,
+      responses: watchable(
+        ok(
+          `${plural}, ordered by name`,
+          listSchema({ type: 'array', items: outRef }, !bareInEveryVersion(kd.kind)),
+          PAGE_HEADERS,
+        ),
+        outRef,
       ),
     },
   };
@@ -232,8 +260,8 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       operationId: `get${kd.kind}`,
       summary: `Get ${a(kd.kind)}`,
       tags,
-      parameters: [...item, paramRef('show_secrets'), ...(extra.get ?? [])],
-      responses: ok(`the ${kd.kind}`, outRef),
+      parameters: [...item, paramRef('show_secrets'), paramRef('watch'), ...(extra.get ?? [])],
+      responses: watchable(ok(`the ${kd.kind}`, outRef), outRef),
     },
   };
   if (!kd.readOnlyKind) {
