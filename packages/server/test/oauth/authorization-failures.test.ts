@@ -61,7 +61,7 @@ describe('§7 failures during authorization', () => {
     });
     s = await startTestServer({ ...OUTBOUND_LOOPBACK });
     acme = await newTenant(s, WS);
-    browser = await launchBrowser();
+    browser = (await launchBrowser()).browser;
   });
   after(async () => {
     await browser?.close();

@@ -91,7 +91,7 @@ describe('tenant OAuth flow through a browser', () => {
     acme = await newTenant(s, WS);
     // The MCP server's dependencies come from the workspace's cache: the tests build without network.
     seedNodeCache(s.dataDir, WS, MAIL_TEMPLATE, REPO);
-    browser = await launchBrowser();
+    browser = (await launchBrowser()).browser;
   });
   after(async () => {
     await browser?.close();
