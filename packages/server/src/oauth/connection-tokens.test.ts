@@ -65,6 +65,14 @@ describe('OAuth2 connection tokens', () => {
     });
   const record = async (name: string) =>
     (await store.get({ kind: CONNECTION_TOKEN_KIND, workspace: WS, parent: name, name: 'oauth2' }))?.body;
+  const exists = async (ws: string) => {
+    try {
+      readFileSync(join(tokens.dirOf(ws, 'alice-mail'), ACCESS_TOKEN_FILE));
+      return true;
+    } catch {
+      return false;
+    }
+  };
   const view = async (name: string) =>
     resources.view(integrationConnection, (await resources.get(integrationConnection, WS, [], name))!);
 
@@ -134,6 +142,43 @@ describe('OAuth2 connection tokens', () => {
     assert.equal(idp.lastClientAuth(), 'basic');
     await tokens.token(WS, 'alice-mail', true);
     assert.equal(idp.lastClientAuth(), 'post', 'client_secret_post is the default, as §5 step 4 sends it');
+  });
+
+  it("another workspace with a connection of the same name gets its own grant, record and file, never the first one's", async () => {
+    const OTHER = 'intruder';
+    const intruder = { ...admin, workspace: OTHER };
+    // Not there: the first workspace's connection is not found by its name from another one.
+    await assert.rejects(tokens.token(OTHER, 'alice-mail'), /does not exist/);
+    await resources.replace(integrationConnection, intruder, 'alice-mail', {
+      metadata: { name: 'alice-mail' },
+      spec: {
+        integration: 'oauth2',
+        config: { tokenUrl: idp.tokenUrl },
+        secret: {
+          CLIENT_ID: TENANT_CLIENT.id,
+          CLIENT_SECRET: TENANT_CLIENT.secret,
+          REFRESH_TOKEN: await idp.issueRefreshToken('mallory'),
+        },
+      },
+    });
+    await tokens.hold('wl-intruder', OTHER, ['alice-mail']);
+    await tokens.hold('wl-alice', WS, ['alice-mail']);
+    const email = (t: string) => JSON.parse(Buffer.from(t.split('.')[1], 'base64url').toString()).email;
+    const file = (ws: string) =>
+      readFileSync(join(tokens.dirOf(ws, 'alice-mail'), ACCESS_TOKEN_FILE), 'utf8');
+    assert.notEqual(tokens.dirOf(OTHER, 'alice-mail'), tokens.dirOf(WS, 'alice-mail'));
+    assert.equal(email(file(OTHER)), 'mallory@example.test');
+    assert.equal(email(file(WS)), 'alice@example.test');
+    assert.equal(email((await tokens.token(OTHER, 'alice-mail')).accessToken), 'mallory@example.test');
+    assert.equal(email((await tokens.token(WS, 'alice-mail')).accessToken), 'alice@example.test');
+    // The intruder's connection going takes its own tokens only.
+    await resources.delete(integrationConnection, intruder, 'alice-mail');
+    for (let i = 0; i < 50 && (await exists(OTHER)); i++) await sleep(20);
+    assert.equal(await exists(OTHER), false);
+    assert.equal(email(file(WS)), 'alice@example.test');
+    assert.equal((await view('alice-mail')).token.state, 'VALID');
+    tokens.release('wl-intruder');
+    tokens.release('wl-alice');
   });
 
   it('a revoked grant fails with the words of §7 until the connection gets a new refresh token', async () => {

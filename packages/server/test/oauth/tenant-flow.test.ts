@@ -254,7 +254,7 @@ describe('tenant OAuth flow through a browser', () => {
     assert.match((await bind.json()).detail, /mail-alice/);
   });
 
-  it('no token or secret is in any answer, event or log line', async () => {
+  it('no token or secret is in any answer, watch, event or log line', async () => {
     const alice = await inReplica(
       s,
       acme.key,
@@ -269,7 +269,10 @@ describe('tenant OAuth flow through a browser', () => {
       await (await s.api('/functions', { key: acme.key })).text(),
       await (await s.api('/integrations/connections/mail-alice', { key: acme.key })).text(),
       await (await s.api('/functions/mail-bob', { key: acme.key })).text(),
+      // The console's watch: every kind the key may read, as Server-Sent Events (the token record is no kind of it).
+      await (await s.api('/watch', { key: acme.key })).text(),
     ];
+    assert.match(answers.at(-1) ?? '', /mail-alice/);
     const logs = s.logs();
     assert.match(logs, /oauth2 access token refreshed/);
     for (const secret of secrets) {
