@@ -217,9 +217,11 @@ describe('tenant OAuth flow through a browser', () => {
     });
     const problem = await call.json();
     assert.equal(call.status, 503);
-    assert.equal(problem.error, 'OAUTH_REFRESH_FAILED');
+    // A data-plane problem (decision 047): the machine string is the type's last segment, `error` the message.
+    assert.equal(problem.type, 'https://berth.dev/problems/oauth-refresh-failed');
     assert.equal(call.headers.get('retry-after'), null, 'waiting does not help: the user connects again');
     assert.ok(problem.detail.includes(REFRESH_FAILED), problem.detail);
+    assert.equal(problem.error, problem.detail);
     // Alice is untouched.
     assert.equal((await connection('alice')).token.state, 'VALID');
     // The tenant's page asks bob to connect again; he does.
