@@ -231,6 +231,31 @@ describe('OAuth2 connection tokens', () => {
     assert.equal(idp.counts.refused, refused, 'the stored rotated refresh token was the one used');
   });
 
+  it('a 401 the proxy saw refreshes once, unless the token was just refreshed', async () => {
+    await connect('gina-mail', await idp.issueRefreshToken('gina'));
+    // A clock of its own, moved past the quiet time instead of waiting for it.
+    let skew = 0;
+    const own = new ConnectionTokens({ resources, outbound, dataDir: dir, now: () => Date.now() + skew });
+    try {
+      const first = await own.token(WS, 'gina-mail');
+      const rotations = async () => (await record('gina-mail'))?.rotations ?? 0;
+      const before = await rotations();
+      own.unauthorized(`${WS}/gina-mail`);
+      await sleep(300);
+      assert.equal(await rotations(), before, 'a token refreshed under 5 s ago is not refreshed again');
+      skew = 6_000;
+      own.unauthorized(`${WS}/gina-mail`);
+      for (let i = 0; i < 50 && (await rotations()) === before; i++) await sleep(50);
+      assert.equal(await rotations(), before + 1, 'refreshed once');
+      assert.notEqual((await own.token(WS, 'gina-mail')).accessToken, first.accessToken);
+      // An id naming no connection of this workspace does nothing (and throws nothing).
+      own.unauthorized('nobody/gina-mail');
+      own.unauthorized('garbage');
+    } finally {
+      own.close();
+    }
+  });
+
   it('never logs a token', () => {
     const text = Buffer.concat(logs).toString();
     assert.match(text, /oauth2 access token refreshed/);
