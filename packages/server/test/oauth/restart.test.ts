@@ -103,8 +103,21 @@ test('a kill -9 of the server between two refreshes loses no rotated refresh tok
           })
         ).json()
       ).token?.rotations ?? 0;
-    const first = await held();
-    assert.deepEqual([first.email, first.fresh], ['frank@example.test', true]);
+    /** Until the replica holds a fresh token (a replaced replica answers 503 while it starts). */
+    const untilFresh = async () => {
+      let last = { email: '', fresh: false, token: '', replica: '' };
+      let why = '';
+      for (let i = 0; i < 150 && !last.fresh; i++) {
+        last = await held().catch((e) => {
+          why = String(e?.message ?? e);
+          return last;
+        });
+        if (!last.fresh) await sleep(200);
+      }
+      return { ...last, why };
+    };
+    const first = await untilFresh();
+    assert.deepEqual([first.email, first.fresh], ['frank@example.test', true], first.why);
     // Just after a refresh: kill -9, so the next one falls to the next server.
     const start = await rotations();
     for (let i = 0; i < 200 && (await rotations()) === start; i++) await sleep(50);
@@ -117,15 +130,11 @@ test('a kill -9 of the server between two refreshes loses no rotated refresh tok
     started = await serve(dataDir, env);
     server = started.child;
     url = started.url;
-    let again = { email: '', fresh: false, token: '', replica: '' };
-    for (let i = 0; i < 100 && !again.fresh; i++) {
-      again = await held().catch(() => again);
-      if (!again.fresh) await sleep(200);
-    }
+    const again = await untilFresh();
     assert.deepEqual(
       [again.email, again.fresh],
       ['frank@example.test', true],
-      'the replica holds a fresh token again',
+      `the replica holds a fresh token again: ${again.why}`,
     );
     assert.notEqual(again.token, first.token);
     assert.notEqual(again.replica, first.replica, 'the intercepted replica was replaced, not re-adopted');
