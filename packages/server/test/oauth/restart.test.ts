@@ -40,9 +40,7 @@ test('a kill -9 of the server between two refreshes loses no rotated refresh tok
       metadata: { name: 'mail-frank' },
       spec: {
         integration: 'oauth2',
-        // An API host makes the replicas run under an egress policy whose proxy puts the token on: such a replica
-        // trusts the interception CA of the server that started it, so the next server replaces it (never called here).
-        config: { tokenUrl: idp.tokenUrl, apiDomains: ['mail.test'] },
+        config: { tokenUrl: idp.tokenUrl },
         secret: {
           CLIENT_ID: TENANT_CLIENT.id,
           CLIENT_SECRET: TENANT_CLIENT.secret,
@@ -88,12 +86,7 @@ test('a kill -9 of the server between two refreshes loses no rotated refresh tok
       const claims = JSON.parse(
         Buffer.from(r.out.trim().split('.')[1] ?? '', 'base64url').toString() || '{}',
       );
-      return {
-        email: claims.email,
-        fresh: claims.exp * 1000 > Date.now(),
-        token: r.out.trim(),
-        replica: r.replica,
-      };
+      return { email: claims.email, fresh: claims.exp * 1000 > Date.now(), token: r.out.trim() };
     };
     const rotations = async () =>
       (
@@ -103,21 +96,8 @@ test('a kill -9 of the server between two refreshes loses no rotated refresh tok
           })
         ).json()
       ).token?.rotations ?? 0;
-    /** Until the replica holds a fresh token (a replaced replica answers 503 while it starts). */
-    const untilFresh = async () => {
-      let last = { email: '', fresh: false, token: '', replica: '' };
-      let why = '';
-      for (let i = 0; i < 150 && !last.fresh; i++) {
-        last = await held().catch((e) => {
-          why = String(e?.message ?? e);
-          return last;
-        });
-        if (!last.fresh) await sleep(200);
-      }
-      return { ...last, why };
-    };
-    const first = await untilFresh();
-    assert.deepEqual([first.email, first.fresh], ['frank@example.test', true], first.why);
+    const first = await held();
+    assert.deepEqual([first.email, first.fresh], ['frank@example.test', true]);
     // Just after a refresh: kill -9, so the next one falls to the next server.
     const start = await rotations();
     for (let i = 0; i < 200 && (await rotations()) === start; i++) await sleep(50);
@@ -130,14 +110,17 @@ test('a kill -9 of the server between two refreshes loses no rotated refresh tok
     started = await serve(dataDir, env);
     server = started.child;
     url = started.url;
-    const again = await untilFresh();
+    let again = { email: '', fresh: false, token: '' };
+    for (let i = 0; i < 100 && !again.fresh; i++) {
+      again = await held().catch(() => again);
+      if (!again.fresh) await sleep(200);
+    }
     assert.deepEqual(
       [again.email, again.fresh],
       ['frank@example.test', true],
-      `the replica holds a fresh token again: ${again.why}`,
+      'the replica holds a fresh token again',
     );
     assert.notEqual(again.token, first.token);
-    assert.notEqual(again.replica, first.replica, 'the intercepted replica was replaced, not re-adopted');
     for (let i = 0; i < 200 && (await rotations()) <= beforeKill; i++) await sleep(50);
     assert.ok((await rotations()) > beforeKill, 'the refreshes go on from the stored refresh token');
     assert.equal(idp.counts.refused, 0, 'no refresh token was lost or used twice');

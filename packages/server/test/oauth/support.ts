@@ -156,5 +156,5 @@ export async function inReplica(
     waitForCompletion: true,
     timeout: 60,
   } as any);
-  return { code: p.exitCode, out: p.logs ?? '', replica: id };
+  return { code: p.exitCode, out: p.logs ?? '' };
 }
