@@ -16,6 +16,7 @@ import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
 import { registerModelRoutes } from './routes.js';
 import { UsageObserver } from './stream/usage-observer.js';
 import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
+import { ChatToMessagesStream, chatToMessage } from './translate/messages-answer.js';
 import { ChatToResponsesStream, chatToResponse } from './translate/responses-answer.js';
 import { normalizeUsage, usageInJsonText } from './usage.js';
 import { inferenceErrorHandler } from './inference-problem.js';
@@ -143,6 +144,18 @@ async function send(
 ) {
   reply.code(fwd.statusCode).header('x-berth-connection', fwd.upstream.connection.name);
   const contentType = String(fwd.headers['content-type'] ?? '');
+  if (fwd.prepared.translate === 'messages') {
+    if (contentType.includes('text/event-stream')) {
+      const t = new ChatToMessagesStream(call.model ?? '', gw.now);
+      meter.source = t;
+      reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache');
+      return reply.send(through(fwd.body, t));
+    }
+    const chat = (await fwd.body.json()) as any;
+    meter.firstByteAt = gw.now();
+    meter.usage = normalizeUsage(chat?.usage);
+    return reply.type('application/json').send(chatToMessage(chat, call.model));
+  }
   if (fwd.prepared.translate) {
     const nowS = Math.floor(gw.now() / 1000);
     const responses = fwd.prepared.translate === 'responses';
