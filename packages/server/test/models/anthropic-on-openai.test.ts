@@ -160,7 +160,7 @@ test('errors are Anthropic’s shape; what chat cannot do is refused by name, ne
     anthropic.messages.create({
       model: 'gpt',
       max_tokens: 5,
-      top_k: 5,
+      ...({ top_k: 5 } as object),
       messages: [{ role: 'user', content: 'Hi' }],
     }),
     (e: any) => e instanceof Anthropic.BadRequestError && /top_k/.test(e.message),
