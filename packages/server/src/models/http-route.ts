@@ -5,7 +5,7 @@
 // per-request logger, which together cost more than the rest of the gateway's own work per call.
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Readable, Transform } from 'node:stream';
-import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
+import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
@@ -391,5 +391,17 @@ export const modelGateway: FastifyPluginAsync<ModelGatewayDeps> = async (app, de
   server.removeListener('request', api);
   server.on('request', (req, res) => {
     if (!serves(req, res)) api.call(server, req, res);
+  });
+  // The same addresses as Fastify routes, so route listings (the cross-tenant test's among them) and
+  // `inject` see them; a request reaching one is handed to the same handler with its body unread.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_req, _payload, done) => done(null));
+    const handOver = (req: FastifyRequest, reply: FastifyReply) => {
+      reply.hijack();
+      serves(req.raw, reply.raw);
+    };
+    scope.all('/run/:workspace/models/:model', handOver);
+    scope.all('/run/:workspace/models/:model/*', handOver);
   });
 };
