@@ -49,7 +49,7 @@ import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/replicas.js';
-import { waitHealthy } from './controllers/sandbox-health.js';
+import { DaemonClient } from './sandbox-api/client.js';
 import { wantedReplicaPrefixes, workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
 import { TASK_ID_PREFIX } from './controllers/job-task.js';
@@ -68,6 +68,8 @@ import { registerQuotas } from './api/quotas.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 
 const MB = 1024 ** 2;
+const waitHealthy = (socketPath: string, signal?: AbortSignal) =>
+  DaemonClient.at(socketPath).waitHealthy(signal);
 
 export interface RunningServer {
   url: string;
@@ -365,7 +367,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     resources,
     logger,
     now: Date.now,
-    startProcess: (ws, name, body) => gateway.callSandbox(ws, name, 'POST', '/process', body),
+    startProcess: gateway.startProcess,
   });
   schedules.start();
   await app.listen({ host: config.host, port: config.port });

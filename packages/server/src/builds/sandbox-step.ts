@@ -4,7 +4,7 @@
 import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
 import type { ProcessJson } from '../sandbox-api/schema.js';
 import { APP_MOUNT, shq } from './build-script.js';
-import { execStreamed } from './daemon-exec.js';
+import { DaemonClient } from '../sandbox-api/client.js';
 
 /** Memory of a build sandbox: npm ci and tsc of a mid-size project fit. */
 export const BUILD_MEMORY_MB = 2048;
@@ -48,8 +48,7 @@ export async function runStep(deps: StepDeps, step: Step): Promise<ProcessJson> 
       volumes: step.volumes,
     });
     await deps.waitHealthy(info.socketPath, step.signal);
-    result = await execStreamed(
-      info.socketPath,
+    result = await DaemonClient.at(info.socketPath).exec(
       {
         command: `sh -c ${shq(step.script)}`,
         workingDir: APP_MOUNT,

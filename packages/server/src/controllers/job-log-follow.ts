@@ -2,16 +2,13 @@
 // attempt's output live from the in-sandbox daemon (GET /process/task/logs/stream), and so on through retries
 // until the task ends. An attempt streamed live is skipped when its section later lands in the log file, so
 // every attempt's output is written once.
-import { request } from 'node:http';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { StringDecoder } from 'node:string_decoder';
+import { DaemonClient } from '../sandbox-api/client.js';
 import { isTaskDone, type TaskStatus } from './job-decide.js';
 import { TASK_PROCESS } from './job-task.js';
 
 /** How often a followed task's state is looked at between attempts (a retry's backoff, a sandbox starting). */
 export const FOLLOW_POLL_MS = 250;
-/** The daemon's stream sends this between lines to keep idle connections open; it is not output. */
-const KEEPALIVE = '[keepalive]';
 
 export interface FollowedTask {
   status: TaskStatus;
@@ -53,15 +50,13 @@ export async function followTaskLog(
       const socket = await deps.socketOf(t.sandbox);
       if (socket) {
         const attempt = t.attempts;
-        const streamed = await streamProcess(
-          socket,
-          () => {
+        // False when the daemon has no task process yet (still starting) or cannot be reached: look again later.
+        const streamed = await DaemonClient.at(socket).logStream(TASK_PROCESS, write, signal, {
+          onOpen: () => {
             live.add(attempt);
             write(`--- attempt ${attempt} ---\n`);
           },
-          write,
-          signal,
-        );
+        });
         if (streamed) continue;
       }
     }
@@ -93,79 +88,4 @@ export function withoutSections(text: string, skip: Set<number>): string {
   if (!skip.size) return text;
   const parts = text.split(/^(?=--- attempt \d+ ---\n)/m);
   return parts.filter((p) => !skip.has(Number(/^--- attempt (\d+) ---\n/.exec(p)?.[1] ?? -1))).join('');
-}
-
-/**
- * Streams the task process's output (daemon framing removed) until it ends. False when the daemon has no task
- * process yet (still starting) or cannot be reached: the caller looks again later.
- */
-function streamProcess(
-  socketPath: string,
-  onOpen: () => void,
-  write: (text: string) => void,
-  signal: AbortSignal,
-): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = request(
-      { socketPath, path: `/process/${TASK_PROCESS}/logs/stream`, method: 'GET', agent: false, signal },
-      (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          return resolve(false);
-        }
-        onOpen();
-        const unframe = new Unframer();
-        const dec = new StringDecoder('utf8');
-        res.on('data', (c: Buffer) => write(unframe.push(dec.write(c))));
-        res.on('end', () => {
-          write(unframe.end());
-          resolve(true);
-        });
-        res.on('error', () => resolve(true));
-      },
-    );
-    req.on('error', () => resolve(false));
-    req.end();
-  });
-}
-
-/**
- * Undoes the daemon stream's framing: each line starts with `stdout:` or `stderr:` (a partial line's continuation
- * does not), and keepalive lines come between lines. Output is the plain interleaved text the log file keeps.
- */
-export class Unframer {
-  private held = '';
-  private atLineStart = true;
-
-  push(text: string): string {
-    let out = '';
-    this.held += text;
-    while (this.held) {
-      if (this.atLineStart) {
-        const nl = this.held.indexOf('\n');
-        const head = nl < 0 ? this.held : this.held.slice(0, nl);
-        if (head === KEEPALIVE && nl >= 0) {
-          this.held = this.held.slice(nl + 1);
-          continue;
-        }
-        const m = /^(stdout|stderr):/.exec(this.held);
-        if (m) this.held = this.held.slice(m[0].length);
-        // A prefix or keepalive split across chunks: wait for the rest.
-        else if (nl < 0 && ['stdout:', 'stderr:', KEEPALIVE].some((p) => p.startsWith(head))) break;
-        this.atLineStart = false;
-      }
-      const nl = this.held.indexOf('\n');
-      const piece = nl < 0 ? this.held : this.held.slice(0, nl + 1);
-      this.held = this.held.slice(piece.length);
-      out += piece;
-      if (nl >= 0) this.atLineStart = true;
-    }
-    return out;
-  }
-
-  end(): string {
-    const rest = this.held === KEEPALIVE ? '' : this.held;
-    this.held = '';
-    return rest;
-  }
 }

@@ -3,9 +3,8 @@
 // (the daemon sends SIGTERM, then SIGKILL after its grace period), the exit code and output collected, the sandbox
 // removed. An attempt left running by an earlier server is re-adopted by polling its process (the daemon keeps it
 // running meanwhile).
-import { request } from 'node:http';
-import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
+import { DaemonClient } from '../sandbox-api/client.js';
 import type { ProcessJson } from '../sandbox-api/schema.js';
 import { APP_DIR, APP_PATH, REPLICA_IMAGE, REPLICA_PIDS_MAX } from './replicas.js';
 
@@ -70,7 +69,7 @@ export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<Attemp
   });
   await deps.waitHealthy(info.socketPath);
   if (t.ready && !(await t.ready)) return undefined;
-  const p = await execJson(info.socketPath, {
+  const p = await DaemonClient.at(info.socketPath).start({
     command: t.start,
     name: TASK_PROCESS,
     workingDir: APP_DIR,
@@ -93,7 +92,9 @@ export async function adoptAttempt(
   for (;;) {
     const info = await deps.driver.inspect(sandboxId);
     if (!info || info.state === 'dead') return undefined;
-    const p = await processInfo(info.socketPath, TASK_PROCESS).catch(() => undefined);
+    const p = await DaemonClient.at(info.socketPath)
+      .process(TASK_PROCESS)
+      .catch(() => undefined);
     if (!p) return undefined;
     if (p.status !== 'running') return resultOf(p);
     if (signal.aborted) return undefined;
@@ -103,17 +104,7 @@ export async function adoptAttempt(
 
 /** Asks the daemon to stop the task (SIGTERM to its process group, SIGKILL after the daemon's grace period). */
 export function stopAttempt(socketPath: string): Promise<void> {
-  return new Promise((resolve) => {
-    const req = request(
-      { socketPath, path: `/process/${TASK_PROCESS}`, method: 'DELETE', agent: false },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve());
-      },
-    );
-    req.on('error', () => resolve());
-    req.end();
-  });
+  return DaemonClient.at(socketPath).stop(TASK_PROCESS);
 }
 
 /** The task's input as `blStartJob` reads it: `tasks[TASK_INDEX]` of the JSON at BL_EXECUTION_DATA_URL. */

@@ -6,8 +6,8 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { BaseImage } from '../builds/builder.js';
-import { execJson, processInfo } from '../builds/daemon-exec.js';
 import { ApiError } from '../errors.js';
+import { DaemonClient } from '../sandbox-api/client.js';
 import type { TriggerRoute } from '../kinds/trigger-path.js';
 import { isRefusal, type Lease, type QuotaLedger } from './quota-ledger.js';
 import type { Refusal } from './quotas.js';
@@ -488,7 +488,7 @@ export class ReplicaSet {
     }
     try {
       await this.deps.waitHealthy(info.socketPath);
-      const p = await execJson(info.socketPath, {
+      const p = await DaemonClient.at(info.socketPath).start({
         command: run.start,
         name: APP_PROCESS,
         workingDir: APP_DIR,
@@ -559,7 +559,7 @@ export class ReplicaSet {
         // Awake while adopted: the gateway's activator starts every replica as running and freezes it again
         // after the standby delay.
         if (now.state === 'frozen') await this.deps.driver.thaw(id);
-        const p = await processInfo(now.socketPath, APP_PROCESS);
+        const p = await DaemonClient.at(now.socketPath).process(APP_PROCESS);
         if (p?.status !== 'running') throw new Error('the start command no longer runs');
         this.deps.logger?.info({ workspace: w.workspace, name: w.name, replica: id }, 'replica re-adopted');
         const lease = this.slot(w, w.run.memoryMb, { force: true });

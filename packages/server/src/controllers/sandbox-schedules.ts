@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { SCHEDULE_EXECUTION_KIND, SCHEDULE_KIND } from '../kinds/sandbox.js';
 import { isGone } from '../kinds/status.js';
+import type { ProcessRequest } from '../sandbox-api/schema.js';
 import type { Resources } from '../store/resources.js';
 import { keyOf, type StoredObject, StoreError, EVERY_WORKSPACE } from '../store/store.js';
 import { nextFiring } from './schedule-timing.js';
@@ -19,7 +20,7 @@ export const SCHEDULE_DEFAULT_TIMEOUT_S = 600;
 export type StartProcess = (
   workspace: string,
   sandbox: string,
-  body: Record<string, unknown>,
+  req: ProcessRequest,
 ) => Promise<{ statusCode: number; body?: unknown; error?: string }>;
 
 export interface ScheduleRunnerDeps {

@@ -19,11 +19,11 @@ import {
 import { ImageError } from '../runtime/images/errors.js';
 import type { ImageStore } from '../runtime/images/image-store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
+import { DaemonClient } from '../sandbox-api/client.js';
 import { keyOf, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
-import { waitHealthy } from './sandbox-health.js';
 import {
   sandboxRuntimeSpec,
   unappliedRuntimeFields,
@@ -92,7 +92,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     }
     try {
       const info = await driver.ensure(id, { ...spec, volumes });
-      await waitHealthy(info.socketPath, signal);
+      await DaemonClient.at(info.socketPath).waitHealthy(signal);
     } catch (err) {
       await driver.remove(id).catch(() => undefined);
       await detachVolumes(resources, o.workspace, holder);

@@ -16,7 +16,7 @@ import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
 import type { ResourceKey } from '../store/store.js';
 import { Activator } from './activator.js';
-import { type SandboxCall, sandboxCaller } from './sandbox-call.js';
+import { processStarter, type StartProcess } from './sandbox-call.js';
 import { DriveMounts, isDriveMountPath } from './drive-mounts.js';
 import { IdleSweeper } from './idle.js';
 import { type Address, parseAddress } from './parse-address.js';
@@ -55,8 +55,8 @@ export interface GatewayDeps {
 export interface Gateway {
   /** Epoch ms of a sandbox's last request as the gateway saw it (fresher than the stored lastUsedAt). */
   lastUsedMs(workspace: string, name: string): number | undefined;
-  /** A call the server itself makes to a sandbox's API, waking it if needed (sandbox-call.ts). */
-  callSandbox: SandboxCall;
+  /** Starts a process in a sandbox for the server itself, waking it if needed (sandbox-call.ts). */
+  startProcess: StartProcess;
   close(): Promise<void>;
 }
 
@@ -212,7 +212,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   server.on('upgrade', onUpgrade);
 
   return {
-    callSandbox: sandboxCaller(targets, activator),
+    startProcess: processStarter(targets, activator),
     lastUsedMs: (workspace, name) => {
       const t = targets.get(workspace, name);
       return t && activator.view(t).lastUsedMs;
