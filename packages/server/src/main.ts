@@ -18,11 +18,12 @@ import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
 import { startControllers } from './controllers/index.js';
-import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
+import { sandboxOwner, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
 import { ScheduleRunner } from './controllers/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
 import { existingArchive } from './runtime/volume-archives.js';
+import { Instances } from './runtime/instances.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver, imageRootsInUse, ImageStore, SANDBOX_NET } from './runtime/index.js';
 import { type Lookup, Outbound } from './outbound/index.js';
@@ -49,10 +50,10 @@ import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/replicas.js';
-import { DaemonClient } from './sandbox-api/client.js';
-import { wantedReplicaPrefixes, workloadReconciler } from './controllers/workload.js';
+import { workloadReconciler } from './controllers/workload.js';
 import { JobRunner } from './controllers/job-runner.js';
-import { TASK_ID_PREFIX } from './controllers/job-task.js';
+import { jobOwner } from './controllers/job-owner.js';
+import { workloadOwner } from './controllers/workload-owner.js';
 import { Callbacks } from './controllers/callbacks.js';
 import { JobCallbacks } from './controllers/job-callbacks.js';
 import { agentScheduling } from './controllers/agent-schedules.js';
@@ -68,8 +69,6 @@ import { registerQuotas } from './api/quotas.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 
 const MB = 1024 ** 2;
-const waitHealthy = (socketPath: string, signal?: AbortSignal) =>
-  DaemonClient.at(socketPath).waitHealthy(signal);
 
 export interface RunningServer {
   url: string;
@@ -161,6 +160,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       },
     }),
   );
+  // Every runtime instance starts, goes and is collected here, owned by an object (decision 044).
+  const instances = new Instances({ driver, logger });
   const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);
@@ -172,18 +173,16 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const code = new CodeStore(config.dataDir);
   const builder = new Builder({
     dataDir: config.dataDir,
-    driver,
+    instances,
     code,
     logger,
-    waitHealthy,
     gitAllowLocal: config.gitAllowLocal,
     outbound,
     images,
   });
   const replicas = new ReplicaSet({
-    driver,
+    instances,
     logger,
-    waitHealthy,
     quota: quotas,
     onCapped: workloadEvent({ resources, logger }),
   });
@@ -195,8 +194,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
     resources,
     builder,
-    driver,
-    waitHealthy,
+    instances,
     logger,
     logsDir: join(config.dataDir, 'jobs', 'logs'),
     maxTasks: config.jobMaxTasks,
@@ -299,18 +297,17 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     inferenceHost: config.inferenceHost,
     onSandboxDown: (key) => wakeController(key),
   });
-  await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
+  // The instances an earlier server left: each owner kind says which it still wants (sandboxes of objects that
+  // exist; replicas of revisions workloads still run, kept for their deploy to take over, decision 029; tasks whose
+  // attempts the job runner re-adopts); every other one, builds among them, is removed before anything starts.
+  instances.register(sandboxOwner(store));
+  instances.register(workloadOwner({ store, builder, replicas }));
+  instances.register(jobOwner(store));
+  await instances.collect();
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
-  // Replicas of the revisions workloads still run are kept for their deploy to take over; builds run again
-  // (docs/decisions/029-replica-lifecycle.md).
-  await replicas.adoptLeftovers(
-    await wantedReplicaPrefixes(store, (ws, app) => builder.builtByKey(ws, app) !== undefined),
-  );
   // Builds of a server before decision 036 are not used again (their deploys build anew); a deleted workspace's
   // builds a stopped server could not remove go now.
-  const earlierTasksRunning = (await driver.list()).some(
-    (i) => i.id.startsWith(TASK_ID_PREFIX) && i.state !== 'dead',
-  );
+  const earlierTasksRunning = (await instances.list()).some((i) => i.role === 'task' && i.state !== 'dead');
   await upgradeLegacyBuilds({ dataDir: config.dataDir, store, code, earlierTasksRunning });
   const workspaces = await store.list({ workspace: EVERY_WORKSPACE, kind: K.workspace });
   await builder.removeWorkspacesExcept(new Set(workspaces.map((w) => w.name)));
@@ -332,7 +329,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     resources,
     logger,
     reconcilers: {
-      Sandbox: (d) => sandboxReconciler({ ...d, driver, logger, images }),
+      Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
       Volume: (d) =>
         volumeReconciler({
           ...d,

@@ -19,6 +19,9 @@ export const RETRY_BASE_MS = 500;
 export const RETRY_MAX_MS = 30_000;
 
 export const isTaskDone = (s: TaskStatus) => s !== 'pending' && s !== 'running';
+/** An execution in one of these has ended: nothing of it runs or waits. */
+export const isExecutionEnded = (s: ExecutionStatus) =>
+  s === 'succeeded' || s === 'failed' || s === 'cancelled';
 
 export interface WaitingTask {
   index: number;

@@ -10,7 +10,6 @@ import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { Builder } from '../builds/builder.js';
 import { DEFAULT_JOB_MAX_TASKS } from '../config.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Resources } from '../store/resources.js';
 import { isPersistentJobVolume } from '../kinds/job.js';
 import { attachVolumes, holderName } from './volume-attach.js';
@@ -23,6 +22,7 @@ import {
   countTasks,
   type ExecutionStatus,
   executionStatus,
+  isExecutionEnded,
   isTaskDone,
   pickStarts,
   type Room,
@@ -67,7 +67,7 @@ interface LiveTask {
   notBeforeMs?: number;
   sandbox?: string;
   input: unknown;
-  /** Its slot in the workspace's quotas while it runs. */
+  /** Its slot in the workspace's quotas, from its pick until its instance holds it (runtime/instances.ts). */
   lease?: Lease;
 }
 
@@ -88,7 +88,6 @@ interface LiveExecution {
 export interface JobRunnerDeps extends TaskDeps {
   resources: Resources;
   builder: Builder;
-  driver: RuntimeDriver;
   logsDir: string;
   logger?: Logger;
   maxTasks?: number;
@@ -127,21 +126,24 @@ export class JobRunner {
     return this.deps.quota;
   }
 
-  /** Loads unfinished executions, re-adopts or re-runs their running attempts, removes stray task sandboxes. */
+  /**
+   * Loads unfinished executions and re-adopts or re-runs their running attempts. Task instances no execution
+   * accounts for were removed before (jobOwner, by the instances' garbage collector), so nothing starts until then.
+   */
   async start(): Promise<void> {
-    const adopted = new Set<string>();
     const execs = await this.store.list({ workspace: EVERY_WORKSPACE, kind: EXECUTION_KIND });
     execs.sort((a, b) => String(a.body.createdAt).localeCompare(String(b.body.createdAt)));
     for (const o of execs) {
       const rec = o.body as ExecutionRecord;
-      if (['succeeded', 'failed', 'cancelled'].includes(rec.status)) continue;
+      if (isExecutionEnded(rec.status)) continue;
       const x = await this.load(o);
       for (const t of x.tasks) {
         if (t.status !== 'running' || !t.sandbox) continue;
-        const info = await this.deps.driver.inspect(t.sandbox);
+        const info = await this.deps.instances.driver.inspect(t.sandbox);
         if (info && info.state !== 'dead') {
-          adopted.add(t.sandbox);
           this.occupy(x, t, true);
+          if (t.lease) this.deps.instances.hold(t.sandbox, t.lease);
+          t.lease = undefined;
           void this.follow(x, t, t.attempts, t.sandbox, 'adopt');
         } else await this.lose(x, t);
       }
@@ -149,9 +151,6 @@ export class JobRunner {
       // A server killed between an execution's last outcome and its end leaves it with nothing left to run.
       else await this.settle(x);
     }
-    for (const info of await this.deps.driver.list())
-      if (info.id.startsWith(TASK_ID_PREFIX) && !adopted.has(info.id))
-        await this.deps.driver.remove(info.id).catch(() => undefined);
     this.started = true;
     this.timer = setInterval(() => this.schedule(), TICK_MS);
     this.timer.unref();
@@ -207,7 +206,7 @@ export class JobRunner {
 
   /** The daemon socket of a task's sandbox while it runs. */
   async socketOf(sandbox: string): Promise<string | undefined> {
-    const info = await this.deps.driver.inspect(sandbox);
+    const info = await this.deps.instances.driver.inspect(sandbox);
     return info && info.state !== 'dead' ? info.socketPath : undefined;
   }
 
@@ -240,8 +239,11 @@ export class JobRunner {
     for (const t of x.tasks) {
       if (t.status !== 'running' || !t.sandbox) continue;
       const sandbox = t.sandbox;
-      void this.deps.driver.inspect(sandbox).then((info) => info && stopAttempt(info.socketPath));
-      setTimeout(() => void this.deps.driver.remove(sandbox).catch(() => undefined), CANCEL_KILL_MS).unref();
+      void stopAttempt(this.deps, sandbox).catch(() => undefined);
+      setTimeout(
+        () => void this.deps.instances.remove(sandbox).catch(() => undefined),
+        CANCEL_KILL_MS,
+      ).unref();
     }
     await this.settle(x);
     return true;
@@ -321,6 +323,7 @@ export class JobRunner {
     this.runningTotal--;
     t.lease?.release();
     t.lease = undefined;
+    if (t.sandbox) this.deps.instances.free(t.sandbox);
   }
 
   /** Says on the job's object that the execution's ready tasks wait for the workspace's quotas, and which. */
@@ -455,16 +458,21 @@ export class JobRunner {
         // Persistent volumes are held by the job (one holder: `job:<name>`) and bound into every task.
         const volumes = await attachVolumes(
           this.deps.resources,
-          this.deps.driver,
+          this.deps.instances.driver,
           x.key.workspace,
           holderName('job', x.rec.job),
           (open.volumes ?? []).filter(isPersistentJobVolume),
         );
         ownMs += performance.now() - claimedAt;
+        // The slot moves to the instance, which holds it until the process ends (vacate) or the instance goes.
+        const lease = t.lease;
+        t.lease = undefined;
         result = await runAttempt(this.deps, {
           volumes,
           sandboxId: sandbox,
           workspace: x.key.workspace,
+          job: x.rec.job,
+          lease,
           appDir: built.dir,
           ...imageFields(built.base),
           start: built.plan.start,
@@ -477,7 +485,7 @@ export class JobRunner {
         result = await adoptAttempt(this.deps, sandbox, this.stopping.signal);
         if (!result) {
           if (this.stopping.signal.aborted) return;
-          await this.deps.driver.remove(sandbox).catch(() => undefined);
+          await this.deps.instances.remove(sandbox).catch(() => undefined);
           this.vacate(x, t);
           await this.lose(x, t);
           this.schedule();
@@ -593,7 +601,7 @@ export class JobRunner {
 
   /** Removes a finished attempt's sandbox in the background; `stop` waits for these. */
   private removeLater(sandbox: string) {
-    const p = this.deps.driver
+    const p = this.deps.instances
       .remove(sandbox)
       .catch((err) => this.deps.logger?.warn({ err, sandbox }, 'could not remove a task sandbox'))
       .finally(() => this.removing.delete(p));
@@ -633,7 +641,7 @@ export class JobRunner {
   /** Ends the execution once no task waits or runs. */
   private async settle(x: LiveExecution) {
     const status: ExecutionStatus = executionStatus(countTasks(x.tasks.map((t) => t.status)), x.cancelling);
-    if (status !== 'succeeded' && status !== 'failed' && status !== 'cancelled') return;
+    if (!isExecutionEnded(status)) return;
     const id = `${x.key.workspace}/${x.rec.job}/${x.rec.id}`;
     if (!this.live.has(id)) return;
     this.live.delete(id);

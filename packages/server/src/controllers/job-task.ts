@@ -3,8 +3,8 @@
 // (the daemon sends SIGTERM, then SIGKILL after its grace period), the exit code and output collected, the sandbox
 // removed. An attempt left running by an earlier server is re-adopted by polling its process (the daemon keeps it
 // running meanwhile).
-import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
-import { DaemonClient } from '../sandbox-api/client.js';
+import { defaultCpuShares, type VolumeMount } from '../runtime/driver.js';
+import type { Held, Instances } from '../runtime/instances.js';
 import type { ProcessJson } from '../sandbox-api/schema.js';
 import { APP_DIR, APP_PATH, REPLICA_IMAGE, REPLICA_PIDS_MAX } from './replicas.js';
 
@@ -17,8 +17,9 @@ export const ADOPT_POLL_MS = 500;
 
 export interface TaskAttempt {
   sandboxId: string;
-  /** The job's workspace (recorded with the sandbox: which images it has in use). */
+  /** The job's workspace and name: the owner recorded with the instance. */
   workspace: string;
+  job: string;
   appDir: string;
   /** The stored image the app was built on (by id) and its PATH (imageFields); none: the default image. */
   image?: string;
@@ -31,6 +32,8 @@ export interface TaskAttempt {
   volumes?: VolumeMount[];
   /** Settles true once the attempt is recorded (the process starts only then); false: it must not start. */
   ready?: Promise<boolean>;
+  /** The task's slot in its workspace's quotas: the instance holds it (given back when its process ends). */
+  lease?: Held;
 }
 
 export interface AttemptResult {
@@ -41,8 +44,7 @@ export interface AttemptResult {
 }
 
 export interface TaskDeps {
-  driver: RuntimeDriver;
-  waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
+  instances: Instances;
 }
 
 const resultOf = (p: ProcessJson): AttemptResult => ({
@@ -57,19 +59,22 @@ const resultOf = (p: ProcessJson): AttemptResult => ({
  */
 export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<AttemptResult | undefined> {
   const envs = { ...t.envs, PATH: t.path ?? APP_PATH };
-  const info = await deps.driver.ensure(t.sandboxId, {
-    memoryMb: t.memoryMb,
-    pidsMax: REPLICA_PIDS_MAX,
-    cpuShares: defaultCpuShares(t.memoryMb),
-    diskMb: t.memoryMb,
-    envs,
-    image: t.image ?? REPLICA_IMAGE,
-    workspace: t.workspace,
-    volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
+  const { daemon } = await deps.instances.start({
+    id: t.sandboxId,
+    spec: {
+      memoryMb: t.memoryMb,
+      pidsMax: REPLICA_PIDS_MAX,
+      cpuShares: defaultCpuShares(t.memoryMb),
+      diskMb: t.memoryMb,
+      envs,
+      image: t.image ?? REPLICA_IMAGE,
+      volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
+    },
+    owner: { kind: 'Job', workspace: t.workspace, name: t.job, role: 'task' },
+    lease: t.lease,
   });
-  await deps.waitHealthy(info.socketPath);
   if (t.ready && !(await t.ready)) return undefined;
-  const p = await DaemonClient.at(info.socketPath).start({
+  const p = await daemon.start({
     command: t.start,
     name: TASK_PROCESS,
     workingDir: APP_DIR,
@@ -90,9 +95,10 @@ export async function adoptAttempt(
   signal: AbortSignal,
 ): Promise<AttemptResult | undefined> {
   for (;;) {
-    const info = await deps.driver.inspect(sandboxId);
+    const info = await deps.instances.driver.inspect(sandboxId);
     if (!info || info.state === 'dead') return undefined;
-    const p = await DaemonClient.at(info.socketPath)
+    const p = await deps.instances
+      .daemon(info)
       .process(TASK_PROCESS)
       .catch(() => undefined);
     if (!p) return undefined;
@@ -103,8 +109,9 @@ export async function adoptAttempt(
 }
 
 /** Asks the daemon to stop the task (SIGTERM to its process group, SIGKILL after the daemon's grace period). */
-export function stopAttempt(socketPath: string): Promise<void> {
-  return DaemonClient.at(socketPath).stop(TASK_PROCESS);
+export async function stopAttempt(deps: TaskDeps, sandboxId: string): Promise<void> {
+  const info = await deps.instances.driver.inspect(sandboxId);
+  if (info) await deps.instances.daemon(info).stop(TASK_PROCESS);
 }
 
 /** The task's input as `blStartJob` reads it: `tasks[TASK_INDEX]` of the JSON at BL_EXECUTION_DATA_URL. */

@@ -14,6 +14,7 @@ import { SecretBox } from '../crypto/secret-box.js';
 import { ApiError } from '../errors.js';
 import { agent } from '../kinds/agent.js';
 import { FakeDriver } from '../runtime/fake.js';
+import { Instances } from '../runtime/instances.js';
 import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { workloadEvent } from './events.js';
@@ -79,8 +80,7 @@ describe('replicas under the workspace quotas', () => {
         },
       );
     set = new ReplicaSet({
-      driver: new OneSocketDriver(socket),
-      waitHealthy: async () => undefined,
+      instances: new Instances({ driver: new OneSocketDriver(socket) }),
       quota: ledger,
       onCapped: workloadEvent({ resources }),
     });

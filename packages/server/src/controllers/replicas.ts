@@ -7,18 +7,17 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { BaseImage } from '../builds/builder.js';
 import { ApiError } from '../errors.js';
-import { DaemonClient } from '../sandbox-api/client.js';
 import type { TriggerRoute } from '../kinds/trigger-path.js';
 import { isRefusal, type Lease, type QuotaLedger } from './quota-ledger.js';
 import type { Refusal } from './quotas.js';
 import {
   defaultCpuShares,
-  type RuntimeDriver,
   type SandboxInfo,
   type SandboxSpec,
   specHash,
   type VolumeMount,
 } from '../runtime/driver.js';
+import type { Instances } from '../runtime/instances.js';
 
 /** Port the app listens on inside its replica (PORT, BL_SERVER_PORT). */
 export const APP_PORT = 8080;
@@ -28,9 +27,8 @@ export const APP_DIR = '/app';
 export const REPLICA_IMAGE = 'blaxel/base-image:latest';
 /** Tasks per replica: an HTTP server with a worker pool fits well under it. */
 export const REPLICA_PIDS_MAX = 1024;
-/** Id prefixes of the runtime sandboxes this file and the builder own (Sandbox objects never start so). */
+/** Id prefix of replicas' runtime instances (no other owner's ids start so). */
 export const REPLICA_ID_PREFIX = 'wl-';
-export const BUILD_ID_PREFIX = 'bld-';
 /** Name of the start command's process in a replica's daemon (re-adoption asks whether it still runs). */
 export const APP_PROCESS = 'app';
 /**
@@ -86,8 +84,6 @@ export interface Replica {
   lastUsedMs: number;
   /** Removed (scaled in, redeployed, deleted): the gateway drops it. */
   gone: boolean;
-  /** Its slot in the workspace's quotas, given back when it is removed. */
-  readonly lease?: Lease;
 }
 
 /** How requests to a workload are routed: read per request, so changing them restarts no replica. */
@@ -144,9 +140,9 @@ export function replicaIdPrefix(key: string, revision: string): string {
 }
 
 export interface ReplicaSetDeps {
-  driver: RuntimeDriver;
+  /** Where replicas start and go; each holds its slot of the workspace's quotas there while it lives. */
+  instances: Instances;
   logger?: Logger;
-  waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
   now?: () => number;
   /** The workspaces' replica slots and memory (decision 040); none: unbounded. */
   quota?: QuotaLedger;
@@ -468,7 +464,6 @@ export class ReplicaSet {
       diskMb: run.memoryMb,
       envs,
       image: run.image ?? REPLICA_IMAGE,
-      workspace: w.workspace,
       volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }, ...run.volumes],
     };
   }
@@ -478,21 +473,15 @@ export class ReplicaSet {
     const run = w.run;
     const id = `${replicaIdPrefix(w.key, run.id)}${++w.seq}`;
     const spec = this.specOf(w);
-    const envs = spec.envs;
-    let info: SandboxInfo;
+    const { instances } = this.deps;
+    const owner = { kind: w.kind, workspace: w.workspace, name: w.name, role: 'replica' as const };
+    const { info, daemon } = await instances.start({ id, spec, owner, lease });
     try {
-      info = await this.deps.driver.ensure(id, spec);
-    } catch (err) {
-      lease?.release();
-      throw err;
-    }
-    try {
-      await this.deps.waitHealthy(info.socketPath);
-      const p = await DaemonClient.at(info.socketPath).start({
+      const p = await daemon.start({
         command: run.start,
         name: APP_PROCESS,
         workingDir: APP_DIR,
-        env: envs,
+        env: spec.envs,
         waitForPorts: [APP_PORT],
         timeout: 0,
       });
@@ -501,43 +490,27 @@ export class ReplicaSet {
           `the start command (${run.start}) exited with code ${p.exitCode} before listening on port ${APP_PORT}:\n${p.logs.trimEnd().split('\n').slice(-20).join('\n')}`,
         );
     } catch (err) {
-      lease?.release();
-      await this.deps.driver.remove(id).catch(() => undefined);
+      await instances.remove(id).catch(() => undefined);
       throw err;
     }
     this.deps.logger?.info({ workspace: w.workspace, name: w.name, replica: id }, 'replica ready');
-    return { id, revision: run.id, info, inflight: 0, lastUsedMs: this.now(), gone: false, lease };
+    return { id, revision: run.id, info, inflight: 0, lastUsedMs: this.now(), gone: false };
   }
 
   private async removeReplica(r: Replica): Promise<void> {
     r.gone = true;
-    r.lease?.release();
-    await this.deps.driver
+    await this.deps.instances
       .remove(r.id)
       .catch((err) => this.deps.logger?.warn({ err, replica: r.id }, 'removing a replica failed'));
   }
 
   /**
-   * Sorts the runtime sandboxes an earlier server left: builds are removed (the build runs again from its source,
-   * decision 029); replicas whose id prefix (`replicaIdPrefix`) is in `wanted` — a revision some workload still
-   * runs — are kept for that workload's next deploy to take over, the others removed. Returns the removed ids.
+   * Holds replicas an earlier server left running (the garbage collector kept them: a workload still runs their
+   * revision) for that workload's next deploy to take over; those still unclaimed after LEFTOVER_CLAIM_MS go.
    */
-  async adoptLeftovers(wanted: Set<string>): Promise<string[]> {
-    const mine = new Set([...this.all()].flatMap((w) => w.replicas.map((r) => r.id)));
-    const out: string[] = [];
-    for (const info of await this.deps.driver.list()) {
-      if (!(info.id.startsWith(REPLICA_ID_PREFIX) || info.id.startsWith(BUILD_ID_PREFIX))) continue;
-      if (mine.has(info.id)) continue;
-      const prefix = info.id.slice(0, info.id.lastIndexOf('-') + 1);
-      if (info.id.startsWith(REPLICA_ID_PREFIX) && info.state !== 'dead' && wanted.has(prefix)) {
-        this.leftovers.set(info.id, info);
-        continue;
-      }
-      await this.deps.driver.remove(info.id).catch(() => undefined);
-      out.push(info.id);
-    }
+  holdLeftovers(left: SandboxInfo[]): void {
+    for (const info of left) this.leftovers.set(info.id, info);
     if (this.leftovers.size > 0) setTimeout(() => void this.dropLeftovers(), LEFTOVER_CLAIM_MS).unref();
-    return out;
   }
 
   /**
@@ -553,16 +526,18 @@ export class ReplicaSet {
       this.leftovers.delete(id);
       w.seq = Math.max(w.seq, Number(id.slice(prefix.length)) || 0);
       try {
-        const now = await this.deps.driver.inspect(id);
+        const { instances } = this.deps;
+        const now = await instances.driver.inspect(id);
         if (!now || now.state === 'dead' || now.specHash !== spec || now.pid !== info.pid)
           throw new Error('the sandbox is gone or runs another spec');
         // Awake while adopted: the gateway's activator starts every replica as running and freezes it again
         // after the standby delay.
-        if (now.state === 'frozen') await this.deps.driver.thaw(id);
-        const p = await DaemonClient.at(now.socketPath).process(APP_PROCESS);
+        if (now.state === 'frozen') await instances.driver.thaw(id);
+        const p = await instances.daemon(now).process(APP_PROCESS);
         if (p?.status !== 'running') throw new Error('the start command no longer runs');
         this.deps.logger?.info({ workspace: w.workspace, name: w.name, replica: id }, 'replica re-adopted');
         const lease = this.slot(w, w.run.memoryMb, { force: true });
+        if (lease && !isRefusal(lease)) instances.hold(id, lease);
         out.push({
           id,
           revision: w.run.id,
@@ -570,11 +545,10 @@ export class ReplicaSet {
           inflight: 0,
           lastUsedMs: this.now(),
           gone: false,
-          lease: lease && !isRefusal(lease) ? lease : undefined,
         });
       } catch (err) {
         this.deps.logger?.info({ replica: id, reason: (err as Error).message }, 'leftover replica removed');
-        await this.deps.driver.remove(id).catch(() => undefined);
+        await this.deps.instances.remove(id).catch(() => undefined);
       }
     }
     return out;
@@ -586,7 +560,7 @@ export class ReplicaSet {
     for (const id of [...this.leftovers.keys()]) {
       if (prefixes && !prefixes.some((p) => id.startsWith(p))) continue;
       this.leftovers.delete(id);
-      await this.deps.driver.remove(id).catch(() => undefined);
+      await this.deps.instances.remove(id).catch(() => undefined);
     }
   }
 }

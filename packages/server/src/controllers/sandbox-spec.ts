@@ -71,8 +71,8 @@ export async function withImage(
   workspace: string,
   spec: SandboxSpec,
 ): Promise<SandboxSpec> {
-  if (isDefaultImage(spec.image)) return { ...spec, workspace };
-  return { ...spec, image: (await images.resolve(workspace, spec.image)).id, workspace };
+  if (isDefaultImage(spec.image)) return spec;
+  return { ...spec, image: (await images.resolve(workspace, spec.image)).id };
 }
 
 /** withImage without pulling or recording anything: undefined when the image is not had yet (or never can be). */
@@ -81,10 +81,10 @@ export function withImageNow(
   workspace: string,
   spec: SandboxSpec,
 ): SandboxSpec | undefined {
-  if (isDefaultImage(spec.image)) return { ...spec, workspace };
+  if (isDefaultImage(spec.image)) return spec;
   try {
     const image = images.peek(workspace, spec.image);
-    return image && { ...spec, image: image.id, workspace };
+    return image && { ...spec, image: image.id };
   } catch {
     return undefined; // a malformed name: the start that follows fails saying why
   }

@@ -14,6 +14,7 @@ import { SecretBox } from '../crypto/secret-box.js';
 import { sandbox as sandboxKind } from '../kinds/sandbox.js';
 import type { SandboxInfo, SandboxSpec } from '../runtime/driver.js';
 import { FakeDriver } from '../runtime/fake.js';
+import { Instances } from '../runtime/instances.js';
 import { ImageStore } from '../runtime/images/image-store.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
 import { Resources } from '../store/resources.js';
@@ -75,7 +76,8 @@ async function setup() {
   );
   const driver = new TestDriver(now, socket);
   const images = new ImageStore({ dataDir: dir });
-  const reconciler = sandboxReconciler({ resources, now, driver, logger, images });
+  const instances = new Instances({ driver });
+  const reconciler = sandboxReconciler({ resources, now, instances, logger, images });
   const key = (name: string) => ({ kind: 'Sandbox', workspace: 'default', parent: '', name });
   return {
     resources,

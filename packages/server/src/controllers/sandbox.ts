@@ -1,26 +1,18 @@
 // Sandboxes: spec → a running sandbox in the runtime, status and run state back into the store.
-//   DEPLOYING → (driver.ensure, /health answers) → DEPLOYED with state RUNNING; a start that fails is FAILED.
-//   enabled: false → DEACTIVATING → (driver.remove) → DEACTIVATED; enabled again → DEPLOYING, a fresh sandbox.
-//   DELETING → (driver.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
+//   DEPLOYING → (instances.start: the runtime starts it, /health answers) → DEPLOYED with state RUNNING; a start that fails is FAILED.
+//   enabled: false → DEACTIVATING → (instances.remove) → DEACTIVATED; enabled again → DEPLOYING, a fresh sandbox.
+//   DELETING → (instances.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
 // A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
 // a spec update that changes what runs (its envs) starts it again. One whose processes all died is started again,
 // fresh, unless the out-of-memory killer ended them: then it is FAILED with the figures (outOfMemory).
-import { TASK_ID_PREFIX } from './job-task.js';
-import { BUILD_ID_PREFIX, REPLICA_ID_PREFIX } from './replicas.js';
 import { durationMs } from '../kinds/rules.js';
 import { isGone } from '../kinds/status.js';
-import {
-  type RuntimeDriver,
-  type SandboxEnd,
-  type SandboxSpec,
-  specHash,
-  type VolumeMount,
-} from '../runtime/driver.js';
+import { type SandboxEnd, type SandboxSpec, specHash, type VolumeMount } from '../runtime/driver.js';
 import { ImageError } from '../runtime/images/errors.js';
 import type { ImageStore } from '../runtime/images/image-store.js';
+import type { Instances, OwnerRegistration } from '../runtime/instances.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
-import { DaemonClient } from '../sandbox-api/client.js';
-import { keyOf, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
+import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
@@ -41,7 +33,8 @@ export const LIVE_RECHECK_MS = 30_000;
 export const VOLUME_WAIT_MS = 200;
 
 export interface SandboxControllerDeps extends ControllerDeps {
-  driver: RuntimeDriver;
+  /** Where sandboxes start and go (the runtime behind it: `instances.driver`). */
+  instances: Instances;
   /** Where `spec.runtime.image` is resolved, in the sandbox's workspace, before the runtime gets its id. */
   images: ImageStore;
 }
@@ -58,7 +51,10 @@ function deployMs(o: StoredObject): number | undefined {
 }
 
 export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
-  const { resources, driver, images } = deps;
+  const { resources, instances, images } = deps;
+  const driver = instances.driver;
+  const owner = (o: StoredObject) =>
+    ({ kind: 'Sandbox', workspace: o.workspace, name: o.name, role: 'sandbox' }) as const;
   /** One info line per lifecycle step: workspace and name only (the spec may hold secrets). */
   const log = (o: StoredObject, msg: string, extra: Record<string, unknown> = {}) =>
     deps.logger?.info({ workspace: o.workspace, name: o.name, ...extra }, msg);
@@ -91,10 +87,8 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       return { requeueAfterMs: VOLUME_WAIT_MS };
     }
     try {
-      const info = await driver.ensure(id, { ...spec, volumes });
-      await DaemonClient.at(info.socketPath).waitHealthy(signal);
+      await instances.start({ id, spec: { ...spec, volumes }, owner: owner(o), signal });
     } catch (err) {
-      await driver.remove(id).catch(() => undefined);
       await detachVolumes(resources, o.workspace, holder);
       if (signal.aborted) throw err;
       throw new TerminalError(`the sandbox could not start: ${(err as Error).message}`);
@@ -121,7 +115,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
    * same again, end the same way). Its memory (the layer) and volumes are released; a spec update starts it again.
    */
   async function outOfMemory(o: StoredObject, id: string, end: SandboxEnd): Promise<ReconcileResult> {
-    await driver.remove(id);
+    await instances.remove(id);
     await detachVolumes(resources, o.workspace, holderName('sandbox', o.name));
     const d = await resources.updateStatus(keyOf(o), {
       to: 'FAILED',
@@ -140,7 +134,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       const id = sandboxId(key.workspace, key.name);
       // The volumes are free for another holder only once no process of this sandbox can write them.
       const release = async () => {
-        await driver.remove(id);
+        await instances.remove(id);
         await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
       };
       if (isGone(o))
@@ -218,24 +212,18 @@ export function outOfMemoryMessage(end: SandboxEnd): string {
 }
 
 /**
- * Removes the runtime's sandboxes that no Sandbox object accounts for (deleted while the server was
- * down, or left by a crash between removal and the record's deletion). Run once at start.
+ * Sandboxes as the owner of their runtime instances (runtime/instances.ts): an instance is wanted while a Sandbox
+ * object of its name exists in its workspace, whatever its status (its own reconcile releases it). One left by a
+ * sandbox deleted while the server was down, or by a crash between removal and the record's deletion, is not.
  */
-export async function removeOrphanSandboxes(deps: Omit<SandboxControllerDeps, 'images'>): Promise<string[]> {
-  const known = new Set(
-    (await deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' })).map((o) =>
-      sandboxId(o.workspace, o.name),
-    ),
-  );
-  const removed: string[] = [];
-  for (const info of await deps.driver.list()) {
-    // Job task sandboxes are the job runner's, replicas and builds the replica set's: each re-adopts or removes
-    // its own (controllers/job-runner.ts, ReplicaSet.adoptLeftovers).
-    const owned = [TASK_ID_PREFIX, REPLICA_ID_PREFIX, BUILD_ID_PREFIX].some((p) => info.id.startsWith(p));
-    if (known.has(info.id) || owned) continue;
-    await deps.driver.remove(info.id);
-    removed.push(info.id);
-  }
-  if (removed.length) deps.logger?.info({ sandboxes: removed }, 'removed sandboxes no object accounts for');
-  return removed;
+export function sandboxOwner(store: Store): OwnerRegistration {
+  return {
+    kinds: ['Sandbox'],
+    // Sandbox ids are `<workspace>.<name>` or `h-<hash>` (runtime/sandbox-id.ts): no other owner's ids are.
+    legacyRole: (id) => (id.includes('.') || id.startsWith('h-') ? 'sandbox' : undefined),
+    async keep() {
+      const objects = await store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' });
+      return objects.map((o) => sandboxId(o.workspace, o.name));
+    },
+  };
 }

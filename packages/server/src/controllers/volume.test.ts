@@ -16,6 +16,7 @@ import { volumeTemplate } from '../kinds/volume-template.js';
 import type { SandboxInfo, SandboxSpec } from '../runtime/driver.js';
 import { ImageStore } from '../runtime/images/image-store.js';
 import { FakeDriver } from '../runtime/fake.js';
+import { Instances } from '../runtime/instances.js';
 import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { type ResourceKey, StoreError } from '../store/store.js';
@@ -59,7 +60,12 @@ async function setup(capacity?: VolumeCapacity) {
   const driver = new RecordingDriver(socket);
   const archives = new Map<string, string>();
   const reconcilers = {
-    Sandbox: sandboxReconciler({ resources, now, driver, images: new ImageStore({ dataDir: dir }) }),
+    Sandbox: sandboxReconciler({
+      resources,
+      now,
+      instances: new Instances({ driver }),
+      images: new ImageStore({ dataDir: dir }),
+    }),
     Volume: volumeReconciler({
       resources,
       now,

@@ -190,7 +190,7 @@ export function workloadReconciler(
       const on = base ? ` on image ${base.name}` : '';
       const b = await transition(deps, o, 'BUILDING', `building ${source.digest}${on}`, enabled);
       if (!b) return undefined;
-      const app = await builder.build(o.workspace, source.digest, signal, base);
+      const app = await builder.build(o.workspace, source.digest, signal, base, { kind, name: o.name });
       await transition(deps, o, 'BUILT', `built ${app.key}`, enabled);
       return app;
     } catch (err) {

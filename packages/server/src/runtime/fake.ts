@@ -49,6 +49,7 @@ export class FakeDriver implements RuntimeDriver {
       specHash: hash,
       image: spec.image,
       createdAt: this.now().toISOString(),
+      ...(spec.owner ? { owner: spec.owner } : {}),
       spec,
       cpuSeconds: 0,
     };
