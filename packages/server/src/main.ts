@@ -17,11 +17,12 @@ import { K } from './auth/records.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
-import { startControllers } from './controllers/index.js';
-import { sandboxOwner, sandboxReconciler } from './controllers/sandbox.js';
-import { SandboxExpiry } from './controllers/sandbox-expiry.js';
-import { ScheduleRunner } from './controllers/sandbox-schedules.js';
-import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
+import { CONFIG_PROFILES, CONFIG_RECONCILERS } from './controllers/config/index.js';
+import { startControllers } from './controllers/core/index.js';
+import { sandboxOwner, sandboxReconciler } from './controllers/sandbox/sandbox.js';
+import { SandboxExpiry } from './controllers/sandbox/sandbox-expiry.js';
+import { ScheduleRunner } from './controllers/sandbox/sandbox-schedules.js';
+import { removeOrphanArchives, volumeReconciler } from './controllers/volume/volume.js';
 import { existingArchive } from './runtime/volume-archives.js';
 import { Instances } from './runtime/instances.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
@@ -49,22 +50,22 @@ import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
-import { ReplicaSet } from './controllers/replicas.js';
-import { workloadReconciler } from './controllers/workload.js';
-import { JobRunner } from './controllers/job-runner.js';
-import { jobOwner } from './controllers/job-owner.js';
-import { workloadOwner } from './controllers/workload-owner.js';
-import { Callbacks } from './controllers/callbacks.js';
-import { JobCallbacks } from './controllers/job-callbacks.js';
-import { agentScheduling } from './controllers/agent-schedules.js';
-import { jobScheduling } from './controllers/job-schedules.js';
-import { TriggerSchedules } from './controllers/trigger-schedules.js';
+import { ReplicaSet } from './controllers/workload/replicas.js';
+import { workloadReconciler } from './controllers/workload/workload.js';
+import { JobRunner } from './controllers/job/job-runner.js';
+import { jobOwner } from './controllers/job/job-owner.js';
+import { workloadOwner } from './controllers/workload/workload-owner.js';
+import { Callbacks } from './controllers/code/callbacks.js';
+import { JobCallbacks } from './controllers/job/job-callbacks.js';
+import { agentScheduling } from './controllers/workload/agent-schedules.js';
+import { jobScheduling } from './controllers/job/job-schedules.js';
+import { TriggerSchedules } from './controllers/code/trigger-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
 import { WorkloadGateway } from './gateway/workloads.js';
-import { Executions } from './controllers/executions.js';
-import { QuotaLedger } from './controllers/quota-ledger.js';
-import { workloadEvent } from './controllers/events.js';
-import { quotaAdmission } from './controllers/quota-admission.js';
+import { Executions } from './controllers/workload/executions.js';
+import { QuotaLedger } from './controllers/core/quota-ledger.js';
+import { workloadEvent } from './controllers/core/events.js';
+import { quotaAdmission } from './controllers/core/quota-admission.js';
 import { registerQuotas } from './api/quotas.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 
@@ -328,7 +329,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const controllers = startControllers({
     resources,
     logger,
+    profiles: CONFIG_PROFILES,
     reconcilers: {
+      ...CONFIG_RECONCILERS,
       Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
       Volume: (d) =>
         volumeReconciler({

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole, wantsSecrets } from '../auth/require-role.js';
-import { nextFiring, resolveTiming, type StoredTiming } from '../controllers/schedule-timing.js';
+import { nextFiring, resolveTiming, type StoredTiming } from '../controllers/core/schedule-timing.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { opt, StringMap } from '../kinds/common.js';
 import { SCHEDULE_EXECUTION_KIND, SCHEDULE_KIND } from '../kinds/sandbox.js';

@@ -6,7 +6,7 @@
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
-import { APP_PROCESS, type Replica, type ReplicaSet } from '../controllers/replicas.js';
+import { APP_PROCESS, type Replica, type ReplicaSet } from '../controllers/workload/replicas.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { DaemonClient } from '../sandbox-api/client.js';
 import type { Resources } from '../store/resources.js';

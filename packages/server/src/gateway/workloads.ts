@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import type { Authenticator } from '../auth/access.js';
-import { APP_PORT, type Replica, type ReplicaSet, type Workload } from '../controllers/replicas.js';
+import { APP_PORT, type Replica, type ReplicaSet, type Workload } from '../controllers/workload/replicas.js';
 import { ApiError } from '../errors.js';
 import { sendProblem } from '../http/problem.js';
 import { wireErrorOf } from '../http/wire-error.js';
@@ -24,7 +24,11 @@ import {
   TICK_MS,
 } from './autoscaler.js';
 import { authorize } from './auth.js';
-import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
+import {
+  type CallbackTarget,
+  type Executions,
+  MAX_OUTPUT_BYTES,
+} from '../controllers/workload/executions.js';
 import { portPool } from './ports.js';
 import { forward, upstreamHeaders } from './proxy.js';
 import { ownPathRoute } from '../kinds/trigger-path.js';
