@@ -51,7 +51,9 @@ import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/workload/replicas.js';
-import { workloadReconciler } from './controllers/workload/workload.js';
+import { deployReconciler } from './controllers/workload/deploy.js';
+import { jobRevisionReconciler } from './controllers/job/job-revision.js';
+import { BuildSteps } from './controllers/code/build-step.js';
 import { JobRunner } from './controllers/job/job-runner.js';
 import { jobOwner } from './controllers/job/job-owner.js';
 import { workloadOwner } from './controllers/workload/workload-owner.js';
@@ -181,6 +183,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     outbound,
     images,
   });
+  // Builds run as their own step, outside the reconcile slots, and wake the objects they are for (decision 044).
+  const builds = new BuildSteps({ builder, quota: quotas, logger });
   const replicas = new ReplicaSet({
     instances,
     logger,
@@ -343,22 +347,19 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         }),
       Drive: (d) =>
         volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Agent'),
-      Function: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Function'),
+      Agent: (d) => deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas }, 'Agent'),
+      Function: (d) =>
+        deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas }, 'Function'),
       Job: (d) =>
-        workloadReconciler(
-          {
-            ...d,
-            builder,
-            replicas,
-            driver,
-            quota: quotas,
-            cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
-          },
-          'Job',
-        ),
+        jobRevisionReconciler({
+          ...d,
+          builder,
+          builds,
+          cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
+        }),
     },
   });
+  builds.onChange(controllers.wake);
   wakeController = controllers.wake;
   workloads.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
@@ -390,6 +391,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       await jobs.stop();
       await expiry.stop();
       await controllers.stop();
+      await builds.stop();
       await app.close();
       await driver.close();
       await outbound.close();

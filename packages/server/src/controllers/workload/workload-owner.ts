@@ -7,7 +7,7 @@ import { BUILD_ID_PREFIX } from '../../builds/sandbox-step.js';
 import type { OwnerRegistration } from '../../runtime/instances.js';
 import type { Store } from '../../store/store.js';
 import { REPLICA_ID_PREFIX, type ReplicaSet } from './replicas.js';
-import { wantedReplicaPrefixes } from './workload.js';
+import { wantedReplicaPrefixes } from './deploy.js';
 
 export function workloadOwner(deps: {
   store: Store;
