@@ -63,7 +63,7 @@ import { agentScheduling } from './controllers/workload/agent-schedules.js';
 import { jobScheduling } from './controllers/job/job-schedules.js';
 import { TriggerSchedules } from './controllers/code/trigger-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
-import { WorkloadGateway } from './gateway/workloads.js';
+import { Scaler } from './controllers/workload/scaler.js';
 import { Executions } from './controllers/workload/executions.js';
 import { QuotaLedger } from './controllers/core/quota-ledger.js';
 import { workloadEvent } from './controllers/core/events.js';
@@ -274,24 +274,16 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     const c = t.configuration;
     return { url: c.callbackUrl, secret: c.callbackSecret, retry: c.retry ?? 0, timeoutS: c.timeout };
   };
-  const workloads = new WorkloadGateway({
-    executions,
-    asyncTrigger,
-    apiBase: baseUrl,
-    store,
-    replicas,
-    driver,
-    authenticator: auth.authenticator,
-    logger,
-    standbyAfterMs: config.standbyAfterS * 1000,
-    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
-    canFreeze: () => driver.capabilities.freezer,
-    idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
-  });
   // The controllers start after the gateway; until then nothing is reported (no request arrives before listen).
   let wakeController: (key: ResourceKey) => void = () => undefined;
   const gateway = await startGateway({
-    workloads,
+    workloads: {
+      executions,
+      asyncTrigger,
+      apiBase: baseUrl,
+      replicas,
+      idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
+    },
     jobTriggers: { resources, runner: jobs },
     server: app.server,
     resources,
@@ -325,7 +317,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     logger,
     kinds: {
       Job: jobScheduling(resources, jobs, Date.now),
-      Agent: agentScheduling((ws, name, body) => workloads.invoke(ws, name, body), logger),
+      Agent: agentScheduling((ws, name, body) => gateway.invoke(ws, name, body), logger),
     },
   });
   jobSchedules.start();
@@ -361,7 +353,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   });
   builds.onChange(controllers.wake);
   wakeController = controllers.wake;
-  workloads.start();
+  // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
+  const scaler = new Scaler({
+    replicas,
+    logger,
+    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
+  });
+  scaler.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
   const schedules = new ScheduleRunner({
@@ -385,7 +383,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       // Sandboxes keep running: a restarted server adopts them as they are.
       await schedules.stop();
       await gateway.close();
-      workloads.stop();
+      scaler.stop();
       jobSchedules.stop();
       callbacks.stop();
       await jobs.stop();

@@ -22,6 +22,7 @@ function workload(rev: string, canary?: { rev: string; percent: number }, sticky
     route: { stickyTtlS },
     replicas: [replica(`${r}-1`, r), replica(`${r}-2`, r)],
     extraStarts: 0,
+    waiting: 0,
     seq: 0,
   });
   const w = mk(rev, 'ws/Agent/a');

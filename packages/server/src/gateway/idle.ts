@@ -1,6 +1,7 @@
-// Standby, applied: every tick the sweeper takes a snapshot of the sandboxes, asks the pure decision
-// (idle-decide.ts) what to do, and does it — freezes through the activator (which owns run state) after asking
-// the daemon for keepAlive processes, and hands usage to the writer. Nothing is decided here.
+// Standby, applied to sandboxes and replicas alike (the one idle mechanism): every tick the sweeper takes a snapshot
+// of the targets, asks the pure decision (idle-decide.ts) what to do, and does it — freezes through the activator
+// (which owns run state) after asking the daemon for keepAlive processes, and hands sandboxes' usage to the writer.
+// Nothing is decided here.
 import type { Logger } from 'pino';
 import { DaemonClient } from '../sandbox-api/client.js';
 import type { Activator } from './activator.js';
@@ -58,6 +59,7 @@ export class IdleSweeper {
       const written = usage.written(t);
       return {
         ref: t,
+        recorded: t.recordsUsage,
         status: t.status,
         frozen: run.frozen,
         transitioning: run.transitioning,

@@ -9,10 +9,12 @@ import type { ResourceKey } from '../../store/store.js';
 import { QuotaLedger } from '../core/quota-ledger.js';
 import { BuildSteps } from './build-step.js';
 
-
 /** A builder whose builds wait for `finish(key)` (or `fail`), and see their abort signal. */
 function standIn() {
-  const pending = new Map<string, { ok: (a: BuiltApp) => void; no: (e: Error) => void; signal: AbortSignal }>();
+  const pending = new Map<
+    string,
+    { ok: (a: BuiltApp) => void; no: (e: Error) => void; signal: AbortSignal }
+  >();
   const started: string[] = [];
   return {
     started,
@@ -32,7 +34,12 @@ function standIn() {
   };
 }
 
-const owner = (workspace: string, name: string): ResourceKey => ({ kind: 'Agent', workspace, parent: '', name });
+const owner = (workspace: string, name: string): ResourceKey => ({
+  kind: 'Agent',
+  workspace,
+  parent: '',
+  name,
+});
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe('build steps', () => {
@@ -72,12 +79,24 @@ describe('build steps', () => {
     const held = steps.request(owner('one', 'b'), 'e', undefined);
     assert.equal(held.state, 'waiting');
     assert.match((held as { quota?: string }).quota ?? '', /build/, 'the quota says which');
-    assert.equal(steps.request(owner('two', 'c'), 'd', undefined).state, 'running', 'another workspace builds');
-    assert.deepEqual(steps.request(owner('three', 'x'), 'd', undefined), { state: 'waiting' }, "the server's bound");
+    assert.equal(
+      steps.request(owner('two', 'c'), 'd', undefined).state,
+      'running',
+      'another workspace builds',
+    );
+    assert.deepEqual(
+      steps.request(owner('three', 'x'), 'd', undefined),
+      { state: 'waiting' },
+      "the server's bound",
+    );
     builder.finish('one-d');
     await tick();
     await tick();
-    assert.deepEqual(builder.started, ['one-d', 'two-d', 'one-e'], 'the first waiting one whose quota allows it');
+    assert.deepEqual(
+      builder.started,
+      ['one-d', 'two-d', 'one-e'],
+      'the first waiting one whose quota allows it',
+    );
     assert.ok(woken.includes('b'), 'woken when its build starts');
     builder.finish('two-d');
     await tick();

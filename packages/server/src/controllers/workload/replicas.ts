@@ -55,7 +55,7 @@ export interface Replica {
   readonly id: string;
   readonly revision: string;
   readonly info: SandboxInfo;
-  /** Requests in flight, counted by the gateway. */
+  /** Requests in flight and the last one's start or end (epoch ms), as the gateway reports them (scaler.ts). */
   inflight: number;
   lastUsedMs: number;
   /** Removed (scaled in, redeployed, deleted): the gateway drops it. */
@@ -90,6 +90,8 @@ export interface Workload {
   canary?: { w: Workload; percent: number };
   /** Replicas the autoscaler is starting (scaleOut). */
   extraStarts: number;
+  /** Requests waiting for a replica to start, as the gateway reports them (the scaler counts them as concurrency). */
+  waiting: number;
   seq: number;
   /** The last "replicas capped" note said on its object; cleared once a replica may start again. */
   capped?: string;
@@ -238,7 +240,7 @@ export class ReplicaSet {
     run: RevisionRun,
     seq: number,
   ): Promise<Workload> {
-    const out: Workload = { ...w, key, run, replicas: [], extraStarts: 0, seq };
+    const out: Workload = { ...w, key, run, replicas: [], extraStarts: 0, waiting: 0, seq };
     out.replicas.push(...(await this.claimLeftovers(out)));
     return out;
   }

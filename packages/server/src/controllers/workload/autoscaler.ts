@@ -2,7 +2,8 @@
 // a pure function of the concurrency samples, the ready replicas and the time passed in: a stable average over
 // 60 s, a panic average over 6 s, panic mode at twice the ready capacity (and no scale-down while in it, until a
 // stable window passes under the threshold), scale rates per decision, an optional scale-down delay, and the
-// object's minScale/maxScale. The gateway's scaler applies what it returns (workloads.ts).
+// object's minScale/maxScale. The workload controller's scaler applies what it returns (scaler.ts); the gateway
+// only reports the concurrency it sees (each replica's requests in flight, the requests waiting for a replica).
 
 /** Knative's defaults (config-autoscaler), kept: each has a long record in production. */
 export const STABLE_WINDOW_MS = 60_000;
