@@ -42,14 +42,8 @@ export function egressIpReconciler(deps: ControllerDeps): Reconciler {
         const a = held && pool.includes(held) ? held : await allocate(deps, o, pool);
         if (!hostHas(a))
           throw new TerminalError(`address ${a} of egress gateway ${gateway} is not an address of this host`);
-        if (held !== a)
-          await deps.resources.store.write([
-            {
-              op: 'update',
-              key: keyOf(o),
-              mutate: (cur) => ({ ...cur.body, spec: { ...cur.body.spec, publicIp: a } }),
-            },
-          ]);
+        // A spec field only the server writes (the kind's readOnlySpec), written through the status verb.
+        if (held !== a) await deps.resources.updateStatus(keyOf(o), { spec: { '/publicIp': a } });
         return a;
       });
       if (o.body.status === 'DEPLOYED' && held === address) return DONE;

@@ -62,17 +62,19 @@ export async function attachVolumes(
       throw new VolumeNotReady(`volume ${JSON.stringify(v.name)} is not ready yet`);
   }
   if (current.some((v) => v!.body.state?.attachedTo !== holder)) {
-    const ops = names.map((n) => ({
-      op: 'update' as const,
+    // Every volume claimed in one transaction, each judged as it is at the write (a status verb: the holder is a
+    // field only the server writes).
+    const claims = names.map((n) => ({
       key: volumeKey(workspace, n),
-      mutate: (cur: StoredObject) => {
+      when: (cur: StoredObject) => {
         const refusal = attachRefusal(cur, holder);
         if (refusal) throw new TerminalError(refusal);
-        return { ...cur.body, state: { ...cur.body.state, attachedTo: holder } };
+        return true;
       },
+      extras: (cur: StoredObject) => ({ state: { ...cur.body.state, attachedTo: holder } }),
     }));
     try {
-      await resources.store.write(ops);
+      await resources.updateStatuses(claims);
     } catch (e) {
       if (e instanceof StoreError && e.reason === 'not_found')
         throw new TerminalError(`volume ${JSON.stringify(e.key.name)} does not exist`);
@@ -122,14 +124,13 @@ export async function detachVolumes(
 }
 
 async function writeDetach(resources: Resources, held: StoredObject[], holder: string) {
-  await resources.store.write(
+  await resources.updateStatuses(
     held.map((v) => ({
-      op: 'update' as const,
       key: keyOf(v),
-      mutate: (cur: StoredObject) => {
-        if (cur.body.state?.attachedTo !== holder) return cur.body;
+      when: (cur: StoredObject) => cur.body.state?.attachedTo === holder,
+      extras: (cur: StoredObject) => {
         const { attachedTo: _gone, ...state } = cur.body.state ?? {};
-        return { ...cur.body, state };
+        return { state };
       },
     })),
   );
