@@ -42,7 +42,7 @@ export interface RevisionRecord {
 }
 
 export interface CodeDeps extends ControllerDeps {
-  builder: Builder;
+  builder: Pick<Builder, 'baseImage' | 'built' | 'builtByKey' | 'keyOf' | 'fetchGit'>;
   builds: BuildSteps;
 }
 

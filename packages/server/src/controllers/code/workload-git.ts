@@ -21,7 +21,7 @@ export interface SourceRecord {
 
 /** Clones when due; the reconcile's result then, or undefined when there is nothing to clone. */
 export async function cloneStep(
-  deps: ControllerDeps & { builder: Builder },
+  deps: ControllerDeps & { builder: Pick<Builder, 'fetchGit'> },
   o: StoredObject,
   source: SourceRecord | undefined,
   signal: AbortSignal,

@@ -87,7 +87,7 @@ interface LiveExecution {
 
 export interface JobRunnerDeps extends TaskDeps {
   resources: Resources;
-  builder: Builder;
+  builder: Pick<Builder, 'builtByKey'>;
   logsDir: string;
   logger?: Logger;
   maxTasks?: number;
