@@ -1,6 +1,6 @@
 // Sandbox schedules (the service's feature, docs/sandboxes.md): timed commands on a sandbox, under
 // /sandboxes/{sandboxName}/schedules, stored as records of the sandbox (removed with it) and fired by the
-// schedule runner (controllers/sandbox-schedules.ts). Their envs are sealed at rest and masked unless an admin
+// schedule runner (controllers/sandbox/sandbox-schedules.ts). Their envs are sealed at rest and masked unless an admin
 // asks `show_secrets`. Executions are listed newest first under /sandboxes/{sandboxName}/schedule-executions.
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';

@@ -136,7 +136,7 @@ export function sandboxReplaceHook(deps: {
 
 /**
  * A create naming a volume another holder has is a 409 that names the holder, answered at once. The controller's
- * claim (controllers/volume-attach.ts, one transaction) is what decides a race; this only spares the common case a
+ * claim (controllers/volume/volume-attach.ts, one transaction) is what decides a race; this only spares the common case a
  * sandbox that is FAILED a moment later.
  */
 async function refuseHeldVolumes(resources: Resources, workspace: string, name: string, body: unknown) {

@@ -1,5 +1,5 @@
 // POST /v0/volumes: a volume deleted a moment ago keeps its TERMINATED record for a while (its data is already
-// gone, controllers/volume.ts), and a new volume of that name replaces the record instead of answering 409.
+// gone, controllers/volume/volume.ts), and a new volume of that name replaces the record instead of answering 409.
 import { capacityRefusal, spaceHolders, type VolumeCapacity } from '../controllers/volume/volume-capacity.js';
 import { ApiError } from '../errors.js';
 import { DEFAULT_VOLUME_SIZE_MB } from '../kinds/volume.js';

@@ -1,8 +1,7 @@
 // The workload data plane: sandboxes (`/run/<ws>/sandboxes/<name>/...`, `sbx-<name>-<ws>.<region>.<inference_host>`)
-// and their previews, agents and functions (their paths, hosts and trigger paths), and jobs' triggers. One pipeline
-// for all, composed here in one visible order: address parsed once (parse-address.ts) → its kind's resolver
-// (resolve.ts: the credential or preview token, and the target, or an answer of the gateway's own) → stream cap
-// (streams.ts) → activator (hold/wake) → proxy or tunnel. One idle sweeper puts sandboxes and replicas back to sleep;
+// and their previews, agents and functions (their paths, hosts and trigger paths), and jobs' triggers. Composed
+// here: each request's address parsed once (parse-address.ts), then one pipeline for all (pipeline.ts: its kind's
+// resolver → stream cap → activator → proxy or tunnel). One idle sweeper puts sandboxes and replicas back to sleep;
 // the usage writer records sandboxes' run state. The gateway only reports what it sees of agents' and functions'
 // load: the workload controller scales them (controllers/workload/scaler.ts).
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -10,26 +9,22 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/access.js';
 import { ApiError } from '../errors.js';
-import { rejectUpgrade, sendProblem } from '../http/problem.js';
-import { wireErrorOf } from '../http/wire-error.js';
+import { rejectUpgrade } from '../http/problem.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
 import type { ResourceKey } from '../store/store.js';
 import { Activator } from './activator.js';
-import type { Admission, Forwarded } from './admission.js';
-import { DriveMounts, isDriveMountPath } from './drive-mounts.js';
+import type { Admission } from './admission.js';
+import { DriveMounts } from './drive-mounts.js';
 import { IdleSweeper } from './idle.js';
 import { type JobTriggerAddress, type JobTriggerDeps, serveJobTrigger } from './job-trigger.js';
 import { type Address, parseAddress } from './parse-address.js';
-import { matchPort } from './ports.js';
+import { Pipeline } from './pipeline.js';
 import { PreviewHosts } from './previews.js';
-import { type ForwardExtra, forward } from './proxy.js';
-import { resolveAddress } from './resolve.js';
 import { processStarter, type StartProcess } from './sandbox-call.js';
-import { isLongLived, StreamCap } from './streams.js';
+import { StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
-import { tunnel } from './upgrade.js';
 import { UsageWriter } from './usage-writer.js';
 import type { WorkloadAddress } from './workload-address.js';
 import { WorkloadGateway, type WorkloadGatewayDeps } from './workloads.js';
@@ -87,7 +82,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       authenticator: deps.authenticator,
       logger,
       activator,
-      resend: (req, res, admitted) => void pass(req, res, admitted),
+      resend: (req, res, admitted) => void pipeline.pass(req, res, admitted),
     });
   const idle = new IdleSweeper({
     activator,
@@ -105,8 +100,6 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   await targets.start();
   await labels.start();
   idle.start();
-  const tunnels = new Set<Duplex>();
-  let closing = false;
 
   const parseCtx = {
     inferenceHost: deps.inferenceHost,
@@ -135,70 +128,14 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const serves = (a: Address) =>
     a.kind === 'workload' ? !!workloads : a.kind === 'job-trigger' ? !!jobTriggers : true;
 
-  /**
-   * Lets a forwarded request in: a stream slot when it can last, then counted in by the activator (waiting while
-   * the target wakes). `done` undoes the counting (and the resolver's own) once the request is over.
-   */
-  async function enter(req: IncomingMessage, f: Forwarded, upgrade: boolean): Promise<() => void> {
-    const t = f.target;
-    const release = isLongLived(req.method, f.path, upgrade) ? streams.acquire(t, t.key.name) : undefined;
-    try {
-      const wait = activator.enter(t);
-      if (wait) await wait;
-    } catch (err) {
-      release?.();
-      f.done?.();
-      throw err;
-    }
-    return () => {
-      activator.leave(t);
-      release?.();
-      f.done?.();
-    };
-  }
-
-  /** A call to a sandbox's daemon (not to one of its ports) that finds no one listening reports the sandbox. */
-  const reportingDown = (f: Forwarded): ForwardExtra => {
-    const extra = f.extra ?? {};
-    const down = deps.onSandboxDown;
-    if (!down || f.target.key.kind !== 'Sandbox' || matchPort(f.path)) return extra;
-    return {
-      ...extra,
-      onUnreachable: (err, sent) => {
-        down(f.target.key);
-        return extra.onUnreachable?.(err, sent);
-      },
-    };
-  };
-
-  const driveMounts = new DriveMounts({ store: resources.store, driver });
-  const toWire = (err: unknown) => wireErrorOf(err, { log: logger, what: 'gateway error' });
-
-  /** The pipeline after the resolver: the gateway's own answer, or the target entered and the request forwarded. */
-  async function pass(req: IncomingMessage, res: ServerResponse, admitted: Promise<Admission>) {
-    try {
-      const a = await admitted;
-      if ('answer' in a) return await a.answer(res);
-      const done = await enter(req, a, false);
-      if (!isDriveMountPath(a.path)) return forward(a.target, req, res, a.path, done, reportingDown(a));
-      try {
-        await driveMounts.serve(a.target, a.path, req, res);
-      } finally {
-        done();
-      }
-    } catch (err) {
-      sendProblem(res, toWire(err), req.url?.split('?')[0]);
-    }
-  }
-
-  const serve = (req: IncomingMessage, res: ServerResponse, a: Address) =>
-    pass(
-      req,
-      res,
-      closing
-        ? Promise.reject(new ApiError('UNAVAILABLE', 'the server is shutting down'))
-        : resolveAddress(a, req, resolveDeps),
-    );
+  const pipeline = new Pipeline({
+    activator,
+    streams,
+    driveMounts: new DriveMounts({ store: resources.store, driver }),
+    resolve: resolveDeps,
+    logger,
+    onSandboxDown: deps.onSandboxDown,
+  });
 
   // Data-plane requests are answered here, before Fastify routes or parses anything: bodies stream through
   // untouched, and the hot path costs no framework work (docs/decisions/009-sandbox-gateway-standby.md).
@@ -207,7 +144,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   server.removeListener('request', api);
   const onRequest: RequestListener = (req, res) => {
     const a = parseAddress(req, parseCtx);
-    if (a && serves(a)) return void serve(req, res, a);
+    if (a && serves(a)) return void pipeline.serve(req, res, a);
     api.call(server, req, res);
   };
   server.on('request', onRequest);
@@ -220,13 +157,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
         rejectUpgrade(socket, new ApiError('NOT_FOUND', `no route for ${req.url}`));
       return;
     }
-    (async () => {
-      if (closing) throw new ApiError('UNAVAILABLE', 'the server is shutting down');
-      const f = await resolveAddress(a, req, resolveDeps);
-      if ('answer' in f) throw new ApiError('NOT_FOUND', `no route for ${req.url}`);
-      const done = await enter(req, f, true);
-      tunnel(f.target, req, socket, head, f.path, tunnels, done, f.extra);
-    })().catch((err) => rejectUpgrade(socket, toWire(err), req.url?.split('?')[0]));
+    pipeline.upgrade(req, socket, head, a);
   };
   server.on('upgrade', onUpgrade);
 
@@ -241,10 +172,9 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       return t && activator.view(t).lastUsedMs;
     },
     async close() {
-      closing = true;
+      pipeline.close();
       idle.stop();
       server.removeListener('upgrade', onUpgrade);
-      for (const s of tunnels) s.destroy();
       await usage.drain();
       workloads?.stop();
       labels.close();

@@ -55,7 +55,7 @@ export interface ResourcesOptions {
   /** Judges the URLs a spec makes Berth send requests to (a kind's outboundTargets) before they are stored. */
   outbound?: Pick<Outbound, 'urlIssue'>;
   /**
-   * Admission (the workspace's quotas, controllers/quota-admission.ts): asked about each create and replace once the
+   * Admission (the workspace's quotas, controllers/core/quota-admission.ts): asked about each create and replace once the
    * body is prepared, with the stored object a replace changes. Throws a wire error to refuse at once; returns ops
    * (checks) written in the same transaction as the object, which decide a race.
    */

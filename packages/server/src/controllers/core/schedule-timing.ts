@@ -3,7 +3,6 @@
 import { Cron } from 'croner';
 import { durationMs, isIsoDate } from '../../kinds/rules.js';
 
-export type TimingType = 'cron' | 'at' | 'sleep';
 /** What is stored: `sleep` never is, it became an `at`. */
 export type StoredTiming = { type: 'cron' | 'at'; value: string };
 

@@ -1,6 +1,6 @@
 // When an execution ends, each enabled trigger of its job with a `callbackUrl` is told: POST {executionId, job,
 // status, stats, startedAt, finishedAt}, signed as DESIGN.md §4 and delivered (persisted, retried `retry` times with
-// backoff, private targets refused) by controllers/callbacks.ts, the one callback path.
+// backoff, private targets refused) by controllers/code/callbacks.ts, the one callback path.
 import type { Logger } from 'pino';
 import type { Resources } from '../../store/resources.js';
 import type { Callbacks } from '../code/callbacks.js';

@@ -106,8 +106,8 @@ export class JobRunner {
   private timer?: NodeJS.Timeout;
   private runningTotal = 0;
   /**
-   * Nothing is launched until `start` has swept stray task sandboxes: an attempt launched meanwhile (a re-adopted
-   * one ending frees a slot) would have its fresh sandbox removed as a stray.
+   * Nothing is launched until `start` has run (after the instances' garbage collector removed the task sandboxes no
+   * execution accounts for, main.ts): an attempt launched before that would have its fresh sandbox removed as one.
    */
   private started = false;
   private readonly removing = new Set<Promise<unknown>>();
@@ -360,7 +360,8 @@ export class JobRunner {
     const at = new Date(this.now()).toISOString();
     // The `running` write and the sandbox's start go on together; the task's process starts only once the write
     // is stored (runAttempt awaits it), so no attempt runs unrecorded. A server killed in between leaves either an
-    // unrecorded sandbox (removed at start as a stray) or a recorded one with no task process (lost, run again).
+    // unrecorded sandbox (removed at start: jobOwner does not want it) or a recorded one with no task process (lost,
+    // run again).
     const recorded = this.store
       .write([
         {
@@ -554,8 +555,9 @@ export class JobRunner {
     } catch (err) {
       this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'task outcome not recorded');
     }
-    // Removed only once the outcome is stored: a server killed in between finds the finished attempt's sandbox
-    // at start and removes it as a stray, where removing first would make a finished attempt look lost (run twice).
+    // Removed only once the outcome is stored: a server killed in between finds the finished attempt's sandbox at
+    // start, which no running task accounts for, and removes it (jobOwner), where removing first would make a finished
+    // attempt look lost (run twice).
     // Off the critical path: the slot is free once the outcome is stored, so the next task's sandbox starts while
     // this one's processes are killed and its cgroup and directories go (most of a slot's time otherwise).
     this.removeLater(sandbox);

@@ -1,4 +1,4 @@
-// A job's schedule trigger fires by starting an execution with the trigger's tasks (controllers/trigger-schedules.ts
+// A job's schedule trigger fires by starting an execution with the trigger's tasks (controllers/code/trigger-schedules.ts
 // decides when); the execution id is the firing id, so one firing starts at most one execution.
 import type { Resources } from '../../store/resources.js';
 import { createExecution } from './job-create.js';

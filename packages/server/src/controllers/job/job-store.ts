@@ -28,7 +28,7 @@ export interface ExecutionRecord {
   /** Per-execution environment (the `env` of the request); names only ever leave the server. */
   envOverride?: Record<string, string>;
   memoryOverride?: number;
-  /** sha256 of the task credentials issued for it (controllers/job-credential.ts), revoked when it ends. */
+  /** sha256 of the task credentials issued for it (controllers/job/job-credential.ts), revoked when it ends. */
   credentialHashes?: string[];
   /** A digest of the request, so the same executionId sent again with the same body is the same execution. */
   requestDigest: string;

@@ -28,7 +28,7 @@ export interface TaskAttempt {
   memoryMb: number;
   envs: Record<string, string>;
   timeoutS: number;
-  /** The job's persistent volumes, already attached to it (controllers/volume-attach.ts). */
+  /** The job's persistent volumes, already attached to it (controllers/volume/volume-attach.ts). */
   volumes?: VolumeMount[];
   /** Settles true once the attempt is recorded (the process starts only then); false: it must not start. */
   ready?: Promise<boolean>;

@@ -99,131 +99,148 @@ export async function wantedReplicaPrefixes(
   return out;
 }
 
-export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconciler {
+/** The holder of an agent's or function's volumes (`agent:<name>`, `function:<name>`). */
+const holderOf = (kind: WorkloadKind, name: string) =>
+  holderName(kind === 'Function' ? 'function' : 'agent', name);
+
+/** What the replica set knows of a stored agent or function. */
+const workloadOf = (kind: WorkloadKind, o: StoredObject) => ({
+  workspace: o.workspace,
+  kind,
+  name: o.name,
+  public: o.body.spec?.public === true,
+  route: routeOf(o),
+});
+
+/** What a revision of the object runs: its app, start command, envs (connections' and the spec's), scale, mounts. */
+async function runOf(
+  deps: DeployDeps,
+  kind: WorkloadKind,
+  o: StoredObject,
+  app: BuiltApp,
+  volumes: VolumeMount[],
+): Promise<RevisionRun> {
+  const { resources } = deps;
+  const open = resources.openSecrets(resources.kind(kind), o.body.spec ?? {});
+  let fromConnections: Record<string, string>;
+  try {
+    fromConnections = await connectionEnvs(resources, o.workspace, open.integrationConnections);
+  } catch (err) {
+    if (err instanceof MissingConnectionError) throw new TerminalError(err.message);
+    throw err;
+  }
+  const envs: Record<string, string> = { ...(app.plan.manifest?.env ?? {}), ...fromConnections };
+  for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
+  return {
+    start: app.plan.start,
+    memoryMb: open.runtime?.memory ?? 2048,
+    envs,
+    id: revisionId(app),
+    appDir: app.dir,
+    ...imageFields(app.base),
+    minScale: open.runtime?.minScale ?? 0,
+    maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
+    volumes,
+  };
+}
+
+/**
+ * A server restarted while the object was not DEPLOYED (a redeploy under way, or a failed one): the revisions
+ * it served before the restart serve again with the earlier server's replicas, if they still run, while the new
+ * one is cloned, built and deployed. Nothing is started for them (decision 029).
+ */
+async function readoptServing(deps: DeployDeps, kind: WorkloadKind, o: StoredObject): Promise<void> {
   const { resources, builder, replicas } = deps;
-
-  /** The holder of this agent's or function's volumes (`agent:<name>`, `function:<name>`). */
-  const holderOf = (name: string) => holderName(kind === 'Function' ? 'function' : 'agent', name);
-  const workloadOf = (o: StoredObject) => ({
-    workspace: o.workspace,
-    kind,
-    name: o.name,
-    public: o.body.spec?.public === true,
-    route: routeOf(o),
-  });
-
-  async function runOf(o: StoredObject, app: BuiltApp, volumes: VolumeMount[]): Promise<RevisionRun> {
-    const open = resources.openSecrets(resources.kind(kind), o.body.spec ?? {});
-    let fromConnections: Record<string, string>;
-    try {
-      fromConnections = await connectionEnvs(resources, o.workspace, open.integrationConnections);
-    } catch (err) {
-      if (err instanceof MissingConnectionError) throw new TerminalError(err.message);
-      throw err;
-    }
-    const envs: Record<string, string> = { ...(app.plan.manifest?.env ?? {}), ...fromConnections };
-    for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
-    return {
-      start: app.plan.start,
-      memoryMb: open.runtime?.memory ?? 2048,
-      envs,
-      id: revisionId(app),
-      appDir: app.dir,
-      ...imageFields(app.base),
-      minScale: open.runtime?.minScale ?? 0,
-      maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
-      volumes,
-    };
-  }
-
-  /**
-   * A server restarted while the object was not DEPLOYED (a redeploy under way, or a failed one): the revisions
-   * it served before the restart serve again with the earlier server's replicas, if they still run, while the new
-   * one is cloned, built and deployed. Nothing is started for them (decision 029).
-   */
-  async function readoptServing(o: StoredObject): Promise<void> {
-    if (o.body.status === 'DEPLOYED' || !o.body.activeRevision) return;
-    if (replicas.get(o.workspace, kind, o.name)) return;
-    const revisions: RevisionRecord[] = o.body.revisions ?? [];
-    const appOf = (id: string | undefined) => {
-      const rec = id ? revisions.find((r) => r.id === id) : undefined;
-      return rec && builder.builtByKey(o.workspace, rec.app);
-    };
-    const active = appOf(o.body.activeRevision);
-    if (!active) return;
-    const canary = appOf(o.body.canaryRevision);
-    const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
-    try {
-      // The mounts the replicas were started with (held already: no write); a spec naming other volumes since
-      // no longer matches them, and the deploy that follows starts new ones.
-      const volumes = await attachVolumes(
-        resources,
-        deps.driver,
-        o.workspace,
-        holderOf(o.name),
-        o.body.spec?.volumes ?? [],
-      );
-      const taken = await replicas.readopt(
-        workloadOf(o),
-        await runOf(o, active, volumes),
-        canary && percent > 0 ? { run: await runOf(o, canary, volumes), percent } : undefined,
-      );
-      if (taken)
-        deps.logger?.info(
-          { workspace: o.workspace, name: o.name, revision: o.body.activeRevision, status: o.body.status },
-          `${kind.toLowerCase()} serves its last deployed revision again`,
-        );
-    } catch (err) {
-      // A connection or volume gone since, or a volume not ready: the deploy that follows reports it.
-      if (!(err instanceof TerminalError) && !(err instanceof VolumeNotReady)) throw err;
-    }
-  }
-
-  /** Starts the revisions asked for, replacing what ran, and records them as DEPLOYED. */
-  async function deploy(
-    o: StoredObject,
-    run: RevisionRun,
-    canaryRun: { run: RevisionRun; percent: number } | undefined,
-    revisions: RevisionRecord[],
-    resume: boolean,
-  ): Promise<ReconcileResult> {
-    const key = keyOf(o);
-    const canaryId = canaryRun?.run.id;
-    const what = canaryRun
-      ? `revision ${run.id}, canary ${canaryId} at ${canaryRun.percent}%`
-      : `revision ${run.id}`;
-    if (!resume) {
-      const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
-      if (!d) return DONE;
-    }
-    try {
-      await replicas.deploy(workloadOf(o), run, canaryRun);
-    } catch (err) {
-      if (err instanceof ReplicaStartError) throw new TerminalError(`${what} did not start: ${err.message}`);
-      if (err instanceof ReplicaQuotaError) {
-        await resources.recordEvent(key, `waiting for a replica slot: ${err.message}`);
-        return { requeueAfterMs: QUOTA_WAIT_MS };
-      }
-      throw err;
-    }
-    // The replicas of the old spec are gone: a volume it named and this one does not is free again.
-    const specVolumes: SpecVolume[] = o.body.spec?.volumes ?? [];
-    await detachVolumes(resources, o.workspace, holderOf(o.name), new Set(specVolumes.map((v) => v.name)));
-    const capped = deps.quota ? scaleNote(deps.quota.limits(o.workspace), run.maxScale, run.memoryMb) : '';
-    const done = await resources.updateStatus(key, {
-      to: 'DEPLOYED',
-      message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}${capped}`,
-      extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
-      when: (cur) => enabled(cur) && cur.body.status === (resume ? 'DEPLOYED' : 'DEPLOYING'),
-    });
-    if (!done) return DONE;
-    deps.logger?.info(
-      { workspace: o.workspace, name: o.name, revision: run.id },
-      `${kind.toLowerCase()} deployed`,
+  if (o.body.status === 'DEPLOYED' || !o.body.activeRevision) return;
+  if (replicas.get(o.workspace, kind, o.name)) return;
+  const revisions: RevisionRecord[] = o.body.revisions ?? [];
+  const appOf = (id: string | undefined) => {
+    const rec = id ? revisions.find((r) => r.id === id) : undefined;
+    return rec && builder.builtByKey(o.workspace, rec.app);
+  };
+  const active = appOf(o.body.activeRevision);
+  if (!active) return;
+  const canary = appOf(o.body.canaryRevision);
+  const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
+  try {
+    // The mounts the replicas were started with (held already: no write); a spec naming other volumes since
+    // no longer matches them, and the deploy that follows starts new ones.
+    const volumes = await attachVolumes(
+      resources,
+      deps.driver,
+      o.workspace,
+      holderOf(kind, o.name),
+      o.body.spec?.volumes ?? [],
     );
-    return { requeueAfterMs: LIVE_RECHECK_MS };
+    const taken = await replicas.readopt(
+      workloadOf(kind, o),
+      await runOf(deps, kind, o, active, volumes),
+      canary && percent > 0 ? { run: await runOf(deps, kind, o, canary, volumes), percent } : undefined,
+    );
+    if (taken)
+      deps.logger?.info(
+        { workspace: o.workspace, name: o.name, revision: o.body.activeRevision, status: o.body.status },
+        `${kind.toLowerCase()} serves its last deployed revision again`,
+      );
+  } catch (err) {
+    // A connection or volume gone since, or a volume not ready: the deploy that follows reports it.
+    if (!(err instanceof TerminalError) && !(err instanceof VolumeNotReady)) throw err;
   }
+}
 
+/** Starts the revisions asked for, replacing what ran, and records them as DEPLOYED. */
+async function deploy(
+  deps: DeployDeps,
+  kind: WorkloadKind,
+  o: StoredObject,
+  runs: { run: RevisionRun; canary?: { run: RevisionRun; percent: number } },
+  revisions: RevisionRecord[],
+  resume: boolean,
+): Promise<ReconcileResult> {
+  const { resources, replicas } = deps;
+  const { run, canary } = runs;
+  const key = keyOf(o);
+  const canaryId = canary?.run.id;
+  const what = canary ? `revision ${run.id}, canary ${canaryId} at ${canary.percent}%` : `revision ${run.id}`;
+  if (!resume) {
+    const d = await transition(deps, o, 'DEPLOYING', `deploying ${what}`, enabled);
+    if (!d) return DONE;
+  }
+  try {
+    await replicas.deploy(workloadOf(kind, o), run, canary);
+  } catch (err) {
+    if (err instanceof ReplicaStartError) throw new TerminalError(`${what} did not start: ${err.message}`);
+    if (err instanceof ReplicaQuotaError) {
+      await resources.recordEvent(key, `waiting for a replica slot: ${err.message}`);
+      return { requeueAfterMs: QUOTA_WAIT_MS };
+    }
+    throw err;
+  }
+  // The replicas of the old spec are gone: a volume it named and this one does not is free again.
+  const specVolumes: SpecVolume[] = o.body.spec?.volumes ?? [];
+  await detachVolumes(
+    resources,
+    o.workspace,
+    holderOf(kind, o.name),
+    new Set(specVolumes.map((v) => v.name)),
+  );
+  const capped = deps.quota ? scaleNote(deps.quota.limits(o.workspace), run.maxScale, run.memoryMb) : '';
+  const done = await resources.updateStatus(key, {
+    to: 'DEPLOYED',
+    message: `deployed ${what}${unappliedWorkloadNote(kind, o.body.spec)}${capped}`,
+    extras: { activeRevision: run.id, canaryRevision: canaryId, revisions },
+    when: (cur) => enabled(cur) && cur.body.status === (resume ? 'DEPLOYED' : 'DEPLOYING'),
+  });
+  if (!done) return DONE;
+  deps.logger?.info(
+    { workspace: o.workspace, name: o.name, revision: run.id },
+    `${kind.toLowerCase()} deployed`,
+  );
+  return { requeueAfterMs: LIVE_RECHECK_MS };
+}
+
+export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconciler {
+  const { resources, replicas } = deps;
   return {
     // A policy or connection change re-judges (and redeploys) the workloads of its workspace at once.
     watches: ['Policy', CONNECTION_KIND],
@@ -235,7 +252,7 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
         await replicas.remove(o.workspace, kind, o.name);
         // A workload holds its volumes while it lives (its replicas through standby and scale to zero); they are
         // let go once no replica of it can write them.
-        await detachVolumes(resources, o.workspace, holderOf(o.name));
+        await detachVolumes(resources, o.workspace, holderOf(kind, o.name));
       };
       if (isGone(o)) return finishDeletion(deps, o, { release, message: 'terminated: replicas removed' });
       if (!enabled(o)) {
@@ -244,14 +261,14 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
       }
       const denied = await policyStep(deps, o, release);
       if (denied) return denied;
-      await readoptServing(o);
+      await readoptServing(deps, kind, o);
       const source = await sourceStep(deps, o, signal);
       if (!('digest' in source)) return source;
       if (o.body.status === 'FAILED') {
         // With no replica left running (a first deploy that failed, or after a restart: FAILED replicas are not
         // re-adopted), nothing writes the volumes it claimed: another holder may take them.
         if (!replicas.get(o.workspace, kind, o.name))
-          await detachVolumes(resources, o.workspace, holderOf(o.name));
+          await detachVolumes(resources, o.workspace, holderOf(kind, o.name));
         return DONE;
       }
       const app = await buildStep(deps, o, source);
@@ -265,7 +282,7 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
           resources,
           deps.driver,
           o.workspace,
-          holderOf(o.name),
+          holderOf(kind, o.name),
           o.body.spec?.volumes ?? [],
         );
       } catch (err) {
@@ -273,8 +290,11 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
         await resources.recordEvent(key, `waiting: ${err.message}`);
         return { requeueAfterMs: VOLUME_WAIT_MS };
       }
-      const run = await runOf(o, active, volumes);
-      const canaryRun = canary && { run: await runOf(o, canary.app, volumes), percent: canary.percent };
+      const run = await runOf(deps, kind, o, active, volumes);
+      const canaryRun = canary && {
+        run: await runOf(deps, kind, o, canary.app, volumes),
+        percent: canary.percent,
+      };
       const w = replicas.get(o.workspace, kind, o.name);
       const same =
         o.body.status === 'DEPLOYED' &&
@@ -290,7 +310,7 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
       }
       // Already DEPLOYED with these revisions, but this server has no replicas yet (it restarted): the deploy
       // re-adopts the replicas still running, or starts new ones, without leaving DEPLOYED.
-      return deploy(o, run, canaryRun, revisions, same && !w);
+      return deploy(deps, kind, o, { run, canary: canaryRun }, revisions, same && !w);
     },
   };
 }

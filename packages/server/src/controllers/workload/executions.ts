@@ -1,5 +1,5 @@
 // Asynchronous invocations of agents (`?async=true`): their record while they run and for a while after, read by
-// `GET /v0/agents/{name}/executions/{id}`; the signed callback goes through controllers/callbacks.ts (persisted,
+// `GET /v0/agents/{name}/executions/{id}`; the signed callback goes through controllers/code/callbacks.ts (persisted,
 // so it survives a restart). The records are kept in memory: a restarted server forgets running and past
 // executions (decision 023), not the callbacks they queued (decision 030).
 import { randomBytes } from 'node:crypto';
@@ -80,7 +80,7 @@ export class Executions {
       );
   }
 
-  /** Why a callback URL is refused (see controllers/callbacks.ts), or undefined. */
+  /** Why a callback URL is refused (see controllers/code/callbacks.ts), or undefined. */
   refusal(url: string): Promise<string | undefined> {
     return this.deps.callbacks.refusal(url);
   }
