@@ -150,6 +150,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/volumes/by-external-id/{externalId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The newest volume with this metadata.externalId that is not being deleted */
+        get: operations["getVolumeByExternalId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/drives": {
         parameters: {
             query?: never;
@@ -517,6 +534,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/egressgateways": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List EgressGateways under every Vpc of the workspace */
+        get: operations["listAllEgressGateways"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/vpcs/{vpcName}/egressgateways/{gatewayName}/ips": {
         parameters: {
             query?: never;
@@ -549,6 +583,23 @@ export interface paths {
         post?: never;
         /** Delete an EgressIp */
         delete: operations["deleteEgressIp"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/egressips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List EgressIps under every EgressGateway of the workspace */
+        get: operations["listAllEgressIps"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1422,6 +1473,399 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agentName}/replicas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The replicas serving the agent now, with their revision and share */
+        get: operations["listAgentReplicas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/functions/{functionName}/replicas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The replicas serving the function now, with their revision and share */
+        get: operations["listFunctionReplicas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/caller": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who the credential is, and its role in the workspace the request acts in */
+        get: operations["getCaller"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's objects, then (with follow) every change to them, as Server-Sent Events: `ADDED`, `MODIFIED`, `DELETED` with data `{kind, parent, object}` (the object as GET shows it), and `SYNCED` once the initial objects are sent */
+        get: operations["watchObjects"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Members (accepted) and invitees (not yet) of the workspace the request acts in */
+        get: operations["listWorkspaceUsers"];
+        put?: never;
+        /** Invite a principal (its subject in `email`): it joins once it, or an admin of its home workspace, accepts */
+        post: operations["inviteWorkspaceUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{subOrEmail}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Change a member's role, or the role an invitation offers */
+        put: operations["updateWorkspaceUserRole"];
+        post?: never;
+        /** Remove a member (never the last admin, nor an account from its home) or withdraw an invitation */
+        delete: operations["removeWorkspaceUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{workspaceName}/leave": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** The caller leaves the workspace (never its home workspace, nor as its last admin) */
+        delete: operations["leaveWorkspace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Whether a workspace of this name can be created now */
+        post: operations["checkWorkspaceAvailability"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The MCP server templates of the catalog */
+        get: operations["listMcpHubDefinitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandbox/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a sandbox can start from without an image of its own */
+        get: operations["listSandboxHubDefinitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The regions this server serves */
+        get: operations["listLocations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/configuration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The regions this server serves and what each offers */
+        get: operations["getConfiguration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/publicIps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** By region, the addresses egress gateways send from */
+        get: operations["listPublicIps"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/features": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This server's enabled features (the same in every workspace) */
+        get: operations["getWorkspaceFeatures"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/features/{featureKey}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One feature of this server, on or off (404 for a key it does not know) */
+        get: operations["testFeatureFlag"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/changelog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Berth's release notes, newest first */
+        get: operations["getChangelog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/{integrationName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An integration kind Berth knows, with the config and secret fields it reads */
+        get: operations["getIntegration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/connections/{connectionName}/models/{modelId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One model of the connection's provider (asked of the provider now) */
+        get: operations["getConnectionModel"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/connections/{connectionName}/endpointConfigurations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the model gateway sends a model's calls over the connection */
+        get: operations["getConnectionEndpointConfigurations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{modelName}/revisions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A model endpoint's revision: its configuration now (Berth keeps no earlier one) */
+        get: operations["listModelRevisions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Schedules of every sandbox of the workspace */
+        get: operations["listSchedules"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedule-executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Firings of the schedules of every sandbox of the workspace */
+        get: operations["listScheduleExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedules/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counts of the workspace's schedules and of their firings in a window (at most 7 days back) */
+        get: operations["getSandboxScheduleMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1456,6 +1900,12 @@ export interface components {
                 /** @description e.g. is not a known field and was ignored; did you mean "memory"? */
                 message: string;
             }[];
+        };
+        PageMeta: {
+            /** @description whether another page follows */
+            hasMore: boolean;
+            /** @description cursor of the next page (the `cursor` query parameter); absent on the last */
+            nextCursor?: string;
         };
         Policy: {
             metadata: {
@@ -1641,6 +2091,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
                 createdAt?: string;
                 updatedAt?: string;
                 createdBy?: string;
@@ -1680,6 +2131,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
             };
             spec: {
                 infrastructureId?: string;
@@ -1929,6 +2381,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2100,6 +2553,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2283,6 +2737,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2482,6 +2937,7 @@ export interface components {
             state?: "RUNNING" | "STANDBY";
             expiresIn?: number;
             lastUsedAt?: string;
+            readyAt?: string;
         };
         SandboxInput: {
             metadata: {
@@ -3058,7 +3514,7 @@ export interface components {
             sandbox: string;
             createdAt: string;
             updatedAt: string;
-            /** @description next firing; absent once an `at` schedule has fired */
+            /** @description next firing (an `at` schedule is removed once it fired) */
             nextAt?: string;
             lastRunAt?: string;
         };
@@ -3216,6 +3672,230 @@ export interface components {
             inUse: boolean;
             createdAt: string;
         };
+        WorkloadReplica: {
+            id: string;
+            revision: string;
+            /** @enum {string} */
+            role: "active" | "canary";
+            /** @description requests in flight now */
+            inflight: number;
+            /** Format: date-time */
+            lastUsedAt: string;
+        };
+        Caller: {
+            /** @description client ID of a service account, or a user subject */
+            subject: string;
+            /** @enum {string} */
+            subjectType: "service_account" | "user";
+            homeWorkspace: string;
+            /** @description the workspace the request acts in */
+            workspace: string;
+            /** @enum {string} */
+            role: "admin" | "member" | "viewer";
+        };
+        WorkspaceUser: {
+            /** @description the principal: a service account client id */
+            sub: string;
+            role: string;
+            /** @description false while an invitation waits for the invitee */
+            accepted: boolean;
+            /** @description always false: invitations wait until accepted, declined or withdrawn */
+            expired: boolean;
+            /** @constant */
+            source: "invitation";
+        };
+        PendingInvitation: {
+            /** @description the invited principal (Berth identities have no e-mail address) */
+            email: string;
+            workspace: string;
+            role: string;
+            invitedBy: string;
+            createdAt: string;
+            updatedAt: string;
+            createdBy: string;
+            updatedBy: string;
+        };
+        WorkspaceAvailability: {
+            available: boolean;
+            /** @constant */
+            reason?: "taken";
+            message?: string;
+        };
+        /** @description an MCP server template of the catalog */
+        McpDefinition: {
+            name: string;
+            displayName: string;
+            description: string;
+            icon: string;
+            /** @description where the template is, in the repository */
+            url: string;
+            categories: {
+                name: string;
+            }[];
+            /** @constant */
+            transport: "http-stream";
+            hidden: boolean;
+            enterprise: boolean;
+            coming_soon: boolean;
+        };
+        /** @description what a sandbox can start from without an image of its own */
+        SandboxDefinition: {
+            name: string;
+            displayName: string;
+            description: string;
+            image: string;
+            /** @description MB */
+            memory: number;
+            ports: {
+                name?: string;
+                target: number;
+                protocol?: string;
+            }[];
+            categories: {
+                name: string;
+            }[];
+            hidden: boolean;
+            enterprise: boolean;
+            coming_soon: boolean;
+        };
+        LocationResponse: {
+            region: string;
+            location: string;
+            status: string;
+            flavors: {
+                name: string;
+                /** @constant */
+                type: "cpu";
+            }[];
+        };
+        /** @description the regions this server serves */
+        Configuration: {
+            continents: {
+                name: string;
+                displayName?: string;
+            }[];
+            countries: {
+                name: string;
+                displayName?: string;
+            }[];
+            privateLocations: {
+                name: string;
+            }[];
+            regions: {
+                name: string;
+                location: string;
+                drivesAvailable: boolean;
+                /** @description egress gateways are configured (BERTH_EGRESS_GATEWAYS) */
+                egressAvailable: boolean;
+                proxyAvailable: boolean;
+            }[];
+        };
+        /** @description region → the addresses egress leaves from */
+        PublicIps: {
+            [key: string]: {
+                description: string;
+                ipv4Cidrs: string[];
+                ipv6Cidrs: string[];
+            };
+        };
+        FeatureFlag: {
+            featureKey: string;
+            enabled: boolean;
+            /** @enum {string} */
+            variant: "on" | "off";
+            evaluatedAt: string;
+            payload: {
+                description: string;
+            };
+        };
+        /** @description Berth's release notes (CHANGELOG.md), newest first */
+        ChangelogResponse: {
+            entries: {
+                /** @description YYYY-MM-DD */
+                date: string;
+                title: string;
+                /** @description Markdown */
+                content: string;
+            }[];
+        };
+        /** @description an integration kind Berth knows */
+        Integration: {
+            name: string;
+            additionalInfos: {
+                [key: string]: string;
+            };
+            endpoints: {
+                [key: string]: {
+                    method: string;
+                    path?: string;
+                };
+            };
+            headers: {
+                [key: string]: string;
+            };
+            params: {
+                [key: string]: string;
+            };
+            organizations: {
+                [key: string]: unknown;
+            }[];
+            repositories: {
+                [key: string]: unknown;
+            }[];
+            /** @description spec.config fields the integration reads */
+            config: {
+                name: string;
+                required: boolean;
+                description: string;
+                default?: string;
+            }[];
+            /** @description spec.secret fields (stored encrypted) */
+            secrets: {
+                name: string;
+                required: boolean;
+                description: string;
+                default?: string;
+            }[];
+        };
+        /** @description where the gateway sends a model's calls over the connection */
+        EndpointConfigurations: {
+            integration: string;
+            /** @description the provider's API format */
+            wire: string;
+            baseUrl: string;
+            endpoints: {
+                [key: string]: {
+                    method: string;
+                    path: string;
+                    url: string;
+                };
+            };
+        };
+        RevisionMetadata: {
+            /** @description the model's generation */
+            id: string;
+            active: boolean;
+            canary: boolean;
+            previousActive: boolean;
+            trafficPercent: number;
+            status: string;
+            createdAt: string;
+            createdBy: string;
+        };
+        SandboxScheduleMetrics: {
+            /** @description window start, a UTC minute */
+            since: string;
+            /** @description window end (exclusive), a UTC minute */
+            until: string;
+            executions: number;
+            executionsByStatus: {
+                succeeded: number;
+                failed: number;
+            };
+            /** @description sandboxes of the workspace not being deleted */
+            sandboxes: number;
+            schedules: number;
+        };
     };
     responses: {
         /** @description the request failed; the problem says why */
@@ -3239,6 +3919,8 @@ export interface components {
         labels: string;
         /** @description reveal secret values (workspace admin role) */
         show_secrets: boolean;
+        /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+        watch: boolean;
         /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
         fieldValidation: "Strict" | "Warn";
         /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3261,6 +3943,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3283,7 +3967,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Policy"][];
+                    "application/json": components["schemas"]["Policy"][] | {
+                        data: components["schemas"]["Policy"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3329,6 +4021,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3348,6 +4042,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Policy"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3428,6 +4127,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3450,7 +4151,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IntegrationConnection"][];
+                    "application/json": components["schemas"]["IntegrationConnection"][] | {
+                        data: components["schemas"]["IntegrationConnection"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3496,6 +4205,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3515,6 +4226,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntegrationConnection"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3595,6 +4311,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3617,7 +4335,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplate"][];
+                    "application/json": components["schemas"]["VolumeTemplate"][] | {
+                        data: components["schemas"]["VolumeTemplate"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3663,6 +4389,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3682,6 +4410,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VolumeTemplate"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3762,6 +4495,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3784,7 +4519,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Volume"][];
+                    "application/json": components["schemas"]["Volume"][] | {
+                        data: components["schemas"]["Volume"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3830,6 +4573,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3849,6 +4594,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Volume"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3918,6 +4668,33 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    getVolumeByExternalId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                externalId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Volume */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listDrives: {
         parameters: {
             query?: {
@@ -3929,6 +4706,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3951,7 +4730,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Drive"][];
+                    "application/json": components["schemas"]["Drive"][] | {
+                        data: components["schemas"]["Drive"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3997,6 +4784,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4016,6 +4805,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Drive"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4123,6 +4917,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4145,7 +4941,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Model"][];
+                    "application/json": components["schemas"]["Model"][] | {
+                        data: components["schemas"]["Model"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4191,6 +4995,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4210,6 +5016,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4290,6 +5101,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4312,7 +5125,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Agent"][];
+                    "application/json": components["schemas"]["Agent"][] | {
+                        data: components["schemas"]["Agent"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4358,6 +5179,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4377,6 +5200,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4457,6 +5285,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4479,7 +5309,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Function"][];
+                    "application/json": components["schemas"]["Function"][] | {
+                        data: components["schemas"]["Function"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4525,6 +5363,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4544,6 +5384,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Function"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4624,6 +5469,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4646,7 +5493,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Job"][];
+                    "application/json": components["schemas"]["Job"][] | {
+                        data: components["schemas"]["Job"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4692,6 +5547,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4711,6 +5568,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Job"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4791,6 +5653,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4813,7 +5677,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Sandbox"][];
+                    "application/json": components["schemas"]["Sandbox"][] | {
+                        data: components["schemas"]["Sandbox"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4861,6 +5733,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4880,6 +5754,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4987,6 +5866,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5012,6 +5893,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5061,6 +5947,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5081,6 +5969,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5163,6 +6056,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5185,7 +6080,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Vpc"][];
+                    "application/json": components["schemas"]["Vpc"][] | {
+                        data: components["schemas"]["Vpc"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5231,6 +6134,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5250,6 +6155,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Vpc"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5330,6 +6240,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5354,7 +6266,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressGateway"][];
+                    "application/json": components["schemas"]["EgressGateway"][] | {
+                        data: components["schemas"]["EgressGateway"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5402,6 +6322,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5422,6 +6344,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressGateway"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5493,6 +6420,49 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    listAllEgressGateways: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EgressGateways, ordered by name, then parent */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressGateway"][] | {
+                        data: components["schemas"]["EgressGateway"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listEgressIps: {
         parameters: {
             query?: {
@@ -5504,6 +6474,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5529,7 +6501,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressIp"][];
+                    "application/json": components["schemas"]["EgressIp"][] | {
+                        data: components["schemas"]["EgressIp"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5578,6 +6558,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5599,6 +6581,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5666,6 +6653,49 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listAllEgressIps: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EgressIps, ordered by name, then parent */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressIp"][] | {
+                        data: components["schemas"]["EgressIp"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5743,6 +6773,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5757,7 +6789,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ServiceAccount"][];
+                    "application/json": components["schemas"]["ServiceAccount"][] | {
+                        data: components["schemas"]["ServiceAccount"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5886,6 +6921,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5902,7 +6939,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ApiKey"][];
+                    "application/json": components["schemas"]["ApiKey"][] | {
+                        data: components["schemas"]["ApiKey"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5974,6 +7014,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5988,7 +7030,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Workspace"][];
+                    "application/json": components["schemas"]["Workspace"][] | {
+                        data: components["schemas"]["Workspace"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6117,6 +7162,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6133,7 +7180,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Member"][];
+                    "application/json": components["schemas"]["Member"][] | {
+                        data: components["schemas"]["Member"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6239,6 +7289,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6255,7 +7307,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"][];
+                    "application/json": components["schemas"]["Invitation"][] | {
+                        data: components["schemas"]["Invitation"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6377,6 +7432,8 @@ export interface operations {
                 subject?: string;
             };
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6391,7 +7448,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"][];
+                    "application/json": components["schemas"]["Invitation"][] | {
+                        data: components["schemas"]["Invitation"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6589,7 +7649,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SandboxSchedule"][];
+                    "application/json": components["schemas"]["SandboxSchedule"][] | {
+                        data: components["schemas"]["SandboxSchedule"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6752,7 +7815,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SandboxScheduleExecution"][];
+                    "application/json": components["schemas"]["SandboxScheduleExecution"][] | {
+                        data: components["schemas"]["SandboxScheduleExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6763,6 +7829,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6779,7 +7847,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplateVersion"][];
+                    "application/json": components["schemas"]["VolumeTemplateVersion"][] | {
+                        data: components["schemas"]["VolumeTemplateVersion"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7007,6 +8078,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7023,7 +8096,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7132,6 +8208,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7148,7 +8226,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7257,6 +8338,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7273,7 +8356,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7374,7 +8460,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JobExecution"][];
+                    "application/json": components["schemas"]["JobExecution"][] | {
+                        data: components["schemas"]["JobExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7722,6 +8811,756 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listAgentReplicas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                agentName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The replicas serving the agent now, with their revision and share */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkloadReplica"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listFunctionReplicas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                functionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The replicas serving the function now, with their revision and share */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkloadReplica"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getCaller: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Who the credential is, and its role in the workspace the request acts in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Caller"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    watchObjects: {
+        parameters: {
+            query?: {
+                /** @description kinds to watch by plural, comma-separated (e.g. `sandboxes,agents`); default every kind */
+                kinds?: string;
+                /** @description stay open and send each change as it is written */
+                follow?: boolean;
+                /** @description send the objects as they are now first (default true; at most 1000 of each kind) */
+                initial?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace's objects, then (with follow) every change to them, as Server-Sent Events: `ADDED`, `MODIFIED`, `DELETED` with data `{kind, parent, object}` (the object as GET shows it), and `SYNCED` once the initial objects are sent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listWorkspaceUsers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Members (accepted) and invitees (not yet) of the workspace the request acts in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"][] | {
+                        data: components["schemas"]["WorkspaceUser"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    inviteWorkspaceUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    email: string;
+                    /** @enum {string} */
+                    role?: "admin" | "member" | "viewer";
+                };
+            };
+        };
+        responses: {
+            /** @description Invite a principal (its subject in `email`): it joins once it, or an admin of its home workspace, accepts */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingInvitation"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    updateWorkspaceUserRole: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                subOrEmail: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    role: "admin" | "member" | "viewer";
+                };
+            };
+        };
+        responses: {
+            /** @description Change a member's role, or the role an invitation offers */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    removeWorkspaceUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                subOrEmail: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Remove a member (never the last admin, nor an account from its home) or withdraw an invitation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    leaveWorkspace: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                workspaceName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller leaves the workspace (never its home workspace, nor as its last admin) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workspace"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    checkWorkspaceAvailability: {
+        parameters: {
+            query?: {
+                /** @description answer {available, reason, message} instead of a boolean */
+                withReason?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Whether a workspace of this name can be created now */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": boolean | components["schemas"]["WorkspaceAvailability"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listMcpHubDefinitions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The MCP server templates of the catalog */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpDefinition"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSandboxHubDefinitions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What a sandbox can start from without an image of its own */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxDefinition"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listLocations: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The regions this server serves */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LocationResponse"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConfiguration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The regions this server serves and what each offers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Configuration"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listPublicIps: {
+        parameters: {
+            query?: {
+                /** @description only this served region */
+                region?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description By region, the addresses egress gateways send from */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIps"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getWorkspaceFeatures: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description This server's enabled features (the same in every workspace) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        features: {
+                            [key: string]: true;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    testFeatureFlag: {
+        parameters: {
+            query?: {
+                /** @description refused: Berth has no accounts */
+                account?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                featureKey: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One feature of this server, on or off (404 for a key it does not know) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeatureFlag"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getChangelog: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Berth's release notes, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangelogResponse"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getIntegration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                integrationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An integration kind Berth knows, with the config and secret fields it reads */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Integration"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConnectionModel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                connectionName: string;
+                modelId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One model of the connection's provider (asked of the provider now) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModel"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConnectionEndpointConfigurations: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                connectionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Where the model gateway sends a model's calls over the connection */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointConfigurations"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listModelRevisions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                modelName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A model endpoint's revision: its configuration now (Berth keeps no earlier one) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevisionMetadata"][] | {
+                        data: components["schemas"]["RevisionMetadata"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: {
+                /** @description page size (default 100) */
+                limit?: number;
+                /** @description meta.nextCursor (or X-Next-Cursor) of the previous page */
+                cursor?: string;
+                /** @description by creation time; newest first by default */
+                sort?: "createdAt:desc" | "createdAt:asc";
+                /** @description substring (2 characters or more) of the id, sandbox, name or command */
+                q?: string;
+                /** @description only this sandbox */
+                sandbox?: string;
+                /** @description only this timing type */
+                type?: "cron" | "at";
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Schedules of every sandbox of the workspace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"][] | {
+                        data: components["schemas"]["SandboxSchedule"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listScheduleExecutions: {
+        parameters: {
+            query?: {
+                /** @description page size (default 100) */
+                limit?: number;
+                /** @description meta.nextCursor (or X-Next-Cursor) of the previous page */
+                cursor?: string;
+                /** @description by creation time; newest first by default */
+                sort?: "createdAt:desc" | "createdAt:asc";
+                /** @description substring (2 characters or more) of the id, sandbox, name or command */
+                q?: string;
+                /** @description only this sandbox */
+                sandbox?: string;
+                /** @description whether the sandbox accepted the command */
+                status?: "succeeded" | "failed";
+                /** @description only this schedule id */
+                schedule?: string;
+                /** @description created at or after, RFC 3339 */
+                since?: string;
+                /** @description created at or before, RFC 3339 */
+                until?: string;
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Firings of the schedules of every sandbox of the workspace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxScheduleExecution"][] | {
+                        data: components["schemas"]["SandboxScheduleExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getSandboxScheduleMetrics: {
+        parameters: {
+            query?: {
+                /** @description window start (default: a day before until), RFC 3339 */
+                since?: string;
+                /** @description window end (default: now), RFC 3339 */
+                until?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the workspace's schedules and of their firings in a window (at most 7 days back) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxScheduleMetrics"];
                 };
             };
             "4XX": components["responses"]["Problem"];

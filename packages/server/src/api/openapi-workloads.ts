@@ -95,6 +95,7 @@ function codePaths(): ExtraPaths {
         ...base,
         operationId: `list${kind}Revisions`,
         summary: `Built revisions of the ${kind.toLowerCase()}`,
+        versioned: true,
         response: Type.Array(Revision),
       },
     };
@@ -144,6 +145,7 @@ export const WORKLOAD_PATHS: ExtraPaths = {
       operationId: 'listJobExecutions',
       summary: 'Executions of a job',
       paged: true,
+      versioned: true,
       response: Type.Array(Execution),
     },
     post: {

@@ -25,6 +25,7 @@ import { PreviewHosts } from './previews.js';
 import { processStarter, type StartProcess } from './sandbox-call.js';
 import { StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
+import { liftWsCredential } from './ws-credential.js';
 import { UsageWriter } from './usage-writer.js';
 import type { WorkloadAddress } from './workload-address.js';
 import { WorkloadGateway, type WorkloadGatewayDeps } from './workloads.js';
@@ -150,6 +151,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   server.on('request', onRequest);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    liftWsCredential(req);
     const a = parseAddress(req, parseCtx);
     if (!a || !TUNNELLED.has(a.kind)) {
       // Nobody else takes upgrades on this server: say so instead of leaving the socket hanging.
