@@ -102,8 +102,7 @@ async function loggedOverhead(berth, id) {
 async function direct() {
   const dist = new URL('../../packages/server/dist/', import.meta.url).pathname;
   const { createLinuxDriver } = await import(`${dist}runtime/index.js`);
-  const { waitHealthy } = await import(`${dist}controllers/sandbox-health.js`);
-  const { execJson } = await import(`${dist}builds/daemon-exec.js`);
+  const { DaemonClient } = await import(`${dist}sandbox-api/client.js`);
   const { defaultCpuShares } = await import(`${dist}runtime/driver.js`);
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-bench-direct-'));
   const app = join(dataDir, 'app');
@@ -120,8 +119,9 @@ async function direct() {
       image: 'blaxel/base-image:latest',
       volumes: [{ hostPath: app, mountPath: '/app', readOnly: true }],
     });
-    await waitHealthy(info.socketPath);
-    const p = await execJson(info.socketPath, {
+    const daemon = DaemonClient.at(info.socketPath);
+    await daemon.waitHealthy();
+    const p = await daemon.start({
       command: 'true',
       name: 'task',
       workingDir: '/app',

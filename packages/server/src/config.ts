@@ -109,7 +109,7 @@ export const ALLOW_EVERY_RANGE = ['0.0.0.0/0', '::/0'];
 
 /**
  * The quotas every workspace has (the same for all: per-workspace overrides are a later issue, decision 040).
- * Counted from what the workspace's objects ask for and what runs for it (controllers/quotas.ts).
+ * Counted from what the workspace's objects ask for and what runs for it (controllers/core/quotas.ts).
  */
 export interface QuotaLimits {
   /** MB of memory: its sandboxes' `runtime.memory` (until TERMINATED) plus its running replicas, builds and tasks. */

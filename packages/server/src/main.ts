@@ -20,13 +20,15 @@ import { K } from './auth/records.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
-import { startControllers } from './controllers/index.js';
-import { removeOrphanSandboxes, sandboxReconciler, terminatedRetentionMs } from './controllers/sandbox.js';
+import { CONFIG_PROFILES, CONFIG_RECONCILERS } from './controllers/config/index.js';
+import { startControllers } from './controllers/core/index.js';
+import { sandboxOwner, sandboxReconciler, terminatedRetentionMs } from './controllers/sandbox/sandbox.js';
 import { deleteWhenDone } from './api/wait.js';
-import { SandboxExpiry } from './controllers/sandbox-expiry.js';
-import { ScheduleRunner } from './controllers/sandbox-schedules.js';
-import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
+import { SandboxExpiry } from './controllers/sandbox/sandbox-expiry.js';
+import { ScheduleRunner } from './controllers/sandbox/sandbox-schedules.js';
+import { removeOrphanArchives, volumeReconciler } from './controllers/volume/volume.js';
 import { existingArchive } from './runtime/volume-archives.js';
+import { Instances } from './runtime/instances.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver, imageRootsInUse, ImageStore, SANDBOX_NET } from './runtime/index.js';
 import { type Lookup, Outbound } from './outbound/index.js';
@@ -52,23 +54,25 @@ import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
-import { ReplicaSet } from './controllers/replicas.js';
-import { waitHealthy } from './controllers/sandbox-health.js';
-import { wantedReplicaPrefixes, workloadReconciler } from './controllers/workload.js';
+import { ReplicaSet } from './controllers/workload/replicas.js';
+import { deployReconciler } from './controllers/workload/deploy.js';
+import { jobRevisionReconciler } from './controllers/job/job-revision.js';
+import { BuildSteps } from './controllers/code/build-step.js';
+import { JobRunner } from './controllers/job/job-runner.js';
+import { jobOwner } from './controllers/job/job-owner.js';
+import { workloadOwner } from './controllers/workload/workload-owner.js';
+import { Callbacks } from './controllers/code/callbacks.js';
+import { JobCallbacks } from './controllers/job/job-callbacks.js';
+import { agentScheduling } from './controllers/workload/agent-schedules.js';
+import { jobScheduling } from './controllers/job/job-schedules.js';
+import { TriggerSchedules } from './controllers/code/trigger-schedules.js';
 import { ConnectionTokens } from './oauth/connection-tokens.js';
-import { JobRunner } from './controllers/job-runner.js';
-import { TASK_ID_PREFIX } from './controllers/job-task.js';
-import { Callbacks } from './controllers/callbacks.js';
-import { JobCallbacks } from './controllers/job-callbacks.js';
-import { agentScheduling } from './controllers/agent-schedules.js';
-import { jobScheduling } from './controllers/job-schedules.js';
-import { TriggerSchedules } from './controllers/trigger-schedules.js';
 import { registerJobExecutionRoutes } from './api/job-executions.js';
-import { WorkloadGateway } from './gateway/workloads.js';
-import { Executions } from './controllers/executions.js';
-import { QuotaLedger } from './controllers/quota-ledger.js';
-import { workloadEvent } from './controllers/events.js';
-import { quotaAdmission } from './controllers/quota-admission.js';
+import { Scaler } from './controllers/workload/scaler.js';
+import { Executions } from './controllers/workload/executions.js';
+import { QuotaLedger } from './controllers/core/quota-ledger.js';
+import { workloadEvent } from './controllers/core/events.js';
+import { quotaAdmission } from './controllers/core/quota-admission.js';
 import { registerQuotas } from './api/quotas.js';
 import { registerWatch } from './api/watch.js';
 import { WatchLimit } from './api/watch-stream.js';
@@ -175,6 +179,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       },
     }),
   );
+  // Every runtime instance starts, goes and is collected here, owned by an object (decision 044).
+  const instances = new Instances({ driver, logger });
   const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
   const auth = await createAuth({ store, dataDir: config.dataDir, logger });
   auth.setIssuer(baseUrl);
@@ -186,18 +192,18 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const code = new CodeStore(config.dataDir);
   const builder = new Builder({
     dataDir: config.dataDir,
-    driver,
+    instances,
     code,
     logger,
-    waitHealthy,
     gitAllowLocal: config.gitAllowLocal,
     outbound,
     images,
   });
+  // Builds run as their own step, outside the reconcile slots, and wake the objects they are for (decision 044).
+  const builds = new BuildSteps({ builder, quota: quotas, logger });
   const replicas = new ReplicaSet({
-    driver,
+    instances,
     logger,
-    waitHealthy,
     quota: quotas,
     onCapped: workloadEvent({ resources, logger }),
   });
@@ -209,8 +215,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
     resources,
     builder,
-    driver,
-    waitHealthy,
+    instances,
     logger,
     logsDir: join(config.dataDir, 'jobs', 'logs'),
     maxTasks: config.jobMaxTasks,
@@ -304,24 +309,16 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     const c = t.configuration;
     return { url: c.callbackUrl, secret: c.callbackSecret, retry: c.retry ?? 0, timeoutS: c.timeout };
   };
-  const workloads = new WorkloadGateway({
-    executions,
-    asyncTrigger,
-    apiBase: baseUrl,
-    store,
-    replicas,
-    driver,
-    authenticator: auth.authenticator,
-    logger,
-    standbyAfterMs: config.standbyAfterS * 1000,
-    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
-    canFreeze: () => driver.capabilities.freezer,
-    idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
-  });
   // The controllers start after the gateway; until then nothing is reported (no request arrives before listen).
   let wakeController: (key: ResourceKey) => void = () => undefined;
   const gateway = await startGateway({
-    workloads,
+    workloads: {
+      executions,
+      asyncTrigger,
+      apiBase: baseUrl,
+      replicas,
+      idleTimeoutMs: config.requestIdleTimeoutS && config.requestIdleTimeoutS * 1000,
+    },
     jobTriggers: { resources, runner: jobs },
     server: app.server,
     resources,
@@ -332,18 +329,17 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     inferenceHost: config.inferenceHost,
     onSandboxDown: (key) => wakeController(key),
   });
-  await removeOrphanSandboxes({ resources, driver, logger, now: () => new Date() });
+  // The instances an earlier server left: each owner kind says which it still wants (sandboxes of objects that
+  // exist; replicas of revisions workloads still run, kept for their deploy to take over, decision 029; tasks whose
+  // attempts the job runner re-adopts); every other one, builds among them, is removed before anything starts.
+  instances.register(sandboxOwner(store));
+  instances.register(workloadOwner({ store, builder, replicas }));
+  instances.register(jobOwner(store));
+  await instances.collect();
   await removeOrphanArchives({ resources, logger, now: () => new Date(), dataDir: config.dataDir });
-  // Replicas of the revisions workloads still run are kept for their deploy to take over; builds run again
-  // (docs/decisions/029-replica-lifecycle.md).
-  await replicas.adoptLeftovers(
-    await wantedReplicaPrefixes(store, (ws, app) => builder.builtByKey(ws, app) !== undefined),
-  );
   // Builds of a server before decision 036 are not used again (their deploys build anew); a deleted workspace's
   // builds a stopped server could not remove go now.
-  const earlierTasksRunning = (await driver.list()).some(
-    (i) => i.id.startsWith(TASK_ID_PREFIX) && i.state !== 'dead',
-  );
+  const earlierTasksRunning = (await instances.list()).some((i) => i.role === 'task' && i.state !== 'dead');
   await upgradeLegacyBuilds({ dataDir: config.dataDir, store, code, earlierTasksRunning });
   const workspaces = await store.list({ workspace: EVERY_WORKSPACE, kind: K.workspace });
   await builder.removeWorkspacesExcept(new Set(workspaces.map((w) => w.name)));
@@ -356,7 +352,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     logger,
     kinds: {
       Job: jobScheduling(resources, jobs, Date.now),
-      Agent: agentScheduling((ws, name, body) => workloads.invoke(ws, name, body), logger),
+      Agent: agentScheduling((ws, name, body) => gateway.invoke(ws, name, body), logger),
     },
   });
   jobSchedules.start();
@@ -364,8 +360,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const controllers = startControllers({
     resources,
     logger,
+    profiles: CONFIG_PROFILES,
     reconcilers: {
-      Sandbox: (d) => sandboxReconciler({ ...d, driver, logger, images }),
+      ...CONFIG_RECONCILERS,
+      Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
       Volume: (d) =>
         volumeReconciler({
           ...d,
@@ -376,32 +374,35 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         }),
       Drive: (d) =>
         volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas, tokens }, 'Agent'),
+      Agent: (d) =>
+        deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
       Function: (d) =>
-        workloadReconciler({ ...d, builder, replicas, driver, quota: quotas, tokens }, 'Function'),
+        deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
       Job: (d) =>
-        workloadReconciler(
-          {
-            ...d,
-            builder,
-            replicas,
-            driver,
-            quota: quotas,
-            cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
-          },
-          'Job',
-        ),
+        jobRevisionReconciler({
+          ...d,
+          builder,
+          builds,
+          cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
+        }),
     },
   });
+  builds.onChange(controllers.wake);
   wakeController = controllers.wake;
-  workloads.start();
+  // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
+  const scaler = new Scaler({
+    replicas,
+    logger,
+    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
+  });
+  scaler.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
   const schedules = new ScheduleRunner({
     resources,
     logger,
     now: Date.now,
-    startProcess: (ws, name, body) => gateway.callSandbox(ws, name, 'POST', '/process', body),
+    startProcess: gateway.startProcess,
   });
   schedules.start();
   await app.listen({ host: config.host, port: config.port });
@@ -418,12 +419,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       // Sandboxes keep running: a restarted server adopts them as they are.
       await schedules.stop();
       await gateway.close();
-      workloads.stop();
+      scaler.stop();
       jobSchedules.stop();
       callbacks.stop();
       await jobs.stop();
       await expiry.stop();
       await controllers.stop();
+      await builds.stop();
       await app.close();
       await driver.close();
       tokens.close();

@@ -3,7 +3,7 @@
 // to that URL stores it by digest in the object's workspace; also `PUT /v0/<kind>/<name>/code` with a credential.
 // A refused archive (zip-slip, absolute path, symbolic link, too large) is a 400/413 and nothing is built from it.
 // The source digest is written beside status; the workload controller builds and deploys it
-// (controllers/workload.ts).
+// (controllers/workload/deploy.ts).
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';

@@ -7,9 +7,9 @@ import { PassThrough } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import { requireRole } from '../auth/require-role.js';
 import { ApiError } from '../errors.js';
-import type { JobRunner } from '../controllers/job-runner.js';
-import { createExecution } from '../controllers/job-create.js';
-import { countTasks, type TaskStatus } from '../controllers/job-decide.js';
+import type { JobRunner } from '../controllers/job/job-runner.js';
+import { createExecution } from '../controllers/job/job-create.js';
+import { countTasks, type TaskStatus } from '../controllers/job/job-decide.js';
 import {
   EXECUTION_KIND,
   type ExecutionRecord,
@@ -17,9 +17,9 @@ import {
   TASK_KIND,
   type TaskRecord,
   tasksParent,
-} from '../controllers/job-store.js';
+} from '../controllers/job/job-store.js';
 import type { Resources } from '../store/resources.js';
-import { followTaskLog, type LogFollowDeps } from '../controllers/job-log-follow.js';
+import { followTaskLog, type LogFollowDeps } from '../controllers/job/job-log-follow.js';
 import { listPage } from './pagination.js';
 
 export interface JobExecutionRouteDeps {

@@ -452,8 +452,6 @@ export function buildOpenApiDocument(
   };
 }
 
-export type OpenApiDocument = ReturnType<typeof buildOpenApiDocument>;
-
 /** Serves the document at GET /v0/openapi.json (public). Built once: kinds do not change while running. */
 export function registerOpenApi(v0: FastifyInstance, kinds: KindDescriptor[]) {
   const text = JSON.stringify(buildOpenApiDocument(kinds));

@@ -6,9 +6,9 @@ import type { FastifyInstance } from 'fastify';
 import type { AuthenticatorImpl } from '../auth/authenticator.js';
 import { requireRole } from '../auth/require-role.js';
 import { QUOTA_SETTINGS, type QuotaLimits } from '../config.js';
-import type { QuotaLedger } from '../controllers/quota-ledger.js';
-import { memoryInUse, sandboxUse, type Usage } from '../controllers/quotas.js';
-import { type VolumeCapacity, workspaceSpaceMb } from '../controllers/volume-capacity.js';
+import type { QuotaLedger } from '../controllers/core/quota-ledger.js';
+import { memoryInUse, sandboxUse, type Usage } from '../controllers/core/quotas.js';
+import { type VolumeCapacity, workspaceSpaceMb } from '../controllers/volume/volume-capacity.js';
 import type { Store } from '../store/store.js';
 import { principalOf } from './members.js';
 

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
 import { BaseImageError, type Builder } from '../builds/builder.js';
 import { followLog } from '../builds/log-follow.js';
-import type { Executions } from '../controllers/executions.js';
+import type { Executions } from '../controllers/workload/executions.js';
 import { ApiError } from '../errors.js';
 import type { Resources } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';

@@ -1,12 +1,12 @@
 // Sandbox schedules (the service's feature, docs/sandboxes.md): timed commands on a sandbox, under
 // /sandboxes/{sandboxName}/schedules, stored as records of the sandbox (removed with it) and fired by the
-// schedule runner (controllers/sandbox-schedules.ts). Their envs are sealed at rest and masked unless an admin
+// schedule runner (controllers/sandbox/sandbox-schedules.ts). Their envs are sealed at rest and masked unless an admin
 // asks `show_secrets`. Executions are listed newest first under /sandboxes/{sandboxName}/schedule-executions.
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole, wantsSecrets } from '../auth/require-role.js';
-import { nextFiring, resolveTiming, type StoredTiming } from '../controllers/schedule-timing.js';
+import { nextFiring, resolveTiming, type StoredTiming } from '../controllers/core/schedule-timing.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { opt, StringMap } from '../kinds/common.js';
 import { SCHEDULE_EXECUTION_KIND, SCHEDULE_KIND } from '../kinds/sandbox.js';

@@ -9,7 +9,7 @@ import type { CreateHook } from './crud.js';
 import { ApiError, invalid } from '../errors.js';
 import { type ImageStore, isImageId } from '../runtime/images/image-store.js';
 import { waitUntil } from './wait.js';
-import { EXPIRY_ACTOR } from '../controllers/sandbox-expiry.js';
+import { EXPIRY_ACTOR } from '../controllers/sandbox/sandbox-expiry.js';
 import { isGone } from '../kinds/status.js';
 import type { KindDescriptor } from '../kinds/types.js';
 
@@ -127,7 +127,7 @@ export function sandboxReplaceHook(deps: {
 
 /**
  * A create naming a volume another holder has is a 409 that names the holder, answered at once. The controller's
- * claim (controllers/volume-attach.ts, one transaction) is what decides a race; this only spares the common case a
+ * claim (controllers/volume/volume-attach.ts, one transaction) is what decides a race; this only spares the common case a
  * sandbox that is FAILED a moment later.
  */
 async function refuseHeldVolumes(resources: Resources, workspace: string, name: string, body: unknown) {

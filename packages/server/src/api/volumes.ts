@@ -1,7 +1,7 @@
 // POST /v0/volumes and /v0/drives answer once the volume's image is made (DEPLOYED, or FAILED saying why), bounded
 // like a sandbox's create: the service's SDK mounts a drive it just created at once (decision 047). A TERMINATED
 // record left by a deletion a server stopped half-way is replaced instead of answering 409.
-import { capacityRefusal, spaceHolders, type VolumeCapacity } from '../controllers/volume-capacity.js';
+import { capacityRefusal, spaceHolders, type VolumeCapacity } from '../controllers/volume/volume-capacity.js';
 import { ApiError } from '../errors.js';
 import { DEFAULT_VOLUME_SIZE_MB } from '../kinds/volume.js';
 import type { Resources } from '../store/resources.js';

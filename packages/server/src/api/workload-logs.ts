@@ -3,17 +3,14 @@
 // streams new lines until the client goes or every followed replica ends. A replica in standby (frozen) cannot
 // answer: it is named with a note instead of holding the request. Replicas started after a follow began are not
 // joined to it (follow again). Build output is at .../revisions/{rev}/logs.
-import { request } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
-import type { Replica, ReplicaSet } from '../controllers/replicas.js';
+import { APP_PROCESS, type Replica, type ReplicaSet } from '../controllers/workload/replicas.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
-import { KEEPALIVE_LINE } from '../sandbox-api/schema.js';
+import { DaemonClient } from '../sandbox-api/client.js';
 import type { Resources } from '../store/resources.js';
 
-/** The replica's process the replica set starts (controllers/replicas.ts). */
-const APP_PROCESS = 'app';
 /** Longest one replica's daemon may take to answer before it is skipped: a daemon answers at once unless frozen. */
 const REPLICA_ANSWER_MS = 5_000;
 
@@ -21,19 +18,6 @@ export interface WorkloadLogDeps {
   resources: Resources;
   replicas: ReplicaSet;
   driver: RuntimeDriver;
-}
-
-/** GET over a replica's daemon socket; resolves with the response once its status is known. */
-function daemonGet(r: Replica, path: string, signal: AbortSignal) {
-  return new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
-    const req = request(
-      { socketPath: r.info.socketPath, path, method: 'GET', agent: false, signal },
-      resolve,
-    );
-    req.setTimeout(REPLICA_ANSWER_MS, () => req.destroy(new Error('no answer')));
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 /** Prefixes each line; a partial line waits for its end, so two replicas' lines never mix. */
@@ -78,20 +62,15 @@ export function registerWorkloadLogRoutes(
           return;
         }
         try {
-          const path = `/process/${APP_PROCESS}/logs${follow ? '/stream' : ''}`;
-          const res = await daemonGet(r, path, ended.signal);
-          res.setEncoding('utf8');
+          const daemon = DaemonClient.at(r.info.socketPath);
           if (!follow) {
-            let text = '';
-            for await (const c of res) text += c;
-            if (res.statusCode === 200) out.write(tag.push(`${JSON.parse(text).logs ?? ''}`) + tag.end());
+            const kept = await daemon.logs(APP_PROCESS, REPLICA_ANSWER_MS, ended.signal);
+            if (kept) out.write(tag.push(kept.logs ?? '') + tag.end());
             return;
           }
-          if (res.statusCode !== 200) return;
-          for await (const c of res)
-            out.write(
-              tag.push((c as string).replaceAll(KEEPALIVE_LINE, '').replace(/^(stdout|stderr):/gm, '')),
-            );
+          await daemon.logStream(APP_PROCESS, (text) => out.write(tag.push(text)), ended.signal, {
+            timeoutMs: REPLICA_ANSWER_MS,
+          });
           out.write(tag.end());
         } catch {
           // The replica went (scaled in, redeployed) or the client left: nothing more from it.

@@ -4,7 +4,7 @@
 // the number moves with traffic (scale to zero, scale out) without a write, so a watch does not carry its changes.
 import type { FastifyInstance } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
-import type { Replica, ReplicaSet } from '../controllers/replicas.js';
+import type { Replica, ReplicaSet } from '../controllers/workload/replicas.js';
 import type { Resources } from '../store/resources.js';
 
 type Replicas = Pick<ReplicaSet, 'get'>;

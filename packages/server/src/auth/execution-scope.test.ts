@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { issueCredential } from '../controllers/job-credential.js';
+import { issueCredential } from '../controllers/job/job-credential.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { createAuthenticator } from './authenticator.js';
 import { scopeAllows } from './execution-scope.js';

@@ -20,6 +20,7 @@ import { Readable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import yazl from 'yazl';
 import { FakeDriver } from '../runtime/fake.js';
+import { Instances } from '../runtime/instances.js';
 import type { SandboxSpec, VolumeMount } from '../runtime/driver.js';
 import { Builder, BuildError } from './builder.js';
 import { Outbound } from '../outbound/index.js';
@@ -48,7 +49,9 @@ class RecordingDriver extends FakeDriver {
   entries?: () => string[];
   override async ensure(id: string, spec: SandboxSpec) {
     this.steps.push({ id, spec });
-    return super.ensure(id, spec);
+    const info = await super.ensure(id, spec);
+    await serveDaemon(info.socketPath);
+    return info;
   }
   override async remove(id: string) {
     const s = [...this.steps].reverse().find((x) => x.id === id);
@@ -58,6 +61,8 @@ class RecordingDriver extends FakeDriver {
 }
 
 const driver = new RecordingDriver(undefined, { socketDir });
+/** The object the builds are for (the owner of their steps' instances). */
+const OWNER = { kind: 'Agent', name: 'app' };
 const mount = (spec: SandboxSpec, path: string) => spec.volumes.find((v) => v.mountPath === path);
 /** Held open by the stand-in daemon until the test lets it go (a build under way). */
 let hold: Promise<void> | undefined;
@@ -70,6 +75,7 @@ function daemon(id: string): Server {
       body += c;
     });
     req.on('end', async () => {
+      if (req.url === '/health') return res.end(JSON.stringify({ status: 'ok' }));
       const step = [...driver.steps].reverse().find((s) => s.id === id) as Step;
       step.command = JSON.parse(body).command;
       const src = mount(step.spec, '/src')?.hostPath as string;
@@ -99,7 +105,8 @@ function daemon(id: string): Server {
 }
 
 const servers = new Map<string, Server>();
-async function waitHealthy(socketPath: string) {
+/** The stand-in daemon of a step's sandbox answers on its socket from the start (as the runtime's own does). */
+async function serveDaemon(socketPath: string) {
   if (servers.has(socketPath)) return;
   rmSync(socketPath, { force: true });
   const s = daemon(basename(socketPath, '.sock'));
@@ -111,9 +118,8 @@ const code = new CodeStore(dataDir);
 // No git source here: an outbound client that opens nothing.
 const builder = new Builder({
   dataDir,
-  driver,
+  instances: new Instances({ driver }),
   code,
-  waitHealthy,
   outbound: new Outbound({ allowCidrs: [] }),
 });
 
@@ -160,7 +166,7 @@ describe('builder', () => {
     const depsRoot = join(workspaceBuildsDir(dataDir, 'alpha'), 'deps', 'default', 'node');
     driver.entries = () => (existsSync(depsRoot) ? readdirSync(depsRoot) : []);
     const n = driver.steps.length;
-    const app = await builder.build('alpha', firstDigest, signal);
+    const app = await builder.build('alpha', firstDigest, signal, undefined, OWNER);
     driver.entries = undefined;
     firstKey = app.key;
     const [install, build] = stepsSince(n);
@@ -206,7 +212,13 @@ describe('builder', () => {
 
   it('another source with the same lockfile copies the entry: no install runs', async () => {
     const n = driver.steps.length;
-    const app = await builder.build('alpha', await upload('alpha', project('four')), signal);
+    const app = await builder.build(
+      'alpha',
+      await upload('alpha', project('four')),
+      signal,
+      undefined,
+      OWNER,
+    );
     assert.deepEqual(
       stepsSince(n).map((s) => s.id.startsWith('bld-i')),
       [false],
@@ -225,7 +237,7 @@ describe('builder', () => {
     const digest = await upload('beta', project('one'));
     assert.equal(digest, firstDigest);
     const n = driver.steps.length;
-    const app = await builder.build('beta', digest, signal);
+    const app = await builder.build('beta', digest, signal, undefined, OWNER);
     assert.notEqual(app.key, firstKey);
     assert.deepEqual(
       stepsSince(n).map((s) => s.id.startsWith('bld-i')),
@@ -242,18 +254,21 @@ describe('builder', () => {
     const a = await upload('alpha', { ...project('five'), 'package-lock.json': lock });
     const b = await upload('alpha', { ...project('six'), 'package-lock.json': lock });
     const n = driver.steps.length;
-    await Promise.all([builder.build('alpha', a, signal), builder.build('alpha', b, signal)]);
+    await Promise.all([
+      builder.build('alpha', a, signal, undefined, OWNER),
+      builder.build('alpha', b, signal, undefined, OWNER),
+    ]);
     assert.equal(stepsSince(n).filter((s) => s.id.startsWith('bld-i')).length, 1);
   });
 
   it('deleting a workspace stops its build under way and removes its sources, apps, logs and cache', async () => {
-    await builder.build('gamma', await upload('gamma', project('one')), signal);
+    await builder.build('gamma', await upload('gamma', project('one')), signal, undefined, OWNER);
     const digest = await upload('gamma', project('seven'));
     let release!: () => void;
     hold = new Promise<void>((r) => {
       release = r;
     });
-    const building = builder.build('gamma', digest, signal);
+    const building = builder.build('gamma', digest, signal, undefined, OWNER);
     const key = builder.keyOf('gamma', digest);
     while (!builder.isBuilding('gamma', key)) await new Promise((r) => setTimeout(r, 5));
     const removed = builder.removeWorkspace('gamma');

@@ -28,9 +28,9 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { isDefaultImage } from '../kinds/image-reference.js';
 import type { Outbound } from '../outbound/index.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
 import { ImageError } from '../runtime/images/errors.js';
 import type { ImageStore, StoredImage } from '../runtime/images/image-store.js';
+import type { Instances } from '../runtime/instances.js';
 import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT } from './build-script.js';
 import type { CodeStore } from './code-store.js';
 import { DependencyCache, InstallError, installInputs } from './dependency-cache.js';
@@ -38,7 +38,7 @@ import { fetchGitSource, type GitRepository, type GitSourceInfo } from './git-so
 import { workspaceBuildsDir, workspacesRoot } from './layout.js';
 import { ManifestError } from './manifest.js';
 import { type BuildPlan, PlanError, planBuild } from './plan.js';
-import { BUILD_IMAGE, runStep, stepFailure } from './sandbox-step.js';
+import { BUILD_ID_PREFIX, BUILD_IMAGE, type BuildOwner, runStep, stepFailure } from './sandbox-step.js';
 import { extractZip, UnsafeArchiveError } from './zip-extract.js';
 
 /**
@@ -89,10 +89,10 @@ export class BuildError extends Error {
 
 export interface BuilderDeps {
   dataDir: string;
-  driver: RuntimeDriver;
+  /** Where build steps run (each an instance owned by the object built). */
+  instances: Instances;
   code: CodeStore;
   logger?: Logger;
-  waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
   /** Local paths and file:// may be cloned (BERTH_GIT_ALLOW_LOCAL; see git-source.ts). */
   gitAllowLocal?: boolean;
   /** The outbound client a clone's host is judged and pinned by. */
@@ -229,14 +229,15 @@ export class Builder {
   }
 
   /**
-   * Builds `sourceDigest` of `workspace` (with the workspace's dependency cache) on `base` (none: the default image);
-   * throws BuildError on failure. The one place a build starts: a limit on concurrent builds belongs here.
+   * Builds `sourceDigest` of `workspace` (with the workspace's dependency cache) on `base` (none: the default image)
+   * for `owner` (the object built, which owns its steps' instances); throws BuildError on failure.
    */
   async build(
     workspace: string,
     sourceDigest: string,
     signal: AbortSignal,
-    base?: BaseImage,
+    base: BaseImage | undefined,
+    owner: BuildOwner,
   ): Promise<BuiltApp> {
     const done = this.built(workspace, sourceDigest, base);
     if (done) return done;
@@ -247,7 +248,7 @@ export class Builder {
     if (under) return under.result;
     const stop = new AbortController();
     const both = AbortSignal.any([signal, stop.signal]);
-    const building = this.run(workspace, sourceDigest, key, both, base);
+    const building = this.run(workspace, sourceDigest, key, both, base, owner);
     const mine = this.running.get(workspace) ?? new Map<string, Running>();
     this.running.set(workspace, mine);
     mine.set(key, { stop, done: building.catch(() => undefined), result: building });
@@ -286,6 +287,7 @@ export class Builder {
     key: string,
     signal: AbortSignal,
     base: BaseImage | undefined,
+    owner: BuildOwner,
   ): Promise<BuiltApp> {
     const root = workspaceBuildsDir(this.deps.dataDir, workspace);
     const apps = this.appsDir(workspace);
@@ -323,7 +325,7 @@ export class Builder {
       let entry: string | undefined;
       if (inputs)
         try {
-          entry = await this.cache.entry(workspace, inputs, base, { say, output }, signal);
+          entry = await this.cache.entry(workspace, inputs, base, { say, output }, signal, owner);
         } catch (err) {
           if (err instanceof InstallError) fail(err.message);
           throw err;
@@ -331,7 +333,9 @@ export class Builder {
       mkdirSync(out, { recursive: true, mode: 0o755 });
       chmodSync(out, 0o755);
       const result = await runStep(this.deps, {
-        id: `bld-${key.slice(0, 24)}`,
+        id: `${BUILD_ID_PREFIX}${key.slice(0, 24)}`,
+        workspace,
+        owner,
         image: base?.id ?? BUILD_IMAGE,
         volumes: [
           { hostPath: src, mountPath: SRC_MOUNT, readOnly: true },

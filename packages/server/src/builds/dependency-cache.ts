@@ -21,7 +21,14 @@ import { join } from 'node:path';
 import { APP_MOUNT, installScript, NODE_MODULES, SRC_MOUNT, VENV } from './build-script.js';
 import { workspaceBuildsDir } from './layout.js';
 import type { BuildPlan } from './plan.js';
-import { BUILD_IMAGE, runStep, type StepDeps, stepFailure } from './sandbox-step.js';
+import {
+  BUILD_ID_PREFIX,
+  BUILD_IMAGE,
+  type BuildOwner,
+  runStep,
+  type StepDeps,
+  stepFailure,
+} from './sandbox-step.js';
 
 /** The files an install step is given, and the cache key they (with the runtime) make. */
 export interface InstallInputs {
@@ -128,6 +135,7 @@ export class DependencyCache {
     image: CacheImage | undefined,
     log: { say: (line: string) => void; output: (data: string) => void },
     signal: AbortSignal,
+    owner: BuildOwner,
   ): Promise<string> {
     const dir = entryDirOf(this.deps.dataDir, workspace, inputs, image);
     const what = `${inputs.pinnedBy} ${inputs.key}`;
@@ -140,7 +148,7 @@ export class DependencyCache {
       `dependency cache miss (${what}): installing from ${Object.keys(inputs.files).join(', ')} alone in an install sandbox`,
     );
     if (!running) {
-      running = this.install(workspace, dir, inputs, image, log.output, signal).finally(() =>
+      running = this.install(workspace, dir, inputs, image, log.output, signal, owner).finally(() =>
         this.installing.delete(dir),
       );
       this.installing.set(dir, running);
@@ -156,6 +164,7 @@ export class DependencyCache {
     image: CacheImage | undefined,
     output: (data: string) => void,
     signal: AbortSignal,
+    owner: BuildOwner,
   ): Promise<void> {
     const work = join(
       workspaceBuildsDir(this.deps.dataDir, workspace),
@@ -172,7 +181,9 @@ export class DependencyCache {
       for (const [name, bytes] of Object.entries(inputs.files))
         writeFileSync(join(src, name), bytes, { mode: 0o644 });
       const result = await runStep(this.deps, {
-        id: `bld-i${createHash('sha256').update(`${workspace}\0${dir}`).digest('hex').slice(0, 23)}`,
+        id: `${BUILD_ID_PREFIX}i${createHash('sha256').update(`${workspace}\0${dir}`).digest('hex').slice(0, 23)}`,
+        workspace,
+        owner,
         image: image?.id ?? BUILD_IMAGE,
         volumes: [
           { hostPath: src, mountPath: SRC_MOUNT, readOnly: true },

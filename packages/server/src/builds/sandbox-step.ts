@@ -1,10 +1,10 @@
 // One step of a build run in a sandbox of its own (never on the host): the install step (dependency-cache.ts) and
 // the build step (builder.ts) both go through here. The sandbox is removed before this returns, whatever happened,
 // so nothing it started can still write into the directories it had mounted once the server reads them.
-import { defaultCpuShares, type RuntimeDriver, type VolumeMount } from '../runtime/driver.js';
+import { defaultCpuShares, type InstanceOwner, type VolumeMount } from '../runtime/driver.js';
+import type { Instances } from '../runtime/instances.js';
 import type { ProcessJson } from '../sandbox-api/schema.js';
 import { APP_MOUNT, shq } from './build-script.js';
-import { execStreamed } from './daemon-exec.js';
 
 /** Memory of a build sandbox: npm ci and tsc of a mid-size project fit. */
 export const BUILD_MEMORY_MB = 2048;
@@ -12,15 +12,24 @@ export const BUILD_MEMORY_MB = 2048;
 export const BUILD_TIMEOUT_S = 900;
 /** The image builds run on when the spec names none: the host userland. */
 export const BUILD_IMAGE = 'blaxel/base-image:latest';
+/** Id prefix of build steps' instances (no other owner's ids start so). */
+export const BUILD_ID_PREFIX = 'bld-';
 
 export interface StepDeps {
-  driver: RuntimeDriver;
-  waitHealthy: (socketPath: string, signal?: AbortSignal) => Promise<unknown>;
+  instances: Instances;
+}
+
+/** The object a build is for (kind and name, in the build's workspace): the owner of its steps' instances. */
+export interface BuildOwner {
+  kind: string;
+  name: string;
 }
 
 export interface Step {
-  /** Sandbox id (`bld-…`: a server started later removes one it finds, ReplicaSet.adoptLeftovers). */
+  /** Instance id (BUILD_ID_PREFIX…; a server started later removes one it finds: builds run again). */
   id: string;
+  workspace: string;
+  owner: BuildOwner;
   /** Image id, or BUILD_IMAGE. */
   image: string;
   volumes: VolumeMount[];
@@ -38,18 +47,22 @@ export async function runStep(deps: StepDeps, step: Step): Promise<ProcessJson> 
   let failure: unknown;
   let result: ProcessJson | undefined;
   try {
-    const info = await deps.driver.ensure(step.id, {
-      memoryMb: BUILD_MEMORY_MB,
-      pidsMax: 1024,
-      cpuShares: defaultCpuShares(BUILD_MEMORY_MB),
-      diskMb: BUILD_MEMORY_MB,
-      envs: { HOME: '/home/user' },
-      image: step.image,
-      volumes: step.volumes,
+    const owner: InstanceOwner = { ...step.owner, workspace: step.workspace, role: 'build' };
+    const { daemon } = await deps.instances.start({
+      id: step.id,
+      spec: {
+        memoryMb: BUILD_MEMORY_MB,
+        pidsMax: 1024,
+        cpuShares: defaultCpuShares(BUILD_MEMORY_MB),
+        diskMb: BUILD_MEMORY_MB,
+        envs: { HOME: '/home/user' },
+        image: step.image,
+        volumes: step.volumes,
+      },
+      owner,
+      signal: step.signal,
     });
-    await deps.waitHealthy(info.socketPath, step.signal);
-    result = await execStreamed(
-      info.socketPath,
+    result = await daemon.exec(
       {
         command: `sh -c ${shq(step.script)}`,
         workingDir: APP_MOUNT,
@@ -63,7 +76,7 @@ export async function runStep(deps: StepDeps, step: Step): Promise<ProcessJson> 
     failure = err;
   }
   try {
-    await deps.driver.remove(step.id);
+    await deps.instances.remove(step.id);
   } catch (err) {
     if (failure === undefined) throw err;
   }

@@ -59,6 +59,7 @@ async function setup(opts: { frozen: boolean; maxHeld?: number }) {
     loaded: { frozen: opts.frozen, lastUsedMs: 1_000 },
     status: 'DEPLOYED',
     evicted: false,
+    recordsUsage: true,
   };
   let clock = 1_000;
   const changes: Target[] = [];

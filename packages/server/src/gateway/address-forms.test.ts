@@ -1,10 +1,11 @@
-// Each address form's own example is routed by the gateway's dispatch as that form, to that object: the table that
+// Each address form's own example is parsed by the gateway's one parse as that form, to that object: the table that
 // tests walk and the dispatch the gateway runs cannot drift apart.
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { test } from 'node:test';
 import { pathLabel, previewLabel, sandboxLabel, workloadLabel } from './address.js';
-import { ADDRESS_FORMS, type AddressForm, classify } from './address-forms.js';
+import { ADDRESS_FORMS, type AddressForm, formOf } from './address-forms.js';
+import { parseAddress } from './parse-address.js';
 import { PreviewHosts } from './previews.js';
 
 const INFERENCE_HOST = 'example.com';
@@ -43,18 +44,18 @@ test('every address form of the table is dispatched as that form, to its object'
     const r = spec.request({ key, region: 'local', triggerPath: TRIGGER_PATH }, INFERENCE_HOST);
     assert.equal(!!r.host, spec.byHost, `${form}: a host form says so`);
     const req = { url: r.path, headers: { host: r.host ?? '127.0.0.1:8080' } } as unknown as IncomingMessage;
-    const route = classify(req, ctx);
-    assert.equal(route?.form, form, `${form}: ${r.host ?? ''}${r.path}`);
+    const a = parseAddress(req, ctx);
+    assert.equal(a && formOf(a), form, `${form}: ${r.host ?? ''}${r.path}`);
     const target =
-      'workload' in route
-        ? route.workload
-        : 'job' in route
-          ? route.job
-          : route.address.kind === 'preview'
-            ? { workspace: route.address.preview.workspace, name: route.address.preview.preview }
-            : route.address.kind === 'sandbox'
-              ? route.address
-              : { workspace: WS, name: labels.resolve(route.address.label)?.name };
+      a?.kind === 'workload'
+        ? a.workload
+        : a?.kind === 'job-trigger'
+          ? a.job
+          : a?.kind === 'preview'
+            ? { workspace: a.preview.workspace, name: a.preview.preview }
+            : a?.kind === 'sandbox'
+              ? a
+              : { workspace: WS, name: a && labels.resolve(a.label)?.name };
     assert.deepEqual(
       { workspace: target.workspace, name: target.name },
       { workspace: WS, name: o.name },
@@ -65,5 +66,5 @@ test('every address form of the table is dispatched as that form, to its object'
 
 test('a request to the API is no data-plane form', () => {
   const req = { url: '/v0/sandboxes', headers: { host: '127.0.0.1:8080' } } as unknown as IncomingMessage;
-  assert.equal(classify(req, ctx), undefined);
+  assert.equal(parseAddress(req, ctx), undefined);
 });

@@ -1,54 +1,38 @@
-// Every form of inference address the gateway answers, in one place: `classify` is the gateway's own dispatch (the
-// order in which a request is matched), and `ADDRESS_FORMS` builds, for each form it can return, the address of
-// an object. The record is keyed by the forms `classify` returns, so a new form does not compile until it says
-// how to address an object that way, and tests that walk ADDRESS_FORMS (the cross-tenant test) cover it.
-import type { IncomingMessage } from 'node:http';
+// Every form of inference address the gateway answers, in one place: `formOf` names the form of an address the
+// gateway's one parse returned (parse-address.ts), and `ADDRESS_FORMS` builds, for each form, the address of an
+// object. The record is keyed by the forms `formOf` returns, so a new form does not compile until it says how to
+// address an object that way, and tests that walk ADDRESS_FORMS (the cross-tenant test) cover it.
 import type { ResourceKey } from '../store/store.js';
-import { type JobTriggerAddress, matchJobTrigger } from './job-trigger.js';
-import { type Address, type ParseContext, parseAddress } from './parse-address.js';
-import {
-  matchTriggerPath,
-  matchWorkloadHost,
-  matchWorkloadPath,
-  type WorkloadAddress,
-} from './workload-address.js';
 import { previewLabel, RUN_PREFIX, sandboxLabel, workloadLabel } from './address.js';
+import type { Address } from './parse-address.js';
 
-export interface ClassifyContext extends ParseContext {
-  /** The address table (store/host-labels.ts). */
-  labels: { resolve(label: string): ResourceKey | undefined };
-}
+export type AddressForm =
+  | 'agent-host'
+  | 'function-host'
+  | 'agent-path'
+  | 'function-path'
+  | 'trigger-path'
+  | 'job-trigger'
+  | 'sandbox-path'
+  | 'sandbox-host'
+  | 'preview-path'
+  | 'preview-host';
 
-export type DataPlaneRoute =
-  | {
-      form: 'agent-host' | 'function-host' | 'agent-path' | 'function-path' | 'trigger-path';
-      workload: WorkloadAddress;
-    }
-  | { form: 'job-trigger'; job: JobTriggerAddress }
-  | { form: 'sandbox-path' | 'sandbox-host' | 'preview-path' | 'preview-host'; address: Address };
-
-export type AddressForm = DataPlaneRoute['form'];
-
-/**
- * The data-plane route of a request, or undefined when it is the API's. Agents and functions first (by host, then
- * path), then jobs' triggers, the sandbox and preview addresses, and last the custom trigger paths, which only
- * take what no other address did.
- */
-export function classify(req: IncomingMessage, ctx: ClassifyContext): DataPlaneRoute | undefined {
-  const url = req.url ?? '/';
-  const host = matchWorkloadHost(req.headers.host, url, ctx.inferenceHost, ctx.labels);
-  if (host) return { form: host.kind === 'Agent' ? 'agent-host' : 'function-host', workload: host };
-  const path = matchWorkloadPath(url);
-  if (path) return { form: path.kind === 'Agent' ? 'agent-path' : 'function-path', workload: path };
-  const job = matchJobTrigger(url);
-  if (job) return { form: 'job-trigger', job };
-  const a = parseAddress(req, ctx);
-  if (a?.kind === 'preview')
-    return { form: a.preview.base === '/' ? 'preview-host' : 'preview-path', address: a };
-  if (a) return { form: a.kind === 'sandbox' ? 'sandbox-path' : 'sandbox-host', address: a };
-  const trigger = matchTriggerPath(url, ctx.labels);
-  if (trigger) return { form: 'trigger-path', workload: trigger };
-  return undefined;
+/** The form of a parsed address (parse-address.ts): how the request named its object. */
+export function formOf(a: Address): AddressForm {
+  switch (a.kind) {
+    case 'workload':
+      if (a.by === 'trigger-path') return 'trigger-path';
+      return `${a.workload.kind === 'Agent' ? 'agent' : 'function'}-${a.by}`;
+    case 'job-trigger':
+      return 'job-trigger';
+    case 'sandbox':
+      return 'sandbox-path';
+    case 'sandbox-host':
+      return 'sandbox-host';
+    case 'preview':
+      return a.preview.base === '/' ? 'preview-host' : 'preview-path';
+  }
 }
 
 /** An object to address: its key (a preview's parent is its sandbox), region, and a trigger's custom path. */

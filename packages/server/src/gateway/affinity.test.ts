@@ -3,7 +3,7 @@
 // and is forgotten after the TTL; an MCP session whose replica is gone answers 404.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Replica, Workload } from '../controllers/replicas.js';
+import type { Replica, Workload } from '../controllers/workload/replicas.js';
 import { ApiError } from '../errors.js';
 import { Affinity, DEFAULT_STICKY_TTL_S, MCP_SESSION_TTL_MS } from './affinity.js';
 import { ExpiringLru } from './expiring-lru.js';
@@ -22,6 +22,7 @@ function workload(rev: string, canary?: { rev: string; percent: number }, sticky
     route: { stickyTtlS },
     replicas: [replica(`${r}-1`, r), replica(`${r}-2`, r)],
     extraStarts: 0,
+    waiting: 0,
     seq: 0,
   });
   const w = mk(rev, 'ws/Agent/a');

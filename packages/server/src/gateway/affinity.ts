@@ -7,7 +7,7 @@
 //   that replica is gone the session is answered 404, the MCP spec's signal for the client to initialise again.
 // Everything else is free: the canary draw and the least busy replica (workloads.ts, replicas.ts).
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Replica, Workload } from '../controllers/replicas.js';
+import type { Replica, Workload } from '../controllers/workload/replicas.js';
 import { ApiError } from '../errors.js';
 import { ExpiringLru } from './expiring-lru.js';
 

@@ -9,6 +9,7 @@ const NOW = 100_000;
 
 const box = (ref: string, over: Partial<IdleInput<string>> = {}): IdleInput<string> => ({
   ref,
+  recorded: true,
   status: 'DEPLOYED',
   frozen: false,
   transitioning: false,

@@ -1,10 +1,13 @@
-// The standby decision, a pure function of a snapshot of the sandboxes and the time passed in (as Knative's
-// autoscaler is of its metrics window): which to freeze, whose usage to record. The sweeper (idle.ts) applies it.
+// The standby decision, a pure function of a snapshot of the targets (sandboxes and replicas) and the time passed in
+// (as Knative's autoscaler is of its metrics window): which to freeze, whose usage to record. The sweeper (idle.ts)
+// applies it.
 import { LAST_USED_WRITE_INTERVAL_MS } from './usage-writer.js';
 
-/** One sandbox as the decision sees it; `ref` is handed back as is. */
+/** One target as the decision sees it; `ref` is handed back as is. */
 export interface IdleInput<T> {
   ref: T;
+  /** Its usage is written to its object (a sandbox's; a replica's is not). */
+  recorded: boolean;
   /** The store status: only DEPLOYED goes to standby (DEPLOYING is a spec update being applied). */
   status: string;
   frozen: boolean;
@@ -33,7 +36,11 @@ export function decide<T>(
 ): IdleDecision<T> {
   const out: IdleDecision<T> = { freeze: [], recordUsage: [] };
   for (const s of snapshot) {
-    if (s.lastUsedMs > s.writtenLastUsedMs && nowMs - s.writtenAtMs >= LAST_USED_WRITE_INTERVAL_MS)
+    if (
+      s.recorded &&
+      s.lastUsedMs > s.writtenLastUsedMs &&
+      nowMs - s.writtenAtMs >= LAST_USED_WRITE_INTERVAL_MS
+    )
       out.recordUsage.push(s.ref);
     if (
       s.status === 'DEPLOYED' &&

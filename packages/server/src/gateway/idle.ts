@@ -1,8 +1,9 @@
-// Standby, applied: every tick the sweeper takes a snapshot of the sandboxes, asks the pure decision
-// (idle-decide.ts) what to do, and does it — freezes through the activator (which owns run state) after asking
-// the daemon for keepAlive processes, and hands usage to the writer. Nothing is decided here.
+// Standby, applied to sandboxes and replicas alike (the one idle mechanism): every tick the sweeper takes a snapshot
+// of the targets, asks the pure decision (idle-decide.ts) what to do, and does it — freezes through the activator
+// (which owns run state) after asking the daemon for keepAlive processes, and hands sandboxes' usage to the writer.
+// Nothing is decided here.
 import type { Logger } from 'pino';
-import type { HealthResponse } from '../sandbox-api/schema.js';
+import { DaemonClient } from '../sandbox-api/client.js';
 import type { Activator } from './activator.js';
 import { decide } from './idle-decide.js';
 import type { Target } from './targets.js';
@@ -58,6 +59,7 @@ export class IdleSweeper {
       const written = usage.written(t);
       return {
         ref: t,
+        recorded: t.recordsUsage,
         status: t.status,
         frozen: run.frozen,
         transitioning: run.transitioning,
@@ -84,15 +86,8 @@ export class IdleSweeper {
   /** Running keepAlive processes per the daemon's /health; undefined when it does not answer. */
   private async activeKeepAlive(t: Target, signal: AbortSignal): Promise<number | undefined> {
     try {
-      const res = await t.conn.pool.request({
-        path: '/health',
-        method: 'GET',
-        signal,
-        headersTimeout: HEALTH_TIMEOUT_MS,
-        bodyTimeout: HEALTH_TIMEOUT_MS,
-      });
-      const body = (await res.body.json()) as Partial<HealthResponse>;
-      return res.statusCode === 200 ? Number(body.activeKeepAlive ?? 0) : undefined;
+      const health = await DaemonClient.over(t.conn.pool).health(HEALTH_TIMEOUT_MS, signal);
+      return Number(health.activeKeepAlive ?? 0);
     } catch {
       return undefined;
     }

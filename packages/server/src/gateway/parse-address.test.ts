@@ -15,6 +15,7 @@ const PREVIEW: PreviewAddress = { workspace: 'ws', sandbox: 'box', preview: 'web
 const ctx = {
   inferenceHost: 'example.com',
   previewOfHost: (host: string | undefined) => (host?.startsWith('pv-known.') ? PREVIEW : undefined),
+  labels: { resolve: () => undefined },
 };
 
 test('a sandbox path is parsed into workspace, name and the rest, still encoded', () => {

@@ -73,10 +73,10 @@ export interface ForwardExtra {
   onUnreachable?: (err: Error & { code?: string }, sent: boolean) => ApiError | undefined;
   /**
    * Asked first when the upstream failed before any byte of the request was written to it (its connection was
-   * refused or reset): true means the caller has taken the request over (sends it elsewhere and answers it), so
+   * refused or reset): true means the caller has taken the request over (sends it elsewhere and answers `res`), so
    * this relay answers nothing. The request's body is still unread then, so it can be sent again.
    */
-  retry?: (err: Error & { code?: string }) => boolean;
+  retry?: (err: Error & { code?: string }, res: ServerResponse) => boolean;
   /** Cuts the forwarding: an ApiError reason is the client's answer when no header has left yet (request-deadlines.ts). */
   signal?: AbortSignal;
 }
@@ -216,7 +216,7 @@ class Relay implements Dispatcher.DispatchHandler {
       // `abort` is handed over just before undici writes the request: without it, no byte of it left.
       const sent = this.abort !== undefined;
       const own = err instanceof ApiError || this.reason !== undefined;
-      if (own || sent || !this.extra.retry?.(err))
+      if (own || sent || !this.extra.retry?.(err, res))
         sendProblem(
           res,
           err instanceof ApiError ? err : (this.extra.onUnreachable?.(err, sent) ?? this.unreachable(err)),

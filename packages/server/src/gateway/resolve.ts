@@ -1,23 +1,19 @@
 // One resolver per kind of address (parse-address.ts): authenticates the caller for the address's workspace and
-// finds the table entry to forward to, with the path the workload sees. Kept in one table so a new kind of
-// target is an added entry.
+// finds what to forward to, with the path the instance sees (admission.ts), or answers the request itself. Kept in
+// one table so a new kind of target is an added entry.
 import type { IncomingMessage } from 'node:http';
 import type { Authenticator } from '../auth/access.js';
+import { ApiError } from '../errors.js';
 import type { HostLabelIndex } from '../store/host-labels.js';
 import type { Store } from '../store/store.js';
 import { hostHidesNames, routeSandboxLabel } from './address.js';
+import type { Admission, Forwarded } from './admission.js';
 import { authorize } from './auth.js';
+import type { JobTriggerAddress } from './job-trigger.js';
 import type { Address, AddressKind } from './parse-address.js';
 import { admitPreview, SANDBOX_API_PREVIEW_PORT } from './previews.js';
-import type { ForwardExtra } from './proxy.js';
 import type { Target, Targets } from './targets.js';
-
-/** A request let in: where it goes, what path the workload sees, and what headers a preview adds. */
-export interface Admission {
-  target: Target;
-  path: string;
-  extra?: ForwardExtra;
-}
+import type { WorkloadAddress } from './workload-address.js';
 
 export interface ResolveDeps {
   store: Store;
@@ -26,6 +22,10 @@ export interface ResolveDeps {
   labels: HostLabelIndex;
   authenticator: Authenticator;
   now: () => number;
+  /** Agents and functions (workloads.ts); none: their addresses are the API's (404). */
+  workloads?: (req: IncomingMessage, a: WorkloadAddress) => Promise<Admission>;
+  /** Jobs' HTTP triggers (job-trigger.ts), answered by the gateway itself. */
+  jobTrigger?: (req: IncomingMessage, a: JobTriggerAddress) => Admission;
 }
 
 type Resolver<K extends AddressKind> = (
@@ -46,7 +46,7 @@ async function admitSandbox(
   req: IncomingMessage,
   to: { workspace: string; name: string; rest: string },
   unnamed?: string,
-): Promise<Admission> {
+): Promise<Forwarded> {
   await authorize(deps.authenticator, req.headers, to.workspace, unnamed);
   return { target: await targetOf(deps, to.workspace, to.name), path: to.rest };
 }
@@ -80,10 +80,22 @@ const preview: Resolver<'preview'> = async (a, req, deps) => {
   };
 };
 
+const workload: Resolver<'workload'> = async (a, req, deps) => {
+  if (!deps.workloads) throw new ApiError('NOT_FOUND', `no route for ${req.url}`);
+  return deps.workloads(req, a.workload);
+};
+
+const jobTrigger: Resolver<'job-trigger'> = async (a, req, deps) => {
+  if (!deps.jobTrigger) throw new ApiError('NOT_FOUND', `no route for ${req.url}`);
+  return deps.jobTrigger(req, a.job);
+};
+
 const RESOLVERS: { [K in AddressKind]: Resolver<K> } = {
   sandbox,
   'sandbox-host': sandboxHost,
   preview,
+  workload,
+  'job-trigger': jobTrigger,
 };
 
 export function resolveAddress(a: Address, req: IncomingMessage, deps: ResolveDeps): Promise<Admission> {

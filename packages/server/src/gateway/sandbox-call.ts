@@ -1,10 +1,13 @@
-// A request the server itself makes to a sandbox's API (e.g. a schedule starting its command): it goes the way a
-// client's does — the table entry, the activator (which wakes a sandbox in standby and counts the request in) —
-// but needs no credential, because it never leaves the process.
+// A process the server itself starts in a sandbox (a schedule firing its command): it goes the way a client's
+// request does — the table entry, the activator (which wakes a sandbox in standby and counts the call in) — and
+// speaks to the daemon through its typed client over the entry's pool, with no credential: it never leaves the
+// process.
+import { DaemonClient, DaemonError } from '../sandbox-api/client.js';
+import type { ProcessRequest } from '../sandbox-api/schema.js';
 import type { Activator } from './activator.js';
 import type { Targets } from './targets.js';
 
-/** A JSON call's answer; `statusCode` 0 when the sandbox could not be reached (then `error` says why). */
+/** The daemon's answer; `statusCode` 0 when the sandbox could not be reached (then `error` says why). */
 export interface SandboxCallResult {
   statusCode: number;
   body?: unknown;
@@ -14,13 +17,11 @@ export interface SandboxCallResult {
 /** Longest a server-made call waits for a sandbox's answer: a process start answers at once, well within it. */
 export const SANDBOX_CALL_TIMEOUT_MS = 30_000;
 
-export function sandboxCaller(targets: Targets, activator: Activator) {
-  return async function call(
+export function processStarter(targets: Targets, activator: Activator) {
+  return async function startProcess(
     workspace: string,
     name: string,
-    method: 'GET' | 'POST',
-    path: string,
-    json?: unknown,
+    req: ProcessRequest,
   ): Promise<SandboxCallResult> {
     let t: Awaited<ReturnType<Targets['resolve']>>;
     try {
@@ -41,20 +42,13 @@ export function sandboxCaller(targets: Targets, activator: Activator) {
       };
     }
     try {
-      const res = await t.conn.pool.request({
-        path,
-        method,
-        headers: json === undefined ? {} : { 'content-type': 'application/json' },
-        body: json === undefined ? undefined : JSON.stringify(json),
-        signal: AbortSignal.timeout(SANDBOX_CALL_TIMEOUT_MS),
-      });
-      const text = await res.body.text();
-      let body: unknown = text;
-      try {
-        body = JSON.parse(text);
-      } catch {}
-      return { statusCode: res.statusCode, body };
+      const started = await DaemonClient.over(t.conn.pool).start(
+        req,
+        AbortSignal.timeout(SANDBOX_CALL_TIMEOUT_MS),
+      );
+      return { statusCode: 200, body: started };
     } catch (err) {
+      if (err instanceof DaemonError) return { statusCode: err.status, body: err.body };
       return {
         statusCode: 0,
         error: `sandbox ${JSON.stringify(name)} did not answer: ${(err as Error).message}`,
@@ -65,4 +59,4 @@ export function sandboxCaller(targets: Targets, activator: Activator) {
   };
 }
 
-export type SandboxCall = ReturnType<typeof sandboxCaller>;
+export type StartProcess = ReturnType<typeof processStarter>;

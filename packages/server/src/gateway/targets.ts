@@ -1,6 +1,7 @@
-// The gateway's table of sandboxes it can forward to: one entry per live sandbox, found by `<ws>/<name>` with
-// one Map lookup on the hot path. Entries come from the store (status) and the runtime (live, frozen); the
-// store watch keeps their status current and drops them when the sandbox goes away.
+// What the gateway forwards to (a Target: a sandbox, or a replica of an agent or function) and its table of
+// sandboxes: one entry per live sandbox, found by `<ws>/<name>` with one Map lookup on the hot path. Entries come
+// from the store (status) and the runtime (live, frozen); the store watch keeps their status current and drops them
+// when the sandbox goes away. Replicas' targets are made by workloads.ts with the same `connectionTo`.
 import { Pool } from 'undici';
 import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
@@ -40,18 +41,51 @@ export interface LoadedState {
 }
 
 /**
- * One live sandbox in the table. This file alone writes it: `status` follows the store watch, `evicted` is set
- * once the entry leaves the table. Run state (frozen, in flight, last use) is the activator's (activator.ts).
+ * One live instance the gateway forwards to: a sandbox of the table, whose `status` follows the store watch and
+ * whose `evicted` is set once it leaves the table, or a replica (workloads.ts), DEPLOYED while it lives, evicted once
+ * removed. Run state (frozen, in flight, last use) is the activator's (activator.ts).
  */
 export interface Target {
+  /** The object it serves: a Sandbox, or the Agent or Function a replica runs. */
   readonly key: ResourceKey;
+  /** Its runtime instance. */
   readonly id: string;
   readonly conn: Connection;
   readonly loaded: LoadedState;
   /** The store status; only DEPLOYED takes the fast path and may go to standby. */
   readonly status: string;
-  /** Dropped from the table (deleted, deactivated, gone from the runtime): nothing may freeze it any more. */
+  /** Dropped (deleted, deactivated, gone from the runtime, scaled in): nothing may freeze it any more. */
   readonly evicted: boolean;
+  /** Its run state and last use are written to its object (a sandbox's `state`, `lastUsedAt`; a replica's are not). */
+  readonly recordsUsage: boolean;
+}
+
+/** The pools to an instance's daemon socket and, on first use, its ports (ports.ts). */
+export function connectionTo(
+  info: { socketPath: string; address: string },
+  connections = POOL_CONNECTIONS,
+): Connection {
+  return {
+    socketPath: info.socketPath,
+    address: info.address,
+    ports: new Map(),
+    pool: new Pool('http://sandbox', {
+      socketPath: info.socketPath,
+      connections,
+      keepAliveTimeout: POOL_KEEP_ALIVE_MS,
+      keepAliveMaxTimeout: POOL_KEEP_ALIVE_MS,
+      // A synchronous exec answers when its command ends and a log stream lasts as long as its process:
+      // the gateway imposes no time limit of its own, the client decides how long to wait.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    }),
+  };
+}
+
+/** Closes a dropped target's pools (requests under way end first). */
+export function closeConnection(conn: Connection, logger: Logger, id: string): void {
+  for (const p of [conn.pool, ...conn.ports.values()])
+    p.close().catch((err) => logger.debug({ err, instance: id }, 'closing a pool failed'));
 }
 
 /** The table's own writable view of an entry. */
@@ -162,24 +196,11 @@ export class Targets {
     const t: Entry = {
       key: { kind: 'Sandbox', workspace: o.workspace, parent: '', name: o.name },
       id,
-      conn: {
-        socketPath: info.socketPath,
-        address: info.address,
-        ports: new Map(),
-        pool: new Pool('http://sandbox', {
-          socketPath: info.socketPath,
-          connections: POOL_CONNECTIONS,
-          keepAliveTimeout: POOL_KEEP_ALIVE_MS,
-          keepAliveMaxTimeout: POOL_KEEP_ALIVE_MS,
-          // A synchronous exec answers when its command ends and a log stream lasts as long as its process:
-          // the gateway imposes no time limit of its own, the client decides how long to wait.
-          headersTimeout: 0,
-          bodyTimeout: 0,
-        }),
-      },
+      conn: connectionTo(info),
       loaded: { frozen: info.state === 'frozen', lastUsedMs: used, storedState: o.body.state },
       status: now.body.status,
       evicted: false,
+      recordsUsage: true,
     };
     this.byName.set(k, t);
     return t;
@@ -188,10 +209,7 @@ export class Targets {
   private evict(k: string, t: Entry) {
     this.byName.delete(k);
     t.evicted = true;
-    for (const p of [t.conn.pool, ...t.conn.ports.values()])
-      p.close().catch((err) =>
-        this.deps.logger.debug({ err, sandbox: t.id }, 'closing a sandbox pool failed'),
-      );
+    closeConnection(t.conn, this.deps.logger, t.id);
   }
 
   async close(): Promise<void> {

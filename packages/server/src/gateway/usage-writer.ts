@@ -59,6 +59,7 @@ export class UsageWriter {
 
   /** Writes the run state and lastUsedAt when they differ from the store, STATE_WRITE_DELAY_MS from now. */
   record(t: Target): void {
+    if (!t.recordsUsage) return;
     const w = this.writer(t);
     if (w.running) {
       w.dirty = true;

@@ -1,55 +1,44 @@
-// Requests to agents and functions: the caller is checked (none needed for `public: true`), a replica is picked
-// (one is started from zero while the request waits: the replica set shares ONE start among every waiting
-// request), the activator thaws it if it is in standby, and the request is streamed both ways to its port.
-// An idle replica goes to standby (frozen) after the standby delay and is removed after a longer idle; minScale
-// replicas are never removed. Run state is kept by this file's own Activator, never written to the store.
+// The resolver of agents and functions (resolve.ts): the caller is checked (none needed for `public: true`), a replica
+// is picked (one is started from zero while the request waits: the replica set shares ONE start among every waiting
+// request), and the request goes down the gateway's one pipeline to it (gateway/index.ts: the activator thaws it if
+// it is in standby, the proxy streams both ways to its port). What the gateway sees is reported to the workload
+// controller, which alone scales (controllers/workload/scaler.ts): requests in flight at each replica, requests
+// waiting for one. Replicas' standby is the gateway's one idle mechanism (idle.ts), through `targets()`.
 import { OAUTH_REFRESH_FAILED, REFRESH_FAILED } from '../kinds/oauth2.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { Pool } from 'undici';
 import type { Authenticator } from '../auth/access.js';
-import { APP_PORT, type Replica, type ReplicaSet, type Workload } from '../controllers/replicas.js';
+import type { CallbackTarget, Executions } from '../controllers/workload/executions.js';
+import { MAX_OUTPUT_BYTES } from '../controllers/workload/executions.js';
+import { APP_PORT, type Replica, type ReplicaSet, type Workload } from '../controllers/workload/replicas.js';
+import { TARGET_CONCURRENCY } from '../controllers/workload/scaler.js';
 import { ApiError } from '../errors.js';
-import { sendProblem } from '../http/problem.js';
-import { wireErrorOf } from '../http/wire-error.js';
-import type { RuntimeDriver } from '../runtime/driver.js';
-import type { Store } from '../store/store.js';
-import { Activator } from './activator.js';
-import { Affinity, type Route } from './affinity.js';
-import {
-  decide,
-  initialScaleState,
-  type Sample,
-  type ScaleState,
-  STABLE_WINDOW_MS,
-  TICK_MS,
-} from './autoscaler.js';
-import { authorize } from './auth.js';
-import { type CallbackTarget, type Executions, MAX_OUTPUT_BYTES } from '../controllers/executions.js';
-import { portPool } from './ports.js';
-import { forward, upstreamHeaders } from './proxy.js';
 import { ownPathRoute } from '../kinds/trigger-path.js';
+import type { Store } from '../store/store.js';
+import type { Activator } from './activator.js';
+import type { Admission, Forwarded } from './admission.js';
+import { Affinity, type Route } from './affinity.js';
+import { authorize } from './auth.js';
+import { portPool } from './ports.js';
+import { upstreamHeaders } from './proxy.js';
 import { RequestDeadlines } from './request-deadlines.js';
-import type { Target } from './targets.js';
+import { closeConnection, connectionTo, type Target } from './targets.js';
 import type { WorkloadAddress } from './workload-address.js';
 
-/** Requests in flight per replica before another is started (while under maxScale). */
-export const TARGET_CONCURRENCY = 10;
 /** Requests waiting for a replica to start, per workload; beyond it 429 (a flood must not grow without bound). */
 export const MAX_WAITING = 1_000;
-/** A replica idle (frozen) this long is removed: standby is warm, a removed one costs a cold start. */
-export const REMOVE_AFTER_IDLE_MS = 5 * 60_000;
-const SWEEP_MS = 1_000;
+/** Connections to a replica's daemon: the gateway asks it only whether a keepAlive process runs, before standby. */
+const REPLICA_DAEMON_CONNECTIONS = 1;
 
 export interface WorkloadGatewayDeps {
   store: Store;
   replicas: ReplicaSet;
-  driver: RuntimeDriver;
   authenticator: Authenticator;
   logger: Logger;
-  standbyAfterMs: number;
-  canFreeze: () => boolean;
-  removeAfterMs?: number;
+  /** The gateway's one activator: replicas' run state beside sandboxes'. */
+  activator: Activator;
+  /** Sends a request again down the gateway's pipeline (to another replica, after the first refused it). */
+  resend: (req: IncomingMessage, res: ServerResponse, admitted: Promise<Admission>) => void;
   now?: () => number;
   /** The canary draw (tests pass a seeded one). */
   random?: () => number;
@@ -88,103 +77,55 @@ const withoutAsync = (rest: string) => {
 };
 
 export class WorkloadGateway {
-  private readonly activator: Activator;
   private readonly affinity: Affinity;
   private readonly deadlines: RequestDeadlines;
-  private readonly targets = new WeakMap<Replica, Target>();
-  private readonly waiting = new WeakMap<Workload, number>();
+  private readonly targetsOf = new Map<Replica, Target>();
   private readonly now: () => number;
-  private timer?: NodeJS.Timeout;
-  private scaler?: NodeJS.Timeout;
-  private readonly scaling = new WeakMap<Workload, { samples: Sample[]; state: ScaleState }>();
 
   constructor(private readonly deps: WorkloadGatewayDeps) {
     this.now = deps.now ?? Date.now;
-    this.activator = new Activator({
-      driver: deps.driver,
-      logger: deps.logger,
-      now: this.now,
-      onStateChange: () => {},
-    });
     this.affinity = new Affinity(this.now);
     this.deadlines = new RequestDeadlines({ idleMs: deps.idleTimeoutMs, now: this.now });
   }
 
-  start() {
-    this.timer = setInterval(
-      () => void this.sweep(),
-      Math.min(SWEEP_MS, Math.max(50, this.deps.standbyAfterMs / 4)),
-    );
-    this.timer.unref();
-    this.scaler = setInterval(() => this.autoscale(), TICK_MS);
-    this.scaler.unref();
-  }
-
   stop() {
-    clearInterval(this.timer);
-    clearInterval(this.scaler);
     this.deadlines.stop();
+    for (const t of this.targetsOf.values()) closeConnection(t.conn, this.deps.logger, t.id);
+    this.targetsOf.clear();
   }
 
-  /** One KPA tick per workload: sample the concurrency, decide, start what is missing (autoscaler.ts). */
-  autoscale(): void {
-    const now = this.now();
-    for (const w of this.deps.replicas.all()) {
-      let s = this.scaling.get(w);
-      if (!s) {
-        s = { samples: [], state: initialScaleState() };
-        this.scaling.set(w, s);
+  /** The targets of every live replica, for the one idle sweeper; those of replicas gone are dropped here. */
+  *targets(): IterableIterator<Target> {
+    for (const [r, t] of this.targetsOf)
+      if (r.gone) {
+        this.targetsOf.delete(r);
+        closeConnection(t.conn, this.deps.logger, t.id);
       }
-      const live = w.replicas.filter((r) => !r.gone);
-      const concurrency = live.reduce((a, r) => a + r.inflight, 0) + (this.waiting.get(w) ?? 0);
-      s.samples.push({ timeMs: now, concurrency });
-      s.samples = s.samples.filter((x) => x.timeMs > now - STABLE_WINDOW_MS);
-      const d = decide(
-        { target: TARGET_CONCURRENCY, minScale: w.run.minScale, maxScale: w.run.maxScale },
-        s.samples,
-        live.length,
-        now,
-        s.state,
-      );
-      s.state = d.state;
-      // Scale-in is the idle sweep's (standby first, removal later); the decision only adds replicas here.
-      if (d.desired > live.length) {
-        const started = this.deps.replicas.scaleOut(w, d.desired);
-        if (started)
-          this.deps.logger.info(
-            { workload: w.key, desired: d.desired, ready: live.length, panicking: d.panicking },
-            'scaling out',
-          );
-      }
-    }
+    for (const w of this.deps.replicas.all())
+      for (const r of w.replicas) if (!r.gone) yield this.targetOf(w, r);
   }
 
   private targetOf(w: Workload, r: Replica): Target {
-    let t = this.targets.get(r);
+    let t = this.targetsOf.get(r);
     if (!t) {
-      const info = r.info;
       t = {
         key: { kind: w.kind, workspace: w.workspace, parent: '', name: w.name },
         id: r.id,
-        conn: {
-          socketPath: info.socketPath,
-          address: info.address,
-          ports: new Map(),
-          pool: new Pool('http://replica', { socketPath: info.socketPath, connections: 1 }),
-        },
+        conn: connectionTo(r.info, REPLICA_DAEMON_CONNECTIONS),
         loaded: { frozen: false, lastUsedMs: r.lastUsedMs },
         status: 'DEPLOYED',
         get evicted() {
           return r.gone;
         },
-      } as Target;
-      this.targets.set(r, t);
+        recordsUsage: false,
+      };
+      this.targetsOf.set(r, t);
     }
     return t;
   }
 
   /** Why a workload with no replica set entry does not serve: 404, or 503 naming its status. */
-  private async notServing(a: WorkloadAddress): Promise<ApiError> {
+  private async notServing(a: Pick<WorkloadAddress, 'kind' | 'workspace' | 'name'>): Promise<ApiError> {
     const o = await this.deps.store.get({ kind: a.kind, workspace: a.workspace, parent: '', name: a.name });
     const what = `${a.kind.toLowerCase()} ${JSON.stringify(a.name)}`;
     if (!o) return new ApiError('NOT_FOUND', `${what} not found in workspace ${a.workspace}`);
@@ -202,102 +143,67 @@ export class WorkloadGateway {
     return new ApiError('UNAVAILABLE', `${what} is ${why}`, { headers: { 'retry-after': '1' } });
   }
 
-  async serve(req: IncomingMessage, res: ServerResponse, addr: WorkloadAddress): Promise<void> {
-    try {
-      let a = addr;
-      const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
-      let tp = a.path === undefined ? undefined : w?.route?.paths?.[a.path];
-      const own = a.path === undefined ? w?.route?.ownPaths : undefined;
-      if (own) {
-        // A trigger path under the own address (`agents/<name>/async`): the app sees what follows it.
-        const m = ownPathRoute(own, a.rest);
-        if (m) {
-          tp = m.route;
-          a = { ...a, rest: a.rest.slice(m.sub.length) || '/' };
-          if (a.rest.startsWith('?')) a.rest = `/${a.rest}`;
-        }
+  /** Lets a request to an agent or function in: its caller checked, then the replica it goes to, or its 202. */
+  async admit(req: IncomingMessage, addr: WorkloadAddress): Promise<Admission> {
+    let a = addr;
+    const w = this.deps.replicas.get(a.workspace, a.kind, a.name);
+    let tp = a.path === undefined ? undefined : w?.route?.paths?.[a.path];
+    const own = a.path === undefined ? w?.route?.ownPaths : undefined;
+    if (own) {
+      // A trigger path under the own address (`agents/<name>/async`): the app sees what follows it.
+      const m = ownPathRoute(own, a.rest);
+      if (m) {
+        tp = m.route;
+        a = { ...a, rest: a.rest.slice(m.sub.length) || '/' };
+        if (a.rest.startsWith('?')) a.rest = `/${a.rest}`;
       }
-      // A trigger path's own authenticationType wins over spec.public there (kinds/trigger-path.ts).
-      if (!(tp?.public ?? w?.public))
-        await authorize(this.deps.authenticator, req.headers, a.workspace, a.unnamed);
-      if (!w) throw await this.notServing(a);
-      if (a.kind === 'Agent' && this.deps.executions && (tp?.async || isAsync(a.rest)))
-        return await this.serveAsync(req, res, a, w, tp?.async ? tp.trigger : undefined);
-      const sent = this.route(req, res, a, w, true);
-      if (sent) await sent;
-    } catch (err) {
-      this.fail(req, res, err);
     }
-  }
-
-  private fail(req: IncomingMessage, res: ServerResponse, err: unknown) {
-    sendProblem(
-      res,
-      wireErrorOf(err, { log: this.deps.logger, what: 'workload gateway error' }),
-      req.url?.split('?')[0],
-    );
+    // A trigger path's own authenticationType wins over spec.public there (kinds/trigger-path.ts).
+    if (!(tp?.public ?? w?.public))
+      await authorize(this.deps.authenticator, req.headers, a.workspace, a.unnamed);
+    if (!w) throw await this.notServing(a);
+    if (a.kind === 'Agent' && this.deps.executions && (tp?.async || isAsync(a.rest))) {
+      const triggerId = tp?.async ? tp.trigger : undefined;
+      const to = a;
+      return { answer: (res) => this.serveAsync(req, res, to, w, triggerId) };
+    }
+    return this.route(req, a, w, true);
   }
 
   /**
-   * Picks the replica (thread or session pin, else a ready one, else one started) and forwards the request. A
-   * promise only when something is waited for (a start, a thaw): the hot path makes none.
+   * The replica a request goes to (thread or session pin, else a ready one, else one started) and how: the request
+   * counted in it, its deadline, its retry on another replica when this one refuses it before reading anything.
    */
-  private route(
+  private async route(
     req: IncomingMessage,
-    res: ServerResponse,
     a: WorkloadAddress,
     w: Workload,
     mayRetry: boolean,
-  ): Promise<void> | undefined {
+  ): Promise<Forwarded> {
     const route = this.affinity.route(w, req.headers, (x) => this.revisionFor(x));
-    const r = route.replica ?? this.deps.replicas.ready(route.w, TARGET_CONCURRENCY);
-    if (r) return this.send(req, res, a, w, route, r, mayRetry);
-    return this.replicaFor(route.w).then((x) => this.send(req, res, a, w, route, x, mayRetry));
-  }
-
-  private send(
-    req: IncomingMessage,
-    res: ServerResponse,
-    a: WorkloadAddress,
-    w: Workload,
-    route: Route,
-    r: Replica,
-    mayRetry: boolean,
-  ): Promise<void> | undefined {
+    const r =
+      route.replica ??
+      this.deps.replicas.ready(route.w, TARGET_CONCURRENCY) ??
+      (await this.replicaFor(route.w));
     route.pin?.(r);
-    const t = this.targetOf(w, r);
-    const wait = this.activator.enter(t);
     r.inflight++;
     r.lastUsedMs = this.now();
-    const go = () => {
-      const limits = this.deadlines.watch(req.socket, w.route?.timeoutS);
-      forward(
-        t,
-        req,
-        res,
-        `/port/${APP_PORT}${a.rest}`,
-        () => {
-          limits.done();
-          r.inflight--;
-          r.lastUsedMs = this.now();
-          this.activator.leave(t);
-        },
-        {
-          signal: limits.signal,
-          onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
-          onUnreachable: (err, sent) => this.replicaDown(w, route.w, r, err, req.headers, sent),
-          retry: mayRetry ? (err) => this.retryElsewhere(req, res, a, w, route.w, r, err) : undefined,
-        },
-      );
+    const limits = this.deadlines.watch(req.socket, w.route?.timeoutS);
+    return {
+      target: this.targetOf(w, r),
+      path: `/port/${APP_PORT}${a.rest}`,
+      extra: {
+        signal: limits.signal,
+        onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
+        onUnreachable: (err, sent) => this.replicaDown(w, route.w, r, err, req.headers, sent),
+        retry: mayRetry ? (err, res) => this.retryElsewhere(req, a, w, route, r, err, res) : undefined,
+      },
+      done: () => {
+        limits.done();
+        r.inflight--;
+        r.lastUsedMs = this.now();
+      },
     };
-    if (!wait) {
-      go();
-      return undefined;
-    }
-    return wait.then(go, (err) => {
-      r.inflight--;
-      throw err;
-    });
   }
 
   /**
@@ -308,29 +214,22 @@ export class WorkloadGateway {
    */
   private retryElsewhere(
     req: IncomingMessage,
-    res: ServerResponse,
     a: WorkloadAddress,
     w: Workload,
-    rev: Workload,
+    route: Route,
     r: Replica,
     err: Error & { code?: string },
+    res: ServerResponse,
   ): boolean {
     if (!RETRY_CODES.has(err.code ?? '')) return false;
-    const ended = this.replicaDown(w, rev, r, err, req.headers, false, true);
-    if (ended) this.fail(req, res, ended);
-    else {
-      try {
-        this.route(req, res, a, w, false)?.catch((e) => this.fail(req, res, e));
-      } catch (e) {
-        this.fail(req, res, e);
-      }
-    }
+    const ended = this.replicaDown(w, route.w, r, err, req.headers, false, true);
+    this.deps.resend(req, res, ended ? Promise.reject(ended) : this.route(req, a, w, false));
     return true;
   }
 
   /**
    * A replica whose port refuses connections has lost its app (it exited, or its sandbox is gone): it is removed,
-   * so the next pick, the threads pinned to it and the autoscaler's count move on (affinity.ts); a request of an MCP
+   * so the next pick, the threads pinned to it and the scaler's count move on (affinity.ts); a request of an MCP
    * session it held gets the session's 404 instead of a 502. Other failures leave it in place.
    */
   private replicaDown(
@@ -362,7 +261,7 @@ export class WorkloadGateway {
 
   /**
    * `?async=true`: 202 at once with the execution's id and status URL; the request runs in the background and its
-   * outcome goes to the http-async trigger's callbackUrl, signed (controllers/executions.ts).
+   * outcome goes to the http-async trigger's callbackUrl, signed (controllers/workload/executions.ts).
    */
   private async serveAsync(
     req: IncomingMessage,
@@ -415,7 +314,7 @@ export class WorkloadGateway {
     timeoutMs = ASYNC_DEFAULT_TIMEOUT_S * 1000,
   ): Promise<{ statusCode?: number; error?: string }> {
     const w = this.deps.replicas.get(workspace, 'Agent', name);
-    if (!w) return { error: (await this.notServing({ kind: 'Agent', workspace, name, rest: '/' })).message };
+    if (!w) return { error: (await this.notServing({ kind: 'Agent', workspace, name })).message };
     const out = await this.runAsync(w, '/', 'POST', { 'content-type': 'application/json' }, body, timeoutMs);
     return { statusCode: out.statusCode, error: out.error };
   }
@@ -429,6 +328,7 @@ export class WorkloadGateway {
     timeoutMs: number,
     mayRetry = true,
   ): Promise<{ statusCode?: number; output?: string; error?: string }> {
+    const { activator } = this.deps;
     let r: Replica | undefined;
     let t: Target | undefined;
     const rev = this.revisionFor(w);
@@ -437,7 +337,7 @@ export class WorkloadGateway {
       r = await this.replicaFor(rev);
       t = this.targetOf(w, r);
       r.inflight++;
-      const wait = this.activator.enter(t);
+      const wait = activator.enter(t);
       if (wait) await wait;
       const answer = await portPool(t, APP_PORT).request({
         path,
@@ -460,7 +360,7 @@ export class WorkloadGateway {
       if (r && t) {
         r.inflight--;
         r.lastUsedMs = this.now();
-        this.activator.leave(t);
+        activator.leave(t);
       }
     }
     if (r) this.replicaDown(w, rev, r, refused, {}, false, true);
@@ -473,42 +373,21 @@ export class WorkloadGateway {
     return c && (this.deps.random ?? Math.random)() * 100 < c.percent ? c.w : w;
   }
 
+  /** A replica for a request that found none ready: one is started (counted as waiting for the scaler meanwhile). */
   private async replicaFor(w: Workload): Promise<Replica> {
-    const n = this.waiting.get(w) ?? 0;
-    if (n >= MAX_WAITING)
+    if (w.waiting >= MAX_WAITING)
       throw new ApiError(
         'RATE_LIMITED',
-        `${n} requests already wait for ${JSON.stringify(w.name)} to start`,
+        `${w.waiting} requests already wait for ${JSON.stringify(w.name)} to start`,
         {
           headers: { 'retry-after': '1' },
         },
       );
-    this.waiting.set(w, n + 1);
+    w.waiting++;
     try {
       return await this.deps.replicas.acquire(w, TARGET_CONCURRENCY);
     } finally {
-      this.waiting.set(w, (this.waiting.get(w) ?? 1) - 1);
-    }
-  }
-
-  /** Standby for idle replicas, removal for long-idle ones above minScale. */
-  private async sweep(): Promise<void> {
-    const now = this.now();
-    const removeAfter = this.deps.removeAfterMs ?? REMOVE_AFTER_IDLE_MS;
-    for (const w of this.deps.replicas.all()) {
-      let live = w.replicas.filter((r) => !r.gone).length;
-      for (const r of [...w.replicas]) {
-        if (r.gone || r.inflight > 0) continue;
-        const t = this.targetOf(w, r);
-        const view = this.activator.view(t);
-        if (view.inflight > 0 || view.transitioning) continue;
-        const idle = now - Math.max(r.lastUsedMs, view.lastUsedMs);
-        if (idle >= removeAfter && live > w.run.minScale) {
-          live--;
-          await this.deps.replicas.scaleIn(w, r);
-        } else if (!view.frozen && idle >= this.deps.standbyAfterMs && this.deps.canFreeze())
-          void this.activator.standby(t, async () => r.inflight === 0);
-      }
+      w.waiting--;
     }
   }
 }

@@ -28,7 +28,7 @@ import {
 import { triggerPathIssues } from './trigger-path.js';
 import type { KindDescriptor, OutboundTarget, SecretPath, ValidationContext } from './types.js';
 
-/** The stored last firing of an agent's schedule trigger (controllers/trigger-schedules.ts). */
+/** The stored last firing of an agent's schedule trigger (controllers/code/trigger-schedules.ts). */
 export const AGENT_SCHEDULE_KIND = 'AgentSchedule';
 export const AGENT_MEMORY_MB = 2048;
 export const DEFAULT_MIN_SCALE = 0;

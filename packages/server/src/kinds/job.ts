@@ -28,7 +28,7 @@ import {
 } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
-/** The stored last firing of a job's schedule trigger (controllers/trigger-schedules.ts). */
+/** The stored last firing of a job's schedule trigger (controllers/code/trigger-schedules.ts). */
 export const JOB_SCHEDULE_KIND = 'JobSchedule';
 export const JOB_MEMORY_MB = 1024;
 export const DEFAULT_MAX_CONCURRENT_TASKS = 1;

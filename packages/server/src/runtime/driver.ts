@@ -31,6 +31,18 @@ export interface DriveMount {
   readOnly: boolean;
 }
 
+/** What a runtime instance is for: a Sandbox object, a replica of an agent or function, a build step, a job task. */
+export type InstanceRole = 'sandbox' | 'replica' | 'build' | 'task';
+
+/** The object that owns a runtime instance (as Kubernetes' owner references): kind, workspace, name, and role. */
+export interface InstanceOwner {
+  /** The owner's kind: Sandbox, Agent, Function, Job (a build is owned by the object it builds). */
+  kind: string;
+  workspace: string;
+  name: string;
+  role: InstanceRole;
+}
+
 export interface SandboxSpec {
   memoryMb: number;
   /** Tasks (threads count) allowed in the sandbox; the driver raises anything below MIN_PIDS. */
@@ -49,10 +61,12 @@ export interface SandboxSpec {
    */
   image: string;
   /**
-   * The workspace the sandbox belongs to: recorded, so that which images a workspace has in use can be told.
-   * Resolves nothing, and is not part of the spec hash (a label, not what runs).
+   * The object the instance runs for (its workspace among it): recorded with it and returned by `list`, so that a
+   * node can say what it holds and for whom, which images a workspace has in use can be told, and the garbage
+   * collector can ask the owner's kind whether it still wants it (runtime/instances.ts). Resolves nothing, and is
+   * not part of the spec hash (a label, not what runs).
    */
-  workspace?: string;
+  owner?: InstanceOwner;
   volumes: VolumeMount[];
   /**
    * Egress policy (domains allowed and forbidden): when set, the sandbox reaches only what it allows, through
@@ -87,6 +101,8 @@ export interface SandboxInfo {
   createdAt: string;
   /** For a dead sandbox whose resources are still there: what its last moments left to read. */
   ended?: SandboxEnd;
+  /** Who it runs for, as its spec said; absent for an instance started before owners were recorded. */
+  owner?: InstanceOwner;
 }
 
 /** What is known of how a sandbox's processes ended, read after the fact from its cgroup and writable layer. */
@@ -131,7 +147,7 @@ export interface RuntimeDriver {
    */
   ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo>;
   inspect(id: string): Promise<SandboxInfo | undefined>;
-  /** Every sandbox this driver's data dir knows, live or dead (re-adoption after a server restart). */
+  /** Every sandbox this driver's data dir knows, live or dead, with its owner (re-adoption after a restart). */
   list(): Promise<SandboxInfo[]>;
   /**
    * Freezes the sandbox; resolves once every task is stopped. When `signal` aborts first (a request arrived), it
@@ -191,7 +207,7 @@ export function checkSandboxId(id: string): void {
 /** Stable hash of a spec (key order does not matter); envs are hashed, never stored. */
 export function specHash(spec: SandboxSpec): string {
   return createHash('sha256')
-    .update(canonicalJson({ ...spec, egress: undefined, workspace: undefined }))
+    .update(canonicalJson({ ...spec, egress: undefined, owner: undefined }))
     .digest('hex')
     .slice(0, 32);
 }

@@ -25,7 +25,11 @@ export class FakeDriver implements RuntimeDriver {
 
   constructor(
     private readonly now: () => Date = () => new Date(),
-    private readonly opts: { socketDir?: string } = {},
+    private readonly opts: {
+      socketDir?: string;
+      /** The sandbox's private address (default a made-up 10.200.0.x): a loopback one lets a test serve its ports. */
+      address?: (id: string) => string;
+    } = {},
   ) {}
 
   socketPath(id: string): string {
@@ -44,11 +48,12 @@ export class FakeDriver implements RuntimeDriver {
       state: 'running' as const,
       pid: this.nextPid++,
       hostUid: 1_000_000_000 + this.boxes.size,
-      address: `10.200.0.${(this.boxes.size * 4 + 2) % 256}`,
+      address: this.opts.address?.(id) ?? `10.200.0.${(this.boxes.size * 4 + 2) % 256}`,
       socketPath: this.socketPath(id),
       specHash: hash,
       image: spec.image,
       createdAt: this.now().toISOString(),
+      ...(spec.owner ? { owner: spec.owner } : {}),
       spec,
       cpuSeconds: 0,
     };

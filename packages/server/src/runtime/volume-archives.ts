@@ -80,11 +80,6 @@ export function removeArchive(dataDir: string, workspace: string, template: stri
   rmSync(archivePath(dataDir, workspace, template, versionId), { force: true });
 }
 
-/** Every archive of a template (the template is deleted). */
-export function removeTemplateArchives(dataDir: string, workspace: string, template: string): void {
-  rmSync(templateDir(dataDir, workspace, template), { recursive: true, force: true });
-}
-
 /** Entries an archive may hold: plain files, directories and links (no devices, fifos or sockets). */
 const ENTRY_TYPES = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
 

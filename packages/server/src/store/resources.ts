@@ -18,7 +18,7 @@ import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor, Role } from '../kinds/types.js';
 import type { Outbound } from '../outbound/index.js';
 import { claimLabelOps, isLabelRace, releaseLabelOps } from './host-labels.js';
-import { recordEvent, type StatusUpdate, updateStatus, withEvent } from './status-writes.js';
+import { recordEvent, type StatusUpdate, updateStatus, updateStatuses, withEvent } from './status-writes.js';
 import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
 
 /**
@@ -62,7 +62,7 @@ export interface ResourcesOptions {
   /** Judges the URLs a spec makes Berth send requests to (a kind's outboundTargets) before they are stored. */
   outbound?: Pick<Outbound, 'urlIssue'>;
   /**
-   * Admission (the workspace's quotas, controllers/quota-admission.ts): asked about each create and replace once the
+   * Admission (the workspace's quotas, controllers/core/quota-admission.ts): asked about each create and replace once the
    * body is prepared, with the stored object a replace changes. Throws a wire error to refuse at once; returns ops
    * (checks) written in the same transaction as the object, which decide a race.
    */
@@ -302,8 +302,22 @@ export class Resources {
   }
 
   /** The one status verb; see `updateStatus` in status-writes.ts. */
-  updateStatus(key: ResourceKey, u: StatusUpdate): Promise<StoredObject | undefined> {
+  async updateStatus(key: ResourceKey, u: StatusUpdate): Promise<StoredObject | undefined> {
+    this.checkServerSpec(key, u);
     return updateStatus(this.store, this.now, key, u);
+  }
+
+  /** `updateStatus` of several objects in one transaction, all or none; see `updateStatuses` in status-writes.ts. */
+  async updateStatuses(updates: (StatusUpdate & { key: ResourceKey })[]): Promise<void> {
+    for (const u of updates) this.checkServerSpec(u.key, u);
+    return updateStatuses(this.store, this.now, updates);
+  }
+
+  /** A status write sets only spec fields its kind declares as the server's (`readOnlySpec`). */
+  private checkServerSpec(key: ResourceKey, u: StatusUpdate) {
+    const declared = u.spec ? (this.kind(key.kind).readOnlySpec ?? []) : [];
+    for (const p of Object.keys(u.spec ?? {}))
+      if (!declared.includes(p)) throw new Error(`${key.kind} spec${p} is not a field the server writes`);
   }
 
   /** Appends an event unless the last one says the same; see `recordEvent` in status-writes.ts. */

@@ -155,3 +155,49 @@ test('recordEvent appends an event unless the last one says the same, and keeps 
     await env.close();
   }
 });
+
+test('updateStatuses writes several objects in one transaction, each judged at the write; a refusal writes none', async () => {
+  const env = await setup();
+  try {
+    const other = { ...KEY, name: 'v' };
+    await env.resources.create(
+      widget,
+      { workspace: 'ws', parents: [], actor: 'test' },
+      { metadata: { name: 'v' }, spec: {} },
+    );
+    const holderOf = async (key: typeof KEY) => (await env.store.get(key))?.body.state?.attachedTo;
+    const claim = (holder: string) =>
+      [KEY, other].map((key) => ({
+        key,
+        when: (cur: { body: any }) => {
+          const held = cur.body.state?.attachedTo;
+          if (held && held !== holder) throw new Error(`held by ${held}`);
+          return true;
+        },
+        extras: (cur: { body: any }) => ({ state: { ...cur.body.state, attachedTo: holder } }),
+      }));
+    // Another holder takes `v` between b's read and its write: b's claim of both is refused whole.
+    env.raceNextWrite(() => env.resources.updateStatus(other, { extras: { state: { attachedTo: 'c' } } }));
+    await assert.rejects(env.resources.updateStatuses(claim('b')), /held by c/);
+    assert.equal(await holderOf(KEY), undefined, 'nothing written');
+    await env.resources.updateStatuses(claim('c'));
+    assert.deepEqual([await holderOf(KEY), await holderOf(other)], ['c', 'c']);
+    const writes = env.writes();
+    await env.resources.updateStatuses(claim('c'));
+    assert.equal(env.writes(), writes, 'nothing to change: no write');
+  } finally {
+    await env.close();
+  }
+});
+
+test('a status write sets only the spec fields its kind declares as the server’s', async () => {
+  const env = await setup();
+  try {
+    await assert.rejects(
+      env.resources.updateStatus(KEY, { spec: { '/size': 3 } }),
+      /spec\/size is not a field the server writes/,
+    );
+  } finally {
+    await env.close();
+  }
+});

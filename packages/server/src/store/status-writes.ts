@@ -1,6 +1,7 @@
-// The status verbs: the one way status, events and read-only run fields (a sandbox's state, lastUsedAt) are
-// written, by controllers, the gateway and the DELETE verb alike. Each is a read-modify-write inside the store's
-// transaction, so concurrent writers never conflict and no caller needs a retry loop (decision 004).
+// The status verbs: the one way status, events and the fields only the server writes (a sandbox's state and
+// lastUsedAt, a volume's `state.attachedTo`, an egress IP's `spec.publicIp`) are written, by controllers, the gateway,
+// the upload route and the DELETE verb alike. Each is a read-modify-write inside the store's transaction, so
+// concurrent writers never conflict and no caller needs a retry loop (decision 004).
 import { isGone, type Status } from '../kinds/status.js';
 import { type ResourceKey, type Store, StoreError, type StoredObject } from './store.js';
 
@@ -12,9 +13,20 @@ export interface StatusUpdate {
   /** The new status; the event (with `message`) is appended only when it differs from the current one. */
   to?: Status;
   message?: string;
-  /** Read-only fields beside status (e.g. a sandbox's `state`, `lastUsedAt`); undefined deletes the field. */
-  extras?: Record<string, unknown>;
-  /** Judged on the object as it is at the write: false writes nothing (e.g. a DELETE landed meanwhile). */
+  /**
+   * Read-only fields beside status (e.g. a sandbox's `state`, `lastUsedAt`), or a function of the object as it is at
+   * the write giving them; undefined deletes a field.
+   */
+  extras?: Record<string, unknown> | ((cur: StoredObject) => Record<string, unknown>);
+  /**
+   * Spec fields only the server writes, by JSON pointer under `spec` (each must be one of its kind's `readOnlySpec`,
+   * which Resources checks): e.g. an egress IP's `/publicIp`.
+   */
+  spec?: Record<string, unknown>;
+  /**
+   * Judged on the object as it is at the write: false writes nothing (e.g. a DELETE landed meanwhile); an error
+   * thrown ends the write with it (for `updateStatuses`, the whole transaction).
+   */
   when?: (cur: StoredObject) => boolean;
 }
 
@@ -38,23 +50,72 @@ export function updateStatus(
   key: ResourceKey,
   u: StatusUpdate,
 ): Promise<StoredObject | undefined> {
-  return writeStatus(store, key, (cur) => {
-    if (u.when && !u.when(cur)) return SKIP;
-    if (isGone(cur) && u.to !== undefined && u.to !== 'TERMINATED' && u.to !== cur.body.status) return SKIP;
-    const body = structuredClone(cur.body);
-    let changed = false;
-    for (const [k, v] of Object.entries(u.extras ?? {})) {
-      if (JSON.stringify(body[k]) === JSON.stringify(v)) continue;
-      if (v === undefined) delete body[k];
-      else body[k] = v;
-      changed = true;
-    }
-    if (u.to !== undefined && u.to !== body.status) {
-      withEvent(body, u.to, u.message ?? '', now());
-      changed = true;
-    }
-    return changed ? body : UNCHANGED;
+  return writeStatus(store, key, (cur) => nextBody(cur, u, now));
+}
+
+/**
+ * `updateStatus` of several objects in one store transaction, all or none (a volume claim for every volume of a
+ * spec): each judged on the object as it is at the write. Objects a first read shows nothing to change for are not
+ * written; an error thrown by a `when` ends the transaction with it.
+ */
+export async function updateStatuses(
+  store: Store,
+  now: () => Date,
+  updates: (StatusUpdate & { key: ResourceKey })[],
+): Promise<void> {
+  const seen = await Promise.all(updates.map((u) => store.get(u.key)));
+  const due = updates.filter((u, i) => {
+    const cur = seen[i];
+    if (!cur) throw new StoreError('not_found', u.key);
+    const next = nextBody(cur, u, now);
+    return next !== SKIP && next !== UNCHANGED;
   });
+  if (!due.length) return;
+  await store.write(
+    due.map((u) => ({
+      op: 'update' as const,
+      key: u.key,
+      mutate: (cur: StoredObject) => {
+        const next = nextBody(cur, u, now);
+        return next === SKIP || next === UNCHANGED ? cur.body : next;
+      },
+    })),
+  );
+}
+
+/** The body `u` makes of `cur`, or SKIP (`when` says no, or a DELETE is not to be reopened) or UNCHANGED. */
+function nextBody(
+  cur: StoredObject,
+  u: StatusUpdate,
+  now: () => Date,
+): Record<string, any> | typeof SKIP | typeof UNCHANGED {
+  if (u.when && !u.when(cur)) return SKIP;
+  if (isGone(cur) && u.to !== undefined && u.to !== 'TERMINATED' && u.to !== cur.body.status) return SKIP;
+  const body = structuredClone(cur.body);
+  let changed = false;
+  const extras = typeof u.extras === 'function' ? u.extras(cur) : (u.extras ?? {});
+  for (const [k, v] of Object.entries(extras)) {
+    if (JSON.stringify(body[k]) === JSON.stringify(v)) continue;
+    if (v === undefined) delete body[k];
+    else body[k] = v;
+    changed = true;
+  }
+  for (const [pointer, v] of Object.entries(u.spec ?? {})) {
+    const path = pointer.split('/').slice(1);
+    body.spec ??= {};
+    let at = body.spec;
+    for (const k of path.slice(0, -1)) at = at[k] ??= {};
+    const last = path[path.length - 1];
+    if (JSON.stringify(at[last]) === JSON.stringify(v)) continue;
+    if (v === undefined) delete at[last];
+    else at[last] = v;
+    changed = true;
+  }
+  if (u.to !== undefined && u.to !== body.status) {
+    withEvent(body, u.to, u.message ?? '', now());
+    changed = true;
+  }
+  return changed ? body : UNCHANGED;
 }
 
 /**

@@ -17,7 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { replicaIdPrefix, workloadKey } from '../../src/controllers/replicas.js';
+import { replicaIdPrefix, workloadKey } from '../../src/controllers/workload/replicas.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { berth } from '../berth-cli.js';
 import { inspectingDriver, removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';

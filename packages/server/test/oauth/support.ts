@@ -7,9 +7,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
-import { execJson } from '../../src/builds/daemon-exec.js';
-import { replicaIdPrefix, workloadKey } from '../../src/controllers/replicas.js';
+import { replicaIdPrefix, workloadKey } from '../../src/controllers/workload/replicas.js';
 import { sandboxPaths } from '../../src/runtime/linux/host.js';
+import { DaemonClient } from '../../src/sandbox-api/client.js';
 import {
   startUpstream,
   UPSTREAM,
@@ -151,7 +151,7 @@ export async function inReplica(
   const prefix = replicaIdPrefix(workloadKey(workspace, 'Function', fn), '').replace(/-+$/, '-');
   const id = readdirSync(join(s.dataDir, 'sandboxes')).find((i) => i.startsWith(prefix));
   assert.ok(id, `function ${fn} has a replica`);
-  const p = await execJson(sandboxPaths(s.dataDir, id).socketPath, {
+  const p = await DaemonClient.at(sandboxPaths(s.dataDir, id).socketPath).start({
     command,
     waitForCompletion: true,
     timeout: 60,

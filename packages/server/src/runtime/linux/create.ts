@@ -88,7 +88,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     hostAddress: net.hostAddress,
     specHash: req.hash,
     image: spec.image,
-    ...(spec.workspace ? { workspace: spec.workspace } : {}),
+    ...(spec.owner ? { workspace: spec.owner.workspace, owner: spec.owner } : {}),
     ...(req.image ? { rootfs: req.image.rootfs } : {}),
     socketPath: req.paths.socketPath,
     createdAt: new Date().toISOString(),

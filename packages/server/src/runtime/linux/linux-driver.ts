@@ -279,6 +279,7 @@ export class LinuxDriver implements RuntimeDriver {
       image: rec.image,
       createdAt: rec.createdAt,
       ...(ended ? { ended } : {}),
+      ...(rec.owner ? { owner: rec.owner } : {}),
     };
   }
 
@@ -418,7 +419,8 @@ export class LinuxDriver implements RuntimeDriver {
       specHash: hash,
       ...(spec.volumes.length ? { mountsPending: true } : {}),
       image: spec.image,
-      workspace: spec.workspace,
+      workspace: spec.owner?.workspace,
+      owner: spec.owner,
       socketPath: this.socketPath(id),
       createdAt: new Date().toISOString(),
     });

@@ -22,8 +22,6 @@ import { isAbsolute, join, posix } from 'node:path';
 
 /** Host directory of the loader copies (root 0711; each copy 0111, root-owned). */
 export const NODUMP_DIR = '/run/berth/bin';
-/** Where the copy appears inside a sandbox (bound read-only). */
-export const NODUMP_LOADER = '/opt/berth-bin/ld.so';
 const PT_INTERP = 3;
 /** An ELF header and its program headers fit in the first pages of any real binary. */
 const HEADER_BYTES = 64 * 1024;

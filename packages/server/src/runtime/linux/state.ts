@@ -1,5 +1,6 @@
 // The per-sandbox record `<dataDir>/sandboxes/<id>/state.json`: everything needed to find, adopt and
 // tear down a sandbox after the server restarts. It never holds envs (they may be secrets), only a hash.
+import type { InstanceOwner } from '../driver.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,8 +19,10 @@ export interface SandboxRecord {
   hostAddress: string;
   specHash: string;
   image: string;
-  /** The workspace the sandbox belongs to, as its spec said (which images a workspace has in use). */
+  /** The workspace the sandbox belongs to, as its owner said (which images a workspace has in use). */
   workspace?: string;
+  /** The object it runs for (driver.ts InstanceOwner); absent in records written before owners were. */
+  owner?: InstanceOwner;
   /** Host path of the image root the sandbox runs on (runtime/images); absent for the host userland. */
   rootfs?: string;
   socketPath: string;

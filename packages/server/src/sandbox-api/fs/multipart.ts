@@ -6,7 +6,12 @@ import type { SandboxApi } from '../context.js';
 import { badRequest, fsError, notFound, readJson, sendJson } from '../http.js';
 import { PathResolver } from '../paths.js';
 import type { Handler } from '../router.js';
-import { type MultipartCompleteRequest, parsePermissions } from '../schema.js';
+import {
+  type MultipartCompleteRequest,
+  type MultipartInitiateResponse,
+  type MultipartPartResponse,
+  parsePermissions,
+} from '../schema.js';
 import { readForm } from './form-data.js';
 import { MAX_PART_NUMBER, type Upload } from './upload-store.js';
 
@@ -17,7 +22,7 @@ export function initiateUpload(api: SandboxApi): Handler {
     const perm = parsePermissions(body?.permissions);
     if (!perm.ok) throw badRequest(perm.reason);
     const upload = await api.uploads.initiate(abs, perm.value ?? 0o644);
-    sendJson(res, 200, { uploadId: upload.uploadId, path: abs });
+    sendJson(res, 200, { uploadId: upload.uploadId, path: abs } satisfies MultipartInitiateResponse);
   };
 }
 
@@ -36,7 +41,7 @@ export function uploadPart(api: SandboxApi): Handler {
     const file = form.files.find((f) => f.field === 'file');
     if (!got || !file) throw badRequest("missing 'file' field in multipart form");
     const part = await api.uploads.recordPart(upload, partNumber, file.size);
-    sendJson(res, 200, { partNumber, etag: part.etag, size: part.size });
+    sendJson(res, 200, { partNumber, etag: part.etag, size: part.size } satisfies MultipartPartResponse);
   };
 }
 

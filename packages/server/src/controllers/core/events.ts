@@ -1,0 +1,57 @@
+// Controllers' shorthands over the status verbs of `Resources` (`updateStatus`, `recordEvent`). Those write
+// only when something would change, inside the store's transaction, so a reconcile that finds nothing to do
+// writes nothing (and does not wake itself through the watch), and a concurrent writer never fails one.
+import type { Logger } from 'pino';
+import type { Status } from '../../kinds/status.js';
+import type { Resources } from '../../store/resources.js';
+import { keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
+
+export interface ControllerDeps {
+  resources: Resources;
+  now: () => Date;
+  logger?: Logger;
+}
+
+/** Steps that only lead into another status: asking for one when already past it is a no-op. */
+const STEP_INTO: Partial<Record<Status, Status>> = { DEACTIVATING: 'DEACTIVATED', DELETING: 'TERMINATED' };
+
+/**
+ * Moves the object to `to` with an event unless it is already there or past it (for a step), and only while
+ * `when` holds for the object as it is at the write. Returns the object (written or already there), or
+ * undefined when the move did not happen (the object is gone, past the step, or `when` is false).
+ */
+export function transition(
+  deps: ControllerDeps,
+  o: ResourceKey,
+  to: Status,
+  message: string,
+  when: (cur: StoredObject) => boolean = () => true,
+): Promise<StoredObject | undefined> {
+  return deps.resources.updateStatus(keyOf(o), {
+    to,
+    message,
+    when: (cur) => STEP_INTO[to] !== cur.body.status && when(cur),
+  });
+}
+
+/** DEPLOYED follows DEPLOYING only while the object is still enabled and DEPLOYING (no PUT or DELETE meanwhile). */
+export const stillDeploying = (o: StoredObject) =>
+  o.body.spec?.enabled !== false && o.body.status === 'DEPLOYING';
+
+/** Records FAILED with `message` (a terminal error): a status change, or a new reason while already FAILED. */
+export async function recordFailure(deps: ControllerDeps, key: ResourceKey, message: string) {
+  await deps.resources.recordEvent(key, message, 'FAILED');
+}
+
+/**
+ * Records `message` as an event on the object of `w` (an agent or function), in the background: for the replica set,
+ * which says there why a workload runs fewer replicas than it asks for (its workspace's quotas).
+ */
+export function workloadEvent(deps: Pick<ControllerDeps, 'resources' | 'logger'>) {
+  return (w: { kind: string; workspace: string; name: string }, message: string) =>
+    void deps.resources
+      .recordEvent({ kind: w.kind, workspace: w.workspace, parent: '', name: w.name }, message)
+      .catch((err) =>
+        deps.logger?.warn({ err, workspace: w.workspace, name: w.name }, 'could not record an event'),
+      );
+}

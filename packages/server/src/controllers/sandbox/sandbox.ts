@@ -1,0 +1,248 @@
+// Sandboxes: spec → a running sandbox in the runtime, status and run state back into the store.
+//   DEPLOYING → (instances.start: the runtime starts it, /health answers) → DEPLOYED with state RUNNING; a start that fails is FAILED.
+//   enabled: false → DEACTIVATING → (instances.remove) → DEACTIVATED; enabled again → DEPLOYING, a fresh sandbox.
+//   DELETING → (instances.remove) → TERMINATED, kept as terminatedRetentionMs says, then the record goes.
+// A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
+// a spec update that changes what runs (its envs) starts it again. One whose processes all died is started again,
+// fresh, unless the out-of-memory killer ended them: then it is FAILED with the figures (outOfMemory).
+import { durationMs } from '../../kinds/rules.js';
+import { expiresAtMs } from '../../kinds/sandbox.js';
+import { isGone } from '../../kinds/status.js';
+import { type SandboxEnd, type SandboxSpec, specHash, type VolumeMount } from '../../runtime/driver.js';
+import { ImageError } from '../../runtime/images/errors.js';
+import type { ImageStore } from '../../runtime/images/image-store.js';
+import type { Instances, OwnerRegistration } from '../../runtime/instances.js';
+import { sandboxId } from '../../runtime/sandbox-id.js';
+import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../../store/store.js';
+import { type ControllerDeps, stillDeploying, transition } from '../core/events.js';
+import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
+import { DONE, type Reconciler, type ReconcileResult, TerminalError } from '../core/reconciler.js';
+import {
+  sandboxRuntimeSpec,
+  unappliedRuntimeFields,
+  unenforcedNote,
+  withImage,
+  withImageNow,
+} from './sandbox-spec.js';
+import { attachVolumes, detachVolumes, holderName, VolumeNotReady } from '../volume/volume-attach.js';
+
+/** Kept after its expiry ended it, so a client polling the sandbox sees TERMINATED rather than a bare 404. */
+export const DEFAULT_TERMINATED_RETENTION = '5m';
+
+/**
+ * How long a TERMINATED sandbox keeps its record (decision 047): `lifecycle.terminatedRetention` when set; else
+ * DEFAULT_TERMINATED_RETENTION for one its own expiry ended (its clients read TERMINATED after its time), and none
+ * for one a DELETE ended before its time (the service's SDK reads 404 right after deleting, and the name is free).
+ */
+export function terminatedRetentionMs(body: any): number {
+  const set = body.spec?.lifecycle?.terminatedRetention;
+  if (set !== undefined) return durationMs(set) ?? 0;
+  const events: { status?: string; time?: string }[] = body.events ?? [];
+  const deleting = Date.parse([...events].reverse().find((e) => e.status === 'DELETING')?.time ?? '');
+  const at = Number.isFinite(deleting) ? expiresAtMs(body, deleting) : undefined;
+  return at !== undefined && at <= deleting ? (durationMs(DEFAULT_TERMINATED_RETENTION) ?? 0) : 0;
+}
+/** How often a live sandbox is looked at again, so one whose processes all died is started again. */
+export const LIVE_RECHECK_MS = 30_000;
+/** How often a sandbox waiting for its volume to be created looks again (a volume is made in ~50 ms). */
+export const VOLUME_WAIT_MS = 200;
+
+export interface SandboxControllerDeps extends ControllerDeps {
+  /** Where sandboxes start and go (the runtime behind it: `instances.driver`). */
+  instances: Instances;
+  /** Where `spec.runtime.image` is resolved, in the sandbox's workspace, before the runtime gets its id. */
+  images: ImageStore;
+}
+
+const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
+
+/** Milliseconds from the last DEPLOYING event (or the creation) to the DEPLOYED event just written. */
+function deployMs(o: StoredObject): number | undefined {
+  const events: { status?: string; time?: string }[] = o.body.events ?? [];
+  const from =
+    [...events].reverse().find((e) => e.status === 'DEPLOYING')?.time ?? o.body.metadata?.createdAt;
+  const ms = Date.parse(events.at(-1)?.time ?? '') - Date.parse(from ?? '');
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
+  const { resources, instances, images } = deps;
+  const driver = instances.driver;
+  const owner = (o: StoredObject) =>
+    ({ kind: 'Sandbox', workspace: o.workspace, name: o.name, role: 'sandbox' }) as const;
+  /** One info line per lifecycle step: workspace and name only (the spec may hold secrets). */
+  const log = (o: StoredObject, msg: string, extra: Record<string, unknown> = {}) =>
+    deps.logger?.info({ workspace: o.workspace, name: o.name, ...extra }, msg);
+
+  async function start(o: StoredObject, id: string, signal: AbortSignal): Promise<ReconcileResult> {
+    if (o.body.status === 'DEPLOYED') {
+      const d = await transition(deps, o, 'DEPLOYING', 'the sandbox had stopped; starting it again', enabled);
+      if (!d) return DONE;
+    }
+    let spec: SandboxSpec;
+    try {
+      // Before anything is claimed: a pull can take long, and an image that cannot be had fails here.
+      spec = await withImage(
+        images,
+        o.workspace,
+        await sandboxRuntimeSpec(resources, o.workspace, o.body.spec),
+      );
+    } catch (err) {
+      if (!(err instanceof ImageError)) throw err;
+      throw new TerminalError(`the sandbox could not start: ${err.message}`);
+    }
+    const holder = holderName('sandbox', o.name);
+    let volumes: VolumeMount[];
+    try {
+      // Before anything starts: a sandbox never runs without the mounts its spec names.
+      volumes = await attachVolumes(resources, driver, o.workspace, holder, o.body.spec?.volumes ?? []);
+    } catch (err) {
+      if (!(err instanceof VolumeNotReady)) throw err;
+      await resources.recordEvent(keyOf(o), `waiting: ${err.message}`);
+      return { requeueAfterMs: VOLUME_WAIT_MS };
+    }
+    try {
+      await instances.start({ id, spec: { ...spec, volumes }, owner: owner(o), signal });
+    } catch (err) {
+      await detachVolumes(resources, o.workspace, holder);
+      if (signal.aborted) throw err;
+      throw new TerminalError(`the sandbox could not start: ${(err as Error).message}`);
+    }
+    // Only while still DEPLOYING and enabled: a DELETE or a deactivation that landed during a slow start wins,
+    // and the reconcile its write queued releases the sandbox just started.
+    const d = await resources.updateStatus(keyOf(o), {
+      to: 'DEPLOYED',
+      message: `deployed: sandbox running${unenforcedNote(o.body.spec)}`,
+      extras: {
+        state: 'RUNNING',
+        lastUsedAt: deps.now().toISOString(),
+        // Its TTL counts from the first time it ran (kinds/sandbox.ts expiresAtMs), not from each restart.
+        readyAt: o.body.readyAt ?? deps.now().toISOString(),
+      },
+      when: stillDeploying,
+    });
+    if (!d) return DONE;
+    log(d, 'sandbox deployed', { ms: deployMs(d) });
+    const unapplied = unappliedRuntimeFields(o.body.spec);
+    if (unapplied) await resources.recordEvent(keyOf(o), unapplied);
+    return { requeueAfterMs: LIVE_RECHECK_MS };
+  }
+
+  /**
+   * A running sandbox ended by the out-of-memory killer is FAILED, not started again: by then the kernel had ended
+   * every process of the user's (they go first, runtime/linux/launch.ts), so what held the memory was the
+   * daemon or the files of the writable layer, and a fresh sandbox would silently lose those files (and, doing the
+   * same again, end the same way). Its memory (the layer) and volumes are released; a spec update starts it again.
+   */
+  async function outOfMemory(o: StoredObject, id: string, end: SandboxEnd): Promise<ReconcileResult> {
+    await instances.remove(id);
+    await detachVolumes(resources, o.workspace, holderName('sandbox', o.name));
+    const d = await resources.updateStatus(keyOf(o), {
+      to: 'FAILED',
+      message: outOfMemoryMessage(end),
+      extras: { state: undefined },
+      when: (cur) => cur.body.status === 'DEPLOYED',
+    });
+    if (d) log(d, 'sandbox ran out of memory', { oomKills: end.oomKills });
+    return DONE;
+  }
+
+  return {
+    async reconcile(key, signal): Promise<ReconcileResult> {
+      let o = await resources.store.get(key);
+      if (!o) return DONE;
+      const id = sandboxId(key.workspace, key.name);
+      // The volumes are free for another holder only once no process of this sandbox can write them.
+      const release = async () => {
+        await instances.remove(id);
+        await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
+      };
+      if (isGone(o))
+        return finishDeletion(deps, o, {
+          release,
+          message: 'terminated: processes stopped and files released',
+          extras: { state: undefined },
+          retentionMs: terminatedRetentionMs(o.body),
+          done: (t) => log(t, 'sandbox terminated'),
+        });
+      if (!enabled(o)) {
+        await deactivate(deps, o, {
+          release,
+          message: 'deactivated: processes stopped and files released',
+          extras: { state: undefined },
+          done: (d) => log(d, 'sandbox deactivated'),
+        });
+        return DONE;
+      }
+      // FAILED stays until the spec changes (a PUT moves it back to DEPLOYING).
+      if (o.body.status === 'FAILED') {
+        // Whatever it claimed is released (a start that failed after attaching, a restart mid-way).
+        await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
+        return DONE;
+      }
+      if (o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING') {
+        o = await transition(deps, o, 'DEPLOYING', 'enabled again', enabled);
+        if (!o) return DONE;
+      }
+      const info = await driver.inspect(id);
+      if (info?.state === 'dead' && info.ended?.oomKills && o.body.status === 'DEPLOYED')
+        return outOfMemory(o, id, info.ended);
+      if (!info || info.state === 'dead') return start(o, id, signal);
+      if (o.body.status !== 'DEPLOYED') {
+        // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
+        // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
+        const spec = await sandboxRuntimeSpec(resources, o.workspace, o.body.spec);
+        // What the name stands for in the workspace now (an image not had yet is a change: start pulls it).
+        const now = withImageNow(images, o.workspace, spec);
+        if (!now || info.specHash !== specHash(now)) return start(o, id, signal);
+        // The egress policy applies at once, to running processes too (connections it no longer allows close).
+        await driver.setEgress(id, spec.egress);
+        const d = await resources.updateStatus(key, {
+          to: 'DEPLOYED',
+          message: `deployed: sandbox running (kept as it was)${unenforcedNote(o.body.spec)}`,
+          extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
+          when: stillDeploying,
+        });
+        if (d) log(d, 'sandbox deployed', { ms: deployMs(d), adopted: true });
+      } else if (o.body.spec?.network) {
+        // Records never hold routing secrets: after a restart the runtime has the policy without them until
+        // this puts them back (a no-op when the runtime's policy is already this one).
+        await driver.setEgress(id, (await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)).egress);
+      }
+      return { requeueAfterMs: LIVE_RECHECK_MS };
+    },
+  };
+}
+
+const mb = (bytes: number) => Math.round(bytes / (1024 * 1024));
+
+/** The FAILED event of a sandbox the out-of-memory killer ended: what happened, with the figures, and what to do. */
+export function outOfMemoryMessage(end: SandboxEnd): string {
+  const files =
+    end.diskUsedBytes === undefined
+      ? ''
+      : `; its files took ${mb(end.diskUsedBytes)} MB of it (what is written to /home/user, /tmp, /workspace, /var and /run/berth is held in memory)`;
+  return (
+    `out of memory: the sandbox used all of its ${mb(end.memoryLimitBytes)} MB and the kernel ended its processes ` +
+    `(${end.oomKills} killed), the sandbox's API daemon with them${files}. Its processes and files are gone. ` +
+    'To start it again, update its spec (it starts fresh, with the same memory), or create it anew with more ' +
+    'memory (spec.runtime.memory)'
+  );
+}
+
+/**
+ * Sandboxes as the owner of their runtime instances (runtime/instances.ts): an instance is wanted while a Sandbox
+ * object of its name exists in its workspace, whatever its status (its own reconcile releases it). One left by a
+ * sandbox deleted while the server was down, or by a crash between removal and the record's deletion, is not.
+ */
+export function sandboxOwner(store: Store): OwnerRegistration {
+  return {
+    kinds: ['Sandbox'],
+    // Sandbox ids are `<workspace>.<name>` or `h-<hash>` (runtime/sandbox-id.ts): no other owner's ids are.
+    legacyRole: (id) => (id.includes('.') || id.startsWith('h-') ? 'sandbox' : undefined),
+    async keep() {
+      const objects = await store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' });
+      return objects.map((o) => sandboxId(o.workspace, o.name));
+    },
+  };
+}

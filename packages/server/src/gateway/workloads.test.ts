@@ -1,0 +1,204 @@
+// The workload gateway through the gateway's one pipeline (startGateway on a plain HTTP server), in front of the
+// replica set on the fake runtime with a stand-in daemon per instance, whose replicas' ports are a real HTTP app on a
+// loopback address: a request reaches the agent's replica, counted in its load while it lasts; from zero, ONE
+// replica is started for concurrent requests; a replica whose port refuses connections is dropped and the request
+// goes to another; a private agent needs a credential, a public one not; an idle replica goes to standby through the
+// one idle sweeper and a request wakes it.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { createAuth } from '../auth/index.js';
+import { APP_PORT, ReplicaSet, type RevisionRun, type Workload } from '../controllers/workload/replicas.js';
+import { SecretBox } from '../crypto/secret-box.js';
+import { KINDS } from '../kinds/index.js';
+import { Instances } from '../runtime/instances.js';
+import { Resources } from '../store/resources.js';
+import { SqliteStore } from '../store/sqlite.js';
+import { DaemonDriver } from '../test-support/fake-daemon.js';
+import { startGateway } from './index.js';
+
+const RUN: RevisionRun = {
+  id: 'r1',
+  appDir: '/nonexistent/app',
+  start: 'node app.js',
+  memoryMb: 256,
+  envs: {},
+  minScale: 0,
+  maxScale: 2,
+  volumes: [],
+};
+/** Loopback addresses of this test's replicas: apart from other processes' (by pid) and from each other. */
+const LOOPBACK = 2 + ((process.pid * 7) % 200);
+const address = (n: number) => `127.0.${LOOPBACK}.${n}`;
+
+/** The app every replica runs: answers its path; `hold` keeps an answer back until released. */
+async function app(at: string, hold?: Promise<void>): Promise<{ close(): void }> {
+  const s: Server = createServer(async (req, res) => {
+    if (hold && req.url?.startsWith('/slow')) await hold;
+    res.end(JSON.stringify({ path: req.url }));
+  });
+  await new Promise<void>((r) => s.listen(APP_PORT, at, r));
+  return {
+    close() {
+      s.close();
+      s.closeAllConnections();
+    },
+  };
+}
+
+async function setup(
+  opts: { addressOf?: (id: string) => string; standbyAfterS?: number; isPublic?: boolean } = {},
+) {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-wlgw-'));
+  const logger = pino({ level: 'silent' });
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  const auth = await createAuth({ store, dataDir: dir, logger });
+  const { adminKey } = await auth.bootstrap();
+  const resources = new Resources(store, KINDS, new SecretBox(randomBytes(32)), { regions: ['local'] });
+  await resources.create(
+    resources.kind('Agent'),
+    { workspace: 'default', parents: [], actor: 't' },
+    { metadata: { name: 'bot' }, spec: {} },
+  );
+  const driver = new DaemonDriver({ address: opts.addressOf ?? (() => address(1)) });
+  const replicas = new ReplicaSet({ instances: new Instances({ driver }) });
+  await replicas.deploy(
+    { workspace: 'default', kind: 'Agent', name: 'bot', public: opts.isPublic === true },
+    RUN,
+  );
+  const server = createServer((_req, res) => res.writeHead(404).end());
+  const gateway = await startGateway({
+    server,
+    resources,
+    driver,
+    authenticator: auth.authenticator,
+    logger,
+    standbyAfterS: opts.standbyAfterS ?? 3600,
+    workloads: { replicas },
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/run/default/agents/bot`;
+  return {
+    driver,
+    replicas,
+    w: () => replicas.get('default', 'Agent', 'bot') as Workload,
+    call: (path: string, key: string | null | undefined = adminKey) =>
+      fetch(`${base}${path}`, { headers: key ? { authorization: `Bearer ${key}` } : {} }),
+    async close() {
+      await gateway.close();
+      server.close();
+      await replicas.remove('default', 'Agent', 'bot');
+      await driver.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe('the workload gateway', () => {
+  it("sends a request to the agent's replica, counted in the replica's load while it lasts", async () => {
+    let release!: () => void;
+    const s = await app(address(1), new Promise<void>((r) => (release = r)));
+    const env = await setup();
+    try {
+      const r = env.w().replicas[0];
+      const answer = env.call('/slow?x=1');
+      for (let i = 0; i < 200 && r.inflight === 0; i++) await new Promise((x) => setTimeout(x, 5));
+      assert.equal(r.inflight, 1, 'reported in flight');
+      release();
+      const res = await answer;
+      assert.equal(res.status, 200);
+      assert.deepEqual(await res.json(), { path: '/slow?x=1' });
+      assert.equal(r.inflight, 0);
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+
+  it('starts ONE replica from zero for the requests that wait for it, and they are answered by it', async () => {
+    const s = await app(address(1));
+    const env = await setup();
+    try {
+      await env.replicas.scaleIn(env.w(), env.w().replicas[0]);
+      const before = env.driver.creations;
+      const answers = await Promise.all([1, 2, 3].map((i) => env.call(`/q${i}`)));
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        [200, 200, 200],
+      );
+      assert.equal(env.driver.creations - before, 1);
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+
+  it('drops a replica whose port refuses connections and sends the request to another', async () => {
+    // The first replica's address has nothing listening; those started after it have the app.
+    let n = 0;
+    const addrs = new Map<string, string>();
+    const s = await app(address(3));
+    const env = await setup({
+      addressOf: (id) => {
+        if (!addrs.has(id)) addrs.set(id, address(n++ === 0 ? 2 : 3));
+        return addrs.get(id) as string;
+      },
+    });
+    try {
+      const dead = env.w().replicas[0];
+      const res = await env.call('/hello');
+      assert.equal(res.status, 200);
+      assert.equal(dead.gone, true, 'the dead replica is dropped');
+      assert.equal(await env.driver.inspect(dead.id), undefined);
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+
+  it('asks a private agent’s caller for a credential; a public agent answers anyone', async () => {
+    const s = await app(address(1));
+    try {
+      const priv = await setup();
+      try {
+        assert.equal((await priv.call('/', null)).status, 401);
+      } finally {
+        await priv.close();
+      }
+      const pub = await setup({ isPublic: true });
+      try {
+        assert.equal((await pub.call('/', null)).status, 200);
+      } finally {
+        await pub.close();
+      }
+    } finally {
+      s.close();
+    }
+  });
+
+  it('puts an idle replica to standby through the one idle sweeper, and a request wakes it', async () => {
+    const s = await app(address(1));
+    const env = await setup({ standbyAfterS: 0.2 });
+    try {
+      const r = env.w().replicas[0];
+      let state = '';
+      for (let i = 0; i < 200 && state !== 'frozen'; i++) {
+        await new Promise((x) => setTimeout(x, 10));
+        state = (await env.driver.inspect(r.id))?.state ?? '';
+      }
+      assert.equal(state, 'frozen', 'in standby');
+      assert.equal((await env.call('/')).status, 200);
+      assert.equal((await env.driver.inspect(r.id))?.state, 'running', 'woken by the request');
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+});
