@@ -4,6 +4,7 @@ import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
 import { benchApi } from './api/bench.mjs';
+import { benchFuzz } from './api/fuzz.mjs';
 import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
@@ -28,6 +29,7 @@ const all = {
   'sandbox-images': benchImages,
   'sandbox-egress': benchEgress,
   jobs: benchJobs,
+  fuzz: benchFuzz,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

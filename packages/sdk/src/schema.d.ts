@@ -1457,6 +1457,11 @@ export interface components {
                 message: string;
             }[];
         };
+        ListMeta: {
+            hasMore: boolean;
+            /** @description absent on the last page */
+            nextCursor?: string;
+        };
         Policy: {
             metadata: {
                 name: string;
@@ -5743,6 +5748,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5886,6 +5893,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5974,6 +5983,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6117,6 +6128,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6239,6 +6252,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6377,6 +6392,8 @@ export interface operations {
                 subject?: string;
             };
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6763,6 +6780,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7007,6 +7026,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7132,6 +7153,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7257,6 +7280,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };

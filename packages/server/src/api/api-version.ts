@@ -24,7 +24,7 @@ export const LIST_ENVELOPE_SINCE = '2026-04-28';
  * Lists the service itself keeps as bare arrays in every version, because its SDK maps the answer as an array:
  * a sandbox's previews and a preview's tokens.
  */
-const BARE_IN_EVERY_VERSION = new Set(['Preview', 'PreviewToken']);
+export const BARE_IN_EVERY_VERSION: ReadonlySet<string> = new Set(['Preview', 'PreviewToken']);
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 

@@ -32,6 +32,8 @@ export interface ExtraOperation {
   params?: Record<string, TSchema>;
   /** A list served by api/pagination.ts: limit, cursor and labels, next-page headers. */
   paged?: boolean;
+  /** A whole list answered through api-version.ts answerList: its shape follows Blaxel-Version (decision 019). */
+  versioned?: boolean;
   response?: TSchema;
   responseType?: string;
   responseDescription?: string;
@@ -369,6 +371,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/service_accounts': {
     get: {
       operationId: 'listServiceAccounts',
+      versioned: true,
       role: 'admin',
       summary: 'List service accounts',
       tag: SA,
@@ -410,6 +413,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   [SA_KEYS]: {
     get: {
       operationId: 'listApiKeys',
+      versioned: true,
       role: 'admin',
       summary: 'List the API keys of a service account',
       tag: SA,
@@ -437,6 +441,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces': {
     get: {
       operationId: 'listWorkspaces',
+      versioned: true,
       role: 'none',
       summary: 'Workspaces the caller belongs to',
       tag: 'Workspace',
@@ -472,6 +477,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/members': {
     get: {
       operationId: 'listMembers',
+      versioned: true,
       summary: 'Members of a workspace',
       tag: 'Workspace',
       response: Type.Array(Member),
@@ -507,6 +513,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/invitations': {
     get: {
       operationId: 'listWorkspaceInvitations',
+      versioned: true,
       role: 'admin',
       summary: 'Pending invitations of a workspace (admin)',
       tag: 'Workspace',
@@ -550,6 +557,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/invitations': {
     get: {
       operationId: 'listMyInvitations',
+      versioned: true,
       role: 'none',
       summary:
         'Pending invitations addressed to the caller (or to ?subject= for an admin of its home workspace)',
@@ -658,6 +666,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   [VERSIONS]: {
     get: {
       operationId: 'listVolumeTemplateVersions',
+      versioned: true,
       summary: 'Versions of a volume template',
       tag: 'VolumeTemplate',
       requiresKind: 'VolumeTemplate',

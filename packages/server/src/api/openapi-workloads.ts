@@ -94,6 +94,7 @@ function codePaths(): ExtraPaths {
       get: {
         ...base,
         operationId: `list${kind}Revisions`,
+        versioned: true,
         summary: `Built revisions of the ${kind.toLowerCase()}`,
         response: Type.Array(Revision),
       },

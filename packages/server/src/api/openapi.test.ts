@@ -212,6 +212,32 @@ describe('GET /v0/openapi.json', () => {
     await call('DELETE', '/service_accounts/{clientId}', one);
   });
 
+  it('documents the shape each list answers for Blaxel-Version 2026-04-28: the envelope where it is one (fuzzer finding)', async () => {
+    const deref: any = await SwaggerParser.dereference(structuredClone(doc));
+    const ajv = addFormats(new Ajv({ strict: false }));
+    let enveloped = 0;
+    for (const [path, item] of Object.entries<any>(deref.paths)) {
+      const ok = item.get?.responses?.['200'];
+      if (path.includes('{') || ok?.content?.['application/json']?.schema?.type !== 'array') continue;
+      const r = await s.api(path, { headers: { 'blaxel-version': '2026-04-28' } });
+      assert.equal(r.status, 200, path);
+      const body = await r.json();
+      const versioned = ok['x-berth-versions']?.['2026-04-28'];
+      if (Array.isArray(body)) {
+        assert.equal(versioned, undefined, `${path} answers a bare array but documents an envelope`);
+        continue;
+      }
+      assert.ok(
+        versioned,
+        `${path} answers ${JSON.stringify(body).slice(0, 100)} and documents only an array`,
+      );
+      const valid = ajv.validate(versioned.content['application/json'].schema, body);
+      assert.ok(valid, `${path}: ${ajv.errorsText()}`);
+      enveloped++;
+    }
+    assert.ok(enveloped >= 10, `${enveloped} lists answered an envelope`);
+  });
+
   it('is self-contained: every $ref points inside the document and no $id is left', () => {
     const text = JSON.stringify(doc);
     assert.ok(!text.includes('"$id"'));

@@ -11,6 +11,7 @@ import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-ext
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
+import { BARE_IN_EVERY_VERSION, LIST_ENVELOPE_SINCE } from './api-version.js';
 
 export const ProblemSchema = Type.Object(
   {
@@ -63,6 +64,33 @@ export const WriteWarningsSchema = Type.Object(
 );
 
 type Method = 'get' | 'post' | 'put' | 'delete';
+
+/**
+ * Response field of a list whose shape follows `Blaxel-Version` (decision 019): the version date → the answer of
+ * that version and later. The 200 schema beside it is the baseline's bare array; an SDK generated from the document
+ * keeps that type, and a client (or a test) that sends the header reads its shape here.
+ */
+export const VERSIONS_EXTENSION = 'x-berth-versions';
+
+const ListMetaSchema = Type.Object(
+  {
+    hasMore: Type.Boolean(),
+    nextCursor: Type.Optional(Type.String({ description: 'absent on the last page' })),
+  },
+  { $id: 'ListMeta' },
+);
+
+/** The list's answer per version, for a list whose items are `items`. */
+const versionsOf = (items: JsonSchema) => ({
+  [LIST_ENVELOPE_SINCE]: {
+    description: 'the list as an envelope: its items in `data`, paging in `meta`',
+    content: json({
+      type: 'object',
+      required: ['data', 'meta'],
+      properties: { data: { type: 'array', items }, meta: schemaRef('ListMeta') },
+    }),
+  },
+});
 
 /**
  * Operation field naming the least role the caller needs in the workspace the request addresses (absent: the
@@ -183,6 +211,10 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       responses: ok(`${plural}, ordered by name`, { type: 'array', items: outRef }, PAGE_HEADERS),
     },
   };
+  if (!BARE_IN_EVERY_VERSION.has(kd.kind))
+    ((coll.get as { responses: Record<string, object> }).responses['200'] as Record<string, unknown>)[
+      VERSIONS_EXTENSION
+    ] = versionsOf(outRef);
   const readRole = kd.readRole ?? 'viewer';
   const writeRole = kd.writeRole ?? 'member';
   (coll.get as Record<string, unknown>)[ROLE_EXTENSION] = readRole;
@@ -264,8 +296,9 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
       schema: c.inline(schema),
       ...(schema.description ? { description: schema.description } : {}),
     });
-  if (op.paged)
-    params.push(paramRef('limit'), paramRef('cursor'), paramRef('labels'), paramRef('apiVersion'));
+  if (op.paged) params.push(paramRef('limit'), paramRef('cursor'), paramRef('labels'));
+  const versioned = (op.paged || op.versioned) && !BARE_IN_EVERY_VERSION.has(op.tag);
+  if (op.paged || versioned) params.push(paramRef('apiVersion'));
   if (!op.public) params.push(paramRef('workspace'));
   const content: Record<string, unknown> = {};
   if (op.body) {
@@ -274,6 +307,9 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
     if (op.formBody) content['application/x-www-form-urlencoded'] = { schema };
   }
   const role = op.public ? 'none' : (op.role ?? (method === 'get' ? 'viewer' : 'member'));
+  const response = op.response && c.inline(op.response);
+  if (versioned && response?.type !== 'array')
+    throw new Error(`${method.toUpperCase()} ${path} is a versioned list but does not answer an array`);
   return {
     ...(role !== 'none' ? { [ROLE_EXTENSION]: role } : {}),
     operationId: op.operationId,
@@ -286,9 +322,8 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
       [String(op.status ?? 200)]: {
         description: op.responseDescription ?? op.summary,
         ...(op.paged || op.body ? { headers: op.paged ? PAGE_HEADERS : WARNING_HEADER } : {}),
-        ...(op.response
-          ? { content: { [op.responseType ?? 'application/json']: { schema: c.inline(op.response) } } }
-          : {}),
+        ...(response ? { content: { [op.responseType ?? 'application/json']: { schema: response } } } : {}),
+        ...(versioned ? { [VERSIONS_EXTENSION]: versionsOf(response?.items) } : {}),
       },
       ...(op.errorBody ? errorsAs(op.errorBody, c) : ERROR_RESPONSES),
     },
@@ -303,6 +338,7 @@ export function buildOpenApiDocument(
   const c = new SchemaCollector();
   c.named(ProblemSchema);
   c.named(WriteWarningsSchema);
+  c.named(ListMetaSchema);
   const paths: Record<string, Record<string, unknown>> = {};
   for (const kd of kinds) kindPaths(kd, c, paths);
   const served = new Set(kinds.map((k) => k.kind));
