@@ -20,6 +20,7 @@ import { type Config, regionNames } from './config.js';
 import { startControllers } from './controllers/index.js';
 import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
+import { SandboxFaultWatch, sayEgressProxy } from './controllers/sandbox-faults.js';
 import { ScheduleRunner } from './controllers/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
 import { existingArchive } from './runtime/volume-archives.js';
@@ -155,7 +156,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       onEgressEvent: (e) => {
         if (e.type === 'audit') logger.info({ egress: e.line }, 'egress');
         else if (e.type === 'request') logger.info({ egress: e.request }, 'egress request');
-        else logger.debug({ dns: e.decision }, 'egress dns');
+        else if (e.type === 'proxy') {
+          logger.warn({ proxy: e.state, sandboxes: e.sources.length }, `egress proxy ${e.state}`);
+          void sayEgressProxy({ resources, driver }, e).catch((err) =>
+            logger.warn({ err }, 'could not record the egress proxy event'),
+          );
+        } else logger.debug({ dns: e.decision }, 'egress dns');
       },
     }),
   );
@@ -183,7 +189,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     logger,
     waitHealthy,
     quota: quotas,
-    onCapped: workloadEvent({ resources, logger }),
+    onEvent: workloadEvent({ resources, logger }),
   });
   const uploads = new CodeUploads({ resources, code, baseUrl });
   const callbacks = new Callbacks({ resources, logger, outbound });
@@ -361,6 +367,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   workloads.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
+  const faults = new SandboxFaultWatch({
+    resources,
+    driver,
+    logger,
+    sweepMs: config.faultCheckS && config.faultCheckS * 1000,
+  });
+  faults.start();
   const schedules = new ScheduleRunner({
     resources,
     logger,
@@ -387,6 +400,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       callbacks.stop();
       await jobs.stop();
       await expiry.stop();
+      await faults.stop();
       await controllers.stop();
       await app.close();
       await driver.close();

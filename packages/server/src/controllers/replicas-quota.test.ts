@@ -82,7 +82,7 @@ describe('replicas under the workspace quotas', () => {
       driver: new OneSocketDriver(socket),
       waitHealthy: async () => undefined,
       quota: ledger,
-      onCapped: workloadEvent({ resources }),
+      onEvent: workloadEvent({ resources }),
     });
   });
   after(async () => {

@@ -23,6 +23,7 @@ import { keyOf, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
+import { stoppedMessage } from './sandbox-faults.js';
 import { waitHealthy } from './sandbox-health.js';
 import {
   sandboxRuntimeSpec,
@@ -65,7 +66,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
 
   async function start(o: StoredObject, id: string, signal: AbortSignal): Promise<ReconcileResult> {
     if (o.body.status === 'DEPLOYED') {
-      const d = await transition(deps, o, 'DEPLOYING', 'the sandbox had stopped; starting it again', enabled);
+      const d = await transition(deps, o, 'DEPLOYING', await stoppedMessage(driver, id), enabled);
       if (!d) return DONE;
     }
     let spec: SandboxSpec;

@@ -246,6 +246,8 @@ export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
         signal: abort,
         headersTimeoutMs: gw.upstreamTimeoutMs,
         bodyTimeoutMs: gw.upstreamTimeoutMs,
+        onUnreachable: (connection, err, more) =>
+          gw.unreachable.note(ep.workspace, ep.name, connection, err, more),
       });
       if (fwd.fellBackFrom.length)
         req.log.info(
