@@ -24,7 +24,7 @@ export function completionTable(root: Command): Map<string, { subs: string[]; fl
 /** Words completed where a command wants a value, by command path. */
 const ARGUMENT_WORDS = (): Record<string, string[]> => {
   const kinds = [...new Set(KINDS.flatMap((k) => [k.plural, ...(k.aliases ?? [])]))].sort();
-  return { get: [...kinds, 'quotas'].sort(), delete: kinds, completion: ['bash', 'zsh'] };
+  return { get: [...kinds, 'quotas'].sort(), delete: kinds, debug: kinds, completion: ['bash', 'zsh'] };
 };
 
 /** Only what a word list may hold; nothing that a shell would interpret inside single quotes. */

@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { registerApply } from './apply.js';
 import { registerCompletion } from './completion.js';
+import { registerDebug } from './debug.js';
 import { registerDelete } from './delete.js';
 import { registerDeploy } from './deploy.js';
 import { registerGet } from './get.js';
@@ -60,6 +61,7 @@ export async function main(argv: string[]) {
   registerWorkloads(program);
   registerUsage(program);
   registerStatus(program);
+  registerDebug(program);
   registerCompletion(program);
   await program.parseAsync(argv);
 }

@@ -8,6 +8,7 @@ import { registerMetrics } from './api/metrics.js';
 import { metricsAccess } from './api/metrics-access.js';
 import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
+import * as debug from './api/debug.js';
 import * as egressUsage from './api/egress-usage.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
@@ -227,6 +228,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
       registerWorkloadLogRoutes(v0, { resources, replicas, driver });
+      debug.register(v0, { resources, replicas, driver }, KINDS);
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });

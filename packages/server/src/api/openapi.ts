@@ -1,6 +1,6 @@
 // The OpenAPI 3.1 document of /v0, generated from the same TypeBox schemas the server validates with:
-// five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts` and
-// `openapi-workloads.ts`.
+// five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts`,
+// `openapi-workloads.ts` and the debug read-out of every kind with a status (`debug-report.ts`).
 // The SDK's types are generated from this document (packages/sdk/scripts/generate.mjs).
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -9,6 +9,7 @@ import type { KindDescriptor } from '../kinds/types.js';
 import type { Problem as WireProblem } from '../errors.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
+import { debugPaths } from './debug-report.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
 import { BARE_IN_EVERY_VERSION, LIST_ENVELOPE_SINCE } from './api-version.js';
@@ -333,7 +334,7 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
 /** The whole document. Pure: no server, no I/O (the SDK generator calls it on the built package). */
 export function buildOpenApiDocument(
   kinds: KindDescriptor[],
-  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS },
+  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS, ...debugPaths(kinds) },
 ) {
   const c = new SchemaCollector();
   c.named(ProblemSchema);

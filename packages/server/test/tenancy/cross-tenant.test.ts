@@ -24,8 +24,11 @@ const OUTSIDE = new Set([
   '/oauth/token',
   '/uploads/:token',
 ]);
-/** Fields that change by themselves between two reads (decorations, run state, usage counters). */
-const VOLATILE = new Set(['lastUsedAt', 'expiresIn', 'expired', 'state']);
+/**
+ * Fields that change by themselves between two reads (decorations, run state, usage counters, and what a debug
+ * read-out measures now: its instances' figures, the cause it names from them, how long it took).
+ */
+const VOLATILE = new Set(['lastUsedAt', 'expiresIn', 'expired', 'state', 'instances', 'cause', 'tookMs']);
 const DENIED = [401, 403, 404];
 const UPGRADE = {
   connection: 'Upgrade',
