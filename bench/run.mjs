@@ -14,6 +14,7 @@ import { benchExec } from './sandboxes/exec.mjs';
 import { benchVolumes } from './sandboxes/volumes.mjs';
 import { benchImages } from './sandboxes/images.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
+import { benchStandbyCycles } from './sandboxes/standby-cycles.mjs';
 
 const all = {
   api: benchApi,
@@ -30,6 +31,7 @@ const all = {
   'sandbox-egress': benchEgress,
   jobs: benchJobs,
   fuzz: benchFuzz,
+  'standby-cycles': benchStandbyCycles,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

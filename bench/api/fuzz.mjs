@@ -2,8 +2,8 @@
 // BENCH_FUZZ_SEED to replay one). Prints what it sent and what went wrong (goal: no 5xx, no failure), and the time
 // per fuzzed request (each write is bracketed by the reads that check it changed nothing when refused) beside the
 // same-run baseline of the cheapest authenticated read.
-import { spawn } from 'node:child_process';
 import { header, row } from '../lib/report.mjs';
+import { runTsReport } from '../lib/ts-runner.mjs';
 
 const RUNS = Number(process.env.BENCH_FUZZ_RUNS ?? 10_000);
 const SEED = Number(process.env.BENCH_FUZZ_SEED ?? Date.now() % 100_000);
@@ -11,17 +11,7 @@ const RUNNER = new URL('../../packages/server/test/fuzz/run.ts', import.meta.url
 
 export async function benchFuzz() {
   header(`API fuzzer: ${RUNS} requests from GET /v0/openapi.json, seed ${SEED}`);
-  const child = spawn(process.execPath, ['--import', 'tsx', RUNNER], {
-    env: { ...process.env, FUZZ_RUNS: String(RUNS), FUZZ_SEED: String(SEED) },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  child.stdout.on('data', (d) => {
-    out += d;
-  });
-  const code = await new Promise((r) => child.once('exit', r));
-  if (code !== 0) throw new Error(`the fuzzer exited with ${code}`);
-  const r = JSON.parse(out.trim().split('\n').at(-1));
+  const r = await runTsReport(RUNNER, { FUZZ_RUNS: String(RUNS), FUZZ_SEED: String(SEED) });
   console.log(`statuses: ${JSON.stringify(r.byStatus)}`);
   row(
     'fuzz: requests answered (baseline: sent)',

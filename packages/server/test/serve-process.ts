@@ -4,10 +4,16 @@ import { join } from 'node:path';
 
 const BIN = join(import.meta.dirname, '../../cli/bin/berth.mjs');
 
-/** Starts `berth serve` on a free port; resolves with its URL once it listens (rejects if it exits first). */
-export async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+/**
+ * Starts `berth serve` on a free port (`env`: settings of its own); resolves with its URL once it listens (rejects
+ * if it exits first).
+ */
+export async function serve(
+  dataDir: string,
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-    env: { ...process.env, BERTH_LOG_LEVEL: 'warn' },
+    env: { ...process.env, BERTH_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
