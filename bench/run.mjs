@@ -3,6 +3,7 @@
 import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
+import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchApi } from './api/bench.mjs';
 import { benchFuzz } from './api/fuzz.mjs';
 import { benchJobs } from './jobs/bench.mjs';
@@ -32,6 +33,8 @@ const all = {
   jobs: benchJobs,
   fuzz: benchFuzz,
   'standby-cycles': benchStandbyCycles,
+  chaos: benchChaos,
+  soak: benchSoak,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {
