@@ -6,6 +6,7 @@ import { benchAgentsCold } from './agents/cold.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchApi } from './api/bench.mjs';
 import { benchFuzz } from './api/fuzz.mjs';
+import { benchCliStart } from './cli/start.mjs';
 import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
@@ -19,6 +20,7 @@ import { benchStandbyCycles } from './sandboxes/standby-cycles.mjs';
 
 const all = {
   api: benchApi,
+  'cli-start': benchCliStart,
   models: benchModels,
   'sandbox-wake': benchWake,
   'sandbox-create': benchCreate,

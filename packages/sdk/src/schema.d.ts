@@ -150,6 +150,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/volumes/by-external-id/{externalId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The newest volume with this metadata.externalId that is not being deleted */
+        get: operations["getVolumeByExternalId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/drives": {
         parameters: {
             query?: never;
@@ -517,6 +534,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/egressgateways": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List EgressGateways under every Vpc of the workspace */
+        get: operations["listAllEgressGateways"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/vpcs/{vpcName}/egressgateways/{gatewayName}/ips": {
         parameters: {
             query?: never;
@@ -549,6 +583,23 @@ export interface paths {
         post?: never;
         /** Delete an EgressIp */
         delete: operations["deleteEgressIp"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/egressips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List EgressIps under every EgressGateway of the workspace */
+        get: operations["listAllEgressIps"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1422,6 +1473,399 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agentName}/replicas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The replicas serving the agent now, with their revision and share */
+        get: operations["listAgentReplicas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/functions/{functionName}/replicas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The replicas serving the function now, with their revision and share */
+        get: operations["listFunctionReplicas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/caller": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who the credential is, and its role in the workspace the request acts in */
+        get: operations["getCaller"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's objects, then (with follow) every change to them, as Server-Sent Events: `ADDED`, `MODIFIED`, `DELETED` with data `{kind, parent, object}` (the object as GET shows it), and `SYNCED` once the initial objects are sent */
+        get: operations["watchObjects"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Members (accepted) and invitees (not yet) of the workspace the request acts in */
+        get: operations["listWorkspaceUsers"];
+        put?: never;
+        /** Invite a principal (its subject in `email`): it joins once it, or an admin of its home workspace, accepts */
+        post: operations["inviteWorkspaceUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{subOrEmail}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Change a member's role, or the role an invitation offers */
+        put: operations["updateWorkspaceUserRole"];
+        post?: never;
+        /** Remove a member (never the last admin, nor an account from its home) or withdraw an invitation */
+        delete: operations["removeWorkspaceUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{workspaceName}/leave": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** The caller leaves the workspace (never its home workspace, nor as its last admin) */
+        delete: operations["leaveWorkspace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Whether a workspace of this name can be created now */
+        post: operations["checkWorkspaceAvailability"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The MCP server templates of the catalog */
+        get: operations["listMcpHubDefinitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandbox/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a sandbox can start from without an image of its own */
+        get: operations["listSandboxHubDefinitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The regions this server serves */
+        get: operations["listLocations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/configuration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The regions this server serves and what each offers */
+        get: operations["getConfiguration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/publicIps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** By region, the addresses egress gateways send from */
+        get: operations["listPublicIps"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/features": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This server's enabled features (the same in every workspace) */
+        get: operations["getWorkspaceFeatures"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/features/{featureKey}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One feature of this server, on or off (404 for a key it does not know) */
+        get: operations["testFeatureFlag"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/changelog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Berth's release notes, newest first */
+        get: operations["getChangelog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/{integrationName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An integration kind Berth knows, with the config and secret fields it reads */
+        get: operations["getIntegration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/connections/{connectionName}/models/{modelId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One model of the connection's provider (asked of the provider now) */
+        get: operations["getConnectionModel"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/connections/{connectionName}/endpointConfigurations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the model gateway sends a model's calls over the connection */
+        get: operations["getConnectionEndpointConfigurations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{modelName}/revisions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A model endpoint's revision: its configuration now (Berth keeps no earlier one) */
+        get: operations["listModelRevisions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Schedules of every sandbox of the workspace */
+        get: operations["listSchedules"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedule-executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Firings of the schedules of every sandbox of the workspace */
+        get: operations["listScheduleExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedules/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counts of the workspace's schedules and of their firings in a window (at most 7 days back) */
+        get: operations["getSandboxScheduleMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/volumes/{volumeName}/debug": {
         parameters: {
             query?: never;
@@ -1644,9 +2088,10 @@ export interface components {
                 message: string;
             }[];
         };
-        ListMeta: {
+        PageMeta: {
+            /** @description whether another page follows */
             hasMore: boolean;
-            /** @description absent on the last page */
+            /** @description cursor of the next page (the `cursor` query parameter); absent on the last */
             nextCursor?: string;
         };
         Policy: {
@@ -1833,6 +2278,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
                 createdAt?: string;
                 updatedAt?: string;
                 createdBy?: string;
@@ -1872,6 +2318,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
             };
             spec: {
                 infrastructureId?: string;
@@ -2121,6 +2568,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2292,6 +2740,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2475,6 +2924,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2674,6 +3124,7 @@ export interface components {
             state?: "RUNNING" | "STANDBY";
             expiresIn?: number;
             lastUsedAt?: string;
+            readyAt?: string;
         };
         SandboxInput: {
             metadata: {
@@ -3250,7 +3701,7 @@ export interface components {
             sandbox: string;
             createdAt: string;
             updatedAt: string;
-            /** @description next firing; absent once an `at` schedule has fired */
+            /** @description next firing (an `at` schedule is removed once it fired) */
             nextAt?: string;
             lastRunAt?: string;
         };
@@ -3408,6 +3859,230 @@ export interface components {
             inUse: boolean;
             createdAt: string;
         };
+        WorkloadReplica: {
+            id: string;
+            revision: string;
+            /** @enum {string} */
+            role: "active" | "canary";
+            /** @description requests in flight now */
+            inflight: number;
+            /** Format: date-time */
+            lastUsedAt: string;
+        };
+        Caller: {
+            /** @description client ID of a service account, or a user subject */
+            subject: string;
+            /** @enum {string} */
+            subjectType: "service_account" | "user";
+            homeWorkspace: string;
+            /** @description the workspace the request acts in */
+            workspace: string;
+            /** @enum {string} */
+            role: "admin" | "member" | "viewer";
+        };
+        WorkspaceUser: {
+            /** @description the principal: a service account client id */
+            sub: string;
+            role: string;
+            /** @description false while an invitation waits for the invitee */
+            accepted: boolean;
+            /** @description always false: invitations wait until accepted, declined or withdrawn */
+            expired: boolean;
+            /** @constant */
+            source: "invitation";
+        };
+        PendingInvitation: {
+            /** @description the invited principal (Berth identities have no e-mail address) */
+            email: string;
+            workspace: string;
+            role: string;
+            invitedBy: string;
+            createdAt: string;
+            updatedAt: string;
+            createdBy: string;
+            updatedBy: string;
+        };
+        WorkspaceAvailability: {
+            available: boolean;
+            /** @constant */
+            reason?: "taken";
+            message?: string;
+        };
+        /** @description an MCP server template of the catalog */
+        McpDefinition: {
+            name: string;
+            displayName: string;
+            description: string;
+            icon: string;
+            /** @description where the template is, in the repository */
+            url: string;
+            categories: {
+                name: string;
+            }[];
+            /** @constant */
+            transport: "http-stream";
+            hidden: boolean;
+            enterprise: boolean;
+            coming_soon: boolean;
+        };
+        /** @description what a sandbox can start from without an image of its own */
+        SandboxDefinition: {
+            name: string;
+            displayName: string;
+            description: string;
+            image: string;
+            /** @description MB */
+            memory: number;
+            ports: {
+                name?: string;
+                target: number;
+                protocol?: string;
+            }[];
+            categories: {
+                name: string;
+            }[];
+            hidden: boolean;
+            enterprise: boolean;
+            coming_soon: boolean;
+        };
+        LocationResponse: {
+            region: string;
+            location: string;
+            status: string;
+            flavors: {
+                name: string;
+                /** @constant */
+                type: "cpu";
+            }[];
+        };
+        /** @description the regions this server serves */
+        Configuration: {
+            continents: {
+                name: string;
+                displayName?: string;
+            }[];
+            countries: {
+                name: string;
+                displayName?: string;
+            }[];
+            privateLocations: {
+                name: string;
+            }[];
+            regions: {
+                name: string;
+                location: string;
+                drivesAvailable: boolean;
+                /** @description egress gateways are configured (BERTH_EGRESS_GATEWAYS) */
+                egressAvailable: boolean;
+                proxyAvailable: boolean;
+            }[];
+        };
+        /** @description region → the addresses egress leaves from */
+        PublicIps: {
+            [key: string]: {
+                description: string;
+                ipv4Cidrs: string[];
+                ipv6Cidrs: string[];
+            };
+        };
+        FeatureFlag: {
+            featureKey: string;
+            enabled: boolean;
+            /** @enum {string} */
+            variant: "on" | "off";
+            evaluatedAt: string;
+            payload: {
+                description: string;
+            };
+        };
+        /** @description Berth's release notes (CHANGELOG.md), newest first */
+        ChangelogResponse: {
+            entries: {
+                /** @description YYYY-MM-DD */
+                date: string;
+                title: string;
+                /** @description Markdown */
+                content: string;
+            }[];
+        };
+        /** @description an integration kind Berth knows */
+        Integration: {
+            name: string;
+            additionalInfos: {
+                [key: string]: string;
+            };
+            endpoints: {
+                [key: string]: {
+                    method: string;
+                    path?: string;
+                };
+            };
+            headers: {
+                [key: string]: string;
+            };
+            params: {
+                [key: string]: string;
+            };
+            organizations: {
+                [key: string]: unknown;
+            }[];
+            repositories: {
+                [key: string]: unknown;
+            }[];
+            /** @description spec.config fields the integration reads */
+            config: {
+                name: string;
+                required: boolean;
+                description: string;
+                default?: string;
+            }[];
+            /** @description spec.secret fields (stored encrypted) */
+            secrets: {
+                name: string;
+                required: boolean;
+                description: string;
+                default?: string;
+            }[];
+        };
+        /** @description where the gateway sends a model's calls over the connection */
+        EndpointConfigurations: {
+            integration: string;
+            /** @description the provider's API format */
+            wire: string;
+            baseUrl: string;
+            endpoints: {
+                [key: string]: {
+                    method: string;
+                    path: string;
+                    url: string;
+                };
+            };
+        };
+        RevisionMetadata: {
+            /** @description the model's generation */
+            id: string;
+            active: boolean;
+            canary: boolean;
+            previousActive: boolean;
+            trafficPercent: number;
+            status: string;
+            createdAt: string;
+            createdBy: string;
+        };
+        SandboxScheduleMetrics: {
+            /** @description window start, a UTC minute */
+            since: string;
+            /** @description window end (exclusive), a UTC minute */
+            until: string;
+            executions: number;
+            executionsByStatus: {
+                succeeded: number;
+                failed: number;
+            };
+            /** @description sandboxes of the workspace not being deleted */
+            sandboxes: number;
+            schedules: number;
+        };
         DebugInstance: {
             /** @description the runtime's name of the instance */
             id: string;
@@ -3512,6 +4187,8 @@ export interface components {
         labels: string;
         /** @description reveal secret values (workspace admin role) */
         show_secrets: boolean;
+        /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+        watch: boolean;
         /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
         fieldValidation: "Strict" | "Warn";
         /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3534,6 +4211,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3556,7 +4235,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Policy"][];
+                    "application/json": components["schemas"]["Policy"][] | {
+                        data: components["schemas"]["Policy"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3602,6 +4289,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3621,6 +4310,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Policy"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3701,6 +4395,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3723,7 +4419,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IntegrationConnection"][];
+                    "application/json": components["schemas"]["IntegrationConnection"][] | {
+                        data: components["schemas"]["IntegrationConnection"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3769,6 +4473,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3788,6 +4494,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntegrationConnection"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3868,6 +4579,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3890,7 +4603,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplate"][];
+                    "application/json": components["schemas"]["VolumeTemplate"][] | {
+                        data: components["schemas"]["VolumeTemplate"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3936,6 +4657,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3955,6 +4678,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VolumeTemplate"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4035,6 +4763,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4057,7 +4787,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Volume"][];
+                    "application/json": components["schemas"]["Volume"][] | {
+                        data: components["schemas"]["Volume"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4103,6 +4841,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4122,6 +4862,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Volume"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4191,6 +4936,33 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    getVolumeByExternalId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                externalId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Volume */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listDrives: {
         parameters: {
             query?: {
@@ -4202,6 +4974,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4224,7 +4998,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Drive"][];
+                    "application/json": components["schemas"]["Drive"][] | {
+                        data: components["schemas"]["Drive"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4270,6 +5052,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4289,6 +5073,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Drive"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4396,6 +5185,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4418,7 +5209,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Model"][];
+                    "application/json": components["schemas"]["Model"][] | {
+                        data: components["schemas"]["Model"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4464,6 +5263,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4483,6 +5284,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4563,6 +5369,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4585,7 +5393,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Agent"][];
+                    "application/json": components["schemas"]["Agent"][] | {
+                        data: components["schemas"]["Agent"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4631,6 +5447,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4650,6 +5468,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4730,6 +5553,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4752,7 +5577,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Function"][];
+                    "application/json": components["schemas"]["Function"][] | {
+                        data: components["schemas"]["Function"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4798,6 +5631,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4817,6 +5652,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Function"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4897,6 +5737,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4919,7 +5761,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Job"][];
+                    "application/json": components["schemas"]["Job"][] | {
+                        data: components["schemas"]["Job"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4965,6 +5815,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4984,6 +5836,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Job"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5064,6 +5921,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5086,7 +5945,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Sandbox"][];
+                    "application/json": components["schemas"]["Sandbox"][] | {
+                        data: components["schemas"]["Sandbox"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5134,6 +6001,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5153,6 +6022,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5260,6 +6134,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5285,6 +6161,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5334,6 +6215,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5354,6 +6237,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5436,6 +6324,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5458,7 +6348,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Vpc"][];
+                    "application/json": components["schemas"]["Vpc"][] | {
+                        data: components["schemas"]["Vpc"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5504,6 +6402,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5523,6 +6423,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Vpc"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5603,6 +6508,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5627,7 +6534,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressGateway"][];
+                    "application/json": components["schemas"]["EgressGateway"][] | {
+                        data: components["schemas"]["EgressGateway"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5675,6 +6590,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5695,6 +6612,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressGateway"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5766,6 +6688,49 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    listAllEgressGateways: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EgressGateways, ordered by name, then parent */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressGateway"][] | {
+                        data: components["schemas"]["EgressGateway"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listEgressIps: {
         parameters: {
             query?: {
@@ -5777,6 +6742,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5802,7 +6769,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressIp"][];
+                    "application/json": components["schemas"]["EgressIp"][] | {
+                        data: components["schemas"]["EgressIp"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5851,6 +6826,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5872,6 +6849,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5939,6 +6921,49 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listAllEgressIps: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EgressIps, ordered by name, then parent */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressIp"][] | {
+                        data: components["schemas"]["EgressIp"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6032,7 +7057,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ServiceAccount"][];
+                    "application/json": components["schemas"]["ServiceAccount"][] | {
+                        data: components["schemas"]["ServiceAccount"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6179,7 +7207,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ApiKey"][];
+                    "application/json": components["schemas"]["ApiKey"][] | {
+                        data: components["schemas"]["ApiKey"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6267,7 +7298,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Workspace"][];
+                    "application/json": components["schemas"]["Workspace"][] | {
+                        data: components["schemas"]["Workspace"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6414,7 +7448,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Member"][];
+                    "application/json": components["schemas"]["Member"][] | {
+                        data: components["schemas"]["Member"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6538,7 +7575,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"][];
+                    "application/json": components["schemas"]["Invitation"][] | {
+                        data: components["schemas"]["Invitation"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6676,7 +7716,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"][];
+                    "application/json": components["schemas"]["Invitation"][] | {
+                        data: components["schemas"]["Invitation"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6874,7 +7917,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SandboxSchedule"][];
+                    "application/json": components["schemas"]["SandboxSchedule"][] | {
+                        data: components["schemas"]["SandboxSchedule"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7037,7 +8083,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SandboxScheduleExecution"][];
+                    "application/json": components["schemas"]["SandboxScheduleExecution"][] | {
+                        data: components["schemas"]["SandboxScheduleExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7066,7 +8115,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplateVersion"][];
+                    "application/json": components["schemas"]["VolumeTemplateVersion"][] | {
+                        data: components["schemas"]["VolumeTemplateVersion"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7312,7 +8364,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7439,7 +8494,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7566,7 +8624,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7667,7 +8728,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JobExecution"][];
+                    "application/json": components["schemas"]["JobExecution"][] | {
+                        data: components["schemas"]["JobExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -8015,6 +9079,756 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listAgentReplicas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                agentName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The replicas serving the agent now, with their revision and share */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkloadReplica"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listFunctionReplicas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                functionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The replicas serving the function now, with their revision and share */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkloadReplica"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getCaller: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Who the credential is, and its role in the workspace the request acts in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Caller"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    watchObjects: {
+        parameters: {
+            query?: {
+                /** @description kinds to watch by plural, comma-separated (e.g. `sandboxes,agents`); default every kind */
+                kinds?: string;
+                /** @description stay open and send each change as it is written */
+                follow?: boolean;
+                /** @description send the objects as they are now first (default true; at most 1000 of each kind) */
+                initial?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace's objects, then (with follow) every change to them, as Server-Sent Events: `ADDED`, `MODIFIED`, `DELETED` with data `{kind, parent, object}` (the object as GET shows it), and `SYNCED` once the initial objects are sent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listWorkspaceUsers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Members (accepted) and invitees (not yet) of the workspace the request acts in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"][] | {
+                        data: components["schemas"]["WorkspaceUser"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    inviteWorkspaceUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    email: string;
+                    /** @enum {string} */
+                    role?: "admin" | "member" | "viewer";
+                };
+            };
+        };
+        responses: {
+            /** @description Invite a principal (its subject in `email`): it joins once it, or an admin of its home workspace, accepts */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingInvitation"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    updateWorkspaceUserRole: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                subOrEmail: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    role: "admin" | "member" | "viewer";
+                };
+            };
+        };
+        responses: {
+            /** @description Change a member's role, or the role an invitation offers */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    removeWorkspaceUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                subOrEmail: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Remove a member (never the last admin, nor an account from its home) or withdraw an invitation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    leaveWorkspace: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                workspaceName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller leaves the workspace (never its home workspace, nor as its last admin) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workspace"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    checkWorkspaceAvailability: {
+        parameters: {
+            query?: {
+                /** @description answer {available, reason, message} instead of a boolean */
+                withReason?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Whether a workspace of this name can be created now */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": boolean | components["schemas"]["WorkspaceAvailability"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listMcpHubDefinitions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The MCP server templates of the catalog */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpDefinition"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSandboxHubDefinitions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What a sandbox can start from without an image of its own */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxDefinition"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listLocations: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The regions this server serves */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LocationResponse"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConfiguration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The regions this server serves and what each offers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Configuration"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listPublicIps: {
+        parameters: {
+            query?: {
+                /** @description only this served region */
+                region?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description By region, the addresses egress gateways send from */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIps"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getWorkspaceFeatures: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description This server's enabled features (the same in every workspace) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        features: {
+                            [key: string]: true;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    testFeatureFlag: {
+        parameters: {
+            query?: {
+                /** @description refused: Berth has no accounts */
+                account?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                featureKey: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One feature of this server, on or off (404 for a key it does not know) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeatureFlag"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getChangelog: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Berth's release notes, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangelogResponse"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getIntegration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                integrationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An integration kind Berth knows, with the config and secret fields it reads */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Integration"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConnectionModel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                connectionName: string;
+                modelId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One model of the connection's provider (asked of the provider now) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModel"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConnectionEndpointConfigurations: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                connectionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Where the model gateway sends a model's calls over the connection */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointConfigurations"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listModelRevisions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                modelName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A model endpoint's revision: its configuration now (Berth keeps no earlier one) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevisionMetadata"][] | {
+                        data: components["schemas"]["RevisionMetadata"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: {
+                /** @description page size (default 100) */
+                limit?: number;
+                /** @description meta.nextCursor (or X-Next-Cursor) of the previous page */
+                cursor?: string;
+                /** @description by creation time; newest first by default */
+                sort?: "createdAt:desc" | "createdAt:asc";
+                /** @description substring (2 characters or more) of the id, sandbox, name or command */
+                q?: string;
+                /** @description only this sandbox */
+                sandbox?: string;
+                /** @description only this timing type */
+                type?: "cron" | "at";
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Schedules of every sandbox of the workspace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"][] | {
+                        data: components["schemas"]["SandboxSchedule"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listScheduleExecutions: {
+        parameters: {
+            query?: {
+                /** @description page size (default 100) */
+                limit?: number;
+                /** @description meta.nextCursor (or X-Next-Cursor) of the previous page */
+                cursor?: string;
+                /** @description by creation time; newest first by default */
+                sort?: "createdAt:desc" | "createdAt:asc";
+                /** @description substring (2 characters or more) of the id, sandbox, name or command */
+                q?: string;
+                /** @description only this sandbox */
+                sandbox?: string;
+                /** @description whether the sandbox accepted the command */
+                status?: "succeeded" | "failed";
+                /** @description only this schedule id */
+                schedule?: string;
+                /** @description created at or after, RFC 3339 */
+                since?: string;
+                /** @description created at or before, RFC 3339 */
+                until?: string;
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Firings of the schedules of every sandbox of the workspace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxScheduleExecution"][] | {
+                        data: components["schemas"]["SandboxScheduleExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getSandboxScheduleMetrics: {
+        parameters: {
+            query?: {
+                /** @description window start (default: a day before until), RFC 3339 */
+                since?: string;
+                /** @description window end (default: now), RFC 3339 */
+                until?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the workspace's schedules and of their firings in a window (at most 7 days back) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxScheduleMetrics"];
                 };
             };
             "4XX": components["responses"]["Problem"];

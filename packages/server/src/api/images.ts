@@ -10,9 +10,12 @@ import { ApiError, invalid } from '../errors.js';
 import { importArchive } from '../runtime/images/archive.js';
 import { ImageError } from '../runtime/images/errors.js';
 import type { HeldImage, ImageStore } from '../runtime/images/image-store.js';
+import type { Resources } from '../store/resources.js';
 
 export interface ImagesDeps {
   images: ImageStore;
+  /** The workspace's sandboxes, to say which run on an image a delete is refused for. */
+  resources?: Resources;
 }
 
 /** ImageError → the wire: the registry's refusal is not the caller's authentication failing (no 401). */
@@ -116,13 +119,39 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
     });
   });
 
+  /** The names of `workspace`'s sandboxes whose image is `img` (by a name of the workspace, or by id). */
+  async function sandboxesOn(workspace: string, img: HeldImage): Promise<string[]> {
+    if (!deps.resources) return [];
+    const all = await deps.resources.store.list({ kind: 'Sandbox', workspace });
+    return all
+      .filter((o) => {
+        const ref = o.body.spec?.runtime?.image;
+        if (typeof ref !== 'string' || !ref || o.body.status === 'TERMINATED') return false;
+        try {
+          return ref === img.id || images.peek(workspace, ref)?.id === img.id;
+        } catch {
+          return false;
+        }
+      })
+      .map((o) => o.name);
+  }
+
   v0.delete('/images/*', async (req) => {
     const a = requireRole(req, 'member');
     const name = nameOf(req);
-    mustFind(a.workspace, name);
+    const img = mustFind(a.workspace, name);
     try {
       return view(images.release(a.workspace, name), false);
     } catch (e) {
+      if (e instanceof ImageError && e.code === 'IN_USE') {
+        const users = await sandboxesOn(a.workspace, img);
+        if (users.length)
+          throw new ApiError(
+            'CONFLICT',
+            `image ${name} is in use by sandbox ${users.join(', ')}: delete ${users.length > 1 ? 'them' : 'it'} first`,
+            { code: 'IMAGE_IN_USE' },
+          );
+      }
       throw imageApiError(e);
     }
   });

@@ -32,7 +32,10 @@ export interface ExtraOperation {
   params?: Record<string, TSchema>;
   /** A list served by api/pagination.ts: limit, cursor and labels, next-page headers. */
   paged?: boolean;
-  /** A whole list answered through api-version.ts answerList: its shape follows Blaxel-Version (decision 019). */
+  /**
+   * The response (an array) is answered through api-version.ts: a bare array, or `{data, meta}` for a caller
+   * sending Blaxel-Version 2026-04-28 or later. Documented as both (openapi.ts `listSchema`).
+   */
   versioned?: boolean;
   response?: TSchema;
   responseType?: string;
@@ -322,7 +325,7 @@ const ScheduleEntry = Type.Object(
     sandbox: Str(),
     createdAt: Str(),
     updatedAt: Str(),
-    nextAt: opt(Str({ description: 'next firing; absent once an `at` schedule has fired' })),
+    nextAt: opt(Str({ description: 'next firing (an `at` schedule is removed once it fired)' })),
     lastRunAt: opt(Str()),
   },
   { $id: 'SandboxSchedule' },
@@ -371,10 +374,10 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/service_accounts': {
     get: {
       operationId: 'listServiceAccounts',
-      versioned: true,
       role: 'admin',
       summary: 'List service accounts',
       tag: SA,
+      versioned: true,
       response: Type.Array(ServiceAccount),
     },
     post: {
@@ -413,10 +416,10 @@ export const EXTRA_PATHS: ExtraPaths = {
   [SA_KEYS]: {
     get: {
       operationId: 'listApiKeys',
-      versioned: true,
       role: 'admin',
       summary: 'List the API keys of a service account',
       tag: SA,
+      versioned: true,
       response: Type.Array(ApiKey),
     },
     post: {
@@ -441,10 +444,10 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces': {
     get: {
       operationId: 'listWorkspaces',
-      versioned: true,
       role: 'none',
       summary: 'Workspaces the caller belongs to',
       tag: 'Workspace',
+      versioned: true,
       response: Type.Array(Workspace),
     },
     post: {
@@ -477,9 +480,9 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/members': {
     get: {
       operationId: 'listMembers',
-      versioned: true,
       summary: 'Members of a workspace',
       tag: 'Workspace',
+      versioned: true,
       response: Type.Array(Member),
     },
     post: {
@@ -513,10 +516,10 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/workspaces/{workspaceName}/invitations': {
     get: {
       operationId: 'listWorkspaceInvitations',
-      versioned: true,
       role: 'admin',
       summary: 'Pending invitations of a workspace (admin)',
       tag: 'Workspace',
+      versioned: true,
       response: Type.Array(Invitation),
     },
   },
@@ -557,7 +560,6 @@ export const EXTRA_PATHS: ExtraPaths = {
   '/invitations': {
     get: {
       operationId: 'listMyInvitations',
-      versioned: true,
       role: 'none',
       summary:
         'Pending invitations addressed to the caller (or to ?subject= for an admin of its home workspace)',
@@ -565,6 +567,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       query: {
         subject: Str({ description: 'a service account the caller administers (default: the caller)' }),
       },
+      versioned: true,
       response: Type.Array(Invitation),
     },
   },
@@ -618,6 +621,7 @@ export const EXTRA_PATHS: ExtraPaths = {
           description: 'only this timing type',
         }),
       },
+      versioned: true,
       response: Type.Array(ScheduleEntry),
     },
     post: {
@@ -660,16 +664,17 @@ export const EXTRA_PATHS: ExtraPaths = {
       tag: 'SandboxSchedule',
       requiresKind: 'Sandbox',
       paged: true,
+      versioned: true,
       response: Type.Array(ScheduleExecution),
     },
   },
   [VERSIONS]: {
     get: {
       operationId: 'listVolumeTemplateVersions',
-      versioned: true,
       summary: 'Versions of a volume template',
       tag: 'VolumeTemplate',
       requiresKind: 'VolumeTemplate',
+      versioned: true,
       response: Type.Array(VolumeTemplateVersion),
     },
   },

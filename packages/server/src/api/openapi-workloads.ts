@@ -94,8 +94,8 @@ function codePaths(): ExtraPaths {
       get: {
         ...base,
         operationId: `list${kind}Revisions`,
-        versioned: true,
         summary: `Built revisions of the ${kind.toLowerCase()}`,
+        versioned: true,
         response: Type.Array(Revision),
       },
     };
@@ -145,6 +145,7 @@ export const WORKLOAD_PATHS: ExtraPaths = {
       operationId: 'listJobExecutions',
       summary: 'Executions of a job',
       paged: true,
+      versioned: true,
       response: Type.Array(Execution),
     },
     post: {

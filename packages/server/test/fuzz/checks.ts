@@ -17,12 +17,6 @@ export interface Answer {
 /** `text/plain; charset=utf-8` → `text/plain`. */
 const mediaType = (t: string) => t.split(';')[0].trim().toLowerCase();
 
-/** The `Blaxel-Version` a request asked for, when it is a date (decision 019). */
-export function versionOf(headers: Record<string, string>): string | undefined {
-  const v = headers['blaxel-version']?.trim();
-  return v && /^\d{4}-\d{2}-\d{2}$/.test(v) && !Number.isNaN(Date.parse(`${v}T00:00:00Z`)) ? v : undefined;
-}
-
 /**
  * Operations that call a party outside Berth (a model provider, an image registry): a 502 or 504 naming that party
  * is their honest answer when it cannot be reached, never a server error. Every other 5xx fails the run.
@@ -43,7 +37,7 @@ export class AnswerChecker {
   }
 
   /** What is wrong with the answer, or undefined when nothing is. */
-  check(op: DocOperation, a: Answer, version?: string): string | undefined {
+  check(op: DocOperation, a: Answer): string | undefined {
     const exact = op.responses[String(a.status)];
     if (a.status >= 500 && !exact) {
       const upstream = UPSTREAM_OPERATIONS.has(op.operationId) && [502, 504].includes(a.status);
@@ -52,17 +46,10 @@ export class AnswerChecker {
     const documented = exact ?? op.responses[`${String(a.status)[0]}XX`] ?? op.responses.default;
     if (!documented) return `status ${a.status} is not documented (documented: ${Object.keys(op.responses)})`;
     const type = mediaType(a.contentType);
-    // A list of a versioned shape answers the newest version not later than the one asked for (decision 019).
-    const versions: Record<string, any> = documented['x-berth-versions'] ?? {};
-    const since = Object.keys(versions)
-      .filter((d) => version && d <= version)
-      .sort()
-      .at(-1);
-    // An error the document names by its status (a 501 of a route Berth does not offer) is still a problem.
+    // An error the document names by its status (a 501 of a route Berth does not offer) is still a problem. A list
+    // whose shape follows Blaxel-Version is documented as both shapes (openapi.ts listSchema, decision 019).
     const content: Record<string, any> | undefined =
-      (since ? versions[since].content : undefined) ??
-      documented.content ??
-      (a.status >= 400 ? op.responses['4XX']?.content : undefined);
+      documented.content ?? (a.status >= 400 ? op.responses['4XX']?.content : undefined);
     if (!content) return undefined;
     const media = Object.entries(content).find(([t]) => mediaType(t) === type)?.[1];
     if (!media)

@@ -133,7 +133,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   const viewed = `${viewsDir(name)}/`;
   const root = await Promise.all(
     entries.map(async (e) =>
-      e.kind === 'bind' && !e.src.startsWith(viewed) ? { ...e, src: await exposeDir(e.src) } : e,
+      e.kind === 'bind' && !e.src.startsWith(viewed) ? { ...e, src: await exposeDir(ctx.dataDir, e.src) } : e,
     ),
   );
   const logFile = join(dir, DAEMON_LOG);
