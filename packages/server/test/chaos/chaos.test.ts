@@ -19,7 +19,7 @@ test(`${SECONDS} s of mixed load with faults (seed ${SEED}): nothing acknowledge
     seconds: SECONDS,
     seed: SEED,
     parts: ['sandboxes', 'volume', 'model', 'mcp', 'preview', 'job'],
-    faults: { kinds: ['server', 'daemon', 'task', 'proxy', 'fill-disk', 'fill-memory'], everyMs: 3000 },
+    faults: { kinds: ['server', 'daemon', 'task', 'proxy', 'fill-disk', 'fill-memory'], everyMs: 2000 },
     churners: 1,
     settleMs: 45_000,
     log: (l) => console.log(`chaos: ${l}`),

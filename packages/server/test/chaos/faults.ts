@@ -162,6 +162,7 @@ export const EXPLAINED_BY: Record<FaultKind, RegExp | undefined> = {
   replica: /^replica \S+ crashed: /,
   task: undefined,
   proxy: /^egress proxy (down|back)/,
-  'fill-disk': /^out of memory: the sandbox used all of its \d+ MB .* its files took \d+ MB/,
+  // Its files are held in memory, capped at its memory: the layer fills (writes fail), or the memory runs out.
+  'fill-disk': /^(disk full: the sandbox's files fill its \d+ MB|out of memory: )/,
   'fill-memory': /^out of memory: the kernel ended (a process|\d+ processes) in the sandbox/,
 };

@@ -2,7 +2,7 @@
 // a bounded time; in the chaos run with faults injected at random (faults.ts) and the invariants checked afterwards
 // (invariants.ts), in the soak without faults and with the server's resources sampled. Both end by removing
 // everything and checking that nothing of the run is left on the host (host.ts).
-import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
 import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
@@ -89,6 +89,11 @@ const fileMb = (p: string) => {
   } catch {
     return 0;
   }
+};
+
+const instancesIn = (dataDir: string) => {
+  const dir = join(dataDir, 'sandboxes');
+  return existsSync(dir) ? readdirSync(dir).length : 0;
 };
 
 export async function runLoad(opts: RunOptions): Promise<RunReport> {
@@ -186,7 +191,7 @@ export async function runLoad(opts: RunOptions): Promise<RunReport> {
             ...processFigures(pid),
             ...(timers ? { timers: Number(timers) } : {}),
             storeMb: fileMb(join(s.dataDir, 'berth.db')) + fileMb(join(s.dataDir, 'berth.db-wal')),
-            instances: readdirSync(join(s.dataDir, 'sandboxes')).length,
+            instances: instancesIn(s.dataDir),
             hostAvailableMb: avail,
           });
         }
@@ -198,6 +203,8 @@ export async function runLoad(opts: RunOptions): Promise<RunReport> {
     log('load stopped; checking');
     report.verdict = await verify(ctx, report.faults, opts.settleMs);
   } finally {
+    // A part that failed ends the run: the other loops stop too.
+    stopAt = 0;
     report.serverKills = s.kills;
     host.stop();
     await s.stop().catch(() => undefined);

@@ -12,6 +12,8 @@ export interface Verdict {
   violations: string[];
   /** Faults injected (not skipped) and how many an event explains, by kind. */
   explained: Record<string, { injected: number; explained: number }>;
+  /** Each fault no event explained, with the last events of its object. */
+  unexplained: string[];
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,7 +31,7 @@ async function until(ms: number, probe: () => Promise<string | undefined>): Prom
 
 export async function verify(ctx: LoadContext, faults: Fault[], settleMs = 60_000): Promise<Verdict> {
   const { s, acked } = ctx;
-  const v: Verdict = { checked: {}, violations: [], explained: {} };
+  const v: Verdict = { checked: {}, violations: [], explained: {}, unexplained: [] };
   const bad = (m: string) => v.violations.push(m);
   const tick = (what: string, n = 1) => {
     v.checked[what] = (v.checked[what] ?? 0) + n;
@@ -157,6 +159,10 @@ export async function verify(ctx: LoadContext, faults: Fault[], settleMs = 60_00
     const path = f.target.kind === 'Agent' ? `/v0/agents/${f.target.name}` : `/v0/sandboxes/${f.target.name}`;
     const o = (await s.settled('GET', path)).body;
     if (o?.events?.some((x: any) => x.time >= f.at.slice(0, 19) && pattern.test(x.message))) e.explained++;
+    else
+      v.unexplained.push(
+        `${f.kind} at ${f.at} on ${path}: ${JSON.stringify((o?.events ?? []).slice(-4).map((x: any) => `${x.time} ${x.message}`))}`,
+      );
   }
   return v;
 }

@@ -202,7 +202,7 @@ export async function previewTraffic(ctx: LoadContext) {
   const path = new URL(p.spec.url ?? p.metadata.url).pathname;
   while (ctx.running()) {
     const a = await ctx.s.call('GET', path);
-    count(ctx, a.status === 200 ? 'preview request' : 'preview request failed');
+    count(ctx, a.status === 200 ? 'preview request' : `preview request failed (${a.status})`);
     // A daemon killed takes the web server with it: started again in the fresh sandbox.
     if (a.status === 502) await start();
     await sleep(150);
