@@ -14,6 +14,8 @@ export interface Verdict {
   explained: Record<string, { injected: number; explained: number }>;
   /** Each fault no event explained, with the last events of its object. */
   unexplained: string[];
+  /** `GET /v0/<kind>/{name}/debug` of the first target of each kind of fault: the cause it named, and how fast. */
+  debug: { fault: string; object: string; cause: string; tookMs: number }[];
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -31,7 +33,7 @@ async function until(ms: number, probe: () => Promise<string | undefined>): Prom
 
 export async function verify(ctx: LoadContext, faults: Fault[], settleMs = 60_000): Promise<Verdict> {
   const { s, acked } = ctx;
-  const v: Verdict = { checked: {}, violations: [], explained: {}, unexplained: [] };
+  const v: Verdict = { checked: {}, violations: [], explained: {}, unexplained: [], debug: [] };
   const bad = (m: string) => v.violations.push(m);
   const tick = (what: string, n = 1) => {
     v.checked[what] = (v.checked[what] ?? 0) + n;
@@ -158,6 +160,12 @@ export async function verify(ctx: LoadContext, faults: Fault[], settleMs = 60_00
     if (!pattern || !f.target) continue;
     const path = f.target.kind === 'Agent' ? `/v0/agents/${f.target.name}` : `/v0/sandboxes/${f.target.name}`;
     const o = (await s.settled('GET', path)).body;
+    if (!v.debug.some((d) => d.fault === f.kind)) {
+      const d = await s.settled('GET', `${path}/debug`);
+      if (d.status !== 200 || !d.body?.cause)
+        bad(`${path}/debug answered ${d.status}: ${d.text.slice(0, 200)}`);
+      else v.debug.push({ fault: f.kind, object: path, cause: d.body.cause, tookMs: d.body.tookMs });
+    }
     if (o?.events?.some((x: any) => x.time >= f.at.slice(0, 19) && pattern.test(x.message))) e.explained++;
     else
       v.unexplained.push(
