@@ -8,6 +8,7 @@ import { uniformFloat64 } from 'pure-rand/distribution/uniformFloat64';
 import { xoroshiro128plus } from 'pure-rand/generator/xoroshiro128plus';
 import { startFakeProvider } from '../../src/test-support/fake-provider.js';
 import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
+import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { type Fault, FaultInjector, type FaultKind } from './faults.js';
 import { HostTracker } from './host.js';
 import { type Verdict, verify } from './invariants.js';
@@ -100,7 +101,7 @@ export async function runLoad(opts: RunOptions): Promise<RunReport> {
   const log = opts.log ?? (() => undefined);
   const fake = await startFakeProvider({ key: 'sk-chaos' });
   const s = new ChaosServer({
-    BERTH_OUTBOUND_ALLOW_CIDRS: '127.0.0.0/8',
+    ...OUTBOUND_LOOPBACK,
     BERTH_STANDBY_AFTER: '2',
     BERTH_REPLICA_REMOVE_AFTER: '3',
     BERTH_FAULT_CHECK_EVERY: '0.5',
