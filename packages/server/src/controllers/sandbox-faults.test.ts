@@ -61,12 +61,34 @@ test('a process ended by the out-of-memory killer in a sandbox that runs on leav
     const [said] = await env.watch.sweep();
     assert.equal(
       said,
-      'default/hungry: out of memory: the kernel ended a process in the sandbox, which had used all of its 256 MB (250 MB in use now, 100 MB of it files: what is written to /home/user, /tmp, /workspace and /var is held in memory). The sandbox and its other processes run on; give it more memory (spec.runtime.memory) or use less',
+      'default/hungry: out of memory: the kernel ended a process in the sandbox (1 since it started), which had used all of its 256 MB (250 MB in use now, 100 MB of it files: what is written to /home/user, /tmp, /workspace and /var is held in memory). The sandbox and its other processes run on; give it more memory (spec.runtime.memory) or use less',
     );
     assert.deepEqual(await env.watch.sweep(), [], 'told once');
     env.driver.setStats(id, { oomKills: 3 });
     assert.match((await env.watch.sweep())[0], /the kernel ended 2 processes in the sandbox/);
     assert.equal((await env.events('hungry')).filter((m: string) => m.startsWith('out of memory')).length, 2);
+  } finally {
+    await env.close();
+  }
+});
+
+test('a second kill with the same figures is a second event (chaos finding: the store drops an event equal to the last)', async () => {
+  const env = await setup();
+  try {
+    const id = await env.running('again');
+    await env.watch.sweep();
+    for (const oomKills of [1, 2]) {
+      env.driver.setStats(id, {
+        oomKills,
+        memoryBytes: 9 * MB,
+        disk: { usedBytes: 0, limitBytes: 256 * MB },
+      });
+      assert.match(
+        (await env.watch.sweep())[0],
+        new RegExp(`ended a process in the sandbox \\(${oomKills} since`),
+      );
+    }
+    assert.equal((await env.events('again')).filter((m: string) => m.startsWith('out of memory')).length, 2);
   } finally {
     await env.close();
   }

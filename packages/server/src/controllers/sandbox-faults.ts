@@ -28,12 +28,17 @@ export interface FaultDeps {
 
 const mb = (bytes: number) => Math.round(bytes / (1024 * 1024));
 
-/** The event of processes ended by the out-of-memory killer in a sandbox that runs on. */
+/**
+ * The event of processes ended by the out-of-memory killer in a sandbox that runs on. It names the total since the
+ * sandbox started, so that a second kill with the same figures is a new event (the store keeps one of two identical
+ * events in a row).
+ */
 export function oomKilledMessage(killed: number, s: SandboxStats): string {
   const what = killed === 1 ? 'a process' : `${killed} processes`;
   const files = s.disk ? `, ${mb(s.disk.usedBytes)} MB of it files` : '';
   return (
-    `out of memory: the kernel ended ${what} in the sandbox, which had used all of its ${mb(s.memoryLimitBytes)} MB ` +
+    `out of memory: the kernel ended ${what} in the sandbox (${s.oomKills} since it started), which had used all of ` +
+    `its ${mb(s.memoryLimitBytes)} MB ` +
     `(${mb(s.memoryBytes)} MB in use now${files}: what is written to /home/user, /tmp, /workspace and /var is held ` +
     'in memory). The sandbox and its other processes run on; give it more memory (spec.runtime.memory) or use less'
   );

@@ -1,6 +1,7 @@
 // The soak, scaled down for the suite (`npm run bench -- soak` runs it for an hour): the mixed load without faults
 // while the server's RSS, descriptors and timers, the store's size, the runtime instances and the host's available
-// memory are sampled; after warm-up none may grow past its stated margin (soak.ts), and nothing is left on the host.
+// memory are sampled; after warm-up none of the server's may grow past its stated margin (soak.ts), and nothing is
+// left on the host.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runLoad } from './harness.js';
@@ -20,7 +21,8 @@ test(`${SECONDS} s of mixed load without faults: the server's and host's resourc
     churners: 1,
     settleMs: 30_000,
   });
-  const soak = judgeSoak(r.samples, Math.round(SECONDS / 3));
+  // The host's memory is printed, not judged: the suite runs other files beside this one (the benchmark judges it).
+  const soak = judgeSoak(r.samples, Math.round(SECONDS / 3), false);
   console.log(`soak report: ${JSON.stringify({ counts: r.counts, soak, samples: r.samples })}`);
   assert.deepEqual(r.problems, [], 'every part of the load started');
   assert.deepEqual(r.verdict?.violations, []);
