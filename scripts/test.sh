@@ -12,7 +12,7 @@ die() {
 bash scripts/install.sh || die "the install failed: its last line above says what to do, then run this again"
 
 # --- Debian packages only the tests use (a real registry and image tools for the image tests; chromium for the
-# console's browser test, driven by playwright-core: no browser is downloaded) ---------------------------------
+# console's and the OAuth flow's browser tests, driven by playwright-core: no browser is downloaded) ------------
 TEST_DEBS=(docker-registry skopeo umoci busybox-static openssl chromium)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()

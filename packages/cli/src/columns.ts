@@ -1,7 +1,7 @@
 // The columns `berth get` shows per kind: what tells a person the state of each object at a glance — its status and,
 // when it is not serving, why (the reason its last event gives); for agents and functions the revision taking the
 // traffic, a canary's share, the replicas running and the address. `-o wide` adds the settings behind them.
-import { age } from './format.js';
+import { age, relative } from './format.js';
 
 export interface Column {
   head: string;
@@ -42,6 +42,9 @@ const REASON: Column = {
   head: 'REASON',
   cell: (o) => (o?.status === 'DEPLOYED' ? '-' : dash(reasonOf(o))),
 };
+/** Longest provider error shown in a table. */
+const ERROR_WIDTH = 80;
+const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 const mb = (n: unknown) => (typeof n === 'number' ? `${n}MB` : '-');
 
 function workloadColumns(kind: string): Column[] {
@@ -125,7 +128,20 @@ const BY_KIND: Record<string, () => Column[]> = {
     REASON,
   ],
   Policy: () => [NAME, { head: 'TYPE', cell: (o) => dash(o?.spec?.type) }, AGE],
-  IntegrationConnection: () => [NAME, { head: 'INTEGRATION', cell: (o) => dash(o?.spec?.integration) }, AGE],
+  // An OAuth2 connection's token state (decision 049), never a token: the server answers only state, times and the
+  // provider's last error, cut here to the column (the whole one is in `-o yaml`).
+  IntegrationConnection: () => [
+    NAME,
+    { head: 'INTEGRATION', cell: (o) => dash(o?.spec?.integration) },
+    { head: 'TOKEN', cell: (o) => dash(o?.token?.state) },
+    {
+      head: 'VALID UNTIL',
+      cell: (o) => (o?.token?.state === 'VALID' ? relative(o.token.validUntil) : '-'),
+    },
+    { head: 'LAST REFRESH', cell: (o) => relative(o?.token?.lastRefreshAt) },
+    AGE,
+    { head: 'LAST ERROR', cell: (o) => cut(dash(o?.token?.lastError).replace(/\s+/g, ' '), ERROR_WIDTH) },
+  ],
 };
 
 /** The columns of a kind (with or without the wide ones); kinds not listed show name, status, age and reason. */

@@ -1,14 +1,26 @@
 // Plain text shapes shared by every printer: an age as kubectl shows it, and aligned columns.
 
-/** `42s`, `5m`, `3h`, `2d`: the age of an object as kubectl shows it. */
-export function age(createdAt: unknown, now = Date.now()) {
-  const t = typeof createdAt === 'string' ? Date.parse(createdAt) : Number.NaN;
-  if (Number.isNaN(t)) return '-';
-  const s = Math.max(0, Math.floor((now - t) / 1000));
+/** `42s`, `5m`, `3h`, `2d`: a span of seconds in the units kubectl uses. */
+function span(s: number) {
   if (s < 120) return `${s}s`;
   if (s < 7200) return `${Math.floor(s / 60)}m`;
   if (s < 172800) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
+}
+
+/** `42s`, `5m`, `3h`, `2d`: the age of an object as kubectl shows it. */
+export function age(createdAt: unknown, now = Date.now()) {
+  const t = typeof createdAt === 'string' ? Date.parse(createdAt) : Number.NaN;
+  if (Number.isNaN(t)) return '-';
+  return span(Math.max(0, Math.floor((now - t) / 1000)));
+}
+
+/** `in 42s`, `3m ago`: a time before or after now, in the same units. */
+export function relative(at: unknown, now = Date.now()) {
+  const t = typeof at === 'string' ? Date.parse(at) : Number.NaN;
+  if (Number.isNaN(t)) return '-';
+  const s = span(Math.round(Math.abs(t - now) / 1000));
+  return t >= now ? `in ${s}` : `${s} ago`;
 }
 
 /** Column widths of `rows` (the header row included). */

@@ -2190,11 +2190,20 @@ export interface components {
                     [key: string]: unknown;
                 };
                 /** @enum {string} */
-                integration: "openai" | "anthropic" | "mistral" | "gemini" | "cohere" | "xai" | "deepseek" | "groq" | "azure-openai" | "openai-compatible" | "http-api";
+                integration: "openai" | "anthropic" | "mistral" | "gemini" | "cohere" | "xai" | "deepseek" | "groq" | "azure-openai" | "openai-compatible" | "http-api" | "oauth2" | "google" | "microsoft";
                 sandbox?: boolean;
                 secret?: {
                     [key: string]: string;
                 };
+            };
+            token?: {
+                /** @enum {string} */
+                state: "PENDING" | "VALID" | "FAILED";
+                validUntil?: string;
+                lastRefreshAt?: string;
+                lastError?: string;
+                scope?: string;
+                rotations?: number;
             };
         };
         IntegrationConnectionInput: {
@@ -2211,7 +2220,7 @@ export interface components {
                     [key: string]: unknown;
                 };
                 /** @enum {string} */
-                integration: "openai" | "anthropic" | "mistral" | "gemini" | "cohere" | "xai" | "deepseek" | "groq" | "azure-openai" | "openai-compatible" | "http-api";
+                integration: "openai" | "anthropic" | "mistral" | "gemini" | "cohere" | "xai" | "deepseek" | "groq" | "azure-openai" | "openai-compatible" | "http-api" | "oauth2" | "google" | "microsoft";
                 sandbox?: boolean;
                 secret?: {
                     [key: string]: string;

@@ -21,6 +21,7 @@ const LAYERS: Record<string, number> = {
   http: 3,
   runtime: 3,
   models: 4,
+  oauth: 4,
   builds: 4,
   controllers: 5,
   templates: 6,

@@ -57,6 +57,7 @@ import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/replicas.js';
 import { waitHealthy } from './controllers/sandbox-health.js';
 import { wantedReplicaPrefixes, workloadReconciler } from './controllers/workload.js';
+import { ConnectionTokens } from './oauth/connection-tokens.js';
 import { JobRunner } from './controllers/job-runner.js';
 import { TASK_ID_PREFIX } from './controllers/job-task.js';
 import { Callbacks } from './controllers/callbacks.js';
@@ -134,6 +135,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     outbound,
     admit: quotaAdmission(quotas),
   });
+  // OAuth2 connections' access tokens (decision 049): refreshed through `outbound`, kept fresh for running workloads.
+  const tokens = new ConnectionTokens({ resources, outbound, dataDir: config.dataDir, logger });
+  tokens.start();
   // Objects stored before the address table existed get their labels (a no-op on every later start).
   await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
   const images = new ImageStore({
@@ -165,8 +169,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       // One line per proxied connection and per DNS answer: sandbox address, name, decision (never headers).
       onEgressEvent: (e) => {
         if (e.type === 'audit') logger.info({ egress: e.line }, 'egress');
-        else if (e.type === 'request') logger.info({ egress: e.request }, 'egress request');
-        else if (e.type === 'proxy') {
+        else if (e.type === 'request') {
+          logger.info({ egress: e.request }, 'egress request');
+          // The provider refused a connection's access token the proxy put in: refreshed once (decision 049).
+          if (e.request.status === 401 && e.request.token) tokens.unauthorized(e.request.token);
+        } else if (e.type === 'proxy') {
           logger.warn({ proxy: e.state, sandboxes: e.sources.length }, `egress proxy ${e.state}`);
           void sayEgressProxy({ resources, driver }, e).catch((err) =>
             logger.warn({ err }, 'could not record the egress proxy event'),
@@ -377,8 +384,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         }),
       Drive: (d) =>
         volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Agent'),
-      Function: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas }, 'Function'),
+      Agent: (d) => workloadReconciler({ ...d, builder, replicas, driver, quota: quotas, tokens }, 'Agent'),
+      Function: (d) =>
+        workloadReconciler({ ...d, builder, replicas, driver, quota: quotas, tokens }, 'Function'),
       Job: (d) =>
         workloadReconciler(
           {
@@ -434,6 +442,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       await controllers.stop();
       await app.close();
       await driver.close();
+      tokens.close();
       await outbound.close();
       quotas.close();
       await store.close();

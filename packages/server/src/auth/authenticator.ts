@@ -1,6 +1,7 @@
 // Resolves a request's credential (API key or JWT) to a principal, and the addressed workspace to a role.
-// Hot path: an API key is one sha256 and one store get; both lookups are cached for a few seconds and
-// the caches are dropped on any change to an identity record, so a deleted key stops working at once.
+// Hot path: an API key is one sha256 and one store get; both lookups are cached for a few seconds (a cached key
+// costs neither) and the caches are dropped on any change to an identity record, so a deleted key stops working
+// at once.
 import { ApiError } from '../errors.js';
 import type { Role } from '../kinds/types.js';
 import type { Store } from '../store/store.js';
@@ -109,7 +110,9 @@ export function createAuthenticator(deps: {
     if (!cred)
       throw unauthenticated('a bearer credential is required (Authorization: Bearer <API key or token>)');
     const jwt = looksLikeJwt(cred);
-    const cacheKey = jwt ? `j:${cred}` : `k:${sha256(cred)}`;
+    // Keyed by the credential itself, as tokens already were: a hit costs no sha256 (decision 052). The map
+    // lives in this process only, is bounded (CACHE_MAX) and emptied by every identity change.
+    const cacheKey = jwt ? `j:${cred}` : `k:${cred}`;
     const t = now();
     let hit = principals.get(cacheKey);
     if (!hit || hit.until <= t) {

@@ -122,6 +122,8 @@ export const tailOf = (text: string, n = FAILED_LOG_LINES) => text.trimEnd().spl
 interface Running {
   stop: AbortController;
   done: Promise<unknown>;
+  /** The build itself: a second build of the same key waits for it rather than starting over its work dir. */
+  result: Promise<BuiltApp>;
 }
 
 export class Builder {
@@ -239,12 +241,16 @@ export class Builder {
     const done = this.built(workspace, sourceDigest, base);
     if (done) return done;
     const key = this.keyOf(workspace, sourceDigest, base);
+    // Two objects of a workspace with the same source (two users' copies of one MCP server, deployed at once) share
+    // one build: a second run would empty the work directory under the first.
+    const under = this.running.get(workspace)?.get(key);
+    if (under) return under.result;
     const stop = new AbortController();
     const both = AbortSignal.any([signal, stop.signal]);
     const building = this.run(workspace, sourceDigest, key, both, base);
     const mine = this.running.get(workspace) ?? new Map<string, Running>();
     this.running.set(workspace, mine);
-    mine.set(key, { stop, done: building.catch(() => undefined) });
+    mine.set(key, { stop, done: building.catch(() => undefined), result: building });
     try {
       return await building;
     } finally {

@@ -14,6 +14,7 @@ import { lastOutput } from './sandbox-faults.js';
 import type { Refusal } from './quotas.js';
 import {
   defaultCpuShares,
+  type EgressPolicy,
   type RuntimeDriver,
   type SandboxInfo,
   type SandboxSpec,
@@ -81,6 +82,12 @@ export interface RevisionRun {
    * of the sandbox spec, so a leftover replica is re-adopted only when it was started with the same mounts.
    */
   volumes: VolumeMount[];
+  /**
+   * The replicas' egress policy, when the workload's OAuth2 connections name API hosts (oauth/bindings.ts): the
+   * proxy puts the connection's current token on requests to them. Holds no secret (the token is read from its file
+   * at each request), so a refresh changes nothing here.
+   */
+  egress?: EgressPolicy;
 }
 
 export interface Replica {
@@ -517,6 +524,7 @@ export class ReplicaSet {
       image: run.image ?? REPLICA_IMAGE,
       workspace: w.workspace,
       volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }, ...run.volumes],
+      ...(run.egress ? { egress: run.egress } : {}),
     };
   }
 
@@ -600,6 +608,10 @@ export class ReplicaSet {
       this.leftovers.delete(id);
       w.seq = Math.max(w.seq, Number(id.slice(prefix.length)) || 0);
       try {
+        // Its processes trust the TLS interception CA of the server that started it, and this server holds another
+        // (CA keys live in memory only, runtime/egress/ca.ts): requests to its connections' API hosts would fail.
+        if (w.run.egress?.routing?.length)
+          throw new Error('its processes trust the interception CA of an earlier server');
         const now = await this.deps.driver.inspect(id);
         if (!now || now.state === 'dead' || now.specHash !== spec || now.pid !== info.pid)
           throw new Error('the sandbox is gone or runs another spec');

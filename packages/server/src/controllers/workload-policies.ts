@@ -4,6 +4,8 @@
 import { CONNECTION_KIND } from '../models/connections.js';
 import { appliesTo, locationDenial, POLICY_DENIED, type PolicyBody } from '../models/policies.js';
 import { allowsBerthFlavor, BERTH_FLAVOR } from '../kinds/policy.js';
+import { isOAuth2 } from '../kinds/oauth2.js';
+import { tokenFilePath } from '../oauth/bindings.js';
 import type { Resources } from '../store/resources.js';
 
 /** Prefix of every variable a connection gives a replica or task: BL_CONNECTION_<CONNECTION>_<KEY>. */
@@ -51,8 +53,10 @@ export const failedByPolicy = (body: any) =>
 
 /**
  * The environment the workload's connections give it: each connection's `spec.config` (string, number and
- * boolean values) and decrypted `spec.secret` keys, as BL_CONNECTION_<CONNECTION>_<KEY>. A connection that no
- * longer exists is an error the caller reports (its values would otherwise vanish silently).
+ * boolean values) and decrypted `spec.secret` keys, as BL_CONNECTION_<CONNECTION>_<KEY>. An OAuth2 connection gives
+ * no secret (its refresh token and client secret stay with Berth): BL_CONNECTION_<CONNECTION>_TOKEN_FILE names the
+ * file that holds a fresh access token (oauth/bindings.ts). A connection that no longer exists is an error the caller
+ * reports (its values would otherwise vanish silently).
  */
 export async function connectionEnvs(
   resources: Resources,
@@ -68,6 +72,10 @@ export async function connectionEnvs(
     const prefix = `${CONNECTION_ENV_PREFIX}${envWord(n)}_`;
     for (const [k, v] of Object.entries((spec.config ?? {}) as Record<string, unknown>))
       if (['string', 'number', 'boolean'].includes(typeof v)) out[prefix + envWord(k)] = String(v);
+    if (isOAuth2(spec.integration)) {
+      out[`${prefix}TOKEN_FILE`] = tokenFilePath(n);
+      continue;
+    }
     for (const [k, v] of Object.entries((spec.secret ?? {}) as Record<string, unknown>))
       if (typeof v === 'string') out[prefix + envWord(k)] = v;
   }

@@ -20,6 +20,9 @@ import { ownTriggerRoutes, triggerRoutes } from '../kinds/trigger-path.js';
 import type { RuntimeDriver, VolumeMount } from '../runtime/driver.js';
 import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../store/store.js';
 import { CONNECTION_KIND } from '../models/connections.js';
+import { REFRESH_FAILED } from '../kinds/oauth2.js';
+import { oauthBindings } from '../oauth/bindings.js';
+import { ConnectionTokenFailed, type ConnectionTokens } from '../oauth/connection-tokens.js';
 import { type ControllerDeps, recordFailure, transition } from './events.js';
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { isRefusal, type QuotaLedger } from './quota-ledger.js';
@@ -86,7 +89,13 @@ export interface WorkloadControllerDeps extends ControllerDeps {
   cancelExecutions?: (workspace: string, job: string) => Promise<void>;
   /** The workspaces' build slots and memory (decision 040); none: unbounded. */
   quota?: QuotaLedger;
+  /** Access tokens of OAuth2 connections (decision 049); none: such connections give their replicas nothing. */
+  tokens?: ConnectionTokens;
 }
+
+/** Whether the object's FAILED status came from an OAuth2 connection's refused grant (cleared when it refreshes). */
+const failedByConnection = (body: any) =>
+  body?.status === 'FAILED' && String(body.events?.at(-1)?.message ?? '').startsWith(REFRESH_FAILED);
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
 
@@ -156,6 +165,15 @@ export function workloadReconciler(
     }
     const envs: Record<string, string> = { ...(app.plan.manifest?.env ?? {}), ...fromConnections };
     for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
+    const oauth = deps.tokens
+      ? await oauthBindings(
+          resources,
+          deps.tokens,
+          o.workspace,
+          workloadKey(o.workspace, kind, o.name),
+          open.integrationConnections,
+        )
+      : undefined;
     return {
       start: app.plan.start,
       memoryMb: open.runtime?.memory ?? 2048,
@@ -165,7 +183,8 @@ export function workloadReconciler(
       ...imageFields(app.base),
       minScale: open.runtime?.minScale ?? 0,
       maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
-      volumes,
+      volumes: [...volumes, ...(oauth?.volumes ?? [])],
+      ...(oauth?.egress ? { egress: oauth.egress } : {}),
     };
   }
 
@@ -245,8 +264,13 @@ export function workloadReconciler(
           `${kind.toLowerCase()} serves its last deployed revision again`,
         );
     } catch (err) {
-      // A connection or volume gone since, or a volume not ready: the deploy that follows reports it.
-      if (!(err instanceof TerminalError) && !(err instanceof VolumeNotReady)) throw err;
+      // A connection or volume gone since, a volume not ready, a grant refused: the deploy that follows reports it.
+      if (
+        !(err instanceof TerminalError) &&
+        !(err instanceof VolumeNotReady) &&
+        !(err instanceof ConnectionTokenFailed)
+      )
+        throw err;
     }
   }
 
@@ -258,6 +282,7 @@ export function workloadReconciler(
       if (!o) return DONE;
       const release = async () => {
         await replicas.remove(o.workspace, kind, o.name);
+        deps.tokens?.release(workloadKey(o.workspace, kind, o.name));
         // A workload holds its volumes while it lives (a job between executions, an agent's replicas through
         // standby and scale to zero); they are let go once no replica of it can write them.
         await detachVolumes(
@@ -289,6 +314,20 @@ export function workloadReconciler(
       }
       if (failedByPolicy(o.body)) {
         const d = await transition(deps, o, 'DEPLOYING', 'the policies allow it again; deploying', enabled);
+        if (!d) return DONE;
+        return reconcileAgain;
+      }
+      if (failedByConnection(o.body)) {
+        // Deployed again once no connection of it is refused any more (the user connected again).
+        for (const n of o.body.spec?.integrationConnections ?? [])
+          if (await deps.tokens?.failure(o.workspace, n)) return DONE;
+        const d = await transition(
+          deps,
+          o,
+          'DEPLOYING',
+          'the integration connection was replaced; deploying',
+          enabled,
+        );
         if (!d) return DONE;
         return reconcileAgain;
       }
@@ -365,8 +404,18 @@ export function workloadReconciler(
         await resources.recordEvent(keyOf(o), `waiting: ${err.message}`);
         return { requeueAfterMs: VOLUME_WAIT_MS };
       }
-      const run = await runOf(o, activeApp, volumes);
-      const canaryRun = canaryApp && { run: await runOf(o, canaryApp, volumes), percent: canaryPercent };
+      let run: RevisionRun;
+      let canaryRun: { run: RevisionRun; percent: number } | undefined;
+      try {
+        run = await runOf(o, activeApp, volumes);
+        canaryRun = canaryApp && { run: await runOf(o, canaryApp, volumes), percent: canaryPercent };
+      } catch (err) {
+        if (!(err instanceof ConnectionTokenFailed)) throw err;
+        // Its replicas could act for the user no longer: none serves, and calls get the reason (gateway).
+        await release();
+        await recordFailure(deps, key, err.message);
+        return DONE;
+      }
       const w = replicas.get(o.workspace, kind, o.name);
       const canaryId = canaryRun?.run.id;
       if (

@@ -3,6 +3,7 @@
 // request), the activator thaws it if it is in standby, and the request is streamed both ways to its port.
 // An idle replica goes to standby (frozen) after the standby delay and is removed after a longer idle; minScale
 // replicas are never removed. Run state is kept by this file's own Activator, never written to the store.
+import { OAUTH_REFRESH_FAILED, REFRESH_FAILED } from '../kinds/oauth2.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
@@ -195,6 +196,9 @@ export class WorkloadGateway {
         : status === 'DEACTIVATED' || status === 'DEACTIVATING'
           ? 'deactivated (spec.enabled is false)'
           : `not deployed yet (status ${status})`;
+    // An OAuth2 connection's grant refused (§7): nothing changes until the user connects again, so no Retry-After.
+    if (status === 'FAILED' && last.startsWith(REFRESH_FAILED))
+      return new ApiError('UNAVAILABLE', `${what} is ${why}`, { code: OAUTH_REFRESH_FAILED });
     return new ApiError('UNAVAILABLE', `${what} is ${why}`, { headers: { 'retry-after': '1' } });
   }
 

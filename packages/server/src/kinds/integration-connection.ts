@@ -2,10 +2,30 @@
 import { Type } from '@sinclair/typebox';
 import type { FieldIssue } from '../errors.js';
 import { literals, opt, PROVIDER_TYPES, StringMap } from './common.js';
+import { OAUTH2_INTEGRATIONS, oauth2Issues } from './oauth2.js';
 import type { KindDescriptor } from './types.js';
 
-/** Provider types (a model's `runtime.type`) plus a generic HTTP API; later integrations extend this list. */
-export const INTEGRATIONS = [...PROVIDER_TYPES, 'http-api'] as const;
+/** Provider types (a model's `runtime.type`), a generic HTTP API, and OAuth2 grants (kinds/oauth2.ts). */
+export const INTEGRATIONS = [...PROVIDER_TYPES, 'http-api', ...OAUTH2_INTEGRATIONS] as const;
+
+/** Record kind (not an envelope) holding an OAuth2 connection's sealed tokens, removed with the connection. */
+export const CONNECTION_TOKEN_KIND = 'IntegrationConnectionToken';
+
+/** What an OAuth2 connection's tokens are doing, written by the server only; never a token itself. */
+export const TokenState = Type.Object({
+  /** VALID: an access token is held; FAILED: the grant cannot be refreshed (§7); PENDING: none asked for yet. */
+  state: literals(['PENDING', 'VALID', 'FAILED'] as const),
+  /** When the access token held expires (ISO 8601). */
+  validUntil: opt(Type.String()),
+  /** When the last successful refresh happened. */
+  lastRefreshAt: opt(Type.String()),
+  /** The last refresh's failure, as the provider said it (and what to do), cleared by a success. */
+  lastError: opt(Type.String()),
+  /** Scopes the provider granted with the last access token. */
+  scope: opt(Type.String()),
+  /** Times the provider rotated the refresh token (each new one is stored sealed). */
+  rotations: opt(Type.Integer()),
+});
 
 export const IntegrationConnectionSpec = Type.Object({
   /** Non-secret settings; `baseUrl` overrides a provider's default address. */
@@ -49,15 +69,19 @@ export const integrationConnection = {
   spec: IntegrationConnectionSpec,
   // §2.13 and the service's SDK show no status or events for connections.
   hasStatus: false,
+  readOnly: { token: TokenState },
+  ownedRecords: [CONNECTION_TOKEN_KIND],
   writeRole: 'member',
-  // The key goes wherever the integration and its config say (baseUrl, and the fields a provider builds its
-  // address from): a member changing them keeps no stored key it cannot read.
+  // The key goes wherever the integration and its config say (baseUrl, an OAuth2 tokenUrl, and the fields a provider
+  // builds its address from): a member changing them keeps no stored key it cannot read.
   secrets: [{ path: ['secret', '*'], sentTo: { at: 0, fields: ['integration', 'config'] } }],
+  // Berth itself sends requests to these: a provider's base URL, and an OAuth2 provider's token endpoint (authUrl is
+  // where the user's browser goes, never Berth).
   outboundTargets: (spec) =>
-    typeof spec?.config?.baseUrl === 'string'
-      ? [{ pointer: '/spec/config/baseUrl', url: spec.config.baseUrl }]
-      : [],
+    (['baseUrl', 'tokenUrl'] as const).flatMap((f) =>
+      typeof spec?.config?.[f] === 'string' ? [{ pointer: `/spec/config/${f}`, url: spec.config[f] }] : [],
+    ),
   validate(next) {
-    return configIssues(next.spec.config);
+    return [...configIssues(next.spec.config), ...oauth2Issues(next.spec)];
   },
 } satisfies KindDescriptor;

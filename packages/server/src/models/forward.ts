@@ -11,16 +11,28 @@ import type { Endpoint, Upstream } from './endpoints.js';
 import { type OutputLimit, withOutputLimit } from './output-limit.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
 import { chatToMessages, STRUCTURED_TOOL } from './translate/openai-to-anthropic.js';
+import { messagesToChat } from './translate/messages-request.js';
 import { responsesToChat } from './translate/responses-request.js';
+import type { Provider } from './providers/index.js';
 
 /** The path every endpoint answers in OpenAI's format, whatever its provider. */
 export const CHAT_PATH = '/v1/chat/completions';
 /** OpenAI's Responses API, translated for Anthropic connections like chat. */
 export const RESPONSES_PATH = '/v1/responses';
 
+/** Anthropic's Messages API, translated to chat for connections speaking OpenAI's chat API. */
+export const MESSAGES_PATH = '/v1/messages';
+
 /** Whether the call is one Berth translates for a connection of `mode` (chat or Responses to Messages). */
 const translated = (call: IncomingCall, mode: string) =>
   mode === 'anthropic' && call.method === 'POST' && (call.path === CHAT_PATH || call.path === RESPONSES_PATH);
+
+/** Whether the call is an Anthropic Messages call Berth translates to chat for provider `p`. */
+const fromMessages = (call: IncomingCall, p: Provider) =>
+  p.wire !== 'anthropic' && p.chat.mode === 'native' && call.method === 'POST' && call.path === MESSAGES_PATH;
+
+/** Anthropic-only paths (token counting, batches) no other provider serves. */
+const ANTHROPIC_ONLY = /^\/v1\/messages\//;
 
 export interface IncomingCall {
   method: string;
@@ -45,8 +57,11 @@ export interface Prepared {
   url: string;
   headers: Record<string, string>;
   body?: string | Buffer;
-  /** Anthropic's answer must be translated back to OpenAI's chat or Responses format. */
-  translate: false | 'chat' | 'responses';
+  /**
+   * Anthropic's answer must be translated back to OpenAI's chat or Responses format, or a chat answer to
+   * Anthropic's Messages format.
+   */
+  translate: false | 'chat' | 'responses' | 'messages';
   /** The tool through which a `response_format` was asked of Anthropic: its call is the answer. */
   structuredTool?: string;
   /** Berth asked for stream usage the caller did not: the usage-only chunk must not reach it. */
@@ -117,6 +132,31 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
       body: JSON.stringify(body),
       translate: responses ? 'responses' : 'chat',
       structuredTool: chat.response_format ? STRUCTURED_TOOL : undefined,
+    };
+  }
+  if (fromMessages(call, provider)) {
+    if (!call.json) return undefined;
+    const body = messagesToChat(call.json, {
+      model: call.model,
+      maxTokens: call.outputCap ?? call.limit.requested,
+      limitField: (provider.chatLimitFields?.(connection) ?? ['max_tokens'])[0],
+      streamUsage: !!provider.askStreamUsage,
+    });
+    return {
+      url: provider.url(
+        connection,
+        (provider.chat.mode === 'native' && provider.chat.path) || CHAT_PATH,
+        '',
+        call.model,
+      ),
+      headers: {
+        'content-type': 'application/json',
+        accept: body.stream ? 'text/event-stream' : 'application/json',
+        'accept-encoding': 'identity',
+        ...cred,
+      },
+      body: JSON.stringify(body),
+      translate: 'messages',
     };
   }
   // A native path other than OpenAI chat needs a connection speaking the endpoint's own API.
@@ -208,7 +248,8 @@ const retriable = (status: number) => status === 429 || status >= 500;
 /** Whether connection `up` can serve this call at all (its wire format, or a translation of chat). */
 function serves(ep: Endpoint, up: Upstream, call: IncomingCall): boolean {
   const isChat = call.path === CHAT_PATH && call.method === 'POST';
-  if (translated(call, up.provider.chat.mode)) return !!call.json;
+  if (translated(call, up.provider.chat.mode) || fromMessages(call, up.provider)) return !!call.json;
+  if (up.provider.wire !== 'anthropic' && ANTHROPIC_ONLY.test(call.path)) return false;
   return isChat || up.provider.wire === ep.provider.wire;
 }
 

@@ -1,8 +1,11 @@
 // The model gateway's HTTP entry: `/run/<ws>/models/<name>/<provider path>`. Authenticates the caller with
 // a Berth credential, reserves tokens under the model's maxToken policies, forwards to the provider (with
-// fallbacks) and streams the answer back as it arrives, metering it on the side.
+// fallbacks) and streams the answer back as it arrives, metering it on the side. Served on raw node:http
+// ahead of Fastify (decision 052): a model call needs none of the API's routing, hooks, body parsers or
+// per-request logger, which together cost more than the rest of the gateway's own work per call.
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Readable, Transform } from 'node:stream';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
@@ -16,9 +19,10 @@ import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
 import { registerModelRoutes } from './routes.js';
 import { UsageObserver } from './stream/usage-observer.js';
 import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
+import { ChatToMessagesStream, chatToMessage } from './translate/messages-answer.js';
 import { ChatToResponsesStream, chatToResponse } from './translate/responses-answer.js';
 import { normalizeUsage, usageInJsonText } from './usage.js';
-import { inferenceErrorHandler } from './inference-problem.js';
+import { sendInferenceProblem } from './inference-problem.js';
 
 /** Answers up to this size with a Content-Length are read whole and sent in one write (see send()). */
 const MAX_BUFFERED_ANSWER = 256 * 1024;
@@ -36,12 +40,19 @@ function through<T extends Transform>(src: Readable, t: T): T {
  * The call as the provider will see it: body parsed when it is JSON (declared or not: a provider reads a JSON
  * body sent as text/plain, so the gateway must read and judge it too), model pinned, output limit read.
  */
-function incoming(ep: Endpoint, req: FastifyRequest, path: string, query: string): IncomingCall {
-  const { raw, json } = readBody(req.body, req.headers);
-  const pinned = pinCall(ep, req.method, path, query, json);
-  const limit = outputLimitOf(req.method, pinned.path, json);
+function incoming(
+  ep: Endpoint,
+  req: IncomingMessage,
+  body: Buffer | undefined,
+  path: string,
+  query: string,
+): IncomingCall {
+  const method = req.method ?? 'GET';
+  const { raw, json } = readBody(body, req.headers);
+  const pinned = pinCall(ep, method, path, query, json);
+  const limit = outputLimitOf(method, pinned.path, json);
   return {
-    method: req.method,
+    method,
     path: pinned.path,
     query: pinned.query,
     headers: req.headers,
@@ -134,15 +145,46 @@ function book(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMet
   );
 }
 
+/** A whole JSON answer in one write. */
+function sendJson(res: ServerResponse, value: unknown) {
+  const body = JSON.stringify(value);
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  res.end(body);
+}
+
+/** A streamed answer: cut when its source fails, and its source released when the client leaves. */
+function sendStream(res: ServerResponse, s: Readable) {
+  s.on('error', () => res.destroy());
+  res.on('close', () => {
+    if (!s.destroyed) s.destroy();
+  });
+  s.pipe(res);
+}
+
 async function send(
   gw: ModelGateway,
-  reply: FastifyReply,
+  res: ServerResponse,
   call: IncomingCall,
   fwd: Forwarded,
   meter: CallMeter,
 ) {
-  reply.code(fwd.statusCode).header('x-berth-connection', fwd.upstream.connection.name);
+  res.statusCode = fwd.statusCode;
+  res.setHeader('x-berth-connection', fwd.upstream.connection.name);
   const contentType = String(fwd.headers['content-type'] ?? '');
+  if (fwd.prepared.translate === 'messages') {
+    if (contentType.includes('text/event-stream')) {
+      const t = new ChatToMessagesStream(call.model ?? '', gw.now);
+      meter.source = t;
+      res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+      res.setHeader('cache-control', 'no-cache');
+      return sendStream(res, through(fwd.body, t));
+    }
+    const chat = (await fwd.body.json()) as any;
+    meter.firstByteAt = gw.now();
+    meter.usage = normalizeUsage(chat?.usage);
+    return sendJson(res, chatToMessage(chat, call.model));
+  }
   if (fwd.prepared.translate) {
     const nowS = Math.floor(gw.now() / 1000);
     const responses = fwd.prepared.translate === 'responses';
@@ -154,18 +196,21 @@ async function send(
         fwd.prepared.structuredTool,
       );
       meter.source = t;
-      reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache');
+      res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+      res.setHeader('cache-control', 'no-cache');
       const chat = through(fwd.body, t);
-      return reply.send(responses ? through(chat, new ChatToResponsesStream(nowS)) : chat);
+      return sendStream(res, responses ? through(chat, new ChatToResponsesStream(nowS)) : chat);
     }
     const msg = (await fwd.body.json()) as any;
     meter.firstByteAt = gw.now();
     meter.usage = normalizeUsage(msg?.usage);
     const chat = messageToChat(msg, nowS, fwd.prepared.structuredTool);
-    return reply.type('application/json').send(responses ? chatToResponse(chat, nowS) : chat);
+    return sendJson(res, responses ? chatToResponse(chat, nowS) : chat);
   }
-  for (const [k, v] of Object.entries(fwd.headers))
-    if (v !== undefined && !DROP_RESPONSE.has(k)) reply.header(k, v);
+  for (const k in fwd.headers) {
+    const v = fwd.headers[k];
+    if (v !== undefined && !DROP_RESPONSE.has(k)) res.setHeader(k, v);
+  }
   const length = Number(fwd.headers['content-length'] ?? Number.NaN);
   if (length <= MAX_BUFFERED_ANSWER && !contentType.includes('text/event-stream')) {
     // A whole answer of known, small size: one write of head and body instead of a piped, chunked stream
@@ -173,89 +218,157 @@ async function send(
     const buf = Buffer.from(await fwd.body.arrayBuffer());
     meter.firstByteAt = gw.now();
     if (contentType.includes('json')) meter.usage = usageInJsonText(buf.toString('utf8'));
-    reply.removeHeader('content-length');
-    return reply.send(buf);
+    res.setHeader('content-length', buf.length);
+    return void res.end(buf);
   }
   const observer = new UsageObserver(contentType, gw.now, fwd.prepared.stripUsageChunk);
   meter.source = observer;
-  return reply.send(through(fwd.body, observer));
+  res.removeHeader('content-length');
+  sendStream(res, through(fwd.body, observer));
 }
 
-export function modelsRoute(gw: ModelGateway): FastifyPluginAsync {
-  return async (app) => {
-    // Bodies stay bytes: passed on as they came unless the gateway must change them.
-    app.setErrorHandler(inferenceErrorHandler);
-    app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_INFERENCE_BODY }, (_req, body, done) =>
-      done(null, body),
-    );
+/** `/run/<ws>/models/<name>[/<provider path>][?query]`, as Fastify's router read it before (decision 052). */
+const MODEL_CALL = /^\/run\/([^/?]+)\/models\/([^/?]+)(\/[^?]*)?(?:\?(.*))?$/s;
+/** Fastify's router refused longer path parameters; kept so nothing new is reachable. */
+const MAX_PARAM_LENGTH = 500;
 
-    app.all('/run/:workspace/models/:model', async (req) => {
-      const { workspace, model } = req.params as Record<string, string>;
+interface Address {
+  workspace: string;
+  model: string;
+  /** The provider path, `/` when none was given. */
+  path: string;
+  query: string;
+}
+
+/** The model call a request URL addresses, decoded; undefined when it addresses none. */
+export function modelCallOf(url: string): Address | undefined {
+  if (!url.startsWith('/run/')) return undefined;
+  const m = MODEL_CALL.exec(url);
+  if (!m || m[1].length > MAX_PARAM_LENGTH || m[2].length > MAX_PARAM_LENGTH) return undefined;
+  try {
+    return {
+      workspace: decodeURIComponent(m[1]),
+      model: decodeURIComponent(m[2]),
+      path: decodeURIComponent(m[3] ?? '/') || '/',
+      query: m[4] ?? '',
+    };
+  } catch {
+    throw new ApiError('MALFORMED_REQUEST', 'the request path holds an invalid percent-encoding');
+  }
+}
+
+const tooLarge = () =>
+  new ApiError('PAYLOAD_TOO_LARGE', `body is larger than ${MAX_INFERENCE_BODY} bytes`, {
+    headers: { connection: 'close' },
+  });
+
+/** The request body, bounded: undefined when empty; a 413 past MAX_INFERENCE_BODY, before reading it all. */
+function readRequest(req: IncomingMessage): Promise<Buffer | undefined> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > MAX_INFERENCE_BODY) return Promise.reject(tooLarge());
+  if (!declared && req.headers['transfer-encoding'] === undefined) {
+    req.resume();
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    req.on('data', (c: Buffer) => {
+      n += c.length;
+      if (n > MAX_INFERENCE_BODY) {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () =>
+      resolve(n ? (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, n)) : undefined),
+    );
+    req.on('error', reject);
+  });
+}
+
+/**
+ * Serves model calls on raw node:http: returns whether the request was one (then it is answered here).
+ * `closing` says the server is shutting down.
+ */
+export function modelCallHandler(gw: ModelGateway, log: FastifyBaseLogger, closing: () => boolean) {
+  async function serve(req: IncomingMessage, res: ServerResponse, a: Address) {
+    const startedAt = gw.now();
+    if (closing()) throw new ApiError('UNAVAILABLE', 'the server is shutting down');
+    if (a.path === '/')
       throw new ApiError(
         'NOT_FOUND',
-        `add the provider's path: /run/${workspace}/models/${model}${CHAT_PATH} (or the provider's own, e.g. /v1/messages)`,
+        `add the provider's path: /run/${a.workspace}/models/${a.model}${CHAT_PATH} (or the provider's own, e.g. /v1/messages)`,
       );
+    const body = await readRequest(req);
+    const caller =
+      gw.callers.cached(req.headers, a.workspace) ?? (await gw.callers.resolve(req.headers, a.workspace));
+    const ep = await gw.endpoints.get(caller.access.workspace, a.model);
+    let path = a.path;
+    // @ai-sdk/anthropic appends `/messages` to a base URL it expects to end in /v1: both forms are served.
+    if (/^\/messages(\/|$)/.test(path)) path = `/v1${path}`;
+    const call = incoming(ep, req, body, path, a.query);
+    if (call.raw && call.json === undefined) Object.assign(call, await pinForm(ep, call.raw, call.headers));
+    const meter = new CallMeter(
+      gw,
+      ep.workspace,
+      ep.name,
+      caller.keyId,
+      call.json,
+      call.model,
+      !isEmbeddings(call.path),
+      startedAt,
+    );
+    const abort = new Cancel();
+    res.on('close', () => {
+      const completed = res.writableFinished;
+      if (!completed) abort.abort();
+      const summary = meter.finish(res.statusCode, completed);
+      if (summary) log.info(summary, 'model call');
     });
+    // The caller left while its credential or endpoint was being read: 'close' has fired already.
+    if (req.socket?.destroyed) {
+      abort.abort();
+      const summary = meter.finish(499, false);
+      if (summary) log.info(summary, 'model call');
+      return;
+    }
+    const counting = reserve(gw, ep, call, meter);
+    if (counting) {
+      await counting;
+      // The caller may have left while a long prompt was being counted.
+      if (abort.aborted) return;
+    }
+    const fwd = await forward(ep, call, {
+      agent: gw.agent,
+      signal: abort,
+      headersTimeoutMs: gw.upstreamTimeoutMs,
+      bodyTimeoutMs: gw.upstreamTimeoutMs,
+      onUnreachable: (connection, err, more) =>
+        gw.unreachable.note(ep.workspace, ep.name, connection, err, more),
+    });
+    if (fwd.fellBackFrom.length)
+      log.info(
+        { model: ep.name, failed: fwd.fellBackFrom, served: fwd.upstream.connection.name },
+        'model call fell back',
+      );
+    return send(gw, res, call, fwd, meter);
+  }
 
-    app.all('/run/:workspace/models/:model/*', { bodyLimit: MAX_INFERENCE_BODY }, async (req, reply) => {
-      const startedAt = gw.now();
-      const params = req.params as Record<string, string>;
-      const caller =
-        gw.callers.cached(req.headers, params.workspace) ??
-        (await gw.callers.resolve(req.headers, params.workspace));
-      const ep = await gw.endpoints.get(caller.access.workspace, params.model);
-      const q = req.url.indexOf('?');
-      let path = `/${params['*'] ?? ''}`;
-      // @ai-sdk/anthropic appends `/messages` to a base URL it expects to end in /v1: both forms are served.
-      if (/^\/messages(\/|$)/.test(path)) path = `/v1${path}`;
-      const call = incoming(ep, req, path, q >= 0 ? req.url.slice(q + 1) : '');
-      if (call.raw && call.json === undefined) Object.assign(call, await pinForm(ep, call.raw, call.headers));
-      const meter = new CallMeter(
-        gw,
-        ep.workspace,
-        ep.name,
-        caller.keyId,
-        call.json,
-        call.model,
-        !isEmbeddings(call.path),
-        startedAt,
-      );
-      const abort = new Cancel();
-      reply.raw.on('close', () => {
-        const completed = reply.raw.writableFinished;
-        if (!completed) abort.abort();
-        const call = meter.finish(reply.raw.statusCode, completed);
-        if (call) req.log.info(call, 'model call');
-      });
-      // The caller left while its credential or endpoint was being read: 'close' has fired already.
-      if (req.raw.socket?.destroyed) {
-        abort.abort();
-        const call = meter.finish(499, false);
-        if (call) req.log.info(call, 'model call');
-        return reply.hijack();
-      }
-      const counting = reserve(gw, ep, call, meter);
-      if (counting) {
-        await counting;
-        // The caller may have left while a long prompt was being counted.
-        if (abort.aborted) return reply.hijack();
-      }
-      const fwd = await forward(ep, call, {
-        agent: gw.agent,
-        signal: abort,
-        headersTimeoutMs: gw.upstreamTimeoutMs,
-        bodyTimeoutMs: gw.upstreamTimeoutMs,
-        onUnreachable: (connection, err, more) =>
-          gw.unreachable.note(ep.workspace, ep.name, connection, err, more),
-      });
-      if (fwd.fellBackFrom.length)
-        req.log.info(
-          { model: ep.name, failed: fwd.fellBackFrom, served: fwd.upstream.connection.name },
-          'model call fell back',
-        );
-      return send(gw, reply, call, fwd, meter);
-    });
+  return (req: IncomingMessage, res: ServerResponse): boolean => {
+    let a: Address | undefined;
+    try {
+      a = modelCallOf(req.url ?? '/');
+    } catch (err) {
+      sendInferenceProblem(req, res, err, log);
+      return true;
+    }
+    if (!a) return false;
+    serve(req, res, a).catch((err) => sendInferenceProblem(req, res, err, log));
+    return true;
   };
 }
 
@@ -265,7 +378,32 @@ export const modelGateway: FastifyPluginAsync<ModelGatewayDeps> = async (app, de
     ...deps,
     onError: (err) => app.log.error({ err }, 'writing model usage failed; retrying at the next flush'),
   });
+  let closing = false;
+  app.addHook('preClose', () => {
+    closing = true;
+  });
   app.addHook('onClose', () => gw.close());
   registerModelRoutes(app, gw);
-  await app.register(modelsRoute(gw));
+  // Model calls are answered before Fastify routes the request; everything else goes on to it. The workload
+  // gateway, started later, puts its own listener in front of this one the same way.
+  const serves = modelCallHandler(gw, app.log, () => closing);
+  const server = app.server;
+  const api = server.listeners('request')[0] as RequestListener | undefined;
+  if (!api) throw new Error('the model gateway must be mounted on an app with its HTTP server');
+  server.removeListener('request', api);
+  server.on('request', (req, res) => {
+    if (!serves(req, res)) api.call(server, req, res);
+  });
+  // The same addresses as Fastify routes, so route listings (the cross-tenant test's among them) and
+  // `inject` see them; a request reaching one is handed to the same handler with its body unread.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_req, _payload, done) => done(null));
+    const handOver = (req: FastifyRequest, reply: FastifyReply) => {
+      reply.hijack();
+      serves(req.raw, reply.raw);
+    };
+    scope.all('/run/:workspace/models/:model', handOver);
+    scope.all('/run/:workspace/models/:model/*', handOver);
+  });
 };

@@ -4,7 +4,8 @@
 // paths (`/v1/messages`, `/messages`) they are Anthropic's own shape, `{type: "error", error: {type,
 // message}}` (plus the same `code`, `status`, `detail`): @anthropic-ai/sdk and @ai-sdk/anthropic read
 // only that, and show a bare status text otherwise.
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
 import type { ApiError } from '../errors.js';
 import { wireErrorOf } from '../http/wire-error.js';
 
@@ -43,20 +44,29 @@ export function anthropicProblem(e: ApiError, instance?: string) {
 /** Paths of Anthropic's API on a model endpoint (with or without the /v1 that @ai-sdk/anthropic adds). */
 export const isAnthropicPath = (url: string) => /\/models\/[^/?]+(\/v1)?\/messages(\/|\?|$)/.test(url);
 
-export function inferenceErrorHandler(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
-  // The client went away while the provider was being asked: nobody is left to answer.
-  if (reply.raw.destroyed || err.name === 'AbortError' || err.code === 'UND_ERR_ABORTED') return;
-  const e = wireErrorOf(err, { log: req.log, what: 'unhandled error in the model gateway' });
-  const instance = req.url.split('?')[0];
-  if (isAnthropicPath(instance))
-    return reply
-      .code(e.status)
-      .headers(e.headers)
-      .type('application/json')
-      .send(anthropicProblem(e, instance));
-  reply
-    .code(e.status === OVERLOADED_STATUS ? 503 : e.status)
-    .headers(e.headers)
-    .type('application/problem+json')
-    .send(inferenceProblem(e, instance));
+/**
+ * Answers a model call that failed before its answer began; one that failed mid-answer is cut (its client sees
+ * the stream end early, as from the provider). Nobody is answered when the client already left.
+ */
+export function sendInferenceProblem(
+  req: IncomingMessage,
+  res: ServerResponse,
+  err: any,
+  log: FastifyBaseLogger,
+): void {
+  if (res.destroyed || err?.name === 'AbortError' || err?.code === 'UND_ERR_ABORTED') return;
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const e = wireErrorOf(err, { log, what: 'unhandled error in the model gateway' });
+  const instance = (req.url ?? '/').split('?')[0];
+  const anthropic = isAnthropicPath(instance);
+  const body = JSON.stringify(anthropic ? anthropicProblem(e, instance) : inferenceProblem(e, instance));
+  res.writeHead(anthropic || e.status !== OVERLOADED_STATUS ? e.status : 503, {
+    ...e.headers,
+    'content-type': anthropic ? 'application/json' : 'application/problem+json',
+    'content-length': Buffer.byteLength(body),
+  });
+  res.end(body);
 }

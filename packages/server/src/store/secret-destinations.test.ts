@@ -10,6 +10,7 @@ import { ApiError } from '../errors.js';
 import { KINDS } from '../kinds/index.js';
 import { REDACTED } from '../kinds/secret-paths.js';
 import type { Role } from '../kinds/types.js';
+import { Outbound } from '../outbound/index.js';
 import { Resources } from './resources.js';
 import { SqliteStore } from './sqlite.js';
 
@@ -173,3 +174,37 @@ for (const c of cases)
     await r.replace(kd, ctx('admin'), 'x', admin);
     assert.equal(c.secret(r.openSecrets(kd, (await r.get(kd, 'ws', [], 'x'))!.body.spec)), 'member-own');
   });
+
+test('an OAuth2 connection: a member aiming config.tokenUrl elsewhere must send the client secret and refresh token again', async () => {
+  const r = new Resources(new SqliteStore(':memory:'), KINDS, new SecretBox(randomBytes(32)), {
+    regions: ['local'],
+    outbound: new Outbound({ allowCidrs: [] }),
+  });
+  const kd = r.kind('IntegrationConnection');
+  const secret = { CLIENT_ID: 'app', CLIENT_SECRET: 'cs-1', REFRESH_TOKEN: 'rt-1' };
+  await r.create(kd, ctx('admin'), {
+    metadata: { name: 'mail-alice' },
+    spec: { integration: 'oauth2', config: { tokenUrl: 'https://idp.example/token' }, secret },
+  });
+  // The refresh would post the user's refresh token and the client secret to the member's own endpoint.
+  const moved = await read(r, 'IntegrationConnection', 'mail-alice');
+  moved.spec.config.tokenUrl = 'https://member.example/token';
+  await assert.rejects(r.replace(kd, ctx('member'), 'mail-alice', structuredClone(moved)), (e: unknown) => {
+    assert.ok(e instanceof ApiError);
+    assert.equal(e.status, 403);
+    assert.deepEqual([...new Set(e.opts.errors?.map((i) => i.pointer))], ['/spec/config']);
+    return true;
+  });
+  moved.spec.secret = { CLIENT_ID: 'app', CLIENT_SECRET: 'cs-own', REFRESH_TOKEN: 'rt-own' };
+  await r.replace(kd, ctx('member'), 'mail-alice', moved);
+  // A token endpoint on the host's loopback is closed to the server's requests, as every stored URL is (decision 038).
+  const local = await read(r, 'IntegrationConnection', 'mail-alice');
+  local.spec.config.tokenUrl = 'http://127.0.0.1:9/token';
+  local.spec.secret = secret;
+  await assert.rejects(r.replace(kd, ctx('admin'), 'mail-alice', local), (e: unknown) => {
+    assert.ok(e instanceof ApiError);
+    assert.equal(e.status, 422);
+    assert.match(e.detail, /\/spec\/config\/tokenUrl: .*loopback/);
+    return true;
+  });
+});

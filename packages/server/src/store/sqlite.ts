@@ -16,6 +16,12 @@ import {
 
 /** Rows kept in memory for point reads; the oldest cached row is dropped past this. */
 const ROW_CACHE_MAX = 50_000;
+/**
+ * Prepared list statements kept, by SQL text. A list's SQL varies only with which filters it has (a few dozen
+ * shapes; label filters add one clause per label), and preparing it was most of the cost of a list: each policy
+ * write lists the models that watch policies (decision 052).
+ */
+const LIST_STATEMENTS_MAX = 256;
 
 /** The change log keeps this many recent rows; watchers are in-process, the log is for debugging. */
 const CHANGE_LOG_KEEP = 10_000;
@@ -45,6 +51,7 @@ export class SqliteStore implements Store {
   private writes = 0;
   private lastSeq = 0;
   private readonly rows = new Map<string, Row>();
+  private readonly listStatements = new Map<string, Database.Statement<unknown[], Row>>();
   private pending: { ops: WriteOp[]; resolve: (o: StoredObject[]) => void; reject: (e: unknown) => void }[] =
     [];
   private readonly groupTx;
@@ -150,10 +157,13 @@ export class SqliteStore implements Store {
       sql += ' LIMIT ?';
       args.push(q.limit);
     }
-    return this.db
-      .prepare<unknown[], Row>(sql)
-      .all(...args)
-      .map(toObject);
+    let stmt = this.listStatements.get(sql);
+    if (!stmt) {
+      stmt = this.db.prepare<unknown[], Row>(sql);
+      if (this.listStatements.size >= LIST_STATEMENTS_MAX) this.listStatements.clear();
+      this.listStatements.set(sql, stmt);
+    }
+    return stmt.all(...args).map(toObject);
   }
 
   /**

@@ -29,7 +29,7 @@ describe('template catalog', () => {
     assert.ok(Array.isArray(list));
     assert.deepEqual(
       list.map((t: any) => t.name),
-      ['agent-python', 'agent-typescript', 'job-typescript', 'mcp-typescript'],
+      ['agent-python', 'agent-typescript', 'job-typescript', 'mcp-mail', 'mcp-typescript'],
     );
     for (const t of list) {
       assert.ok(Value.Check(Template, t), `${t.name}: ${JSON.stringify([...Value.Errors(Template, t)][0])}`);

@@ -1,6 +1,9 @@
 // Runs each starter template's own server as its README says (python3, node) on 127.0.0.1 and talks to it.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -128,5 +131,61 @@ test('the MCP template serves its tool over streamable HTTP to the official clie
   } finally {
     await client.close();
     await server.stop();
+  }
+});
+
+test('the mail MCP template sends as the connected user with the token in its file, read at each call', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-mcp-mail-'));
+  const tokenFile = join(dir, 'access_token');
+  writeFileSync(tokenFile, 'token-one');
+  const seen: { auth?: string; path?: string; raw?: string }[] = [];
+  const api = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => {
+      body += d;
+    });
+    req.on('end', () => {
+      seen.push({ auth: req.headers.authorization, path: req.url, raw: body && JSON.parse(body).raw });
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        req.url?.endsWith('/profile')
+          ? '{"emailAddress":"alice@example.test"}'
+          : '{"id":"m1","threadId":"t1"}',
+      );
+    });
+  });
+  await new Promise<void>((r) => api.listen(0, '127.0.0.1', () => r()));
+  const server = await startTemplate('mcp-mail', process.execPath, ['--import', 'tsx', 'src/index.ts'], {
+    BL_CONNECTION_MAIL_ALICE_TOKEN_FILE: tokenFile,
+    BL_CONNECTION_MAIL_ALICE_API_BASE_URL: `http://127.0.0.1:${(api.address() as { port: number }).port}`,
+  });
+  const client = new Client({ name: 'berth-test', version: '0.0.0' });
+  try {
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['send_mail', 'whoami']);
+    const me: any = await client.callTool({ name: 'whoami', arguments: {} });
+    assert.deepEqual(me.structuredContent, { emailAddress: 'alice@example.test' });
+    writeFileSync(tokenFile, 'token-two'); // Berth refreshed it
+    const sent: any = await client.callTool({
+      name: 'send_mail',
+      arguments: { to: 'bob@example.test', subject: 'Héllo', text: 'from my agent' },
+    });
+    assert.deepEqual(sent.structuredContent, { id: 'm1', threadId: 't1' });
+    assert.deepEqual(
+      seen.map((x) => [x.auth, x.path]),
+      [
+        ['Bearer token-one', '/gmail/v1/users/me/profile'],
+        ['Bearer token-two', '/gmail/v1/users/me/messages/send'],
+      ],
+    );
+    const mime = Buffer.from(seen[1].raw ?? '', 'base64url').toString();
+    assert.match(mime, /^To: bob@example.test\r\nSubject: =\?UTF-8\?B\?SMOpbGxv\?=\r\n/);
+    assert.match(mime, /\r\n\r\nfrom my agent$/);
+  } finally {
+    await client.close();
+    await server.stop();
+    api.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

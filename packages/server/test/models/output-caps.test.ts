@@ -89,6 +89,17 @@ before(async () => {
   await endpoint('claude-s', 'anthropic', 'an', 'fake-claude', ['total-claude-s']);
   await endpoint('claude-native', 'anthropic', 'an', 'fake-claude', ['total-claude-native']);
   await endpoint('gem', 'gemini', 'gm', 'gemini-2.5-flash', ['out-gem']);
+  await ok(
+    w.server.api('/policies', {
+      method: 'POST',
+      json: {
+        metadata: { name: 'hourly-1k' },
+        spec: { type: 'maxToken', maxTokens: { total: 1000, granularity: 'hour' } },
+      },
+      key: owner,
+    }),
+  );
+  await endpoint('gpt-1k', 'openai', 'oa', 'gpt-4o', ['hourly-1k']);
 });
 after(() => w.close());
 
@@ -275,6 +286,37 @@ test('Gemini’s native API: generationConfig.maxOutputTokens is set to what the
   assert.equal(body.usageMetadata.candidatesTokenCount, 1024);
   const win = await windowOf('out-gem');
   assert.equal(win.used.output, 1024);
+});
+
+test('issue 28: under a 1,000-token hourly budget a default call runs, capped to what the budget still covers', async () => {
+  // An Anthropic client on the OpenAI-backed endpoint (translated): its own max_tokens is kept when it fits.
+  const anthropic = new Anthropic({ apiKey: caller, baseURL: runUrl(w.server, 'gpt-1k', WS), maxRetries: 0 });
+  const m = await anthropic.messages.create({
+    model: 'gpt-1k',
+    max_tokens: 5,
+    messages: [{ role: 'user', content: 'Hi' }],
+  });
+  assert.equal(m.usage.output_tokens, 5);
+  assert.equal(w.fake.requests.at(-1)!.body.max_completion_tokens, 5);
+  // The 1,024-token output estimate alone exceeds the budget: the default call is lowered to fit, not refused.
+  const r = await openaiFor('gpt-1k').chat.completions.create({
+    model: 'gpt-1k',
+    messages: [{ role: 'user', content: LONG }],
+  });
+  const cap = limitSent(w.fake.requests.at(-1)!.body);
+  assert.ok(cap >= 900 && cap < 1000, `capped below the whole budget, beside the rest: ${cap}`);
+  assert.equal(r.usage?.completion_tokens, cap);
+  const sent = w.fake.requests.length;
+  await assert.rejects(
+    openaiFor('gpt-1k').chat.completions.create({
+      model: 'gpt-1k',
+      messages: [{ role: 'user', content: LONG }],
+    }),
+    (e: any) => e.status === 429 && /policy hourly-1k allows 1000 total tokens per hour/.test(e.message),
+  );
+  assert.equal(w.fake.requests.length, sent, 'refused before the provider was asked');
+  const win = await windowOf('hourly-1k');
+  assert.ok(win.used.input + win.used.output <= 1000, `the window used ${JSON.stringify(win.used)}`);
 });
 
 test('without a budget nothing changes: the call goes without a limit', async () => {

@@ -4,6 +4,7 @@
 // the sandbox asked for (the CONNECT host or SNI, never its Host header). HTTP/1.1 only: ALPN offers nothing
 // else, so clients downgrade; upgrades (WebSocket) are refused.
 import { randomUUID } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent, request } from 'node:https';
 import type { Socket } from 'node:net';
@@ -56,6 +57,8 @@ export interface InterceptAudit {
   status: number;
   requestId: string;
   injected: number;
+  /** The bearer file's id when its token was put in the request (the server refreshes it once on a 401). */
+  token?: string;
 }
 
 export class Interceptor {
@@ -162,6 +165,7 @@ export class Interceptor {
     const c = this.conns.get(req.socket);
     if (!c) return void res.destroy();
     const requestId = randomUUID();
+    let token: string | undefined;
     const fail = (status: number, reason: string) => {
       this.audit({
         source: c.source,
@@ -187,6 +191,13 @@ export class Interceptor {
       const value = fillSecrets(String(template), rule?.secrets);
       if (value === undefined) return fail(503, 'secret-unavailable');
       headers[name.toLowerCase()] = value; // replaces whatever the client sent under any case
+      injected++;
+    }
+    if (rule?.bearerFile) {
+      const bearer = readBearer(rule.bearerFile.path);
+      if (!bearer) return fail(503, 'token-unavailable');
+      headers.authorization = `Bearer ${bearer}`;
+      token = rule.bearerFile.id;
       injected++;
     }
     headers['x-berth-request-id'] = requestId;
@@ -239,6 +250,7 @@ export class Interceptor {
           status: ur.statusCode ?? 0,
           requestId,
           injected,
+          ...(token ? { token } : {}),
         });
         res.writeHead(ur.statusCode ?? 502, ur.headers);
         ur.pipe(res);
@@ -257,6 +269,27 @@ export class Interceptor {
     });
     if (body) up.end(body);
     else req.pipe(up);
+  }
+}
+
+/** Bearer files read, by path: read again only when the file was replaced (a refresh renames a new one in). */
+const bearers = new Map<string, { ino: number; mtimeMs: number; value: string }>();
+/** Bearer files remembered at most: one per connection in use on this server. */
+const MAX_BEARERS = 4096;
+
+/** The token in a bearer file (one stat per request, a read only after a refresh); undefined when there is none. */
+function readBearer(path: string): string | undefined {
+  try {
+    const st = statSync(path);
+    const held = bearers.get(path);
+    if (held && held.ino === st.ino && held.mtimeMs === st.mtimeMs) return held.value;
+    const value = readFileSync(path, 'utf8').trim();
+    if (bearers.size >= MAX_BEARERS) bearers.delete(bearers.keys().next().value as string);
+    bearers.set(path, { ino: st.ino, mtimeMs: st.mtimeMs, value });
+    return value || undefined;
+  } catch {
+    bearers.delete(path);
+    return undefined;
   }
 }
 

@@ -39,6 +39,12 @@ export interface RoutingRule {
   body?: Record<string, string>;
   /** This rule's secrets, in plaintext: only in memory, never in a record, a log or an answer. */
   secrets?: Record<string, string>;
+  /**
+   * `Authorization: Bearer <the file's content>` at forward time: an OAuth2 connection's access token, which the
+   * server rewrites there before it expires (decision 049), so a refresh needs no new policy. `id` names the token in
+   * the audit, never its value. Set by the server for replicas bound to a connection, never from a user's spec.
+   */
+  bearerFile?: { path: string; id: string };
 }
 
 /**

@@ -57,7 +57,9 @@ const handler = (proto) => (req, res) => {
   });
 };
 const tls = { key: fs.readFileSync(process.env.KEY), cert: fs.readFileSync(process.env.CERT) };
-https.createServer(tls, handler('https')).listen(443);
+// A test's own HTTPS service (a CommonJS module exporting (req, res, say) => void) instead of the echo.
+const own = process.env.HTTPS_HANDLER ? require(process.env.HTTPS_HANDLER) : undefined;
+https.createServer(tls, own ? (req, res) => own(req, res, say) : handler('https')).listen(443);
 http.createServer(handler('http')).listen(80);
 for (const port of [22, 853, 25]) net.createServer((s) => { s.on('error', () => {}); say('CONN ' + port + ' ' + s.remoteAddress); s.end('raw'); }).listen(port);
 process.on('uncaughtException', (e) => say('ERROR ' + e.message));
@@ -114,7 +116,17 @@ async function egressTestLock(): Promise<ChildProcess> {
   return lock;
 }
 
-export async function startUpstream(net: UpstreamNet = UPSTREAM): Promise<Upstream> {
+export interface UpstreamOptions {
+  /** A CommonJS module serving HTTPS on 443 in place of the echo: `(req, res, say) => void`, `say` printing a line. */
+  httpsHandler?: string;
+  /** More environment for that module (its configuration). */
+  env?: Record<string, string>;
+}
+
+export async function startUpstream(
+  net: UpstreamNet = UPSTREAM,
+  opts: UpstreamOptions = {},
+): Promise<Upstream> {
   const lock = await egressTestLock();
   const UPSTREAM = net;
   const UPSTREAM_NS = net.ns;
@@ -140,7 +152,7 @@ export async function startUpstream(net: UpstreamNet = UPSTREAM): Promise<Upstre
     '-subj',
     '/CN=allowed.test',
     '-addext',
-    'subjectAltName=DNS:allowed.test,DNS:denied.test,DNS:other.test,DNS:sub.allowed.test',
+    'subjectAltName=DNS:allowed.test,DNS:denied.test,DNS:other.test,DNS:sub.allowed.test,DNS:mail.test',
   ]);
   await run(
     'ip',
@@ -184,6 +196,8 @@ export async function startUpstream(net: UpstreamNet = UPSTREAM): Promise<Upstre
         CERT: cert,
         SELF: UPSTREAM.address,
         DNS_PACKET: require_resolve('dns-packet'),
+        ...(opts.httpsHandler ? { HTTPS_HANDLER: opts.httpsHandler } : {}),
+        ...opts.env,
       },
     },
   );

@@ -1,0 +1,412 @@
+// Access tokens of OAuth2 connections (decision 049): the refresh token turned into an access token, kept fresh for
+// the connections a running workload holds, the refresh token the provider rotates stored sealed before anything
+// uses the new access token, and a grant the provider refuses recorded with the words of §7 until the connection
+// changes. One refresh at a time per connection; tokens never reach a log line, an event or an answer.
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { K } from '../auth/records.js';
+import { NAME_PATTERN } from '../kinds/common.js';
+import {
+  CONNECTION_TOKEN_KIND,
+  integrationConnection as connectionKind,
+} from '../kinds/integration-connection.js';
+import {
+  CLIENT_ID,
+  CLIENT_SECRET,
+  oauth2Config,
+  RECONNECT_ADVICE,
+  REFRESH_FAILED,
+  REFRESH_TOKEN,
+} from '../kinds/oauth2.js';
+import type { Outbound } from '../outbound/index.js';
+import type { Resources } from '../store/resources.js';
+import type { ResourceKey, StoredObject, WriteOp } from '../store/store.js';
+import { GrantRefused, requestGrant } from './token-client.js';
+import { clearTokenFile, oauthRoot, removeTokenDir, tokenDir, writeTokenFile } from './token-files.js';
+
+const LABEL = new RegExp(NAME_PATTERN);
+
+/** The name of a connection's token record (one per connection, its parent the connection's name). */
+const RECORD_NAME = 'oauth2';
+/** An access token whose provider gave no lifetime is taken to live this long (RFC 6749 leaves it to the docs). */
+export const DEFAULT_TOKEN_LIFETIME_S = 3600;
+/**
+ * A held token is refreshed when this share of its lifetime is left: long enough that a slow provider or one
+ * retry still lands before expiry, short enough not to refresh far more often than the provider expects.
+ */
+export const REFRESH_AHEAD_SHARE = 0.2;
+/** ...but never earlier than this before expiry (an hour-long token is refreshed 5 minutes ahead)... */
+export const REFRESH_AHEAD_MAX_MS = 5 * 60_000;
+/** ...and never later than this (clocks and the request itself take time). */
+export const REFRESH_AHEAD_MIN_MS = 1_000;
+/** After a failure the provider may be down: wait this long, doubling up to the cap, before trying again. */
+export const RETRY_FIRST_MS = 2_000;
+export const RETRY_MAX_MS = 60_000;
+/** A 401 from the provider refreshes once; a token refreshed this recently is not refreshed again for one. */
+export const UNAUTHORIZED_QUIET_MS = 5_000;
+
+/** A connection's grant cannot be refreshed: the user must connect again (§7). Message starts with REFRESH_FAILED. */
+export class ConnectionTokenFailed extends Error {
+  override name = 'ConnectionTokenFailed';
+}
+
+/** The record beside a connection: everything sealed but times. */
+interface TokenRecord {
+  accessToken?: string;
+  issuedAt?: number;
+  expiresAt?: number;
+  scope?: string;
+  /** The refresh token the provider rotated to, sealed; it replaces the spec's while `origin` matches. */
+  refreshToken?: string;
+  /** sha256 of the spec's REFRESH_TOKEN the record follows: a connection given a new one starts afresh. */
+  origin?: string;
+  rotations?: number;
+  lastRefreshAt?: number;
+  /** The provider's refusal and the connection generation it was made for: a new generation tries again. */
+  failure?: { message: string; generation: number };
+}
+
+export interface AccessToken {
+  accessToken: string;
+  expiresAt: number;
+}
+
+export interface ConnectionTokensDeps {
+  resources: Resources;
+  outbound: Pick<Outbound, 'fetch'>;
+  dataDir: string;
+  logger?: Logger;
+  now?: () => number;
+}
+
+const keyString = (workspace: string, name: string) => `${workspace}/${name}`;
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+export class ConnectionTokens {
+  private readonly now: () => number;
+  /** One refresh (or read) in flight per connection: concurrent askers share it. */
+  private readonly inflight = new Map<string, Promise<AccessToken>>();
+  /** Holder (a workload key) → the connections it holds. */
+  private readonly holders = new Map<string, Set<string>>();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly retryDelay = new Map<string, number>();
+  private unwatch?: () => void;
+  private closed = false;
+
+  constructor(private readonly deps: ConnectionTokensDeps) {
+    this.now = deps.now ?? Date.now;
+  }
+
+  /** Follows the connections' changes: a replaced one is refreshed anew when held, a deleted one forgotten. */
+  start(): void {
+    this.unwatch = this.deps.resources.store.watch((c) => {
+      // A deleted workspace's tokens go with it (decision 043).
+      if (c.type === 'DELETED' && c.object.kind === K.workspace) {
+        if (LABEL.test(c.object.name)) removeTokenDir(join(oauthRoot(this.deps.dataDir), c.object.name));
+        return;
+      }
+      if (c.object.kind !== connectionKind.kind) return;
+      const k = keyString(c.object.workspace, c.object.name);
+      if (c.type === 'DELETED') {
+        this.unschedule(k);
+        for (const held of this.holders.values()) held.delete(k);
+        try {
+          removeTokenDir(tokenDir(this.deps.dataDir, c.object.workspace, c.object.name));
+        } catch {}
+        return;
+      }
+      if (this.isHeld(k) && c.type === 'MODIFIED' && this.specChanged(c.object))
+        this.schedule(c.object.workspace, c.object.name, 0);
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    this.unwatch?.();
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  /** The host directory of a connection's token file (mounted read-only into the replicas that hold it). */
+  dirOf(workspace: string, name: string): string {
+    return tokenDir(this.deps.dataDir, workspace, name);
+  }
+
+  /**
+   * A valid access token of the connection: the one held while it is fresh, else a refreshed one. Throws
+   * ConnectionTokenFailed when the provider refused the grant (until the connection changes), and the transient
+   * error when the provider cannot be reached and no valid token is held.
+   */
+  token(workspace: string, name: string, force = false): Promise<AccessToken> {
+    const k = keyString(workspace, name);
+    const running = this.inflight.get(k);
+    if (running) return running;
+    const p = this.obtain(workspace, name, force).finally(() => this.inflight.delete(k));
+    this.inflight.set(k, p);
+    return p;
+  }
+
+  /**
+   * `holder` (a workload) runs with these connections: each gets a token now (throws as `token` does), its file is
+   * written, and it is refreshed ahead of expiry while anyone holds it. Replaces what the holder held before.
+   */
+  async hold(holder: string, workspace: string, names: string[]): Promise<void> {
+    for (const n of names) {
+      const t = await this.token(workspace, n);
+      writeTokenFile(this.dirOf(workspace, n), t.accessToken);
+    }
+    const now = new Set(names.map((n) => keyString(workspace, n)));
+    const before = this.holders.get(holder);
+    this.holders.set(holder, now);
+    for (const k of now)
+      if (!this.timers.has(k)) this.scheduleFrom(k, workspace, k.slice(workspace.length + 1));
+    for (const k of before ?? []) if (!now.has(k) && !this.isHeld(k)) this.unschedule(k);
+  }
+
+  /** The holder no longer runs: connections nobody holds are no longer refreshed ahead. */
+  release(holder: string): void {
+    const before = this.holders.get(holder);
+    this.holders.delete(holder);
+    for (const k of before ?? []) if (!this.isHeld(k)) this.unschedule(k);
+  }
+
+  /**
+   * The egress proxy saw the provider answer 401 to a request carrying this connection's token (`id` is
+   * `<workspace>/<connection>`): refreshed once, unless it was just refreshed.
+   */
+  unauthorized(id: string): void {
+    const i = id.indexOf('/');
+    if (i < 0) return;
+    const [workspace, name] = [id.slice(0, i), id.slice(i + 1)];
+    void this.readRecord(workspace, name)
+      .then((rec) => {
+        if (rec?.lastRefreshAt !== undefined && this.now() - rec.lastRefreshAt < UNAUTHORIZED_QUIET_MS)
+          return;
+        this.deps.logger?.info(
+          { workspace, connection: name },
+          'the provider refused the access token: refreshing',
+        );
+        return this.refreshHeld(workspace, name, true);
+      })
+      .catch(() => undefined);
+  }
+
+  /** The provider's refusal recorded for the connection's current generation, if any (§7 message). */
+  async failure(workspace: string, name: string): Promise<string | undefined> {
+    const conn = await this.connection(workspace, name);
+    const rec = await this.readRecord(workspace, name);
+    return conn && rec?.failure?.generation === generationOf(conn) ? rec.failure.message : undefined;
+  }
+
+  private isHeld(k: string): boolean {
+    for (const s of this.holders.values()) if (s.has(k)) return true;
+    return false;
+  }
+
+  private connection(workspace: string, name: string) {
+    return this.deps.resources.get(connectionKind, workspace, [], name);
+  }
+
+  private recordKey(workspace: string, name: string): ResourceKey {
+    return { kind: CONNECTION_TOKEN_KIND, workspace, parent: name, name: RECORD_NAME };
+  }
+
+  private async readRecord(workspace: string, name: string): Promise<TokenRecord | undefined> {
+    return (await this.deps.resources.store.get(this.recordKey(workspace, name)))?.body as
+      | TokenRecord
+      | undefined;
+  }
+
+  /** Whether a change of the connection changed what it is (a user's write), not only its token state. */
+  private specChanged(o: StoredObject): boolean {
+    const last = this.generations.get(keyString(o.workspace, o.name));
+    const gen = generationOf(o);
+    this.generations.set(keyString(o.workspace, o.name), gen);
+    return last !== undefined && last !== gen;
+  }
+  private readonly generations = new Map<string, number>();
+
+  private async obtain(workspace: string, name: string, force: boolean): Promise<AccessToken> {
+    const r = this.deps.resources;
+    const conn = await this.connection(workspace, name);
+    const which = `integration connection ${JSON.stringify(name)}`;
+    if (!conn) throw new ConnectionTokenFailed(`${which} does not exist`);
+    const gen = generationOf(conn);
+    this.generations.set(keyString(workspace, name), gen);
+    const spec = r.openSecrets(connectionKind, conn.body.spec ?? {});
+    const cfg = oauth2Config(spec);
+    if (!cfg) throw new ConnectionTokenFailed(`${which} is not an OAuth2 connection`);
+    const secret = (spec.secret ?? {}) as Record<string, string>;
+    const given = secret[REFRESH_TOKEN] ?? '';
+    const origin = sha256(given);
+    const stored = await this.readRecord(workspace, name);
+    // A new REFRESH_TOKEN in the spec (the user connected again) starts afresh; another change keeps the tokens
+    // (still the provider's) but lifts a refusal, which the change may have answered.
+    const rec: TokenRecord = stored?.origin === origin ? { ...stored } : { origin };
+    if (rec.failure && rec.failure.generation !== gen) rec.failure = undefined;
+    if (rec.failure) throw new ConnectionTokenFailed(rec.failure.message);
+    const held =
+      rec.accessToken && rec.expiresAt !== undefined
+        ? { accessToken: r.openSecret(rec.accessToken), expiresAt: rec.expiresAt }
+        : undefined;
+    if (!force && held && this.now() < refreshAt(rec)) return held;
+    const refreshToken = rec.refreshToken ? r.openSecret(rec.refreshToken) : given;
+    if (!refreshToken) {
+      const message = `${REFRESH_FAILED} (${which}): it holds no REFRESH_TOKEN; ${RECONNECT_ADVICE}`;
+      await this.writeState(workspace, name, { ...rec, failure: { message, generation: gen } }, message);
+      throw new ConnectionTokenFailed(message);
+    }
+    const started = this.now();
+    try {
+      const grant = await requestGrant(
+        this.deps.outbound,
+        cfg.tokenUrl,
+        {
+          clientId: secret[CLIENT_ID] ?? '',
+          clientSecret: secret[CLIENT_SECRET] || undefined,
+          clientAuth: cfg.clientAuth,
+        },
+        { grant_type: 'refresh_token', refresh_token: refreshToken },
+      );
+      const now = this.now();
+      const next: TokenRecord = {
+        ...rec,
+        accessToken: r.sealSecret(grant.accessToken),
+        issuedAt: now,
+        expiresAt: now + (grant.expiresIn ?? DEFAULT_TOKEN_LIFETIME_S) * 1000,
+        scope: grant.scope ?? rec.scope,
+        // Stored sealed in the same transaction as the access token, before either is used: the provider has
+        // already retired the old one, so a server killed after this write loses nothing.
+        refreshToken: grant.refreshToken ? r.sealSecret(grant.refreshToken) : rec.refreshToken,
+        rotations: (rec.rotations ?? 0) + (grant.refreshToken && grant.refreshToken !== refreshToken ? 1 : 0),
+        lastRefreshAt: now,
+        failure: undefined,
+      };
+      await this.writeState(workspace, name, next);
+      if (this.isHeld(keyString(workspace, name)))
+        writeTokenFile(this.dirOf(workspace, name), grant.accessToken);
+      this.retryDelay.delete(keyString(workspace, name));
+      this.deps.logger?.info(
+        {
+          workspace,
+          connection: name,
+          ms: now - started,
+          validUntil: new Date(next.expiresAt!).toISOString(),
+          rotated: next.rotations !== (rec.rotations ?? 0),
+        },
+        'oauth2 access token refreshed',
+      );
+      return { accessToken: grant.accessToken, expiresAt: next.expiresAt! };
+    } catch (err) {
+      if (err instanceof GrantRefused) {
+        const message = `${REFRESH_FAILED} (${which}): the provider refused the refresh token: ${err.message}; ${RECONNECT_ADVICE}`;
+        await this.writeState(workspace, name, { ...rec, failure: { message, generation: gen } }, message);
+        try {
+          clearTokenFile(this.dirOf(workspace, name));
+        } catch {}
+        this.deps.logger?.warn({ workspace, connection: name, error: err.error }, 'oauth2 refresh refused');
+        throw new ConnectionTokenFailed(message);
+      }
+      const message = `refreshing the access token failed, trying again: ${(err as Error).message}`;
+      await this.writeState(workspace, name, rec, message).catch(() => undefined);
+      this.deps.logger?.warn(
+        { workspace, connection: name, reason: (err as Error).message },
+        'oauth2 refresh failed',
+      );
+      // A token still valid serves until it expires; the held schedule tries again.
+      if (held && this.now() < held.expiresAt) return held;
+      throw err;
+    }
+  }
+
+  /** Writes the record and the connection's public token state in one transaction. */
+  private async writeState(workspace: string, name: string, rec: TokenRecord, error?: string): Promise<void> {
+    const store = this.deps.resources.store;
+    const key = this.recordKey(workspace, name);
+    const exists = !!(await store.get(key));
+    const body = JSON.parse(JSON.stringify(rec)) as TokenRecord;
+    const state = {
+      state: rec.failure ? 'FAILED' : rec.accessToken ? 'VALID' : 'PENDING',
+      ...(rec.expiresAt !== undefined && !rec.failure
+        ? { validUntil: new Date(rec.expiresAt).toISOString() }
+        : {}),
+      ...(rec.lastRefreshAt !== undefined
+        ? { lastRefreshAt: new Date(rec.lastRefreshAt).toISOString() }
+        : {}),
+      ...(error ? { lastError: error } : {}),
+      ...(rec.scope ? { scope: rec.scope } : {}),
+      ...(rec.rotations ? { rotations: rec.rotations } : {}),
+    };
+    const ops: WriteOp[] = [
+      exists ? { op: 'update', key, mutate: () => body } : { op: 'create', key, body },
+      {
+        op: 'update',
+        key: { kind: connectionKind.kind, workspace, parent: '', name },
+        mutate: (cur) => ({ ...cur.body, token: state }),
+      },
+    ];
+    await store.write(ops);
+  }
+
+  private scheduleFrom(k: string, workspace: string, name: string): void {
+    void this.readRecord(workspace, name).then((rec) => {
+      if (!this.isHeld(k) || this.timers.has(k)) return;
+      this.schedule(workspace, name, rec ? Math.max(0, refreshAt(rec) - this.now()) : 0);
+    });
+  }
+
+  private schedule(workspace: string, name: string, delayMs: number): void {
+    const k = keyString(workspace, name);
+    if (this.closed) return;
+    this.unschedule(k);
+    const t = setTimeout(() => {
+      this.timers.delete(k);
+      void this.refreshHeld(workspace, name, false);
+    }, delayMs);
+    t.unref();
+    this.timers.set(k, t);
+  }
+
+  private unschedule(k: string): void {
+    const t = this.timers.get(k);
+    if (t) clearTimeout(t);
+    this.timers.delete(k);
+  }
+
+  /** One scheduled (or forced) refresh of a held connection, and the next one planned from its outcome. */
+  private async refreshHeld(workspace: string, name: string, force: boolean): Promise<void> {
+    const k = keyString(workspace, name);
+    try {
+      const t = await this.token(workspace, name, force);
+      if (this.isHeld(k)) {
+        writeTokenFile(this.dirOf(workspace, name), t.accessToken);
+        const rec = await this.readRecord(workspace, name);
+        this.schedule(
+          workspace,
+          name,
+          rec ? Math.max(REFRESH_AHEAD_MIN_MS, refreshAt(rec) - this.now()) : RETRY_FIRST_MS,
+        );
+      }
+    } catch (err) {
+      // A refusal waits for the connection to change (its watch reschedules); anything else is tried again.
+      if (err instanceof ConnectionTokenFailed || !this.isHeld(k)) return;
+      const delay = Math.min(RETRY_MAX_MS, this.retryDelay.get(k) ?? RETRY_FIRST_MS);
+      this.retryDelay.set(k, delay * 2);
+      this.schedule(workspace, name, delay);
+    }
+  }
+}
+
+/** When a token record's access token should be replaced. */
+function refreshAt(rec: TokenRecord): number {
+  if (rec.expiresAt === undefined) return 0;
+  const lifetime = rec.expiresAt - (rec.issuedAt ?? rec.expiresAt);
+  const ahead = Math.min(
+    REFRESH_AHEAD_MAX_MS,
+    Math.max(REFRESH_AHEAD_MIN_MS, lifetime * REFRESH_AHEAD_SHARE),
+  );
+  return rec.expiresAt - ahead;
+}
+
+const generationOf = (o: StoredObject): number => Number(o.body.metadata?.generation ?? 0);
