@@ -26,6 +26,14 @@ function pidsRunning(what: string, pids?: number[]): number[] {
   });
 }
 
+const parentOf = (pid: number) => {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+};
+
 describe('faults explained on the sandbox', () => {
   let s: SandboxServer;
   before(async () => {
@@ -77,7 +85,8 @@ describe('faults explained on the sandbox', () => {
 
   it('the egress proxy killed: a sandbox under a network policy is told it went down and came back', async () => {
     await s.create('policed', { network: { allowedDomains: ['allowed.test'] } });
-    const [proxy] = pidsRunning('egress/child');
+    // This server's proxy, a child of this process: another test file's server may run its own beside it.
+    const [proxy] = pidsRunning('egress/child').filter((p) => parentOf(p) === process.pid);
     assert.ok(proxy, 'the egress proxy runs');
     process.kill(proxy, 'SIGKILL');
     const b = await s.waitFor(
