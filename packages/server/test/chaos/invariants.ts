@@ -58,7 +58,10 @@ export async function verify(ctx: LoadContext, faults: Fault[], settleMs = 60_00
         continue;
       }
       const p = await s.call('GET', `/run/default/sandboxes/${name}/process`);
-      if (p.status !== 200) wrong.push(`${name} is DEPLOYED but answers ${p.status}`);
+      if (p.status !== 200)
+        wrong.push(
+          `${name} is DEPLOYED but answers ${p.status} ${p.text.slice(0, 200)}; its last events ${JSON.stringify((o.events ?? []).slice(-3).map((e: any) => `${e.time} ${e.message}`))}`,
+        );
     }
     return wrong.length ? wrong.join('; ') : undefined;
   };

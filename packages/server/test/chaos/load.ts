@@ -76,7 +76,7 @@ export async function sandboxChurn(ctx: LoadContext, worker: number) {
     const name = `churn-${worker}-${n}`;
     const c = await ctx.s.call('POST', '/v0/sandboxes', { metadata: { name }, spec: sandboxSpec() });
     if (c.status !== 200) {
-      count(ctx, 'sandbox create failed');
+      count(ctx, `sandbox create failed (${c.status})`);
       await sleep(200);
       continue;
     }
