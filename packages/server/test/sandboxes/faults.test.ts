@@ -85,8 +85,11 @@ describe('faults explained on the sandbox', () => {
 
   it('the egress proxy killed: a sandbox under a network policy is told it went down and came back', async () => {
     await s.create('policed', { network: { allowedDomains: ['allowed.test'] } });
-    // This server's proxy, a child of this process: another test file's server may run its own beside it.
-    const [proxy] = pidsRunning('egress/child').filter((p) => parentOf(p) === process.pid);
+    // This server's proxy, a child of this process (another test file's server may run its own beside it); it may
+    // still be starting when the create answers.
+    const ours = () => pidsRunning('egress/child').filter((p) => parentOf(p) === process.pid);
+    for (let i = 0; i < 100 && !ours().length; i++) await new Promise((r) => setTimeout(r, 100));
+    const [proxy] = ours();
     assert.ok(proxy, 'the egress proxy runs');
     process.kill(proxy, 'SIGKILL');
     const b = await s.waitFor(
