@@ -3,7 +3,9 @@
 import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
+import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchApi } from './api/bench.mjs';
+import { benchFuzz } from './api/fuzz.mjs';
 import { benchCliStart } from './cli/start.mjs';
 import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
@@ -14,6 +16,7 @@ import { benchExec } from './sandboxes/exec.mjs';
 import { benchVolumes } from './sandboxes/volumes.mjs';
 import { benchImages } from './sandboxes/images.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
+import { benchStandbyCycles } from './sandboxes/standby-cycles.mjs';
 
 const all = {
   api: benchApi,
@@ -30,6 +33,10 @@ const all = {
   'sandbox-images': benchImages,
   'sandbox-egress': benchEgress,
   jobs: benchJobs,
+  fuzz: benchFuzz,
+  'standby-cycles': benchStandbyCycles,
+  chaos: benchChaos,
+  soak: benchSoak,
 };
 const only = process.argv.slice(2);
 for (const [name, fn] of Object.entries(all)) {

@@ -28,6 +28,7 @@ const ARGUMENT_WORDS = (): Record<string, string[]> => {
     get: [...kinds, 'quotas', 'revisions', 'executions'].sort(),
     describe: kinds,
     delete: kinds,
+    debug: kinds,
     completion: ['bash', 'zsh'],
   };
 };

@@ -26,6 +26,7 @@ const MODULES: Record<string, () => Promise<Registrar>[]> = {
   ],
   usage: () => [import('./usage.js').then((m) => m.registerUsage)],
   status: () => [import('./status.js').then((m) => m.registerStatus)],
+  debug: () => [import('./debug.js').then((m) => m.registerDebug)],
   completion: () => [import('./completion.js').then((m) => m.registerCompletion)],
 };
 /** Other names of a command, and commands declared by another command's module. */

@@ -1866,6 +1866,193 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/volumes/{volumeName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a volume: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugVolume"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/drives/{driveName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a drive: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugDrive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{modelName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a model: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugModel"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agentName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with an agent: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugAgent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/functions/{functionName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a function: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugFunction"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{jobId}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a job: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugJob"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a sandbox: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugSandbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/previews/{previewName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a preview: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugPreview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vpcs/{vpcName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with a vpc: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugVpc"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vpcs/{vpcName}/egressgateways/{gatewayName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with an egressgateway: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugEgressGateway"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/vpcs/{vpcName}/egressgateways/{gatewayName}/ips/{ipName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with an egressip: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugEgressIp"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3904,6 +4091,87 @@ export interface components {
             /** @description sandboxes of the workspace not being deleted */
             sandboxes: number;
             schedules: number;
+        };
+        DebugInstance: {
+            /** @description the runtime's name of the instance */
+            id: string;
+            /** @enum {string} */
+            role: "sandbox" | "replica";
+            /**
+             * @description running; frozen (standby); dead (its processes ended, not yet cleaned up); gone (the runtime has none)
+             * @enum {string}
+             */
+            state: "running" | "frozen" | "dead" | "gone";
+            createdAt?: string;
+            /** @description its private address (reachable from the host only) */
+            address?: string;
+            memory?: {
+                usedBytes: number;
+                limitBytes: number;
+                peakBytes: number;
+                /** @description processes the out-of-memory killer ended, over its life */
+                oomKills: number;
+            };
+            pids?: {
+                current: number;
+                max: number;
+            };
+            /** @description its writable layer (/home/user, /tmp, /workspace, /var), held in memory */
+            disk?: {
+                usedBytes: number;
+                limitBytes: number;
+            };
+            /** @description the sandbox's API daemon */
+            daemon: {
+                /** @description its API daemon answered /health (a frozen one is not asked) */
+                answered: boolean;
+                version?: string;
+                uptimeSeconds?: number;
+                runningProcesses?: number;
+                keepAliveProcesses?: number;
+                /** @description why it did not answer */
+                error?: string;
+            };
+            /** @description the last lines the daemon wrote (its stdout and stderr) */
+            daemonLog: string[];
+            /** @description a replica's app (its start command), as its daemon has it */
+            app?: {
+                status: string;
+                exitCode: number;
+                lastOutput: string[];
+            };
+        };
+        /** @description the egress policy in force (its routing secrets never shown) */
+        DebugNetwork: {
+            allowedDomains?: string[];
+            forbiddenDomains?: string[];
+            /** @description direct, or gateway <name> */
+            egress?: string;
+            /** @description the egress proxy as its last event has it: not used (no policy), running, or down since <time> */
+            proxy: string;
+        };
+        Debug: {
+            kind: string;
+            name: string;
+            workspace: string;
+            status?: string;
+            /** @description run state (RUNNING, STANDBY) where the kind has one */
+            state?: string;
+            /** @description the most likely cause of trouble, in one line (or that nothing looks wrong) */
+            cause: string;
+            /** @description the most recent events, oldest first */
+            events: ({
+                message: string;
+                time?: string;
+                status?: string;
+                type?: string;
+            } & {
+                [key: string]: unknown;
+            })[];
+            instances: components["schemas"]["DebugInstance"][];
+            network?: components["schemas"]["DebugNetwork"];
+            /** @description how long gathering took */
+            tookMs: number;
         };
     };
     responses: {
@@ -9570,6 +9838,307 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SandboxScheduleMetrics"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugVolume: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                volumeName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a volume: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugDrive: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                driveName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a drive: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugModel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                modelName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a model: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugAgent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                agentName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with an agent: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugFunction: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                functionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a function: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugJob: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                jobId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a job: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a sandbox: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugPreview: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+                previewName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a preview: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugVpc: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                vpcName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with a vpc: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugEgressGateway: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                vpcName: string;
+                gatewayName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with an egressgateway: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugEgressIp: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                vpcName: string;
+                gatewayName: string;
+                ipName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with an egressip: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
                 };
             };
             "4XX": components["responses"]["Problem"];

@@ -27,6 +27,11 @@ export interface Config {
   /** Seconds of no request before a sandbox goes to standby. */
   standbyAfterS: number;
   /**
+   * Seconds between two looks at running sandboxes for faults they survive (a process ended for lack of memory, a
+   * full disk), said as events (BERTH_FAULT_CHECK_EVERY; default 5).
+   */
+  faultCheckS?: number;
+  /**
    * Seconds an agent's or function's replica may stay idle before it is removed (above minScale): the next
    * request then starts one from zero (BERTH_REPLICA_REMOVE_AFTER; default 300).
    */
@@ -187,6 +192,7 @@ export function loadConfig(
     masterKey: env.BERTH_MASTER_KEY || undefined,
     logLevel: env.BERTH_LOG_LEVEL ?? 'info',
     standbyAfterS: standby,
+    faultCheckS: positiveSeconds(env.BERTH_FAULT_CHECK_EVERY, 'BERTH_FAULT_CHECK_EVERY'),
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,

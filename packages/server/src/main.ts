@@ -9,6 +9,7 @@ import { registerMetrics } from './api/metrics.js';
 import { metricsAccess } from './api/metrics-access.js';
 import { sandboxSampler } from './api/sandbox-metrics.js';
 import { registerOpenApi } from './api/openapi.js';
+import * as debug from './api/debug.js';
 import * as egressUsage from './api/egress-usage.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
@@ -27,6 +28,7 @@ import { deleteWhenDone } from './api/wait.js';
 import { SandboxExpiry } from './controllers/sandbox/sandbox-expiry.js';
 import { ScheduleRunner } from './controllers/sandbox/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume/volume.js';
+import { SandboxFaultWatch, sayEgressProxy } from './controllers/sandbox/sandbox-faults.js';
 import { existingArchive } from './runtime/volume-archives.js';
 import { Instances } from './runtime/instances.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
@@ -175,6 +177,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           logger.info({ egress: e.request }, 'egress request');
           // The provider refused a connection's access token the proxy put in: refreshed once (decision 049).
           if (e.request.status === 401 && e.request.token) tokens.unauthorized(e.request.token);
+        } else if (e.type === 'proxy') {
+          logger.warn({ proxy: e.state, sandboxes: e.sources.length }, `egress proxy ${e.state}`);
+          void sayEgressProxy({ resources, driver }, e).catch((err) =>
+            logger.warn({ err }, 'could not record the egress proxy event'),
+          );
         } else logger.debug({ dns: e.decision }, 'egress dns');
       },
     }),
@@ -205,7 +212,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     instances,
     logger,
     quota: quotas,
-    onCapped: workloadEvent({ resources, logger }),
+    onEvent: workloadEvent({ resources, logger }),
   });
   const uploads = new CodeUploads({ resources, code, baseUrl });
   const callbacks = new Callbacks({ resources, logger, outbound });
@@ -251,6 +258,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
       registerWorkloadLogRoutes(v0, { resources, replicas, driver });
+      debug.register(v0, { resources, replicas, driver }, KINDS);
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
         m.register(v0, { resources });
@@ -398,6 +406,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   scaler.start();
   const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
   expiry.start();
+  const faults = new SandboxFaultWatch({
+    resources,
+    driver,
+    logger,
+    sweepMs: config.faultCheckS && config.faultCheckS * 1000,
+  });
+  faults.start();
   const schedules = new ScheduleRunner({
     resources,
     logger,
@@ -424,6 +439,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       callbacks.stop();
       await jobs.stop();
       await expiry.stop();
+      await faults.stop();
       await controllers.stop();
       await builds.stop();
       await app.close();

@@ -4,7 +4,10 @@ import { join } from 'node:path';
 
 const BIN = join(import.meta.dirname, '../../cli/bin/berth.mjs');
 
-/** Starts `berth serve` on a free port; resolves with its URL once it listens (rejects if it exits first). */
+/**
+ * Starts `berth serve` on a free port (`env`: settings of its own); resolves with its URL once it listens (rejects
+ * if it exits first).
+ */
 export async function serve(
   dataDir: string,
   env: Record<string, string> = {},

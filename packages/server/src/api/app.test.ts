@@ -59,3 +59,29 @@ test('/healthz answers without a credential and reports the version of the serve
     await app.close();
   }
 });
+
+test('a URL the router cannot decode, or a path parameter past its limit, is answered as a problem (fuzzer finding)', async () => {
+  const app = createApp({
+    bodyLimit: 1024,
+    logger: pino({ level: 'silent' }),
+    authenticator: {} as Authenticator,
+  });
+  app.get('/things/:name', async () => ({ ok: true }));
+  try {
+    for (const [url, status] of [
+      ['/things/%zz', 400],
+      ['/things/%ED%A0%80', 400],
+      ['/things/%', 400],
+      [`/things/${'x'.repeat(600)}`, 414],
+    ] as const) {
+      const res = await app.inject({ method: 'GET', url });
+      assert.equal(res.statusCode, status, res.body);
+      assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8', res.body);
+      const p = res.json();
+      assert.equal(p.code, status);
+      assert.equal(p.error, 'MALFORMED_REQUEST');
+    }
+  } finally {
+    await app.close();
+  }
+});

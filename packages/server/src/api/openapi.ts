@@ -1,6 +1,7 @@
 // The OpenAPI 3.1 document of /v0, generated from the same TypeBox schemas the server validates with:
 // five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts`,
-// `openapi-workloads.ts` and `openapi-service.ts`.
+// `openapi-workloads.ts` and `openapi-service.ts`, and the debug read-out of every kind with a status
+// (`debug-report.ts`).
 // The SDK's types are generated from this document (packages/sdk/scripts/generate.mjs).
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -11,6 +12,7 @@ import { bareInEveryVersion, LIST_ENVELOPE_SINCE } from './api-version.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
 import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
+import { debugPaths } from './debug-report.js';
 import { WATCH_PATHS } from './openapi-watch.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
 import { WATCH_CONTENT_TYPE } from './list-watch.js';
@@ -396,7 +398,13 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
 /** The whole document. Pure: no server, no I/O (the SDK generator calls it on the built package). */
 export function buildOpenApiDocument(
   kinds: KindDescriptor[],
-  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS, ...WATCH_PATHS, ...SERVICE_PATHS },
+  extra: ExtraPaths = {
+    ...EXTRA_PATHS,
+    ...WORKLOAD_PATHS,
+    ...WATCH_PATHS,
+    ...SERVICE_PATHS,
+    ...debugPaths(kinds),
+  },
 ) {
   const c = new SchemaCollector();
   c.named(ProblemSchema);

@@ -54,7 +54,11 @@ function daemonUnreachable(t: Target, err: Error & { code?: string }): ApiError 
   const name = JSON.stringify(t.key.name);
   if (err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT')
     return new ApiError('TIMEOUT', `sandbox ${name} did not answer in time`);
-  return new ApiError('BAD_GATEWAY', `sandbox ${name} is unreachable: ${err.code ?? err.message}`);
+  // The daemon went away mid-request: the sandbox most often ended (its events say why, `berth debug` too).
+  return new ApiError(
+    'BAD_GATEWAY',
+    `sandbox ${name} is unreachable: ${err.code ?? err.message}. If it ended, its events say why (berth debug sandbox ${t.key.name})`,
+  );
 }
 
 /** Headers a preview adds (its spec's requestHeaders and responseHeaders, and a token cookie). */

@@ -248,7 +248,7 @@ export class WorkloadGateway {
         { workload: rev.key, replica: r.id, code: err.code, retrying },
         'replica unreachable: removed',
       );
-      void this.deps.replicas.scaleIn(rev, r);
+      void this.deps.replicas.crashed(rev, r);
     }
     if (down) return this.affinity.ended(w, headers);
     if (!sent) return undefined;

@@ -228,6 +228,8 @@ export interface ForwardOptions {
   headersTimeoutMs: number;
   /** Longest silence between two body chunks. */
   bodyTimeoutMs: number;
+  /** A connection could not be reached (`more`: another one is tried next). */
+  onUnreachable?: (connection: string, err: ApiError, more: boolean) => void;
 }
 
 async function readText(body: Forwarded['body']): Promise<string> {
@@ -280,7 +282,9 @@ export async function forward(ep: Endpoint, call: IncomingCall, o: ForwardOption
       if (o.signal.aborted) throw err;
       last = transportError(up.connection.name, err);
       // A provider that accepted the call but is slow is not retried elsewhere: it may be generating.
-      if (last.name === 'TIMEOUT' && err?.code !== 'UND_ERR_CONNECT_TIMEOUT') throw last;
+      const slow = last.name === 'TIMEOUT' && err?.code !== 'UND_ERR_CONNECT_TIMEOUT';
+      o.onUnreachable?.(up.connection.name, last, more && !slow);
+      if (slow) throw last;
       failed.push(up.connection.name);
       continue;
     }

@@ -347,6 +347,8 @@ export function modelCallHandler(gw: ModelGateway, log: FastifyBaseLogger, closi
       signal: abort,
       headersTimeoutMs: gw.upstreamTimeoutMs,
       bodyTimeoutMs: gw.upstreamTimeoutMs,
+      onUnreachable: (connection, err, more) =>
+        gw.unreachable.note(ep.workspace, ep.name, connection, err, more),
     });
     if (fwd.fellBackFrom.length)
       log.info(

@@ -10,6 +10,7 @@ import { EndpointCache } from './endpoints.js';
 import { DEFAULT_OUTPUT_ESTIMATE, loadTokenizer } from './estimate.js';
 import { ModelMetrics } from './metrics.js';
 import { TokenBudget } from './token-budget.js';
+import { UnreachableProviders } from './unreachable.js';
 import { UsageRecorder } from './usage-recorder.js';
 import { EVERY_WORKSPACE } from '../store/store.js';
 
@@ -49,6 +50,8 @@ export interface ModelGateway {
   upstreamTimeoutMs: number;
   outputEstimate: number;
   now: () => number;
+  /** Says on a model's object that a provider could not be reached. */
+  unreachable: UnreachableProviders;
   close(): Promise<void>;
 }
 
@@ -86,6 +89,7 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     upstreamTimeoutMs: deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
     outputEstimate: deps.outputEstimate ?? DEFAULT_OUTPUT_ESTIMATE,
     now,
+    unreachable: new UnreachableProviders(deps.resources, now, deps.onError),
     async close() {
       unwatchPolicies();
       callers.close();

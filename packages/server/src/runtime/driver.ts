@@ -124,6 +124,8 @@ export interface SandboxStats {
   pidsMax: number;
   /** CPU time used by every process the sandbox ever ran, in seconds; absent where the host does not account it. */
   cpuSeconds?: number;
+  /** Its writable layer (/home/user, /tmp, /workspace, /var): bytes used against the cap; absent when unknown. */
+  disk?: { usedBytes: number; limitBytes: number };
 }
 
 export interface RuntimeCapabilities {
@@ -159,6 +161,11 @@ export interface RuntimeDriver {
   remove(id: string): Promise<void>;
   socketPath(id: string): string;
   stats(id: string): Promise<SandboxStats | undefined>;
+  /**
+   * The last `maxBytes` of what the sandbox's API daemon wrote (its stdout and stderr), live or dead, until the
+   * sandbox is removed; undefined when there is none to read.
+   */
+  daemonLog(id: string, maxBytes?: number): Promise<string | undefined>;
   /** Sets the environment of the processes the sandbox starts from now on (running ones keep theirs). */
   setEnvs(id: string, envs: Record<string, string>): Promise<void>;
   /**

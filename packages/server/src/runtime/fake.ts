@@ -18,7 +18,10 @@ import {
 
 export class FakeDriver implements RuntimeDriver {
   readonly capabilities: RuntimeCapabilities = { freezer: true, deepStandby: false, seccomp: false };
-  private readonly boxes = new Map<string, SandboxInfo & { spec: SandboxSpec; cpuSeconds: number }>();
+  private readonly boxes = new Map<
+    string,
+    SandboxInfo & { spec: SandboxSpec; cpuSeconds: number; stats?: Partial<SandboxStats>; log?: string }
+  >();
   private nextPid = 1000;
   /** Number of sandboxes actually created (not re-used) — what idempotency tests count. */
   creations = 0;
@@ -115,7 +118,25 @@ export class FakeDriver implements RuntimeDriver {
       pids: 3,
       pidsMax: b.spec.pidsMax,
       cpuSeconds: b.cpuSeconds,
+      disk: { usedBytes: 4096, limitBytes: b.spec.diskMb * 1024 * 1024 },
+      ...b.stats,
     };
+  }
+
+  async daemonLog(id: string, maxBytes = 4096): Promise<string | undefined> {
+    return this.boxes.get(id)?.log?.slice(-maxBytes);
+  }
+
+  /** Test hook: what stats() reports for the sandbox from now on (its memory, disk, OOM kills), over the defaults. */
+  setStats(id: string, stats: Partial<SandboxStats>): void {
+    const b = this.boxes.get(id);
+    if (b) b.stats = { ...b.stats, ...stats };
+  }
+
+  /** Test hook: the sandbox's daemon wrote `text` (daemonLog reads it). */
+  writeLog(id: string, text: string): void {
+    const b = this.boxes.get(id);
+    if (b) b.log = (b.log ?? '') + text;
   }
 
   /** Test hook: the sandbox's processes use `seconds` more CPU time. */
@@ -178,7 +199,9 @@ export class FakeDriver implements RuntimeDriver {
   async close(): Promise<void> {}
 }
 
-function strip(b: SandboxInfo & { spec: SandboxSpec; cpuSeconds: number }): SandboxInfo {
-  const { spec: _spec, cpuSeconds: _cpu, ...info } = b;
+function strip(
+  b: SandboxInfo & { spec: SandboxSpec; cpuSeconds: number; stats?: unknown; log?: string },
+): SandboxInfo {
+  const { spec: _spec, cpuSeconds: _cpu, stats: _stats, log: _log, ...info } = b;
   return { ...info };
 }

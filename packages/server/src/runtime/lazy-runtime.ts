@@ -111,6 +111,10 @@ export class LazyRuntime implements RuntimeDriver {
     if (this.holdsNone()) return undefined;
     return (await this.ready()).stats(id);
   }
+  async daemonLog(id: string, maxBytes?: number): Promise<string | undefined> {
+    if (this.holdsNone()) return undefined;
+    return (await this.ready()).daemonLog(id, maxBytes);
+  }
   async ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
     return (await this.ready()).ensureVolume(ref, sizeMb, seed);
   }

@@ -196,6 +196,16 @@ describe('agent triggers on real replicas', () => {
     assert.equal(res.status, 200, JSON.stringify(body));
     assert.equal(body.path, '/after');
     assert.notEqual(body.replica, first.replica, 'a new replica answered');
+    // The agent says which replica crashed, how its app ended and what it printed last (decision 050).
+    const crashed = await eventually(
+      'the crash is said on the agent',
+      async () => (await s.api('/agents/trig')).json(),
+      (a: any) => a.events.some((e: any) => / crashed: /.test(e.message)),
+    );
+    assert.match(
+      crashed.events.find((e: any) => / crashed: /.test(e.message)).message,
+      /^replica wl-\S+ crashed: its start command \(.+\) ended \(completed, exit code 0\); its last output: "exiting: asked to by \/exit"\. It was removed; a new one starts when requests need it$/,
+    );
     // The app reads the first byte of the body and exits: the request reached it, so it is not sent again.
     const dying = await s.run(`${s.url}/run/default/agents/trig/die-reading`, {
       method: 'POST',

@@ -78,6 +78,28 @@ test('an unreachable provider is a 502, and falls back when there is another', a
   assert.equal(r2.headers.get('x-berth-connection'), 'backup');
 });
 
+test('an unreachable provider is said on the model as an event, once a minute at most (decision 050)', async () => {
+  const said = async (name: string) => {
+    for (let i = 0; i < 100; i++) {
+      const m = await ok(w.server.api(`/models/${name}`));
+      const found = m.events.filter((e: { message: string }) => e.message.startsWith('provider unreachable'));
+      if (found.length) return found.map((e: { message: string }) => e.message);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return [];
+  };
+  for (let i = 0; i < 3; i++) assert.equal((await chat('only-dead')).status, 502);
+  const only = await said('only-dead');
+  assert.equal(only.length, 1, 'three failed calls, one event');
+  assert.match(
+    only[0],
+    /^provider unreachable: cannot reach the provider of integration connection dead \(ECONNREFUSED\); the call was answered 502 /,
+  );
+  assert.equal((await chat('via-dead')).status, 200);
+  const [fellBack] = await said('via-dead');
+  assert.match(fellBack, /connection dead .*; the call went on to the next connection/);
+});
+
 test('a provider that does not answer in time is a 504', async () => {
   w.fake.fail('hang');
   const r = await chat('fb');

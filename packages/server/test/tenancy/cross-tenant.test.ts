@@ -31,9 +31,21 @@ const OUTSIDE = new Set([
 ]);
 /**
  * Fields that change by themselves between two reads (decorations, run state, usage counters, the time a feature
- * flag was evaluated, the default window of the schedule metrics).
+ * flag was evaluated, the default window of the schedule metrics, and what a debug read-out measures now: its
+ * instances' figures, the cause it names from them, how long it took).
  */
-const VOLATILE = new Set(['lastUsedAt', 'expiresIn', 'expired', 'state', 'evaluatedAt', 'since', 'until']);
+const VOLATILE = new Set([
+  'lastUsedAt',
+  'expiresIn',
+  'expired',
+  'state',
+  'evaluatedAt',
+  'since',
+  'until',
+  'instances',
+  'cause',
+  'tookMs',
+]);
 const DENIED = [401, 403, 404];
 const UPGRADE = {
   connection: 'Upgrade',

@@ -354,11 +354,15 @@ test('a running sandbox that dies is started again, unless the out-of-memory kil
     await env.create('crashy', { runtime: { memory: 256 } });
     await env.reconcile('crashy');
     const id = sandboxId('default', 'crashy');
+    env.driver.writeLog(id, '{"event":"listening"}\nFATAL: something broke\n');
     env.driver.kill(id);
     await env.reconcile('crashy');
     const again = await env.get('crashy');
     assert.equal(again.status, 'DEPLOYED');
-    assert.match(again.events.at(-2).message, /had stopped; starting it again/);
+    assert.equal(
+      again.events.at(-2).message,
+      'the sandbox had stopped: its API daemon ended and every process in it with it (the daemon\'s last output: "FATAL: something broke"); starting it again, fresh: its processes and the files of its writable layer are gone (volumes are kept)',
+    );
     assert.equal(env.driver.creations, 2);
 
     env.driver.oomKill(id, 200 * 1024 * 1024);

@@ -17,6 +17,7 @@ import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../../sto
 import { type ControllerDeps, stillDeploying, transition } from '../core/events.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from '../core/reconciler.js';
+import { stoppedMessage } from './sandbox-faults.js';
 import {
   sandboxRuntimeSpec,
   unappliedRuntimeFields,
@@ -76,7 +77,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
 
   async function start(o: StoredObject, id: string, signal: AbortSignal): Promise<ReconcileResult> {
     if (o.body.status === 'DEPLOYED') {
-      const d = await transition(deps, o, 'DEPLOYING', 'the sandbox had stopped; starting it again', enabled);
+      const d = await transition(deps, o, 'DEPLOYING', await stoppedMessage(driver, id), enabled);
       if (!d) return DONE;
     }
     let spec: SandboxSpec;

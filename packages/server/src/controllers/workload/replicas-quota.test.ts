@@ -82,7 +82,7 @@ describe('replicas under the workspace quotas', () => {
     set = new ReplicaSet({
       instances: new Instances({ driver: new OneSocketDriver(socket) }),
       quota: ledger,
-      onCapped: workloadEvent({ resources }),
+      onEvent: workloadEvent({ resources }),
     });
   });
   after(async () => {

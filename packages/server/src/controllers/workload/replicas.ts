@@ -9,6 +9,7 @@ import { ApiError } from '../../errors.js';
 import type { TriggerRoute } from '../../kinds/trigger-path.js';
 import { isRefusal, type Lease, type QuotaLedger } from '../core/quota-ledger.js';
 import type { Refusal } from '../core/quotas.js';
+import { lastOutput } from '../../sandbox-api/last-output.js';
 import {
   defaultCpuShares,
   type EgressPolicy,
@@ -32,6 +33,11 @@ export const APP_PROCESS = 'app';
  * the controllers reconcile every workload at start, so one still unclaimed after it belongs to nothing.
  */
 export const LEFTOVER_CLAIM_MS = 10 * 60_000;
+
+/** How long a crashed replica's daemon is given to say how its app ended (it answers in a millisecond if alive). */
+const CRASH_READ_MS = 1_000;
+/** Lines of a crashed app's output its event quotes. */
+const CRASH_OUTPUT_LINES = 5;
 
 /** What a revision runs: fixed once deployed. */
 export interface RevisionRun {
@@ -132,8 +138,11 @@ export interface ReplicaSetDeps {
   now?: () => number;
   /** The workspaces' replica slots and memory (decision 040); none: unbounded. */
   quota?: QuotaLedger;
-  /** Says on the workload's object that it runs fewer replicas than it asks for, and why (an event). */
-  onCapped?: (w: Pick<Workload, 'workspace' | 'kind' | 'name'>, message: string) => void;
+  /**
+   * Says on the workload's object, as an event, what it should know about its replicas: that it runs fewer than it
+   * asks for and why (its workspace's quotas), or that one crashed and with what last output.
+   */
+  onEvent?: (w: Pick<Workload, 'workspace' | 'kind' | 'name'>, message: string) => void;
 }
 
 export class ReplicaSet {
@@ -415,13 +424,54 @@ export class ReplicaSet {
     if (w.capped === message) return;
     w.capped = message;
     this.deps.logger?.info({ workspace: w.workspace, name: w.name, quota: r.quota }, message);
-    this.deps.onCapped?.(w, message);
+    this.deps.onEvent?.(w, message);
   }
 
   /** The workload (or canary) is still the one serving its name. */
   private current(w: Workload): boolean {
     for (const x of this.all()) if (x === w) return true;
     return false;
+  }
+
+  /**
+   * A replica the gateway found dead (its port refused the connection): taken out at once, so no request picks it
+   * again, then said on the workload's object with what ended it, and removed.
+   */
+  async crashed(w: Workload, r: Replica): Promise<void> {
+    if (r.gone) return;
+    w.replicas = w.replicas.filter((x) => x !== r);
+    r.gone = true;
+    const why = await this.endOf(w, r).catch((err) => `what ended it could not be read (${err.message})`);
+    const message = `replica ${r.id} crashed: ${why}. It was removed; a new one starts when requests need it`;
+    this.deps.logger?.warn({ workspace: w.workspace, name: w.name, replica: r.id }, message);
+    this.deps.onEvent?.(w, message);
+    await this.removeReplica(r);
+  }
+
+  /** What ended a replica: its start command's exit and last output, or its sandbox's end. */
+  private async endOf(w: Workload, r: Replica): Promise<string> {
+    const p = await Promise.race([
+      this.deps.instances
+        .daemon(r.info)
+        .process(APP_PROCESS)
+        .catch(() => undefined),
+      new Promise<undefined>((res) => setTimeout(res, CRASH_READ_MS)),
+    ]);
+    if (p?.status === 'running') return `its app runs but refused connections on port ${APP_PORT}`;
+    if (p) {
+      const out = lastOutput(p.logs, CRASH_OUTPUT_LINES);
+      return (
+        `its start command (${w.run.start}) ended (${p.status}, exit code ${p.exitCode})` +
+        (out ? `; its last output: ${JSON.stringify(out)}` : ', printing nothing')
+      );
+    }
+    const info = await this.deps.instances.driver.inspect(r.id);
+    if (info?.state !== 'dead') return 'its sandbox no longer answers';
+    const oom = info.ended?.oomKills
+      ? `, ${info.ended.oomKills} of its processes by the out-of-memory killer (its memory is ${w.run.memoryMb} MB)`
+      : '';
+    const out = lastOutput(await this.deps.instances.driver.daemonLog(r.id).catch(() => undefined));
+    return `its sandbox ended${oom}${out ? `; its daemon's last output: ${JSON.stringify(out)}` : ''}`;
   }
 
   /** Removes one replica (scale in); keeps the workload. */

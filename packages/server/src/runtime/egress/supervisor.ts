@@ -18,7 +18,17 @@ const RESTART_DELAY_MS = 200;
  */
 const APPLY_TIMEOUT_MS = 5_000;
 
-export type EgressEvent = Exclude<FromChild, { type: 'ready' } | { type: 'failed' } | { type: 'applied' }>;
+/**
+ * The child ended while sandboxes were under a policy (`down`, with how), or is back after it (`up`): what a
+ * sandbox's outbound connections went through was not there meanwhile. `sources`: the addresses it carried.
+ */
+export type ProxyEvent =
+  | { type: 'proxy'; state: 'down'; sources: string[]; reason: string }
+  | { type: 'proxy'; state: 'up'; sources: string[]; downMs: number };
+
+export type EgressEvent =
+  | Exclude<FromChild, { type: 'ready' } | { type: 'failed' } | { type: 'applied' }>
+  | ProxyEvent;
 
 export class EgressSupervisor {
   private child?: ChildProcess;
@@ -29,6 +39,8 @@ export class EgressSupervisor {
   private seq = 0;
   /** Times the child was started; a restart is a start after the first. */
   starts = 0;
+  /** When the child died under policies (performance.now()), until its restart is ready. */
+  private downSince?: number;
 
   constructor(
     private readonly config: ChildConfig,
@@ -108,6 +120,11 @@ export class EgressSupervisor {
           clearTimeout(timer);
           this.child = child;
           for (const [source, p] of this.policies) child.send({ type: 'policy', source, ...p });
+          if (this.downSince !== undefined) {
+            const downMs = Math.round(performance.now() - this.downSince);
+            this.downSince = undefined;
+            this.onEvent({ type: 'proxy', state: 'up', sources: [...this.policies.keys()], downMs });
+          }
           resolve();
         } else if (m.type === 'applied') {
           this.pending.get(m.seq)?.();
@@ -116,14 +133,18 @@ export class EgressSupervisor {
           reject(new Error(`the egress proxy could not start: ${m.message}`));
         } else this.onEvent(m);
       });
-      child.on('exit', () => {
+      child.on('exit', (code, signal) => {
         clearTimeout(timer);
         if (this.child !== child) return reject(new Error('the egress proxy exited during start'));
         this.child = undefined;
         // Its restart re-sends every policy: nobody waits for this child's answers.
         for (const answer of [...this.pending.values()]) answer();
-        if (!this.closed && this.policies.size)
+        if (!this.closed && this.policies.size) {
+          this.downSince ??= performance.now();
+          const reason = signal ? `was killed (${signal})` : `exited with code ${code}`;
+          this.onEvent({ type: 'proxy', state: 'down', sources: [...this.policies.keys()], reason });
           setTimeout(() => void this.ensureRunning().catch(() => undefined), RESTART_DELAY_MS).unref();
+        }
       });
     });
   }

@@ -30,6 +30,8 @@ import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, write
 
 /** Inside the sandbox: the spec's envs as JSON, which the daemon merges into every process it starts. */
 export const SANDBOX_ENV_FILE = `${SANDBOX_SOCKET_DIR}/env.json`;
+/** The daemon's stdout and stderr, in the sandbox's state dir on the host (launch.ts caps it). */
+export const DAEMON_LOG = 'daemon.log';
 /** Node starts in ~25 ms; a loaded host or a cold page cache can take seconds. */
 const START_TIMEOUT_MS = 20_000;
 
@@ -134,7 +136,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
       e.kind === 'bind' && !e.src.startsWith(viewed) ? { ...e, src: await exposeDir(ctx.dataDir, e.src) } : e,
     ),
   );
-  const logFile = join(dir, 'daemon.log');
+  const logFile = join(dir, DAEMON_LOG);
   const host = image ? hostUserland() : undefined;
   const loaders = daemonLoaders('/', ctx.command[0]);
   if (image && !loaders) throw new Error("an image root needs the host's node to be dynamically linked");

@@ -9,11 +9,12 @@ import { spawn } from 'node:child_process';
 import {
   closeSync,
   constants,
+  fstatSync,
   linkSync,
   lstatSync,
   mkdirSync,
   openSync,
-  readFileSync,
+  readSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -346,10 +347,23 @@ export function canConnect(socketPath: string): Promise<boolean> {
 }
 
 export function logTail(logFile: string, bytes = 2000): string {
+  const text = readTail(logFile, bytes);
+  return text === undefined ? '(no log)' : text.trim() || '(empty log)';
+}
+
+/** The last `bytes` of a file (read from its end: a daemon's log may hold its whole cap); undefined if none. */
+export function readTail(file: string, bytes: number): string | undefined {
+  let fd: number | undefined;
   try {
-    const text = readFileSync(logFile, 'utf8');
-    return text.slice(-bytes).trim() || '(empty log)';
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+    const size = fstatSync(fd).size;
+    const n = Math.min(size, bytes);
+    const buf = Buffer.alloc(n);
+    readSync(fd, buf, 0, n, size - n);
+    return buf.toString('utf8');
   } catch {
-    return '(no log)';
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }

@@ -31,7 +31,15 @@ import {
   type DriveMount,
 } from '../driver.js';
 import { type CgroupHost, detectCgroups, SandboxCgroup } from './cgroup.js';
-import { type HostContext, sandboxEnv, startSandbox, teardownSandbox, writeEnvFile } from './create.js';
+import {
+  DAEMON_LOG,
+  type HostContext,
+  sandboxEnv,
+  startSandbox,
+  teardownSandbox,
+  writeEnvFile,
+} from './create.js';
+import { readTail } from './launch.js';
 import { resizeWritableLayer } from './disk.js';
 import {
   DAEMON_ENTRY,
@@ -81,6 +89,9 @@ export const IMAGE_POOL_SIZE = 1;
  * an hour is not worth holding one for.
  */
 export const MAX_IMAGE_POOLS = 4;
+
+/** What daemonLog reads by default: the last lines a person looks at when a daemon has ended. */
+export const DAEMON_LOG_TAIL_BYTES = 4096;
 
 /** Networks kept ready: enough for a burst of creates while the pool refills in the background. */
 export const DEFAULT_NET_POOL = 4;
@@ -519,7 +530,19 @@ export class LinuxDriver implements RuntimeDriver {
   async stats(id: string): Promise<SandboxStats | undefined> {
     const rec = readRecord(this.dir(id));
     if (!rec || !this.alive(rec)) return undefined;
-    return new SandboxCgroup(this.cgroupHost, rec.name).stats();
+    const s: SandboxStats = new SandboxCgroup(this.cgroupHost, rec.name).stats();
+    try {
+      const fs = statfsSync(join(LAYERS_DIR, rec.name));
+      s.disk = { usedBytes: (fs.blocks - fs.bfree) * fs.bsize, limitBytes: fs.blocks * fs.bsize };
+    } catch {
+      // torn down meanwhile
+    }
+    return s;
+  }
+
+  async daemonLog(id: string, maxBytes = DAEMON_LOG_TAIL_BYTES): Promise<string | undefined> {
+    checkSandboxId(id);
+    return readTail(join(this.dir(id), DAEMON_LOG), maxBytes);
   }
 
   ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
