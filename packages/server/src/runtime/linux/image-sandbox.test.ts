@@ -91,9 +91,11 @@ describe('sandboxes on image roots', () => {
         Number(await ino(a.socketPath)),
         statSync(join(images.get(id)!.rootfs, 'bin/busybox')).ino,
       );
-      // The image is read-only; the writable layer is where writes go.
-      assert.notEqual((await run(a.socketPath, 'touch /srv/x')).exitCode, 0);
-      assert.equal((await run(a.socketPath, 'touch /tmp/x')).exitCode, 0);
+      // The image is written over in each sandbox's own layer: the other sandbox and the image are untouched.
+      assert.equal((await run(a.socketPath, 'sh -c "echo mine > /srv/hello.txt"')).exitCode, 0);
+      assert.equal((await run(a.socketPath, 'cat /srv/hello.txt')).stdout, 'mine\n');
+      assert.equal((await run(b.socketPath, 'cat /srv/hello.txt')).stdout, 'from the image\n');
+      assert.equal(readFileSync(join(images.get(id)!.rootfs, 'srv/hello.txt'), 'utf8'), 'from the image\n');
       // No loader or library setting of the daemon leaks into user processes.
       assert.doesNotMatch((await run(a.socketPath, 'env')).stdout, /LD_|berth-host/);
     },
