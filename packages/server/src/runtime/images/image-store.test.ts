@@ -99,7 +99,7 @@ describe('image store with an anonymous registry', () => {
     );
     assert.equal(statSync(join(r, 'app/link')).ino, statSync(join(r, 'app/keep')).ino);
     const mode = statSync(join(r, 'secret')).mode & 0o7777;
-    assert.equal(mode, 0o777, 'setuid dropped; the owner bits given to everyone (one uid in a sandbox)');
+    assert.equal(mode, 0o700, 'setuid dropped; the mode kept (a sandbox sees root-owned files as its own)');
     assert.ok(lstatSync(join(r, 'bin/sh')).isSymbolicLink());
     const byDigest = await store.pull('ws', `${reg.host}/test/whiteouts@${img.digest}`);
     assert.equal(byDigest.rootfs, got.rootfs, 'one root per image, whatever the name');

@@ -45,7 +45,6 @@ import {
   RegistryClient,
   type RegistryOptions,
 } from './registry.js';
-import { finishRoot } from './root-layout.js';
 import { Allowance, rootBytes } from './root-size.js';
 import { applyLayer, isGzip } from './unpack.js';
 
@@ -441,7 +440,6 @@ export class ImageStore implements ImageRoots {
     mkdirSync(tmp, { mode: 0o755 });
     try {
       for (const f of layerFiles) await this.applyFile(tmp, f, allowance, what);
-      finishRoot(tmp);
       chmodSync(tmp, 0o755);
       const bytes = rootBytes(tmp);
       if (bytes > allowance.bytes) throw allowance.refusal();

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './exec.js';
-import { RUN_DIR } from './host.js';
+import { EMPTY_DIR, RUN_DIR } from './host.js';
 
 const SOURCE = String.raw`
 #define _GNU_SOURCE
@@ -33,6 +33,8 @@ const SOURCE = String.raw`
 #include <unistd.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
+
+#define EMPTY_LOWER "${EMPTY_DIR}"
 
 static void die(const char *what) { fprintf(stderr, "%s: %s\n", what, strerror(errno)); exit(1); }
 
@@ -326,15 +328,32 @@ static int roots(int argc, char **argv) {
   return 0;
 }
 
+/* merge <target> <lower>...: a read-only overlay of the lowers (topmost first) and the empty directory at target, for
+   the server itself to read a build's stage as one tree (COPY --from); never shown to a sandbox. */
+static int merge(int argc, char **argv) {
+  int ov = syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (ov < 0) die("fsopen overlay");
+  for (int i = 3; i <= argc; i++) {
+    const char *l = i < argc ? argv[i] : EMPTY_LOWER;
+    if (syscall(SYS_fsconfig, ov, FSCONFIG_SET_STRING, "lowerdir+", l, 0)) die("overlay lower");
+  }
+  if (syscall(SYS_fsconfig, ov, FSCONFIG_CMD_CREATE, 0, 0, 0)) die("overlay");
+  int om = syscall(SYS_fsmount, ov, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (om < 0) die("fsmount overlay");
+  if (syscall(SYS_move_mount, om, "", AT_FDCWD, argv[2], MOVE_MOUNT_F_EMPTY_PATH)) die("move_mount overlay");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   char p[64];
   if (argc >= 5 && !strcmp(argv[1], "view")) return views(argc - 4, argv);
   if (argc >= 8 && !strcmp(argv[1], "root")) return roots(argc, argv);
+  if (argc >= 4 && argc < 500 && !strcmp(argv[1], "merge")) return merge(argc, argv);
   /* mount <pid> <uid> then, per mount, <mountPath> <driveRoot> <subPath> <ro 0|1>; prints each mount point as the
      sandbox's mount table names it (symlinks resolved), one a line. */
   int mounting = argc >= 8 && (argc - 4) % 4 == 0 && (argc - 4) / 4 <= MAX_MOUNTS && !strcmp(argv[1], "mount");
   if (!mounting && !(argc == 4 && !strcmp(argv[1], "umount"))) {
-    fprintf(stderr, "usage: mount <pid> <uid> (<mountPath> <driveRoot> <subPath> <ro 0|1>)... | umount <pid> <mountPath> | view <emptyDir> <dir> <source>... | root <uid> <layer> (<target> <name> <count> <lower>...)...\n");
+    fprintf(stderr, "usage: mount <pid> <uid> (<mountPath> <driveRoot> <subPath> <ro 0|1>)... | umount <pid> <mountPath> | view <emptyDir> <dir> <source>... | root <uid> <layer> (<target> <name> <count> <lower>...)... | merge <target> <lower>...\n");
     return 2;
   }
   const char *pid = argv[2];
