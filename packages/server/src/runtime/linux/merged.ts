@@ -4,6 +4,7 @@
 import { mkdtempSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { helped } from './drive-mount.js';
+import { EMPTY_DIR } from './host.js';
 import { run } from './exec.js';
 
 /** Runs `fn` with the lowers (topmost first) merged at a private mount point; unmounted after, whatever happened. */
@@ -12,9 +13,12 @@ export async function withMerged<T>(
   lowers: string[],
   fn: (root: string) => Promise<T>,
 ): Promise<T> {
+  const layers = lowers.filter((l) => l !== EMPTY_DIR);
+  if (!layers.length) return fn(EMPTY_DIR); // nothing at all (scratch, before its first layer)
   const dir = mkdtempSync(join(scratch, 'merged-'));
   try {
-    await helped(['merge', dir, ...lowers]);
+    // The helper adds the empty directory below (an overlay needs two layers): the empty image (scratch) is it.
+    await helped(['merge', dir, ...layers]);
     try {
       return await fn(dir);
     } finally {
