@@ -13,7 +13,7 @@ import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
 import { createAuth } from './auth/index.js';
-import { K } from './auth/records.js';
+import { K, keys as authKeys } from './auth/records.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
@@ -27,7 +27,10 @@ import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver, imageRootsInUse, ImageStore, SANDBOX_NET } from './runtime/index.js';
 import { type Lookup, Outbound } from './outbound/index.js';
 import { readRegistryAuth } from './runtime/images/auth-file.js';
-import { register as registerImages } from './api/images.js';
+import { referencedImages, register as registerImages } from './api/images.js';
+import { register as registerImageBuilds } from './api/image-builds.js';
+import { register as registerImageShares } from './api/image-shares.js';
+import { LayerCache } from './builds/dockerfile/layer-cache.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
@@ -224,7 +227,16 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      registerImages(v0, { images });
+      registerImages(v0, {
+        images,
+        referenced: (ws) => referencedImages(store, ws),
+        clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+      });
+      registerImageShares(v0, {
+        images,
+        workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+      });
+      registerImageBuilds(v0, { dataDir: config.dataDir, driver, images, waitHealthy });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
       registerQuotas(v0, {
         store,

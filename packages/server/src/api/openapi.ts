@@ -8,6 +8,7 @@ import { schemasOf } from '../kinds/schema.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import type { Problem as WireProblem } from '../errors.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
+import { IMAGE_PATHS } from './openapi-images.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
@@ -298,7 +299,7 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
 /** The whole document. Pure: no server, no I/O (the SDK generator calls it on the built package). */
 export function buildOpenApiDocument(
   kinds: KindDescriptor[],
-  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS },
+  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS, ...IMAGE_PATHS },
 ) {
   const c = new SchemaCollector();
   c.named(ProblemSchema);

@@ -7,7 +7,7 @@ test('stages, instructions in both forms, flags and global ARGs', () => {
     [
       '# syntax=docker/dockerfile:1',
       'ARG BASE=busybox',
-      'FROM ${BASE} AS Build',
+      `FROM \${BASE} AS Build`,
       'ENV A=1 B="two words"',
       'RUN echo $A && \\',
       '    echo done',

@@ -9,9 +9,9 @@ const vars = new Map([
 ]);
 
 test("variables expand as Docker's builder expands them; quotes group and go", () => {
-  assert.equal(expandWord('$A/${A}x', vars), 'one/onex');
-  assert.equal(expandWord('${MISSING:-dflt} ${A:-dflt} ${EMPTY:-e}', vars), 'dflt one e');
-  assert.equal(expandWord('${A:+alt}${MISSING:+alt}', vars), 'alt');
+  assert.equal(expandWord(`$A/\${A}x`, vars), 'one/onex');
+  assert.equal(expandWord(`\${MISSING:-dflt} \${A:-dflt} \${EMPTY:-e}`, vars), 'dflt one e');
+  assert.equal(expandWord(`\${A:+alt}\${MISSING:+alt}`, vars), 'alt');
   assert.equal(expandWord(`'$A' "$A" \\$A`, vars), '$A one $A');
   assert.equal(expandWord('"two words"', vars), 'two words');
   assert.deepEqual(expandWords('src/$A "with space" $SP', vars), ['src/one', 'with space', 'a', 'b']);
@@ -21,6 +21,6 @@ test("variables expand as Docker's builder expands them; quotes group and go", (
 
 test('malformed words are refused, not guessed', () => {
   assert.throws(() => expandWord('"open', vars), WordError);
-  assert.throws(() => expandWord('${A', vars), WordError);
-  assert.throws(() => expandWord('${A/x/y}', vars), /unsupported variable form/);
+  assert.throws(() => expandWord(`\${A`, vars), WordError);
+  assert.throws(() => expandWord(`\${A/x/y}`, vars), /unsupported variable form/);
 });
