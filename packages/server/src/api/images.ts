@@ -11,6 +11,7 @@ import { requireRole } from '../auth/require-role.js';
 import { ApiError, invalid } from '../errors.js';
 import { canonicalReference, parseImageReference } from '../kinds/image-reference.js';
 import type { Store } from '../store/store.js';
+import { builtImageName } from '../builds/dockerfile/workload.js';
 import { importArchive } from '../runtime/images/archive.js';
 import { ImageError } from '../runtime/images/errors.js';
 import { type HeldImage, ImageStore } from '../runtime/images/image-store.js';
@@ -52,15 +53,18 @@ export function imageApiError(e: unknown): unknown {
   }
 }
 
-/** The canonical image names the specs of a workspace's sandboxes, agents, functions and jobs name. */
+/** The canonical image names a workspace's sandboxes, agents, functions and jobs name, and their revisions' images. */
 export async function referencedImages(store: Store, workspace: string): Promise<Set<string>> {
   const out = new Set<string>();
+  const add = (name: unknown) => {
+    const p = typeof name === 'string' && name ? parseImageReference(name) : undefined;
+    if (p?.ok) out.add(canonicalReference(p.ref));
+  };
   for (const kind of ['Sandbox', 'Agent', 'Function', 'Job'])
     for (const o of await store.list({ kind, workspace })) {
-      const name = (o.body as { spec?: { runtime?: { image?: unknown } } }).spec?.runtime?.image;
-      if (typeof name !== 'string' || !name) continue;
-      const p = parseImageReference(name);
-      if (p.ok) out.add(canonicalReference(p.ref));
+      add(o.body.spec?.runtime?.image);
+      // The images Dockerfile builds made for the workload's revisions (a rollback runs one again).
+      for (const r of o.body.revisions ?? []) if (typeof r?.app === 'string') add(builtImageName(r.app));
     }
   return out;
 }

@@ -66,14 +66,17 @@ export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<Attemp
     envs,
     image: t.image ?? REPLICA_IMAGE,
     workspace: t.workspace,
-    volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
+    volumes: [
+      ...(t.appDir ? [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }] : []),
+      ...(t.volumes ?? []),
+    ],
   });
   await deps.waitHealthy(info.socketPath);
   if (t.ready && !(await t.ready)) return undefined;
   const p = await execJson(info.socketPath, {
     command: t.start,
     name: TASK_PROCESS,
-    workingDir: APP_DIR,
+    ...(t.appDir ? { workingDir: APP_DIR } : {}),
     env: envs,
     waitForCompletion: true,
     timeout: t.timeoutS,

@@ -60,6 +60,7 @@ export function imageFields(base: BaseImage | undefined): { image?: string; path
 /** What a revision runs: fixed once deployed. */
 export interface RevisionRun {
   id: string;
+  /** Bound read-only at /app; '' when the image is the app (a Dockerfile build): its WorkingDir then. */
   appDir: string;
   /** The stored image the app was built on (by id); none: the default image. */
   image?: string;
@@ -469,7 +470,11 @@ export class ReplicaSet {
       envs,
       image: run.image ?? REPLICA_IMAGE,
       workspace: w.workspace,
-      volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }, ...run.volumes],
+      // An app built from a Dockerfile is its image: nothing is bound over it (decision 048).
+      volumes: [
+        ...(run.appDir ? [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }] : []),
+        ...run.volumes,
+      ],
     };
   }
 
@@ -491,7 +496,7 @@ export class ReplicaSet {
       const p = await execJson(info.socketPath, {
         command: run.start,
         name: APP_PROCESS,
-        workingDir: APP_DIR,
+        ...(run.appDir ? { workingDir: APP_DIR } : {}),
         env: envs,
         waitForPorts: [APP_PORT],
         timeout: 0,
