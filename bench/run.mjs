@@ -12,6 +12,7 @@ import { benchEgress } from './sandboxes/egress.mjs';
 import { benchExec } from './sandboxes/exec.mjs';
 import { benchVolumes } from './sandboxes/volumes.mjs';
 import { benchImages } from './sandboxes/images.mjs';
+import { benchImageBuild } from './images/build.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
 
 const all = {
@@ -26,6 +27,7 @@ const all = {
   'agents-cold': benchAgentsCold,
   'agents-build': benchAgentsBuild,
   'sandbox-images': benchImages,
+  'image-build': benchImageBuild,
   'sandbox-egress': benchEgress,
   jobs: benchJobs,
 };

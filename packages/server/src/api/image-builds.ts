@@ -1,4 +1,4 @@
-// POST /v0/images/build (decision 048): the body is the build context as a tar (or tar.gz), the query names the image
+// POST /v0/images/build (decision 051): the body is the build context as a tar (or tar.gz), the query names the image
 // (`t`), the Dockerfile in the context, the target stage, build arguments, the cache and the RUN steps' network. What
 // is wrong before anything runs (no name, no Dockerfile, an instruction Berth does not build) is a 4xx problem; then
 // the answer streams as Docker's build API does, one JSON object a line: `{"stream": …}` for the log, and last either

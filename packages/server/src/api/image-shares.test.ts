@@ -1,4 +1,4 @@
-// Images of the service's shape between tenants (decision 048), each tenant acting with its own key on a real server:
+// Images of the service's shape between tenants (decision 051), each tenant acting with its own key on a real server:
 // a share stays pending until the target's admin accepts it (then the target holds the name, charged to its quota,
 // until the source revokes it), a declined one leaves nothing, a third workspace sees none of it and can answer none
 // of it, a name the target holds for other content is a conflict unless forced; tags, cleanup and the service's

@@ -1,4 +1,4 @@
-// Sharing an image with another workspace (decision 048), in the service's shape: an admin of the source shares a name
+// Sharing an image with another workspace (decision 051), in the service's shape: an admin of the source shares a name
 // (a tagless one: `:latest` when held, else every tag), which stays pending until an admin of the target accepts it
 // (the names are then bound in the target's own table, charged to its image quota; a name the target holds for
 // another image is a 409 unless `force=true`) or declines it; the source may revoke it, pending or accepted. Only the

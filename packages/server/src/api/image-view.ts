@@ -1,4 +1,4 @@
-// How an image is shown to a workspace (decisions 018, 037, 048): Berth's fields (id, the workspace's own names,
+// How an image is shown to a workspace (decisions 018, 037, 051): Berth's fields (id, the workspace's own names,
 // sizes, layers, config, whether its sandboxes run on it) and, beside them, the service's shape (`metadata`, `spec`
 // with the repository's tags), so both `berth image` and @blaxel/core's image calls read one answer. The service's
 // `{resourceType}/{imageName}` is the name's first part and the rest: `sandboxes/box` is the repository

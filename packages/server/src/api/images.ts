@@ -1,4 +1,4 @@
-// /v0/images: the server's image store as a workspace sees it (docs/decisions/018-images.md, 037, 048). List and get
+// /v0/images: the server's image store as a workspace sees it (docs/decisions/018-images.md, 037, 051). List and get
 // show the images the workspace holds by a name (pulled, imported, built or accepted from a share by it, or pulled for
 // its sandboxes), with its own names only; an id is found only among those. POST pulls from a registry, POST
 // /images/import takes a `docker save` or OCI layout tar as the body; DELETE lets go of the workspace's name (409 while

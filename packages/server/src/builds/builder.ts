@@ -281,7 +281,7 @@ export class Builder {
   }
 
   /**
-   * The hook of decision 048: an upload with a Dockerfile at its root is built by the Dockerfile engine into an image
+   * The hook of decision 051: an upload with a Dockerfile at its root is built by the Dockerfile engine into an image
    * of the workspace, which replicas and tasks run as it is (no /app bound over it); its ENTRYPOINT and CMD are the
    * start command unless berth.toml says one. `spec.runtime.image` is not used: the Dockerfile's FROM is the base.
    */

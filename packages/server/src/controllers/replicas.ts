@@ -470,7 +470,7 @@ export class ReplicaSet {
       envs,
       image: run.image ?? REPLICA_IMAGE,
       workspace: w.workspace,
-      // An app built from a Dockerfile is its image: nothing is bound over it (decision 048).
+      // An app built from a Dockerfile is its image: nothing is bound over it (decision 051).
       volumes: [
         ...(run.appDir ? [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }] : []),
         ...run.volumes,

@@ -37,7 +37,7 @@ export interface SandboxSpec {
   pidsMax: number;
   /** Relative CPU weight; see defaultCpuShares(). */
   cpuShares: number;
-  /** Cap of the writable layer: everything the sandbox writes anywhere in its root (decision 048). */
+  /** Cap of the writable layer: everything the sandbox writes anywhere in its root (decision 051). */
   diskMb: number;
   /** Environment of the sandbox API daemon and so of every process it starts; already decrypted. */
   envs: Record<string, string>;

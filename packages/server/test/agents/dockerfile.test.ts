@@ -1,4 +1,4 @@
-// An agent and a job whose code has a Dockerfile at its root (decision 048), end to end on real sandboxes: the
+// An agent and a job whose code has a Dockerfile at its root (decision 051), end to end on real sandboxes: the
 // Dockerfile builds on an image of a loopback registry (BusyBox and this host's node), the replica runs the image as it
 // is (its WorkingDir, its own files, no /app over it) with its CMD as the start command, answering through the
 // gateway; a redeploy of the same code takes every step from the cache; a failing RUN makes the agent FAILED naming it.

@@ -1,4 +1,4 @@
-// A sandbox's root is its whole image, writable on top, through the whole server (decision 048): the unmodified
+// A sandbox's root is its whole image, writable on top, through the whole server (decision 051): the unmodified
 // @blaxel/core session test writes /session-test.txt on the default image; package-manager writes into /usr and /etc
 // of an image sandbox stay across standby; `berth image build` builds from a Dockerfile (on a loopback registry's base)
 // into the workspace, a sandbox runs the result, and a build that cannot be done fails naming the instruction.

@@ -1,4 +1,4 @@
-// The layer of a COPY or ADD (decision 048), made on the host: the sources (from the context, another stage or an
+// The layer of a COPY or ADD (decision 051), made on the host: the sources (from the context, another stage or an
 // image, each resolved within its own root) copied to the destination as the stage's root resolves it (a destination
 // under `/lib` of an image whose /lib is a link lands in usr/lib, as Docker does), the directories on the way created
 // with the stage's own modes. ADD of a local tar (plain or gzip) unpacks it there with the image store's unpacker.

@@ -1,4 +1,4 @@
-// Dockerfile builds (decision 048): each stage starts from an image of the workspace (pulled as a sandbox's would be),
+// Dockerfile builds (decision 051): each stage starts from an image of the workspace (pulled as a sandbox's would be),
 // `scratch`, or an earlier stage; each RUN runs in a build sandbox of its own whose root is the stage so far (the
 // image with the stage's layers stacked over it, writable on top), under the build's network policy, and what it
 // changed is read back as the next layer; COPY and ADD make their layer on the host from the context or another

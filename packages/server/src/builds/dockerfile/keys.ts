@@ -1,4 +1,4 @@
-// The key of a build step: its parent's key and what the step is (decision 048). Bumped with the engine's version, so
+// The key of a build step: its parent's key and what the step is (decision 051). Bumped with the engine's version, so
 // a layer an older engine made differently is not taken for the same step.
 import { createHash } from 'node:crypto';
 

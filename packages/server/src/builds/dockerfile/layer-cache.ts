@@ -1,4 +1,4 @@
-// The layers a workspace's Dockerfile builds made, by the key of the step that made them (decision 048): the step's
+// The layers a workspace's Dockerfile builds made, by the key of the step that made them (decision 051): the step's
 // parent key, its instruction as expanded and its inputs (the files a COPY takes, the environment a RUN sees), so a
 // rebuild with nothing changed makes nothing and a changed COPY source makes that step and the ones after it again.
 // Per workspace (`<builds>/workspaces/<ws>/image-cache`, deleted with the workspace): a layer one workspace made is

@@ -1,4 +1,4 @@
-// One RUN of a Dockerfile build (decision 048): a build sandbox of its own whose root is the stage so far (the image
+// One RUN of a Dockerfile build (decision 051): a build sandbox of its own whose root is the stage so far (the image
 // with the stage's layers over it), as the stage's user, under the build's network policy; the command runs through
 // the sandbox's API daemon like every build step, and what it changed is read back (RuntimeDriver.exportChanges)
 // before the sandbox is removed, whatever happened.

@@ -1,5 +1,5 @@
 // An agent's, function's or job's code built from the Dockerfile at its root instead of the Node/Python detection
-// (decision 048), as the service does: the upload is the context, the image is installed in the workspace under
+// (decision 051), as the service does: the upload is the context, the image is installed in the workspace under
 // `berth-builds/app:<build key>`, and replicas and tasks run that image with its own WorkingDir, User and Env, its
 // ENTRYPOINT and CMD as the start command (berth.toml's `[entrypoint] prod` wins), no /app bound over it.
 import { existsSync, readFileSync } from 'node:fs';

@@ -370,7 +370,7 @@ describe('image names per workspace', () => {
     assert.deepEqual(readdirSync(join(store.dir, 'roots')), []);
     const roomy = newStore({ quotaBytes: 8 << 20 });
     await roomy.resolve('ws', img.reference);
-    assert.ok(roomy.usage('ws').usedBytes > 3 << 20);
+    assert.ok(roomy.usage('ws').usedBytes >= 3 << 20);
     assert.equal(roomy.usage('ws').limitBytes, 8 << 20);
     assert.equal(roomy.usage('other').usedBytes, 0);
   });

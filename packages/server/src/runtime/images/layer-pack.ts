@@ -1,5 +1,5 @@
 // A layer directory as overlayfs keeps one (a sandbox's changes, linux/changes.ts; or files a build copied) packed into
-// an OCI layer blob of the store (decision 048): whiteouts (0/0 character devices) become `.wh.<name>` files, an opaque
+// an OCI layer blob of the store (decision 051): whiteouts (0/0 character devices) become `.wh.<name>` files, an opaque
 // directory (trusted.overlay.opaque=y) gets a `.wh..wh..opq` marker, owners become root's, other devices and FIFOs are
 // left out. GNU tar reads the directory (it alone reads the opaque attribute), sorted by name: packing the same
 // directory again gives the same bytes, gzip without a time in its header the same blob, so a layer kept by a build

@@ -1,4 +1,4 @@
-// Images shared between workspaces (decision 048), one record per share under `<store>/shares/<id>.json`: which names
+// Images shared between workspaces (decision 051), one record per share under `<store>/shares/<id>.json`: which names
 // of the source workspace, the image ids they stood for when shared, and the target workspace. A share is pending
 // until an admin of the target accepts it (the names are then bound in the target's own table, charged to its quota)
 // or declines it; the source may revoke it at any time (the target's names go, if they still stand for the shared

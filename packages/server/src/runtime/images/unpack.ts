@@ -4,7 +4,7 @@
 // name a layer gives (an entry, a whiteout's target, a hard link's source) into a host path. Whiteouts (`.wh.name`)
 // delete from the layers below, opaque markers (`.wh..wh..opq`) empty a directory of what the layers below put there.
 // Device nodes and FIFOs are skipped; setuid/setgid bits dropped; owners are not kept (one uid exists in a sandbox):
-// every file is root's on disk, and a sandbox's root shows root's files as its own user's (decision 048), so the
+// every file is root's on disk, and a sandbox's root shows root's files as its own user's (decision 051), so the
 // modes are kept as the image has them.
 import {
   createWriteStream,

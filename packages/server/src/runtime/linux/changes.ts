@@ -1,4 +1,4 @@
-// What a sandbox changed in its root, read back for a Dockerfile build (decision 048): the upper directory of its root
+// What a sandbox changed in its root, read back for a Dockerfile build (decision 051): the upper directory of its root
 // overlay, copied out of its writable layer once nothing runs in it any more. GNU tar copies it as overlayfs wrote it
 // (whiteouts as 0/0 character devices, the opaque mark as the trusted.overlay.opaque attribute) and gives every file
 // to root: the copy becomes a lower layer of the build's next steps, id-mapped like every lower (files stored as 0 show

@@ -1,5 +1,5 @@
 // The writable layer: one size-capped tmpfs per sandbox, mounted on the host at `/run/berth/sbx/<name>`. It holds the
-// upper directories of the overlays the sandbox's root is made of (`ovl/<name>/upper`, rootfs.ts, decision 048), so a
+// upper directories of the overlays the sandbox's root is made of (`ovl/<name>/upper`, rootfs.ts, decision 051), so a
 // write anywhere in the root lands here, and the sandbox's /run/berth. tmpfs because it costs a single mount (~1 ms,
 // no pool needed) against ~50 ms for mkfs + loop mount of an ext4 image; its pages are charged to the memory cgroup of
 // the process that writes them, so a sandbox's files count toward its memory limit (decision 005).

@@ -138,7 +138,7 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
   if (plan.loaders) a.push('--as-pid-1');
   const bind = (src: string, dest: string, readOnly: boolean) =>
     a.push(readOnly ? '--ro-bind' : '--bind', src, dest);
-  // The whole image, writable on top: every write lands in the sandbox's capped layer (decision 048). Every mount
+  // The whole image, writable on top: every write lands in the sandbox's capped layer (decision 051). Every mount
   // point below is in the root's init layer (rootfs.ts), so bubblewrap creates nothing in what the sandbox wrote.
   bind(plan.root, '/', false);
   a.push('--proc', '/proc');

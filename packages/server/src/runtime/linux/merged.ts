@@ -1,4 +1,4 @@
-// A build's stage read as one tree by the server (decision 048): its layer directories and its image's root merged by a
+// A build's stage read as one tree by the server (decision 051): its layer directories and its image's root merged by a
 // read-only overlay mounted on the host for as long as a callback runs (COPY --from, the stage's /etc/passwd for USER,
 // whether a WORKDIR exists). Whiteouts and opaque directories of the layers apply, as they do in a build sandbox.
 import { mkdtempSync, rmdirSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The sandbox's root file system (decision 048): the whole image (the host's own /usr with a curated /etc by default,
+// The sandbox's root file system (decision 051): the whole image (the host's own /usr with a curated /etc by default,
 // or an image from the store) as the lower layers of an overlay whose upper is the sandbox's capped writable layer.
 import {
   chmodSync,
@@ -95,7 +95,7 @@ function buildHostRoot(dataDir: string, hostEtc: string): string {
     return target;
   }
   mkdirSync(images, { recursive: true, mode: 0o755 });
-  rmSync(join(images, 'base-etc'), { recursive: true, force: true }); // the layout before decision 048
+  rmSync(join(images, 'base-etc'), { recursive: true, force: true }); // the layout before decision 051
   const tmp = join(images, `.host-root-${process.pid}-${Date.now()}`);
   const etc = join(tmp, 'etc');
   mkdirSync(etc, { recursive: true, mode: 0o755 });
@@ -244,7 +244,7 @@ export interface RootPlan {
 }
 
 /**
- * The root of a sandbox (decision 048): the whole image, written over in the sandbox's own capped layer.
+ * The root of a sandbox (decision 051): the whole image, written over in the sandbox's own capped layer.
  * - The default image: the init layer and the host root (etc, top-level links) with the host's /usr (and any real
  *   top-level directory of an older layout) overlaid at its place, each writable on top.
  * - An image of the store: the init layer, `layers` (a build's steps, topmost first), then the image's root.

@@ -127,7 +127,7 @@ test(
       assert.equal(await sh(info, 'test -e /root/.ssh && echo present || echo absent'), 'absent');
       assert.equal(await sh(info, `test -e ${dataDir} && echo present || echo absent`), 'absent');
       assert.equal(await sh(info, 'grep -c "" /etc/passwd'), '3', 'a generated passwd, not the host one');
-      // The root is the host userland with the sandbox's own layer on top (decision 048): writes anywhere land there.
+      // The root is the host userland with the sandbox's own layer on top (decision 051): writes anywhere land there.
       const mark = `berth-${process.pid}-${Date.now()}`;
       assert.equal(await sh(info, `echo x > /session-test.txt && echo wrote`), 'wrote');
       assert.equal(await sh(info, `touch /usr/bin/${mark} /etc/${mark} && echo wrote`), 'wrote');
