@@ -43,6 +43,8 @@ function baseTar(dir) {
   }
   cpSync('/usr/lib/node_modules/npm', join(root, 'usr/lib/node_modules/npm'), { recursive: true });
   execFileSync('ln', ['-s', '../lib/node_modules/npm/bin/npm-cli.js', join(root, 'usr/bin/npm')]);
+  // npm's scripts start with `#!/usr/bin/env node`.
+  execFileSync('ln', ['-s', '/bin/busybox', join(root, 'usr/bin/env')]);
   mkdirSync(join(root, 'tmp'), { mode: 0o1777 });
   mkdirSync(join(root, 'etc'));
   writeFileSync(join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
