@@ -4,6 +4,7 @@ import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
 import { benchApi } from './api/bench.mjs';
+import { benchCliStart } from './cli/start.mjs';
 import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
@@ -17,6 +18,7 @@ import { benchWake } from './sandboxes/wake.mjs';
 
 const all = {
   api: benchApi,
+  'cli-start': benchCliStart,
   models: benchModels,
   'sandbox-wake': benchWake,
   'sandbox-create': benchCreate,

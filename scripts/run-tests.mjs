@@ -44,7 +44,12 @@ const r = spawnSync(
   ],
   {
     stdio: 'inherit',
-    env: { ...process.env, BERTH_TAP_LOG: TAP_LOG, BERTH_TEST_FILES: String(selected.length) },
+    env: {
+      ...process.env,
+      BERTH_TAP_LOG: TAP_LOG,
+      BERTH_TEST_FILES: String(selected.length),
+      BERTH_TEST_STARTED_MS: String(Date.now()),
+    },
   },
 );
 process.exit(r.status ?? 1);

@@ -1,6 +1,6 @@
 // A node:test reporter that prints a short summary instead of the full TAP (which run-tests.mjs writes to a
-// log file beside it): counts, the slowest files, and each failure with its error and its file's output.
-// The last line is always `N passed, N failed` (plus `, N skipped` when any were), which scripts read.
+// log file beside it): counts, the wall time, the slowest files, and each failure with its error and its file's
+// output. The last line is always `N passed, N failed` (plus `, N skipped` when any were), which scripts read.
 import { relative } from 'node:path';
 import { inspect } from 'node:util';
 
@@ -15,6 +15,11 @@ const ERROR_HEAD_LINES = 25;
 const ERROR_TAIL_LINES = 35;
 
 const rel = (f) => (f ? relative(process.cwd(), f) : '(unknown file)');
+/** `12m03s`, `41.2s`. */
+const clock = (ms) =>
+  ms < 60_000
+    ? `${(ms / 1000).toFixed(1)}s`
+    : `${Math.floor(ms / 60_000)}m${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}s`;
 const indent = (s, n = 4) =>
   s
     .split('\n')
@@ -32,6 +37,8 @@ const headAndTail = (lines) =>
     : lines;
 
 export default async function* summary(source) {
+  // run-tests.mjs passes its own start, so the wall time includes node:test's start-up.
+  const began = Number(process.env.BERTH_TEST_STARTED_MS) || Date.now();
   const files = new Map(); // file -> { ms, output: string[], failed: boolean, path: string[] }
   const failures = []; // { file, name, error }
   const skips = [];
@@ -89,7 +96,9 @@ export default async function* summary(source) {
   const list = [...files.entries()];
   const failedFiles = list.filter(([, f]) => f.failed).length;
   const out = [];
-  out.push(`${list.length} files (${failedFiles} failed), ${passed + failed + skipped} tests`);
+  out.push(
+    `${list.length} files (${failedFiles} failed), ${passed + failed + skipped} tests, wall time ${clock(Date.now() - began)}`,
+  );
   out.push('', `slowest files:`);
   for (const [file, f] of list.sort((a, b) => b[1].ms - a[1].ms).slice(0, SLOWEST))
     out.push(`  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${rel(file)}`);

@@ -1,7 +1,16 @@
 // Runs the built `berth` binary as a child process against a real server.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -9,6 +18,8 @@ import YAML from 'yaml';
 import { startTestServer, type TestServer } from '../../server/src/test-support/server.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
+/** The escape character that starts every colour and cursor code. */
+const ESC = '\u001b';
 const BIN = join(ROOT, 'packages/cli/bin/berth.mjs');
 
 /** Newest source file of a package (tests excluded), to tell whether its build is older. */
@@ -109,9 +120,24 @@ spec:
     apiKey: sk-test-123
 `;
 
-  it('login writes the config file readable by its owner only', async () => {
+  it('login refuses a key the server refuses and saves nothing; --no-verify saves without asking', async () => {
+    const wrong = await berth(['login', '--url', s.url, '--key', 'bk_wrong']);
+    assert.equal(wrong.code, 1);
+    assert.match(wrong.stderr, /not saved: the server refused this key/);
+    assert.equal(existsSync(env.BERTH_CONFIG), false, 'nothing was written');
+    const elsewhere = await berth(['login', '--url', s.url, '--key', s.adminKey, '--workspace', 'nope']);
+    assert.equal(elsewhere.code, 1);
+    assert.match(elsewhere.stderr, /not saved: this key cannot act in workspace "nope"/);
+    const down = await berth(['login', '--url', 'http://127.0.0.1:1', '--key', 'k']);
+    assert.equal(down.code, 1);
+    assert.match(down.stderr, /not saved: cannot reach .*--no-verify saves it anyway/);
+    const unchecked = await ok(['login', '--url', 'http://127.0.0.1:1', '--key', 'k', '--no-verify']);
+    assert.match(unchecked, /^saved \(not checked\) http:\/\/127\.0\.0\.1:1/);
+  });
+
+  it('login checks the key and writes the config file readable by its owner only', async () => {
     const out = await ok(['login', '--url', s.url, '--key', s.adminKey, '--workspace', 'default']);
-    assert.match(out, /saved/);
+    assert.match(out, /^logged in to http:\/\/127\.0\.0\.1:\d+ \(workspace default\)/);
     const path = env.BERTH_CONFIG;
     assert.equal(statSync(path).mode & 0o777, 0o600);
     assert.deepEqual(YAML.parse(readFileSync(path, 'utf8')), {
@@ -137,12 +163,12 @@ spec:
     assert.notEqual(conn.spec.secret.apiKey, 'sk-test-123', 'secrets are redacted');
   });
 
-  it('get prints a NAME/STATUS/AGE table by default and YAML that apply takes back', async () => {
+  it('get prints a table with the kind’s columns by default and YAML that apply takes back', async () => {
     const table = (await ok(['get', 'policy'])).trimEnd().split('\n');
-    assert.deepEqual(table[0].split(/\s+/), ['NAME', 'STATUS', 'AGE']);
-    assert.match(table[1], /^token-cap\s+-\s+\d+s$/);
+    assert.deepEqual(table[0].split(/\s+/), ['NAME', 'TYPE', 'AGE']);
+    assert.match(table[1], /^token-cap\s+maxToken\s+\d+s$/);
     const one = await ok(['get', 'pol', 'token-cap']);
-    assert.match(one, /^NAME\s+STATUS\s+AGE\ntoken-cap\s/);
+    assert.match(one, /^NAME\s+TYPE\s+AGE\ntoken-cap\s/);
 
     const yaml = await ok(['get', 'policies', 'token-cap', '-o', 'yaml']);
     const doc = YAML.parse(yaml);
@@ -275,6 +301,131 @@ spec:
     const bad = await berth(['completion', 'fish']);
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /use bash or zsh/);
+  });
+
+  const model = (name: string, connection: string) =>
+    `kind: Model\nmetadata: { name: ${name} }\nspec:\n  runtime: { type: openai, model: gpt-4o-mini }\n  integrationConnections: [${connection}]\n`;
+
+  /** A connection of another provider's wire: a model of type openai naming it is FAILED, saying why. */
+  const connection = (name: string, integration: string) =>
+    `kind: IntegrationConnection\nmetadata: { name: ${name} }\nspec: { integration: ${integration}, secret: { apiKey: sk-x } }\n`;
+
+  it('apply waits for what it wrote and exits 1 with the reason an object FAILED; describe shows it with its events', async () => {
+    await ok(['apply', '-f', '-'], { input: connection('claude', 'anthropic') });
+    const r = await berth(['apply', '-f', '-'], { input: model('lonely', 'claude') });
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stdout, 'model/lonely created\n');
+    assert.match(r.stderr, /^model\/lonely FAILED: .*anthropic connection/m);
+    const quiet = await berth(['apply', '-f', '-', '--no-wait'], { input: model('lonely', 'claude') });
+    assert.equal(quiet.code, 0, '--no-wait reports the write only');
+    const d = await ok(['describe', 'model', 'lonely']);
+    assert.match(d, /^Status:\s+FAILED$/m);
+    assert.match(d, /^Reason:\s+.*anthropic connection/m);
+    assert.match(d, /^Events:\n\s+AGE\s+STATUS\s+MESSAGE\n\s+\d+s\s+DEPLOYING\s+created by /m);
+    assert.ok(!(r.stderr + d).includes(ESC), 'no escape code in a pipe');
+    const wide = (await ok(['get', 'models', '-o', 'wide'])).split('\n');
+    assert.deepEqual(wide[0].split(/\s{2,}/), ['NAME', 'STATUS', 'PROVIDER', 'MODEL', 'AGE', 'REASON']);
+    assert.match(wide[1], /^lonely\s+FAILED\s+openai\s+gpt-4o-mini\s+\d+s\s+.*anthropic connection/);
+  });
+
+  it('get --watch prints a row when an object’s status changes', async () => {
+    await ok(['apply', '-f', '-'], { input: connection('late', 'anthropic') });
+    await ok(['apply', '-f', '-', '--no-wait'], { input: model('waiting', 'late') });
+    const child = spawn(process.execPath, [BIN, 'get', 'models', '--watch'], { env, cwd: dir });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    const seen = async (re: RegExp) => {
+      for (let i = 0; i < 200 && !re.test(out); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.match(out, re);
+    };
+    try {
+      await seen(/^waiting\s+FAILED\s/m);
+      await ok(['apply', '-f', '-'], { input: connection('late', 'openai') });
+      await seen(/^waiting\s+DEPLOYED\s/m);
+      assert.match(out.split('\n')[0], /^NAME\s+STATUS\s+PROVIDER/, 'a header first');
+    } finally {
+      child.kill();
+    }
+  });
+
+  it('a watch piped into head ends quietly when head has read enough', async () => {
+    const poke = {
+      policy: (i: number) =>
+        `kind: Policy\nmetadata: { name: steady, labels: { tick: "${i}" } }\nspec: { type: location, locations: [{ name: eu }] }\n`,
+      // A new spec is a new event, which `describe --watch` prints.
+      model: (i: number) =>
+        `kind: Model\nmetadata: { name: lonely }\nspec:\n  runtime: { type: openai, model: gpt-${i} }\n  integrationConnections: [claude]\n`,
+    };
+    for (const [args, input] of [
+      [['get', 'policies', '--watch'], poke.policy],
+      [['describe', 'model', 'lonely', '--watch'], poke.model],
+    ] as const) {
+      const child = spawn(
+        'bash',
+        [
+          '-c',
+          `"$0" "$1" "\${@:2}" | head -n 2 >/dev/null; echo "exit \${PIPESTATUS[0]}" >&2`,
+          process.execPath,
+          BIN,
+          ...args,
+        ],
+        { env, cwd: dir },
+      );
+      let stderr = '';
+      child.stderr.on('data', (d) => {
+        stderr += d;
+      });
+      const done = new Promise((r) => child.on('close', r));
+      // Once head is gone, the next change the watch prints meets a closed pipe.
+      for (let i = 0; i < 40 && !/exit/.test(stderr); i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        await ok(['apply', '-f', '-', '--no-wait'], { input: input(i) });
+      }
+      if (!/exit/.test(stderr)) child.kill();
+      await done;
+      assert.equal(stderr, 'exit 0\n', `${args.join(' ')}: quiet, status 0`);
+    }
+  });
+
+  it('on a terminal the status is coloured, and NO_COLOR leaves no escape code at all', async () => {
+    // script(1) gives the command a terminal; spawned, not spawnSync: the server answers from this very process.
+    const onTty = (extra: Record<string, string>) =>
+      new Promise<string>((resolve) => {
+        const child = spawn(
+          'script',
+          ['-qec', `"${process.execPath}" "${BIN}" describe model lonely`, '/dev/null'],
+          {
+            env: { ...env, TERM: 'xterm-256color', ...extra },
+          },
+        );
+        let out = '';
+        child.stdout.on('data', (d) => {
+          out += d;
+        });
+        child.on('close', () => resolve(out));
+        child.stdin.end();
+      });
+    assert.ok((await onTty({})).includes(`${ESC}[31mFAILED`), 'FAILED in red');
+    const plain = await onTty({ NO_COLOR: '1' });
+    assert.match(plain, /FAILED/);
+    assert.ok(!plain.includes(ESC), 'no escape code under NO_COLOR');
+  });
+
+  it('deploy refuses a berth.toml typo with the server’s did-you-mean, before anything is uploaded', async () => {
+    const app = join(dir, 'typo-app');
+    mkdirSync(app, { recursive: true });
+    writeFileSync(join(app, 'main.py'), 'print("hi")\n');
+    writeFileSync(join(app, 'berth.toml'), 'name = "typo"\n[runtime]\nmemroy = 256\n');
+    const r = await berth(['deploy', app]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /berth\.toml: runtime\.memroy: is not a known field; did you mean "memory"\?/);
+    assert.equal((await s.api('/agents/typo')).status, 404, 'nothing was created');
+    writeFileSync(join(app, 'berth.toml'), 'name = "typo"\ntype = "agnet"\n');
+    const t = await berth(['deploy', app]);
+    assert.equal(t.code, 1);
+    assert.match(t.stderr, /berth\.toml: type "agnet" is not one of agent, function \(or mcp\), job/);
   });
 
   it('a wrong credential exits 1 with the problem detail', async () => {

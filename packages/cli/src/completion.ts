@@ -1,7 +1,7 @@
 // `berth completion bash|zsh`: prints a completion script built from the command tree itself (commands,
 // subcommands, each command's flags, kind names after get/delete), so it never lags behind the CLI.
 // bash: `source <(berth completion bash)`; zsh: `source <(berth completion zsh)` (it uses bashcompinit).
-import { KINDS } from '@berth/server/kinds/index.js';
+import { KINDS } from '@berth/sdk';
 import type { Command } from 'commander';
 
 /** What completes after a command path (``, `sandbox`, `sandbox exec`): its subcommands, and its flags. */
@@ -23,8 +23,13 @@ export function completionTable(root: Command): Map<string, { subs: string[]; fl
 
 /** Words completed where a command wants a value, by command path. */
 const ARGUMENT_WORDS = (): Record<string, string[]> => {
-  const kinds = [...new Set(KINDS.flatMap((k) => [k.plural, ...(k.aliases ?? [])]))].sort();
-  return { get: [...kinds, 'quotas'].sort(), delete: kinds, completion: ['bash', 'zsh'] };
+  const kinds = [...new Set(KINDS.flatMap((k) => [k.plural, ...k.aliases]))].sort();
+  return {
+    get: [...kinds, 'quotas', 'revisions', 'executions'].sort(),
+    describe: kinds,
+    delete: kinds,
+    completion: ['bash', 'zsh'],
+  };
 };
 
 /** Only what a word list may hold; nothing that a shell would interpret inside single quotes. */

@@ -1,9 +1,11 @@
 // Where the CLI finds its server and credential: ~/.config/berth/config.yaml (XDG_CONFIG_HOME honoured,
 // BERTH_CONFIG names another file), overridden per variable by BERTH_URL, BERTH_API_KEY, BERTH_WORKSPACE.
+// `berth login` writes it as JSON, which is YAML too: every command reads it with JSON.parse, and loads the YAML
+// library (a tenth of a second at start) only for a file a person wrote in YAML's other forms.
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import YAML from 'yaml';
 
 export interface CliConfig {
   url: string;
@@ -19,11 +21,21 @@ export function configPath(env: Env = process.env) {
   return join(base, 'berth', 'config.yaml');
 }
 
+function parseText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    // Synchronous on purpose: every command reads its config first, before anything is awaited.
+    return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse(text);
+  }
+}
+
 function readFile(path: string): Partial<CliConfig> {
   if (!existsSync(path)) return {};
   let v: unknown;
   try {
-    v = YAML.parse(readFileSync(path, 'utf8'));
+    const text = readFileSync(path, 'utf8');
+    v = text.trim() ? parseText(text) : null;
   } catch (e) {
     throw new Error(`${path} is not valid YAML: ${(e as Error).message}`);
   }
@@ -53,7 +65,7 @@ export function loadCliConfig(env: Env = process.env): CliConfig {
 export function saveCliConfig(cfg: CliConfig, env: Env = process.env) {
   const path = configPath(env);
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  writeFileSync(path, YAML.stringify(cfg), { mode: 0o600 });
+  writeFileSync(path, `${JSON.stringify(cfg, null, 2)}\n`, { mode: 0o600 });
   // `mode` applies only when the file is created; an existing file keeps its old bits otherwise.
   chmodSync(path, 0o600);
   return path;

@@ -1,10 +1,14 @@
 // Jobs from the command line: `berth run job <name> --tasks tasks.json` starts an execution and shows its progress
 // until it ends (exit 1 unless it succeeded), `berth get executions job <name>` lists executions,
-// `berth logs job <name> --execution <id> [--task N] [-f]` prints task logs, `berth cancel execution <job> <id>`.
+// `berth logs job <name> --execution <id> [--task N] [-f]` prints task logs, `berth cancel execution <job> <id>`
+// (which says so, and changes nothing, when the execution had ended already).
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { Api, openStream } from './client.js';
+import { Api, listAll, openStream } from './client.js';
 import { loadCliConfig } from './config.js';
+import { age } from './format.js';
+import { type Format, renderData, renderTable } from './output.js';
+import { parseEnvs } from './flags.js';
 import { workloadLogs } from './workloads.js';
 
 /** How often progress is read. */
@@ -30,13 +34,7 @@ export async function runJob(
   o: { tasks?: string; env?: string[]; memory?: string; wait: boolean },
 ) {
   const api = new Api(loadCliConfig());
-  const env = Object.fromEntries(
-    (o.env ?? []).map((kv) => {
-      const i = kv.indexOf('=');
-      if (i <= 0) throw new Error(`--env wants NAME=value, got ${JSON.stringify(kv)}`);
-      return [kv.slice(0, i), kv.slice(i + 1)];
-    }),
-  );
+  const env = Object.fromEntries(parseEnvs(o.env).map((e) => [e.name, e.value]));
   const body: Record<string, unknown> = { tasks: readTasks(o.tasks) };
   if (Object.keys(env).length) body.env = env;
   if (o.memory) body.memory = Number(o.memory);
@@ -61,12 +59,29 @@ export async function runJob(
   }
 }
 
-async function listExecutions(name: string) {
-  const api = new Api(loadCliConfig());
-  const { body } = await api.call('GET', `/jobs/${name}/executions`);
-  const items = Array.isArray(body) ? body : (body.data ?? []);
-  if (!items.length) process.stderr.write('no executions found\n');
-  for (const e of items) process.stdout.write(`${e.metadata.id}  ${e.metadata.createdAt}  ${progress(e)}\n`);
+/** `berth get executions job <name>`: every execution, as a table, JSON or YAML. */
+async function listExecutions(name: string, format: Format = 'table') {
+  const items = await listAll(new Api(loadCliConfig()), `/jobs/${encodeURIComponent(name)}/executions`);
+  if (format === 'json' || format === 'yaml') return void process.stdout.write(renderData(items, format));
+  if (!items.length) return void process.stderr.write(`no executions of job ${name} yet\n`);
+  const stat = (k: string) => (e: any) => String(e.stats?.[k] ?? 0);
+  const columns = [
+    { head: 'ID', cell: (e: any) => String(e.metadata?.id) },
+    { head: 'STATUS', cell: (e: any) => String(e.status ?? '-') },
+    { head: 'TASKS', cell: stat('total') },
+    { head: 'SUCCEEDED', cell: stat('success') },
+    { head: 'FAILED', cell: stat('failure') },
+    { head: 'RUNNING', cell: stat('running') },
+    { head: 'WAITING', cell: stat('pending') },
+    { head: 'AGE', cell: (e: any) => age(e.metadata?.createdAt) },
+    ...(format === 'wide'
+      ? [
+          { head: 'RETRIES', cell: stat('retried') },
+          { head: 'REVISION', cell: (e: any) => String(e.revision ?? '-') },
+        ]
+      : []),
+  ];
+  process.stdout.write(`${renderTable(items, columns)}\n`);
 }
 
 async function logs(name: string, o: { execution: string; task?: string; follow?: boolean }) {
@@ -135,8 +150,15 @@ export function registerJobs(program: Command) {
     .action(async (what: string, job: string, id: string) => {
       if (what !== 'execution')
         throw new Error('berth cancel: only `berth cancel execution <job> <id>` exists');
-      const { body } = await new Api(loadCliConfig()).call('DELETE', `/jobs/${job}/executions/${id}`);
-      process.stdout.write(`${body.status}\n`);
+      const api = new Api(loadCliConfig());
+      const path = `/jobs/${encodeURIComponent(job)}/executions/${encodeURIComponent(id)}`;
+      const { body: was } = await api.call('GET', path);
+      if (DONE.has(was.status)) {
+        process.stderr.write(`execution ${id} had already ended (${was.status}): nothing was cancelled\n`);
+        return;
+      }
+      const { body } = await api.call('DELETE', path);
+      process.stdout.write(`execution ${id} ${body.status}\n`);
     });
 }
 

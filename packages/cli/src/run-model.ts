@@ -1,5 +1,6 @@
 // `berth run model <name> --data '{...}' [--path /v1/chat/completions]`: one call through the model
-// gateway with the CLI's own credential, printed as it arrives (streams included).
+// gateway with the CLI's own credential. The answer's text is printed (a stream's as it arrives); `-o json` prints the
+// provider's answer as it came instead (a stream's events as they are).
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { Api, ApiFailure } from './client.js';
@@ -10,6 +11,55 @@ interface RunModelOptions {
   message?: string;
   path: string;
   method?: string;
+  output?: string;
+}
+
+/** The text of an answer: OpenAI's chat or completion shapes, Anthropic's messages; undefined for any other. */
+export function answerText(body: any): string | undefined {
+  const choice = body?.choices?.[0];
+  if (typeof choice?.message?.content === 'string') return choice.message.content;
+  if (typeof choice?.text === 'string') return choice.text;
+  if (Array.isArray(body?.content))
+    return body.content
+      .filter((c: any) => c?.type === 'text')
+      .map((c: any) => c.text)
+      .join('');
+  return undefined;
+}
+
+/** The text one event of a stream adds (OpenAI's `delta.content`, Anthropic's `content_block_delta`). */
+export function deltaText(event: any): string {
+  const d = event?.choices?.[0]?.delta?.content;
+  if (typeof d === 'string') return d;
+  if (event?.type === 'content_block_delta' && typeof event.delta?.text === 'string') return event.delta.text;
+  return '';
+}
+
+/** Prints the text of a server-sent-events stream as its `data:` events arrive. */
+async function printStreamText(body: AsyncIterable<Uint8Array>) {
+  const dec = new TextDecoder();
+  let held = '';
+  let wrote = false;
+  const line = (l: string) => {
+    if (!l.startsWith('data:')) return;
+    const data = l.slice(5).trim();
+    if (!data || data === '[DONE]') return;
+    try {
+      const text = deltaText(JSON.parse(data));
+      if (text) {
+        process.stdout.write(text);
+        wrote = true;
+      }
+    } catch {}
+  };
+  for await (const chunk of body) {
+    held += dec.decode(chunk, { stream: true });
+    const cut = held.lastIndexOf('\n') + 1;
+    for (const l of held.slice(0, cut).split('\n')) line(l);
+    held = held.slice(cut);
+  }
+  line(held + dec.decode());
+  if (wrote) process.stdout.write('\n');
 }
 
 /** `{"a":1}`, `@file.json`, or `-` for stdin. */
@@ -63,11 +113,18 @@ async function runModel(name: string, o: RunModelOptions) {
     }
     throw new ApiFailure(res.status, problem);
   }
-  if ((res.headers.get('content-type') ?? '').includes('json')) {
-    process.stdout.write(`${JSON.stringify(await res.json(), null, 2)}\n`);
+  const raw = o.output === 'json';
+  if (o.output !== undefined && !raw) throw new Error('run model takes -o json (the answer as it came)');
+  const type = res.headers.get('content-type') ?? '';
+  if (type.includes('json')) {
+    const answer = await res.json();
+    const text = raw ? undefined : answerText(answer);
+    process.stdout.write(text !== undefined ? `${text}\n` : `${JSON.stringify(answer, null, 2)}\n`);
     return;
   }
-  // Streams are printed chunk by chunk, as the provider sends them.
+  if (!raw && type.includes('text/event-stream'))
+    return printStreamText((res.body ?? []) as AsyncIterable<Uint8Array>);
+  // Other answers (and streams with -o json) are printed chunk by chunk, as the provider sends them.
   for await (const chunk of res.body ?? []) process.stdout.write(chunk);
 }
 
@@ -82,5 +139,6 @@ export function registerRunModel(program: Command) {
     .option('-m, --message <text>', 'shorthand for a one-message chat body')
     .option('--path <path>', 'provider path after the model address', '/v1/chat/completions')
     .option('-X, --method <method>', 'HTTP method (default POST with a body, GET without)')
+    .option('-o, --output <format>', 'json: the answer (or the stream) as the provider sent it')
     .action((name: string, o: RunModelOptions) => runModel(name, o));
 }

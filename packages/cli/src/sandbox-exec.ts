@@ -1,9 +1,13 @@
 // `berth sandbox exec <name> -- cmd...`: runs a command in the sandbox, prints its output as it comes
-// (the NDJSON stream of POST /process) and exits with the command's own exit code.
+// (the NDJSON stream of POST /process) and exits with the command's own exit code. `-i` hands it this command's
+// standard input (read to its end first); `-t` runs it on a terminal instead (the PTY of `sandbox shell`), and `-it`
+// makes that terminal interactive, as `docker exec -it` does.
 import type { ExecStreamEvent, ProcessJson, ProcessRequest } from '@berth/server/sandbox-api/schema.js';
 import type { Command } from 'commander';
 import { loadCliConfig } from './config.js';
+import { parseEnvs } from './flags.js';
 import { failure, openSandbox } from './sandbox-client.js';
+import { terminal } from './sandbox-shell.js';
 
 /** Exit code when the command could not be run at all (as a shell says for "command not found"). */
 const NOT_RUN = 127;
@@ -24,15 +28,23 @@ export function registerSandboxExec(sandbox: Command) {
     .argument('<command...>', 'the command and its arguments (after --)')
     .option('-w, --workdir <dir>', 'working directory inside the sandbox')
     .option('-e, --env <KEY=VALUE...>', 'extra environment variables')
-    .action(async (name: string, argv: string[], o: { workdir?: string; env?: string[] }) => {
-      const sb = await openSandbox(loadCliConfig(), name);
-      const env = Object.fromEntries(
-        (o.env ?? []).map((kv) => {
-          const i = kv.indexOf('=');
-          if (i <= 0) throw new Error(`--env takes KEY=VALUE, got ${JSON.stringify(kv)}`);
-          return [kv.slice(0, i), kv.slice(i + 1)];
-        }),
-      );
+    .option('-i, --interactive', "give the command this command's standard input")
+    .option('-t, --tty', 'run it on a terminal (with -i: an interactive one)')
+    .action(async (name: string, argv: string[], o: ExecOptions) => {
+      const cfg = loadCliConfig();
+      const envs = parseEnvs(o.env);
+      if (o.tty) {
+        const exports = envs.map((e) => `export ${e.name}=${shellQuote(e.value)}; `).join('');
+        process.exitCode = await terminal(cfg, name, {
+          workdir: o.workdir,
+          command: `${exports}${commandLine(argv)}`,
+          input: o.interactive === true,
+        });
+        return;
+      }
+      const sb = await openSandbox(cfg, name);
+      const env = Object.fromEntries(envs.map((e) => [e.name, e.value]));
+      const stdin = o.interactive ? await readAll(process.stdin) : undefined;
       const res = await fetch(`${sb.url}/process`, {
         method: 'POST',
         headers: { ...sb.headers, 'content-type': 'application/json', accept: 'text/event-stream' },
@@ -41,12 +53,26 @@ export function registerSandboxExec(sandbox: Command) {
           waitForCompletion: true,
           ...(o.workdir ? { workingDir: o.workdir } : {}),
           ...(Object.keys(env).length ? { env } : {}),
+          ...(stdin !== undefined ? { stdin } : {}),
         } satisfies ProcessRequest),
       });
       if (!res.ok || !res.body) throw await failure(res, 'exec');
       const result = await printStream(res.body);
       process.exitCode = result?.exitCode ?? NOT_RUN;
     });
+}
+
+interface ExecOptions {
+  workdir?: string;
+  env?: string[];
+  interactive?: boolean;
+  tty?: boolean;
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(Buffer.from(c as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** Writes stdout/stderr chunks as they arrive; returns the final process (the `result` line). */

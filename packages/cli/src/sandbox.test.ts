@@ -79,7 +79,7 @@ describe('berth sandbox', () => {
     assert.equal(env.stdout, 'hello\n');
     const del = await berth(['sandbox', 'delete', 'cli-box']);
     assert.equal(del.code, 0, del.stderr);
-    assert.equal(del.stdout, 'sandbox/cli-box deleted (DELETING)\n');
+    assert.equal(del.stdout, 'sandbox/cli-box deleted (TERMINATED)\n');
     const missing = await berth(['sandbox', 'exec', 'no-such-box', '--', 'true']);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /not found/);

@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import { Api, listAll } from './client.js';
 import { loadCliConfig } from './config.js';
-import { table } from './output.js';
+import { OUTPUT_HELP, parseFormat, renderData, table } from './output.js';
 import { serverHealth } from './server-info.js';
 
 export interface StatusReport {
@@ -34,8 +34,9 @@ export function registerStatus(program: Command) {
   program
     .command('status')
     .description('server reachability and version; sandboxes by status and state; model and agent counts')
-    .option('-o, --output <format>', 'json (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (o: { output?: string }) => {
+      const format = parseFormat(o.output);
       const cfg = loadCliConfig();
       const health = await serverHealth(cfg);
       const api = new Api(cfg);
@@ -53,10 +54,8 @@ export function registerStatus(program: Command) {
         models: models.length,
         agents: agents.length,
       };
-      if (o.output === 'json') {
-        process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-        return;
-      }
+      if (format === 'json' || format === 'yaml')
+        return void process.stdout.write(renderData(report, format));
       const s = report.sandboxes;
       const rows = [
         ['server', `${health.url} (${health.status}, version ${health.version})`],

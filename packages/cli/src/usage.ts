@@ -1,9 +1,9 @@
 // `berth usage [--model m] [--since 24h] [--by key|hour]`: tokens, calls and errors through the model
 // gateway, per model and API key (or hour), as a table or JSON.
 import type { Command } from 'commander';
-import { Api } from './client.js';
+import { Api, listAll } from './client.js';
 import { loadCliConfig } from './config.js';
-import { table } from './output.js';
+import { OUTPUT_HELP, parseFormat, renderData, table } from './output.js';
 
 interface UsageOptions {
   model?: string;
@@ -13,17 +13,9 @@ interface UsageOptions {
 }
 
 async function modelNames(api: Api): Promise<string[]> {
-  const names: string[] = [];
-  let cursor: string | null = null;
-  do {
-    const { body, headers } = await api.call('GET', '/models', {
-      query: { limit: '500', ...(cursor ? { cursor } : {}) },
-    });
-    for (const m of Array.isArray(body) ? body : [])
-      if (typeof m?.metadata?.name === 'string') names.push(m.metadata.name);
-    cursor = headers.get('x-next-cursor');
-  } while (cursor);
-  return names;
+  return (await listAll(api, '/models'))
+    .map((m) => m?.metadata?.name)
+    .filter((n): n is string => typeof n === 'string');
 }
 
 export function registerUsage(program: Command) {
@@ -33,9 +25,10 @@ export function registerUsage(program: Command) {
     .option('--model <name>', 'one model endpoint (default: all)')
     .option('--since <when>', 'a duration back from now (24h, 7d) or an ISO time', '24h')
     .option('--by <group>', 'group rows by key or hour', 'key')
-    .option('-o, --output <format>', 'json (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (o: UsageOptions) => {
       if (o.by !== 'key' && o.by !== 'hour') throw new Error('--by must be key or hour');
+      const format = parseFormat(o.output);
       const api = new Api(loadCliConfig());
       const models = o.model ? [o.model] : await modelNames(api);
       const rows: Record<string, any>[] = [];
@@ -44,10 +37,7 @@ export function registerUsage(program: Command) {
         const { body } = await api.call('GET', path, { query: { from: o.since, groupBy: o.by } });
         for (const r of Array.isArray(body) ? body : []) rows.push({ model: m, ...r });
       }
-      if (o.output === 'json') {
-        process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
-        return;
-      }
+      if (format === 'json' || format === 'yaml') return void process.stdout.write(renderData(rows, format));
       if (!rows.length) {
         process.stderr.write(`no model usage since ${o.since}\n`);
         return;

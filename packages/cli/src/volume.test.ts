@@ -76,6 +76,13 @@ describe('berth volume and volume-template', {
     assert.match(list.stdout, /data\s+DEPLOYED\s+32MB\s+-\s+starter:v1/);
     const del = await berth(['volume', 'delete', 'data']);
     assert.equal(del.code, 0, del.stderr);
-    assert.match(del.stdout, /volume\/data deleted \(DELETING\)/);
+    // The answer is the state at the call: still DELETING, or TERMINATED when the unmount finished first.
+    assert.match(del.stdout, /volume\/data deleted \((DELETING|TERMINATED)\)/);
+    let gone = 0;
+    for (let i = 0; i < 200 && gone !== 404; i++) {
+      gone = (await s.api('/volumes/data')).status;
+      if (gone !== 404) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(gone, 404);
   });
 });

@@ -4,30 +4,20 @@
 import { spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { Readable } from 'node:stream';
-import { apiBase } from '@berth/sdk';
+import { apiBase, kindByName } from '@berth/sdk';
 import type { Command } from 'commander';
 import { Api, ApiFailure, itemPath, listAll, warningLines } from './client.js';
 import { type CliConfig, loadCliConfig } from './config.js';
-import { age, parseFormat, render, table } from './output.js';
+import { OUTPUT_HELP, parseFormat, render } from './output.js';
+import { Progress } from './progress.js';
+import { outcomeLine, waitFor } from './wait.js';
 
-function rows(objects: any[]): string {
-  const out = [['NAME', 'STATUS', 'SIZE', 'ATTACHED TO', 'TEMPLATE', 'AGE']];
-  for (const o of objects)
-    out.push([
-      String(o?.metadata?.name ?? '-'),
-      String(o?.status ?? '-'),
-      o?.spec?.size ? `${o.spec.size}MB` : '-',
-      String(o?.state?.attachedTo ?? '-'),
-      String(o?.spec?.template ?? '-'),
-      age(o?.metadata?.createdAt),
-    ]);
-  return `${table(out)}\n`;
-}
+const VOLUME = kindByName('volume')!;
+/** Longest `create` waits for a volume to be ready (seeding it from a large template version takes a while). */
+const WAIT_MS = 10 * 60_000;
 
-const show = (objects: any[], output: string | undefined, single: boolean) => {
-  const format = parseFormat(output);
-  process.stdout.write(format === 'table' ? rows(objects) : render(objects, format, 'Volume', single));
-};
+const show = (objects: any[], output: string | undefined, single: boolean) =>
+  process.stdout.write(render(objects, parseFormat(output), VOLUME, single));
 
 export function registerVolume(program: Command) {
   const volume = program
@@ -37,11 +27,13 @@ export function registerVolume(program: Command) {
 
   volume
     .command('create')
-    .description('create a volume (its size is a hard cap)')
+    .description(
+      'create a volume (its size is a hard cap) and wait until it is ready (exit 1 with the reason if not)',
+    )
     .argument('<name>', 'volume name (lowercase letters, digits, -)')
     .option('--size <mb>', 'size in MB (default 1024)')
     .option('--template <template>', 'seed it from a volume template: name or name:version')
-    .option('-o, --output <format>', 'json or yaml (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (name: string, o: { size?: string; template?: string; output?: string }) => {
       const spec: Record<string, unknown> = {};
       if (o.size !== undefined) {
@@ -51,21 +43,34 @@ export function registerVolume(program: Command) {
         spec.size = mb;
       }
       if (o.template) spec.template = o.template;
-      const { body } = await new Api(loadCliConfig()).call('POST', '/volumes', {
+      const cfg = loadCliConfig();
+      const { body } = await new Api(cfg).call('POST', '/volumes', {
         body: { metadata: { name }, spec },
+        query: { fieldValidation: 'Strict' },
       });
       process.stderr.write(warningLines(`volume/${name}`, body));
-      show([body], o.output, true);
+      const progress = new Progress();
+      const outcome = await waitFor(cfg, VOLUME, '/volumes', name, progress, WAIT_MS).finally(() =>
+        progress.stop(),
+      );
+      if (outcome.status !== 'DEPLOYED') {
+        const { line } = outcomeLine(VOLUME, outcome);
+        process.stderr.write(`${line}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      show([outcome.object], o.output, true);
     });
 
   volume
     .command('list')
     .alias('ls')
     .description('list volumes')
-    .option('-o, --output <format>', 'json or yaml (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (o: { output?: string }) => {
       const items = await listAll(new Api(loadCliConfig()), '/volumes');
-      if (!items.length && parseFormat(o.output) === 'table') process.stderr.write('no volumes found\n');
+      if (!items.length && ['table', 'wide'].includes(parseFormat(o.output)))
+        process.stderr.write('no volumes found\n');
       else show(items, o.output, false);
     });
 
@@ -73,7 +78,7 @@ export function registerVolume(program: Command) {
     .command('get')
     .description('show one volume')
     .argument('<name>', 'volume name')
-    .option('-o, --output <format>', 'json or yaml (default: a table)')
+    .option('-o, --output <format>', OUTPUT_HELP)
     .action(async (name: string, o: { output?: string }) => {
       const { body } = await new Api(loadCliConfig()).call('GET', itemPath('/volumes', name));
       show([body], o.output, true);

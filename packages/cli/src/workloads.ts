@@ -1,18 +1,22 @@
 // Agents and MCP servers (functions) from the command line, beside `berth deploy`:
 // `berth run agent <name> --data '{…}' [--thread id] [--path /sub]` calls it through the gateway and prints the
-// answer as it streams; `berth get revisions agent <name>` lists its revisions; `berth rollback agent <name> <rev>`
-// makes an older revision take all traffic; `berth logs agent|function <name> [--build] [-f]` prints the replicas'
-// output or a build log.
+// answer as it streams; `berth get revisions agent <name>` lists its revisions and the share each takes;
+// `berth promote agent <name> [rev]` (and its other name for an older revision, `berth rollback`) gives a revision all
+// traffic; `berth logs agent|function <name> [--build] [-f]` prints the replicas' output or a build log.
+import { kindByName } from '@berth/sdk';
 import type { Command } from 'commander';
 import { Api, ApiFailure, openStream } from './client.js';
+import { shortRevision } from './columns.js';
 import { type CliConfig, loadCliConfig } from './config.js';
+import { age } from './format.js';
+import { type Format, renderData, renderTable } from './output.js';
+import { Progress } from './progress.js';
 import { readData } from './run-model.js';
+import { shareOf } from './traffic.js';
+import { outcomeLine, waitFor } from './wait.js';
 
-/** How often rollback reads the status while waiting for the revision to serve. */
-const POLL_MS = 500;
-/** Longest a rollback waits: the older revision's app is built already, only a replica starts. */
-const ROLLBACK_WAIT_MS = 5 * 60_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Longest a promotion waits: the revision's app is built already, only a replica starts. */
+const PROMOTE_WAIT_MS = 5 * 60_000;
 
 /** `agent` / `agents` → `agents`; `function` / `mcp` → `functions`. */
 export function workloadPlural(kind: string): 'agents' | 'functions' {
@@ -91,42 +95,74 @@ async function runWorkload(
   await pipeOut(res);
 }
 
-export async function listRevisions(kind: string, name: string) {
-  const plural = workloadPlural(kind);
-  const { body } = await new Api(loadCliConfig()).call(
-    'GET',
-    `/${plural}/${encodeURIComponent(name)}/revisions`,
-  );
-  const items: any[] = Array.isArray(body) ? body : (body?.data ?? []);
-  if (!items.length) process.stderr.write('no revisions yet\n');
-  for (const r of items)
-    process.stdout.write(`${r.id}  ${r.createdAt}  ${r.active ? 'active ' : '       '} ${r.start}\n`);
-}
+const TRAFFIC: Record<string, string> = { all: '100%', canary: 'canary', active: 'active', none: '0%' };
 
-/** Makes `rev` the active revision with all traffic (a canary is dropped), and waits until it serves. */
-async function rollback(kind: string, name: string, rev: string) {
+/** `berth get revisions agent <name>`: each kept revision, newest first, with the share of traffic it takes. */
+export async function listRevisions(kind: string, name: string, format: Format = 'table') {
   const plural = workloadPlural(kind);
   const api = new Api(loadCliConfig());
   const path = `/${plural}/${encodeURIComponent(name)}`;
+  const [{ body }, { body: o }] = await Promise.all([
+    api.call('GET', `${path}/revisions`),
+    api.call('GET', path),
+  ]);
+  const items: any[] = Array.isArray(body) ? body : (body?.data ?? []);
+  if (format === 'json' || format === 'yaml') return void process.stdout.write(renderData(items, format));
+  if (!items.length) return void process.stderr.write(`no revisions of ${kind} ${name} yet\n`);
+  const pct = o?.spec?.revision?.canaryPercent ?? 0;
+  const traffic = (id: string) => {
+    const share = shareOf(o, id);
+    return share === 'canary' ? `${pct}%` : share === 'active' ? `${100 - pct}%` : TRAFFIC[share];
+  };
+  const columns = [
+    { head: 'REVISION', cell: (r: any) => String(r.id) },
+    { head: 'TRAFFIC', cell: (r: any) => traffic(r.id) },
+    { head: 'AGE', cell: (r: any) => age(r.createdAt) },
+    { head: 'START', cell: (r: any) => String(r.start ?? '-') },
+    ...(format === 'wide' ? [{ head: 'CREATED', cell: (r: any) => String(r.createdAt ?? '-') }] : []),
+  ];
+  process.stdout.write(`${renderTable(items, columns)}\n`);
+}
+
+/**
+ * Makes `rev` (default: the newest revision) the active one with all traffic, dropping a canary, and waits through
+ * the watch until it serves. A revision that takes all traffic already is said, and nothing is written.
+ */
+async function promote(kind: string, name: string, rev: string | undefined) {
+  const plural = workloadPlural(kind);
+  const kd = kindByName(plural)!;
+  const cfg = loadCliConfig();
+  const api = new Api(cfg);
+  const path = `/${plural}/${encodeURIComponent(name)}`;
   const { body: cur } = await api.call('GET', path);
-  await api.call('PUT', path, {
-    body: { metadata: { name }, spec: { ...cur.spec, revision: { active: rev } } },
-  });
-  const deadline = Date.now() + ROLLBACK_WAIT_MS;
-  for (;;) {
-    const { body: o } = await api.call('GET', path);
-    if (o.status === 'DEPLOYED' && o.activeRevision === rev && !o.canaryRevision) {
-      process.stdout.write(`revision ${rev} takes all traffic\n`);
-      return;
-    }
-    if (o.status === 'FAILED') {
-      process.stderr.write(`${(o.events ?? []).at(-1)?.message ?? 'failed'}\n`);
-      process.exitCode = 1;
-      return;
-    }
-    if (Date.now() > deadline) throw new Error(`still ${o.status} after ${ROLLBACK_WAIT_MS / 60000} minutes`);
-    await sleep(POLL_MS);
+  const id: string | undefined = rev ?? cur.revisions?.[0]?.id;
+  if (!id) throw new Error(`${kind} ${name} has no revision yet: \`berth deploy\` builds one`);
+  if (cur.status === 'DEPLOYED' && shareOf(cur, id) === 'all' && cur.spec?.revision?.active === id) {
+    process.stderr.write(`revision ${id} takes all traffic already: nothing changed\n`);
+    return;
   }
+  await api.call('PUT', path, {
+    body: { metadata: { name }, spec: { ...cur.spec, revision: { active: id } } },
+  });
+  const progress = new Progress();
+  progress.phase(`moving all traffic to ${shortRevision(id)}`);
+  const outcome = await waitFor(
+    cfg,
+    kd,
+    `/${plural}`,
+    name,
+    progress,
+    PROMOTE_WAIT_MS,
+    (o) =>
+      o?.status === 'FAILED' || (o?.status === 'DEPLOYED' && o?.activeRevision === id && !o?.canaryRevision),
+  ).finally(() => progress.stop());
+  if (outcome.failed) {
+    const { line, exitCode } = outcomeLine(kd, outcome);
+    process.stderr.write(`${line}\n`);
+    process.exitCode = exitCode;
+    return;
+  }
+  process.stdout.write(`revision ${id} takes all traffic\n`);
 }
 
 export function registerWorkloads(program: Command) {
@@ -148,10 +184,19 @@ export function registerWorkloads(program: Command) {
       .option('-X, --method <method>', 'HTTP method (default POST with a body, GET without)')
       .action((name: string, o) => runWorkload(kind, name, o));
   program
+    .command('promote')
+    .description(
+      'give a revision of an agent or function all traffic (default: the newest), dropping a canary',
+    )
+    .argument('<kind>', 'agent or function')
+    .argument('<name>', 'its name')
+    .argument('[revision]', 'revision id (berth get revisions agent <name>); default: the newest')
+    .action((kind: string, name: string, rev?: string) => promote(kind, name, rev));
+  program
     .command('rollback')
-    .description('make an earlier revision of an agent or function take all traffic')
+    .description('give an earlier revision of an agent or function all traffic (as `promote` does)')
     .argument('<kind>', 'agent or function')
     .argument('<name>', 'its name')
     .argument('<revision>', 'revision id (berth get revisions agent <name>)')
-    .action((kind: string, name: string, rev: string) => rollback(kind, name, rev));
+    .action((kind: string, name: string, rev: string) => promote(kind, name, rev));
 }

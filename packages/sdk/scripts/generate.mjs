@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// Writes packages/sdk/openapi.json and packages/sdk/src/schema.d.ts from the BUILT server
+// Writes packages/sdk/openapi.json, packages/sdk/src/schema.d.ts and packages/sdk/kinds.json from the BUILT server
 // (run `npm run build` first): the document is built in-process, no server listens.
-// `--out <dir>` writes both files under <dir> instead (to compare without touching the tree).
+// `--out <dir>` writes the files under <dir> instead (to compare without touching the tree).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderDocument, renderTypes } from './render.mjs';
+import { renderDocument, renderKinds, renderTypes } from './render.mjs';
 
 const sdkDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const serverDist = resolve(sdkDir, '../server/dist');
@@ -23,9 +23,11 @@ const outDir = i > 0 ? resolve(process.argv[i + 1]) : sdkDir;
 const doc = buildOpenApiDocument(KINDS);
 const docPath = join(outDir, 'openapi.json');
 const typesPath = join(outDir, 'src/schema.d.ts');
+const kindsPath = join(outDir, 'kinds.json');
 mkdirSync(dirname(typesPath), { recursive: true });
 writeFileSync(docPath, renderDocument(doc));
 writeFileSync(typesPath, await renderTypes(doc));
+writeFileSync(kindsPath, renderKinds(KINDS));
 console.log(
-  `wrote ${docPath} and ${typesPath} (${KINDS.length} kinds, ${Object.keys(doc.paths).length} paths)`,
+  `wrote ${docPath}, ${typesPath} and ${kindsPath} (${KINDS.length} kinds, ${Object.keys(doc.paths).length} paths)`,
 );

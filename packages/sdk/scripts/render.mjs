@@ -16,3 +16,22 @@ export async function renderTypes(doc) {
   const ast = await openapiTS(structuredClone(doc), { silent: true });
   return HEADER + astToString(ast);
 }
+
+/**
+ * The kinds table the CLI works from (kinds.json): each kind's names, paths and parents, as the server's registry has
+ * them, so the CLI resolves `berth get policies` without loading the server's code.
+ */
+export function renderKinds(kinds) {
+  const table = kinds.map((k) => ({
+    kind: k.kind,
+    plural: k.plural,
+    aliases: k.aliases ?? [],
+    path: k.path,
+    nameParam: k.nameParam,
+    parents: (k.parents ?? []).map((p) => ({ param: p.param, kind: p.kind, metadataField: p.metadataField })),
+    hasStatus: k.hasStatus,
+    readOnlyKind: k.readOnlyKind === true,
+    extraInput: Object.keys(k.extraInput ?? {}),
+  }));
+  return `${JSON.stringify(table, null, 2)}\n`;
+}

@@ -6,9 +6,17 @@ import createClient, { type Client } from 'openapi-fetch';
 import type { components, operations, paths } from '../src/schema.js';
 
 export type { components, operations, paths };
+export { KINDS, type KindInfo, type KindParent, kindByName } from './kinds.js';
 export type Schemas = components['schemas'];
 export type Problem = components['schemas']['Problem'];
-export type BerthClient = Client<paths>;
+/** The media the client reads: JSON answers and problems. */
+type JsonMedia = 'application/json' | 'application/problem+json';
+
+/**
+ * The JSON answers of every route: reads that also stream changes (`?watch=true`, `application/x-ndjson`) are typed by
+ * the JSON they answer without it.
+ */
+export type BerthClient = Client<paths, JsonMedia>;
 
 export interface BerthClientOptions {
   /** The server address, e.g. `http://127.0.0.1:8080`; `/v0` is added unless already there. */
@@ -29,7 +37,7 @@ export function apiBase(url: string) {
 export function createBerthClient(opts: BerthClientOptions): BerthClient {
   const headers: Record<string, string> = { authorization: `Bearer ${opts.apiKey}` };
   if (opts.workspace) headers['x-service-workspace'] = opts.workspace;
-  return createClient<paths>({
+  return createClient<paths, JsonMedia>({
     baseUrl: apiBase(opts.baseUrl),
     headers,
     ...(opts.fetch ? { fetch: opts.fetch } : {}),
@@ -54,4 +62,12 @@ export async function unwrap<T>(
   const { data, error, response } = await call;
   if (!response.ok) throw new BerthApiError(response.status, error as Problem | undefined);
   return data as T;
+}
+
+/**
+ * The items of a list answer: lists are bare arrays, or `{data, meta}` for a client that sends `Blaxel-Version`
+ * 2026-04-28 or later (the document describes both, decision 019).
+ */
+export function itemsOf<T>(list: T[] | { data: T[] }): T[] {
+  return Array.isArray(list) ? list : list.data;
 }

@@ -150,6 +150,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/volumes/by-external-id/{externalId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The newest volume with this metadata.externalId that is not being deleted */
+        get: operations["getVolumeByExternalId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/drives": {
         parameters: {
             query?: never;
@@ -517,6 +534,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/egressgateways": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List EgressGateways under every Vpc of the workspace */
+        get: operations["listAllEgressGateways"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/vpcs/{vpcName}/egressgateways/{gatewayName}/ips": {
         parameters: {
             query?: never;
@@ -549,6 +583,23 @@ export interface paths {
         post?: never;
         /** Delete an EgressIp */
         delete: operations["deleteEgressIp"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/egressips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List EgressIps under every EgressGateway of the workspace */
+        get: operations["listAllEgressIps"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1369,6 +1420,399 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agentName}/replicas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The replicas serving the agent now, with their revision and share */
+        get: operations["listAgentReplicas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/functions/{functionName}/replicas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The replicas serving the function now, with their revision and share */
+        get: operations["listFunctionReplicas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/caller": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who the credential is, and its role in the workspace the request acts in */
+        get: operations["getCaller"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's objects, then (with follow) every change to them, as Server-Sent Events: `ADDED`, `MODIFIED`, `DELETED` with data `{kind, parent, object}` (the object as GET shows it), and `SYNCED` once the initial objects are sent */
+        get: operations["watchObjects"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Members (accepted) and invitees (not yet) of the workspace the request acts in */
+        get: operations["listWorkspaceUsers"];
+        put?: never;
+        /** Invite a principal (its subject in `email`): it joins once it, or an admin of its home workspace, accepts */
+        post: operations["inviteWorkspaceUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{subOrEmail}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Change a member's role, or the role an invitation offers */
+        put: operations["updateWorkspaceUserRole"];
+        post?: never;
+        /** Remove a member (never the last admin, nor an account from its home) or withdraw an invitation */
+        delete: operations["removeWorkspaceUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{workspaceName}/leave": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** The caller leaves the workspace (never its home workspace, nor as its last admin) */
+        delete: operations["leaveWorkspace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Whether a workspace of this name can be created now */
+        post: operations["checkWorkspaceAvailability"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/mcp/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The MCP server templates of the catalog */
+        get: operations["listMcpHubDefinitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandbox/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a sandbox can start from without an image of its own */
+        get: operations["listSandboxHubDefinitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The regions this server serves */
+        get: operations["listLocations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/configuration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The regions this server serves and what each offers */
+        get: operations["getConfiguration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/publicIps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** By region, the addresses egress gateways send from */
+        get: operations["listPublicIps"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/features": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This server's enabled features (the same in every workspace) */
+        get: operations["getWorkspaceFeatures"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/features/{featureKey}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One feature of this server, on or off (404 for a key it does not know) */
+        get: operations["testFeatureFlag"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/changelog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Berth's release notes, newest first */
+        get: operations["getChangelog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/{integrationName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An integration kind Berth knows, with the config and secret fields it reads */
+        get: operations["getIntegration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/connections/{connectionName}/models/{modelId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One model of the connection's provider (asked of the provider now) */
+        get: operations["getConnectionModel"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/integrations/connections/{connectionName}/endpointConfigurations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the model gateway sends a model's calls over the connection */
+        get: operations["getConnectionEndpointConfigurations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{modelName}/revisions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A model endpoint's revision: its configuration now (Berth keeps no earlier one) */
+        get: operations["listModelRevisions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Schedules of every sandbox of the workspace */
+        get: operations["listSchedules"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedule-executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Firings of the schedules of every sandbox of the workspace */
+        get: operations["listScheduleExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/schedules/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counts of the workspace's schedules and of their firings in a window (at most 7 days back) */
+        get: operations["getSandboxScheduleMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/images": {
         parameters: {
             query?: never;
@@ -1379,9 +1823,10 @@ export interface paths {
         /** Images the workspace holds by name or its sandboxes run on */
         get: operations["listImages"];
         put?: never;
-        /** Pull an image from a registry into the workspace */
+        /** Pull an image from a registry into the workspace (`reference`), or, as the service’s createImage, pull `image` and name it `resourceType/name` */
         post: operations["pullImage"];
-        delete?: never;
+        /** Let go of every name no sandbox, agent, function or job of the workspace names (and its sandboxes do not run), and drop the Dockerfile layer cache */
+        delete: operations["cleanupImages"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1404,6 +1849,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/images/build": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Build an image from a Dockerfile: the body is the context (tar or tar.gz); the log streams as NDJSON ({"stream"}), ending with {"aux": {"ID"}, "image"} or {"error", "errorDetail"} */
+        post: operations["buildImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/images/{imageName}": {
         parameters: {
             query?: never;
@@ -1417,6 +1879,127 @@ export interface paths {
         post?: never;
         /** Let go of the workspace's name for an image (409 while a sandbox runs on it) */
         delete: operations["releaseImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The image `resourceType/imageName` names (without a tag: `:latest`, else the newest tag), with its tags */
+        get: operations["getImageOfType"];
+        put?: never;
+        post?: never;
+        /** Let go of the name (without a tag: `:latest` when held, else every tag; 409 while a sandbox runs on it) */
+        delete: operations["deleteImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}/tags/{tagName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Let go of one tag */
+        delete: operations["deleteImageTag"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspaces the image is shared with, pending or accepted */
+        get: operations["listImageShares"];
+        put?: never;
+        /** Offer the image to another workspace: pending until an admin there accepts it */
+        post: operations["shareImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}/share/{targetWorkspace}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a share, pending or accepted (the target's names of the shared image go) */
+        delete: operations["unshareImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pending-image-shares": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Pending shares to this workspace (incoming, the default) or from it (outgoing) */
+        get: operations["listPendingImageShares"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pending-image-shares/{pendingShareId}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept a share to this workspace: its names are bound here, charged to this workspace's image quota */
+        post: operations["acceptImageShare"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pending-image-shares/{pendingShareId}/decline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Decline a share to this workspace */
+        post: operations["declineImageShare"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1456,6 +2039,12 @@ export interface components {
                 /** @description e.g. is not a known field and was ignored; did you mean "memory"? */
                 message: string;
             }[];
+        };
+        PageMeta: {
+            /** @description whether another page follows */
+            hasMore: boolean;
+            /** @description cursor of the next page (the `cursor` query parameter); absent on the last */
+            nextCursor?: string;
         };
         Policy: {
             metadata: {
@@ -1641,6 +2230,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
                 createdAt?: string;
                 updatedAt?: string;
                 createdBy?: string;
@@ -1680,6 +2270,7 @@ export interface components {
                     [key: string]: string;
                 };
                 resourceVersion?: string;
+                externalId?: string;
             };
             spec: {
                 infrastructureId?: string;
@@ -1929,6 +2520,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2100,6 +2692,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2283,6 +2876,7 @@ export interface components {
             };
             activeRevision?: string;
             canaryRevision?: string;
+            replicas?: number;
             revisions?: {
                 id: string;
                 app: string;
@@ -2482,6 +3076,7 @@ export interface components {
             state?: "RUNNING" | "STANDBY";
             expiresIn?: number;
             lastUsedAt?: string;
+            readyAt?: string;
         };
         SandboxInput: {
             metadata: {
@@ -3058,7 +3653,7 @@ export interface components {
             sandbox: string;
             createdAt: string;
             updatedAt: string;
-            /** @description next firing; absent once an `at` schedule has fired */
+            /** @description next firing (an `at` schedule is removed once it fired) */
             nextAt?: string;
             lastRunAt?: string;
         };
@@ -3203,11 +3798,239 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        WorkloadReplica: {
+            id: string;
+            revision: string;
+            /** @enum {string} */
+            role: "active" | "canary";
+            /** @description requests in flight now */
+            inflight: number;
+            /** Format: date-time */
+            lastUsedAt: string;
+        };
+        Caller: {
+            /** @description client ID of a service account, or a user subject */
+            subject: string;
+            /** @enum {string} */
+            subjectType: "service_account" | "user";
+            homeWorkspace: string;
+            /** @description the workspace the request acts in */
+            workspace: string;
+            /** @enum {string} */
+            role: "admin" | "member" | "viewer";
+        };
+        WorkspaceUser: {
+            /** @description the principal: a service account client id */
+            sub: string;
+            role: string;
+            /** @description false while an invitation waits for the invitee */
+            accepted: boolean;
+            /** @description always false: invitations wait until accepted, declined or withdrawn */
+            expired: boolean;
+            /** @constant */
+            source: "invitation";
+        };
+        PendingInvitation: {
+            /** @description the invited principal (Berth identities have no e-mail address) */
+            email: string;
+            workspace: string;
+            role: string;
+            invitedBy: string;
+            createdAt: string;
+            updatedAt: string;
+            createdBy: string;
+            updatedBy: string;
+        };
+        WorkspaceAvailability: {
+            available: boolean;
+            /** @constant */
+            reason?: "taken";
+            message?: string;
+        };
+        /** @description an MCP server template of the catalog */
+        McpDefinition: {
+            name: string;
+            displayName: string;
+            description: string;
+            icon: string;
+            /** @description where the template is, in the repository */
+            url: string;
+            categories: {
+                name: string;
+            }[];
+            /** @constant */
+            transport: "http-stream";
+            hidden: boolean;
+            enterprise: boolean;
+            coming_soon: boolean;
+        };
+        /** @description what a sandbox can start from without an image of its own */
+        SandboxDefinition: {
+            name: string;
+            displayName: string;
+            description: string;
+            image: string;
+            /** @description MB */
+            memory: number;
+            ports: {
+                name?: string;
+                target: number;
+                protocol?: string;
+            }[];
+            categories: {
+                name: string;
+            }[];
+            hidden: boolean;
+            enterprise: boolean;
+            coming_soon: boolean;
+        };
+        LocationResponse: {
+            region: string;
+            location: string;
+            status: string;
+            flavors: {
+                name: string;
+                /** @constant */
+                type: "cpu";
+            }[];
+        };
+        /** @description the regions this server serves */
+        Configuration: {
+            continents: {
+                name: string;
+                displayName?: string;
+            }[];
+            countries: {
+                name: string;
+                displayName?: string;
+            }[];
+            privateLocations: {
+                name: string;
+            }[];
+            regions: {
+                name: string;
+                location: string;
+                drivesAvailable: boolean;
+                /** @description egress gateways are configured (BERTH_EGRESS_GATEWAYS) */
+                egressAvailable: boolean;
+                proxyAvailable: boolean;
+            }[];
+        };
+        /** @description region → the addresses egress leaves from */
+        PublicIps: {
+            [key: string]: {
+                description: string;
+                ipv4Cidrs: string[];
+                ipv6Cidrs: string[];
+            };
+        };
+        FeatureFlag: {
+            featureKey: string;
+            enabled: boolean;
+            /** @enum {string} */
+            variant: "on" | "off";
+            evaluatedAt: string;
+            payload: {
+                description: string;
+            };
+        };
+        /** @description Berth's release notes (CHANGELOG.md), newest first */
+        ChangelogResponse: {
+            entries: {
+                /** @description YYYY-MM-DD */
+                date: string;
+                title: string;
+                /** @description Markdown */
+                content: string;
+            }[];
+        };
+        /** @description an integration kind Berth knows */
+        Integration: {
+            name: string;
+            additionalInfos: {
+                [key: string]: string;
+            };
+            endpoints: {
+                [key: string]: {
+                    method: string;
+                    path?: string;
+                };
+            };
+            headers: {
+                [key: string]: string;
+            };
+            params: {
+                [key: string]: string;
+            };
+            organizations: {
+                [key: string]: unknown;
+            }[];
+            repositories: {
+                [key: string]: unknown;
+            }[];
+            /** @description spec.config fields the integration reads */
+            config: {
+                name: string;
+                required: boolean;
+                description: string;
+                default?: string;
+            }[];
+            /** @description spec.secret fields (stored encrypted) */
+            secrets: {
+                name: string;
+                required: boolean;
+                description: string;
+                default?: string;
+            }[];
+        };
+        /** @description where the gateway sends a model's calls over the connection */
+        EndpointConfigurations: {
+            integration: string;
+            /** @description the provider's API format */
+            wire: string;
+            baseUrl: string;
+            endpoints: {
+                [key: string]: {
+                    method: string;
+                    path: string;
+                    url: string;
+                };
+            };
+        };
+        RevisionMetadata: {
+            /** @description the model's generation */
+            id: string;
+            active: boolean;
+            canary: boolean;
+            previousActive: boolean;
+            trafficPercent: number;
+            status: string;
+            createdAt: string;
+            createdBy: string;
+        };
+        SandboxScheduleMetrics: {
+            /** @description window start, a UTC minute */
+            since: string;
+            /** @description window end (exclusive), a UTC minute */
+            until: string;
+            executions: number;
+            executionsByStatus: {
+                succeeded: number;
+                failed: number;
+            };
+            /** @description sandboxes of the workspace not being deleted */
+            sandboxes: number;
+            schedules: number;
+        };
         Image: {
             id: string;
+            /** @description this workspace's names of the image */
             references: string[];
             digest: string;
+            /** @description compressed bytes of the layers */
             size: number;
+            /** @description bytes on disk, as the image quota counts them */
+            unpackedSize: number;
             layers: {
                 digest: string;
                 size: number;
@@ -3215,6 +4038,56 @@ export interface components {
             config: unknown;
             inUse: boolean;
             createdAt: string;
+            metadata: {
+                name: string;
+                /** @description the name's first part, when it has two */
+                resourceType?: string;
+                /** @description the repository */
+                displayName: string;
+                workspace: string;
+                createdAt: string;
+                updatedAt: string;
+                /** @description when a sandbox or build of the workspace last started on it */
+                lastDeployedAt?: string;
+                /** @description the workspace that shared it, for a name a share brought */
+                sourceWorkspace?: string;
+            } & {
+                [key: string]: unknown;
+            };
+            spec: {
+                size: number;
+                tags: {
+                    name: string;
+                    size: number;
+                    createdAt: string;
+                    updatedAt: string;
+                }[];
+            } & {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        ImageShareTarget: {
+            workspace: string;
+            /** @description pending or active */
+            status: string;
+            accountId: string;
+            pendingShareId?: string;
+        };
+        PendingImageShare: {
+            id: string;
+            imageName: string;
+            resourceType?: string;
+            sourceWorkspace: string;
+            targetWorkspace: string;
+            sharedBy: string;
+            createdAt: string;
+            expiresAt: string;
+            /** @description the target holds one of the names for another image */
+            hasConflict?: boolean;
+        } & {
+            [key: string]: unknown;
         };
     };
     responses: {
@@ -3239,6 +4112,8 @@ export interface components {
         labels: string;
         /** @description reveal secret values (workspace admin role) */
         show_secrets: boolean;
+        /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+        watch: boolean;
         /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
         fieldValidation: "Strict" | "Warn";
         /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3261,6 +4136,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3283,7 +4160,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Policy"][];
+                    "application/json": components["schemas"]["Policy"][] | {
+                        data: components["schemas"]["Policy"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3329,6 +4214,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3348,6 +4235,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Policy"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Policy"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3428,6 +4320,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3450,7 +4344,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IntegrationConnection"][];
+                    "application/json": components["schemas"]["IntegrationConnection"][] | {
+                        data: components["schemas"]["IntegrationConnection"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3496,6 +4398,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3515,6 +4419,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["IntegrationConnection"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["IntegrationConnection"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3595,6 +4504,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3617,7 +4528,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplate"][];
+                    "application/json": components["schemas"]["VolumeTemplate"][] | {
+                        data: components["schemas"]["VolumeTemplate"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3663,6 +4582,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3682,6 +4603,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VolumeTemplate"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["VolumeTemplate"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3762,6 +4688,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3784,7 +4712,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Volume"][];
+                    "application/json": components["schemas"]["Volume"][] | {
+                        data: components["schemas"]["Volume"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3830,6 +4766,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3849,6 +4787,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Volume"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Volume"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3918,6 +4861,33 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    getVolumeByExternalId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                externalId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Volume */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listDrives: {
         parameters: {
             query?: {
@@ -3929,6 +4899,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -3951,7 +4923,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Drive"][];
+                    "application/json": components["schemas"]["Drive"][] | {
+                        data: components["schemas"]["Drive"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -3997,6 +4977,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4016,6 +4998,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Drive"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Drive"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4123,6 +5110,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4145,7 +5134,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Model"][];
+                    "application/json": components["schemas"]["Model"][] | {
+                        data: components["schemas"]["Model"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4191,6 +5188,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4210,6 +5209,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Model"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4290,6 +5294,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4312,7 +5318,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Agent"][];
+                    "application/json": components["schemas"]["Agent"][] | {
+                        data: components["schemas"]["Agent"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4358,6 +5372,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4377,6 +5393,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Agent"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Agent"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4457,6 +5478,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4479,7 +5502,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Function"][];
+                    "application/json": components["schemas"]["Function"][] | {
+                        data: components["schemas"]["Function"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4525,6 +5556,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4544,6 +5577,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Function"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Function"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4624,6 +5662,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4646,7 +5686,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Job"][];
+                    "application/json": components["schemas"]["Job"][] | {
+                        data: components["schemas"]["Job"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4692,6 +5740,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4711,6 +5761,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Job"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Job"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4791,6 +5846,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4813,7 +5870,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Sandbox"][];
+                    "application/json": components["schemas"]["Sandbox"][] | {
+                        data: components["schemas"]["Sandbox"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4861,6 +5926,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -4880,6 +5947,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Sandbox"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -4987,6 +6059,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5012,6 +6086,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"][];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5061,6 +6140,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5081,6 +6162,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Preview"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Preview"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5163,6 +6249,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5185,7 +6273,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Vpc"][];
+                    "application/json": components["schemas"]["Vpc"][] | {
+                        data: components["schemas"]["Vpc"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5231,6 +6327,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5250,6 +6348,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Vpc"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Vpc"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5330,6 +6433,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5354,7 +6459,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressGateway"][];
+                    "application/json": components["schemas"]["EgressGateway"][] | {
+                        data: components["schemas"]["EgressGateway"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5402,6 +6515,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5422,6 +6537,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressGateway"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressGateway"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5493,6 +6613,49 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    listAllEgressGateways: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EgressGateways, ordered by name, then parent */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressGateway"][] | {
+                        data: components["schemas"]["EgressGateway"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listEgressIps: {
         parameters: {
             query?: {
@@ -5504,6 +6667,8 @@ export interface operations {
                 labels?: components["parameters"]["labels"];
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5529,7 +6694,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EgressIp"][];
+                    "application/json": components["schemas"]["EgressIp"][] | {
+                        data: components["schemas"]["EgressIp"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5578,6 +6751,8 @@ export interface operations {
             query?: {
                 /** @description reveal secret values (workspace admin role) */
                 show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
             };
             header?: {
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
@@ -5599,6 +6774,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["EgressIp"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5666,6 +6846,49 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressIp"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listAllEgressIps: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EgressIps, ordered by name, then parent */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressIp"][] | {
+                        data: components["schemas"]["EgressIp"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5743,6 +6966,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5757,7 +6982,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ServiceAccount"][];
+                    "application/json": components["schemas"]["ServiceAccount"][] | {
+                        data: components["schemas"]["ServiceAccount"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5886,6 +7114,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5902,7 +7132,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ApiKey"][];
+                    "application/json": components["schemas"]["ApiKey"][] | {
+                        data: components["schemas"]["ApiKey"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -5974,6 +7207,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -5988,7 +7223,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Workspace"][];
+                    "application/json": components["schemas"]["Workspace"][] | {
+                        data: components["schemas"]["Workspace"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6117,6 +7355,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6133,7 +7373,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Member"][];
+                    "application/json": components["schemas"]["Member"][] | {
+                        data: components["schemas"]["Member"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6239,6 +7482,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6255,7 +7500,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"][];
+                    "application/json": components["schemas"]["Invitation"][] | {
+                        data: components["schemas"]["Invitation"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6377,6 +7625,8 @@ export interface operations {
                 subject?: string;
             };
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6391,7 +7641,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"][];
+                    "application/json": components["schemas"]["Invitation"][] | {
+                        data: components["schemas"]["Invitation"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6589,7 +7842,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SandboxSchedule"][];
+                    "application/json": components["schemas"]["SandboxSchedule"][] | {
+                        data: components["schemas"]["SandboxSchedule"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6752,7 +8008,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SandboxScheduleExecution"][];
+                    "application/json": components["schemas"]["SandboxScheduleExecution"][] | {
+                        data: components["schemas"]["SandboxScheduleExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -6763,6 +8022,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -6779,7 +8040,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VolumeTemplateVersion"][];
+                    "application/json": components["schemas"]["VolumeTemplateVersion"][] | {
+                        data: components["schemas"]["VolumeTemplateVersion"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7007,6 +8271,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7023,7 +8289,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7132,6 +8401,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7148,7 +8419,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7257,6 +8531,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
                 /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
@@ -7273,7 +8549,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Revision"][];
+                    "application/json": components["schemas"]["Revision"][] | {
+                        data: components["schemas"]["Revision"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7374,7 +8653,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JobExecution"][];
+                    "application/json": components["schemas"]["JobExecution"][] | {
+                        data: components["schemas"]["JobExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7581,6 +8863,756 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    listAgentReplicas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                agentName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The replicas serving the agent now, with their revision and share */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkloadReplica"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listFunctionReplicas: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                functionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The replicas serving the function now, with their revision and share */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkloadReplica"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getCaller: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Who the credential is, and its role in the workspace the request acts in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Caller"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    watchObjects: {
+        parameters: {
+            query?: {
+                /** @description kinds to watch by plural, comma-separated (e.g. `sandboxes,agents`); default every kind */
+                kinds?: string;
+                /** @description stay open and send each change as it is written */
+                follow?: boolean;
+                /** @description send the objects as they are now first (default true; at most 1000 of each kind) */
+                initial?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace's objects, then (with follow) every change to them, as Server-Sent Events: `ADDED`, `MODIFIED`, `DELETED` with data `{kind, parent, object}` (the object as GET shows it), and `SYNCED` once the initial objects are sent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listWorkspaceUsers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Members (accepted) and invitees (not yet) of the workspace the request acts in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"][] | {
+                        data: components["schemas"]["WorkspaceUser"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    inviteWorkspaceUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    email: string;
+                    /** @enum {string} */
+                    role?: "admin" | "member" | "viewer";
+                };
+            };
+        };
+        responses: {
+            /** @description Invite a principal (its subject in `email`): it joins once it, or an admin of its home workspace, accepts */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingInvitation"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    updateWorkspaceUserRole: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                subOrEmail: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    role: "admin" | "member" | "viewer";
+                };
+            };
+        };
+        responses: {
+            /** @description Change a member's role, or the role an invitation offers */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    removeWorkspaceUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                subOrEmail: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Remove a member (never the last admin, nor an account from its home) or withdraw an invitation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceUser"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    leaveWorkspace: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                workspaceName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller leaves the workspace (never its home workspace, nor as its last admin) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workspace"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    checkWorkspaceAvailability: {
+        parameters: {
+            query?: {
+                /** @description answer {available, reason, message} instead of a boolean */
+                withReason?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Whether a workspace of this name can be created now */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": boolean | components["schemas"]["WorkspaceAvailability"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listMcpHubDefinitions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The MCP server templates of the catalog */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpDefinition"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSandboxHubDefinitions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What a sandbox can start from without an image of its own */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxDefinition"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listLocations: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The regions this server serves */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LocationResponse"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConfiguration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The regions this server serves and what each offers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Configuration"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listPublicIps: {
+        parameters: {
+            query?: {
+                /** @description only this served region */
+                region?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description By region, the addresses egress gateways send from */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIps"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getWorkspaceFeatures: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description This server's enabled features (the same in every workspace) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        features: {
+                            [key: string]: true;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    testFeatureFlag: {
+        parameters: {
+            query?: {
+                /** @description refused: Berth has no accounts */
+                account?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                featureKey: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One feature of this server, on or off (404 for a key it does not know) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeatureFlag"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getChangelog: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Berth's release notes, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangelogResponse"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getIntegration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                integrationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An integration kind Berth knows, with the config and secret fields it reads */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Integration"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConnectionModel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                connectionName: string;
+                modelId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One model of the connection's provider (asked of the provider now) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderModel"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getConnectionEndpointConfigurations: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                connectionName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Where the model gateway sends a model's calls over the connection */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointConfigurations"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listModelRevisions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                modelName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A model endpoint's revision: its configuration now (Berth keeps no earlier one) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevisionMetadata"][] | {
+                        data: components["schemas"]["RevisionMetadata"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: {
+                /** @description page size (default 100) */
+                limit?: number;
+                /** @description meta.nextCursor (or X-Next-Cursor) of the previous page */
+                cursor?: string;
+                /** @description by creation time; newest first by default */
+                sort?: "createdAt:desc" | "createdAt:asc";
+                /** @description substring (2 characters or more) of the id, sandbox, name or command */
+                q?: string;
+                /** @description only this sandbox */
+                sandbox?: string;
+                /** @description only this timing type */
+                type?: "cron" | "at";
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Schedules of every sandbox of the workspace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSchedule"][] | {
+                        data: components["schemas"]["SandboxSchedule"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listScheduleExecutions: {
+        parameters: {
+            query?: {
+                /** @description page size (default 100) */
+                limit?: number;
+                /** @description meta.nextCursor (or X-Next-Cursor) of the previous page */
+                cursor?: string;
+                /** @description by creation time; newest first by default */
+                sort?: "createdAt:desc" | "createdAt:asc";
+                /** @description substring (2 characters or more) of the id, sandbox, name or command */
+                q?: string;
+                /** @description only this sandbox */
+                sandbox?: string;
+                /** @description whether the sandbox accepted the command */
+                status?: "succeeded" | "failed";
+                /** @description only this schedule id */
+                schedule?: string;
+                /** @description created at or after, RFC 3339 */
+                since?: string;
+                /** @description created at or before, RFC 3339 */
+                until?: string;
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Firings of the schedules of every sandbox of the workspace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxScheduleExecution"][] | {
+                        data: components["schemas"]["SandboxScheduleExecution"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getSandboxScheduleMetrics: {
+        parameters: {
+            query?: {
+                /** @description window start (default: a day before until), RFC 3339 */
+                since?: string;
+                /** @description window end (default: now), RFC 3339 */
+                until?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the workspace's schedules and of their firings in a window (at most 7 days back) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxScheduleMetrics"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listImages: {
         parameters: {
             query?: never;
@@ -7620,12 +9652,18 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @description e.g. python:3.12-slim */
-                    reference: string;
+                    reference?: string;
+                    /** @description createImage: a pre-built image to pull */
+                    image?: string;
+                    /** @description createImage: the name to give it */
+                    name?: string;
+                    /** @description createImage: the name's first part */
+                    resourceType?: string;
                 };
             };
         };
         responses: {
-            /** @description Pull an image from a registry into the workspace */
+            /** @description Pull an image from a registry into the workspace (`reference`), or, as the service’s createImage, pull `image` and name it `resourceType/name` */
             200: {
                 headers: {
                     /** @description unknown fields that were dropped (299 - "unknown field ...") */
@@ -7634,6 +9672,34 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    cleanupImages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Let go of every name no sandbox, agent, function or job of the workspace names (and its sandboxes do not run), and drop the Dockerfile layer cache */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted: number;
+                        message: string;
+                    };
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7668,6 +9734,52 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Image"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    buildImage: {
+        parameters: {
+            query?: {
+                /** @description the name to give the image, e.g. app:1 */
+                t?: string;
+                /** @description its path in the context (default Dockerfile) */
+                dockerfile?: string;
+                /** @description the stage to build (default: the last) */
+                target?: string;
+                /** @description NAME=value, repeated */
+                buildArg?: string;
+                /** @description run every step again */
+                noCache?: boolean;
+                /** @description default, or none (RUN steps reach nothing) */
+                network?: string;
+                /** @description RUN steps reach only these domains (repeated, or comma-separated) */
+                allowDomain?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description Build an image from a Dockerfile: the body is the context (tar or tar.gz); the log streams as NDJSON ({"stream"}), ending with {"aux": {"ID"}, "image"} or {"error", "errorDetail"} */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -7723,6 +9835,269 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Image"];
                 };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getImageOfType: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image `resourceType/imageName` names (without a tag: `:latest`, else the newest tag), with its tags */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Let go of the name (without a tag: `:latest` when held, else every tag; 409 while a sandbox runs on it) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteImageTag: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+                tagName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Let go of one tag */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listImageShares: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspaces the image is shared with, pending or accepted */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageShareTarget"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    shareImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    targetWorkspace: string;
+                    /** @description accepted, not used */
+                    targetAccountId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Offer the image to another workspace: pending until an admin there accepts it */
+            202: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingImageShare"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    unshareImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+                targetWorkspace: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoke a share, pending or accepted (the target's names of the shared image go) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listPendingImageShares: {
+        parameters: {
+            query?: {
+                /** @description incoming or outgoing */
+                direction?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pending shares to this workspace (incoming, the default) or from it (outgoing) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingImageShare"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    acceptImageShare: {
+        parameters: {
+            query?: {
+                /** @description replace names this workspace holds for another image */
+                force?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                pendingShareId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accept a share to this workspace: its names are bound here, charged to this workspace's image quota */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    declineImageShare: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                pendingShareId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Decline a share to this workspace */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             "4XX": components["responses"]["Problem"];
             "5XX": components["responses"]["Problem"];

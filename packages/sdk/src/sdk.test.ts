@@ -4,8 +4,8 @@ import { after, before, describe, it } from 'node:test';
 import { buildOpenApiDocument } from '../../server/src/api/openapi.js';
 import { KINDS } from '../../server/src/kinds/index.js';
 import { startTestServer, type TestServer } from '../../server/src/test-support/server.js';
-import { renderDocument, renderTypes } from '../scripts/render.mjs';
-import { BerthApiError, createBerthClient, type Schemas, unwrap } from './index.js';
+import { renderDocument, renderKinds, renderTypes } from '../scripts/render.mjs';
+import { BerthApiError, createBerthClient, itemsOf, type Schemas, unwrap } from './index.js';
 
 const committed = (rel: string) => readFileSync(new URL(rel, import.meta.url), 'utf8');
 const HOW = 'regenerate with `npm run build && npm run sdk:generate`';
@@ -22,6 +22,10 @@ describe('generated SDK files', () => {
   it('schema.d.ts is what openapi-typescript makes of that document', async () => {
     const fresh = await renderTypes(buildOpenApiDocument(KINDS));
     assert.equal(committed('./schema.d.ts'), fresh, `src/schema.d.ts is stale: ${HOW}`);
+  });
+
+  it('kinds.json is the kinds table of the server code now', () => {
+    assert.equal(committed('../kinds.json'), renderKinds(KINDS), `kinds.json is stale: ${HOW}`);
   });
 });
 
@@ -52,7 +56,7 @@ describe('createBerthClient against a real server', () => {
       client.GET('/policies', { params: { query: { labels: 'team=infra', limit: 10 } } }),
     );
     assert.deepEqual(
-      list.map((p) => p.metadata.name),
+      itemsOf(list).map((p) => p.metadata.name),
       ['eu-only'],
     );
 

@@ -88,6 +88,16 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * The problem as the data plane (the gateway, at sandbox, preview and workload addresses) answers it: `error` holds
+ * the message, as the sandbox API's own `{"error": "..."}` does and as the service's SDK builds its error message
+ * from it ("Sandbox request failed with status 403 Forbidden: <error>"); the stable machine string is the last
+ * segment of `type` (RFC 9457's identifier of a problem type). Decision 047.
+ */
+export function dataPlaneProblem(e: ApiError, instance?: string): Problem {
+  return { ...e.toProblem(instance), error: e.detail };
+}
+
 export const notFound = (what: string) => new ApiError('NOT_FOUND', `${what} not found`);
 
 /** `SandboxName` -> `SANDBOX_NAME`: the prefix of a kind's `<PREFIX>_ALREADY_EXISTS`. */

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
+import { replicaCount } from './api/workload-replicas.js';
 import { registerIdentityPublicRoutes, registerIdentityRoutes } from './api/identity.js';
 import { registerMetrics } from './api/metrics.js';
 import { metricsAccess } from './api/metrics-access.js';
@@ -12,13 +13,16 @@ import * as egressUsage from './api/egress-usage.js';
 import * as previewTokens from './api/preview-tokens.js';
 import * as templateVersions from './api/volume-template-versions.js';
 import * as sandboxSchedules from './api/sandbox-schedules.js';
+import * as scheduleLists from './api/schedule-lists.js';
+import { registerCatalogs } from './api/catalogs.js';
 import { createAuth } from './auth/index.js';
 import { K, keys as authKeys } from './auth/records.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
 import { startControllers } from './controllers/index.js';
-import { removeOrphanSandboxes, sandboxReconciler } from './controllers/sandbox.js';
+import { removeOrphanSandboxes, sandboxReconciler, terminatedRetentionMs } from './controllers/sandbox.js';
+import { deleteWhenDone } from './api/wait.js';
 import { SandboxExpiry } from './controllers/sandbox-expiry.js';
 import { ScheduleRunner } from './controllers/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume.js';
@@ -68,6 +72,11 @@ import { QuotaLedger } from './controllers/quota-ledger.js';
 import { workloadEvent } from './controllers/events.js';
 import { quotaAdmission } from './controllers/quota-admission.js';
 import { registerQuotas } from './api/quotas.js';
+import { registerWatch } from './api/watch.js';
+import { WatchLimit } from './api/watch-stream.js';
+import { registerCaller } from './api/caller.js';
+import { registerWorkloadReplicaRoutes } from './api/workload-replicas.js';
+import { registerConsole } from './api/console.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 
 const MB = 1024 ** 2;
@@ -209,26 +218,37 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
   uploads.register(app);
+  // Open watches per workspace, whichever route streams them (api/watch-stream.ts).
+  const watches = new WatchLimit();
   await app.register(
     async (v0) => {
       registerCrud(v0, KINDS, {
         resources,
+        watch: { authenticator: auth.authenticator, limit: watches },
         createHooks: {
           Sandbox: sandboxCreateHook({ resources, images }),
           Volume: volumeCreateHook({ resources, capacity }),
           Drive: volumeCreateHook({ resources, capacity }, 'Drive'),
         },
         replaceHooks: { Sandbox: sandboxReplaceHook({ resources, images }) },
+        deleteHooks: {
+          Sandbox: deleteWhenDone(resources, (o) => terminatedRetentionMs(o.body) > 0),
+          Volume: deleteWhenDone(resources),
+          Drive: deleteWhenDone(resources),
+        },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
+        decorate: { Agent: replicaCount(replicas), Function: replicaCount(replicas) },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
       registerWorkloadLogRoutes(v0, { resources, replicas, driver });
       registerJobExecutionRoutes(v0, { resources, runner: jobs });
-      for (const m of [previewTokens, sandboxSchedules, egressUsage]) m.register(v0, { resources });
+      for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
+        m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
       registerImages(v0, {
         images,
+        resources,
         referenced: (ws) => referencedImages(store, ws),
         clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
       });
@@ -252,11 +272,20 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         },
       });
       registerTemplates(v0);
+      registerCatalogs(v0, {
+        regions: config.regions,
+        egressGateways: config.egressGateways,
+        inferenceHost: config.inferenceHost,
+      });
+      registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator, limit: watches });
+      registerCaller(v0);
+      registerWorkloadReplicaRoutes(v0, { resources, replicas });
       registerOpenApi(v0, KINDS);
     },
     { prefix: '/v0' },
   );
   registerIdentityPublicRoutes(app, auth.context);
+  registerConsole(app);
   const metrics = registerMetrics(app, undefined, {
     sandboxes: sandboxSampler({ store, driver }),
     access: metricsAccess({ token: config.metricsToken, authenticator: auth.authenticator, store }),

@@ -26,6 +26,9 @@ export const LIST_ENVELOPE_SINCE = '2026-04-28';
  */
 const BARE_IN_EVERY_VERSION = new Set(['Preview', 'PreviewToken']);
 
+/** Whether a list of this kind stays a bare array in every version (the OpenAPI document says so too). */
+export const bareInEveryVersion = (kind: string) => BARE_IN_EVERY_VERSION.has(kind);
+
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
 /** The version a request asked for; a header that is not a calendar date is a 400 naming it. */
@@ -74,7 +77,7 @@ export function answerList(req: FastifyRequest, reply: FastifyReply, info: ListP
     reply.header('Link', `<${url.pathname}${url.search}>; rel="next"`);
   }
   if (version === 'baseline' || version < LIST_ENVELOPE_SINCE) return;
-  if (info.kind && BARE_IN_EVERY_VERSION.has(info.kind)) return;
+  if (info.kind && bareInEveryVersion(info.kind)) return;
   const meta = info.nextCursor ? { hasMore: true, nextCursor: info.nextCursor } : { hasMore: false };
   // Only an array is wrapped: an error answered on this reply afterwards goes out as the problem it is (its
   // handler sets its own type). A custom serializer leaves the type unset, so it is set here.

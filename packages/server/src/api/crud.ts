@@ -1,5 +1,6 @@
 // Generic routes: every kind in the registry gets POST/GET(list)/GET/PUT/DELETE at its paths (§4.1).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authenticator } from '../auth/access.js';
 import { requireRole, wantsSecrets } from '../auth/require-role.js';
 import { unknownFieldIssues } from '../kinds/field-suggestions.js';
 import { checkBody, schemasOf } from '../kinds/schema.js';
@@ -8,14 +9,17 @@ import type { Resources, WriteResult } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';
 import { ApiError, notFound } from '../errors.js';
 import { isGone } from '../kinds/status.js';
-import { listPage } from './pagination.js';
+import { listPage, memoryPage, parseLabels } from './pagination.js';
+import type { DeleteHook } from './wait.js';
+import { wantsWatch, watchAnswer } from './list-watch.js';
+import type { WatchLimit } from './watch-stream.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
   req: FastifyRequest,
   reply: FastifyReply,
   create: () => Promise<WriteResult>,
-) => Promise<Pick<WriteResult, 'object' | 'dropped'>>;
+) => Promise<Pick<WriteResult, 'object' | 'dropped'> & { created?: boolean }>;
 
 export interface CrudDeps {
   resources: Resources;
@@ -23,11 +27,17 @@ export interface CrudDeps {
   createHooks?: Record<string, CreateHook>;
   /** By kind name: wraps a kind's PUT the same way (e.g. a sandbox answers once it runs its new spec). */
   replaceHooks?: Record<string, CreateHook>;
+  /** By kind name: wraps a kind's DELETE (e.g. a sandbox answers once its deletion is done). */
+  deleteHooks?: Record<string, DeleteHook>;
   /** By kind name: called after a create or replace was written (e.g. an upload URL header for `?upload=true`). */
   afterWrite?: Record<
     string,
     (req: FastifyRequest, reply: FastifyReply, object: WriteResult['object']) => void
   >;
+  /** What `?watch=true` needs: the credential is resolved again before each change; open watches are counted. */
+  watch: { authenticator: Authenticator; limit: WatchLimit };
+  /** By kind name: adds fields computed at each read (e.g. the replicas an agent runs now) to the answer. */
+  decorate?: Record<string, (kind: string, workspace: string, view: Record<string, any>) => void>;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -109,9 +119,23 @@ async function byExternalId(
 export function registerCrud(
   app: FastifyInstance,
   kinds: KindDescriptor[],
-  { resources, createHooks = {}, replaceHooks = {}, afterWrite = {} }: CrudDeps,
+  {
+    resources,
+    watch,
+    createHooks = {},
+    replaceHooks = {},
+    deleteHooks = {},
+    afterWrite = {},
+    decorate = {},
+  }: CrudDeps,
 ) {
   for (const kd of kinds) {
+    /** The object as a read answers it: redacted unless `show`, then decorated with what is computed now. */
+    const viewOf = (o: StoredObject, show = false) => {
+      const v = resources.view(kd, o, show);
+      decorate[kd.kind]?.(kd.kind, o.workspace, v);
+      return v;
+    };
     const coll = toFastifyPath(kd.path);
     const item = `${coll}/:${kd.nameParam}`;
     const readRole = kd.readRole ?? 'viewer';
@@ -133,6 +157,17 @@ export function registerCrud(
       const show = wantsSecrets(req);
       const parents = parentsOf(kd, req.params as Record<string, string>);
       await resources.checkParents(kd, a.workspace, parents);
+      if (wantsWatch(req))
+        return watchAnswer(req, reply, {
+          ...watch,
+          store: resources.store,
+          kind: kd.kind,
+          readRole,
+          workspace: a.workspace,
+          parent: parents.join('/'),
+          view: (o) => viewOf(o, show),
+          keep: listFilter(kd, req),
+        });
       const page = await listPage(
         resources.store,
         kd.kind,
@@ -142,8 +177,21 @@ export function registerCrud(
         reply,
         listFilter(kd, req),
       );
-      return page.map((o) => resources.view(kd, o, show));
+      return page.map((o) => viewOf(o, show));
     });
+
+    // Every parent's objects at once: ordered by name, then parent (two parents may hold the same name).
+    if (kd.everyParentPath)
+      app.get(kd.everyParentPath, async (req, reply) => {
+        const a = requireRole(req, readRole);
+        const show = wantsSecrets(req);
+        const labels = parseLabels(((req.query ?? {}) as Record<string, string>).labels);
+        const keep = listFilter(kd, req) ?? (() => true);
+        const all = (await resources.store.list({ kind: kd.kind, workspace: a.workspace, labels })).filter(
+          keep,
+        );
+        return memoryPage(all, (o) => [o.name, o.parent], req, reply).map((o) => resources.view(kd, o, show));
+      });
 
     if (kd.metadataInput?.externalId)
       app.get(`${coll}/by-external-id/:externalId`, async (req) => {
@@ -156,12 +204,24 @@ export function registerCrud(
         return found;
       });
 
-    app.get(item, async (req) => {
+    app.get(item, async (req, reply) => {
       const a = requireRole(req, readRole);
       const show = wantsSecrets(req);
       const params = req.params as Record<string, string>;
-      const o = await resources.mustGet(kd, a.workspace, parentsOf(kd, params), params[kd.nameParam]);
-      return resources.view(kd, o, show);
+      const parents = parentsOf(kd, params);
+      const o = await resources.mustGet(kd, a.workspace, parents, params[kd.nameParam]);
+      if (wantsWatch(req))
+        return watchAnswer(req, reply, {
+          ...watch,
+          store: resources.store,
+          kind: kd.kind,
+          readRole,
+          workspace: a.workspace,
+          parent: parents.join('/'),
+          name: o.name,
+          view: (x) => viewOf(x, show),
+        });
+      return viewOf(o, show);
     });
 
     if (kd.readOnlyKind) continue;
@@ -172,7 +232,7 @@ export function registerCrud(
       const r = await (createHooks[kd.kind]?.(req, reply, create) ?? create());
       afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
-      return withWarnings(resources.view(kd, r.object), kd, r.dropped);
+      return withWarnings(resources.view(kd, r.object, false, r.created ?? true), kd, r.dropped);
     });
 
     app.put(item, async (req, reply) => {
@@ -182,12 +242,13 @@ export function registerCrud(
       const r = await (replaceHooks[kd.kind]?.(req, reply, replace) ?? replace());
       afterWrite[kd.kind]?.(req, reply, r.object);
       warnDropped(reply, r.dropped);
-      return withWarnings(resources.view(kd, r.object), kd, r.dropped);
+      return withWarnings(resources.view(kd, r.object, false, r.created === true), kd, r.dropped);
     });
 
     app.delete(item, async (req) => {
       const params = req.params as Record<string, string>;
-      const o = await resources.delete(kd, ctxOf(req), params[kd.nameParam]);
+      const del = () => resources.delete(kd, ctxOf(req), params[kd.nameParam]);
+      const o = await (deleteHooks[kd.kind]?.(req, del) ?? del());
       return resources.view(kd, o);
     });
   }

@@ -15,6 +15,7 @@ import { builtImageName } from '../builds/dockerfile/workload.js';
 import { importArchive } from '../runtime/images/archive.js';
 import { ImageError } from '../runtime/images/errors.js';
 import { type HeldImage, ImageStore } from '../runtime/images/image-store.js';
+import type { Resources } from '../store/resources.js';
 import { imageView } from './image-view.js';
 
 export interface ImagesDeps {
@@ -23,6 +24,8 @@ export interface ImagesDeps {
   referenced: (workspace: string) => Promise<Set<string>>;
   /** Drops the workspace's Dockerfile layer cache; how many layers went. */
   clearBuildCache: (workspace: string) => number;
+  /** The workspace's sandboxes, to say which run on an image a delete is refused for. */
+  resources?: Resources;
 }
 
 /** ImageError → the wire: the registry's refusal is not the caller's authentication failing (no 401). */
@@ -104,11 +107,42 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
     return img;
   }
 
+  /** The names of `workspace`'s sandboxes whose image is `img` (by a name of the workspace, or by id). */
+  async function sandboxesOn(workspace: string, img: HeldImage): Promise<string[]> {
+    if (!deps.resources) return [];
+    const all = await deps.resources.store.list({ kind: 'Sandbox', workspace });
+    return all
+      .filter((o) => {
+        const ref = o.body.spec?.runtime?.image;
+        if (typeof ref !== 'string' || !ref || o.body.status === 'TERMINATED') return false;
+        try {
+          return ref === img.id || images.peek(workspace, ref)?.id === img.id;
+        } catch {
+          return false;
+        }
+      })
+      .map((o) => o.name);
+  }
+
   /** Lets go of what the name stands for (a tagless name: `:latest` when held, else every tag). */
-  function release(workspace: string, names: string[], what: string) {
+  async function release(workspace: string, names: string[], what: string) {
     if (!names.length) throw new ApiError('NOT_FOUND', `image ${what} not found`);
-    const shown = viewIn(workspace, mustFind(workspace, names[0]));
-    guard(() => images.releaseNames(workspace, names));
+    const img = mustFind(workspace, names[0]);
+    const shown = viewIn(workspace, img);
+    try {
+      images.releaseNames(workspace, names);
+    } catch (e) {
+      if (e instanceof ImageError && e.code === 'IN_USE') {
+        const users = await sandboxesOn(workspace, img);
+        if (users.length)
+          throw new ApiError(
+            'CONFLICT',
+            `image ${what} is in use by sandbox ${users.join(', ')}: delete ${users.length > 1 ? 'them' : 'it'} first`,
+            { code: 'IMAGE_IN_USE' },
+          );
+      }
+      throw imageApiError(e);
+    }
     return { ...shown, references: [], inUse: false };
   }
 

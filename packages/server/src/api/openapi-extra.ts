@@ -32,6 +32,11 @@ export interface ExtraOperation {
   params?: Record<string, TSchema>;
   /** A list served by api/pagination.ts: limit, cursor and labels, next-page headers. */
   paged?: boolean;
+  /**
+   * The response (an array) is answered through api-version.ts: a bare array, or `{data, meta}` for a caller
+   * sending Blaxel-Version 2026-04-28 or later. Documented as both (openapi.ts `listSchema`).
+   */
+  versioned?: boolean;
   response?: TSchema;
   responseType?: string;
   responseDescription?: string;
@@ -320,7 +325,7 @@ const ScheduleEntry = Type.Object(
     sandbox: Str(),
     createdAt: Str(),
     updatedAt: Str(),
-    nextAt: opt(Str({ description: 'next firing; absent once an `at` schedule has fired' })),
+    nextAt: opt(Str({ description: 'next firing (an `at` schedule is removed once it fired)' })),
     lastRunAt: opt(Str()),
   },
   { $id: 'SandboxSchedule' },
@@ -372,6 +377,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       role: 'admin',
       summary: 'List service accounts',
       tag: SA,
+      versioned: true,
       response: Type.Array(ServiceAccount),
     },
     post: {
@@ -413,6 +419,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       role: 'admin',
       summary: 'List the API keys of a service account',
       tag: SA,
+      versioned: true,
       response: Type.Array(ApiKey),
     },
     post: {
@@ -440,6 +447,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       role: 'none',
       summary: 'Workspaces the caller belongs to',
       tag: 'Workspace',
+      versioned: true,
       response: Type.Array(Workspace),
     },
     post: {
@@ -474,6 +482,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       operationId: 'listMembers',
       summary: 'Members of a workspace',
       tag: 'Workspace',
+      versioned: true,
       response: Type.Array(Member),
     },
     post: {
@@ -510,6 +519,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       role: 'admin',
       summary: 'Pending invitations of a workspace (admin)',
       tag: 'Workspace',
+      versioned: true,
       response: Type.Array(Invitation),
     },
   },
@@ -557,6 +567,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       query: {
         subject: Str({ description: 'a service account the caller administers (default: the caller)' }),
       },
+      versioned: true,
       response: Type.Array(Invitation),
     },
   },
@@ -610,6 +621,7 @@ export const EXTRA_PATHS: ExtraPaths = {
           description: 'only this timing type',
         }),
       },
+      versioned: true,
       response: Type.Array(ScheduleEntry),
     },
     post: {
@@ -652,6 +664,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       tag: 'SandboxSchedule',
       requiresKind: 'Sandbox',
       paged: true,
+      versioned: true,
       response: Type.Array(ScheduleExecution),
     },
   },
@@ -661,6 +674,7 @@ export const EXTRA_PATHS: ExtraPaths = {
       summary: 'Versions of a volume template',
       tag: 'VolumeTemplate',
       requiresKind: 'VolumeTemplate',
+      versioned: true,
       response: Type.Array(VolumeTemplateVersion),
     },
   },

@@ -78,6 +78,7 @@ function codePaths(): ExtraPaths {
         ...base,
         operationId: `list${kind}Revisions`,
         summary: `Built revisions of the ${kind.toLowerCase()}`,
+        versioned: true,
         response: Type.Array(Revision),
       },
     };
@@ -127,6 +128,7 @@ export const WORKLOAD_PATHS: ExtraPaths = {
       operationId: 'listJobExecutions',
       summary: 'Executions of a job',
       paged: true,
+      versioned: true,
       response: Type.Array(Execution),
     },
     post: {

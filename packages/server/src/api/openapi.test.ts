@@ -50,6 +50,30 @@ const NON_CRUD = [
   'GET /models/{modelName}/usage',
   'GET /policies/{policyName}/usages',
   'GET /egressgateways/usage',
+  'GET /users',
+  'POST /users',
+  'PUT /users/{subOrEmail}',
+  'DELETE /users/{subOrEmail}',
+  'DELETE /workspaces/{workspaceName}/leave',
+  'POST /workspaces/availability',
+  'GET /mcp/hub',
+  'GET /sandbox/hub',
+  'GET /locations',
+  'GET /configuration',
+  'GET /publicIps',
+  'GET /features',
+  'GET /features/{featureKey}',
+  'GET /changelog',
+  'GET /integrations/{integrationName}',
+  'GET /integrations/connections/{connectionName}/models/{modelId}',
+  'GET /integrations/connections/{connectionName}/endpointConfigurations',
+  'GET /models/{modelName}/revisions',
+  'GET /schedules',
+  'GET /schedule-executions',
+  'GET /schedules/metrics',
+  'GET /egressgateways',
+  'GET /egressips',
+  'GET /volumes/by-external-id/{externalId}',
 ];
 
 describe('GET /v0/openapi.json', () => {
@@ -210,6 +234,39 @@ describe('GET /v0/openapi.json', () => {
     const [template] = await call('GET', '/templates', '/templates');
     await call('GET', '/templates/{templateName}', `/templates/${template.name}`);
     await call('DELETE', '/service_accounts/{clientId}', one);
+  });
+
+  it('describes both shapes of a versioned list, and a bare one as an array: real answers of each validate', async () => {
+    const deref: any = await SwaggerParser.dereference(structuredClone(doc));
+    const ajv = addFormats(new Ajv({ strict: false, allErrors: true }));
+    await s.api('/policies', {
+      method: 'POST',
+      json: { metadata: { name: 'doc-p' }, spec: { type: 'flavor', flavors: [{ name: 'cpu' }] } },
+    });
+    const versioned = [
+      '/policies',
+      '/service_accounts',
+      '/users',
+      '/egressgateways',
+      '/schedules',
+      '/workspaces',
+    ];
+    const bare = ['/mcp/hub', '/sandbox/hub', '/locations', '/templates'];
+    for (const path of [...versioned, ...bare]) {
+      const schema = deref.paths[path].get.responses['200'].content['application/json'].schema;
+      assert.equal(
+        !!schema.oneOf,
+        versioned.includes(path),
+        `${path}: documented as ${JSON.stringify(schema).slice(0, 80)}`,
+      );
+      for (const version of [undefined, '2026-04-28']) {
+        const r = await s.api(path, { headers: version ? { 'blaxel-version': version } : {} });
+        const body = await r.json();
+        assert.equal(r.status, 200, `${path}: ${JSON.stringify(body)}`);
+        assert.equal(Array.isArray(body), !version || bare.includes(path), `${path} with ${version}`);
+        assert.ok(ajv.validate(schema, body), `${path} (${version ?? 'baseline'}): ${ajv.errorsText()}`);
+      }
+    }
   });
 
   it('is self-contained: every $ref points inside the document and no $id is left', () => {

@@ -1,16 +1,20 @@
 // The OpenAPI 3.1 document of /v0, generated from the same TypeBox schemas the server validates with:
-// five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts` and
-// `openapi-workloads.ts`.
+// five generic verbs per kind in the registry, plus the non-CRUD routes of `openapi-extra.ts`,
+// `openapi-workloads.ts` and `openapi-service.ts`.
 // The SDK's types are generated from this document (packages/sdk/scripts/generate.mjs).
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { schemasOf } from '../kinds/schema.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import type { Problem as WireProblem } from '../errors.js';
+import { bareInEveryVersion, LIST_ENVELOPE_SINCE } from './api-version.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
 import { IMAGE_PATHS } from './openapi-images.js';
+import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
+import { WATCH_PATHS } from './openapi-watch.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
+import { WATCH_CONTENT_TYPE } from './list-watch.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
 
 export const ProblemSchema = Type.Object(
@@ -63,6 +67,39 @@ export const WriteWarningsSchema = Type.Object(
   { $id: 'WriteWarnings' },
 );
 
+/** The `meta` of a list answered as `{data, meta}` (api-version.ts). */
+export const PageMetaSchema = Type.Object(
+  {
+    hasMore: Type.Boolean({ description: 'whether another page follows' }),
+    nextCursor: Type.Optional(
+      Type.String({
+        description: 'cursor of the next page (the `cursor` query parameter); absent on the last',
+      }),
+    ),
+  },
+  { $id: 'PageMeta' },
+);
+
+/**
+ * What a list answers: the bare array, or (when the route answers through api-version.ts) the array before
+ * Blaxel-Version LIST_ENVELOPE_SINCE and `{data, meta}` from it on (decision 019).
+ */
+export function listSchema(array: JsonSchema, versioned: boolean): JsonSchema {
+  if (!versioned) return array;
+  return {
+    description: `a bare array; with the header Blaxel-Version ${LIST_ENVELOPE_SINCE} or later, {data, meta}`,
+    oneOf: [
+      array,
+      {
+        type: 'object',
+        required: ['data', 'meta'],
+        properties: { data: array, meta: schemaRef('PageMeta') },
+        additionalProperties: false,
+      },
+    ],
+  };
+}
+
 type Method = 'get' | 'post' | 'put' | 'delete';
 
 /**
@@ -100,6 +137,11 @@ const PARAMETERS: Record<string, Param> = {
   },
   labels: query('labels', { type: 'string' }, 'label filter: key=value pairs separated by commas'),
   show_secrets: query('show_secrets', { type: 'boolean' }, 'reveal secret values (workspace admin role)'),
+  watch: query(
+    'watch',
+    { type: 'boolean' },
+    'stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open',
+  ),
   fieldValidation: query(
     'fieldValidation',
     { type: 'string', enum: ['Strict', 'Warn'] },
@@ -144,6 +186,24 @@ const ok = (description: string, schema: JsonSchema, headers?: Record<string, un
   '200': { description, ...(headers ? { headers } : {}), content: json(schema) },
   ...ERROR_RESPONSES,
 });
+/** A read that also streams changes with `?watch=true`: one NDJSON line per event, each carrying the object. */
+const watchable = (responses: ReturnType<typeof ok>, object: JsonSchema) => {
+  const event = {
+    type: 'object',
+    required: ['type'],
+    properties: {
+      type: { type: 'string', enum: ['ADDED', 'MODIFIED', 'DELETED', 'SYNCED', 'PING'] },
+      object,
+    },
+  };
+  return {
+    ...responses,
+    '200': {
+      ...responses['200'],
+      content: { ...responses['200'].content, [WATCH_CONTENT_TYPE]: { schema: event } },
+    },
+  };
+};
 
 /** `Policy` -> `Policies`, `Sandbox` -> `Sandboxes`, `EgressGateway` -> `EgressGateways`. */
 export function pluralOf(kind: string) {
@@ -179,9 +239,17 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
         paramRef('cursor'),
         paramRef('labels'),
         paramRef('show_secrets'),
+        paramRef('watch'),
         paramRef('apiVersion'),
       ],
-      responses: ok(`${plural}, ordered by name`, { type: 'array', items: outRef }, PAGE_HEADERS),
+      responses: watchable(
+        ok(
+          `${plural}, ordered by name`,
+          listSchema({ type: 'array', items: outRef }, !bareInEveryVersion(kd.kind)),
+          PAGE_HEADERS,
+        ),
+        outRef,
+      ),
     },
   };
   const readRole = kd.readRole ?? 'viewer';
@@ -193,8 +261,8 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
       operationId: `get${kd.kind}`,
       summary: `Get ${a(kd.kind)}`,
       tags,
-      parameters: [...item, paramRef('show_secrets'), ...(extra.get ?? [])],
-      responses: ok(`the ${kd.kind}`, outRef),
+      parameters: [...item, paramRef('show_secrets'), paramRef('watch'), ...(extra.get ?? [])],
+      responses: watchable(ok(`the ${kd.kind}`, outRef), outRef),
     },
   };
   if (!kd.readOnlyKind) {
@@ -232,6 +300,29 @@ function kindPaths(kd: KindDescriptor, c: SchemaCollector, paths: Record<string,
   }
   paths[kd.path] = coll;
   paths[`${kd.path}/{${kd.nameParam}}`] = one;
+  // Served by crud.ts: the objects under every parent of the workspace, ordered by name, then parent.
+  if (kd.everyParentPath)
+    paths[kd.everyParentPath] = {
+      get: {
+        [ROLE_EXTENSION]: readRole,
+        operationId: `listAll${plural}`,
+        summary: `List ${plural} under every ${(kd.parents ?? []).at(-1)?.kind ?? 'parent'} of the workspace`,
+        tags,
+        parameters: [
+          paramRef('workspace'),
+          paramRef('limit'),
+          paramRef('cursor'),
+          paramRef('labels'),
+          paramRef('show_secrets'),
+          paramRef('apiVersion'),
+        ],
+        responses: ok(
+          `${plural}, ordered by name, then parent`,
+          listSchema({ type: 'array', items: outRef }, !bareInEveryVersion(kd.kind)),
+          PAGE_HEADERS,
+        ),
+      },
+    };
   // Served by crud.ts for every kind whose metadata takes an externalId.
   if (kd.metadataInput?.externalId)
     paths[`${kd.path}/by-external-id/{externalId}`] = {
@@ -267,6 +358,7 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
     });
   if (op.paged)
     params.push(paramRef('limit'), paramRef('cursor'), paramRef('labels'), paramRef('apiVersion'));
+  else if (op.versioned) params.push(paramRef('apiVersion'));
   if (!op.public) params.push(paramRef('workspace'));
   const content: Record<string, unknown> = {};
   if (op.body) {
@@ -288,7 +380,13 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
         description: op.responseDescription ?? op.summary,
         ...(op.paged || op.body ? { headers: op.paged ? PAGE_HEADERS : WARNING_HEADER } : {}),
         ...(op.response
-          ? { content: { [op.responseType ?? 'application/json']: { schema: c.inline(op.response) } } }
+          ? {
+              content: {
+                [op.responseType ?? 'application/json']: {
+                  schema: listSchema(c.inline(op.response), !!op.versioned),
+                },
+              },
+            }
           : {}),
       },
       ...(op.errorBody ? errorsAs(op.errorBody, c) : ERROR_RESPONSES),
@@ -299,11 +397,12 @@ function extraOperation(path: string, method: Method, op: ExtraOperation, c: Sch
 /** The whole document. Pure: no server, no I/O (the SDK generator calls it on the built package). */
 export function buildOpenApiDocument(
   kinds: KindDescriptor[],
-  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS, ...IMAGE_PATHS },
+  extra: ExtraPaths = { ...EXTRA_PATHS, ...WORKLOAD_PATHS, ...WATCH_PATHS, ...SERVICE_PATHS, ...IMAGE_PATHS },
 ) {
   const c = new SchemaCollector();
   c.named(ProblemSchema);
   c.named(WriteWarningsSchema);
+  c.named(PageMetaSchema);
   const paths: Record<string, Record<string, unknown>> = {};
   for (const kd of kinds) kindPaths(kd, c, paths);
   const served = new Set(kinds.map((k) => k.kind));

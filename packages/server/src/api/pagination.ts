@@ -49,6 +49,52 @@ export function parseLimit(s: string | undefined) {
   return n;
 }
 
+const encodeKeyCursor = (key: string[]) =>
+  Buffer.from(JSON.stringify({ afterKey: key })).toString('base64url');
+
+function decodeKeyCursor(c: string): string[] {
+  try {
+    const v = JSON.parse(Buffer.from(c, 'base64url').toString('utf8'));
+    if (Array.isArray(v?.afterKey) && v.afterKey.every((k: unknown) => typeof k === 'string'))
+      return v.afterKey;
+  } catch {}
+  throw new ApiError('MALFORMED_REQUEST', 'cursor is not one this server issued', {
+    errors: [{ pointer: '/query/cursor', message: 'invalid cursor' }],
+  });
+}
+
+const compareKeys = (a: string[], b: string[]) => {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const c = (a[i] ?? '').localeCompare(b[i] ?? '');
+    if (c) return c;
+  }
+  return 0;
+};
+
+/**
+ * One page of a list gathered in memory (objects under every parent of a workspace, records across sandboxes),
+ * ordered by `keyOf` (unique per item), ascending or `descending`; answered through `reply` in the caller's version.
+ * The cursor holds the last key answered, so items added or removed meanwhile neither repeat nor shift a page.
+ */
+export function memoryPage<T>(
+  items: T[],
+  keyOf: (t: T) => string[],
+  req: FastifyRequest,
+  reply: FastifyReply,
+  descending = false,
+): T[] {
+  const q = (req.query ?? {}) as Record<string, string>;
+  const limit = parseLimit(q.limit);
+  const order = (a: string[], b: string[]) => (descending ? -1 : 1) * compareKeys(a, b);
+  const sorted = items.map((t) => ({ t, k: keyOf(t) })).sort((a, b) => order(a.k, b.k));
+  const after = q.cursor ? decodeKeyCursor(q.cursor) : undefined;
+  const rest = after ? sorted.filter((x) => order(x.k, after) > 0) : sorted;
+  const page = rest.slice(0, limit);
+  const more = rest.length > limit;
+  answerList(req, reply, { nextCursor: more ? encodeKeyCursor(page[page.length - 1].k) : undefined });
+  return page.map((x) => x.t);
+}
+
 /**
  * One page of a kind's objects under `parent`, answered (through `reply`) in the caller's version. `keep`, when
  * given, drops objects from the page (e.g. terminated sandboxes); pages are then refilled from the store, so a

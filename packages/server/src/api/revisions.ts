@@ -1,6 +1,6 @@
-// Revisions of agents and functions (GET /v0/<kind>/{name}/revisions) and the build log of each
+// Revisions of agents, functions and jobs (GET /v0/<kind>/{name}/revisions) and the build log of each
 // (GET .../revisions/{rev}/logs; `latest` names the build of the last uploaded source, finished or not;
-// `?follow=true` streams the log as the build writes it and ends with the build).
+// `?follow=true` streams the log as the build writes it and ends with the build); a model endpoint's one revision.
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
@@ -12,6 +12,26 @@ import type { Resources } from '../store/resources.js';
 import type { StoredObject } from '../store/store.js';
 import { answerList } from './api-version.js';
 import { CODE_KINDS } from './code-upload.js';
+
+/**
+ * A model endpoint's revisions in the service's `RevisionMetadata` shape: Berth applies a model's spec as it is
+ * written and keeps no earlier one, so the one revision is the current configuration, named by its generation.
+ */
+export function modelRevisions(o: { body: Record<string, any> }) {
+  const m = o.body.metadata ?? {};
+  return [
+    {
+      id: String(m.generation ?? 1),
+      active: true,
+      canary: false,
+      previousActive: false,
+      trafficPercent: 100,
+      status: String(o.body.status ?? ''),
+      createdAt: String(m.updatedAt ?? m.createdAt),
+      createdBy: String(m.updatedBy ?? m.createdBy),
+    },
+  ];
+}
 
 export interface RevisionRouteDeps {
   resources: Resources;
@@ -43,6 +63,18 @@ export function registerRevisionRoutes(
       throw err;
     }
   };
+  // A model endpoint's one revision: its configuration now (modelRevisions).
+  app.get('/models/:name/revisions', async (req, reply) => {
+    const a = requireRole(req, 'viewer');
+    const o = await resources.mustGet(
+      resources.kind('Model'),
+      a.workspace,
+      [],
+      (req.params as { name: string }).name,
+    );
+    answerList(req, reply);
+    return modelRevisions(o);
+  });
   for (const [plural, kind] of Object.entries(CODE_KINDS)) {
     const kd = resources.kind(kind);
     const load = async (req: FastifyRequest) => {

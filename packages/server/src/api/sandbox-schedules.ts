@@ -59,7 +59,7 @@ export interface ScheduleRecord extends StoredTiming {
   maxExecutions: number;
   createdAt: string;
   updatedAt: string;
-  /** Epoch-ms ISO of the next firing; absent once an `at` has fired. */
+  /** ISO time of the next firing (an `at` schedule is removed once it fired). */
   nextAt?: string;
   lastRunAt?: string;
 }

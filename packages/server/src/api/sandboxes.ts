@@ -1,20 +1,17 @@
 // POST /v0/sandboxes (and a PUT of a new spec) answers once the sandbox runs, because the service's SDK uses the answer at once
 // (docs/compat.md): it waits on the store watch for the object to be DEPLOYED, bounded; past the bound it
 // answers 504 with the object as it is, and the SDK polls GET. `?createIfNotExist=true` answers the
-// existing sandbox instead of a 409; a TERMINATED record kept for retention never blocks a new create.
+// existing sandbox instead of a 409; one that reads gone (deleted, or past its expiry) never blocks a new create.
 import type { FastifyRequest } from 'fastify';
 import type { Resources } from '../store/resources.js';
-import {
-  keyOf,
-  keyString,
-  type ResourceKey,
-  StoreError,
-  type Store,
-  type StoredObject,
-} from '../store/store.js';
+import { keyOf, type ResourceKey, StoreError, type Store, type StoredObject } from '../store/store.js';
 import type { CreateHook } from './crud.js';
 import { ApiError, invalid } from '../errors.js';
 import { type ImageStore, isImageId } from '../runtime/images/image-store.js';
+import { waitUntil } from './wait.js';
+import { EXPIRY_ACTOR } from '../controllers/sandbox-expiry.js';
+import { isGone } from '../kinds/status.js';
+import type { KindDescriptor } from '../kinds/types.js';
 
 /**
  * How long a create waits for its sandbox to run. A start takes 0.1-0.3 s on a busy 2-core host; this bound is for
@@ -31,35 +28,8 @@ export async function waitSettled(
   key: ResourceKey,
   ms: number,
 ): Promise<{ object?: StoredObject; settled: boolean }> {
-  const ks = keyString(key);
-  let latest: StoredObject | undefined;
-  /** A change seen by the watch is newer than anything the read below returns. */
-  let seen = false;
-  let wake!: () => void;
-  const changed = new Promise<void>((r) => {
-    wake = r;
-  });
-  // Subscribed before reading, so a change between the read and the wait is not missed.
-  const unwatch = store.watch((c) => {
-    if (keyString(c.object) !== ks) return;
-    seen = true;
-    latest = c.type === 'DELETED' ? undefined : c.object;
-    if (c.type === 'DELETED' || !SETTLING.has(c.object.body.status)) wake();
-  });
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const now = await store.get(key);
-    if (!seen) latest = now;
-    if (!latest || !SETTLING.has(latest.body.status)) return { object: latest, settled: true };
-    const timedOut = new Promise<boolean>((r) => {
-      timer = setTimeout(() => r(true), ms);
-    });
-    const out = await Promise.race([changed.then(() => false), timedOut]);
-    return { object: latest, settled: !out };
-  } finally {
-    clearTimeout(timer);
-    unwatch();
-  }
+  const w = await waitUntil(store, key, ms, (o) => !o || !SETTLING.has(o.body.status));
+  return { object: w.object, settled: w.met };
 }
 
 const nameIn = (body: unknown): string | undefined => {
@@ -78,7 +48,7 @@ export function sandboxCreateHook(deps: {
     const q = (req.query ?? {}) as Record<string, string>;
     const ifNotExist = q.createIfNotExist === 'true';
     const name = nameIn(req.body);
-    let result: { object: StoredObject; dropped: string[] };
+    let result: { object: StoredObject; dropped: string[]; created: boolean };
     if (name && req.access) await refuseHeldVolumes(resources, req.access.workspace, name, req.body);
     if (req.access) refuseUnheldImageId(deps.images, req.access.workspace, req.body);
     try {
@@ -86,13 +56,12 @@ export function sandboxCreateHook(deps: {
     } catch (e) {
       if (!(e instanceof StoreError && e.reason === 'exists') || !name || !req.access) throw e;
       const existing = await resources.get(kd, req.access.workspace, [], name);
-      if (existing?.body.status === 'TERMINATED') {
-        // Only kept to be read: a new sandbox of that name replaces the record (at the version read).
-        await resources.removeRecord(existing).catch((err) => {
-          if (!(err instanceof StoreError)) throw err;
-        });
+      if (existing && isGone(resources.view(kd, existing))) {
+        // Deleted, or past its expiry (it reads TERMINATED): the name is free. Its deletion is finished here (the
+        // sweep would do it within seconds), then its record makes way for the new sandbox.
+        await makeWay(resources, kd, existing, deps.waitMs ?? CREATE_WAIT_MS);
         result = await create();
-      } else if (ifNotExist && existing) result = { object: existing, dropped: [] };
+      } else if (ifNotExist && existing) result = { object: existing, dropped: [], created: false };
       else throw e;
     }
     const { object, settled } = await waitSettled(
@@ -106,8 +75,30 @@ export function sandboxCreateHook(deps: {
         `sandbox ${JSON.stringify(result.object.name)} was deleted while it started`,
       );
     if (!settled) reply.code(504);
-    return { object, dropped: result.dropped };
+    return { object, dropped: result.dropped, created: result.created };
   };
+}
+
+/**
+ * Finishes the deletion of a sandbox that reads gone (marking one past its expiry DELETING as the sweep would),
+ * waits for it to be TERMINATED or removed, and removes the record at the version read. A create racing this one
+ * for the name then wins, and this one answers 409.
+ */
+async function makeWay(resources: Resources, kd: KindDescriptor, existing: StoredObject, waitMs: number) {
+  const ctx = { workspace: existing.workspace, parents: [], actor: EXPIRY_ACTOR };
+  if (!isGone(existing)) await resources.delete(kd, ctx, existing.name);
+  const w = await waitUntil(
+    resources.store,
+    keyOf(existing),
+    waitMs,
+    (o) => !o || o.body.status === 'TERMINATED',
+  );
+  if (!w.met)
+    throw new ApiError('TIMEOUT', `sandbox ${JSON.stringify(existing.name)} is still being deleted`);
+  if (w.object)
+    await resources.removeRecord(w.object).catch((err) => {
+      if (!(err instanceof StoreError)) throw err;
+    });
 }
 
 /**
@@ -130,7 +121,7 @@ export function sandboxReplaceHook(deps: {
     );
     if (!object) return result;
     if (!settled) reply.code(504);
-    return { object, dropped: result.dropped };
+    return { object, dropped: result.dropped, created: result.created };
   };
 }
 

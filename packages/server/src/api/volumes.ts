@@ -1,23 +1,38 @@
-// POST /v0/volumes: a volume deleted a moment ago keeps its TERMINATED record for a while (its data is already
-// gone, controllers/volume.ts), and a new volume of that name replaces the record instead of answering 409.
+// POST /v0/volumes and /v0/drives answer once the volume's image is made (DEPLOYED, or FAILED saying why), bounded
+// like a sandbox's create: the service's SDK mounts a drive it just created at once (decision 047). A TERMINATED
+// record left by a deletion a server stopped half-way is replaced instead of answering 409.
 import { capacityRefusal, spaceHolders, type VolumeCapacity } from '../controllers/volume-capacity.js';
 import { ApiError } from '../errors.js';
 import { DEFAULT_VOLUME_SIZE_MB } from '../kinds/volume.js';
 import type { Resources } from '../store/resources.js';
-import { StoreError } from '../store/store.js';
+import type { WriteResult } from '../store/resources.js';
+import { keyOf, StoreError } from '../store/store.js';
+import { CREATE_WAIT_MS } from './sandboxes.js';
+import { waitUntil } from './wait.js';
 import type { CreateHook } from './crud.js';
 
 export function volumeCreateHook(
-  deps: { resources: Resources; capacity?: VolumeCapacity },
+  deps: { resources: Resources; capacity?: VolumeCapacity; waitMs?: number },
   kind: 'Volume' | 'Drive' = 'Volume',
 ): CreateHook {
+  const waitMs = deps.waitMs ?? CREATE_WAIT_MS;
   const { resources, capacity } = deps;
   const kd = resources.kind(kind);
+  const made = async (create: () => Promise<WriteResult>) => {
+    const r = await create();
+    const w = await waitUntil(
+      resources.store,
+      keyOf(r.object),
+      waitMs,
+      (o) => o?.body.status !== 'DEPLOYING',
+    );
+    return { object: w.object ?? r.object, dropped: r.dropped };
+  };
   return async (req, _reply, create) => {
     if (capacity && req.access)
       await refuseOverCapacity(resources, capacity, kind, req.access.workspace, req.body);
     try {
-      return await create();
+      return await made(create);
     } catch (e) {
       const name = (req.body as { metadata?: { name?: unknown } } | undefined)?.metadata?.name;
       if (!(e instanceof StoreError && e.reason === 'exists') || typeof name !== 'string' || !req.access)
@@ -28,7 +43,7 @@ export function volumeCreateHook(
       await resources.removeRecord(existing).catch((err) => {
         if (!(err instanceof StoreError)) throw err;
       });
-      return create();
+      return made(create);
     }
   };
 }

@@ -4,11 +4,9 @@
 // but invited (invitations.ts): membership needs its consent.
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { atLeast } from '../auth/access.js';
 import type { AuthContext } from '../auth/index.js';
 import { checkInput } from './input.js';
 import {
-  admins,
   K,
   keys,
   type MemberRecord,
@@ -24,8 +22,7 @@ import { KINDS } from '../kinds/index.js';
 import type { Role } from '../kinds/types.js';
 import { StoreError, type WriteOp } from '../store/store.js';
 import { ApiError, notFound } from '../errors.js';
-import { mayActFor } from '../auth/tenancy.js';
-import { invite } from './invitations.js';
+import { removeMember, roleIn as roleInWorkspace, setMember } from './membership.js';
 import { memberView, principalOf } from './members.js';
 import { answerList } from './api-version.js';
 
@@ -70,12 +67,8 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks:
   const { store, authenticator } = ctx;
 
   /** The caller's role in the workspace of the path, or 404; then 403 below the needed role. */
-  async function roleIn(req: FastifyRequest, ws: string, need: Role) {
-    const a = await authenticator.accessIn(principalOf(req), ws);
-    if (!atLeast(a.role, need))
-      throw new ApiError('FORBIDDEN', `role ${a.role} in workspace ${ws} cannot do this (needs ${need})`);
-    return a;
-  }
+  const roleIn = (req: FastifyRequest, ws: string, need: Role) =>
+    roleInWorkspace(authenticator, req, ws, need);
 
   async function mustGetWorkspace(ws: string) {
     const o = await store.get(keys.workspace(ws));
@@ -175,7 +168,7 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks:
     return list.map((m) => memberView(m.body as MemberRecord));
   });
 
-  async function setMember(
+  async function setMemberOf(
     req: FastifyRequest,
     reply: FastifyReply,
     name: string,
@@ -183,30 +176,16 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks:
     role: Role,
   ) {
     const a = await roleIn(req, name, 'admin');
-    if (!(await store.get(keys.clientId(subject)))) throw notFound(`service account ${subject}`);
-    const cur = await store.get(keys.member(name, subject));
-    // Only a principal the caller already answers for joins at once; anyone else is asked (202, pending).
-    if (!cur && !(await mayActFor(store, a.principal.subject, subject))) {
-      reply.code(202);
-      return invite(store, a.principal.subject, name, subject, role);
-    }
-    const prev = cur?.body as MemberRecord | undefined;
-    if (prev?.role === 'admin' && role !== 'admin') await refuseLastAdmin(name, subject);
-    const rec: MemberRecord = {
-      subject,
-      subType: prev?.subType ?? 'service_account',
-      role,
-      ...stamps(a.principal.subject, new Date(), prev),
-    };
-    await store.write(memberOps(name, rec, !!cur, cur?.resourceVersion));
-    return memberView(rec);
+    const r = await setMember(store, a.principal.subject, name, subject, role);
+    if (r.invited) reply.code(202);
+    return r.view;
   }
 
   v0.put('/workspaces/:name/members/:subject', async (req, reply) => {
     const { name, subject } = req.params as { name: string; subject: string };
     await roleIn(req, name, 'admin');
     const body = checkInput<Static<typeof MemberBody>>(MemberBody, req.body, reply);
-    return setMember(req, reply, name, subject, body.role);
+    return setMemberOf(req, reply, name, subject, body.role);
   });
 
   // The same with the subject in the body, for clients that add members to the collection.
@@ -214,32 +193,14 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks:
     const { name } = req.params as { name: string };
     await roleIn(req, name, 'admin');
     const body = checkInput<Static<typeof NewMemberBody>>(NewMemberBody, req.body, reply);
-    return setMember(req, reply, name, body.subject, body.role);
+    return setMemberOf(req, reply, name, body.subject, body.role);
   });
 
   v0.delete('/workspaces/:name/members/:subject', async (req) => {
     const { name, subject } = req.params as { name: string; subject: string };
     await roleIn(req, name, 'admin');
-    const cur = await store.get(keys.member(name, subject));
-    if (!cur) throw notFound(`member ${subject} of workspace ${name}`);
-    const rec = cur.body as MemberRecord;
-    if (rec.role === 'admin') await refuseLastAdmin(name, subject);
-    const home = await store.get(keys.clientId(subject));
-    if (home?.body.workspace === name)
-      throw new ApiError(
-        'INVALID_STATE',
-        `workspace ${name} is the home of service account ${subject}; delete the account or change its role instead`,
-      );
-    await store.write(removeMemberOps(name, subject));
+    const rec = await removeMember(store, name, subject);
+    if (!rec) throw notFound(`member ${subject} of workspace ${name}`);
     return memberView(rec);
   });
-
-  async function refuseLastAdmin(ws: string, subject: string) {
-    const others = (await admins(store, ws)).filter((m) => m.name !== subject);
-    if (!others.length)
-      throw new ApiError(
-        'INVALID_STATE',
-        `${subject} is the last admin of workspace ${ws}; make another admin first`,
-      );
-  }
 }

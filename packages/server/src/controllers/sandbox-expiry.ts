@@ -1,4 +1,4 @@
-// Deletes sandboxes whose time is up: runtime.ttl (max age from creation), runtime.expires (a date) and
+// Deletes sandboxes whose time is up: runtime.ttl (max age from when it first ran), runtime.expires (a date) and
 // lifecycle.expirationPolicies (ttl-idle from the last use, ttl-max-age, date; action delete); and previews past
 // their ttl or expires. A sweep every few seconds over every one keeps each deletion at most one sweep (plus the
 // delete itself) late.
@@ -38,7 +38,7 @@ export function dueSandboxes(
       seen !== undefined && !(stored >= seen)
         ? { ...o.body, lastUsedAt: new Date(seen).toISOString() }
         : o.body;
-    const at = expiresAtMs(body);
+    const at = expiresAtMs(body, nowMs);
     return at !== undefined && at <= nowMs;
   });
 }

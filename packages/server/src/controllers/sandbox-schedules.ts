@@ -1,5 +1,6 @@
 // Fires sandbox schedules (api/sandbox-schedules.ts): each due schedule starts its command in its sandbox, an
-// execution record says whether the sandbox accepted it, and the schedule moves to its next firing. The clock is
+// execution record says whether the sandbox accepted it, and the schedule moves to its next firing (a one-off is
+// removed once it fired). The clock is
 // injected and `tick()` does one pass, so tests drive it without timers. The next firing is stored with the
 // schedule, so a restarted server picks up where it was; a firing missed while it was down fires once at start.
 import { randomBytes } from 'node:crypto';
@@ -71,16 +72,18 @@ export class ScheduleRunner {
     const executedAt = new Date(nowMs).toISOString();
     const next = r.type === 'cron' ? nextFiring({ type: 'cron', value: r.value }, nowMs) : undefined;
     // The schedule moves on first, at the version read: an update that landed meanwhile wins, and a firing is
-    // never started twice for one due time (two passes racing, or a crash after the start).
-    const moved = {
-      ...r,
-      lastRunAt: executedAt,
-      nextAt: next === undefined ? undefined : new Date(next).toISOString(),
-    };
-    if (moved.nextAt === undefined) delete moved.nextAt;
+    // never started twice for one due time (two passes racing, or a crash after the start). A one-off (`at`) that
+    // fires is removed, as the service does; its executions stay, listed under its sandbox.
     try {
       await resources.store.write([
-        { op: 'update', key: keyOf(o), body: moved, expectVersion: o.resourceVersion },
+        next === undefined
+          ? { op: 'delete', key: keyOf(o), expectVersion: o.resourceVersion }
+          : {
+              op: 'update',
+              key: keyOf(o),
+              body: { ...r, lastRunAt: executedAt, nextAt: new Date(next).toISOString() },
+              expectVersion: o.resourceVersion,
+            },
       ]);
     } catch (e) {
       if (e instanceof StoreError) return undefined;

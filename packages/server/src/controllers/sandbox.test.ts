@@ -183,11 +183,20 @@ test('enabled false goes DEACTIVATING then DEACTIVATED and the runtime no longer
   }
 });
 
-test('a deleted sandbox is TERMINATED, kept for the retention, then its record is removed', async () => {
+test('a sandbox its expiry ended is TERMINATED, kept for the retention, then its record is removed', async () => {
   const env = await setup();
   try {
-    await env.create('gone');
+    await env.create('gone', { runtime: { ttl: '1m' } });
+    env.driver.during = () => env.advance(90_000);
     await env.reconcile('gone');
+    env.driver.during = undefined;
+    assert.equal(
+      (await env.get('gone')).readyAt,
+      new Date(T0 + 90_000).toISOString(),
+      'its age counts from here',
+    );
+    env.advance(60_000);
+    // What the expiry sweep does once the ttl, counted from readyAt, is up.
     await env.resources.delete(sandboxKind, CTX, 'gone');
     assert.deepEqual(await env.reconcile('gone'), { requeueAfterMs: RETENTION_MS });
     assert.equal(DEFAULT_TERMINATED_RETENTION, '5m');
@@ -209,10 +218,33 @@ test('a deleted sandbox is TERMINATED, kept for the retention, then its record i
   }
 });
 
+test('a sandbox deleted before its time is removed once TERMINATED; one with a terminatedRetention keeps it that long', async () => {
+  const env = await setup();
+  try {
+    await env.create('asked', { runtime: { ttl: '1h' } });
+    await env.create('kept', { lifecycle: { terminatedRetention: '30s' } });
+    for (const n of ['asked', 'kept']) {
+      await env.reconcile(n);
+      await env.resources.delete(sandboxKind, CTX, n);
+    }
+    assert.equal(await env.reconcile('asked'), DONE);
+    assert.equal(
+      await env.get('asked'),
+      undefined,
+      'the name is free and a read is a 404, as the SDK expects',
+    );
+    assert.equal(await env.driver.inspect(sandboxId('default', 'asked')), undefined);
+    assert.deepEqual(await env.reconcile('kept'), { requeueAfterMs: 30_000 });
+    assert.equal((await env.get('kept')).status, 'TERMINATED');
+  } finally {
+    await env.close();
+  }
+});
+
 test('a DELETE that lands while the sandbox is starting ends TERMINATED, never DEPLOYED', async () => {
   const env = await setup();
   try {
-    await env.create('race');
+    await env.create('race', { lifecycle: { terminatedRetention: '1m' } });
     let entered!: () => void;
     const inEnsure = new Promise<void>((r) => {
       entered = r;

@@ -1,13 +1,14 @@
 // Sandboxes: spec → a running sandbox in the runtime, status and run state back into the store.
 //   DEPLOYING → (driver.ensure, /health answers) → DEPLOYED with state RUNNING; a start that fails is FAILED.
 //   enabled: false → DEACTIVATING → (driver.remove) → DEACTIVATED; enabled again → DEPLOYING, a fresh sandbox.
-//   DELETING → (driver.remove) → TERMINATED, kept for lifecycle.terminatedRetention, then the record goes.
+//   DELETING → (driver.remove) → TERMINATED, kept as terminatedRetentionMs says, then the record goes.
 // A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
 // a spec update that changes what runs (its envs) starts it again. One whose processes all died is started again,
 // fresh, unless the out-of-memory killer ended them: then it is FAILED with the figures (outOfMemory).
 import { TASK_ID_PREFIX } from './job-task.js';
 import { BUILD_ID_PREFIX, REPLICA_ID_PREFIX } from './replicas.js';
 import { durationMs } from '../kinds/rules.js';
+import { expiresAtMs } from '../kinds/sandbox.js';
 import { isGone } from '../kinds/status.js';
 import {
   type RuntimeDriver,
@@ -33,8 +34,22 @@ import {
 } from './sandbox-spec.js';
 import { attachVolumes, detachVolumes, holderName, VolumeNotReady } from './volume-attach.js';
 
-/** Kept after deletion so a client polling the sandbox sees TERMINATED rather than a bare 404. */
+/** Kept after its expiry ended it, so a client polling the sandbox sees TERMINATED rather than a bare 404. */
 export const DEFAULT_TERMINATED_RETENTION = '5m';
+
+/**
+ * How long a TERMINATED sandbox keeps its record (decision 047): `lifecycle.terminatedRetention` when set; else
+ * DEFAULT_TERMINATED_RETENTION for one its own expiry ended (its clients read TERMINATED after its time), and none
+ * for one a DELETE ended before its time (the service's SDK reads 404 right after deleting, and the name is free).
+ */
+export function terminatedRetentionMs(body: any): number {
+  const set = body.spec?.lifecycle?.terminatedRetention;
+  if (set !== undefined) return durationMs(set) ?? 0;
+  const events: { status?: string; time?: string }[] = body.events ?? [];
+  const deleting = Date.parse([...events].reverse().find((e) => e.status === 'DELETING')?.time ?? '');
+  const at = Number.isFinite(deleting) ? expiresAtMs(body, deleting) : undefined;
+  return at !== undefined && at <= deleting ? (durationMs(DEFAULT_TERMINATED_RETENTION) ?? 0) : 0;
+}
 /** How often a live sandbox is looked at again, so one whose processes all died is started again. */
 export const LIVE_RECHECK_MS = 30_000;
 /** How often a sandbox waiting for its volume to be created looks again (a volume is made in ~50 ms). */
@@ -104,7 +119,12 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     const d = await resources.updateStatus(keyOf(o), {
       to: 'DEPLOYED',
       message: `deployed: sandbox running${unenforcedNote(o.body.spec)}`,
-      extras: { state: 'RUNNING', lastUsedAt: deps.now().toISOString() },
+      extras: {
+        state: 'RUNNING',
+        lastUsedAt: deps.now().toISOString(),
+        // Its TTL counts from the first time it ran (kinds/sandbox.ts expiresAtMs), not from each restart.
+        readyAt: o.body.readyAt ?? deps.now().toISOString(),
+      },
       when: stillDeploying,
     });
     if (!d) return DONE;
@@ -148,8 +168,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
           release,
           message: 'terminated: processes stopped and files released',
           extras: { state: undefined },
-          retentionMs:
-            durationMs(o.body.spec?.lifecycle?.terminatedRetention ?? DEFAULT_TERMINATED_RETENTION) ?? 0,
+          retentionMs: terminatedRetentionMs(o.body),
           done: (t) => log(t, 'sandbox terminated'),
         });
       if (!enabled(o)) {

@@ -199,7 +199,7 @@ test('a second holder is refused with the first one named; the volume is free on
   }
 });
 
-test('DELETE of an attached volume is a 409 naming the holder; detached, it goes to TERMINATED and its data', async () => {
+test('DELETE of an attached volume is a 409 naming the holder; detached, it goes to TERMINATED with its data, then its record', async () => {
   const env = await setup();
   try {
     await env.volume('data');
@@ -216,10 +216,23 @@ test('DELETE of an attached volume is a 409 naming the holder; detached, it goes
     await env.resources.delete(sandboxKind, CTX, 'box');
     await env.settle('Sandbox', 'box');
     await env.resources.delete(volumeKind, CTX, 'data');
+    const steps: { status: string; terminatedAt?: string }[] = [];
+    const unwatch = env.resources.store.watch((c) => {
+      if (c.object.kind === 'Volume')
+        steps.push({
+          status: c.type === 'DELETED' ? 'removed' : c.object.body.status,
+          terminatedAt: c.object.body.terminatedAt,
+        });
+    });
     await env.settle('Volume', 'data');
-    const v = await env.get('Volume', 'data');
-    assert.equal(v.status, 'TERMINATED');
-    assert.ok(!Number.isNaN(Date.parse(v.terminatedAt)));
+    unwatch();
+    assert.deepEqual(
+      steps.map((x) => x.status),
+      ['TERMINATED', 'removed'],
+      'TERMINATED with its data gone, then the record at once',
+    );
+    assert.ok(!Number.isNaN(Date.parse(steps[0].terminatedAt ?? '')));
+    assert.equal(await env.get('Volume', 'data'), undefined);
     assert.ok(!env.driver.volumes.has('default/data'), 'data removed');
   } finally {
     await env.close();

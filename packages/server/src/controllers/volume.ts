@@ -1,7 +1,7 @@
 // Volumes: spec → an image with a hard size cap in the runtime, status back into the store.
 //   DEPLOYING → (driver.ensureVolume, seeded from its template version) → DEPLOYED; a failure is FAILED with why.
-//   DELETING → (waits while a holder still has it) → driver.removeVolume → TERMINATED with terminatedAt, kept for
-//   VOLUME_TERMINATED_RETENTION so a polling client reads TERMINATED, then the record goes. Data is removed at
+//   DELETING → (waits while a holder still has it) → driver.removeVolume → TERMINATED with terminatedAt, and the
+//   record goes at once: the service's SDK reads 404 right after a delete (decision 047). Data is removed at
 //   the TERMINATED step, never before (a DELETE of an attached volume is refused: kinds/volume.ts).
 //   enabled: false → DEACTIVATED (data kept; not attachable); enabled again → DEPLOYED.
 // Attaching and detaching belong to the holders' controllers (volume-attach.ts).
@@ -15,8 +15,6 @@ import { capacityRefusal, spaceHolders, type VolumeCapacity } from './volume-cap
 import { deactivate, finishDeletion } from './lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from './reconciler.js';
 
-/** Kept after deletion, like a sandbox's, so the SDK polling a deleted volume sees TERMINATED, not a bare 404. */
-export const VOLUME_TERMINATED_RETENTION_MS = 5 * 60_000;
 /** How often a volume deleted while still held looks again (its holder detaches when it is removed). */
 export const HELD_RECHECK_MS = 1000;
 
@@ -109,7 +107,6 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
           release: () => driver.removeVolume(ref),
           message: 'terminated: data removed',
           extras: { terminatedAt: deps.now().toISOString() },
-          retentionMs: VOLUME_TERMINATED_RETENTION_MS,
         });
       }
       if (o.body.spec?.enabled === false) {

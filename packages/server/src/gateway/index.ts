@@ -27,6 +27,7 @@ import { type Admission, resolveAddress } from './resolve.js';
 import { isLongLived, StreamCap } from './streams.js';
 import { type Target, Targets } from './targets.js';
 import { tunnel } from './upgrade.js';
+import { liftWsCredential } from './ws-credential.js';
 import { UsageWriter } from './usage-writer.js';
 import { type JobTriggerDeps, serveJobTrigger } from './job-trigger.js';
 import { classify } from './address-forms.js';
@@ -195,6 +196,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   server.on('request', onRequest);
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    liftWsCredential(req);
     const a = parseAddress(req, parseCtx);
     if (!a) {
       // Nobody else takes upgrades on this server: say so instead of leaving the socket hanging.

@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { type Dispatcher, util } from 'undici';
 import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
+import { withoutScopeWidening } from './shared-origin.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
 import { scopeSetCookies } from './preview-cookies.js';
@@ -181,6 +182,7 @@ class Relay implements Dispatcher.DispatchHandler {
     const { extra, res } = this;
     extra.onResponse?.(statusCode, h);
     addResponseHeaders(h, extra.responseHeaders);
+    withoutScopeWidening(h);
     if (extra.cookieScope !== undefined) {
       const scoped = scopeSetCookies(h['set-cookie'], extra.cookieScope);
       if (scoped) h['set-cookie'] = scoped;

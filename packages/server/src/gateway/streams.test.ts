@@ -87,7 +87,9 @@ test('with the pool full of watch attempts, those past the cap get 429 and an ex
     assert.equal(open.length, MAX_STREAMS_PER_SANDBOX);
     assert.equal(refused.length, POOL_CONNECTIONS - MAX_STREAMS_PER_SANDBOX);
     assert.equal(refused[0].headers.get('retry-after'), String(STREAMS_FULL_RETRY_AFTER_S));
-    assert.equal((await refused[0].json()).error, 'RATE_LIMITED');
+    const problem = await refused[0].json();
+    assert.equal(problem.type, 'https://berth.dev/problems/rate-limited');
+    assert.equal(problem.error, problem.detail, 'the data plane puts the message where the SDK reads it');
 
     const exec = await fetch(`${base}/process`, {
       method: 'POST',

@@ -1,7 +1,8 @@
 // Problems written on raw node:http objects: the gateway answers before Fastify ever sees the request, in the
-// same problem+json shape as /v0 (errors.ts).
+// problem+json shape of /v0 with `error` holding the message, as data-plane clients read it (errors.ts).
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { dataPlaneProblem } from '../errors.js';
 import { wireErrorOf } from './wire-error.js';
 
 export function sendProblem(res: ServerResponse, err: unknown, instance?: string): void {
@@ -10,7 +11,7 @@ export function sendProblem(res: ServerResponse, err: unknown, instance?: string
     res.destroy();
     return;
   }
-  const body = JSON.stringify(e.toProblem(instance));
+  const body = JSON.stringify(dataPlaneProblem(e, instance));
   res.writeHead(e.status, {
     ...e.headers,
     'content-type': 'application/problem+json',
@@ -22,7 +23,7 @@ export function sendProblem(res: ServerResponse, err: unknown, instance?: string
 /** The same answer on a socket that asked for an upgrade (no ServerResponse exists there). */
 export function rejectUpgrade(socket: Duplex, err: unknown, instance?: string): void {
   const e = wireErrorOf(err);
-  const body = JSON.stringify(e.toProblem(instance));
+  const body = JSON.stringify(dataPlaneProblem(e, instance));
   const headers = Object.entries(e.headers)
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('');

@@ -41,6 +41,8 @@ export const WORKLOAD_READ_ONLY = {
   /** The revision taking the traffic (less the canary's share). */
   activeRevision: Type.String(),
   canaryRevision: Type.String(),
+  /** Replicas running now (agents and functions, counted at each read: api/workload-replicas.ts; none for jobs). */
+  replicas: Type.Integer({ minimum: 0 }),
   /** The kept revisions, newest first: the built app (content address), the source and the start command. */
   revisions: Type.Array(
     Type.Object({

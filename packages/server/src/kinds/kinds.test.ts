@@ -397,11 +397,28 @@ describe('sandbox expiry', () => {
     assert.equal(expiresAtMs(obj), t0 + 90 * 60_000);
   });
 
-  it('decorate writes expiresIn in whole seconds, never negative, and only when something expires', () => {
+  it('ttl and ttl-max-age count from when the sandbox first ran; one still starting cannot expire', () => {
+    const spec = {
+      runtime: { ttl: '10m' },
+      lifecycle: { expirationPolicies: [{ type: 'ttl-max-age', value: '1h' }] },
+    };
+    const readyAt = new Date(t0 + 120_000).toISOString();
+    assert.equal(expiresAtMs({ metadata: { createdAt: created }, readyAt, spec }), t0 + 120_000 + 600_000);
+    const starting = { metadata: { createdAt: created }, status: 'DEPLOYING', spec };
+    assert.equal(expiresAtMs(starting, t0 + 3_600_000), t0 + 3_600_000 + 600_000);
+    const failed = { metadata: { createdAt: created }, status: 'FAILED', spec };
+    assert.equal(
+      expiresAtMs(failed, t0 + 3_600_000),
+      t0 + 600_000,
+      'one that never ran counts from creation',
+    );
+  });
+
+  it('decorate writes expiresIn in whole seconds rounded up, never negative, and only when something expires', () => {
     const sb = kind('Sandbox');
     const obj: any = { metadata: { createdAt: created }, spec: { runtime: { ttl: '10m' } } };
     sb.decorate!(obj, t0 + 60_500);
-    assert.equal(obj.expiresIn, 539);
+    assert.equal(obj.expiresIn, 540);
     sb.decorate!(obj, t0 + 3_600_000);
     assert.equal(obj.expiresIn, 0);
     const plain: any = { metadata: { createdAt: created }, spec: { runtime: {} } };

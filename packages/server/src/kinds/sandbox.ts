@@ -180,20 +180,32 @@ function portIssues(ports: { target: number }[] | undefined): FieldIssue[] {
 }
 
 /**
- * When the sandbox is deleted automatically, in epoch ms: the earliest of runtime.ttl (from creation),
- * runtime.expires, and the expiration policies (ttl-idle counts from the last use). Undefined without any.
+ * When a sandbox's age counts from: the moment it first ran (`readyAt`), so a create that took long does not eat
+ * its TTL (decision 047); while it is still starting, `nowMs` (it cannot expire before it ran); one that never ran
+ * (FAILED) counts from its creation.
  */
-export function expiresAtMs(obj: any): number | undefined {
-  const created = Date.parse(obj.metadata?.createdAt ?? '');
-  const lastUsed = Date.parse(obj.lastUsedAt ?? '') || created;
+function ageStartMs(obj: any, nowMs: number): number {
+  const ready = Date.parse(obj.readyAt ?? '');
+  if (Number.isFinite(ready)) return ready;
+  if (obj.status === 'DEPLOYING') return nowMs;
+  return Date.parse(obj.metadata?.createdAt ?? '');
+}
+
+/**
+ * When the sandbox is deleted automatically, in epoch ms: the earliest of runtime.ttl and ttl-max-age (max age from
+ * when it first ran), runtime.expires and a `date` policy, and ttl-idle (from the last use). Undefined without any.
+ */
+export function expiresAtMs(obj: any, nowMs: number = Date.now()): number | undefined {
+  const start = ageStartMs(obj, nowMs);
+  const lastUsed = Date.parse(obj.lastUsedAt ?? '') || start;
   const rt = obj.spec?.runtime ?? {};
   const candidates: number[] = [];
   const ttl = durationMs(rt.ttl);
-  if (ttl !== undefined) candidates.push(created + ttl);
+  if (ttl !== undefined) candidates.push(start + ttl);
   if (rt.expires) candidates.push(Date.parse(rt.expires));
   for (const p of obj.spec?.lifecycle?.expirationPolicies ?? []) {
     if (p.type === 'date') candidates.push(Date.parse(p.value));
-    else if (p.type === 'ttl-max-age') candidates.push(created + (durationMs(p.value) ?? Number.NaN));
+    else if (p.type === 'ttl-max-age') candidates.push(start + (durationMs(p.value) ?? Number.NaN));
     else if (p.type === 'ttl-idle') candidates.push(lastUsed + (durationMs(p.value) ?? Number.NaN));
   }
   const valid = candidates.filter((c) => Number.isFinite(c));
@@ -220,13 +232,18 @@ export const sandbox = {
     /** Seconds until automatic deletion; present only when a TTL, expiry or policy is set. */
     expiresIn: Type.Integer({ minimum: 0 }),
     lastUsedAt: Type.String(),
+    /** When the sandbox first ran: its TTL and ttl-max-age count from here. */
+    readyAt: Type.String(),
   },
   secrets: [
     envSecrets('runtime', 'envs'),
     // Filled into requests to the rule's destinations by the egress proxy: they decide who receives the secret.
+    // As the service does, reads omit them and the create's answer shows what was sent (decision 047).
     {
       path: ['network', 'proxy', 'routing', '*', 'secrets', '*'],
       sentTo: { at: 4, fields: ['destinations'] },
+      omittedOnRead: true,
+      echoedOnCreate: true,
     },
   ],
   generateName: () => `sandbox-${randomBytes(4).toString('hex')}`,
@@ -258,9 +275,10 @@ export const sandbox = {
     ];
   },
   decorate(obj, nowMs) {
-    const at = expiresAtMs(obj);
+    const at = expiresAtMs(obj, nowMs);
     if (at === undefined) delete obj.expiresIn;
-    else obj.expiresIn = Math.max(0, Math.floor((at - nowMs) / 1000));
+    // Rounded up: 0 says the time is up, never that less than a second is left.
+    else obj.expiresIn = Math.max(0, Math.ceil((at - nowMs) / 1000));
     // Past its expiry a sandbox reads as TERMINATED at once, as the service's does; the sweep (at most
     // EXPIRY_SWEEP_MS later) stops it and writes the record.
     if (at !== undefined && at <= nowMs && obj.status !== 'TERMINATED') obj.status = 'TERMINATED';

@@ -102,3 +102,64 @@ export function movedDestinations(place: SecretPlace): string[] {
 /** The `/spec/...` pointer of a visited secret. */
 export const secretPointer = (place: SecretPlace) =>
   ['/spec', ...place.trail.slice(1).map((s) => s.key), place.key].join('/');
+
+/** The containers of a path's values (`[..., 'secrets', '*']` → each `secrets` object) under `node`, with their key. */
+function containers(
+  node: unknown,
+  segs: string[],
+  out: { parent: Record<string, unknown>; key: string }[] = [],
+): typeof out {
+  if (node === null || typeof node !== 'object') return out;
+  const [seg, ...rest] = segs;
+  if (rest.length === 1 && rest[0] === '*') {
+    if (seg !== '*') out.push({ parent: node as Record<string, unknown>, key: seg });
+    return out;
+  }
+  const obj = node as Record<string, unknown>;
+  if (seg === '*') for (const v of Object.values(obj)) containers(v, rest, out);
+  else containers(obj[seg], rest, out);
+  return out;
+}
+
+/** Drops the containers of `omittedOnRead` paths that hold no value any more (what a read leaves out). */
+export function dropEmptied(spec: unknown, paths: SecretPath[] | undefined) {
+  for (const sp of paths ?? []) {
+    if (!sp.omittedOnRead) continue;
+    for (const { parent, key } of containers(spec, sp.path)) {
+      const c = parent[key];
+      if (c && typeof c === 'object' && !Object.keys(c).length) delete parent[key];
+    }
+  }
+}
+
+/**
+ * For `omittedOnRead` paths: a container the body leaves out whose counterpart in the stored spec holds values (a
+ * read sent back) gets those keys masked, so the write keeps the stored values as it would for a masked echo — and
+ * the same rules on where a kept secret may go apply. Array elements are matched as `visitSecrets` matches them.
+ */
+export function restoreOmitted(spec: unknown, prevSpec: unknown, paths: SecretPath[] | undefined) {
+  for (const sp of paths ?? []) {
+    if (!sp.omittedOnRead) continue;
+    const segs = sp.path.slice(0, -1);
+    const key = segs.at(-1)!;
+    const fill = (node: unknown, prev: unknown, rest: string[]) => {
+      if (node === null || typeof node !== 'object' || prev === null || typeof prev !== 'object') return;
+      const obj = node as Record<string, unknown>;
+      const pv = prev as Record<string, unknown>;
+      if (rest.length === 1) {
+        const stored = pv[key];
+        if (!(key in obj) && stored && typeof stored === 'object')
+          obj[key] = Object.fromEntries(Object.keys(stored).map((k) => [k, REDACTED]));
+        return;
+      }
+      const [seg, ...more] = rest;
+      if (seg !== '*') return fill(obj[seg], pv[seg], more);
+      if (Array.isArray(obj))
+        obj.forEach((v, i) => {
+          fill(v, previousElement(prev, v, i), more);
+        });
+      else for (const [k, v] of Object.entries(obj)) fill(v, pv[k], more);
+    };
+    fill(spec, prevSpec, segs);
+  }
+}

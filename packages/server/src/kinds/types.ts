@@ -28,6 +28,13 @@ export interface SecretPath {
    * (a member must not move a secret it cannot read to an address of its own): it sends the secret again instead.
    */
   sentTo?: { at: number; fields: string[] };
+  /**
+   * Reads leave the value out instead of masking it (an emptied container goes too), and a replace whose body leaves
+   * the container out keeps the stored values, as a masked echo would: the service's proxy routing secrets.
+   */
+  omittedOnRead?: boolean;
+  /** The answer to the create that sent the value shows it (the caller just sent it): the same secrets. */
+  echoedOnCreate?: boolean;
 }
 
 /** A URL a spec stores that Berth sends requests to for the user, with its JSON pointer into the body. */
@@ -57,6 +64,11 @@ export interface KindDescriptor {
   /** Path parameter that names the object, e.g. `gatewayName`. */
   nameParam: string;
   parents?: ParentRef[];
+  /**
+   * A collection path listing the kind's objects under every parent in the workspace (the service's
+   * `/egressgateways` beside `/vpcs/{vpcName}/egressgateways`); only for kinds with parents.
+   */
+  everyParentPath?: string;
   description: string;
   spec: TObject;
   /** Extra metadata fields this kind returns (response only; writable ones go in `metadataInput`). */

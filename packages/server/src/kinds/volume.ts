@@ -1,6 +1,6 @@
 // Persistent volume (§2.10): durable storage attached to one sandbox at a time; size and region are fixed.
 import { Type } from '@sinclair/typebox';
-import { MESSAGE_KEY, opt, Quantity } from './common.js';
+import { ExternalId, MESSAGE_KEY, opt, Quantity } from './common.js';
 import { regionIssues, referenceIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
@@ -34,6 +34,8 @@ export const volume = {
   description: 'Persistent volume attachable to sandboxes; survives sandbox deletion.',
   spec: VolumeSpec,
   hasStatus: true,
+  // The service's caller-owned id: `GET /volumes/by-external-id/{id}` and `?externalId=` (decision 024).
+  metadataInput: { externalId: ExternalId },
   immutable: ['/size', '/region'],
   readOnly: {
     state: Type.Object({ attachedTo: opt(Type.String()) }),

@@ -25,6 +25,7 @@ export const egressGateway = {
   path: '/vpcs/{vpcName}/egressgateways',
   nameParam: 'gatewayName',
   parents: [{ param: 'vpcName', kind: 'Vpc', metadataField: 'vpcName' }],
+  everyParentPath: '/egressgateways',
   description: 'Outbound routing inside a VPC; egress IPs are allocated from it.',
   spec: Type.Object({ region: opt(Type.String()) }),
   metadataExtra: { vpcName: Type.String() },
@@ -48,6 +49,7 @@ export const egressIp = {
     { param: 'vpcName', kind: 'Vpc', metadataField: 'vpcName' },
     { param: 'gatewayName', kind: 'EgressGateway', metadataField: 'gatewayName' },
   ],
+  everyParentPath: '/egressips',
   description: 'A dedicated outbound address allocated from an egress gateway.',
   spec: Type.Object({
     ipFamily: opt(literals(IP_FAMILIES)),

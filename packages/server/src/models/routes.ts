@@ -6,6 +6,7 @@ import { requireRole } from '../auth/require-role.js';
 import { durationMs } from '../kinds/rules.js';
 import { CONNECTION_KIND, openConnection } from './connections.js';
 import type { ModelGateway } from './index.js';
+import { CHAT_PATH } from './forward.js';
 import { listProviderModels } from './list-models.js';
 import { budgetOf, type PolicyBody } from './policies.js';
 import type { Amount, Limits, WindowState } from './token-budget.js';
@@ -90,18 +91,54 @@ export function windowView(w: WindowState) {
 export function registerModelRoutes(app: FastifyInstance, gw: ModelGateway) {
   const { resources } = gw;
 
-  app.get('/v0/integrations/connections/:connectionName/models', async (req) => {
+  /** The connection of the path opened for a provider call, or 404 (absent) / 422 (it cannot serve). */
+  async function opened(req: FastifyRequest) {
     const a = requireRole(req, 'viewer');
     const { connectionName } = req.params as Record<string, string>;
-    const opened = await openConnection(resources, a.workspace, connectionName);
-    if (!opened.ok) {
-      if (!(await resources.get(resources.kind(CONNECTION_KIND), a.workspace, [], connectionName)))
-        throw notFound(`IntegrationConnection ${JSON.stringify(connectionName)}`);
-      throw new ApiError('VALIDATION_FAILED', opened.reason, {
-        errors: [{ pointer: '/spec', message: opened.reason }],
-      });
-    }
-    return listProviderModels(opened, gw.agent);
+    const o = await openConnection(resources, a.workspace, connectionName);
+    if (o.ok) return o;
+    if (!(await resources.get(resources.kind(CONNECTION_KIND), a.workspace, [], connectionName)))
+      throw notFound(`IntegrationConnection ${JSON.stringify(connectionName)}`);
+    throw new ApiError('VALIDATION_FAILED', o.reason, { errors: [{ pointer: '/spec', message: o.reason }] });
+  }
+
+  app.get('/v0/integrations/connections/:connectionName/models', async (req) =>
+    listProviderModels(await opened(req), gw.agent),
+  );
+
+  // One model of the provider's list: the provider has no lookup of one model common to all of them.
+  app.get('/v0/integrations/connections/:connectionName/models/:modelId', async (req) => {
+    const { modelId, connectionName } = req.params as Record<string, string>;
+    const found = (await listProviderModels(await opened(req), gw.agent)).find((m) => m.id === modelId);
+    if (!found)
+      throw notFound(
+        `model ${JSON.stringify(modelId)} of integration connection ${JSON.stringify(connectionName)}`,
+      );
+    return found;
+  });
+
+  // Where the gateway sends a model endpoint's calls over this connection (no provider call, no secret).
+  app.get('/v0/integrations/connections/:connectionName/endpointConfigurations', async (req) => {
+    const { provider, connection } = await opened(req);
+    const endpoints: Record<string, { method: string; path: string; url: string }> = {
+      chat: {
+        method: 'POST',
+        path: CHAT_PATH,
+        url: provider.url(connection, provider.chat.mode === 'anthropic' ? '/v1/messages' : CHAT_PATH, ''),
+      },
+    };
+    if (provider.modelsPath)
+      endpoints.models = {
+        method: 'GET',
+        path: provider.modelsPath,
+        url: provider.url(connection, provider.modelsPath, ''),
+      };
+    return {
+      integration: connection.integration,
+      wire: provider.wire,
+      baseUrl: connection.baseUrl,
+      endpoints,
+    };
   });
 
   app.get('/v0/models/:modelName/usage', async (req: FastifyRequest) => {

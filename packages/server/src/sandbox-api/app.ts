@@ -49,6 +49,8 @@ export function createApi(config: DaemonConfig): SandboxApi {
     uploads: new UploadStore(),
     startedAt: new Date(),
     codeHash: safeCodeHash(),
+    upgradeCount: 0,
+    lastUpgrade: { status: 'idle', step: 'none', version: config.version },
   };
 }
 
@@ -59,12 +61,22 @@ export function createApi(config: DaemonConfig): SandboxApi {
 export function adoptApi(config: DaemonConfig, prev: SandboxApi): SandboxApi {
   const processes = new ProcessManager();
   processes.adopt(prev.processes.list());
+  const at = new Date();
+  // A daemon from before the count existed had upgraded once when it recorded upgradedAt.
+  const before = prev.upgradeCount ?? (prev.upgradedAt ? 1 : 0);
   return {
     ...createApi(config),
     processes,
     uploads: prev.uploads,
     startedAt: prev.startedAt,
-    upgradedAt: new Date(),
+    upgradedAt: at,
+    upgradeCount: before + 1,
+    lastUpgrade: {
+      status: 'completed',
+      step: 'completed',
+      version: config.version,
+      lastAttempt: at.toISOString(),
+    },
   };
 }
 

@@ -19,6 +19,10 @@ export function healthOf(api: SandboxApi): HealthResponse {
     uptimeSeconds: Math.floor(seconds),
     activeKeepAlive: api.processes.activeKeepAlive,
     runningProcesses: api.processes.runningCount,
+    arch: process.arch,
+    os: process.platform,
+    upgradeCount: api.upgradeCount,
+    lastUpgrade: api.lastUpgrade,
     ...(api.upgradedAt ? { upgradedAt: api.upgradedAt.toISOString() } : {}),
   };
 }

@@ -163,6 +163,17 @@ export interface PortInfo {
   pid: number;
 }
 
+/** The service's `UpgradeStatus`: how the last POST /upgrade went. */
+export interface UpgradeStatus {
+  status: 'idle' | 'running' | 'completed' | 'failed';
+  /** `none`, `replace` (loading the new code) or `completed`. */
+  step: string;
+  /** The daemon version upgraded to (the server's). */
+  version: string;
+  lastAttempt?: string;
+  error?: string;
+}
+
 export interface HealthResponse {
   status: 'ok';
   version: string;
@@ -173,6 +184,11 @@ export interface HealthResponse {
   /** Running processes started with keepAlive: the host must not put the sandbox on standby while > 0. */
   activeKeepAlive: number;
   runningProcesses: number;
+  arch: string;
+  os: string;
+  /** Upgrades completed since the daemon started (POST /upgrade), as the service's daemon counts them. */
+  upgradeCount: number;
+  lastUpgrade: UpgradeStatus;
   /** When the daemon's code was last replaced in place (POST /upgrade); absent before any. */
   upgradedAt?: string;
 }

@@ -4,8 +4,8 @@ import WebSocket from 'ws';
 import { startSandboxDaemon, type TestDaemon } from '../test-support/sandbox-daemon.js';
 
 /** Opens a terminal, types `input`, and resolves with everything received until `until` appears. */
-async function session(d: TestDaemon, steps: { send: string; until: RegExp }[]) {
-  const ws = new WebSocket(`${d.url.replace('http', 'ws')}/terminal/ws?cols=100&rows=30`);
+async function session(d: TestDaemon, steps: { send: string; until: RegExp }[], query = '') {
+  const ws = new WebSocket(`${d.url.replace('http', 'ws')}/terminal/ws?cols=100&rows=30${query}`);
   let out = '';
   let exit: { exitCode: number } | undefined;
   let wake: () => void = () => {};
@@ -44,6 +44,14 @@ for (const mode of ['pty', 'script'] as const) {
       s.ws.send(JSON.stringify({ type: 'input', data: 'exit 3\n' }));
       assert.equal(await s.closed, 1000);
       assert.deepEqual(s.exit(), { type: 'exit', exitCode: 3 });
+    });
+
+    test('?command= runs that command on the terminal and ends with its exit code', async () => {
+      const command = encodeURIComponent("test -t 1 && echo 'on a tty'; exit 7");
+      const s = await session(d, [], `&command=${command}`);
+      assert.equal(await s.closed, 1000);
+      assert.match(s.out(), /on a tty/);
+      assert.deepEqual(s.exit(), { type: 'exit', exitCode: 7 });
     });
   });
 }

@@ -1,7 +1,9 @@
 // GET /terminal/ws: an interactive shell on a PTY over a WebSocket. Client → server: binary frames are keystrokes;
 // text frames are JSON `{"type":"input","data":"..."}` or `{"type":"resize","cols":N,"rows":M}` (any other text is
 // taken as keystrokes). Server → client: binary frames of terminal output, then `{"type":"exit","exitCode":N}` and
-// a close. `?cols=&rows=&workingDir=` set the start. `ws` and `node-pty` load on first use: idle daemons stay small.
+// a close. `?cols=&rows=&workingDir=` set the start; `?command=` runs that command line (through the shell's `-c`)
+// instead of an interactive shell, and its exit code is the one sent. `ws` and `node-pty` load on first use: idle
+// daemons stay small.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { WebSocket, WebSocketServer } from 'ws';
@@ -33,6 +35,7 @@ export function terminal(api: SandboxApi): UpgradeHandler {
       : api.config.workdir;
     const cols = dimension(query.get('cols'), DEFAULT_COLS);
     const rows = dimension(query.get('rows'), DEFAULT_ROWS);
+    const command = query.get('command') || undefined;
     if (!server) {
       const { WebSocketServer } = await import('ws');
       server = new WebSocketServer({ noServer: true, perMessageDeflate: false });
@@ -41,7 +44,7 @@ export function terminal(api: SandboxApi): UpgradeHandler {
     const pty = await loadPty();
     server.handleUpgrade(req, socket, head, (ws) => {
       try {
-        attach(ws, openTerm(pty, cwd, cols, rows));
+        attach(ws, openTerm(pty, cwd, cols, rows, command));
       } catch (err) {
         ws.close(1011, String((err as Error)?.message ?? err).slice(0, 120));
       }
@@ -86,16 +89,25 @@ function dimension(raw: string | null, fallback: number): number {
   return Number.isInteger(n) && n > 0 && n <= MAX_DIMENSION ? n : fallback;
 }
 
+/** Single-quoted for a shell. */
+const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
 function shell(): string {
   const env = process.env.SHELL;
   if (env && existsSync(env)) return env;
   return existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
 }
 
-function openTerm(pty: typeof import('node-pty') | undefined, cwd: string, cols: number, rows: number): Term {
+function openTerm(
+  pty: typeof import('node-pty') | undefined,
+  cwd: string,
+  cols: number,
+  rows: number,
+  command?: string,
+): Term {
   const env = { ...sandboxEnv(), TERM: 'xterm-256color' };
   if (pty) {
-    const p = pty.spawn(shell(), [], {
+    const p = pty.spawn(shell(), command ? ['-c', command] : [], {
       name: 'xterm-256color',
       cols,
       rows,
@@ -112,7 +124,8 @@ function openTerm(pty: typeof import('node-pty') | undefined, cwd: string, cols:
     };
   }
   // script(1) allocates the PTY itself; we talk to it over pipes. No resize in this mode.
-  const child = spawn('script', ['-q', '-e', '-c', shell(), '/dev/null'], { cwd, env, detached: true });
+  const line = command ? `${shell()} -c ${shq(command)}` : shell();
+  const child = spawn('script', ['-q', '-e', '-c', line, '/dev/null'], { cwd, env, detached: true });
   asUserProcess(child.pid);
   return {
     write: (d) => child.stdin.write(d),

@@ -17,6 +17,8 @@ const json = async (path: string, init?: RequestInit & { json?: unknown }) => {
 
 test('an upgrade replaces the code in place: a running process keeps running, its stdin, logs and exit code intact', async () => {
   const before = (await json('/health')).body;
+  assert.equal(before.upgradeCount, 0);
+  assert.equal(before.lastUpgrade.status, 'idle');
   const started = await json('/process', {
     method: 'POST',
     json: { name: 'survivor', command: 'echo before; read line; echo "got $line"; exit 7', stdin: true },
@@ -27,6 +29,10 @@ test('an upgrade replaces the code in place: a running process keeps running, it
   assert.equal(up.status, 200, JSON.stringify(up.body));
   const health = (await json('/health')).body;
   assert.ok(health.upgradedAt, 'health says the code was replaced');
+  // The service SDK's HealthResponse: the system test waits for upgradeCount > 0 and fails on lastUpgrade failed.
+  assert.equal(health.upgradeCount, 1);
+  assert.equal(health.lastUpgrade.status, 'completed');
+  assert.equal(health.lastUpgrade.step, 'completed');
   assert.equal(health.startedAt, before.startedAt, 'the same daemon process: nothing was restarted');
 
   const during = (await json('/process/survivor')).body;
@@ -50,5 +56,6 @@ test('an upgrade replaces the code in place: a running process keeps running, it
   assert.equal(fresh.body.stdout, 'new-code\n');
   const twice = await json('/upgrade', { method: 'POST', json: {} });
   assert.equal(twice.status, 200, 'a second upgrade takes over from the first');
+  assert.equal((await json('/health')).body.upgradeCount, 2, 'the count is carried from code to code');
   assert.equal((await json('/process/survivor')).body.exitCode, 7, 'and adopts what the first adopted');
 });

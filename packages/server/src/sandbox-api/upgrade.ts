@@ -68,6 +68,13 @@ export function upgrade(api: SandboxApi, server: () => Server): Handler {
       await loadAfresh(file);
       await taken;
     } catch (err) {
+      api.lastUpgrade = {
+        status: 'failed',
+        step: 'replace',
+        version: api.config.version,
+        lastAttempt: new Date().toISOString(),
+        error: (err as Error).message,
+      };
       throw new HttpError(
         500,
         `the new daemon did not take over (the current one keeps serving): ${(err as Error).message}`,

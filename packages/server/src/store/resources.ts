@@ -6,7 +6,14 @@ import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { unknownFieldIssues } from '../kinds/field-suggestions.js';
 import { checkBody, schemasOf } from '../kinds/schema.js';
-import { movedDestinations, REDACTED, secretPointer, visitSecrets } from '../kinds/secret-paths.js';
+import {
+  dropEmptied,
+  movedDestinations,
+  REDACTED,
+  restoreOmitted,
+  secretPointer,
+  visitSecrets,
+} from '../kinds/secret-paths.js';
 import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor, Role } from '../kinds/types.js';
 import type { Outbound } from '../outbound/index.js';
@@ -304,8 +311,11 @@ export class Resources {
     return recordEvent(this.store, this.now, key, message, status);
   }
 
-  /** The response body: secrets redacted (or opened for an admin asking `show_secrets`), computed fields added. */
-  view(kd: KindDescriptor, o: StoredObject, showSecrets = false): any {
+  /**
+   * The response body: secrets redacted or left out (or opened for an admin asking `show_secrets`, and on the answer
+   * to the create that sent them where the kind echoes them), computed fields added.
+   */
+  view(kd: KindDescriptor, o: StoredObject, showSecrets = false, createdNow = false): any {
     // Copies only what this function or a kind's decorate() changes: top-level fields, metadata, spec's top
     // level, and the whole spec when secrets are rewritten in it (a deep clone per read was a tenth of a GET).
     const src = o.body;
@@ -316,7 +326,11 @@ export class Resources {
     };
     const url = this.opts.urlOf?.(kd, o.workspace, body);
     if (url) body.metadata.url = url;
-    visitSecrets(body.spec, kd.secrets, (v) => (showSecrets ? this.box.open(v) : REDACTED));
+    visitSecrets(body.spec, kd.secrets, (v, _prev, place) => {
+      if (showSecrets || (createdNow && place.path.echoedOnCreate)) return this.box.open(v);
+      return place.path.omittedOnRead ? undefined : REDACTED;
+    });
+    dropEmptied(body.spec, kd.secrets);
     kd.decorate?.(body, this.now().getTime());
     return body;
   }
@@ -359,6 +373,7 @@ export class Resources {
     const redactedWithoutPrev: FieldIssue[] = [];
     const moved: FieldIssue[] = [];
     let keptSecrets = false;
+    if (prev) restoreOmitted(body.spec, prev.body.spec, kd.secrets);
     visitSecrets(
       body.spec,
       kd.secrets,

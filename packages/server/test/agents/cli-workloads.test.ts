@@ -6,7 +6,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { berth } from '../berth-cli.js';
+import { berth, berthIntoHead } from '../berth-cli.js';
 import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
 
 const TEMPLATE = join(import.meta.dirname, '../../../../templates/agent-python');
@@ -42,14 +42,16 @@ describe('berth CLI for agents', () => {
     setVersion('v1');
     const d1 = await berth(s, ['deploy', dir]);
     assert.equal(d1.code, 0, d1.out);
-    const lines = d1.stdout.split('\n');
-    const building = lines.indexOf('BUILDING');
+    // In a pipe: one line per phase stamped with the time since the start, the build log, then the outcome.
+    const lines = d1.stderr.split('\n');
+    const building = lines.findIndex((l) => /^\[\s*[\d.]+s\] building$/.test(l));
     const logged = lines.findIndex((l) => BUILD_LINE.test(l));
-    const deployed = lines.indexOf('DEPLOYED');
+    const deployed = lines.findIndex((l) => /^agent\/cli-agent DEPLOYED in /.test(l));
     assert.ok(
       building >= 0 && logged > building && deployed > logged,
-      `build log between statuses:\n${d1.out}`,
+      `build log between the phases:\n${d1.out}`,
     );
+    assert.ok(!d1.out.includes('\u001b'), 'no escape code in a pipe');
     v1 = (await agent()).activeRevision;
 
     const run = await berth(s, ['run', 'agent', 'cli-agent', '--data', '{"inputs":"hi"}', '--thread', 't1']);
@@ -82,7 +84,7 @@ describe('berth CLI for agents', () => {
     setVersion('v2');
     const d2 = await berth(s, ['deploy', dir, '--traffic', '30']);
     assert.equal(d2.code, 0, d2.out);
-    assert.match(d2.stdout, /takes 30% \(canary\)/);
+    assert.match(d2.stderr, /takes 30% \(canary\)/);
     const o2 = await agent();
     assert.equal(o2.activeRevision, v1, 'the serving revision stays active');
     assert.notEqual(o2.canaryRevision, v1);
@@ -91,8 +93,27 @@ describe('berth CLI for agents', () => {
 
     const revs = await berth(s, ['get', 'revisions', 'agent', 'cli-agent']);
     assert.equal(revs.code, 0, revs.out);
-    assert.match(revs.stdout, new RegExp(`^${v2} `, 'm'));
-    assert.match(revs.stdout, new RegExp(`^${v1} .* active `, 'm'));
+    assert.match(revs.stdout, /^REVISION\s+TRAFFIC\s+AGE\s+START\n/);
+    assert.match(revs.stdout, new RegExp(`^${v2}\\s+30%\\s`, 'm'));
+    assert.match(revs.stdout, new RegExp(`^${v1}\\s+70%\\s`, 'm'));
+    const head = await berthIntoHead(s, ['get', 'revisions', 'agent', 'cli-agent'], 1);
+    assert.equal(head.code, 0, head.stderr);
+    assert.equal(head.stderr, '', 'a reader that stops early ends it quietly');
+    const agentRow = (await berth(s, ['get', 'agent', 'cli-agent'])).stdout.split('\n');
+    assert.deepEqual(agentRow[0].split(/\s{2,}/), [
+      'NAME',
+      'STATUS',
+      'REVISION',
+      'CANARY',
+      'REPLICAS',
+      'URL',
+      'AGE',
+      'REASON',
+    ]);
+    assert.match(
+      agentRow[1],
+      new RegExp(`^cli-agent\\s+DEPLOYED\\s+${v1.slice(0, 12)}\\s+${v2.slice(0, 12)} 30%\\s+\\d+\\s+http`),
+    );
   });
 
   it('rollback gives the named revision all traffic and drops the canary', async () => {

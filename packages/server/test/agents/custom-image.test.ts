@@ -107,7 +107,7 @@ describe('agents and jobs on spec.runtime.image', () => {
     writeApp(dir, `type = "agent"\nname = "img-agent"\n[runtime]\nmemory = 256\nimage = "${nodeRef}"\n`);
     const r = await berth(s, ['deploy', dir]);
     assert.equal(r.code, 0, r.out);
-    assert.match(r.stdout, /DEPLOYED/);
+    assert.match(r.stderr, /DEPLOYED in/);
     const res = await s.run(`${s.url}/run/default/agents/img-agent`);
     const body = await res.json();
     assert.equal(res.status, 200, JSON.stringify(body));

@@ -35,8 +35,8 @@ describe('agents from code', () => {
     writeFileSync(join(dir, 'berth.toml'), 'type = "agent"\nname = "py-agent"\n[runtime]\nmemory = 256\n');
     const r = await berth(s, ['deploy', dir]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    assert.match(r.stdout, /DEPLOYED/);
-    assert.match(r.stdout, /\/run\/default\/agents\/py-agent/);
+    assert.match(r.stderr, /^agent\/py-agent DEPLOYED in \S+: revision \S+ takes all traffic$/m);
+    assert.match(r.stdout, /^http:\/\/\S+\/run\/default\/agents\/py-agent\n$/, 'stdout: the address alone');
     const url = `${s.url}/run/default/agents/py-agent`;
     const anon = await fetch(url, { method: 'POST', body: '{"inputs":"hi"}' });
     assert.equal(anon.status, 401, 'a private agent wants a credential');
@@ -168,8 +168,13 @@ describe('agents from code', () => {
     writeFileSync(join(dir, 'berth.toml'), '[runtime]\nmemory = 256\n');
     const r = await berth(s, ['deploy', dir]);
     assert.equal(r.code, 1, r.stdout + r.stderr);
-    assert.match(r.stdout, /BUILDING/);
-    assert.match(r.stderr, /build failed/);
+    assert.match(r.stderr, /\] building$/m, 'the build phase');
+    assert.match(
+      r.stderr,
+      /^agent\/needs-net FAILED: .*build failed/m,
+      'the reason, from the object’s last event',
+    );
+    assert.equal(r.stdout, '', 'no address: nothing serves');
     assert.match(r.stderr, /definitely-not-a-cached-package/, 'the last lines of the build log are shown');
     const o = await (await s.api('/agents/needs-net')).json();
     assert.equal(o.status, 'FAILED');

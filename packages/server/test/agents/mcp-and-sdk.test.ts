@@ -35,7 +35,11 @@ describe('TypeScript templates built offline from the dependency cache', () => {
     seedNodeCache(s.dataDir, 'default', dir, REPO);
     const r = await berth(s, ['deploy', dir]);
     assert.equal(r.code, 0, r.out);
-    assert.match(r.out, /\/run\/default\/functions\/mcp-typescript/);
+    assert.match(
+      r.stdout,
+      /\/run\/default\/functions\/mcp-typescript\/mcp\n$/,
+      'the MCP address, /mcp included',
+    );
     const log = await (await s.api('/functions/mcp-typescript/revisions/latest/logs')).text();
     assert.match(log, /dependency cache hit/);
     const client = new Client({ name: 'test', version: '1.0.0' });

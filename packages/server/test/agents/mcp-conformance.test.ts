@@ -23,7 +23,7 @@ const SCENARIO_TIMEOUT_MS = 60_000;
 const installed = existsSync(NODE22) && existsSync(SUITE);
 
 describe('MCP conformance of the template through the gateway', {
-  skip: !installed && `run: npm ci --prefix ${SUITE_DIR}`,
+  skip: !installed && `run: (cd ${SUITE_DIR} && npm ci)`,
 }, () => {
   let s: SandboxServer;
   let work: string;

@@ -1,5 +1,6 @@
-// Revisions and traffic on real replicas: each deploy is a revision; a canary takes its share of requests; a
-// deploy while the active revision is pinned to an older one goes in at 0%; rollback is setting `active`.
+// Revisions and traffic on real replicas: a deploy while the active revision is pinned to an older one goes in at 0%,
+// and `berth deploy` says so (exit 3, with the command that promotes it); promoting and rolling back are setting
+// `active`, and promoting what serves already changes nothing. The canary split is in revisions-canary.test.ts.
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,24 +10,24 @@ import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js'
 import { berth } from '../berth-cli.js';
 
 const REPO = join(import.meta.dirname, '../../../..');
-/** Requests of the split check, and the share the canary gets. */
-const REQUESTS = 10_000;
-const CANARY_PERCENT = 20;
 const CONCURRENCY = 16;
 
 describe('revisions and traffic', () => {
   let s: SandboxServer;
   let dir: string;
+  /** The last deploy's run. */
+  let last: Awaited<ReturnType<typeof berth>>;
   const url = () => `${s.url}/run/default/agents/rev-agent`;
-  /** Deploys the Python template answering `version` in every reply; returns the new revision id. */
-  async function deployVersion(version: string) {
+  /** Deploys the Python template answering `version` in every reply; returns the agent as it then is. */
+  async function deployVersion(version: string, exitCode = 0) {
     const main = readFileSync(join(REPO, 'templates/agent-python/main.py'), 'utf8').replace(
       '"turn": len(history) + 1,',
       `"turn": len(history) + 1, "version": ${JSON.stringify(version)},`,
     );
     writeFileSync(join(dir, 'main.py'), main);
     const r = await berth(s, ['deploy', dir]);
-    assert.equal(r.code, 0, r.out);
+    assert.equal(r.code, exitCode, r.out);
+    last = r;
     return (await (await s.api('/agents/rev-agent')).json()) as any;
   }
   async function versions(n: number): Promise<Map<string, number>> {
@@ -70,42 +71,37 @@ describe('revisions and traffic', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('canary split, a deploy while pinned stays at 0%, and rollback', async () => {
+  it('a deploy while pinned stays at 0% and says how to promote it; promote and rollback set the active revision', async () => {
     const v1 = (await deployVersion('v1')).activeRevision;
-    const o2 = await deployVersion('v2');
-    const v2 = o2.activeRevision;
-    assert.notEqual(v1, v2, 'a new deploy became active (the active one was the latest)');
-    assert.deepEqual(
-      o2.revisions.map((r: any) => r.id),
-      [v2, v1],
+    const v2 = (await deployVersion('v2')).activeRevision;
+    assert.notEqual(v1, v2);
+    assert.match(last.stderr, new RegExp(`DEPLOYED in .*: revision ${v2} takes all traffic`));
+    assert.match(
+      last.stdout,
+      /^http:\/\/\S+\/run\/default\/agents\/rev-agent\n$/,
+      'stdout: the address alone',
     );
 
-    await setRevision({ active: v1, canary: v2, canaryPercent: CANARY_PERCENT });
-    const split = await versions(REQUESTS);
-    const share = ((split.get('v2') ?? 0) / REQUESTS) * 100;
-    assert.ok(
-      Math.abs(share - CANARY_PERCENT) <= 2,
-      `canary share ${share}% (expected ${CANARY_PERCENT} ± 2)`,
-    );
-    assert.equal((split.get('v1') ?? 0) + (split.get('v2') ?? 0), REQUESTS);
-
-    // Pinned to v1 (no canary): a new deploy is kept as a revision but takes no traffic.
+    // Pinned to v1 (no canary): a new deploy is kept as a revision but takes no traffic, and the CLI says so.
     await setRevision({ active: v1 });
-    const o3 = await deployVersion('v3');
+    const o3 = await deployVersion('v3', 3);
     assert.equal(o3.activeRevision, v1);
     assert.equal(o3.revisions.length, 3);
+    const v3 = o3.revisions[0].id;
+    assert.match(last.stderr, new RegExp(`revision ${v3} takes no traffic: spec.revision.active pins ${v1}`));
+    assert.match(last.stderr, new RegExp(`berth promote agent rev-agent ${v3}`));
     assert.deepEqual([...(await versions(50)).keys()], ['v1']);
 
-    // Rollforward and rollback are the same call.
-    const v3 = o3.revisions[0].id;
-    await setRevision({ active: v3 });
+    // Promoting (to the newest, by default) and rolling back are the same call; promoting what serves is a no-op.
+    const promoted = await berth(s, ['promote', 'agent', 'rev-agent']);
+    assert.equal(promoted.code, 0, promoted.out);
+    assert.equal(promoted.stdout, `revision ${v3} takes all traffic\n`);
     assert.deepEqual([...(await versions(20)).keys()], ['v3']);
-    await setRevision({ active: v1 });
+    const again = await berth(s, ['promote', 'agent', 'rev-agent', v3]);
+    assert.equal(again.code, 0, again.out);
+    assert.match(again.stderr, new RegExp(`revision ${v3} takes all traffic already: nothing changed`));
+    const back = await berth(s, ['rollback', 'agent', 'rev-agent', v1]);
+    assert.equal(back.code, 0, back.out);
     assert.deepEqual([...(await versions(20)).keys()], ['v1']);
-    const events = (await (await s.api('/agents/rev-agent')).json()).events.map((e: any) => e.message);
-    assert.ok(
-      events.some((m: string) => m.includes(`canary ${v2} at ${CANARY_PERCENT}%`)),
-      events.join('\n'),
-    );
   });
 });

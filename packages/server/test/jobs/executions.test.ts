@@ -1,17 +1,14 @@
 // Batch jobs end to end on real sandboxes: the job template deployed with `berth deploy`, executions started
-// through the API; concurrency sampled from /proc, retries, the timeout kill, cancel leaving nothing behind, and
-// the per-task log with the task's own output (its input read through blStartJob).
+// through the API; concurrency sampled from /proc, retries, and the per-task log with the task's own output (its
+// input read through blStartJob). How executions end (timeout, cancel, callback) is in executions-end.test.ts.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { verifyWebhookSignature } from '@blaxel/core';
-import { Webhook } from 'standardwebhooks';
-import { inspectingDriver, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
-import { api, deployJob, taskProcesses, waitExecution } from './support.js';
+import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { berthIntoHead } from '../berth-cli.js';
+import { api, berth, deployJob, taskProcesses, waitExecution } from './support.js';
 
 const JOB = 'batch';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -57,6 +54,28 @@ describe('job executions', () => {
     assert.ok(peak <= 5, `at most 5 task processes at once, saw ${peak}`);
     const log = await api(s, `/jobs/${JOB}/executions/${id}/tasks/7/logs`);
     assert.match(log.body, /hello, t7/, 'the task read its own input through blStartJob');
+
+    // The CLI prints the 50 tasks' logs one after the other: a reader that stops early closes the pipe under it.
+    const head = await berthIntoHead(s, ['logs', 'job', JOB, '--execution', id], 1);
+    assert.equal(head.code, 0, head.stderr);
+    assert.equal(head.stderr, '', 'quiet: no EPIPE trace');
+    assert.equal(head.head.split('\n').length, 2, 'head printed its one line');
+    const table = await berth(s, ['get', 'executions', 'job', JOB]);
+    assert.equal(table.code, 0, table.out);
+    const [header, row] = table.stdout.split('\n');
+    assert.deepEqual(header.split(/\s+/), [
+      'ID',
+      'STATUS',
+      'TASKS',
+      'SUCCEEDED',
+      'FAILED',
+      'RUNNING',
+      'WAITING',
+      'AGE',
+    ]);
+    assert.match(row, new RegExp(`^${id}\\s+succeeded\\s+50\\s+50\\s+0\\s+0\\s+0\\s`));
+    const json = JSON.parse((await berth(s, ['get', 'executions', 'job', JOB, '-o', 'json'])).stdout);
+    assert.equal(json[0].metadata.id, id);
   });
 
   it('retries a failing task until it succeeds on its third attempt', async () => {
@@ -69,115 +88,6 @@ describe('job executions', () => {
     assert.equal(e.tasks[0].status, 'succeeded');
     assert.equal(e.tasks[0].attempts, 3);
     assert.equal(e.stats.retried, 2);
-  });
-
-  it('kills a task at its timeout and marks it so; the execution fails', async () => {
-    // A short limit for this execution only (an execution takes the job's settings when it is created).
-    const setTimeoutS = async (timeout: number) => {
-      const cur = await api(s, `/jobs/${JOB}?show_secrets=true`);
-      const spec = { ...cur.body.spec, runtime: { ...cur.body.spec.runtime, timeout } };
-      const put = await api(s, `/jobs/${JOB}`, { method: 'PUT', json: { metadata: { name: JOB }, spec } });
-      assert.equal(put.status, 200, JSON.stringify(put.body));
-    };
-    await setTimeoutS(3);
-    const c = await api(s, `/jobs/${JOB}/executions`, { method: 'POST', json: { tasks: [{ sleep: 60 }] } });
-    await setTimeoutS(120);
-    const id = c.body.executionId;
-    const e = await waitExecution(s, JOB, id);
-    assert.equal(e.status, 'failed');
-    assert.equal(e.tasks[0].status, 'timeout');
-    assert.equal(e.tasks[0].attempts, 3, 'a timed-out attempt is retried like a failed one');
-    assert.match(JSON.stringify(e.tasks[0].conditions), /killed after 3s/);
-    assert.deepEqual(taskProcesses(id), []);
-  });
-
-  it('cancel stops running tasks, cancels waiting ones and leaves no process or sandbox behind', async () => {
-    const tasks = Array.from({ length: 10 }, () => ({ sleep: 2.5 }));
-    const c = await api(s, `/jobs/${JOB}/executions`, { method: 'POST', json: { tasks } });
-    const id = c.body.executionId;
-    for (let i = 0; i < 300 && taskProcesses(id).length === 0; i++) await sleep(50);
-    assert.ok(taskProcesses(id).length > 0, 'some tasks were running');
-    const d = await api(s, `/jobs/${JOB}/executions/${id}`, { method: 'DELETE' });
-    assert.equal(d.status, 200);
-    assert.ok(['cancelling', 'cancelled'].includes(d.body.status), d.body.status);
-    const e = await waitExecution(s, JOB, id);
-    assert.equal(e.status, 'cancelled');
-    assert.ok(e.stats.cancelled >= 5, JSON.stringify(e.stats));
-    assert.deepEqual(taskProcesses(id), []);
-    // An ended task's sandbox is removed in the background once its outcome is stored (decision 033): within
-    // 5 s, before the cancel's own kill timer (CANCEL_KILL_MS, 7 s) would remove it anyway.
-    let left: string[] = [];
-    for (let i = 0; i < 50; i++) {
-      const driver = await inspectingDriver(s.dataDir);
-      left = (await driver.list()).filter((x) => x.id.startsWith('job-')).map((x) => x.id);
-      await driver.close();
-      if (!left.length) break;
-      await sleep(100);
-    }
-    assert.deepEqual(left, [], 'no task sandbox is left');
-  });
-
-  it('an execution started by the HTTP trigger is reported at its end by a signed callback that both verifiers accept, and a tampered body fails', async () => {
-    const got: { body: string; headers: IncomingHttpHeaders }[] = [];
-    const receiver = createServer((req, res) => {
-      let body = '';
-      req.on('data', (d) => (body += d));
-      req.on('end', () => {
-        got.push({ body, headers: req.headers });
-        res.end('ok');
-      });
-    });
-    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-    const port = (receiver.address() as { port: number }).port;
-    const secret = `whsec_${randomBytes(24).toString('base64')}`;
-    try {
-      const cur = await api(s, `/jobs/${JOB}?show_secrets=true`);
-      const spec = {
-        ...cur.body.spec,
-        triggers: [
-          {
-            type: 'http-async',
-            configuration: { callbackUrl: `http://127.0.0.1:${port}/hook`, callbackSecret: secret },
-          },
-        ],
-      };
-      const put = await api(s, `/jobs/${JOB}`, { method: 'PUT', json: { metadata: { name: JOB }, spec } });
-      assert.equal(put.status, 200, JSON.stringify(put.body));
-      // Started through the job's HTTP trigger (private: a credential is needed).
-      const trigger = `${s.url}/run/default/jobs/${JOB}`;
-      const anon = await fetch(trigger, { method: 'POST', body: '{}' });
-      assert.equal(anon.status, 401);
-      const started = await fetch(trigger, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ tasks: [{ name: 'cb' }] }),
-      });
-      const c = { body: await started.json() };
-      assert.equal(started.status, 200, JSON.stringify(c.body));
-      await waitExecution(s, JOB, c.body.executionId);
-      for (let i = 0; i < 100 && !got.length; i++) await sleep(100);
-      assert.equal(got.length, 1);
-      const { body, headers } = got[0];
-      const parsed = JSON.parse(body);
-      assert.equal(parsed.executionId, c.body.executionId);
-      assert.equal(parsed.status, 'succeeded');
-      assert.equal(parsed.stats.success, 1);
-      const h = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)]));
-      assert.deepEqual(new Webhook(secret).verify(body, h), parsed);
-      const sdk = (b: string) =>
-        verifyWebhookSignature({
-          body: b,
-          secret,
-          signature: h['x-blaxel-signature'],
-          timestamp: h['x-blaxel-timestamp'],
-        });
-      assert.equal(sdk(body), true);
-      const tampered = body.replace('succeeded', 'failed');
-      assert.throws(() => new Webhook(secret).verify(tampered, h));
-      assert.equal(sdk(tampered), false);
-    } finally {
-      receiver.close();
-    }
   });
 
   it('refuses an execution of a job with no deployed code, and a writable persistent volume with parallel tasks', async () => {

@@ -37,26 +37,20 @@ main(['node', 'berth', ...process.argv.slice(1)]).catch((e) => { console.error('
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
-test('berth run model prints the answer; streams are printed as they come', async () => {
-  const r = await berth([
-    'run',
-    'model',
-    'gpt',
-    '--data',
-    '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}',
-  ]);
+test('berth run model prints the answer text, a stream’s as it comes; -o json the answer as the provider sent it', async () => {
+  const body = '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}';
+  const r = await berth(['run', 'model', 'gpt', '--data', body]);
   assert.equal(r.code, 0, r.stderr);
-  assert.equal(JSON.parse(r.stdout).choices[0].message.content, 'Hello from');
-  const s = await berth([
-    'run',
-    'model',
-    'gpt',
-    '--data',
-    '{"messages":[{"role":"user","content":"Hi"}],"stream":true}',
-  ]);
+  assert.equal(r.stdout, 'Hello from\n');
+  const raw = await berth(['run', 'model', 'gpt', '--data', body, '-o', 'json']);
+  assert.equal(JSON.parse(raw.stdout).choices[0].message.content, 'Hello from');
+  const stream = '{"messages":[{"role":"user","content":"Hi"}],"stream":true}';
+  const s = await berth(['run', 'model', 'gpt', '--data', stream]);
   assert.equal(s.code, 0, s.stderr);
-  assert.match(s.stdout, /^data: /);
-  assert.match(s.stdout, /data: \[DONE\]/);
+  assert.equal(s.stdout, 'Hello from the fake provider\n');
+  const events = await berth(['run', 'model', 'gpt', '--data', stream, '-o', 'json']);
+  assert.match(events.stdout, /^data: /);
+  assert.match(events.stdout, /data: \[DONE\]/);
   const models = await berth(['run', 'model', 'gpt', '--path', '/v1/models']);
   assert.equal(JSON.parse(models.stdout).data[0].id, 'fake-gpt');
 });

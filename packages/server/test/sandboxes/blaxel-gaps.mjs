@@ -162,6 +162,8 @@ await step('upgrade', async () => {
       logs: await sb.process.logs('survivor', 'stdout'),
     },
     upgraded: typeof health.upgradedAt === 'string',
+    upgradeCount: health.upgradeCount,
+    lastUpgrade: health.lastUpgrade?.status,
   };
 });
 

@@ -91,6 +91,8 @@ describe('@blaxel/core on the wire gaps', () => {
       previewAfter: 'web-ok',
       final: { status: 'completed', exitCode: 0, logs: 'started\nfinished\n' },
       upgraded: true,
+      upgradeCount: 1,
+      lastUpgrade: 'completed',
     });
   });
 
@@ -146,6 +148,14 @@ describe('@blaxel/core on the wire gaps', () => {
       processName: 'soon-proc',
     });
     assert.equal(x.firedLogs, 'fired-schedule\n');
+  });
+
+  it('a one-off that fired is removed; the workspace lists every sandbox’s schedules and firings, and counts them', () => {
+    const x = r.schedules;
+    assert.equal(x.soonAfterFiring, 404);
+    assert.deepEqual(x.workspaceSchedules, ['gap-sched/nightly']);
+    assert.deepEqual(x.workspaceExecutions, ['gap-sched/soon/succeeded']);
+    assert.deepEqual(x.metrics, { executions: 1, succeeded: 1, schedules: 1 });
   });
 
   it('refuses an externalId outside 1-64 of [A-Za-z0-9._:-], and an unknown region naming the settings (422)', async () => {

@@ -1,6 +1,12 @@
 // Sandbox schedules through the unmodified @blaxel/core SDK: create (cron, at, sleep), list with pages and a type
-// filter, get, update, delete, and a schedule that fires. Prints one `RESULT <json>` line.
-import { SandboxInstance } from '@blaxel/core';
+// filter, get, update, delete, a schedule that fires (and, a one-off, is then removed), and the workspace-wide
+// lists and metrics. Prints one `RESULT <json>` line.
+import {
+  getSandboxScheduleMetrics,
+  listScheduleExecutions,
+  listSchedules,
+  SandboxInstance,
+} from '@blaxel/core';
 
 const name = process.env.SANDBOX_NAME;
 const memory = Number(process.env.SANDBOX_MEMORY);
@@ -76,4 +82,21 @@ if (executions[0]) {
   await sb.process.wait(executions[0].processName).catch(() => undefined);
   out.firedLogs = await sb.process.logs(executions[0].processName, 'stdout');
 }
+// A one-off that fired is no longer listed (the service removes it); the workspace-wide lists and the metrics.
+try {
+  await sb.schedules.get('soon');
+  out.soonAfterFiring = 'found';
+} catch (e) {
+  out.soonAfterFiring = e.code ?? e.status;
+}
+const all = await listSchedules({ query: { sandbox: name }, throwOnError: true });
+out.workspaceSchedules = all.data.data.map((s) => `${s.sandbox}/${s.id}`);
+const fired = await listScheduleExecutions({ query: { schedule: 'soon' }, throwOnError: true });
+out.workspaceExecutions = fired.data.data.map((e) => `${e.sandbox}/${e.scheduleId}/${e.status}`);
+const metrics = (await getSandboxScheduleMetrics({ throwOnError: true })).data;
+out.metrics = {
+  executions: metrics.executions,
+  succeeded: metrics.executionsByStatus.succeeded,
+  schedules: metrics.schedules,
+};
 console.log(`RESULT ${JSON.stringify(out)}`);

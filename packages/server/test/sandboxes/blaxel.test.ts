@@ -43,10 +43,10 @@ test('@blaxel/core creates a sandbox, runs processes, uses its files, watches, a
   assert.ok(r.processes.includes('logger'));
   assert.equal(r.again.status, 'DEPLOYED');
   assert.equal(r.again.createdAt, r.created.createdAt, 'createIfNotExists answered the same sandbox');
-  assert.equal(r.afterDelete, 'TERMINATED');
+  assert.equal(r.afterDelete, 'error 404', 'deleted before the DELETE answered, as the SDK reads it');
 });
 
-test('@blaxel/core mounts a volume, writes, recreates the sandbox with it and reads the data back', async () => {
+test('@blaxel/core mounts a volume, writes, recreates the sandbox with it and reads the data back; finds one by externalId, is refused a resize, deletes', async () => {
   const r = await runSdk(join(import.meta.dirname, 'blaxel-volumes.mjs'), {
     SANDBOX_MEMORY: String(TEST_MEMORY_MB),
   });
@@ -54,14 +54,17 @@ test('@blaxel/core mounts a volume, writes, recreates the sandbox with it and re
   assert.equal(r.first, 'DEPLOYED');
   assert.equal(r.attached, 'sandbox:sdk-vol-one');
   assert.equal(r.readBack, 'kept across sandboxes');
+  assert.equal(r.byExternalId, 'sdk-ext');
+  assert.deepEqual(r.resize, { status: 422, code: 422, error: 'VALIDATION_FAILED', pointer: '/spec/size' });
+  assert.equal(r.afterDelete, 404, 'a deleted volume is a 404 right after its DELETE');
 });
 
-test('@blaxel/core creates a drive, mounts it live in two sandboxes, lists, unmounts and reads it back later', async () => {
+test('@blaxel/core creates a drive and mounts it at once in two sandboxes, lists, unmounts, reads it back later, deletes it', async () => {
   const r = await runSdk(join(import.meta.dirname, 'blaxel-drives.mjs'), {
     SANDBOX_MEMORY: String(TEST_MEMORY_MB),
   });
   assert.equal(r.created, 'sdk-drive');
-  assert.equal(r.status, 'DEPLOYED');
+  assert.equal(r.status, 'DEPLOYED', 'the create answers once the drive can be mounted');
   assert.equal(r.mount.success, true);
   assert.equal(r.mount.mountPath, '/home/user/drive');
   assert.equal(r.readByTwo, 'shared through a drive');
@@ -71,4 +74,5 @@ test('@blaxel/core creates a drive, mounts it live in two sandboxes, lists, unmo
   assert.equal(r.unmount.success, true);
   assert.deepEqual(r.listAfter, []);
   assert.equal(r.readBack, 'shared through a drive');
+  assert.equal(r.afterDelete, 404, 'a deleted drive is a 404 right after its DELETE');
 });

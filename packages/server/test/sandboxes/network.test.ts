@@ -57,7 +57,7 @@ test('@blaxel/core: network.allowedDomains on create is enforced inside, and upd
   assert.deepEqual(r.after, { allowed: '000 56', other: '200 0' });
 });
 
-test('routing secrets are never answered; an egress gateway the server does not have fails the sandbox, saying so', async () => {
+test('routing secrets are never read back (only the create that sent them echoes them); an egress gateway the server does not have fails the sandbox, saying so', async () => {
   const secret = 'sk-api-never-answered-5521';
   const created = await server.create('net-unenforced', {
     network: {
@@ -68,12 +68,21 @@ test('routing secrets are never answered; an egress gateway the server does not 
     },
   });
   const body = await server.waitFor('net-unenforced', (b) => b.status === 'FAILED', 'FAILED');
-  assert.ok(!JSON.stringify(created).includes(secret), 'not in the create answer');
+  assert.deepEqual(
+    created.spec.network.proxy.routing[0].secrets,
+    { k: secret },
+    'echoed to the caller that sent it',
+  );
   assert.ok(!JSON.stringify(body).includes(secret), 'not in a GET');
+  assert.equal(
+    body.spec.network.proxy.routing[0].secrets,
+    undefined,
+    'left out of reads, as the service does',
+  );
   assert.match(body.events.at(-1).message, /egress gateway gw is not configured on this server/);
 });
 
-test('proxy.routing from the API: the routed host gets the secret, the sandbox and the API never show it', async () => {
+test('proxy.routing from the API: the routed host gets the secret; the sandbox never sees it, nor does a read', async () => {
   const secret = 'sk-routed-through-the-api-8812';
   const created = await server.create('net-routed', {
     network: {

@@ -8,7 +8,7 @@ import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { getWithHost, type SandboxServer, startSandboxServer } from './support.js';
 
 /** Answers with what it saw, and sets the cookies named in `?setcookie=` (else `app=1`). */
-const SERVER = `node -e "require('http').createServer((q, r) => { const c = new URL(q.url, 'http://x').searchParams.getAll('setcookie'); r.setHeader('set-cookie', c.length ? c : 'app=1'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).on('upgrade', (q, sock) => sock.end('HTTP/1.1 101 Switching Protocols\\r\\nupgrade: websocket\\r\\nconnection: upgrade\\r\\nset-cookie: bl_preview_token=evil; Path=/run/\\r\\n\\r\\n')).listen(3000, '127.0.0.1')"`;
+const SERVER = `node -e "require('http').createServer((q, r) => { const c = new URL(q.url, 'http://x').searchParams.getAll('setcookie'); r.setHeader('set-cookie', c.length ? c : 'app=1'); if (q.url.endsWith('/sw.js')) r.setHeader('service-worker-allowed', '/'); r.end(JSON.stringify({ url: q.url, headers: q.headers })); }).on('upgrade', (q, sock) => sock.end('HTTP/1.1 101 Switching Protocols\\r\\nupgrade: websocket\\r\\nconnection: upgrade\\r\\nset-cookie: bl_preview_token=evil; Path=/run/\\r\\n\\r\\n')).listen(3000, '127.0.0.1')"`;
 
 describe('sandbox previews', () => {
   let s: SandboxServer;
@@ -78,6 +78,23 @@ describe('sandbox previews', () => {
     assert.match(text, /^HTTP\/1\.1 101 /);
     assert.match(text, /Set-Cookie: bl_preview_token=evil; Path=\/run\/default\/previews\/pv-box\/pub\/\r\n/);
     assert.doesNotMatch(text, /Path=\/run\/\r\n/);
+  });
+
+  it("lets no answer widen a service worker's scope on the server's origin (it would control /console)", async () => {
+    // Set by the app itself, and by the preview's own responseHeaders: neither reaches the browser.
+    const r = await s.api('/sandboxes/pv-box/previews', {
+      method: 'POST',
+      json: {
+        metadata: { name: 'sw' },
+        spec: { port: 3000, public: true, responseHeaders: { 'Service-Worker-Allowed': '/' } },
+      },
+    });
+    assert.equal(r.status, 200, await r.text());
+    for (const url of [`${urls.publicUrl}/sw.js`, `${s.url}/run/default/previews/pv-box/sw/app.js`]) {
+      const res = await fetch(url);
+      assert.equal(res.status, 200, url);
+      assert.equal(res.headers.get('service-worker-allowed'), null, url);
+    }
   });
 
   it('refuses a private preview without a token, and with a wrong one', async () => {

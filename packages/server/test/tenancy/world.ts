@@ -137,6 +137,7 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
   values.clientId = [member.id];
   values.apiKeyId = [member.keyId];
   values.subject = [member.id];
+  values.subOrEmail = [member.id];
   values.invitee = [c.id];
   const invited = await api(`/workspaces/${names.a}/members/${c.id}`, {
     method: 'PUT',
@@ -295,6 +296,11 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
   );
   const templates = await ok(await api('/templates', asA), 'templates');
   values.templateName = [templates[0].name];
+  // The server's own catalogs are the same in every workspace: any name they know will do.
+  values.featureKey = ['sandboxes'];
+  values.integrationName = ['openai'];
+  // A model of A's connection's provider: the provider is not reachable, so the answer is its error.
+  values.modelId = ['gpt-4o-mini'];
 
   // B's own sandbox and private preview, with a token that is B's to hold.
   const asB = { key: b.key };

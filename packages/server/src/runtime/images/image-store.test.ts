@@ -9,6 +9,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  statfsSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:http';
@@ -373,6 +374,20 @@ describe('image names per workspace', () => {
     assert.ok(roomy.usage('ws').usedBytes >= 3 << 20);
     assert.equal(roomy.usage('ws').limitBytes, 8 << 20);
     assert.equal(roomy.usage('other').usedBytes, 0);
+  });
+
+  it('an image larger than what the disk has free is refused as it unpacks, and nothing of it stays', async () => {
+    const img = await push.image('test/disk', 'v1', [
+      await tarOf([{ name: 'big', body: Buffer.alloc(3 << 20) }]),
+    ]);
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-images-'));
+    dirs.push(dataDir);
+    // A reserve that leaves 1 MiB of this disk to images: the quota (10 GB) is not what refuses it.
+    const fs = statfsSync(dataDir);
+    const store = newStore({ dataDir, diskReserveBytes: fs.bavail * fs.bsize - (1 << 20) });
+    await rejectsWith(store.resolve('ws', img.reference), 'TOO_LARGE', /the disk has free/);
+    assert.deepEqual(readdirSync(join(store.dir, 'roots')), []);
+    assert.deepEqual(store.heldBy('ws'), []);
   });
 
   it('whiteouts are judged like any path: .wh... and names under a symlink are refused, nothing outside is touched', async () => {

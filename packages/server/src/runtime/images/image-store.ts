@@ -76,6 +76,8 @@ export interface ImageStoreOptions extends RegistryOptions {
   architecture?: string;
   /** Unpacked bytes the images of one workspace may take together (default DEFAULT_IMAGE_QUOTA_BYTES). */
   quotaBytes?: number;
+  /** What the disk keeps free whatever images ask for (default DISK_RESERVE_BYTES). */
+  diskReserveBytes?: number;
   /**
    * The image roots sandboxes run on: all of them (nothing of those is collected), or one workspace's (its images
    * in use, which it cannot let go of). Default: none.
@@ -139,6 +141,7 @@ export class ImageStore implements ImageRoots {
   private busy = 0;
   private readonly arch: string;
   readonly quotaBytes: number;
+  private readonly diskReserveBytes: number;
 
   constructor(readonly opts: ImageStoreOptions) {
     this.dir = join(opts.dataDir, 'images', 'oci');
@@ -151,6 +154,7 @@ export class ImageStore implements ImageRoots {
     this.client = new RegistryClient(opts);
     this.arch = opts.architecture ?? hostArchitecture();
     this.quotaBytes = opts.quotaBytes ?? DEFAULT_IMAGE_QUOTA_BYTES;
+    this.diskReserveBytes = opts.diskReserveBytes ?? DISK_RESERVE_BYTES;
     for (const n of readdirSync(join(this.dir, 'roots')))
       if (n.startsWith('.tmp-')) rmSync(join(this.dir, 'roots', n), { recursive: true, force: true });
     this.names.migrate(join(this.dir, 'refs'), (id) => this.get(id) !== undefined);
@@ -594,14 +598,14 @@ export class ImageStore implements ImageRoots {
     const left = Math.max(0, this.quotaBytes - this.bytesOf(others));
     // The disk is a bound too: an image larger than what it has free is refused at the entry that passes it.
     const fs = statfsSync(this.dir);
-    const free = Math.max(0, fs.bavail * fs.bsize - DISK_RESERVE_BYTES);
+    const free = Math.max(0, fs.bavail * fs.bsize - this.diskReserveBytes);
     if (free < left)
       return new Allowance(
         free,
         () =>
           new ImageError(
             'TOO_LARGE',
-            `${what}: unpacks to more than the ${mb(free)} the disk has free (keeping ${mb(DISK_RESERVE_BYTES)} for everything else)`,
+            `${what}: unpacks to more than the ${mb(free)} the disk has free (keeping ${mb(this.diskReserveBytes)} for everything else)`,
           ),
       );
     return new Allowance(left, () =>

@@ -137,7 +137,9 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   writeEnvFile(runDir, hostUid, envs);
   const viewed = `${viewsDir(name)}/`;
   const binds = await Promise.all(
-    plan.binds.map(async (b) => (b.src.startsWith(viewed) ? b : { ...b, src: await exposeDir(b.src) })),
+    plan.binds.map(async (b) =>
+      b.src.startsWith(viewed) ? b : { ...b, src: await exposeDir(ctx.dataDir, b.src) },
+    ),
   );
   const logFile = join(dir, 'daemon.log');
   const host = image ? hostUserland() : undefined;

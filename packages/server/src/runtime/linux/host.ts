@@ -8,6 +8,7 @@ import {
   readdirSync,
   readFileSync,
   realpathSync,
+  rmdirSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -22,7 +23,10 @@ export const RUN_DIR = '/run/berth';
 export const LAYERS_DIR = `${RUN_DIR}/sbx`;
 /** Sandbox API sockets, `<RUN_DIR>/sock/<key>.sock`: root only (the daemon makes its socket 0666). */
 export const SOCKETS_DIR = `${RUN_DIR}/sock`;
-/** Bind mounts that make directories under private parents reachable by bwrap (see exposeDir). */
+/**
+ * Bind mounts that make directories under private parents reachable by bwrap (see exposeDir): one directory per data
+ * dir, `<EXPOSE_DIR>/<data dir key>/<path key>`, so two servers on one host never touch each other's.
+ */
 const EXPOSE_DIR = `${RUN_DIR}/expose`;
 /** Per-sandbox read-only views of host directories (views.ts): `<VIEWS_DIR>/<name>/<i>`. */
 export const VIEWS_DIR = `${RUN_DIR}/views`;
@@ -110,16 +114,25 @@ function traversable(path: string): boolean {
   }
 }
 
+const key = (s: string) => createHash('sha256').update(s).digest('hex').slice(0, 16);
+
+/** The exposures of the server whose data dir is `dataDir` (by its path as given: a server names it one way). */
+export const exposeDirOf = (dataDir: string) => join(EXPOSE_DIR, key(dataDir));
+
 /**
  * A path under which an unprivileged bwrap can find `path`. bwrap (0.8) resolves every bind source
  * with realpath() as the sandbox's uid, even for --bind-fd, so a directory below a private parent
- * (a data dir in /root, a test's mkdtemp) is bound once onto `<RUN_DIR>/expose/<hash>`. Only that
- * directory becomes reachable, not its siblings; a stale exposure (source replaced) is redone.
+ * (a data dir in /root, a test's mkdtemp) is bound once onto `<RUN_DIR>/expose/<data dir>/<hash>`, among the
+ * exposures of the server of `dataDir` only. Only that directory becomes reachable, not its siblings; a stale
+ * exposure (source replaced) is redone.
  */
-export async function exposeDir(path: string): Promise<string> {
+export async function exposeDir(dataDir: string, path: string): Promise<string> {
   const real = realpathSync(path);
   if (traversable(real)) return real;
-  const target = join(EXPOSE_DIR, createHash('sha256').update(real).digest('hex').slice(0, 16));
+  const own = exposeDirOf(dataDir);
+  mkdirSync(own, { recursive: true });
+  chmodSync(own, 0o711);
+  const target = join(own, key(real));
   const src = statSync(real);
   if (mountsUnder(target).includes(target)) {
     const cur = statSync(target);
@@ -133,23 +146,25 @@ export async function exposeDir(path: string): Promise<string> {
 }
 
 /**
- * Removes the exposures of directories under `prefix` (a data dir being closed). Sandboxes already
- * started keep their own references to the directories; only future launches need an exposure.
+ * Removes the exposures of the server of `dataDir` of directories under `prefix` (a volume being deleted; its
+ * whole data dir when it closes, `prefix` absent: then every exposure it made, and its directory). Sandboxes
+ * already started keep their own references to the directories; only future launches need an exposure.
  */
-export async function unexposeUnder(prefix: string): Promise<void> {
-  const root = existsSync(prefix) ? realpathSync(prefix) : prefix;
-  if (!existsSync(EXPOSE_DIR)) return;
-  for (const f of readdirSync(EXPOSE_DIR).filter((n) => n.endsWith('.src'))) {
-    const meta = join(EXPOSE_DIR, f);
+export async function unexposeUnder(dataDir: string, prefix?: string): Promise<void> {
+  const root = prefix === undefined ? '/' : existsSync(prefix) ? realpathSync(prefix) : prefix;
+  const own = exposeDirOf(dataDir);
+  if (!existsSync(own)) return;
+  for (const f of readdirSync(own).filter((n) => n.endsWith('.src'))) {
+    const meta = join(own, f);
     let src: string;
     try {
       src = readFileSync(meta, 'utf8');
     } catch (e) {
-      // Removed meanwhile by another server closing its own data dir (the directory is host-wide).
+      // Removed meanwhile by another driver of the same data dir closing.
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
       throw e;
     }
-    if (src !== root && !src.startsWith(`${root}/`)) continue;
+    if (root !== '/' && src !== root && !src.startsWith(`${root}/`)) continue;
     const target = meta.slice(0, -'.src'.length);
     for (const mp of mountsUnder(target)) await run('umount', ['-l', mp]).catch(() => undefined);
     try {
@@ -162,6 +177,12 @@ export async function unexposeUnder(prefix: string): Promise<void> {
     }
     rmSync(meta, { force: true });
   }
+  if (prefix === undefined)
+    try {
+      rmdirSync(own);
+    } catch {
+      // Not empty: an exposure made again meanwhile by another driver of this data dir stays, with its directory.
+    }
 }
 
 /** The sandbox API daemon inside codeDir: one bundled file (packages/server/scripts/bundle-daemon.mjs). */

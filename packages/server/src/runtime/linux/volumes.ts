@@ -114,7 +114,7 @@ export async function removeVolume(dataDir: string, ref: VolumeRef): Promise<voi
   const dir = volumeDir(dataDir, ref);
   // A bind that made the mount point reachable by bwrap (host.ts exposeDir; volumes were bwrap binds before they
   // were mounted by the helper) holds the file system too: without its unmount the loop device would stay attached.
-  await unexposeUnder(dir);
+  await unexposeUnder(dataDir, dir);
   for (const mp of mountsUnder(dir)) await run('umount', [mp]).catch(() => run('umount', ['-l', mp]));
   rmSync(dir, { recursive: true, force: true });
 }

@@ -1,0 +1,47 @@
+// The replicas that serve an agent or function now, read from the replica set this server holds, never from a
+// replica (one in standby is named, not woken): GET /v0/{agents|functions}/{name}/replicas lists them (the console
+// charts the count over time from it), and `replicas` on a read counts them. Computed at each read, never stored:
+// the number moves with traffic (scale to zero, scale out) without a write, so a watch does not carry its changes.
+import type { FastifyInstance } from 'fastify';
+import { requireRole } from '../auth/require-role.js';
+import type { Replica, ReplicaSet } from '../controllers/replicas.js';
+import type { Resources } from '../store/resources.js';
+
+type Replicas = Pick<ReplicaSet, 'get'>;
+
+/** The live replicas of one object, the active revision's then a canary's. */
+function live(replicas: Replicas, workspace: string, kind: string, name: string) {
+  const w = replicas.get(workspace, kind, name);
+  const of = (role: 'active' | 'canary', list: Replica[]) =>
+    list.filter((r) => !r.gone).map((r) => ({ r, role }));
+  return [...of('active', w?.replicas ?? []), ...of('canary', w?.canary?.w.replicas ?? [])];
+}
+
+export function registerWorkloadReplicaRoutes(
+  app: FastifyInstance,
+  deps: { resources: Resources; replicas: Replicas },
+) {
+  for (const [plural, kind] of [
+    ['agents', 'Agent'],
+    ['functions', 'Function'],
+  ] as const) {
+    app.get(`/${plural}/:name/replicas`, async (req) => {
+      const a = requireRole(req, 'viewer');
+      const name = (req.params as { name: string }).name;
+      await deps.resources.mustGet(deps.resources.kind(kind), a.workspace, [], name);
+      return live(deps.replicas, a.workspace, kind, name).map(({ r, role }) => ({
+        id: r.id,
+        revision: r.revision,
+        role,
+        inflight: r.inflight,
+        lastUsedAt: new Date(r.lastUsedMs).toISOString(),
+      }));
+    });
+  }
+}
+
+export function replicaCount(replicas: Replicas) {
+  return (kind: string, workspace: string, view: Record<string, any>) => {
+    view.replicas = live(replicas, workspace, kind, view.metadata?.name).length;
+  };
+}
