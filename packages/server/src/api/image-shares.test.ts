@@ -166,6 +166,31 @@ describe('image sharing, tags and cleanup between tenants', () => {
     await ok(a, `/images/sandboxes/box/share/${b.home}`, { method: 'DELETE' });
   });
 
+  it("another workspace's image is no base for a build: FROM and COPY --from by its id are refused", async () => {
+    const build = async (t: Tenant, dockerfile: string) => {
+      const r = await s.api('/images/build?t=stolen/box:1', {
+        method: 'POST',
+        body: new Uint8Array(await tarOf([{ name: 'Dockerfile', body: dockerfile }])),
+        headers: { 'content-type': 'application/x-tar' },
+        key: t.key,
+      });
+      const lines = (await r.text())
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      return { status: r.status, error: lines.find((l) => l.error)?.error as string | undefined };
+    };
+    for (const dockerfile of [`FROM ${boxId}\n`, `FROM scratch\nCOPY --from=${boxId} /who /who\n`]) {
+      const r = await build(c, dockerfile);
+      assert.equal(r.status, 200, "the refusal is the build log's error line");
+      assert.match(r.error ?? '', /not among this workspace's images/, dockerfile);
+    }
+    assert.deepEqual(await ok(c, '/images'), [], 'C holds nothing of it');
+    // A, whose image it is, builds on it.
+    assert.equal((await build(a, `FROM ${boxId}\n`)).error, undefined);
+    await ok(a, '/images/stolen/box:1', { method: 'DELETE' });
+  });
+
   it('sharing with no workspace, or an image A lacks, is refused', async () => {
     assert.equal(
       (
