@@ -2,7 +2,9 @@
 // on a base made with no registry at all (FROM scratch, ADD of a tar of BusyBox, this host's node and npm), beside
 // `npm ci` of the same project alone on the host (both download the same packages from the npm registry into empty
 // caches); then a rebuild with nothing changed (every step from the layer cache) and one after a change to one source
-// file (npm ci cached, the COPY of the sources and the build run again).
+// file (npm ci cached, the COPY of the sources and the build run again). The RUN steps reach the registry under the
+// sandboxes' default policy: where it resolves to a reserved range (a proxy of the machine), open that range with
+// BERTH_SANDBOX_ALLOW_CIDRS.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
