@@ -16,7 +16,7 @@ const TEMPLATE = new URL('../../templates/agent-typescript', import.meta.url).pa
 
 const DOCKERFILE = `FROM scratch
 ADD base.tar /
-ENV PATH=/usr/local/bin:/usr/bin:/bin HOME=/root
+ENV PATH=/usr/local/bin:/usr/bin:/bin HOME=/root NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -50,6 +50,9 @@ function baseTar(dir) {
   mkdirSync(join(root, 'tmp'), { mode: 0o1777 });
   mkdirSync(join(root, 'etc'));
   writeFileSync(join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
+  // This host's CA bundle, as a base image carries one (and any proxy's CA the host trusts).
+  mkdirSync(join(root, 'etc/ssl/certs'), { recursive: true });
+  cpSync('/etc/ssl/certs/ca-certificates.crt', join(root, 'etc/ssl/certs/ca-certificates.crt'));
   execFileSync('tar', ['-C', root, '--numeric-owner', '-cf', join(dir, 'base.tar'), '.']);
   rmSync(root, { recursive: true, force: true });
 }
