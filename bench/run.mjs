@@ -15,6 +15,7 @@ import { benchEgress } from './sandboxes/egress.mjs';
 import { benchExec } from './sandboxes/exec.mjs';
 import { benchVolumes } from './sandboxes/volumes.mjs';
 import { benchImages } from './sandboxes/images.mjs';
+import { benchImageBuild } from './images/build.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
 import { benchStandbyCycles } from './sandboxes/standby-cycles.mjs';
 
@@ -31,6 +32,7 @@ const all = {
   'agents-cold': benchAgentsCold,
   'agents-build': benchAgentsBuild,
   'sandbox-images': benchImages,
+  'image-build': benchImageBuild,
   'sandbox-egress': benchEgress,
   jobs: benchJobs,
   fuzz: benchFuzz,

@@ -8,6 +8,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } fr
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Outbound } from '../../packages/server/dist/outbound/index.js';
 import { ImageStore } from '../../packages/server/dist/runtime/images/image-store.js';
 import { header, row } from '../lib/report.mjs';
 import { percentile, startSandboxBerth, timed } from './lib.mjs';
@@ -89,11 +90,13 @@ export async function benchImages() {
   const reg = await registry(dir);
   try {
     const ref = buildImage(dir, reg.host);
+    // The registry listens on loopback, which outbound requests reach only when it is listed (decision 038).
+    const loopback = new Outbound({ allowCidrs: ['127.0.0.0/8'] });
     const ours = [];
     const theirs = [];
     for (let i = 0; i < RUNS; i++) {
       const d = join(dir, `ours-${i}`);
-      ours.push(await timed(() => new ImageStore({ dataDir: d }).pull('bench', ref)));
+      ours.push(await timed(() => new ImageStore({ dataDir: d, outbound: loopback }).pull('bench', ref)));
       const t = join(dir, `theirs-${i}`);
       mkdirSync(t);
       theirs.push(

@@ -1,8 +1,9 @@
-// `berth image list|pull|import|rm`: the server's image store as the workspace sees it (/v0/images). Pull and
+// `berth image list|pull|import|build|rm`: the server's image store as the workspace sees it (/v0/images). Pull and
 // import answer once the image is unpacked and ready for sandboxes; rm lets go of the workspace's name.
 import { openAsBlob } from 'node:fs';
 import type { Command } from 'commander';
 import { Api } from './client.js';
+import { registerImageBuild } from './image-build.js';
 import { loadCliConfig } from './config.js';
 import { age } from './format.js';
 import { OUTPUT_HELP, parseFormat, renderData, renderTable } from './output.js';
@@ -31,7 +32,9 @@ function print(images: any[], output?: string) {
 }
 
 export function registerImage(program: Command) {
-  const image = program.command('image').description('images sandboxes run on: list, pull, import, rm');
+  const image = program
+    .command('image')
+    .description('images sandboxes run on: list, pull, import, build, rm');
   image
     .command('list')
     .alias('ls')
@@ -75,6 +78,7 @@ export function registerImage(program: Command) {
       });
       print(r.body ?? [], o.output);
     });
+  registerImageBuild(image);
   image
     .command('rm <name>')
     .description("forget the workspace's name for an image (refused while a sandbox runs on it)")

@@ -1420,59 +1420,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/images": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Images the workspace holds by name or its sandboxes run on */
-        get: operations["listImages"];
-        put?: never;
-        /** Pull an image from a registry into the workspace */
-        post: operations["pullImage"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/images/import": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** Import a `docker save` or OCI layout tar (the body) into the workspace */
-        post: operations["importImage"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/images/{imageName}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** An image */
-        get: operations["getImage"];
-        put?: never;
-        post?: never;
-        /** Let go of the workspace's name for an image (409 while a sandbox runs on it) */
-        delete: operations["releaseImage"];
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/agents/{agentName}/replicas": {
         parameters: {
             query?: never;
@@ -2047,6 +1994,198 @@ export interface paths {
         get: operations["debugEgressIp"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Images the workspace holds by name or its sandboxes run on */
+        get: operations["listImages"];
+        put?: never;
+        /** Pull an image from a registry into the workspace (`reference`), or, as the service’s createImage, pull `image` and name it `resourceType/name` */
+        post: operations["pullImage"];
+        /** Let go of every name no sandbox, agent, function or job of the workspace names (and its sandboxes do not run), and drop the Dockerfile layer cache */
+        delete: operations["cleanupImages"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Import a `docker save` or OCI layout tar (the body) into the workspace */
+        post: operations["importImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/build": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Build an image from a Dockerfile: the body is the context (tar or tar.gz); the log streams as NDJSON ({"stream"}), ending with {"aux": {"ID"}, "image"} or {"error", "errorDetail"} */
+        post: operations["buildImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{imageName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An image */
+        get: operations["getImage"];
+        put?: never;
+        post?: never;
+        /** Let go of the workspace's name for an image (409 while a sandbox runs on it) */
+        delete: operations["releaseImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The image `resourceType/imageName` names (without a tag: `:latest`, else the newest tag), with its tags */
+        get: operations["getImageOfType"];
+        put?: never;
+        post?: never;
+        /** Let go of the name (without a tag: `:latest` when held, else every tag; 409 while a sandbox runs on it) */
+        delete: operations["deleteImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}/tags/{tagName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Let go of one tag */
+        delete: operations["deleteImageTag"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspaces the image is shared with, pending or accepted */
+        get: operations["listImageShares"];
+        put?: never;
+        /** Offer the image to another workspace: pending until an admin there accepts it */
+        post: operations["shareImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/images/{resourceType}/{imageName}/share/{targetWorkspace}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a share, pending or accepted (the target's names of the shared image go) */
+        delete: operations["unshareImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pending-image-shares": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Pending shares to this workspace (incoming, the default) or from it (outgoing) */
+        get: operations["listPendingImageShares"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pending-image-shares/{pendingShareId}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept a share to this workspace: its names are bound here, charged to this workspace's image quota */
+        post: operations["acceptImageShare"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pending-image-shares/{pendingShareId}/decline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Decline a share to this workspace */
+        post: operations["declineImageShare"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3855,19 +3994,6 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        Image: {
-            id: string;
-            references: string[];
-            digest: string;
-            size: number;
-            layers: {
-                digest: string;
-                size: number;
-            }[];
-            config: unknown;
-            inUse: boolean;
-            createdAt: string;
-        };
         WorkloadReplica: {
             id: string;
             revision: string;
@@ -4172,6 +4298,73 @@ export interface components {
             network?: components["schemas"]["DebugNetwork"];
             /** @description how long gathering took */
             tookMs: number;
+        };
+        Image: {
+            id: string;
+            /** @description this workspace's names of the image */
+            references: string[];
+            digest: string;
+            /** @description compressed bytes of the layers */
+            size: number;
+            /** @description bytes on disk, as the image quota counts them */
+            unpackedSize: number;
+            layers: {
+                digest: string;
+                size: number;
+            }[];
+            config: unknown;
+            inUse: boolean;
+            createdAt: string;
+            metadata: {
+                name: string;
+                /** @description the name's first part, when it has two */
+                resourceType?: string;
+                /** @description the repository */
+                displayName: string;
+                workspace: string;
+                createdAt: string;
+                updatedAt: string;
+                /** @description when a sandbox or build of the workspace last started on it */
+                lastDeployedAt?: string;
+                /** @description the workspace that shared it, for a name a share brought */
+                sourceWorkspace?: string;
+            } & {
+                [key: string]: unknown;
+            };
+            spec: {
+                size: number;
+                tags: {
+                    name: string;
+                    size: number;
+                    createdAt: string;
+                    updatedAt: string;
+                }[];
+            } & {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        ImageShareTarget: {
+            workspace: string;
+            /** @description pending or active */
+            status: string;
+            accountId: string;
+            pendingShareId?: string;
+        };
+        PendingImageShare: {
+            id: string;
+            imageName: string;
+            resourceType?: string;
+            sourceWorkspace: string;
+            targetWorkspace: string;
+            sharedBy: string;
+            createdAt: string;
+            expiresAt: string;
+            /** @description the target holds one of the names for another image */
+            hasConflict?: boolean;
+        } & {
+            [key: string]: unknown;
         };
     };
     responses: {
@@ -8947,153 +9140,6 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
-    listImages: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
-                "X-Service-Workspace"?: components["parameters"]["workspace"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Images the workspace holds by name or its sandboxes run on */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Image"][];
-                };
-            };
-            "4XX": components["responses"]["Problem"];
-            "5XX": components["responses"]["Problem"];
-        };
-    };
-    pullImage: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
-                "X-Service-Workspace"?: components["parameters"]["workspace"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": {
-                    /** @description e.g. python:3.12-slim */
-                    reference: string;
-                };
-            };
-        };
-        responses: {
-            /** @description Pull an image from a registry into the workspace */
-            200: {
-                headers: {
-                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
-                    Warning?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Image"];
-                };
-            };
-            "4XX": components["responses"]["Problem"];
-            "5XX": components["responses"]["Problem"];
-        };
-    };
-    importImage: {
-        parameters: {
-            query?: {
-                /** @description the name to hold it by (default: the names the archive gives) */
-                name?: string;
-            };
-            header?: {
-                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
-                "X-Service-Workspace"?: components["parameters"]["workspace"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/x-tar": string;
-            };
-        };
-        responses: {
-            /** @description Import a `docker save` or OCI layout tar (the body) into the workspace */
-            200: {
-                headers: {
-                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
-                    Warning?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Image"][];
-                };
-            };
-            "4XX": components["responses"]["Problem"];
-            "5XX": components["responses"]["Problem"];
-        };
-    };
-    getImage: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
-                "X-Service-Workspace"?: components["parameters"]["workspace"];
-            };
-            path: {
-                imageName: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description An image */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Image"];
-                };
-            };
-            "4XX": components["responses"]["Problem"];
-            "5XX": components["responses"]["Problem"];
-        };
-    };
-    releaseImage: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
-                "X-Service-Workspace"?: components["parameters"]["workspace"];
-            };
-            path: {
-                imageName: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Let go of the workspace's name for an image (409 while a sandbox runs on it) */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Image"];
-                };
-            };
-            "4XX": components["responses"]["Problem"];
-            "5XX": components["responses"]["Problem"];
-        };
-    };
     listAgentReplicas: {
         parameters: {
             query?: never;
@@ -10140,6 +10186,496 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Debug"];
                 };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listImages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Images the workspace holds by name or its sandboxes run on */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    pullImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description e.g. python:3.12-slim */
+                    reference?: string;
+                    /** @description createImage: a pre-built image to pull */
+                    image?: string;
+                    /** @description createImage: the name to give it */
+                    name?: string;
+                    /** @description createImage: the name's first part */
+                    resourceType?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Pull an image from a registry into the workspace (`reference`), or, as the service’s createImage, pull `image` and name it `resourceType/name` */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    cleanupImages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Let go of every name no sandbox, agent, function or job of the workspace names (and its sandboxes do not run), and drop the Dockerfile layer cache */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted: number;
+                        message: string;
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    importImage: {
+        parameters: {
+            query?: {
+                /** @description the name to hold it by (default: the names the archive gives) */
+                name?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description Import a `docker save` or OCI layout tar (the body) into the workspace */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    buildImage: {
+        parameters: {
+            query?: {
+                /** @description the name to give the image, e.g. app:1 */
+                t?: string;
+                /** @description its path in the context (default Dockerfile) */
+                dockerfile?: string;
+                /** @description the stage to build (default: the last) */
+                target?: string;
+                /** @description NAME=value, repeated */
+                buildArg?: string;
+                /** @description run every step again */
+                noCache?: boolean;
+                /** @description default, or none (RUN steps reach nothing) */
+                network?: string;
+                /** @description RUN steps reach only these domains (repeated, or comma-separated) */
+                allowDomain?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description Build an image from a Dockerfile: the body is the context (tar or tar.gz); the log streams as NDJSON ({"stream"}), ending with {"aux": {"ID"}, "image"} or {"error", "errorDetail"} */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An image */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    releaseImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Let go of the workspace's name for an image (409 while a sandbox runs on it) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getImageOfType: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image `resourceType/imageName` names (without a tag: `:latest`, else the newest tag), with its tags */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Let go of the name (without a tag: `:latest` when held, else every tag; 409 while a sandbox runs on it) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteImageTag: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+                tagName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Let go of one tag */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listImageShares: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspaces the image is shared with, pending or accepted */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageShareTarget"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    shareImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    targetWorkspace: string;
+                    /** @description accepted, not used */
+                    targetAccountId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Offer the image to another workspace: pending until an admin there accepts it */
+            202: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingImageShare"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    unshareImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                resourceType: string;
+                imageName: string;
+                targetWorkspace: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoke a share, pending or accepted (the target's names of the shared image go) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listPendingImageShares: {
+        parameters: {
+            query?: {
+                /** @description incoming or outgoing */
+                direction?: string;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pending shares to this workspace (incoming, the default) or from it (outgoing) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingImageShare"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    acceptImageShare: {
+        parameters: {
+            query?: {
+                /** @description replace names this workspace holds for another image */
+                force?: boolean;
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                pendingShareId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accept a share to this workspace: its names are bound here, charged to this workspace's image quota */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    declineImageShare: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                pendingShareId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Decline a share to this workspace */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             "4XX": components["responses"]["Problem"];
             "5XX": components["responses"]["Problem"];

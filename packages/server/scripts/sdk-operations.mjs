@@ -27,9 +27,6 @@ export const PENDING = [
   { prefix: '/sandboxes/{}/fork', issue: 27, why: 'fork' },
   { prefix: '/sandboxes/{}/archive', issue: 27, why: 'archive' },
   { prefix: '/sandboxes/{}/unarchive', issue: 27, why: 'unarchive' },
-  { prefix: '/images/{}/{}', issue: 30, why: 'image management of the SDK’s shape (tags, sharing)' },
-  { prefix: '/pending-image-shares', issue: 30, why: 'image sharing between workspaces' },
-  { prefix: 'DELETE /images', issue: 30, why: 'image cleanup' },
 ];
 
 const METHODS = ['get', 'post', 'put', 'delete', 'patch'];

@@ -17,7 +17,7 @@ import * as sandboxSchedules from './api/sandbox-schedules.js';
 import * as scheduleLists from './api/schedule-lists.js';
 import { registerCatalogs } from './api/catalogs.js';
 import { createAuth } from './auth/index.js';
-import { K } from './auth/records.js';
+import { K, keys as authKeys } from './auth/records.js';
 import { loadMasterKey } from './crypto/master-key.js';
 import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
@@ -35,7 +35,10 @@ import { LazyRuntime } from './runtime/lazy-runtime.js';
 import { createLinuxDriver, imageRootsInUse, ImageStore, SANDBOX_NET } from './runtime/index.js';
 import { type Lookup, Outbound } from './outbound/index.js';
 import { readRegistryAuth } from './runtime/images/auth-file.js';
-import { register as registerImages } from './api/images.js';
+import { referencedImages, register as registerImages } from './api/images.js';
+import { register as registerImageBuilds } from './api/image-builds.js';
+import { register as registerImageShares } from './api/image-shares.js';
+import { LayerCache } from './builds/dockerfile/layer-cache.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
 import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
@@ -263,7 +266,17 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
         m.register(v0, { resources });
       templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      registerImages(v0, { images, resources });
+      registerImages(v0, {
+        images,
+        resources,
+        referenced: (ws) => referencedImages(store, ws),
+        clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+      });
+      registerImageShares(v0, {
+        images,
+        workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+      });
+      registerImageBuilds(v0, { dataDir: config.dataDir, instances, images });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
       registerQuotas(v0, {
         store,

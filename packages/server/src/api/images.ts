@@ -1,19 +1,29 @@
-// /v0/images: the server's image store as a workspace sees it (docs/decisions/018-images.md, 037). List and get show
-// the images the workspace holds by a name (pulled or imported by it, or pulled for its sandboxes), with its own
-// names only; an id is found only among those. POST pulls from a registry, POST /images/import takes a `docker save`
-// or OCI layout tar as the body; DELETE lets go of the workspace's name (409 while one of its sandboxes runs on the
-// image). Image names hold slashes, so they are the path's tail.
+// /v0/images: the server's image store as a workspace sees it (docs/decisions/018-images.md, 037, 051). List and get
+// show the images the workspace holds by a name (pulled, imported, built or accepted from a share by it, or pulled for
+// its sandboxes), with its own names only; an id is found only among those. POST pulls from a registry, POST
+// /images/import takes a `docker save` or OCI layout tar as the body; DELETE lets go of the workspace's name (409 while
+// one of its sandboxes runs on the image), DELETE …/tags/{tag} of one tag, DELETE /images of every name nothing of
+// the workspace names. Image names hold slashes, so they are the path's tail; the service's
+// `{resourceType}/{imageName}` is the same name in two parts (image-view.ts).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import { requireRole } from '../auth/require-role.js';
 import { ApiError, invalid } from '../errors.js';
+import { canonicalReference, parseImageReference } from '../kinds/image-reference.js';
+import type { Store } from '../store/store.js';
+import { builtImageName } from '../builds/dockerfile/workload.js';
 import { importArchive } from '../runtime/images/archive.js';
 import { ImageError } from '../runtime/images/errors.js';
-import type { HeldImage, ImageStore } from '../runtime/images/image-store.js';
+import { type HeldImage, ImageStore } from '../runtime/images/image-store.js';
 import type { Resources } from '../store/resources.js';
+import { imageView } from './image-view.js';
 
 export interface ImagesDeps {
   images: ImageStore;
+  /** The image names the workspace's sandboxes, agents, functions and jobs name (a cleanup keeps them), canonical. */
+  referenced: (workspace: string) => Promise<Set<string>>;
+  /** Drops the workspace's Dockerfile layer cache; how many layers went. */
+  clearBuildCache: (workspace: string) => number;
   /** The workspace's sandboxes, to say which run on an image a delete is refused for. */
   resources?: Resources;
 }
@@ -33,6 +43,7 @@ export function imageApiError(e: unknown): unknown {
     case 'NOT_FOUND':
       return new ApiError('NOT_FOUND', e.message, { code });
     case 'IN_USE':
+    case 'CONFLICT':
       return new ApiError('CONFLICT', e.message, { code });
     case 'TOO_LARGE':
       return new ApiError('PAYLOAD_TOO_LARGE', e.message, { code });
@@ -45,35 +56,94 @@ export function imageApiError(e: unknown): unknown {
   }
 }
 
-function view(i: HeldImage, inUse: boolean) {
-  return {
-    id: i.id,
-    references: i.references,
-    digest: i.digest,
-    size: i.size,
-    unpackedSize: i.unpackedBytes,
-    layers: i.layers.map((l) => ({ digest: l.digest, size: l.size })),
-    config: i.config,
-    inUse,
-    createdAt: i.createdAt,
+/** The canonical image names a workspace's sandboxes, agents, functions and jobs name, and their revisions' images. */
+export async function referencedImages(store: Store, workspace: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  const add = (name: unknown) => {
+    const p = typeof name === 'string' && name ? parseImageReference(name) : undefined;
+    if (p?.ok) out.add(canonicalReference(p.ref));
   };
+  for (const kind of ['Sandbox', 'Agent', 'Function', 'Job'])
+    for (const o of await store.list({ kind, workspace })) {
+      add(o.body.spec?.runtime?.image);
+      // The images Dockerfile builds made for the workload's revisions (a rollback runs one again).
+      for (const r of o.body.revisions ?? []) if (typeof r?.app === 'string') add(builtImageName(r.app));
+    }
+  return out;
 }
 
 export function register(v0: FastifyInstance, deps: ImagesDeps) {
   const { images } = deps;
-  const viewIn = (workspace: string, i: HeldImage) => view(i, images.inUse(i, workspace));
-
-  const nameOf = (req: FastifyRequest) =>
-    decodeURIComponent((req.params as Record<string, string>)['*'] ?? '');
-  function mustFind(workspace: string, name: string): HeldImage {
-    let img: HeldImage | undefined;
+  const viewIn = (workspace: string, i: HeldImage) => imageView(images, workspace, i);
+  const guard = <T>(fn: () => T): T => {
     try {
-      img = images.find(workspace, name);
+      return fn();
     } catch (e) {
       throw imageApiError(e);
     }
+  };
+
+  /** The name a request addresses: the wildcard's tail, or the service's `{resourceType}/{imageName}`. */
+  const nameOf = (req: FastifyRequest) => {
+    const p = req.params as Record<string, string>;
+    return p.resourceType !== undefined
+      ? `${p.resourceType}/${p.imageName}`
+      : decodeURIComponent(p['*'] ?? '');
+  };
+
+  /** The image a name stands for in the workspace: a tagless name is `:latest`, else the repository's newest tag. */
+  function mustFind(workspace: string, name: string): HeldImage {
+    const img = guard(() => {
+      const direct = images.find(workspace, name);
+      if (direct) return direct;
+      const tagged = images
+        .namesFor(workspace, name)
+        .map((n) => images.find(workspace, n))
+        .filter((i): i is HeldImage => !!i)
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+      return tagged.at(-1);
+    });
     if (!img) throw new ApiError('NOT_FOUND', `image ${name} not found`);
     return img;
+  }
+
+  /** The names of `workspace`'s sandboxes whose image is `img` (by a name of the workspace, or by id). */
+  async function sandboxesOn(workspace: string, img: HeldImage): Promise<string[]> {
+    if (!deps.resources) return [];
+    const all = await deps.resources.store.list({ kind: 'Sandbox', workspace });
+    return all
+      .filter((o) => {
+        const ref = o.body.spec?.runtime?.image;
+        if (typeof ref !== 'string' || !ref || o.body.status === 'TERMINATED') return false;
+        try {
+          return ref === img.id || images.peek(workspace, ref)?.id === img.id;
+        } catch {
+          return false;
+        }
+      })
+      .map((o) => o.name);
+  }
+
+  /** Lets go of what the name stands for (a tagless name: `:latest` when held, else every tag). */
+  async function release(workspace: string, names: string[], what: string) {
+    if (!names.length) throw new ApiError('NOT_FOUND', `image ${what} not found`);
+    const img = mustFind(workspace, names[0]);
+    const shown = viewIn(workspace, img);
+    try {
+      images.releaseNames(workspace, names);
+    } catch (e) {
+      if (e instanceof ImageError && e.code === 'IN_USE') {
+        const users = await sandboxesOn(workspace, img);
+        if (users.length)
+          throw new ApiError(
+            'CONFLICT',
+            `image ${what} is in use by sandbox ${users.join(', ')}: delete ${users.length > 1 ? 'them' : 'it'} first`,
+            { code: 'IMAGE_IN_USE' },
+          );
+      }
+      throw imageApiError(e);
+    }
+    return { ...shown, references: [], inUse: false };
   }
 
   v0.get('/images', async (req) => {
@@ -81,14 +151,82 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
     return images.heldBy(a.workspace).map((i) => viewIn(a.workspace, i));
   });
 
-  v0.get('/images/*', async (req) => {
-    const a = requireRole(req, 'viewer');
-    return viewIn(a.workspace, mustFind(a.workspace, nameOf(req)));
+  for (const path of ['/images/*', '/images/:resourceType/:imageName']) {
+    v0.get(path, async (req) => {
+      const a = requireRole(req, 'viewer');
+      return viewIn(a.workspace, mustFind(a.workspace, nameOf(req)));
+    });
+    v0.delete(path, async (req) => {
+      const a = requireRole(req, 'member');
+      const name = nameOf(req);
+      return release(
+        a.workspace,
+        guard(() => images.namesFor(a.workspace, name)),
+        name,
+      );
+    });
+  }
+
+  v0.delete('/images/:resourceType/:imageName/tags/:tagName', async (req) => {
+    const a = requireRole(req, 'member');
+    const p = req.params as Record<string, string>;
+    const name = `${p.resourceType}/${p.imageName}:${p.tagName}`;
+    return release(
+      a.workspace,
+      guard(() => images.namesFor(a.workspace, name)),
+      name,
+    );
+  });
+
+  // The service's cleanup: every name no sandbox, agent, function or job of the workspace names, and whose image
+  // none of its sandboxes runs; and the workspace's Dockerfile layer cache.
+  v0.delete('/images', async (req) => {
+    const a = requireRole(req, 'member');
+    const keep = await deps.referenced(a.workspace);
+    const gone = guard(() => images.cleanup(a.workspace, (name) => keep.has(name)));
+    const layers = deps.clearBuildCache(a.workspace);
+    return {
+      deleted: gone.length,
+      message: `let go of ${gone.length} image name${gone.length === 1 ? '' : 's'}${gone.length ? ` (${gone.join(', ')})` : ''}; dropped ${layers} cached build layer${layers === 1 ? '' : 's'}`,
+    };
   });
 
   v0.post('/images', async (req) => {
     const a = requireRole(req, 'member');
-    const ref = (req.body as { reference?: unknown } | undefined)?.reference;
+    const body = (req.body ?? {}) as {
+      reference?: unknown;
+      image?: unknown;
+      name?: unknown;
+      resourceType?: unknown;
+    };
+    // The service's createImage: a pre-built `image` registered under `resourceType/name`; a build from source is
+    // POST /images/build here.
+    if (body.reference === undefined && (body.name !== undefined || body.image !== undefined)) {
+      if (typeof body.image !== 'string' || !body.image)
+        throw invalid([
+          {
+            pointer: '/image',
+            message:
+              'Berth builds images from a context you send: POST /v0/images/build (berth image build <dir> -t name:tag); here, name a pre-built image to pull',
+          },
+        ]);
+      if (typeof body.name !== 'string' || !body.name)
+        throw invalid([{ pointer: '/name', message: 'a name is required' }]);
+      const rt = typeof body.resourceType === 'string' && body.resourceType ? `${body.resourceType}/` : '';
+      const pulled = await images.pull(a.workspace, body.image).catch((e) => {
+        throw imageApiError(e);
+      });
+      const alias = guard(() => ImageStore.parse(`${rt}${body.name}`)).canonical;
+      guard(() => images.bindNames(a.workspace, { [alias]: pulled.id.slice(7) }, true));
+      return {
+        ...viewIn(a.workspace, mustFind(a.workspace, alias)),
+        image: guard(() => ImageStore.parse(body.image as string)).canonical,
+        name: body.name,
+        ...(rt ? { resourceType: body.resourceType } : {}),
+        message: `pulled ${body.image} and named it ${alias}`,
+      };
+    }
+    const ref = body.reference;
     if (typeof ref !== 'string' || !ref)
       throw invalid([
         { pointer: '/reference', message: 'an image reference to pull, e.g. python:3.12-slim' },
@@ -117,42 +255,5 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
         throw imageApiError(e);
       }
     });
-  });
-
-  /** The names of `workspace`'s sandboxes whose image is `img` (by a name of the workspace, or by id). */
-  async function sandboxesOn(workspace: string, img: HeldImage): Promise<string[]> {
-    if (!deps.resources) return [];
-    const all = await deps.resources.store.list({ kind: 'Sandbox', workspace });
-    return all
-      .filter((o) => {
-        const ref = o.body.spec?.runtime?.image;
-        if (typeof ref !== 'string' || !ref || o.body.status === 'TERMINATED') return false;
-        try {
-          return ref === img.id || images.peek(workspace, ref)?.id === img.id;
-        } catch {
-          return false;
-        }
-      })
-      .map((o) => o.name);
-  }
-
-  v0.delete('/images/*', async (req) => {
-    const a = requireRole(req, 'member');
-    const name = nameOf(req);
-    const img = mustFind(a.workspace, name);
-    try {
-      return view(images.release(a.workspace, name), false);
-    } catch (e) {
-      if (e instanceof ImageError && e.code === 'IN_USE') {
-        const users = await sandboxesOn(a.workspace, img);
-        if (users.length)
-          throw new ApiError(
-            'CONFLICT',
-            `image ${name} is in use by sandbox ${users.join(', ')}: delete ${users.length > 1 ? 'them' : 'it'} first`,
-            { code: 'IMAGE_IN_USE' },
-          );
-      }
-      throw imageApiError(e);
-    }
   });
 }

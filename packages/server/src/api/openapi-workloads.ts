@@ -1,6 +1,6 @@
-// The routes of workloads' code, builds, logs and executions, of drives' S3 stand-ins and of the image store,
-// described for the OpenAPI document beside openapi-extra.ts. Route params are named as the kinds name them
-// (`{agentName}`, `{jobId}`), whatever the route module calls them.
+// The routes of workloads' code, builds, logs and executions and of drives' S3 stand-ins, described for the OpenAPI
+// document beside openapi-extra.ts (the image store's are in openapi-images.ts). Route params are named as the kinds
+// name them (`{agentName}`, `{jobId}`), whatever the route module calls them.
 import { Type } from '@sinclair/typebox';
 import type { ExtraOperation, ExtraPaths } from './openapi-extra.js';
 import { CODE_KINDS } from './code-upload.js';
@@ -55,23 +55,6 @@ const Execution = Type.Object(
   { $id: 'JobExecution', additionalProperties: true },
 );
 const Task = Type.Object({ index: Int(), status: Str() }, { $id: 'JobTask', additionalProperties: true });
-
-const Image = Type.Object(
-  {
-    id: Str(),
-    references: Type.Array(Str()),
-    digest: Str(),
-    size: Int(),
-    layers: Type.Array(Type.Object({ digest: Str(), size: Int() })),
-    config: Type.Unknown(),
-    inUse: Type.Boolean(),
-    createdAt: Str(),
-  },
-  { $id: 'Image' },
-);
-const ImageName = {
-  imageName: Str({ description: 'an image reference held by the workspace, percent-encoded (`/` as %2F)' }),
-};
 
 const SourceUploaded = Type.Object({ digest: Str(), size: Int(), alreadyPresent: Type.Boolean() });
 
@@ -202,42 +185,6 @@ export const WORKLOAD_PATHS: ExtraPaths = {
       summary: 'The key set of drive tokens: none is ever issued, so this answers 501',
       public: true,
       status: 501,
-    },
-  },
-  '/images': {
-    get: {
-      tag: 'Image',
-      operationId: 'listImages',
-      summary: 'Images the workspace holds by name or its sandboxes run on',
-      response: Type.Array(Image),
-    },
-    post: {
-      tag: 'Image',
-      operationId: 'pullImage',
-      summary: 'Pull an image from a registry into the workspace',
-      body: Type.Object({ reference: Str({ minLength: 1, description: 'e.g. python:3.12-slim' }) }),
-      response: Image,
-    },
-  },
-  '/images/import': {
-    post: {
-      tag: 'Image',
-      operationId: 'importImage',
-      summary: 'Import a `docker save` or OCI layout tar (the body) into the workspace',
-      query: { name: Str({ description: 'the name to hold it by (default: the names the archive gives)' }) },
-      body: Type.String({ format: 'binary' }),
-      bodyType: 'application/x-tar',
-      response: Type.Array(Image),
-    },
-  },
-  '/images/{imageName}': {
-    get: { tag: 'Image', operationId: 'getImage', summary: 'An image', params: ImageName, response: Image },
-    delete: {
-      tag: 'Image',
-      operationId: 'releaseImage',
-      summary: "Let go of the workspace's name for an image (409 while a sandbox runs on it)",
-      params: ImageName,
-      response: Image,
     },
   },
 };

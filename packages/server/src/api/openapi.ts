@@ -10,6 +10,7 @@ import type { KindDescriptor } from '../kinds/types.js';
 import type { Problem as WireProblem } from '../errors.js';
 import { bareInEveryVersion, LIST_ENVELOPE_SINCE } from './api-version.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
+import { IMAGE_PATHS } from './openapi-images.js';
 import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { debugPaths } from './debug-report.js';
@@ -404,6 +405,7 @@ export function buildOpenApiDocument(
     ...WATCH_PATHS,
     ...SERVICE_PATHS,
     ...debugPaths(kinds),
+    ...IMAGE_PATHS,
   },
 ) {
   const c = new SchemaCollector();

@@ -29,15 +29,18 @@ import type { Logger } from 'pino';
 import { isDefaultImage } from '../kinds/image-reference.js';
 import type { Outbound } from '../outbound/index.js';
 import { ImageError } from '../runtime/images/errors.js';
-import type { ImageStore, StoredImage } from '../runtime/images/image-store.js';
+import type { HeldImage, ImageStore, StoredImage } from '../runtime/images/image-store.js';
 import type { Instances } from '../runtime/instances.js';
 import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT } from './build-script.js';
 import type { CodeStore } from './code-store.js';
 import { DependencyCache, InstallError, installInputs } from './dependency-cache.js';
 import { fetchGitSource, type GitRepository, type GitSourceInfo } from './git-source.js';
 import { workspaceBuildsDir, workspacesRoot } from './layout.js';
-import { ManifestError } from './manifest.js';
+import { MANIFEST_FILES, type Manifest, ManifestError, parseManifest } from './manifest.js';
 import { type BuildPlan, PlanError, planBuild } from './plan.js';
+import { DockerfileError } from './dockerfile/parse.js';
+import { ImageBuildError } from './dockerfile/engine.js';
+import { buildWorkloadImage, type DockerfilePlan, hasDockerfile, startOf } from './dockerfile/workload.js';
 import { BUILD_ID_PREFIX, BUILD_IMAGE, type BuildOwner, runStep, stepFailure } from './sandbox-step.js';
 import { extractZip, UnsafeArchiveError } from './zip-extract.js';
 
@@ -64,8 +67,9 @@ export interface BaseImage {
 
 export interface BuiltApp {
   key: string;
+  /** The app directory bound at /app of replicas; '' for an app built from a Dockerfile (the image is the app). */
   dir: string;
-  plan: BuildPlan;
+  plan: BuildPlan | DockerfilePlan;
   /** The image it was built on; none: the default image. */
   base?: BaseImage;
   /** Built earlier: nothing ran. */
@@ -177,6 +181,7 @@ export class Builder {
       throw new BaseImageError(
         `image ${name} is not in this workspace's images: import it (berth image import <archive.tar> --name ${name}, or POST /v0/images/import?name=${name}) or pull it (berth image pull ${name}), then deploy again`,
       );
+    this.deps.images?.markDeployed(workspace, image.id);
     const path = image.config.env.find((e) => e.startsWith('PATH='))?.slice('PATH='.length);
     return { name: name as string, id: image.id, ...(path ? { path } : {}) };
   }
@@ -225,7 +230,8 @@ export class Builder {
     if (!existsSync(meta) || !existsSync(join(apps, key))) return undefined;
     // The plan, with the base image beside it for an app built on one.
     const { base, ...plan } = JSON.parse(readFileSync(meta, 'utf8'));
-    return { key, dir: join(apps, key), plan, ...(base ? { base } : {}), cached: true };
+    const dir = plan.language === 'dockerfile' ? '' : join(apps, key);
+    return { key, dir, plan, ...(base ? { base } : {}), cached: true };
   }
 
   /**
@@ -281,6 +287,63 @@ export class Builder {
     return gone;
   }
 
+  /**
+   * The hook of decision 051: an upload with a Dockerfile at its root is built by the Dockerfile engine into an image
+   * of the workspace, which replicas and tasks run as it is (no /app bound over it); its ENTRYPOINT and CMD are the
+   * start command unless berth.toml says one. `spec.runtime.image` is not used: the Dockerfile's FROM is the base.
+   */
+  private async fromDockerfile(
+    workspace: string,
+    owner: BuildOwner,
+    key: string,
+    src: string,
+    say: (line: string) => void,
+    output: (data: string) => void,
+    fail: (msg: string) => never,
+    signal: AbortSignal,
+  ): Promise<BuiltApp> {
+    const { images, instances, dataDir } = this.deps;
+    if (!images) return fail('a Dockerfile build needs the image store');
+    say('building the Dockerfile at the root of the upload');
+    let image: HeldImage;
+    try {
+      image = await buildWorkloadImage(
+        { images, instances, dataDir },
+        { workspace, key, src, log: output, owner },
+        signal,
+      );
+    } catch (err) {
+      if (err instanceof ImageBuildError || err instanceof DockerfileError || err instanceof ImageError)
+        return fail(err.message);
+      throw err;
+    }
+    let manifest: ReturnType<typeof parseManifestOf>;
+    try {
+      manifest = parseManifestOf(src);
+    } catch (err) {
+      if (err instanceof ManifestError) return fail(err.message);
+      throw err;
+    }
+    const start = startOf(image, manifest);
+    if (!start)
+      return fail(
+        'the image has no ENTRYPOINT or CMD: add one, or [entrypoint] prod = "<command>" to berth.toml',
+      );
+    const plan: DockerfilePlan = { language: 'dockerfile', start, ...(manifest ? { manifest } : {}) };
+    const path = image.config.env.find((e) => e.startsWith('PATH='))?.slice('PATH='.length);
+    const base: BaseImage = {
+      name: image.references[0] ?? image.id,
+      id: image.id,
+      ...(path ? { path } : {}),
+    };
+    const apps = this.appsDir(workspace);
+    mkdirSync(join(apps, key), { recursive: true });
+    writeFileSync(join(apps, `${key}.json.tmp`), JSON.stringify({ ...plan, base }));
+    renameSync(join(apps, `${key}.json.tmp`), join(apps, `${key}.json`));
+    say(`image ${base.name} (${image.id}); start command: ${start}`);
+    return { key, dir: '', plan, base, cached: false };
+  }
+
   private async run(
     workspace: string,
     sourceDigest: string,
@@ -314,6 +377,8 @@ export class Builder {
         throw err;
       }
       makeReadable(src);
+      if (hasDockerfile(src))
+        return await this.fromDockerfile(workspace, owner, key, src, say, output, fail, signal);
       let plan: BuildPlan;
       try {
         plan = planBuild(src);
@@ -365,3 +430,10 @@ export class Builder {
 }
 
 const KEY = /^[0-9a-f]{32}$/;
+
+/** berth.toml (or blaxel.toml) of an unpacked upload, if it has one. */
+function parseManifestOf(dir: string): Manifest | undefined {
+  for (const f of MANIFEST_FILES)
+    if (existsSync(join(dir, f))) return parseManifest(f, readFileSync(join(dir, f), 'utf8'));
+  return undefined;
+}

@@ -49,17 +49,26 @@ export interface SandboxSpec {
   pidsMax: number;
   /** Relative CPU weight; see defaultCpuShares(). */
   cpuShares: number;
-  /** Cap of the writable layer (/home/user, /tmp, /workspace, /var together). */
+  /** Cap of the writable layer: everything the sandbox writes anywhere in its root (decision 051). */
   diskMb: number;
   /** Environment of the sandbox API daemon and so of every process it starts; already decrypted. */
   envs: Record<string, string>;
   /**
    * '' and every spelling of `blaxel/base-image:latest` (kinds/image-reference.ts DEFAULT_IMAGE) run the host's own
-   * userland read-only; anything else is an image id (`sha256:<hex>`) of the image store, which the caller resolved
-   * from a name in the sandbox's workspace (names belong to workspaces; the runtime knows none). An id the store
-   * lacks, or a name, fails the start with the reason. Never a silent fallback.
+   * userland; anything else is an image id (`sha256:<hex>`) of the image store, which the caller resolved
+   * from a name in the sandbox's workspace (names belong to workspaces; the runtime knows none), or SCRATCH_IMAGE
+   * (nothing: only with `layers`). An id the store lacks, or a name, fails the start with the reason. Never a silent
+   * fallback. Either way the image is the sandbox's root, writable on top (copy-on-write into its capped layer).
    */
   image: string;
+  /**
+   * Directories stacked over the image, topmost first, read-only underneath like the image (a Dockerfile build's
+   * steps so far): each a layer as overlayfs keeps one (whiteouts as 0/0 character devices, opaque directories
+   * marked), owned by root. Not with the default image.
+   */
+  layers?: string[];
+  /** Who processes run as, `uid[:gid]` in numbers, instead of the image config's User (a build's USER). */
+  user?: string;
   /**
    * The object the instance runs for (its workspace among it): recorded with it and returned by `list`, so that a
    * node can say what it holds and for whom, which images a workspace has in use can be told, and the garbage
@@ -74,6 +83,9 @@ export interface SandboxSpec {
    */
   egress?: EgressPolicy;
 }
+
+/** The empty image (Docker's `FROM scratch`): a root of `layers` only. */
+export const SCRATCH_IMAGE = 'scratch';
 
 /** Node needs about 7 tasks and hangs (does not fail) below its need, so never go under this. */
 export const MIN_PIDS = 64;
@@ -191,6 +203,12 @@ export interface RuntimeDriver {
   driveMounts(id: string): Promise<DriveMount[]>;
   /** Replaces the sandbox's egress policy live (undefined: none); connections no longer allowed are closed. */
   setEgress(id: string, policy: EgressPolicy | undefined): Promise<void>;
+  /**
+   * Stops every process of the sandbox and copies what it changed in its root (its writable layer over the image:
+   * files whole, deletions as whiteouts, replaced directories marked opaque, as overlayfs keeps them; owners set to
+   * root) into the empty directory `dest`. What a Dockerfile build's RUN produced; the sandbox is removed after.
+   */
+  exportChanges(id: string, dest: string): Promise<void>;
   /** Releases the driver's own resources; sandboxes keep running. */
   close(): Promise<void>;
 }

@@ -196,6 +196,12 @@ export class FakeDriver implements RuntimeDriver {
     return [...(this.liveDrives.get(id)?.values() ?? [])];
   }
 
+  /** No root to read back: the fake runs nothing. */
+  async exportChanges(id: string): Promise<void> {
+    if (!this.boxes.has(id)) throw new SandboxNotFoundError(id);
+    throw new Error('the fake driver keeps no files: exportChanges needs the Linux driver');
+  }
+
   async close(): Promise<void> {}
 }
 

@@ -130,6 +130,9 @@ export class LazyRuntime implements RuntimeDriver {
   async driveMounts(id: string): Promise<DriveMount[]> {
     return (await this.ready()).driveMounts(id);
   }
+  async exportChanges(id: string, dest: string): Promise<void> {
+    return (await this.ready()).exportChanges(id, dest);
+  }
   async close(): Promise<void> {
     await this.driver?.close();
   }

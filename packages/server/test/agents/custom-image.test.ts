@@ -5,18 +5,17 @@
 // one without node, ends FAILED saying so; a restarted server re-adopts the replica on the image. Another tenant
 // importing its own content under the image's name changes nothing of an agent's (decision 037).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
+  nodeLayer,
   Pusher,
   savedArchive,
   startRegistry,
-  type TarEntry,
   type TestRegistry,
-  tarOf,
+  toolsLayer,
 } from '../../src/runtime/images/test-support/registry.js';
 import { newTenant } from '../../src/test-support/tenants.js';
 import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
@@ -36,42 +35,6 @@ async function replicas(dataDir: string) {
   } finally {
     await d.close();
   }
-}
-
-/** BusyBox with what a build script needs (sh, cp, mkdir, mv, rm) and an identity in /etc/os-release. */
-async function toolsLayer(id: string): Promise<Buffer> {
-  const applets = ['sh', 'cp', 'mkdir', 'mv', 'rm', 'cat', 'ls', 'env'];
-  return tarOf([
-    { name: 'bin/', type: 'directory' },
-    { name: 'bin/busybox', body: readFileSync('/bin/busybox'), mode: 0o755 },
-    ...applets.map((a) => ({ name: `bin/${a}`, type: 'symlink' as const, linkname: 'busybox' })),
-    { name: 'etc/', type: 'directory' },
-    { name: 'etc/passwd', body: 'root:x:0:0:root:/root:/bin/sh\n' },
-    { name: 'etc/os-release', body: `ID=${id}\n` },
-  ]);
-}
-
-/** This host's node at /opt/node/bin/node, with the loader and the libraries ldd says it needs. */
-async function nodeLayer(): Promise<Buffer> {
-  const libs = execFileSync('ldd', [process.execPath], { encoding: 'utf8' })
-    .split('\n')
-    .map((l) => /(\/\S+) \(0x/.exec(l)?.[1])
-    .filter((p): p is string => p !== undefined);
-  const entries: TarEntry[] = [
-    { name: 'opt/', type: 'directory' },
-    { name: 'opt/node/', type: 'directory' },
-    { name: 'opt/node/bin/', type: 'directory' },
-    { name: 'opt/node/bin/node', body: readFileSync(realpathSync(process.execPath)), mode: 0o755 },
-    { name: 'lib/', type: 'directory' },
-    { name: 'lib/x86_64-linux-gnu/', type: 'directory' },
-    { name: 'lib64/', type: 'directory' },
-  ];
-  for (const p of libs) {
-    const base = p.split('/').at(-1) as string;
-    const at = base.startsWith('ld-linux') ? `lib64/${base}` : `lib/x86_64-linux-gnu/${base}`;
-    entries.push({ name: at, body: readFileSync(realpathSync(p)), mode: 0o755 });
-  }
-  return tarOf(entries);
 }
 
 /** A Node agent with no dependencies that says where it runs. */

@@ -51,10 +51,12 @@ const deref = (doc: any, ref: string) =>
 
 /**
  * Which of A's values a path parameter takes. The parameter's own name first; a `subject` under `/invitations/`
- * is the invitee, elsewhere A's member. Undefined when no rule applies: the test then fails, naming it.
+ * is the invitee, elsewhere A's member; an `imageName` after a `{resourceType}` is the rest of A's image's name. Undefined when no rule applies: the test then fails, naming it.
  */
 export function valuesFor(param: string, path: string, w: World): string[] | undefined {
   if (param === 'subject' && path.includes('/invitations/')) return w.values.invitee;
+  // The service's image paths name the image in two parts: A's name without its first part (world.ts).
+  if (param === 'imageName' && path.includes('{resourceType}')) return w.values.typedImageName;
   return w.values[param];
 }
 

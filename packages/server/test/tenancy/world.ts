@@ -238,6 +238,22 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
   values.image = values.imageName;
   // Not its references: a pull of the same name by another workspace is answered with the name it asked for.
   markers.push(image.id, image.digest, ...image.layers.map((l: { digest: string }) => l.digest));
+  // The same image in the service's two parts (`{resourceType}/{imageName}`), one tag of it, and a share of it with
+  // C's workspace that waits for C's answer.
+  values.resourceType = [names.a];
+  values.typedImageName = ['private-tool:1', 'private-tool'];
+  values.tagName = ['1'];
+  values.targetWorkspace = [names.c];
+  const share = await ok(
+    await api(`/images/${names.a}/private-tool/share`, {
+      method: 'POST',
+      json: { targetWorkspace: names.c },
+      ...asA,
+    }),
+    'image share',
+  );
+  values.pendingShareId = [share.id];
+  markers.push(share.id);
 
   // The job's code: built once, then one execution that prints and ends.
   const job = objects.Job.name;

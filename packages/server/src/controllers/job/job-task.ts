@@ -68,7 +68,10 @@ export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<Attemp
       diskMb: t.memoryMb,
       envs,
       image: t.image ?? APP_IMAGE,
-      volumes: [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }, ...(t.volumes ?? [])],
+      volumes: [
+        ...(t.appDir ? [{ hostPath: t.appDir, mountPath: APP_DIR, readOnly: true }] : []),
+        ...(t.volumes ?? []),
+      ],
     },
     owner: { kind: 'Job', workspace: t.workspace, name: t.job, role: 'task' },
     lease: t.lease,
@@ -77,7 +80,7 @@ export async function runAttempt(deps: TaskDeps, t: TaskAttempt): Promise<Attemp
   const p = await daemon.start({
     command: t.start,
     name: TASK_PROCESS,
-    workingDir: APP_DIR,
+    ...(t.appDir ? { workingDir: APP_DIR } : {}),
     env: envs,
     waitForCompletion: true,
     timeout: t.timeoutS,

@@ -42,6 +42,7 @@ const CRASH_OUTPUT_LINES = 5;
 /** What a revision runs: fixed once deployed. */
 export interface RevisionRun {
   id: string;
+  /** Bound read-only at /app; '' when the image is the app (a Dockerfile build): its WorkingDir then. */
   appDir: string;
   /** The stored image the app was built on (by id); none: the default image. */
   image?: string;
@@ -500,7 +501,11 @@ export class ReplicaSet {
       diskMb: run.memoryMb,
       envs,
       image: run.image ?? APP_IMAGE,
-      volumes: [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }, ...run.volumes],
+      // An app built from a Dockerfile is its image: nothing is bound over it (decision 051).
+      volumes: [
+        ...(run.appDir ? [{ hostPath: run.appDir, mountPath: APP_DIR, readOnly: true }] : []),
+        ...run.volumes,
+      ],
       ...(run.egress ? { egress: run.egress } : {}),
     };
   }
@@ -517,7 +522,7 @@ export class ReplicaSet {
       const p = await daemon.start({
         command: run.start,
         name: APP_PROCESS,
-        workingDir: APP_DIR,
+        ...(run.appDir ? { workingDir: APP_DIR } : {}),
         env: spec.envs,
         waitForPorts: [APP_PORT],
         timeout: 0,

@@ -14,6 +14,8 @@ export type ImageErrorCode =
   | 'UNSAFE_LAYER'
   | 'UNSUPPORTED'
   | 'IN_USE'
+  /** A name the workspace holds already stands for another image (accepting a share). */
+  | 'CONFLICT'
   | 'QUOTA_EXCEEDED';
 
 export class ImageError extends Error {

@@ -9,6 +9,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  statfsSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:http';
@@ -99,7 +100,7 @@ describe('image store with an anonymous registry', () => {
     );
     assert.equal(statSync(join(r, 'app/link')).ino, statSync(join(r, 'app/keep')).ino);
     const mode = statSync(join(r, 'secret')).mode & 0o7777;
-    assert.equal(mode, 0o777, 'setuid dropped; the owner bits given to everyone (one uid in a sandbox)');
+    assert.equal(mode, 0o700, 'setuid dropped; the mode kept (a sandbox sees root-owned files as its own)');
     assert.ok(lstatSync(join(r, 'bin/sh')).isSymbolicLink());
     const byDigest = await store.pull('ws', `${reg.host}/test/whiteouts@${img.digest}`);
     assert.equal(byDigest.rootfs, got.rootfs, 'one root per image, whatever the name');
@@ -370,9 +371,23 @@ describe('image names per workspace', () => {
     assert.deepEqual(readdirSync(join(store.dir, 'roots')), []);
     const roomy = newStore({ quotaBytes: 8 << 20 });
     await roomy.resolve('ws', img.reference);
-    assert.ok(roomy.usage('ws').usedBytes > 3 << 20);
+    assert.ok(roomy.usage('ws').usedBytes >= 3 << 20);
     assert.equal(roomy.usage('ws').limitBytes, 8 << 20);
     assert.equal(roomy.usage('other').usedBytes, 0);
+  });
+
+  it('an image larger than what the disk has free is refused as it unpacks, and nothing of it stays', async () => {
+    const img = await push.image('test/disk', 'v1', [
+      await tarOf([{ name: 'big', body: Buffer.alloc(3 << 20) }]),
+    ]);
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-images-'));
+    dirs.push(dataDir);
+    // A reserve that leaves 1 MiB of this disk to images: the quota (10 GB) is not what refuses it.
+    const fs = statfsSync(dataDir);
+    const store = newStore({ dataDir, diskReserveBytes: fs.bavail * fs.bsize - (1 << 20) });
+    await rejectsWith(store.resolve('ws', img.reference), 'TOO_LARGE', /the disk has free/);
+    assert.deepEqual(readdirSync(join(store.dir, 'roots')), []);
+    assert.deepEqual(store.heldBy('ws'), []);
   });
 
   it('whiteouts are judged like any path: .wh... and names under a symlink are refused, nothing outside is touched', async () => {

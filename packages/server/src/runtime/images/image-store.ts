@@ -22,6 +22,7 @@ import {
   readSync,
   renameSync,
   rmSync,
+  statfsSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalReference, type ImageReference, parseImageReference } from '../../kinds/image-reference.js';
@@ -38,6 +39,7 @@ import {
   pickPlatform,
 } from './manifest.js';
 import { ImageNames, type NameTable, writeAtomic } from './names.js';
+import { ImageShares, type ShareRecord } from './shares.js';
 import {
   MANIFEST_TYPES,
   MAX_MANIFEST_BYTES,
@@ -45,7 +47,6 @@ import {
   RegistryClient,
   type RegistryOptions,
 } from './registry.js';
-import { finishRoot } from './root-layout.js';
 import { Allowance, rootBytes } from './root-size.js';
 import { applyLayer, isGzip } from './unpack.js';
 
@@ -60,6 +61,9 @@ export const DEFAULT_MAX_IMAGE_BYTES = 16 * 1024 ** 3;
  */
 export const DEFAULT_IMAGE_QUOTA_BYTES = 10 * 1024 ** 3;
 
+/** Disk space an image unpack never takes: the server, its database and its sandboxes need room too. */
+export const DISK_RESERVE_BYTES = 1024 ** 3;
+
 /** An image id: the config's digest, `sha256:<64 hex>` (bare hex accepted). */
 export const IMAGE_ID = /^(?:sha256:)?([a-f0-9]{64})$/;
 export const isImageId = (s: string) => IMAGE_ID.test(s);
@@ -72,6 +76,8 @@ export interface ImageStoreOptions extends RegistryOptions {
   architecture?: string;
   /** Unpacked bytes the images of one workspace may take together (default DEFAULT_IMAGE_QUOTA_BYTES). */
   quotaBytes?: number;
+  /** What the disk keeps free whatever images ask for (default DISK_RESERVE_BYTES). */
+  diskReserveBytes?: number;
   /**
    * The image roots sandboxes run on: all of them (nothing of those is collected), or one workspace's (its images
    * in use, which it cannot let go of). Default: none.
@@ -112,18 +118,30 @@ export interface ImageQuota {
 }
 
 const hex = (digest: string) => digest.slice('sha256:'.length);
+
+/** `docker.io/local/app` of `docker.io/local/app:1` (or of `…@sha256:…`). */
+export function repositoryOf(canonical: string): string {
+  const at = canonical.indexOf('@');
+  const rest = at >= 0 ? canonical.slice(0, at) : canonical;
+  const colon = rest.lastIndexOf(':');
+  return colon > rest.lastIndexOf('/') ? rest.slice(0, colon) : rest;
+}
 const mb = (n: number) => `${(n / 1024 ** 2).toFixed(1)} MB`;
 
 export class ImageStore implements ImageRoots {
   readonly dir: string;
   readonly blobs: BlobStore;
   private readonly names: ImageNames;
+  readonly shares: ImageShares;
   private readonly client: RegistryClient;
+  /** When a workspace's use of an image was last recorded (markDeployed writes at most once a minute per image). */
+  private readonly deployedSeen = new Map<string, number>();
   private readonly pulls = new Map<string, Promise<HeldImage>>();
   /** Pulls and imports under way: blobs they wrote may not be named by any image yet, so nothing is collected. */
   private busy = 0;
   private readonly arch: string;
   readonly quotaBytes: number;
+  private readonly diskReserveBytes: number;
 
   constructor(readonly opts: ImageStoreOptions) {
     this.dir = join(opts.dataDir, 'images', 'oci');
@@ -132,9 +150,11 @@ export class ImageStore implements ImageRoots {
       mkdirSync(join(this.dir, d), { recursive: true, mode: 0o700 });
     this.blobs = new BlobStore(this.dir);
     this.names = new ImageNames(this.dir);
+    this.shares = new ImageShares(this.dir);
     this.client = new RegistryClient(opts);
     this.arch = opts.architecture ?? hostArchitecture();
     this.quotaBytes = opts.quotaBytes ?? DEFAULT_IMAGE_QUOTA_BYTES;
+    this.diskReserveBytes = opts.diskReserveBytes ?? DISK_RESERVE_BYTES;
     for (const n of readdirSync(join(this.dir, 'roots')))
       if (n.startsWith('.tmp-')) rmSync(join(this.dir, 'roots', n), { recursive: true, force: true });
     this.names.migrate(join(this.dir, 'refs'), (id) => this.get(id) !== undefined);
@@ -207,6 +227,12 @@ export class ImageStore implements ImageRoots {
    * sandbox asked for it, and it counts toward its quota). An id must be one the workspace holds.
    */
   async resolve(workspace: string, nameOrId: string): Promise<HeldImage> {
+    const image = await this.resolveName(workspace, nameOrId);
+    this.markDeployed(workspace, image.id);
+    return image;
+  }
+
+  private async resolveName(workspace: string, nameOrId: string): Promise<HeldImage> {
     const own = this.find(workspace, nameOrId);
     if (own) return own;
     if (isImageId(nameOrId))
@@ -295,6 +321,7 @@ export class ImageStore implements ImageRoots {
   /** A deleted workspace's names go with it (a new workspace of the same name starts with none). */
   forgetWorkspace(workspace: string): void {
     this.names.drop(workspace);
+    this.shares.dropWorkspace(workspace);
     this.collect();
   }
 
@@ -302,6 +329,117 @@ export class ImageStore implements ImageRoots {
   keepWorkspaces(existing: Set<string>): string[] {
     const gone = this.names.workspaces().filter((w) => !existing.has(w));
     for (const w of gone) this.names.drop(w);
+    for (const r of this.shares.all())
+      if (!existing.has(r.source) || !existing.has(r.target)) this.shares.remove(r.id);
+    return gone;
+  }
+
+  /** Records that `workspace` started something on the image now (its `lastDeployedAt`). */
+  markDeployed(workspace: string, id: string): void {
+    const key = `${workspace}\0${id}`;
+    const now = Date.now();
+    if (now - (this.deployedSeen.get(key) ?? 0) < 60_000) return;
+    this.deployedSeen.set(key, now);
+    const table = this.names.deployed(workspace);
+    table.set(hex(id), new Date(now).toISOString());
+    this.names.setDeployed(workspace, table);
+  }
+
+  /** When `workspace` last started something on one of these images (ids), if ever. */
+  lastDeployed(workspace: string, ids: string[]): string | undefined {
+    const table = this.names.deployed(workspace);
+    return ids
+      .map((id) => table.get(hex(id.startsWith('sha256:') ? id : `sha256:${id}`)))
+      .filter((t): t is string => !!t)
+      .sort()
+      .at(-1);
+  }
+
+  /**
+   * The canonical names of `workspace` a request names: with a tag or a digest, that one; without, `:latest` when
+   * the workspace holds it, else every tag of the repository (the service's "image" is a repository). An id: every
+   * name of that image.
+   */
+  namesFor(workspace: string, name: string): string[] {
+    const names = this.names.of(workspace);
+    const m = IMAGE_ID.exec(name);
+    if (m) return [...names].filter(([, v]) => v === m[1]).map(([k]) => k);
+    const { ref, canonical } = ImageStore.parse(name);
+    if (names.has(canonical) || /@|:[^/]*$/.test(name)) return names.has(canonical) ? [canonical] : [];
+    const repo = `${ref.registry}/${ref.repository}`;
+    return [...names.keys()].filter((k) => repositoryOf(k) === repo).sort();
+  }
+
+  /** The tags `workspace` holds of the repository of `canonical`: each name with its image. */
+  tagsOf(workspace: string, canonical: string): Array<{ name: string; image: StoredImage }> {
+    const repo = repositoryOf(canonical);
+    const out: Array<{ name: string; image: StoredImage }> = [];
+    for (const [k, id] of this.names.of(workspace)) {
+      const image = repositoryOf(k) === repo ? this.get(id) : undefined;
+      if (image) out.push({ name: k, image });
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Lets go of several names at once (each refused while one of the workspace's sandboxes runs its image). */
+  releaseNames(workspace: string, canonicals: string[]): StoredImage[] {
+    const names = this.names.of(workspace);
+    const images = canonicals.map((c) => {
+      const image = names.has(c) ? this.get(names.get(c) as string) : undefined;
+      if (!image) throw new ImageError('NOT_FOUND', `image ${c} is not among this workspace's images`);
+      if (this.inUse(image, workspace)) throw new ImageError('IN_USE', `image ${c} is in use by a sandbox`);
+      return image;
+    });
+    for (const c of canonicals) names.delete(c);
+    this.names.set(workspace, names);
+    this.collect();
+    return images;
+  }
+
+  /**
+   * Binds names (a share brought, or a tag) in `workspace`: its own names from now on, charged to its quota. A name the
+   * workspace already holds for another image is a conflict unless `force`.
+   */
+  bindNames(workspace: string, refs: Record<string, string>, force: boolean): HeldImage[] {
+    const names = this.names.of(workspace);
+    const conflicts = Object.entries(refs).filter(([k, id]) => names.has(k) && names.get(k) !== id);
+    if (conflicts.length && !force)
+      throw new ImageError(
+        'CONFLICT',
+        `this workspace already holds ${conflicts.map(([k]) => k).join(', ')} for another image (accept with force=true to replace)`,
+      );
+    const out: HeldImage[] = [];
+    for (const [k, id] of Object.entries(refs)) {
+      const image = this.get(id);
+      if (!image) throw new ImageError('NOT_FOUND', `the shared image ${k} is no longer in the store`);
+      out.push(this.bind(workspace, k, image, `image ${k}`));
+    }
+    return out;
+  }
+
+  /** Drops names a share had bound in `workspace`, where they still stand for the shared images. */
+  unbindShared(workspace: string, share: ShareRecord): void {
+    const names = this.names.of(workspace);
+    for (const [k, id] of Object.entries(share.references)) if (names.get(k) === id) names.delete(k);
+    this.names.set(workspace, names);
+    this.collect();
+  }
+
+  /**
+   * Lets go of every name of `workspace` except those `keep` says are referenced, and those whose images its
+   * sandboxes run on; returns the names let go of.
+   */
+  cleanup(workspace: string, keep: (canonical: string, image: StoredImage) => boolean): string[] {
+    const names = this.names.of(workspace);
+    const gone: string[] = [];
+    for (const [k, id] of names) {
+      const image = this.get(id);
+      if (image && (keep(k, image) || this.inUse(image, workspace))) continue;
+      names.delete(k);
+      gone.push(k);
+    }
+    this.names.set(workspace, names);
+    this.collect();
     return gone;
   }
 
@@ -311,7 +449,7 @@ export class ImageStore implements ImageRoots {
    */
   collect(): string[] {
     if (this.busy > 0) return []; // a pull or import in flight may need what no record names yet
-    const held = this.names.heldIds();
+    const held = new Set([...this.names.heldIds(), ...this.shares.pendingIds()]);
     const used = this.opts.rootsInUse?.() ?? new Set<string>();
     const removed: string[] = [];
     for (const img of this.list()) {
@@ -441,7 +579,6 @@ export class ImageStore implements ImageRoots {
     mkdirSync(tmp, { mode: 0o755 });
     try {
       for (const f of layerFiles) await this.applyFile(tmp, f, allowance, what);
-      finishRoot(tmp);
       chmodSync(tmp, 0o755);
       const bytes = rootBytes(tmp);
       if (bytes > allowance.bytes) throw allowance.refusal();
@@ -459,6 +596,18 @@ export class ImageStore implements ImageRoots {
     const others = this.names.of(workspace);
     others.delete(canonical);
     const left = Math.max(0, this.quotaBytes - this.bytesOf(others));
+    // The disk is a bound too: an image larger than what it has free is refused at the entry that passes it.
+    const fs = statfsSync(this.dir);
+    const free = Math.max(0, fs.bavail * fs.bsize - this.diskReserveBytes);
+    if (free < left)
+      return new Allowance(
+        free,
+        () =>
+          new ImageError(
+            'TOO_LARGE',
+            `${what}: unpacks to more than the ${mb(free)} the disk has free (keeping ${mb(this.diskReserveBytes)} for everything else)`,
+          ),
+      );
     return new Allowance(left, () =>
       this.quotaError(workspace, what, `unpacks to more than the ${mb(left)} left of it`),
     );
@@ -485,7 +634,8 @@ export class ImageStore implements ImageRoots {
   }
 
   private removeUnheld(image: StoredImage): void {
-    if (this.names.heldIds().has(hex(image.id)) || this.inUse(image)) return;
+    const id = hex(image.id);
+    if (this.names.heldIds().has(id) || this.shares.pendingIds().has(id) || this.inUse(image)) return;
     rmSync(join(this.dir, 'images', `${hex(image.id)}.json`), { force: true });
     rmSync(image.rootfs, { recursive: true, force: true });
   }

@@ -20,6 +20,9 @@ export interface ImageConfig {
   user?: string;
   entrypoint?: string[];
   cmd?: string[];
+  /** `8080/tcp`…: what the image says it listens on (shown; ports are declared on sandboxes and workloads). */
+  exposedPorts?: string[];
+  labels?: Record<string, string>;
 }
 
 const INDEX_TYPES = new Set([
@@ -90,5 +93,44 @@ export function configOf(doc: any, arch: string, what: string): ImageConfig {
     user: typeof c.User === 'string' && c.User ? c.User : undefined,
     entrypoint: strings(c.Entrypoint),
     cmd: strings(c.Cmd),
+    ...(c.ExposedPorts && typeof c.ExposedPorts === 'object'
+      ? { exposedPorts: Object.keys(c.ExposedPorts).sort() }
+      : {}),
+    ...(c.Labels && typeof c.Labels === 'object'
+      ? {
+          labels: Object.fromEntries(
+            Object.entries(c.Labels).filter((e): e is [string, string] => typeof e[1] === 'string'),
+          ),
+        }
+      : {}),
   };
+}
+
+/**
+ * An OCI image config for `config` over layers of these diff ids. No timestamps: the same build gives the same bytes,
+ * so the same image id (a rebuild with nothing changed finds the image it made before).
+ */
+export function ociConfigBytes(
+  config: ImageConfig,
+  arch: string,
+  diffIds: string[],
+  history: Array<{ created_by: string; empty_layer?: boolean }>,
+): Buffer {
+  const c: Record<string, unknown> = { Env: config.env };
+  if (config.workingDir) c.WorkingDir = config.workingDir;
+  if (config.user) c.User = config.user;
+  if (config.entrypoint) c.Entrypoint = config.entrypoint;
+  if (config.cmd) c.Cmd = config.cmd;
+  if (config.exposedPorts?.length)
+    c.ExposedPorts = Object.fromEntries(config.exposedPorts.map((p) => [p, {}]));
+  if (config.labels && Object.keys(config.labels).length) c.Labels = config.labels;
+  return Buffer.from(
+    JSON.stringify({
+      architecture: arch,
+      os: 'linux',
+      config: c,
+      rootfs: { type: 'layers', diff_ids: diffIds },
+      history,
+    }),
+  );
 }

@@ -18,11 +18,14 @@ export type NameTable = Map<string, string>;
 export class ImageNames {
   private readonly namesDir: string;
   private readonly registryDir: string;
+  private readonly deployedDir: string;
 
   constructor(storeDir: string) {
     this.namesDir = join(storeDir, 'names');
     this.registryDir = join(storeDir, 'registry');
-    for (const d of [this.namesDir, this.registryDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
+    this.deployedDir = join(storeDir, 'deployed');
+    for (const d of [this.namesDir, this.registryDir, this.deployedDir])
+      mkdirSync(d, { recursive: true, mode: 0o700 });
   }
 
   private file(workspace: string): string {
@@ -57,6 +60,23 @@ export class ImageNames {
 
   drop(workspace: string): void {
     rmSync(this.file(workspace), { force: true });
+    rmSync(this.deployedFile(workspace), { force: true });
+  }
+
+  private deployedFile(workspace: string): string {
+    this.file(workspace); // judges the name
+    return join(this.deployedDir, `${workspace}.json`);
+  }
+
+  /** When each image (id hex) last started a sandbox or a build of the workspace. */
+  deployed(workspace: string): Map<string, string> {
+    const f = this.deployedFile(workspace);
+    if (!existsSync(f)) return new Map();
+    return new Map(Object.entries(JSON.parse(readFileSync(f, 'utf8')) as Record<string, string>));
+  }
+
+  setDeployed(workspace: string, table: Map<string, string>): void {
+    writeAtomic(this.deployedFile(workspace), JSON.stringify(Object.fromEntries(table)));
   }
 
   /** The image a pull of `canonical` from its registry got last, if any. */

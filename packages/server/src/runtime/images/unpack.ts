@@ -3,8 +3,9 @@
 // symlink or a file (a layer that plants `a -> /etc` and then writes `a/passwd`). One function, `beneath`, turns every
 // name a layer gives (an entry, a whiteout's target, a hard link's source) into a host path. Whiteouts (`.wh.name`)
 // delete from the layers below, opaque markers (`.wh..wh..opq`) empty a directory of what the layers below put there.
-// Device nodes and FIFOs are skipped; setuid/setgid bits dropped; owners are not kept (one uid exists in a sandbox),
-// so every file gets its owner's permissions for all.
+// Device nodes and FIFOs are skipped; setuid/setgid bits dropped; owners are not kept (one uid exists in a sandbox):
+// every file is root's on disk, and a sandbox's root shows root's files as its own user's (decision 051), so the
+// modes are kept as the image has them.
 import {
   createWriteStream,
   linkSync,
@@ -33,6 +34,11 @@ export interface LayerLimits {
   maxLayerBytes: number;
   /** What the image's root may still take (its workspace's image quota left), shared by all its layers. */
   allowance?: Allowance;
+  /**
+   * A plain archive, not a layer (a build's context, a tar a Dockerfile ADDs): `.wh.` names are files like any other,
+   * nothing is deleted.
+   */
+  literal?: boolean;
 }
 
 /** The layer's relative path as parts, or an error for a name that could leave the root. */
@@ -62,11 +68,8 @@ function kindOf(p: string): 'dir' | 'link' | 'other' | undefined {
   }
 }
 
-/** Sandbox root is one uid that owns nothing here: it gets the owner's bits; setuid/setgid go. */
-const modeOf = (mode: number | undefined, fallback: number) => {
-  const m = (mode ?? fallback) & 0o1777;
-  return m | (((m >> 6) & 0o7) * 0o011);
-};
+/** The image's mode without setuid/setgid (the sticky bit of /tmp-like directories stays). */
+const modeOf = (mode: number | undefined, fallback: number) => (mode ?? fallback) & 0o1777;
 
 /**
  * The host path of `parts` beneath `root`, what every write and removal of a layer goes through (Node has no
@@ -141,7 +144,7 @@ export async function applyLayer(
       }
       const base = parts[parts.length - 1];
       const rel = parts.join('/');
-      if (base === OPAQUE) {
+      if (base === OPAQUE && !limits.literal) {
         const dir = dirname(beneath(root, parts, h.name, what, true) as string);
         const relDir = parts.slice(0, -1).join('/');
         for (const child of readdirSync(dir))
@@ -150,7 +153,7 @@ export async function applyLayer(
         entry.resume();
         continue;
       }
-      if (base.startsWith(WHITEOUT)) {
+      if (base.startsWith(WHITEOUT) && !limits.literal) {
         // The name it deletes is judged like any other: `.wh...` would otherwise remove the root's parent.
         const gone = [...parts.slice(0, -1), base.slice(WHITEOUT.length)];
         const target = beneath(root, gone, h.name, what, false);

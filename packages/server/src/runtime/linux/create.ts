@@ -2,10 +2,10 @@
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
 import { mkdirSync, rmSync, statSync } from 'node:fs';
-import { isAbsolute, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import { MIN_PIDS, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
-import { mountWritableLayer, unmountLayer, WRITABLE_DIRS } from './disk.js';
+import { mountWritableLayer, unmountLayer } from './disk.js';
 import {
   exposeDir,
   LAYERS_DIR,
@@ -22,9 +22,9 @@ import { type NetPool, slotName } from './net-pool.js';
 import { createSlotNetwork, deleteSlotNetwork, slotNet } from './network.js';
 import type { StoredImage } from '../images/image-store.js';
 import { imageUser } from '../images/image-user.js';
-import { hostRoot, hostUserland, ociRoot } from './rootfs.js';
+import { hostUserland, rootfsPlan } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
-import { mountViews, unmountViews, viewsDir } from './views.js';
+import { mountRoot, mountViews, unmountViews, viewsDir } from './views.js';
 import { claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
@@ -41,7 +41,10 @@ export interface HostContext {
   uidBase: number;
   codeDir: string;
   command: string[];
+  /** The default image's /etc (rootfs.ts ensureBaseEtc); its parent is that image's root. */
   baseEtc: string;
+  /** The mount points of every root (rootfs.ts ensureInitLayer). */
+  initLayer: string;
   seccompFile?: string;
   netPool: NetPool;
   /** Private ranges this server's sandboxes may reach (BERTH_SANDBOX_ALLOW_CIDRS; network.ts setAllowedRanges). */
@@ -57,7 +60,7 @@ export interface StartRequest {
   paths: SandboxPaths;
   spec: SandboxSpec;
   hash: string;
-  /** The image from the store the spec names; absent for the default image (the host userland). */
+  /** The image from the store the spec names (or the empty one); absent for the default image (the host userland). */
   image?: StoredImage;
 }
 
@@ -111,11 +114,16 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     pooled === undefined ? createSlotNetwork(net, ctx.allowCidrs) : undefined,
     mountWritableLayer(rwDir, spec.diskMb, hostUid), // always fresh: nothing a previous holder planted
     // Everything bound from a path of the host's own goes through a view (views.ts): no host path in mountinfo.
-    mountViews(name, [ctx.baseEtc, ctx.codeDir, ...nodeModules, ...(image ? [image.rootfs] : [])]),
+    mountViews(name, [ctx.baseEtc, ctx.codeDir, ...nodeModules]),
   ]);
-  const [etcView, codeView, ...more] = views;
-  const nodeModulesViews = more.slice(0, nodeModules.length);
-  const rootfsView = image ? more[nodeModules.length] : undefined;
+  const [etcView, codeView, ...nodeModulesViews] = views;
+  const plan = rootfsPlan({
+    initLayer: ctx.initLayer,
+    hostRoot: dirname(ctx.baseEtc),
+    etcView,
+    ...(image ? { image: { rootfs: image.rootfs, layers: spec.layers } } : {}),
+  });
+  const rootDir = await mountRoot(name, rwDir, hostUid, plan);
   const runDir = sandboxRunDir(name);
   let egressEnvs: Record<string, string> = {};
   if (spec.egress) {
@@ -129,11 +137,10 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   }
   const envs = { ...sandboxEnv(req.id, spec), ...egressEnvs };
   writeEnvFile(runDir, hostUid, envs);
-  const entries = rootfsView ? ociRoot(rootfsView, etcView) : hostRoot(etcView);
   const viewed = `${viewsDir(name)}/`;
-  const root = await Promise.all(
-    entries.map(async (e) =>
-      e.kind === 'bind' && !e.src.startsWith(viewed) ? { ...e, src: await exposeDir(ctx.dataDir, e.src) } : e,
+  const binds = await Promise.all(
+    plan.binds.map(async (b) =>
+      b.src.startsWith(viewed) ? b : { ...b, src: await exposeDir(ctx.dataDir, b.src) },
     ),
   );
   const logFile = join(dir, DAEMON_LOG);
@@ -145,8 +152,8 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     netnsPath: net.netnsPath,
     hostUid,
     cgroupProcs: cg.procsFiles(),
-    root,
-    writable: WRITABLE_DIRS.map((w) => ({ src: join(rwDir, w.sub), dest: w.target })),
+    root: rootDir,
+    binds,
     runDir,
     codeDir: codeView,
     nodeModulesDirs: nodeModulesViews,
@@ -164,7 +171,15 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     command: host ? ctx.command.map(host.rebase) : ctx.command,
     loaders,
     ...(host ? { hostUserland: { shell: host.shell, loaderArgs: host.loaderArgs } } : {}),
-    ...(image ? { user: imageUser(image.rootfs, image.config.user, `image ${spec.image}`) } : {}),
+    ...(image || spec.user
+      ? {
+          user: imageUser(
+            image?.rootfs ?? '/nonexistent',
+            spec.user ?? image?.config.user,
+            `image ${spec.image}`,
+          ),
+        }
+      : {}),
     logFile,
   });
   rec.pid = pid;
@@ -222,8 +237,8 @@ export async function teardownSandbox(ctx: HostContext, dir: string, paths: Sand
     await cg.remove();
     await deleteSlotNetwork(slotNet(rec.slot, rec.name));
     if (rec.egress) await ctx.egress.release(rec.address);
+    await unmountViews(rec.name); // the root's overlays first: they hold the layer's file system
     await unmountLayer(join(LAYERS_DIR, rec.name));
-    await unmountViews(rec.name);
   }
   rmSync(paths.socketPath, { force: true });
   rmSync(dir, { recursive: true, force: true });

@@ -1,21 +1,13 @@
-// The writable layer: one size-capped tmpfs per sandbox, mounted on the host at
-// `/run/berth/sbx/<name>` and bound into the sandbox as /home/user, /tmp, /workspace and /var.
-// tmpfs because it costs a single mount (~1 ms, no pool needed) against ~50 ms for mkfs + loop
-// mount of an ext4 image; its pages are charged to the memory cgroup of the process that writes
-// them, so a sandbox's files count toward its memory limit (docs/decisions/005-sandbox-runtime.md).
+// The writable layer: one size-capped tmpfs per sandbox, mounted on the host at `/run/berth/sbx/<name>`. It holds the
+// upper directories of the overlays the sandbox's root is made of (`ovl/<name>/upper`, rootfs.ts, decision 051), so a
+// write anywhere in the root lands here, and the sandbox's /run/berth. tmpfs because it costs a single mount (~1 ms,
+// no pool needed) against ~50 ms for mkfs + loop mount of an ext4 image; its pages are charged to the memory cgroup of
+// the process that writes them, so a sandbox's files count toward its memory limit (decision 005).
 import { chmodSync, chownSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './exec.js';
 import { readMountInfo } from './mountinfo.js';
 
-/** Sub-directories of the layer and where each appears inside the sandbox. */
-export const WRITABLE_DIRS: Array<{ sub: string; target: string; mode: number }> = [
-  { sub: 'home', target: '/home/user', mode: 0o755 },
-  { sub: 'tmp', target: '/tmp', mode: 0o1777 },
-  { sub: 'workspace', target: '/workspace', mode: 0o755 },
-  { sub: 'var', target: '/var', mode: 0o755 },
-];
-const VAR_SUBDIRS = ['tmp', 'log', 'cache', 'lib'];
 /** Bound at /run/berth (the API socket and env file): inside the layer, so under the same cap. */
 export const RUN_SUBDIR = 'run';
 
@@ -27,7 +19,7 @@ export function mountsUnder(dir: string): string[] {
     .sort((a, b) => b.length - a.length);
 }
 
-/** Mounts the layer (root 0700, owned by the sandbox's uid) and creates its sub-directories. */
+/** Mounts the layer (root 0700, owned by the sandbox's uid) and creates its run directory. */
 export async function mountWritableLayer(rwDir: string, sizeMb: number, uid: number): Promise<void> {
   // Always a fresh layer, filled before any sandbox process runs: the chowns below follow names,
   // and an old layer could hold symlinks a previous sandbox planted.
@@ -41,18 +33,14 @@ export async function mountWritableLayer(rwDir: string, sizeMb: number, uid: num
     'berth-rw',
     rwDir,
   ]);
-  for (const d of [...WRITABLE_DIRS, { sub: RUN_SUBDIR, mode: 0o700 }]) {
-    const p = join(rwDir, d.sub);
-    mkdirSync(p, { recursive: true });
-    chownSync(p, uid, uid);
-    chmodSync(p, d.mode);
-  }
-  for (const s of VAR_SUBDIRS) {
-    const p = join(rwDir, 'var', s);
-    mkdirSync(p, { recursive: true });
-    chownSync(p, uid, uid);
-  }
+  const p = join(rwDir, RUN_SUBDIR);
+  mkdirSync(p);
+  chownSync(p, uid, uid);
+  chmodSync(p, 0o700);
 }
+
+/** Where the sandbox's writes over the overlay `name` of its root are (rootfs.ts RootOverlay). */
+export const upperDir = (rwDir: string, name: string) => join(rwDir, 'ovl', name, 'upper');
 
 /** Changes the cap of a mounted layer (a warm sandbox assigned to a spec); fails below current use. */
 export async function resizeWritableLayer(rwDir: string, sizeMb: number): Promise<void> {

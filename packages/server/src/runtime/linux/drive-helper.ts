@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './exec.js';
-import { RUN_DIR } from './host.js';
+import { EMPTY_DIR, RUN_DIR } from './host.js';
 
 const SOURCE = String.raw`
 #define _GNU_SOURCE
@@ -33,6 +33,8 @@ const SOURCE = String.raw`
 #include <unistd.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
+
+#define EMPTY_LOWER "${EMPTY_DIR}"
 
 static void die(const char *what) { fprintf(stderr, "%s: %s\n", what, strerror(errno)); exit(1); }
 
@@ -260,14 +262,98 @@ static int views(int n, char **argv) {
   return 0;
 }
 
+/* One writable overlay: the lowers (topmost first), each cloned detached, id-mapped (files stored as uid 0 show as the
+   sandbox's own user, so it may write what root owns there), read-only, nosuid, nodev; over them an upper and a work
+   directory made in <name> of the sandbox's layer (a detached clone of its tmpfs, so every write lands in that capped
+   layer). Layers given as descriptors: the mount table shows "lowerdir+=/,upperdir=/ovl/<name>/upper", no host path.
+   redirect_dir, metacopy and index off: an upper directory is then self-contained (whole files, whiteouts and opaque
+   directories only), which is what a build reads back as a layer. */
+static void overlay_root(int layer, int uns, unsigned uid, const char *target, const char *name, int n, char **lowers) {
+  if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) { fprintf(stderr, "bad overlay name %s\n", name); exit(1); }
+  if (mkdirat(layer, "ovl", 0700) && errno != EEXIST) die("ovl");
+  int ovl = openat(layer, "ovl", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (ovl < 0) die("ovl");
+  if (mkdirat(ovl, name, 0700)) die("overlay directory");
+  int nd = openat(ovl, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (nd < 0) die("overlay directory");
+  struct stat top;
+  if (stat(lowers[0], &top)) die("lower");
+  if (mkdirat(nd, "upper", 0700) || mkdirat(nd, "work", 0700)) die("upper");
+  if (fchownat(nd, "upper", uid, uid, AT_SYMLINK_NOFOLLOW) || fchmodat(nd, "upper", top.st_mode & 07777, 0)) die("upper");
+  int up = openat(nd, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int wk = openat(nd, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (up < 0 || wk < 0) die("upper");
+  int ov = syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (ov < 0) die("fsopen overlay");
+  const char *off[] = {"redirect_dir", "metacopy", "index"};
+  for (int i = 0; i < 3; i++)
+    if (syscall(SYS_fsconfig, ov, FSCONFIG_SET_STRING, off[i], "off", 0)) die(off[i]);
+  int trees[400];
+  for (int i = 0; i < n; i++) {
+    int t = trees[i] = syscall(SYS_open_tree, AT_FDCWD, lowers[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (t < 0) die("open_tree lower");
+    struct mount_attr a = {0};
+    a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    a.userns_fd = uns;
+    if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof a)) die("mount_setattr lower");
+    if (syscall(SYS_fsconfig, ov, FSCONFIG_SET_FD, "lowerdir+", 0, t)) die("overlay lower");
+  }
+  if (syscall(SYS_fsconfig, ov, FSCONFIG_SET_FD, "upperdir", 0, up)) die("overlay upper");
+  if (syscall(SYS_fsconfig, ov, FSCONFIG_SET_FD, "workdir", 0, wk)) die("overlay work");
+  if (syscall(SYS_fsconfig, ov, FSCONFIG_CMD_CREATE, 0, 0, 0)) die("overlay");
+  int om = syscall(SYS_fsmount, ov, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (om < 0) die("fsmount overlay");
+  if (syscall(SYS_move_mount, om, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)) die("move_mount overlay");
+  /* Only now: closing a detached tree dissolves it, and the overlay clones its layers at creation. */
+  for (int i = 0; i < n; i++) close(trees[i]);
+  close(om); close(ov); close(up); close(wk); close(nd); close(ovl);
+}
+
+/* root <uid> <layer> then, per overlay, <target> <name> <count> <lower>...: a sandbox's root and the directories mounted
+   in it (a later target may lie inside an earlier one: the host userland's /usr in the root of the default image). */
+static int roots(int argc, char **argv) {
+  unsigned uid = (unsigned)strtoul(argv[2], 0, 10);
+  int layer = syscall(SYS_open_tree, AT_FDCWD, argv[3], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (layer < 0) die("open_tree layer");
+  int uns = idmap_userns(uid);
+  for (int i = 4; i < argc;) {
+    if (i + 3 > argc) { fprintf(stderr, "root: incomplete overlay\n"); return 2; }
+    int n = atoi(argv[i + 2]);
+    if (n < 1 || n > 400 || i + 3 + n > argc) { fprintf(stderr, "root: bad lower count\n"); return 2; }
+    overlay_root(layer, uns, uid, argv[i], argv[i + 1], n, argv + i + 3);
+    i += 3 + n;
+  }
+  close(uns);
+  close(layer);
+  return 0;
+}
+
+/* merge <target> <lower>...: a read-only overlay of the lowers (topmost first) and the empty directory at target, for
+   the server itself to read a build's stage as one tree (COPY --from); never shown to a sandbox. */
+static int merge(int argc, char **argv) {
+  int ov = syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (ov < 0) die("fsopen overlay");
+  for (int i = 3; i <= argc; i++) {
+    const char *l = i < argc ? argv[i] : EMPTY_LOWER;
+    if (syscall(SYS_fsconfig, ov, FSCONFIG_SET_STRING, "lowerdir+", l, 0)) die("overlay lower");
+  }
+  if (syscall(SYS_fsconfig, ov, FSCONFIG_CMD_CREATE, 0, 0, 0)) die("overlay");
+  int om = syscall(SYS_fsmount, ov, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (om < 0) die("fsmount overlay");
+  if (syscall(SYS_move_mount, om, "", AT_FDCWD, argv[2], MOVE_MOUNT_F_EMPTY_PATH)) die("move_mount overlay");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   char p[64];
   if (argc >= 5 && !strcmp(argv[1], "view")) return views(argc - 4, argv);
+  if (argc >= 8 && !strcmp(argv[1], "root")) return roots(argc, argv);
+  if (argc >= 4 && argc < 500 && !strcmp(argv[1], "merge")) return merge(argc, argv);
   /* mount <pid> <uid> then, per mount, <mountPath> <driveRoot> <subPath> <ro 0|1>; prints each mount point as the
      sandbox's mount table names it (symlinks resolved), one a line. */
   int mounting = argc >= 8 && (argc - 4) % 4 == 0 && (argc - 4) / 4 <= MAX_MOUNTS && !strcmp(argv[1], "mount");
   if (!mounting && !(argc == 4 && !strcmp(argv[1], "umount"))) {
-    fprintf(stderr, "usage: mount <pid> <uid> (<mountPath> <driveRoot> <subPath> <ro 0|1>)... | umount <pid> <mountPath> | view <emptyDir> <dir> <source>...\n");
+    fprintf(stderr, "usage: mount <pid> <uid> (<mountPath> <driveRoot> <subPath> <ro 0|1>)... | umount <pid> <mountPath> | view <emptyDir> <dir> <source>... | root <uid> <layer> (<target> <name> <count> <lower>...)... | merge <target> <lower>...\n");
     return 2;
   }
   const char *pid = argv[2];

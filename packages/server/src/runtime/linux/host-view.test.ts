@@ -110,9 +110,14 @@ describe('what a sandbox sees of its host', () => {
         for (const root of roots)
           assert.match(
             root,
-            /^\/(newroot|usr|(run\/)?berth\/(bin|empty|empty-file)|home|tmp|workspace|var|run|null|zero|full|random|urandom|tty)?$/,
+            /^\/(newroot|usr|(run\/)?berth\/(bin|empty|empty-file)|home|tmp|workspace|var|run|null|zero|full|random|urandom|tty|hosts|hostname|resolv\.conf)?$/,
           );
-        assert.match(r.stdout, / \/etc ro,.* - overlay berth-view ro,lowerdir=\.:\/run\/berth\/empty/);
+        // The root is an overlay of the image under the sandbox's layer, given as descriptors: it names no path.
+        assert.match(
+          r.stdout,
+          /^\S+ \S+ \S+ \/ \/ rw,[^ ]* - overlay none rw,lowerdir\+=\/,lowerdir\+=\/,upperdir=\/ovl\/root\/upper,workdir=\/ovl\/root\/work[,a-z=]*$/m,
+        );
+        assert.match(r.stdout, / \/etc\/hosts ro,.* - overlay berth-view ro,lowerdir=\.:\/run\/berth\/empty/);
       },
     );
 

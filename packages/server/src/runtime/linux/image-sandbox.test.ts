@@ -27,6 +27,8 @@ let images: ImageStore;
 let reg: TestRegistry;
 let push: Pusher;
 
+const rootOf = (id: string) => images.get(id)!.rootfs;
+
 /** The image's id, pulled into a workspace as a controller would resolve it. */
 const pulled = async (reference: string) => (await images.pull('ws', reference)).id;
 
@@ -91,11 +93,121 @@ describe('sandboxes on image roots', () => {
         Number(await ino(a.socketPath)),
         statSync(join(images.get(id)!.rootfs, 'bin/busybox')).ino,
       );
-      // The image is read-only; the writable layer is where writes go.
-      assert.notEqual((await run(a.socketPath, 'touch /srv/x')).exitCode, 0);
-      assert.equal((await run(a.socketPath, 'touch /tmp/x')).exitCode, 0);
+      // The image is written over in each sandbox's own layer: the other sandbox and the image are untouched.
+      assert.equal((await run(a.socketPath, 'sh -c "echo mine > /srv/hello.txt"')).exitCode, 0);
+      assert.equal((await run(a.socketPath, 'cat /srv/hello.txt')).stdout, 'mine\n');
+      assert.equal((await run(b.socketPath, 'cat /srv/hello.txt')).stdout, 'from the image\n');
+      assert.equal(readFileSync(join(images.get(id)!.rootfs, 'srv/hello.txt'), 'utf8'), 'from the image\n');
       // No loader or library setting of the daemon leaks into user processes.
       assert.doesNotMatch((await run(a.socketPath, 'env')).stdout, /LD_|berth-host/);
+    },
+  );
+
+  it(
+    'the whole image is the root: files at its top, its /var, /home and /root; writes anywhere land in the sandbox layer, survive a freeze, meet the cap',
+    T,
+    async () => {
+      const app = await tarOf([
+        { name: 'mark.txt', body: 'at the root\n' },
+        { name: 'docker-entrypoint.sh', body: '#!/bin/sh\necho entry\n', mode: 0o755 },
+        { name: 'var/', type: 'directory' },
+        { name: 'var/www/', type: 'directory' },
+        { name: 'var/www/index.html', body: '<h1>www</h1>\n' },
+        { name: 'home/', type: 'directory' },
+        { name: 'home/node/', type: 'directory' },
+        { name: 'home/node/app.js', body: 'console.log(1)\n' },
+        { name: 'root/', type: 'directory', mode: 0o700 },
+        { name: 'root/.cache/', type: 'directory' },
+        { name: 'root/.cache/pip', body: 'cached\n' },
+        { name: 'etc/app.conf', body: 'a=1\n', mode: 0o640 },
+      ]);
+      const img = await push.image('test/whole', 'v1', [await busyboxLayer(), app], { Env: ['PATH=/bin'] });
+      const id = await pulled(img.reference);
+      const s = await driver.ensure('img-whole', smallSandboxSpec({ image: id, diskMb: 8 }));
+      const cat = async (p: string) => (await run(s.socketPath, `cat ${p}`)).stdout;
+      assert.equal(await cat('/mark.txt'), 'at the root\n');
+      assert.equal((await run(s.socketPath, '/docker-entrypoint.sh')).stdout, 'entry\n');
+      assert.equal(await cat('/var/www/index.html'), '<h1>www</h1>\n');
+      assert.equal(await cat('/home/node/app.js'), 'console.log(1)\n');
+      assert.equal(await cat('/root/.cache/pip'), 'cached\n');
+      assert.equal(
+        (await run(s.socketPath, 'stat -c %a /etc/app.conf')).stdout,
+        '640\n',
+        'modes as the image has them',
+      );
+      // What a package manager does: new files in /usr, an edited /etc file, a removed file.
+      const write = await run(
+        s.socketPath,
+        'sh -c "mkdir -p /usr/lib/pkg && echo lib > /usr/lib/pkg/f && echo b=2 >> /etc/app.conf && rm /var/www/index.html"',
+      );
+      assert.equal(write.exitCode, 0, write.stderr);
+      const upper = join(driver.layerDir('img-whole')!, 'ovl', 'root', 'upper');
+      assert.equal(readFileSync(join(upper, 'usr/lib/pkg/f'), 'utf8'), 'lib\n', 'in the sandbox layer');
+      assert.ok(
+        statSync(join(upper, 'var/www/index.html')).isCharacterDevice(),
+        'the removal is a whiteout there',
+      );
+      const rootfs = images.get(id)!.rootfs;
+      assert.equal(readFileSync(join(rootfs, 'etc/app.conf'), 'utf8'), 'a=1\n', 'the image is untouched');
+      assert.ok(statSync(join(rootfs, 'var/www/index.html')).isFile());
+      await driver.freeze('img-whole');
+      await driver.thaw('img-whole');
+      assert.equal(await cat('/usr/lib/pkg/f'), 'lib\n', 'kept across standby');
+      assert.equal(await cat('/etc/app.conf'), 'a=1\nb=2\n');
+      assert.notEqual((await run(s.socketPath, 'cat /var/www/index.html')).exitCode, 0);
+      const big = await run(s.socketPath, 'sh -c "busybox dd if=/dev/zero of=/usr/lib/big bs=1M count=16"');
+      assert.notEqual(big.exitCode, 0, 'a write into the image meets the disk cap');
+      assert.match(big.stderr, /No space left on device/);
+      await driver.remove('img-whole');
+    },
+  );
+
+  it(
+    "a build step's sandbox: layers stacked over the image (or nothing), another user, its changes read back as overlayfs keeps them",
+    T,
+    async () => {
+      const img = await push.image('test/steps', 'v1', [await busyboxLayer()], { Env: ['PATH=/bin'] });
+      const id = await pulled(img.reference);
+      const steps = mkdtempSync(join(dataDir, 'steps-'));
+      // A first step's changes, as a lower of the next one.
+      const one = join(steps, 'one');
+      const s1 = await driver.ensure('img-step-1', smallSandboxSpec({ image: id }));
+      const w1 = await run(
+        s1.socketPath,
+        'sh -c "mkdir -p /app/old && echo 1 > /app/old/x && echo a > /app/a && echo k > /keep"',
+      );
+      assert.equal(w1.exitCode, 0, w1.stderr);
+      await driver.exportChanges('img-step-1', one);
+      await driver.remove('img-step-1');
+      assert.equal(readFileSync(join(one, 'app/a'), 'utf8'), 'a\n');
+      assert.equal(statSync(join(one, 'app/a')).uid, 0, 'owned by root, as every lower layer');
+      assert.equal(readdirSync(one).sort().join(','), 'app,keep', 'nothing of the runtime in it');
+      // The second step runs over it, as uid 1000, and removes and replaces.
+      const two = join(steps, 'two');
+      const s2 = await driver.ensure('img-step-2', {
+        ...smallSandboxSpec({ image: id }),
+        layers: [one],
+        user: '1000:1000',
+      });
+      const w2 = await run(
+        s2.socketPath,
+        'sh -c "id -u; cat /app/a /keep; rm /app/a; rm -r /app/old; mkdir /app/old; echo 2 > /app/old/y"',
+      );
+      assert.equal(w2.stdout, '1000\na\nk\n', w2.stderr);
+      await driver.exportChanges('img-step-2', two);
+      await driver.remove('img-step-2');
+      assert.ok(statSync(join(two, 'app/a')).isCharacterDevice(), 'a deletion is a whiteout');
+      assert.equal(readFileSync(join(two, 'app/old/y'), 'utf8'), '2\n');
+      // On nothing at all (FROM scratch): the layers are the whole root.
+      const s3 = await driver.ensure('img-step-3', {
+        ...smallSandboxSpec({ image: 'scratch' }),
+        layers: [two, one, rootOf(id)],
+      });
+      assert.equal(
+        (await run(s3.socketPath, 'sh -c "ls /app/old; cat /keep; ls /app"')).stdout,
+        'y\nk\nold\n',
+      );
+      await driver.remove('img-step-3');
     },
   );
 

@@ -23,7 +23,7 @@ import { basename, join } from 'node:path';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { sleep } from './exec.js';
-import type { RootEntry } from './rootfs.js';
+import type { RootBind } from './rootfs.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
 import { isProcessAlive } from './state.js';
 import { EMPTY_DIR, EMPTY_FILE } from './host.js';
@@ -77,8 +77,6 @@ function masksHere(): Array<{ path: string; dir: boolean }> {
   return procMasks;
 }
 
-/** Size cap of the sandbox's own /run (pid files, small sockets); the socket dir is bound over it. */
-const RUN_TMPFS_BYTES = 8 * 1024 * 1024;
 const NODE_MODULES_TARGETS = ['/opt/node_modules', '/node_modules'];
 
 export interface LaunchPlan {
@@ -86,10 +84,10 @@ export interface LaunchPlan {
   netnsPath: string;
   hostUid: number;
   cgroupProcs: string[];
-  /** Every bind source below must be reachable by the sandbox's uid (see host.ts exposeDir). */
-  root: RootEntry[];
-  /** Host directories of the writable layer and where each appears. */
-  writable: Array<{ src: string; dest: string }>;
+  /** The sandbox's root, mounted on the host (views.ts mountRoot): the image under its writable layer. */
+  root: string;
+  /** Bound read-only over the root; every source must be reachable by the sandbox's uid (see host.ts exposeDir). */
+  binds: RootBind[];
   /** Host directory bound at /run/berth; the daemon creates its socket there. */
   runDir: string;
   /** The server's built code, bound read-only at /opt/berth. */
@@ -141,23 +139,20 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
   if (plan.loaders) a.push('--as-pid-1');
   const bind = (src: string, dest: string, readOnly: boolean) =>
     a.push(readOnly ? '--ro-bind' : '--bind', src, dest);
-  for (const e of plan.root) {
-    if (e.kind === 'symlink') a.push('--symlink', e.target, e.dest);
-    else bind(e.src, e.dest, e.readOnly);
-  }
+  // The whole image, writable on top: every write lands in the sandbox's capped layer (decision 051). Every mount
+  // point below is in the root's init layer (rootfs.ts), so bubblewrap creates nothing in what the sandbox wrote.
+  bind(plan.root, '/', false);
   a.push('--proc', '/proc');
   for (const m of masksHere()) bind(m.dir ? EMPTY_DIR : EMPTY_FILE, m.path, true);
   a.push('--dev', '/dev');
-  for (const w of plan.writable) bind(w.src, w.dest, false);
-  a.push('--size', String(RUN_TMPFS_BYTES), '--tmpfs', '/run');
+  for (const b of plan.binds) bind(b.src, b.dest, true);
   bind(plan.runDir, SANDBOX_SOCKET_DIR, false);
   bind(plan.codeDir, '/opt/berth', true);
   plan.nodeModulesDirs.slice(0, NODE_MODULES_TARGETS.length).forEach((dir, i) => {
     bind(dir, NODE_MODULES_TARGETS[i], true);
   });
   if (plan.loaders) bind(NODUMP_DIR, NODUMP_BIND, true);
-  // The root itself (a bwrap tmpfs) becomes read-only, so every write lands in a capped layer.
-  a.push('--remount-ro', '/', '--chdir', '/home/user');
+  a.push('--chdir', '/home/user');
   // Read from an fd opened by root: the filter file may sit in a private data dir.
   if (plan.seccompFile) a.push('--seccomp', String(passFd(plan.seccompFile)));
   a.push('--clearenv');

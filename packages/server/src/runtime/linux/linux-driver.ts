@@ -26,6 +26,7 @@ import {
   type SandboxSpec,
   type SandboxStats,
   SandboxNotFoundError,
+  SCRATCH_IMAGE,
   specHash,
   type VolumeRef,
   type DriveMount,
@@ -44,6 +45,7 @@ import { resizeWritableLayer } from './disk.js';
 import {
   DAEMON_ENTRY,
   defaultCodeDir,
+  EMPTY_DIR,
   ensureRunDirs,
   LAYERS_DIR,
   requireHostTools,
@@ -59,7 +61,8 @@ import { NetPool } from './net-pool.js';
 import { setAllowedRanges, setupHostNetwork, setupNamespace, slotNet } from './network.js';
 import { isDefaultImage } from '../../kinds/image-reference.js';
 import { type ImageRoots, ImageStore, isImageId, type StoredImage } from '../images/image-store.js';
-import { ensureBaseEtc, sandboxResolvers } from './rootfs.js';
+import { ensureBaseEtc, ensureInitLayer, sandboxResolvers } from './rootfs.js';
+import { copyChanges } from './changes.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -183,6 +186,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     codeDir: opts.codeDir ?? defaultCodeDir(),
     command: opts.command ?? ['/usr/bin/node', `/opt/berth/${DAEMON_ENTRY}`],
     baseEtc,
+    initLayer: ensureInitLayer(opts.dataDir),
     seccompFile,
     netPool,
     allowCidrs,
@@ -339,7 +343,9 @@ export class LinuxDriver implements RuntimeDriver {
   private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
     const host = isDefaultImage(spec.image);
     const image = host ? undefined : this.imageOf(spec.image);
-    const pool = image ? await this.imagePool(image) : this.warmPool;
+    // Pools hold sandboxes of an image as it is: a build's steps over it, or another user, start fresh.
+    const poolable = !spec.layers?.length && spec.user === undefined;
+    const pool = !poolable ? undefined : image ? await this.imagePool(image) : this.warmPool;
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
     // Volumes are no reason to start cold: they are mounted into the running sandbox either way (mountVolumes).
     checkVolumeDirs(spec);
@@ -353,6 +359,17 @@ export class LinuxDriver implements RuntimeDriver {
 
   /** The stored image of an id; a name is refused: names belong to workspaces, and the runtime knows none. */
   private imageOf(id: string): StoredImage {
+    if (id === SCRATCH_IMAGE)
+      return {
+        id,
+        digest: '',
+        layers: [],
+        config: { env: [] },
+        size: 0,
+        unpackedBytes: 0,
+        rootfs: EMPTY_DIR,
+        createdAt: new Date(0).toISOString(),
+      };
     if (!isImageId(id))
       throw new Error(
         `the runtime runs images by id (sha256:<hex>), resolved in the sandbox's workspace first, not ${JSON.stringify(id)}`,
@@ -692,7 +709,20 @@ export class LinuxDriver implements RuntimeDriver {
     );
   }
 
-  /** Host path of the sandbox's writable layer (its /workspace is `<layer>/workspace`). */
+  exportChanges(id: string, dest: string): Promise<void> {
+    checkSandboxId(id);
+    return this.serial(id, async () => {
+      const rec = readRecord(this.dir(id));
+      if (!rec) throw new SandboxNotFoundError(id);
+      // Nothing may write while the layer is read: every process ends first, the layer stays until removal.
+      const cg = new SandboxCgroup(this.cgroupHost, rec.name);
+      await cg.kill();
+      if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL');
+      await copyChanges(join(LAYERS_DIR, rec.name), dest);
+    });
+  }
+
+  /** Host path of the sandbox's writable layer (what it wrote over its root is in `<layer>/ovl/root/upper`). */
   layerDir(id: string): string | undefined {
     const rec = readRecord(this.dir(id));
     return rec ? join(LAYERS_DIR, rec.name) : undefined;

@@ -5,13 +5,14 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ensureBaseEtc, hostRoot, ociRoot } from './rootfs.js';
+import { ensureBaseEtc, ensureInitLayer, rootfsPlan } from './rootfs.js';
 
 function fakeHostEtc(root: string): string {
   const etc = join(root, 'host-etc');
@@ -47,29 +48,38 @@ test('base etc copies an allowlist: no shadow, private keys or tokens; users are
   }
 });
 
-test('the default image is the host userland read-only; an image root keeps its own tree and /etc', () => {
-  const root = mkdtempSync(join(tmpdir(), 'berth-img-'));
+test('the default image is the host userland under its root; an image root is the init layer, the layers, the image', () => {
+  const base = { initLayer: '/x/init', hostRoot: '/x/host-root', etcView: '/v/0' };
+  const host = rootfsPlan(base);
+  assert.deepEqual(host.overlays[0], { target: '', name: 'root', lowers: ['/x/init', '/x/host-root'] });
+  assert.ok(host.overlays.some((o) => o.target === 'usr' && o.lowers[0] === '/usr'));
+  assert.deepEqual(
+    host.binds.map((b) => b.dest),
+    ['/etc/hosts', '/etc/hostname', '/etc/resolv.conf'],
+  );
+  assert.ok(host.binds.every((b) => b.src.startsWith('/v/0/')));
+  const img = rootfsPlan({ ...base, image: { rootfs: '/img', layers: ['/l2', '/l1'] } });
+  assert.deepEqual(img.overlays, [{ target: '', name: 'root', lowers: ['/x/init', '/l2', '/l1', '/img'] }]);
+  assert.ok(img.binds.some((b) => b.dest === '/opt/berth-host' && b.src === '/usr'));
+});
+
+test('the init layer holds every mount point the runtime adds, and nothing of an image', () => {
+  const root = mkdtempSync(join(tmpdir(), 'berth-init-'));
   try {
-    const entries = hostRoot('/x/base-etc');
-    assert.deepEqual(entries[0], { kind: 'bind', src: '/usr', dest: '/usr', readOnly: true });
-    assert.ok(entries.every((e) => e.kind === 'symlink' || e.readOnly));
-    assert.ok(entries.some((e) => e.kind === 'bind' && e.dest === '/etc' && e.src === '/x/base-etc'));
-    const alpine = join(root, 'alpine');
-    for (const d of ['usr', 'etc', 'proc', 'opt']) mkdirSync(join(alpine, d), { recursive: true });
-    symlinkSync('usr/bin', join(alpine, 'bin'));
-    const img = ociRoot(alpine, '/x/base-etc');
-    assert.ok(img.every((e) => e.kind === 'symlink' || e.readOnly));
-    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/usr' && e.src === join(alpine, 'usr')));
-    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/opt' && e.src === join(alpine, 'opt')));
-    assert.ok(img.some((e) => e.kind === 'symlink' && e.dest === '/bin' && e.target === 'usr/bin'));
-    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/etc' && e.src === join(alpine, 'etc')));
-    assert.ok(
-      img.some(
-        (e) => e.kind === 'bind' && e.dest === '/etc/resolv.conf' && e.src === '/x/base-etc/resolv.conf',
-      ),
-    );
-    assert.ok(img.some((e) => e.kind === 'bind' && e.dest === '/opt/berth-host' && e.src === '/usr'));
-    assert.ok(!img.some((e) => e.dest === '/proc'), 'the runtime provides /proc itself');
+    const init = ensureInitLayer(root);
+    for (const p of [
+      'dev',
+      'proc',
+      'run/berth',
+      'tmp',
+      'home/user',
+      'opt/berth',
+      'opt/berth-host',
+      'etc/hosts',
+    ])
+      assert.ok(existsSync(join(init, p)), p);
+    assert.equal(statSync(join(init, 'tmp')).mode & 0o7777, 0o1777);
+    assert.equal(ensureInitLayer(root), init, 'built once, then reused');
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

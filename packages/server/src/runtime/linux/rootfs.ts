@@ -1,21 +1,22 @@
-// The sandbox's root file system: a read-only image (the host's own /usr by default, or an image from the
-// store), a curated /etc, and the writable layer on top.
+// The sandbox's root file system (decision 051): the whole image (the host's own /usr with a curated /etc by default,
+// or an image from the store) as the lower layers of an overlay whose upper is the sandbox's capped writable layer.
 import {
+  chmodSync,
   cpSync,
   existsSync,
   lstatSync,
   mkdirSync,
-  readdirSync,
   readFileSync,
   readlinkSync,
   renameSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 
 /** Bumped whenever the list below changes, so an old base-etc is rebuilt. */
-const BASE_ETC_VERSION = '3';
+const BASE_ETC_VERSION = '4';
 export const SANDBOX_HOSTNAME = 'sandbox';
 
 /**
@@ -71,40 +72,51 @@ const GENERATED_ETC: Record<string, string> = {
 };
 
 /**
- * Builds `<dataDir>/images/base-etc` once (again after a version bump); returns its path. Its files are read by
- * every sandbox's uid, so they are made world-readable whatever the server's umask (which keeps its other files
- * private).
+ * Builds `<dataDir>/images/host-root` once (again after a version bump) and returns its `etc`: the default image's
+ * root below the host's /usr, a lower layer of every default-image sandbox (rootfsPlan). Its files are read by every
+ * sandbox's uid, so they are made world-readable whatever the server's umask (which keeps its other files private).
  */
 export function ensureBaseEtc(dataDir: string, hostEtc = '/etc'): string {
   const previous = process.umask(0o022);
   try {
-    return buildBaseEtc(dataDir, hostEtc);
+    return join(buildHostRoot(dataDir, hostEtc), 'etc');
   } finally {
     process.umask(previous);
   }
 }
 
-function buildBaseEtc(dataDir: string, hostEtc: string): string {
+/** The default image's root: the curated /etc, the host's top-level links into /usr, and directories to write in. */
+function buildHostRoot(dataDir: string, hostEtc: string): string {
   const images = join(dataDir, 'images');
-  const target = join(images, 'base-etc');
-  const marker = join(target, '.berth-version');
+  const target = join(images, 'host-root');
+  const marker = join(target, 'etc', '.berth-version');
   if (existsSync(marker) && readFileSync(marker, 'utf8') === BASE_ETC_VERSION) {
-    writeResolvConf(target, hostEtc);
+    writeResolvConf(join(target, 'etc'), hostEtc);
     return target;
   }
   mkdirSync(images, { recursive: true, mode: 0o755 });
-  const tmp = join(images, `.base-etc-${process.pid}-${Date.now()}`);
-  mkdirSync(tmp, { mode: 0o755 });
+  rmSync(join(images, 'base-etc'), { recursive: true, force: true }); // the layout before decision 051
+  const tmp = join(images, `.host-root-${process.pid}-${Date.now()}`);
+  const etc = join(tmp, 'etc');
+  mkdirSync(etc, { recursive: true, mode: 0o755 });
   for (const rel of COPIED_ETC) {
     const src = join(hostEtc, rel);
     if (!existsSync(src) && !isSymlink(src)) continue;
-    mkdirSync(join(tmp, rel, '..'), { recursive: true });
-    cpSync(src, join(tmp, rel), { recursive: true, verbatimSymlinks: true, dereference: false });
+    mkdirSync(join(etc, rel, '..'), { recursive: true });
+    cpSync(src, join(etc, rel), { recursive: true, verbatimSymlinks: true, dereference: false });
   }
   for (const [name, text] of Object.entries(GENERATED_ETC))
-    writeFileSync(join(tmp, name), text, { mode: 0o644 });
-  writeResolvConf(tmp, hostEtc);
-  writeFileSync(join(tmp, '.berth-version'), BASE_ETC_VERSION);
+    writeFileSync(join(etc, name), text, { mode: 0o644 });
+  writeResolvConf(etc, hostEtc);
+  for (const d of HOST_ROOT_DIRS) mkdirSync(join(tmp, d.path), { recursive: true, mode: d.mode });
+  for (const d of HOST_ROOT_DIRS) chmodSync(join(tmp, d.path), d.mode);
+  // Merged-/usr hosts have /bin, /lib... as symlinks into /usr; a real directory of an older layout is overlaid.
+  for (const name of HOST_TOP_DIRS) {
+    const p = `/${name}`;
+    if (isSymlink(p)) symlinkSync(readlinkSync(p), join(tmp, name));
+    else if (existsSync(p)) mkdirSync(join(tmp, name), { mode: 0o755 });
+  }
+  writeFileSync(marker.replace(target, tmp), BASE_ETC_VERSION);
   if (existsSync(target)) rmSync(target, { recursive: true, force: true });
   try {
     renameSync(tmp, target);
@@ -150,49 +162,118 @@ function isSymlink(p: string): boolean {
   }
 }
 
-/** One top-level entry of the sandbox root. */
-export type RootEntry =
-  | { kind: 'symlink'; target: string; dest: string }
-  | { kind: 'bind'; src: string; dest: string; readOnly: boolean };
-
-/** Top-level names the runtime provides itself, never taken from an image. */
-const RUNTIME_OWNED = new Set([
-  'proc',
-  'dev',
-  'sys',
-  'tmp',
-  'home',
-  'var',
-  'workspace',
-  'run',
-  'etc',
-  'root',
-]);
-/** Inside an image root: where the host's /usr appears, for the API daemon only (see hostUserland). */
-export const HOST_USR_BIND = '/opt/berth-host';
-/** Files of base-etc bound over an image's own /etc: they describe this host and this sandbox, not the image. */
-const HOST_ETC_FILES = ['hosts', 'hostname', 'resolv.conf'];
+/** Host top-level directories of the host userland: a symlink into /usr (merged /usr), or a directory overlaid. */
+const HOST_TOP_DIRS = ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32'];
+/** Directories of the default image's own (the host's are not shown): where programs expect to write. */
+const HOST_ROOT_DIRS = [
+  { path: 'usr', mode: 0o755 },
+  { path: 'root', mode: 0o700 },
+  { path: 'var/tmp', mode: 0o1777 },
+  { path: 'var/log', mode: 0o755 },
+  { path: 'var/cache', mode: 0o755 },
+  { path: 'var/lib', mode: 0o755 },
+];
 
 /**
- * The read-only part of the root for an image from the store (runtime/images): its top-level directories and
- * links, its own /etc with Berth's hosts, hostname and resolv.conf bound over, and the host's /usr at
- * HOST_USR_BIND (the daemon runs from there whatever libc the image has). `rootfs` must be reachable by the
- * sandbox's uid (host.ts exposeDir); the image store built it with the mount points bwrap needs (root-layout.ts).
+ * The init layer (as Docker calls its own): the mount points of everything the runtime puts into a sandbox's root,
+ * lying between the image and the sandbox's writable layer, so that bubblewrap finds them all and creates nothing in
+ * the writable layer (a build reads that layer back as the image's changes: it must hold the user's writes only).
+ * Its directories merge with the image's (the image's /home/node, /var/www, /etc stay visible).
  */
-export function ociRoot(rootfs: string, baseEtc: string): RootEntry[] {
-  const out: RootEntry[] = [];
-  for (const name of readdirSync(rootfs)) {
-    if (RUNTIME_OWNED.has(name)) continue;
-    const p = join(rootfs, name);
-    const st = lstatSync(p);
-    if (st.isSymbolicLink()) out.push({ kind: 'symlink', target: readlinkSync(p), dest: `/${name}` });
-    else if (st.isDirectory()) out.push({ kind: 'bind', src: p, dest: `/${name}`, readOnly: true });
+const INIT_LAYER_VERSION = '1';
+const INIT_DIRS = [
+  { path: 'dev', mode: 0o755 },
+  { path: 'proc', mode: 0o555 },
+  { path: 'run/berth', mode: 0o755 },
+  { path: 'tmp', mode: 0o1777 },
+  { path: 'home/user', mode: 0o755 },
+  { path: 'workspace', mode: 0o755 },
+  { path: 'opt/berth', mode: 0o755 },
+  { path: 'opt/berth-bin', mode: 0o755 },
+  { path: 'opt/berth-host', mode: 0o755 },
+  { path: 'opt/node_modules', mode: 0o755 },
+  { path: 'node_modules', mode: 0o755 },
+  { path: 'etc', mode: 0o755 },
+];
+/** Files of base-etc bound over every root's /etc: they describe this host and this sandbox, not the image. */
+export const HOST_ETC_FILES = ['hosts', 'hostname', 'resolv.conf'];
+
+/** Builds `<dataDir>/images/init-layer` once (again after a version bump); returns its path. */
+export function ensureInitLayer(dataDir: string): string {
+  const target = join(dataDir, 'images', 'init-layer');
+  const marker = join(dataDir, 'images', '.init-layer-version');
+  if (existsSync(marker) && readFileSync(marker, 'utf8') === INIT_LAYER_VERSION && existsSync(target))
+    return target;
+  const tmp = `${target}.${process.pid}-${Date.now()}`;
+  mkdirSync(tmp, { recursive: true, mode: 0o755 });
+  chmodSync(tmp, 0o755);
+  for (const d of INIT_DIRS) {
+    mkdirSync(join(tmp, d.path), { recursive: true, mode: 0o755 });
+    chmodSync(join(tmp, d.path), d.mode);
   }
-  out.push({ kind: 'bind', src: join(rootfs, 'etc'), dest: '/etc', readOnly: true });
-  for (const f of HOST_ETC_FILES)
-    out.push({ kind: 'bind', src: join(baseEtc, f), dest: `/etc/${f}`, readOnly: true });
-  out.push({ kind: 'bind', src: '/usr', dest: HOST_USR_BIND, readOnly: true });
-  return out;
+  for (const d of ['run', 'home', 'opt']) chmodSync(join(tmp, d), 0o755);
+  for (const f of HOST_ETC_FILES) writeFileSync(join(tmp, 'etc', f), '', { mode: 0o644 });
+  rmSync(target, { recursive: true, force: true });
+  renameSync(tmp, target);
+  writeFileSync(marker, INIT_LAYER_VERSION);
+  return target;
+}
+
+/** Inside an image root: where the host's /usr appears, for the API daemon only (see hostUserland). */
+export const HOST_USR_BIND = '/opt/berth-host';
+
+/** One overlay of a sandbox's root: where it is mounted (relative to the root), and its lowers, topmost first. */
+export interface RootOverlay {
+  /** '' for the root itself, else a directory inside it ('usr'). */
+  target: string;
+  /** Its directory in the sandbox's writable layer (`ovl/<name>/upper`). */
+  name: string;
+  lowers: string[];
+}
+
+/** A bind mount over the root: a file of base-etc, or the host's /usr for the daemon in an image root. */
+export interface RootBind {
+  src: string;
+  dest: string;
+}
+
+/** The sandbox root's overlays (the writable layer on top of each) and what is bound over them. */
+export interface RootPlan {
+  overlays: RootOverlay[];
+  binds: RootBind[];
+}
+
+/**
+ * The root of a sandbox (decision 051): the whole image, written over in the sandbox's own capped layer.
+ * - The default image: the init layer and the host root (etc, top-level links) with the host's /usr (and any real
+ *   top-level directory of an older layout) overlaid at its place, each writable on top.
+ * - An image of the store: the init layer, `layers` (a build's steps, topmost first), then the image's root.
+ * Berth's hosts, hostname and resolv.conf are bound over /etc in both; an image root gets the host's /usr at
+ * HOST_USR_BIND, for the API daemon (hostUserland).
+ */
+export function rootfsPlan(opts: {
+  initLayer: string;
+  /** The default image's root (ensureBaseEtc's parent); used when `image` is undefined. */
+  hostRoot: string;
+  /** The view of base-etc the /etc files are bound from. */
+  etcView: string;
+  image?: { rootfs: string; layers?: string[] };
+}): RootPlan {
+  const binds = HOST_ETC_FILES.map((f) => ({ src: join(opts.etcView, f), dest: `/etc/${f}` }));
+  if (opts.image) {
+    const { rootfs, layers = [] } = opts.image;
+    return {
+      overlays: [{ target: '', name: 'root', lowers: [opts.initLayer, ...layers, rootfs] }],
+      binds: [...binds, { src: '/usr', dest: HOST_USR_BIND }],
+    };
+  }
+  const overlays: RootOverlay[] = [{ target: '', name: 'root', lowers: [opts.initLayer, opts.hostRoot] }];
+  for (const name of ['usr', ...HOST_TOP_DIRS]) {
+    const p = `/${name}`;
+    if (name === 'usr' || (!isSymlink(p) && existsSync(p) && lstatSync(p).isDirectory()))
+      overlays.push({ target: name, name, lowers: [p] });
+  }
+  return { overlays, binds };
 }
 
 /**
@@ -210,17 +291,4 @@ export function hostUserland(hostUsr = '/usr'): {
     .map((d) => `${HOST_USR_BIND}/${d}`);
   const rebase = (p: string) => (p.startsWith('/usr/') ? `${HOST_USR_BIND}/${p.slice(5)}` : p);
   return { shell: `${HOST_USR_BIND}/bin/sh`, loaderArgs: ['--library-path', libs.join(':')], rebase };
-}
-
-/** The read-only part of the root for the default image: the host's own userland and the curated /etc. */
-export function hostRoot(baseEtc: string): RootEntry[] {
-  const out: RootEntry[] = [{ kind: 'bind', src: '/usr', dest: '/usr', readOnly: true }];
-  // Merged-/usr hosts have /bin, /lib... as symlinks into /usr; older layouts have real directories.
-  for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
-    const p = `/${name}`;
-    if (isSymlink(p)) out.push({ kind: 'symlink', target: readlinkSync(p), dest: p });
-    else if (existsSync(p)) out.push({ kind: 'bind', src: p, dest: p, readOnly: true });
-  }
-  out.push({ kind: 'bind', src: baseEtc, dest: '/etc', readOnly: true });
-  return out;
 }

@@ -116,25 +116,43 @@ test(
   },
 );
 
-test('host secrets and the data dir are absent inside; the root is read-only', T, async () => {
-  const info = await driver.ensure('secrets', spec());
-  try {
-    assert.equal(await sh(info, 'test -e /etc/shadow && echo present || echo absent'), 'absent');
-    assert.equal(await sh(info, 'test -e /etc/ssl/private && echo present || echo absent'), 'absent');
-    assert.equal(await sh(info, 'test -e /root/.ssh && echo present || echo absent'), 'absent');
-    assert.equal(await sh(info, `test -e ${dataDir} && echo present || echo absent`), 'absent');
-    assert.equal(await sh(info, 'grep -c "" /etc/passwd'), '3', 'a generated passwd, not the host one');
-    assert.equal(await sh(info, 'touch /evil 2>/dev/null && echo wrote || echo refused'), 'refused');
-    assert.equal(await sh(info, 'touch /usr/evil 2>/dev/null && echo wrote || echo refused'), 'refused');
-    assert.equal(await sh(info, 'touch /workspace/ok && echo wrote'), 'wrote');
-    // The host connects as root: a sandbox must not be able to point that connection elsewhere.
-    await sh(info, 'ln -sf /run/berth/env.json /run/berth/api.sock');
-    assert.ok(statSync(info.socketPath).isSocket(), 'the host-side socket is out of the sandbox reach');
-    assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
-  } finally {
-    await driver.remove('secrets');
-  }
-});
+test(
+  'host secrets and the data dir are absent inside; the root is writable in the sandbox only',
+  T,
+  async () => {
+    const info = await driver.ensure('secrets', spec());
+    try {
+      assert.equal(await sh(info, 'test -e /etc/shadow && echo present || echo absent'), 'absent');
+      assert.equal(await sh(info, 'test -e /etc/ssl/private && echo present || echo absent'), 'absent');
+      assert.equal(await sh(info, 'test -e /root/.ssh && echo present || echo absent'), 'absent');
+      assert.equal(await sh(info, `test -e ${dataDir} && echo present || echo absent`), 'absent');
+      assert.equal(await sh(info, 'grep -c "" /etc/passwd'), '3', 'a generated passwd, not the host one');
+      // The root is the host userland with the sandbox's own layer on top (decision 051): writes anywhere land there.
+      const mark = `berth-${process.pid}-${Date.now()}`;
+      assert.equal(await sh(info, `echo x > /session-test.txt && echo wrote`), 'wrote');
+      assert.equal(await sh(info, `touch /usr/bin/${mark} /etc/${mark} && echo wrote`), 'wrote');
+      assert.equal(await sh(info, 'echo changed >> /etc/profile && echo wrote'), 'wrote');
+      assert.equal(existsSync(`/usr/bin/${mark}`), false, "the host's /usr is untouched");
+      assert.doesNotMatch(readFileSync('/etc/profile', 'utf8'), /changed/);
+      const upper = join(driver.layerDir('secrets')!, 'ovl');
+      assert.ok(existsSync(join(upper, 'usr', 'upper', 'bin', mark)), 'in the sandbox layer');
+      assert.ok(existsSync(join(upper, 'root', 'upper', 'session-test.txt')));
+      assert.equal(await sh(info, 'touch /workspace/ok && echo wrote'), 'wrote');
+      // Berth's own files stay Berth's.
+      assert.equal(
+        await sh(info, 'echo x >> /etc/hosts 2>/dev/null && echo wrote || echo refused'),
+        'refused',
+      );
+      assert.equal(await sh(info, 'touch /opt/berth/x 2>/dev/null && echo wrote || echo refused'), 'refused');
+      // The host connects as root: a sandbox must not be able to point that connection elsewhere.
+      await sh(info, 'ln -sf /run/berth/env.json /run/berth/api.sock');
+      assert.ok(statSync(info.socketPath).isSocket(), 'the host-side socket is out of the sandbox reach');
+      assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
+    } finally {
+      await driver.remove('secrets');
+    }
+  },
+);
 
 test(
   'a sandbox reaches neither the host loopback, nor the host end of its link, nor another sandbox',
@@ -220,6 +238,11 @@ test('filling the writable layer stops at the disk cap', T, async () => {
     assert.ok(size <= 16 * 1024 * 1024, `file stopped at the cap (${size})`);
     const tmp = await sandboxExec(info.socketPath, 'dd if=/dev/zero of=/tmp/more bs=1M count=1');
     assert.notEqual(tmp.code, 0, '/tmp shares the same cap');
+    const usr = await sandboxExec(info.socketPath, 'dd if=/dev/zero of=/usr/lib/more bs=1M count=1');
+    assert.notEqual(usr.code, 0, 'so does a write into the image (/usr)');
+    await sh(info, 'rm /workspace/big');
+    const copyUp = await sandboxExec(info.socketPath, 'echo x >> /usr/bin/node');
+    assert.match(copyUp.stderr, /No space left on device/, 'a copy-up of a large image file meets the cap');
   } finally {
     await driver.remove('disk');
   }
@@ -232,8 +255,8 @@ test(
     const info = await driver.ensure('freezer', spec());
     try {
       const layer = driver.layerDir('freezer')!;
-      const countFile = join(layer, 'workspace', 'count');
-      const blobFile = join(layer, 'workspace', 'blob');
+      const countFile = join(layer, 'ovl', 'root', 'upper', 'workspace', 'count');
+      const blobFile = join(layer, 'ovl', 'root', 'upper', 'workspace', 'blob');
       await sh(info, 'head -c 1048576 /dev/urandom > /workspace/blob');
       const hash = () => createHash('sha256').update(readFileSync(blobFile)).digest('hex');
       const before = hash();

@@ -1,6 +1,7 @@
 // Rejects a spec the driver cannot honour before anything is created. Controllers validate user
 // input long before this; these are the runtime's own invariants.
 import { isAbsolute, normalize } from 'node:path';
+import { isDefaultImage } from '../../kinds/image-reference.js';
 import type { SandboxSpec } from '../driver.js';
 
 /** Paths the runtime itself provides: a volume may be mounted neither on nor under them. */
@@ -23,6 +24,10 @@ export function checkSpec(spec: SandboxSpec): void {
     if (!k || k.includes('=') || k.includes('\0')) bad(`env name ${JSON.stringify(k)}`);
     if (typeof v !== 'string' || v.includes('\0')) bad(`env ${k} must be a string without NUL bytes`);
   }
+  if (spec.layers?.length && isDefaultImage(spec.image))
+    bad('layers stack over an image, not the default one');
+  for (const l of spec.layers ?? []) if (!isAbsolute(l)) bad(`layer ${l} must be an absolute path`);
+  if (spec.user !== undefined && !/^\d+(:\d+)?$/.test(spec.user)) bad('user must be uid[:gid] in numbers');
   for (const v of spec.volumes) {
     if (!isAbsolute(v.hostPath)) bad(`volume hostPath ${v.hostPath} must be absolute`);
     if (!isAbsolute(v.mountPath)) bad(`volume mountPath ${v.mountPath} must be absolute`);

@@ -12,6 +12,7 @@ import { mountsUnder } from './disk.js';
 import { run } from './exec.js';
 import { helped } from './drive-mount.js';
 import { EMPTY_DIR, VIEWS_DIR } from './host.js';
+import type { RootPlan } from './rootfs.js';
 
 export const viewsDir = (name: string) => join(VIEWS_DIR, name);
 
@@ -23,6 +24,21 @@ export async function mountViews(name: string, sources: string[]): Promise<strin
   chmodSync(dir, 0o711); // bwrap resolves the views as the sandbox's uid
   await helped(['view', EMPTY_DIR, dir, ...sources]);
   return sources.map((_, i) => join(dir, String(i)));
+}
+
+/**
+ * Mounts the sandbox's root (rootfs.ts rootfsPlan) at `<views>/<name>/root`, each overlay's upper in the sandbox's
+ * writable layer `rwDir`, its lowers id-mapped to the sandbox's host `uid`; returns the root's path. After mountViews
+ * (which empties the directory) and once the layer is mounted. Torn down with the views.
+ */
+export async function mountRoot(name: string, rwDir: string, uid: number, plan: RootPlan): Promise<string> {
+  const root = join(viewsDir(name), 'root');
+  mkdirSync(root, { mode: 0o711 });
+  const args = ['root', String(uid), rwDir];
+  for (const o of plan.overlays)
+    args.push(o.target ? join(root, o.target) : root, o.name, String(o.lowers.length), ...o.lowers);
+  await helped(args);
+  return root;
 }
 
 /**

@@ -1,9 +1,9 @@
 // A real registry for the image tests: Debian's docker-registry (Distribution 2.8) on 127.0.0.1 on a free port,
 // optionally behind htpasswd basic auth, plus a minimal push client and tar builders so each test makes its own
 // images (no internet here). scripts/test.sh installs docker-registry and busybox-static.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -119,6 +119,42 @@ export async function busyboxLayer(shell = true): Promise<Buffer> {
     { name: 'etc/', type: 'directory' },
     { name: 'etc/passwd', body: 'root:x:0:0:root:/root:/bin/sh\n' },
   ]);
+}
+
+/** BusyBox with what a build script needs (sh, cp, mkdir, mv, rm) and an identity in /etc/os-release. */
+export async function toolsLayer(id: string): Promise<Buffer> {
+  const applets = ['sh', 'cp', 'mkdir', 'mv', 'rm', 'cat', 'ls', 'env'];
+  return tarOf([
+    { name: 'bin/', type: 'directory' },
+    { name: 'bin/busybox', body: readFileSync('/bin/busybox'), mode: 0o755 },
+    ...applets.map((a) => ({ name: `bin/${a}`, type: 'symlink' as const, linkname: 'busybox' })),
+    { name: 'etc/', type: 'directory' },
+    { name: 'etc/passwd', body: 'root:x:0:0:root:/root:/bin/sh\n' },
+    { name: 'etc/os-release', body: `ID=${id}\n` },
+  ]);
+}
+
+/** This host's node at /opt/node/bin/node, with the loader and the libraries ldd says it needs. */
+export async function nodeLayer(): Promise<Buffer> {
+  const libs = execFileSync('ldd', [process.execPath], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => /(\/\S+) \(0x/.exec(l)?.[1])
+    .filter((p): p is string => p !== undefined);
+  const entries: TarEntry[] = [
+    { name: 'opt/', type: 'directory' },
+    { name: 'opt/node/', type: 'directory' },
+    { name: 'opt/node/bin/', type: 'directory' },
+    { name: 'opt/node/bin/node', body: readFileSync(realpathSync(process.execPath)), mode: 0o755 },
+    { name: 'lib/', type: 'directory' },
+    { name: 'lib/x86_64-linux-gnu/', type: 'directory' },
+    { name: 'lib64/', type: 'directory' },
+  ];
+  for (const p of libs) {
+    const base = p.split('/').at(-1) as string;
+    const at = base.startsWith('ld-linux') ? `lib64/${base}` : `lib/x86_64-linux-gnu/${base}`;
+    entries.push({ name: at, body: readFileSync(realpathSync(p)), mode: 0o755 });
+  }
+  return tarOf(entries);
 }
 
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;

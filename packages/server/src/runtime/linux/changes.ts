@@ -1,0 +1,48 @@
+// What a sandbox changed in its root, read back for a Dockerfile build (decision 051): the upper directory of its root
+// overlay, copied out of its writable layer once nothing runs in it any more. GNU tar copies it as overlayfs wrote it
+// (whiteouts as 0/0 character devices, the opaque mark as the trusted.overlay.opaque attribute) and gives every file
+// to root: the copy becomes a lower layer of the build's next steps, id-mapped like every lower (files stored as 0 show
+// as the sandbox's own user).
+import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync } from 'node:fs';
+import { upperDir } from './disk.js';
+
+const XATTRS = ['--xattrs', '--xattrs-include=trusted.overlay.opaque'];
+
+/** Copies the upper of the root overlay of the layer `rwDir` into the empty directory `dest`. */
+export async function copyChanges(rwDir: string, dest: string): Promise<void> {
+  mkdirSync(dest, { recursive: true, mode: 0o755 });
+  if (readdirSync(dest).length) throw new Error(`${dest} is not empty`);
+  await pipeTar(
+    ['-C', upperDir(rwDir, 'root'), ...XATTRS, '--numeric-owner', '-cf', '-', '.'],
+    ['-C', dest, ...XATTRS, '--no-same-owner', '--same-permissions', '-xf', '-'],
+  );
+}
+
+/** `tar <from> | tar <to>`, failing with the stderr of whichever side failed. */
+function pipeTar(from: string[], to: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const a = spawn('tar', from, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const b = spawn('tar', to, { stdio: ['pipe', 'ignore', 'pipe'] });
+    a.stdout.pipe(b.stdin);
+    let err = '';
+    a.stderr.on('data', (d) => {
+      err += d;
+    });
+    b.stderr.on('data', (d) => {
+      err += d;
+    });
+    let left = 2;
+    let failed = false;
+    const done = (code: number | null) => {
+      if (code !== 0) failed = true;
+      if (--left > 0) return;
+      if (failed) reject(new Error(`copying the sandbox's changes failed: ${err.trim().slice(0, 500)}`));
+      else resolve();
+    };
+    a.on('error', reject);
+    b.on('error', reject);
+    a.on('close', done);
+    b.on('close', done);
+  });
+}
