@@ -2,6 +2,7 @@
 // server's catalogs, lists across parents, a model's revisions, a connection's model details, workspace users over
 // Berth's invitations, leaving a workspace and a name's availability; and a second tenant reaching none of it.
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -9,6 +10,8 @@ import { after, before, describe, it } from 'node:test';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../../src/test-support/server.js';
 import { newTenant, type Tenant } from '../../src/test-support/tenants.js';
+
+const TEMPLATES = join(import.meta.dirname, '../../../../templates');
 
 const SCRIPT = join(import.meta.dirname, 'service-client.mjs');
 const TEAM = 'sdk-team';
@@ -70,10 +73,14 @@ describe('@blaxel/core on the rest of the service’s operations', () => {
 
     it('the hubs: MCP server templates of the catalog, and the base image a sandbox starts from', () => {
       assert.equal(r.mcpHub.status, 200, JSON.stringify(r.mcpHub.error));
-      assert.deepEqual(
-        r.mcpHub.data.map((d: any) => [d.name, d.transport]),
-        [['mcp-typescript', 'http-stream']],
-      );
+      // Every template of the repository's catalog tagged `mcp`, the starter among them.
+      const mcp = readdirSync(TEMPLATES)
+        .map((d) => JSON.parse(readFileSync(join(TEMPLATES, d, 'template.json'), 'utf8')))
+        .filter((t) => t.topics.includes('mcp'))
+        .map((t) => [t.name, 'http-stream'])
+        .sort();
+      assert.ok(mcp.some(([n]) => n === 'mcp-typescript'));
+      assert.deepEqual(r.mcpHub.data.map((d: any) => [d.name, d.transport]).sort(), mcp);
       assert.deepEqual(
         r.sandboxHub.data.map((d: any) => [d.name, d.image, d.memory]),
         [['base-image', 'blaxel/base-image:latest', 4096]],

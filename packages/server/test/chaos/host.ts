@@ -78,6 +78,8 @@ export class HostTracker {
       if (!/^\d+$/.test(p)) continue;
       try {
         const uid = statSync(`/proc/${p}`).uid;
+        // A zombie has ended and holds nothing but its pid until its parent reaps it (slow under load).
+        if (zombie(p)) continue;
         const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
         const slot = uids.get(uid);
         if (slot !== undefined)
@@ -92,4 +94,10 @@ export class HostTracker {
     for (const [slot, what] of inSlots) if (!claimedSince.has(slot)) out.push(what);
     return out;
   }
+}
+
+/** Whether the process has ended and waits to be reaped (state Z in /proc/<pid>/stat, after its command's parens). */
+function zombie(pid: string): boolean {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
 }
