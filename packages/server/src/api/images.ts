@@ -213,14 +213,27 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
       if (typeof body.name !== 'string' || !body.name)
         throw invalid([{ pointer: '/name', message: 'a name is required' }]);
       const rt = typeof body.resourceType === 'string' && body.resourceType ? `${body.resourceType}/` : '';
-      const pulled = await images.pull(a.workspace, body.image).catch((e) => {
+      // Both names judged before anything is pulled: a bad one is a 422 naming its field, and nothing is fetched.
+      const parsed = (text: string, pointer: string) => {
+        try {
+          return ImageStore.parse(text).canonical;
+        } catch (e) {
+          if (e instanceof ImageError) throw invalid([{ pointer, message: e.message }]);
+          throw e;
+        }
+      };
+      const image = parsed(body.image, '/image');
+      const alias = parsed(`${rt}${body.name}`, rt ? '/resourceType' : '/name');
+      let pulled: HeldImage;
+      try {
+        pulled = await images.pull(a.workspace, body.image);
+      } catch (e) {
         throw imageApiError(e);
-      });
-      const alias = guard(() => ImageStore.parse(`${rt}${body.name}`)).canonical;
+      }
       guard(() => images.bindNames(a.workspace, { [alias]: pulled.id.slice(7) }, true));
       return {
         ...viewIn(a.workspace, mustFind(a.workspace, alias)),
-        image: guard(() => ImageStore.parse(body.image as string)).canonical,
+        image,
         name: body.name,
         ...(rt ? { resourceType: body.resourceType } : {}),
         message: `pulled ${body.image} and named it ${alias}`,

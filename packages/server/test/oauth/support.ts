@@ -144,9 +144,17 @@ export async function inReplica(
   fn: string,
   command: string,
 ) {
-  const wake = await fetch(`${s.url}/run/${workspace}/functions/${fn}/health`, {
+  // Just after a server start its replicas may be being replaced (an intercepted replica is never re-adopted): the
+  // gateway answers 503 with Retry-After meanwhile, and a client waits as told.
+  let wake = await fetch(`${s.url}/run/${workspace}/functions/${fn}/health`, {
     headers: { authorization: `Bearer ${key}` },
   });
+  for (let i = 0; i < 60 && wake.status === 503 && wake.headers.get('retry-after'); i++) {
+    await new Promise((r) => setTimeout(r, 500));
+    wake = await fetch(`${s.url}/run/${workspace}/functions/${fn}/health`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+  }
   assert.equal(wake.status, 200, `function ${fn} answers`);
   const prefix = replicaIdPrefix(workloadKey(workspace, 'Function', fn), '').replace(/-+$/, '-');
   const id = readdirSync(join(s.dataDir, 'sandboxes')).find((i) => i.startsWith(prefix));

@@ -2,7 +2,7 @@
 // once, a subdirectory, read-only for root inside), refused by label rules, unmounted, capped by the file system,
 // and gone from the sandbox's namespace with it, leaving nothing mounted on the host.
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, mkdtempSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -225,7 +225,7 @@ describe('drives mounted live into real sandboxes', () => {
     );
   });
 
-  it('a mount point in the read-only root or under a read-only image directory is made; nothing becomes writable', async () => {
+  it("a mount point in the root or under an image directory is made; writes land in the sandbox's own layer, never in the image", async () => {
     const f = await s.create('df');
     const url = f.metadata.url;
     const entries = async (dir: string) => (await exec(s, url, `ls -A ${dir}`)).stdout.trim().split('\n');
@@ -243,9 +243,13 @@ describe('drives mounted live into real sandboxes', () => {
         'for p in /x /usr/share/x /usr/share/drive/x; do touch $p 2>/dev/null; echo $?; done',
       ].join('; '),
     );
-    assert.deepEqual(r.stdout.trim().split('\n'), ['from-a', 'from-a', 'wrote', '1', '1', '1'], r.stderr);
-    // Every entry of the image directory is still there, beside the new mount point.
-    assert.deepEqual((await entries('/usr/share')).sort(), [...usrShare, 'drive'].sort());
+    // The root is the image under the sandbox's copy-on-write layer (decision 051): these writes are the sandbox's
+    // own; the image (here the host's own userland) gets none of them.
+    assert.deepEqual(r.stdout.trim().split('\n'), ['from-a', 'from-a', 'wrote', '0', '0', '0'], r.stderr);
+    for (const p of ['/x', '/usr/share/x', '/usr/share/drive'])
+      assert.ok(!existsSync(p), `${p} is not on the host`);
+    // Every entry of the image directory is still there, beside the new mount point and the sandbox's own file.
+    assert.deepEqual((await entries('/usr/share')).sort(), [...usrShare, 'drive', 'x'].sort());
     const list = await (await s.run(`${url}/drives/mount`)).json();
     assert.deepEqual(
       list.mounts.map((m: any) => [m.drivePath, m.mountPath]),
@@ -263,13 +267,14 @@ describe('drives mounted live into real sandboxes', () => {
     assert.ok(listed.mounts.some((m: any) => m.mountPath === '/usr/lib/via-link'));
     const un = await s.run(`${url}/drives/mount/usr/lib/via-link`, { method: 'DELETE' });
     assert.equal(un.status, 200, await un.text());
-    // An overlay of /usr would hide the mounts now beneath it: refused, saying where to mount instead.
-    const refused = await mount(s, url, { driveName: 'shared', mountPath: '/usr/other' });
-    assert.equal(refused.status, 422);
-    assert.match(
-      (await refused.json()).detail,
-      /\/usr is read-only and has mounts beneath it: mount the drive in a writable directory/,
+    // The root is writable (decision 051): another mount beside those under /usr needs no overlay that would hide them.
+    await mounted(s, url, { driveName: 'shared', mountPath: '/usr/other' });
+    const after = (await (await s.run(`${url}/drives/mount`)).json()).mounts.map((m: any) => m.mountPath);
+    assert.ok(
+      after.includes('/usr/share/drive/deeper') && after.includes('/usr/other'),
+      JSON.stringify(after),
     );
+    assert.equal((await exec(s, url, 'head -1 /usr/share/drive/deeper/f')).stdout, 'from-a\n');
   });
 
   it('a sandbox deleted with drives mounted leaves no mount of them on the host', async () => {
