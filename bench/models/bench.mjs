@@ -1,6 +1,6 @@
 // bench/models: the same chat request (JSON and streamed) sent straight to a fake provider (a child
 // process), through a bare undici proxy (the least one hop costs), through Portkey's open-source gateway
-// (@portkey-ai/gateway, run locally) and through the Berth model gateway, in one run. Prints throughput, p50/p99 latency and time-to-first-token, and what Berth adds over direct.
+// (@portkey-ai/gateway, run locally) and through the Berth model gateway, in one run. Prints throughput, p50/p99 latency and time-to-first-token, and what Berth adds over direct; then p50/p99 at a fixed 1,000 req/s.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
@@ -15,6 +15,11 @@ const CONNECTIONS = 32;
 const TTFT_SAMPLES = 300;
 /** Sequential non-streamed calls per path for the latency one hop adds when nothing queues. */
 const SEQ_SAMPLES = 1000;
+/**
+ * The issue's fixed load: p99 at this many calls a second, sent on schedule whatever the answers' pace. Above what
+ * the machine serves (a loaded one) the calls queue and p99 measures the queue: BENCH_FIXED_RATE lowers it.
+ */
+const FIXED_RATE = Number(process.env.BENCH_FIXED_RATE ?? 1000);
 const FAKE = new URL('../../packages/server/src/test-support/fake-provider.ts', import.meta.url).pathname;
 const BARE = new URL('../lib/bare-proxy.mjs', import.meta.url).pathname;
 const CHAT = { model: 'fake-gpt', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 };
@@ -102,6 +107,45 @@ async function sequential(url, headers, n) {
   return out;
 }
 
+/**
+ * Latencies of non-streamed chat calls sent at a fixed `rate` for `seconds`, each measured from the moment it was
+ * due (not when it was sent), so a stall in the server counts for every call it delays (no coordinated omission).
+ */
+async function fixedRate(url, headers, rate, seconds) {
+  const { request, Agent } = require('undici');
+  const agent = new Agent({ connections: 256, pipelining: 1 });
+  const body = JSON.stringify(CHAT);
+  const out = [];
+  const calls = new Set();
+  const start = performance.now();
+  let sent = 0;
+  try {
+    while (performance.now() - start < seconds * 1000) {
+      const due = Math.floor(((performance.now() - start) * rate) / 1000);
+      for (; sent < due; sent++) {
+        const dueAt = start + (sent * 1000) / rate;
+        const call = request(url, { method: 'POST', headers, body, dispatcher: agent })
+          .then((res) => res.body.arrayBuffer())
+          .then(() => out.push(performance.now() - dueAt));
+        calls.add(call);
+        call.finally(() => calls.delete(call));
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(calls);
+  } finally {
+    await agent.close();
+  }
+  return out;
+}
+
+/** The server's longest event-loop stall (prom-client's default series) since the last scrape, in ms. */
+async function loopStallMs(berth) {
+  const r = await fetch(`${berth.url}/metrics`, { headers: { authorization: `Bearer ${berth.key}` } });
+  const m = /^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(await r.text());
+  return m ? Number(m[1]) * 1000 : Number.NaN;
+}
+
 async function deploy(berth, fakeUrl) {
   const h = { authorization: `Bearer ${berth.key}`, 'content-type': 'application/json' };
   const post = async (path, body) => {
@@ -180,6 +224,13 @@ export async function benchModels() {
         seq: k === 'portkey' ? undefined : await sequential(p.url, p.headers, SEQ_SAMPLES),
       };
     }
+    // Last, at a fixed rate (not the most the path takes): what a caller sees of the gateway's stalls, the usage
+    // flush's among them (Berth runs with a budget on, so every call is reserved and metered).
+    for (const k of ['direct', 'bare', 'berth']) {
+      if (k === 'berth') await loopStallMs(berth);
+      r[k].fixed = await fixedRate(paths[k].url, paths[k].headers, FIXED_RATE, DURATION_S);
+      if (k === 'berth') r[k].stallMs = await loopStallMs(berth);
+    }
     header(
       `models (autocannon, ${CONNECTIONS} connections, ${DURATION_S}s each; TTFT over ${TTFT_SAMPLES} sequential calls)`,
     );
@@ -200,6 +251,14 @@ export async function benchModels() {
     row('stream p99 latency (whole answer)', b.stream.latency.p99, x.stream.latency.p99, 'ms');
     row('time to first token p50', pct(b.ttft, 50), pct(x.ttft, 50), 'ms');
     row('time to first token p99', pct(b.ttft, 99), pct(x.ttft, 99), 'ms');
+    row(`chat p50 at a fixed ${FIXED_RATE} req/s`, pct(b.fixed, 50), pct(x.fixed, 50), 'ms');
+    row(`chat p99 at a fixed ${FIXED_RATE} req/s`, pct(b.fixed, 99), pct(x.fixed, 99), 'ms', '<= 1 ms');
+    console.log(
+      `at a fixed ${FIXED_RATE} req/s: direct p50 ${pct(d.fixed, 50).toFixed(2)} / p99 ${pct(d.fixed, 99).toFixed(2)} ms; ` +
+        `Berth adds p50 +${(pct(b.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(b.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms, ` +
+        `the bare proxy p50 +${(pct(x.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(x.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms; ` +
+        `Berth's longest event-loop stall during it ${b.stallMs.toFixed(2)} ms`,
+    );
     row('chat req/s direct to the provider', d.chat.requests.average, d.chat.requests.average, 'req/s');
     row(
       'chat req/s via Berth (baseline: via Portkey)',
@@ -232,6 +291,7 @@ export async function benchModels() {
       addedSequentialP50: pct(b.seq, 50) - pct(d.seq, 50),
       addedFirstTokenP50: pct(b.ttft, 50) - pct(d.ttft, 50),
       throughputVsBare: b.chat.requests.average / x.chat.requests.average,
+      fixedRateP99: pct(b.fixed, 99),
     };
   } finally {
     await bare?.stop();

@@ -421,10 +421,16 @@ export class Resources {
       if (v !== undefined) setPointer(body.spec, p, structuredClone(v));
     }
     kd.defaults?.(body.spec, { regions: this.opts.regions });
-    const prevView = prev ? { ...prev.body, spec: this.openSecrets(kd, prev.body.spec) } : undefined;
+    // Copies made only when something differs from the stored spec (each was a deep clone per replace).
+    const prevView = prev && {
+      ...prev.body,
+      spec: kd.secrets?.length ? this.openSecrets(kd, prev.body.spec) : prev.body.spec,
+    };
     const issues = [
       ...((await kd.validate?.(body, prevView, this.validationContext(ctx.workspace))) ?? []),
-      ...immutableIssues(kd, body.spec, prev && this.defaulted(kd, prev.body.spec)),
+      ...(kd.immutable?.length
+        ? immutableIssues(kd, body.spec, prev && this.defaulted(kd, prev.body.spec))
+        : []),
     ];
     // A rule broken because a field was misspelled (`maxTokns`): the refusal names the slip too, not only its effect.
     if (issues.length) throw invalid([...issues, ...unknownFieldIssues(schemasOf(kd).input, unknown)]);

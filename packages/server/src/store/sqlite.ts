@@ -1,6 +1,10 @@
 // SQLite backend (better-sqlite3, WAL). Writes are synchronous transactions, so a request either
-// commits every op or none; `synchronous=FULL` makes an acknowledged write survive a crash.
+// commits every op or none; a write is acknowledged only once the WAL holding it is fsync'd, and that fsync runs
+// off the event loop (see `write`), so an acknowledged write survives a crash of the process or the machine.
+import { closeSync, openSync } from 'node:fs';
+import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { FsyncBatch, type SyncFn } from './fsync-batch.js';
 import { MIGRATIONS } from './migrations.js';
 import {
   type Change,
@@ -44,6 +48,11 @@ const toObject = (r: Row): StoredObject => ({
   body: JSON.parse(r.body),
 });
 
+export interface SqliteStoreOptions {
+  /** How the WAL is synced (tests hold it back to see what waits for it); fsync on the thread pool by default. */
+  sync?: SyncFn;
+}
+
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly watchers = new Set<(c: Change) => void>();
@@ -56,15 +65,30 @@ export class SqliteStore implements Store {
     [];
   private readonly groupTx;
   private readonly applyTx;
+  /** Syncs the WAL for committed groups; absent for an in-memory database (nothing to make durable). */
+  private readonly walSync?: FsyncBatch;
+  private walFd?: number;
+  /** Groups committed and waiting for their WAL sync, in commit order. */
+  private syncing = new Set<Promise<void>>();
 
-  constructor(file: string) {
+  constructor(file: string, opts: SqliteStoreOptions = {}) {
     this.db = new Database(file);
     // One server process owns the database: exclusive locking keeps the WAL index in heap memory (no shared-memory
     // file, no file lock per read transaction, which dominated point reads) and makes a second server on the same
     // data directory fail at start instead of racing the first.
     this.db.pragma('locking_mode = EXCLUSIVE');
     this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
+    // NORMAL: a commit writes its WAL frames without waiting for the disk, and `write` syncs the WAL on the thread
+    // pool before it acknowledges (with FULL each COMMIT held the event loop for its fsync: every request queued
+    // behind a write waited for the disk). Checkpoints still sync the WAL before copying it into the database.
+    this.db.pragma(`synchronous = ${this.db.memory ? 'FULL' : 'NORMAL'}`);
+    if (!this.db.memory) {
+      const walPath = `${resolve(file)}-wal`;
+      this.walSync = new FsyncBatch(() => {
+        this.walFd ??= openSync(walPath, 'r');
+        return this.walFd;
+      }, opts.sync);
+    }
     this.db.pragma('busy_timeout = 5000');
     this.migrate();
     this.stmts = {
@@ -167,10 +191,12 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Group commit: writes issued in the same turn of the event loop share one transaction and so one fsync
-   * (synchronous=FULL makes each commit wait for the disk, which otherwise caps writes at the disk's fsync rate).
-   * Each caller's ops run in their own savepoint, so one failing write rolls back alone; every promise
-   * settles only after the COMMIT, so an acknowledged write is on disk.
+   * Group commit: writes issued in the same turn of the event loop share one transaction, and the groups committed
+   * while one WAL fsync runs share the next one. Each caller's ops run in their own savepoint, so one failing write
+   * rolls back alone (and is refused at once). A successful write's promise settles, and watchers hear of it, only
+   * after the WAL holding it is fsync'd, so an acknowledged write, and anything a controller acts on, is on disk.
+   * Between the COMMIT and that fsync other readers (gets, lists) already see the write: only a power loss in that
+   * window (the fsync's time, milliseconds) can lose a write someone read; a process crash cannot, the kernel has it.
    */
   write(ops: WriteOp[]): Promise<StoredObject[]> {
     return new Promise((resolve, reject) => {
@@ -201,17 +227,47 @@ export class SqliteStore implements Store {
       for (const w of batch) w.reject(error);
       return;
     }
+    const acks: { changes: Change[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
     batch.forEach((w, i) => {
       const o = outcomes[i];
       if (!o.ok) {
         w.reject(o.error);
         return;
       }
+      // Reads see the commit at once, as SQLite's own reads do.
       for (const [k, row] of o.rows) this.remember(k, row);
-      for (const c of o.changes) this.notify(c);
-      w.resolve(o.out);
+      acks.push({ changes: o.changes, resolve: () => w.resolve(o.out), reject: w.reject });
     });
     if (++this.writes % 1000 === 0) this.stmts.trim.run(this.lastSeq - CHANGE_LOG_KEEP);
+    if (!acks.length) return;
+    const synced = this.walSync?.durable();
+    if (!synced) {
+      this.acknowledge(acks);
+      return;
+    }
+    const p = synced.then(
+      () => this.acknowledge(acks),
+      (err) => this.acknowledge(acks, err),
+    );
+    this.syncing.add(p);
+    void p.finally(() => this.syncing.delete(p));
+  }
+
+  /**
+   * Tells the watchers of a committed group and settles its writes, once its WAL is synced. Groups are acknowledged
+   * in commit order: each waits for an fsync started after its commit, and fsyncs run one at a time. A failed fsync
+   * fails the group's writes (committed, but not known to be on disk: the client retries) and still tells the
+   * watchers, because readers already see the rows.
+   */
+  private acknowledge(
+    acks: { changes: Change[]; resolve: () => void; reject: (e: unknown) => void }[],
+    err?: unknown,
+  ) {
+    for (const a of acks) {
+      for (const c of a.changes) this.notify(c);
+      if (err === undefined) a.resolve();
+      else a.reject(new Error(`the write was committed but syncing it to disk failed: ${err}`));
+    }
   }
 
   private notify(c: Change) {
@@ -275,7 +331,10 @@ export class SqliteStore implements Store {
 
   async close() {
     this.flush();
+    while (this.syncing.size) await Promise.all(this.syncing);
+    await this.walSync?.idle();
     this.watchers.clear();
+    if (this.walFd !== undefined) closeSync(this.walFd);
     this.db.close();
   }
 }

@@ -8,7 +8,7 @@ import { providerFor } from '../../models/providers/index.js';
 import { isGone } from '../../kinds/status.js';
 import { type ControllerDeps, recordFailure, stillDeploying, transition } from '../core/events.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
-import { DONE, type Reconciler, type ReconcileResult } from '../core/reconciler.js';
+import { DONE, namedIn, type Reconciler, type ReconcileResult } from '../core/reconciler.js';
 
 /** How soon a FAILED model is re-judged: quick enough that creating the missing connection feels immediate. */
 export const FAILED_RECHECK_MS = 5_000;
@@ -56,7 +56,7 @@ async function judge(
 export function modelReconciler(deps: ControllerDeps): Reconciler {
   return {
     // What makes a model usable or not lives in these: a deleted connection turns it FAILED at once.
-    watches: [CONNECTION_KIND, 'Policy'],
+    watches: [namedIn(CONNECTION_KIND, 'integrationConnections'), namedIn('Policy', 'policies')],
     async reconcile(key): Promise<ReconcileResult> {
       const o = await deps.resources.store.get(key);
       if (!o) return DONE;

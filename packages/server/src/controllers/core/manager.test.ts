@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { Type } from '@sinclair/typebox';
 import pino from 'pino';
 import { SecretBox } from '../../crypto/secret-box.js';
 import type { KindDescriptor } from '../../kinds/types.js';
@@ -13,6 +14,7 @@ import { Resources } from '../../store/resources.js';
 import { SqliteStore } from '../../store/sqlite.js';
 import type { ResourceKey } from '../../store/store.js';
 import { type Reconciler, startControllers, TerminalError } from './index.js';
+import { namedIn } from './reconciler.js';
 
 async function setup() {
   const dir = mkdtempSync(join(tmpdir(), 'berth-manager-'));
@@ -163,4 +165,55 @@ test('stop waits for the reconcile in flight', async () => {
   await c.stop();
   assert.equal(finished, true);
   await env.close();
+});
+
+test('a change to a watched kind wakes only the dependants naming it when the watch says which names', async () => {
+  const gadget: KindDescriptor = {
+    ...widget,
+    kind: 'Gadget',
+    plural: 'gadgets',
+    path: '/gadgets',
+    spec: Type.Object({ notes: Type.Optional(Type.Array(Type.String())) }),
+  };
+  const dir = mkdtempSync(join(tmpdir(), 'berth-manager-'));
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  const resources = new Resources(store, [widget, note, gadget], new SecretBox(randomBytes(32)), {
+    regions: ['local'],
+  });
+  const make = (kd: KindDescriptor, name: string, spec: object = {}) =>
+    resources.create(kd, { workspace: 'ws', parents: [], actor: 'test' }, { metadata: { name }, spec });
+  await make(gadget, 'g-a', { notes: ['a'] });
+  await make(gadget, 'g-b', { notes: ['b', 'c'] });
+  await make(gadget, 'g-none');
+  await make(widget, 'w');
+  const seen: string[] = [];
+  const reconciler = (watches: Reconciler['watches']): Reconciler => ({
+    watches,
+    async reconcile(key) {
+      seen.push(key.name);
+      return { done: true };
+    },
+  });
+  const c = startControllers({
+    resources,
+    logger,
+    reconcilers: {
+      Gadget: () => reconciler([namedIn('Note', 'notes')]),
+      // A bare kind: every widget depends on every note.
+      Widget: () => reconciler(['Note']),
+    },
+  });
+  try {
+    await until(() => seen.length >= 4);
+    seen.length = 0;
+    await make(note, 'a');
+    await until(() => seen.includes('g-a') && seen.includes('w'));
+    await make(note, 'c');
+    await until(() => seen.includes('g-b') && seen.filter((n) => n === 'w').length === 2);
+    assert.deepEqual([...seen].sort(), ['g-a', 'g-b', 'w', 'w']);
+  } finally {
+    await c.stop();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { ResourceKey } from '../../store/store.js';
 import { type ControllerDeps, recordFailure } from './events.js';
 import { type QueueOptions, WorkQueue } from './queue.js';
-import { DONE, type Reconciler, TerminalError } from './reconciler.js';
+import { DONE, type Reconciler, TerminalError, type Watch } from './reconciler.js';
 import { EVERY_WORKSPACE } from '../../store/store.js';
 
 const SEP = '\u0000';
@@ -42,8 +42,11 @@ export class ControllerManager {
     const { resources, reconcilers } = this.deps;
     this.unwatch = resources.store.watch((c) => {
       if (reconcilers.has(c.object.kind)) this.queue.add(nameOf(c.object));
-      for (const [kind, r] of reconcilers)
-        if (r.watches?.includes(c.object.kind)) void this.wakeAll(kind, c.object.workspace);
+      for (const [kind, r] of reconcilers) {
+        const w = r.watches?.find((w) => (typeof w === 'string' ? w : w.kind) === c.object.kind);
+        if (w)
+          void this.wakeAll(kind, c.object.workspace, typeof w === 'string' ? undefined : w, c.object.name);
+      }
     });
     this.initial = (async () => {
       for (const kind of reconcilers.keys())
@@ -52,10 +55,14 @@ export class ControllerManager {
     })().catch((err) => this.deps.logger.error({ err }, 'listing objects to reconcile at start failed'));
   }
 
-  /** Queues every object of `kind` in `workspace` (one of the kinds it watches changed). */
-  private async wakeAll(kind: string, workspace: string) {
+  /**
+   * Queues the objects of `kind` in `workspace` that depend on the changed object `changed` (one of the kinds it
+   * watches): every one, or with a `Watch`, those naming it.
+   */
+  private async wakeAll(kind: string, workspace: string, w: Watch | undefined, changed: string) {
     try {
-      for (const o of await this.deps.resources.store.list({ kind, workspace })) this.queue.add(nameOf(o));
+      for (const o of await this.deps.resources.store.list({ kind, workspace }))
+        if (!w || w.names(o.body)?.includes(changed)) this.queue.add(nameOf(o));
     } catch (err) {
       this.deps.logger.warn({ err, kind, workspace }, 'listing dependants of a change failed');
     }

@@ -6,7 +6,7 @@
 import { isGone } from '../../kinds/status.js';
 import { CONNECTION_KIND } from '../../models/connections.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
-import { DONE, type Reconciler, type ReconcileResult } from '../core/reconciler.js';
+import { DONE, namedIn, type Reconciler, type ReconcileResult } from '../core/reconciler.js';
 import {
   buildStep,
   type CodeDeps,
@@ -28,7 +28,7 @@ export function jobRevisionReconciler(deps: JobRevisionDeps): Reconciler {
   const { resources } = deps;
   return {
     // A policy or connection change re-judges the jobs of its workspace at once.
-    watches: ['Policy', CONNECTION_KIND],
+    watches: [namedIn('Policy', 'policies'), namedIn(CONNECTION_KIND, 'integrationConnections')],
     async reconcile(key, signal): Promise<ReconcileResult> {
       const o = await resources.store.get(key);
       if (!o) return DONE;

@@ -16,7 +16,7 @@ import { recordFailure, transition } from '../core/events.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
 import type { QuotaLedger } from '../core/quota-ledger.js';
 import { scaleNote } from '../core/quotas.js';
-import { DONE, type Reconciler, type ReconcileResult, TerminalError } from '../core/reconciler.js';
+import { DONE, namedIn, type Reconciler, type ReconcileResult, TerminalError } from '../core/reconciler.js';
 import { imageFields } from '../code/app.js';
 import type { BuiltApp } from '../../builds/builder.js';
 import {
@@ -268,7 +268,7 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
   const { resources, replicas } = deps;
   return {
     // A policy or connection change re-judges (and redeploys) the workloads of its workspace at once.
-    watches: ['Policy', CONNECTION_KIND],
+    watches: [namedIn('Policy', 'policies'), namedIn(CONNECTION_KIND, 'integrationConnections')],
     async reconcile(key, signal): Promise<ReconcileResult> {
       const o = await resources.store.get(key);
       if (!o) return DONE;

@@ -1,0 +1,160 @@
+// The SQLite store's group commit: writes of one turn share a transaction, groups committed during one WAL fsync
+// share the next, a failing write fails alone, and a write is acknowledged (and watched) only once its WAL is synced.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { SyncFn } from './fsync-batch.js';
+import { SqliteStore } from './sqlite.js';
+import { type Change, create, StoreError } from './store.js';
+
+const key = (name: string) => ({ kind: 'Widget', workspace: 'ws', parent: '', name });
+
+/** A sync that waits until the test lets it go, counting the calls; `fail` makes the next one throw. */
+function heldSync() {
+  const gates: (() => void)[] = [];
+  const s = {
+    calls: 0,
+    fail: false,
+    sync: (async () => {
+      s.calls++;
+      const failing = s.fail;
+      s.fail = false;
+      await new Promise<void>((r) => gates.push(r));
+      if (failing) throw new Error('EIO');
+    }) as SyncFn,
+    /** Lets every sync started so far finish. */
+    release: () => {
+      for (const g of gates.splice(0)) g();
+    },
+  };
+  return s;
+}
+
+function tempDb() {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-sqlite-'));
+  return { file: join(dir, 'berth.db'), done: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+const turns = async (n: number) => {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+};
+
+test('a write is acknowledged, and its watchers told, only after the WAL holding it is synced', async () => {
+  const db = tempDb();
+  const held = heldSync();
+  const store = new SqliteStore(db.file, { sync: held.sync });
+  const seen: Change[] = [];
+  store.watch((c) => seen.push(c));
+  let acked = false;
+  const w = create(store, key('a'), { v: 1 }).then((o) => {
+    acked = true;
+    return o;
+  });
+  await turns(5);
+  assert.equal(held.calls, 1, 'the commit asked for one fsync');
+  assert.equal(acked, false, 'not acknowledged before the fsync finished');
+  assert.equal(seen.length, 0, 'no watcher told before the fsync finished');
+  held.release();
+  const o = await w;
+  assert.equal(o.body.v, 1);
+  assert.deepEqual(
+    seen.map((c) => [c.type, c.object.name]),
+    [['ADDED', 'a']],
+  );
+  await store.close();
+  db.done();
+});
+
+test('groups committed while one fsync runs share the next, and are acknowledged in commit order', async () => {
+  const db = tempDb();
+  const held = heldSync();
+  const store = new SqliteStore(db.file, { sync: held.sync });
+  const order: string[] = [];
+  const first = create(store, key('first'), {}).then(() => order.push('first'));
+  await turns(3);
+  // Each of these commits in its own turn, while the first fsync is still under way.
+  const later: Promise<number>[] = [];
+  for (const n of ['b', 'c', 'd']) {
+    later.push(create(store, key(n), {}).then(() => order.push(n)));
+    await turns(2);
+  }
+  assert.equal(held.calls, 1);
+  held.release();
+  await first;
+  await turns(3);
+  assert.equal(held.calls, 2, 'the three later groups share one fsync');
+  assert.deepEqual(order, ['first']);
+  held.release();
+  await Promise.all(later);
+  assert.deepEqual(order, ['first', 'b', 'c', 'd']);
+  await store.close();
+  db.done();
+});
+
+test('a failing write in a group fails alone; the others are stored', async () => {
+  const db = tempDb();
+  const store = new SqliteStore(db.file);
+  await create(store, key('taken'), { v: 0 });
+  // Issued in one turn: one transaction, each write in its own savepoint.
+  const results = await Promise.allSettled([
+    create(store, key('a'), { v: 1 }),
+    create(store, key('taken'), { v: 2 }),
+    create(store, key('b'), { v: 3 }),
+  ]);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
+  const err = (results[1] as PromiseRejectedResult).reason;
+  assert.ok(err instanceof StoreError && err.reason === 'exists');
+  await store.close();
+  const again = new SqliteStore(db.file);
+  assert.equal((await again.get(key('a')))?.body.v, 1);
+  assert.equal((await again.get(key('taken')))?.body.v, 0);
+  assert.equal((await again.get(key('b')))?.body.v, 3);
+  await again.close();
+  db.done();
+});
+
+test('a failed fsync fails the writes it was to confirm, and the watchers still hear of the committed rows', async () => {
+  const db = tempDb();
+  const held = heldSync();
+  const store = new SqliteStore(db.file, { sync: held.sync });
+  const seen: string[] = [];
+  store.watch((c) => seen.push(c.object.name));
+  held.fail = true;
+  const w = create(store, key('a'), {});
+  await turns(3);
+  held.release();
+  await assert.rejects(w, /committed but syncing it to disk failed: Error: EIO/);
+  assert.deepEqual(seen, ['a']);
+  // The next write gets a fresh fsync and is acknowledged.
+  const next = create(store, key('b'), {});
+  await turns(3);
+  held.release();
+  assert.equal((await next).name, 'b');
+  await store.close();
+  db.done();
+});
+
+test('close settles every write issued before it, and none is lost', async () => {
+  const db = tempDb();
+  const store = new SqliteStore(db.file);
+  const writes = Array.from({ length: 50 }, (_, i) => create(store, key(`w${i}`), { i }));
+  await store.close();
+  const results = await Promise.allSettled(writes);
+  assert.ok(results.every((r) => r.status === 'fulfilled'));
+  const again = new SqliteStore(db.file);
+  const all = await again.list({ kind: 'Widget', workspace: 'ws' });
+  assert.equal(all.length, 50);
+  await again.close();
+  db.done();
+});
+
+test('an in-memory store acknowledges without a WAL to sync', async () => {
+  const store = new SqliteStore(':memory:');
+  assert.equal((await create(store, key('m'), { v: 1 })).body.v, 1);
+  await store.close();
+});
