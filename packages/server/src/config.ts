@@ -38,6 +38,14 @@ export interface Config {
   replicaRemoveAfterS?: number;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
+  /**
+   * Seconds in standby before a sandbox's memory is pushed out to swap (BERTH_DEEP_STANDBY_AFTER; default 300,
+   * 0 disables; decision 058).
+   */
+  deepStandbyAfterS: number;
+  /** MB of the swap file Berth makes under the data dir for deep standby when the host has no swap (BERTH_SWAP_MB;
+   *  default 4096; 0: only the host's own swap is used). */
+  swapMb: number;
   /** Longest wait for a model provider's answer (and between its streamed chunks), in ms. */
   modelTimeoutMs?: number;
   /** Output tokens a token budget reserves for a model call that sets no max_tokens. */
@@ -165,6 +173,9 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 /** Two warm sandboxes cover a burst of creates on a laptop while the pool refills; each costs ~12 MB idle. */
 export const DEFAULT_WARM_POOL = 2;
+/** Five minutes: past it a sandbox is likely idle for long (its owner left); a wake then pays for its page-ins. */
+export const DEFAULT_DEEP_STANDBY_AFTER_S = 300;
+export const DEFAULT_SWAP_MB = 4096;
 
 export function loadConfig(
   flags: Partial<Record<string, string | undefined>>,
@@ -197,6 +208,11 @@ export function loadConfig(
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
+    deepStandbyAfterS: nonNegativeInt(
+      env.BERTH_DEEP_STANDBY_AFTER ?? String(DEFAULT_DEEP_STANDBY_AFTER_S),
+      'BERTH_DEEP_STANDBY_AFTER',
+    ),
+    swapMb: nonNegativeInt(env.BERTH_SWAP_MB ?? String(DEFAULT_SWAP_MB), 'BERTH_SWAP_MB'),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     modelOutputEstimate: env.BERTH_MODEL_OUTPUT_ESTIMATE
       ? positiveInt(env.BERTH_MODEL_OUTPUT_ESTIMATE, 'BERTH_MODEL_OUTPUT_ESTIMATE')
@@ -257,6 +273,13 @@ function positiveSeconds(v: string | undefined, name: string): number | undefine
 function positiveInt(v: string, name: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not ${v}`);
+  return n;
+}
+
+function nonNegativeInt(v: string, name: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isInteger(n) || n < 0)
+    throw new Error(`${name} must be a whole number, 0 or more, not ${JSON.stringify(v)}`);
   return n;
 }
 

@@ -79,6 +79,13 @@ import { driveHelper } from './drive-helper.js';
 import { attachDrive, attachMounts, detachDrive, drivesIn, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
+import {
+  DeepStandby,
+  type DeepStandbyEvent,
+  prepareSwap,
+  type SwapOptions,
+  type SwapState,
+} from './deep-standby.js';
 
 /** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
 export const DEFAULT_UID_BASE = 1_000_000_000;
@@ -132,6 +139,12 @@ export interface LinuxDriverOptions {
   egressGateways?: Record<string, string[]>;
   /** Audit lines of the egress proxy and Berth's DNS (one per connection or query; never header values). */
   onEgressEvent?: EgressControlOptions['onEvent'];
+  /** Seconds in standby before a sandbox's memory is pushed out to swap (deep-standby.ts); 0 or absent: never. */
+  deepStandbyAfterS?: number;
+  /** The swap file made for deep standby when the host has no swap (default: none; the host's swap is used). */
+  swap?: SwapOptions;
+  /** A sandbox went to deep standby: its memory group before and after. */
+  onDeepStandby?: (e: DeepStandbyEvent) => void;
 }
 
 /**
@@ -168,11 +181,19 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     seccompFile = join(opts.dataDir, 'images', 'seccomp.bpf');
     writeFileSync(seccompFile, seccomp.bpf, { mode: 0o644 });
   }
+  const deepAfterS = opts.deepStandbyAfterS ?? 0;
+  const swapState: SwapState =
+    deepAfterS > 0
+      ? await prepareSwap(
+          cgroupHost,
+          opts.swap ?? { file: join(opts.dataDir, 'swap', 'berth.swap'), sizeMb: 0 },
+        )
+      : { available: false, reason: 'deep standby is off (BERTH_DEEP_STANDBY_AFTER is 0)' };
   const capabilities: RuntimeCapabilities = {
     freezer: !!cgroupHost.freezer,
     ...(cgroupHost.freezer ? {} : { reason: cgroupHost.freezerReason }),
-    deepStandby: false,
-    deepStandbyReason: 'checkpoint to disk is not implemented: CRIU 3.17 cannot dump on this kernel',
+    deepStandby: swapState.available,
+    ...(swapState.available ? {} : { deepStandbyReason: swapState.reason }),
     seccomp: seccomp.ok,
     ...(seccomp.ok ? {} : { seccompReason: seccomp.reason }),
   };
@@ -212,8 +233,15 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   netPool.refill();
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
-  const driver = new LinuxDriver(ctx, capabilities, warmPool, images);
+  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, {
+    afterMs: swapState.available ? deepAfterS * 1000 : 0,
+    onDeep: opts.onDeepStandby,
+  });
   driver.adoptNetworks();
+  // Sandboxes a previous server left in standby go deep on this one's clock (a deep one stays as it is).
+  if (driver.deepStandby.enabled)
+    for (const i of await driver.list())
+      if (i.state === 'frozen') driver.deepStandby.schedule(i.id, driver.cgroup(i.id)!);
   return driver;
 }
 
@@ -231,15 +259,19 @@ export class LinuxDriver implements RuntimeDriver {
   private readonly imagePools = new Map<string, WarmPool>();
   readonly cgroupHost: CgroupHost;
   readonly netPool: NetPool;
+  /** Timers of sandboxes in standby that go deep (a disabled one when the host cannot or the setting is 0). */
+  readonly deepStandby: DeepStandby;
 
   constructor(
     private readonly ctx: HostContext,
     readonly capabilities: RuntimeCapabilities,
     readonly warmPool: WarmPool,
     readonly images: ImageRoots,
+    deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void } = { afterMs: 0 },
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
+    this.deepStandby = new DeepStandby(deep.afterMs, (id, fn) => this.serial(id, fn), deep.onDeep);
   }
 
   private dir(id: string): string {
@@ -295,6 +327,7 @@ export class LinuxDriver implements RuntimeDriver {
       createdAt: rec.createdAt,
       ...(ended ? { ended } : {}),
       ...(rec.owner ? { owner: rec.owner } : {}),
+      ...(frozen && this.deepStandby.isDeep(rec.id) ? { deepStandby: true } : {}),
     };
   }
 
@@ -481,11 +514,22 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   freeze(id: string, signal?: AbortSignal): Promise<void> {
-    return this.serial(id, () => this.live(id).freeze(signal));
+    return this.serial(id, async () => {
+      const cg = this.live(id);
+      await cg.freeze(signal);
+      if (!signal?.aborted) this.deepStandby.schedule(id, cg);
+    });
+  }
+
+  /** Pushes a frozen sandbox's memory out now, as its deep-standby timer would; false when it is not frozen. */
+  deepen(id: string): Promise<boolean> {
+    return this.serial(id, () => this.deepStandby.release(id, this.live(id)));
   }
 
   thaw(id: string): Promise<void> {
-    // Not serialised behind a slow ensure: a thaw is what a waiting request needs right now.
+    // Not serialised behind a slow ensure: a thaw is what a waiting request needs right now. A deep sandbox's
+    // thaw is the same write: its pages come back from swap as its processes touch them.
+    this.deepStandby.cancel(id);
     let cg = this.thawable.get(id);
     if (!cg) {
       cg = this.live(id);
@@ -631,6 +675,7 @@ export class LinuxDriver implements RuntimeDriver {
   remove(id: string): Promise<void> {
     checkSandboxId(id);
     this.thawable.delete(id);
+    this.deepStandby.cancel(id);
     return this.serial(id, () => this.teardown(id));
   }
 
@@ -736,6 +781,7 @@ export class LinuxDriver implements RuntimeDriver {
     for (const p of this.imagePools.values()) await p.close();
     await this.netPool.close();
     await this.ctx.egress.close();
+    this.deepStandby.close();
     await unexposeUnder(this.ctx.dataDir);
   }
 }
