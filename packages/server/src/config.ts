@@ -44,7 +44,7 @@ export interface Config {
    */
   deepStandbyAfterS: number;
   /** MB of the swap file Berth makes under the data dir for deep standby when the host has no swap (BERTH_SWAP_MB;
-   *  default 4096; 0: only the host's own swap is used). */
+   *  default 0: only the host's own swap is used, and a host without swap has deep standby off, said at start). */
   swapMb: number;
   /** Longest wait for a model provider's answer (and between its streamed chunks), in ms. */
   modelTimeoutMs?: number;
@@ -175,7 +175,8 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 export const DEFAULT_WARM_POOL = 2;
 /** Five minutes: past it a sandbox is likely idle for long (its owner left); a wake then pays for its page-ins. */
 export const DEFAULT_DEEP_STANDBY_AFTER_S = 300;
-export const DEFAULT_SWAP_MB = 4096;
+/** Swap is host-wide and takes disk: Berth makes a swap file only when asked to (decision 058). */
+export const DEFAULT_SWAP_MB = 0;
 
 export function loadConfig(
   flags: Partial<Record<string, string | undefined>>,

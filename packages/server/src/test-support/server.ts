@@ -43,7 +43,7 @@ export async function startTestServer(
   logStream.on('data', (c: Buffer) => chunks.push(c));
   const config = loadConfig(
     { port: '0', dataDir },
-    { BERTH_LOG_LEVEL: 'info', BERTH_WARM_POOL: '1', BERTH_SWAP_MB: '0', ...env },
+    { BERTH_LOG_LEVEL: 'info', BERTH_WARM_POOL: '1', ...env },
   );
   const s = await startServer(config, { logStream, outboundLookup: opts.outboundLookup });
   const adminKey =

@@ -64,7 +64,8 @@ export async function prepareSwap(
     if (swaps.size) return { available: true, totalBytes: total(swaps) };
     return {
       available: false,
-      reason: 'the host has no swap and BERTH_SWAP_MB is 0: without swap a frozen sandbox keeps its memory',
+      reason:
+        'the host has no swap and BERTH_SWAP_MB is 0 (set it to the MB of a swap file Berth may make under its data dir): without swap a frozen sandbox keeps its memory',
     };
   }
   try {
