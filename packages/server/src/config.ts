@@ -38,6 +38,8 @@ export interface Config {
   replicaRemoveAfterS?: number;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
+  /** The most the warm pool grows to while creates come fast: as many as the last minute's (BERTH_WARM_POOL_MAX). */
+  warmPoolMax: number;
   /**
    * Seconds in standby before a sandbox's memory is pushed out to swap (BERTH_DEEP_STANDBY_AFTER; default 300,
    * 0 disables; decision 058).
@@ -173,6 +175,8 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 /** Two warm sandboxes cover a burst of creates on a laptop while the pool refills; each costs ~12 MB idle. */
 export const DEFAULT_WARM_POOL = 2;
+/** 16 ready sandboxes hold ~130-190 MB while a burst lasts; the pool is back to DEFAULT_WARM_POOL a minute after. */
+export const DEFAULT_WARM_POOL_MAX = 16;
 /** Five minutes: past it a sandbox is likely idle for long (its owner left); a wake then pays for its page-ins. */
 export const DEFAULT_DEEP_STANDBY_AFTER_S = 300;
 /** Swap is host-wide and takes disk: Berth makes a swap file only when asked to (decision 058). */
@@ -209,6 +213,10 @@ export function loadConfig(
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
+    warmPoolMax: nonNegativeInt(
+      env.BERTH_WARM_POOL_MAX ?? String(DEFAULT_WARM_POOL_MAX),
+      'BERTH_WARM_POOL_MAX',
+    ),
     deepStandbyAfterS: nonNegativeInt(
       env.BERTH_DEEP_STANDBY_AFTER ?? String(DEFAULT_DEEP_STANDBY_AFTER_S),
       'BERTH_DEEP_STANDBY_AFTER',

@@ -171,6 +171,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       dataDir,
       images,
       warmPoolSize: config.warmPoolSize,
+      warmPoolMax: config.warmPoolMax,
       deepStandbyAfterS: config.deepStandbyAfterS,
       swap: { file: join(dataDir, 'swap', 'berth.swap'), sizeMb: config.swapMb },
       onDeepStandby: (e) => void sayDeepStandby({ resources, driver, logger }, e),

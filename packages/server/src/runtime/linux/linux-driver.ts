@@ -79,6 +79,7 @@ import { driveHelper } from './drive-helper.js';
 import { attachDrive, attachMounts, detachDrive, drivesIn, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
+import { DEMAND_WINDOW_MS, PoolDemand } from './pool-demand.js';
 import {
   DeepStandby,
   type DeepStandbyEvent,
@@ -121,6 +122,8 @@ export interface LinuxDriverOptions {
    * BERTH_SANDBOX_ENV_FILE: a warm sandbox's daemon learns the spec's envs from that file.
    */
   warmPoolSize?: number;
+  /** The most the default image's pool grows to while creates come fast (pool-demand.ts; default warmPoolSize). */
+  warmPoolMax?: number;
   /**
    * IPv4 CIDRs this driver's sandboxes may reach although they are private or reserved (network.ts
    * BLOCKED_DESTINATIONS), e.g. a LAN. Per server: other servers on the host keep their own.
@@ -233,7 +236,8 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   netPool.refill();
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
-  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, {
+  const demand = new PoolDemand(opts.warmPoolSize ?? 0, opts.warmPoolMax ?? opts.warmPoolSize ?? 0);
+  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, {
     afterMs: swapState.available ? deepAfterS * 1000 : 0,
     onDeep: opts.onDeepStandby,
   });
@@ -253,6 +257,8 @@ export class LinuxDriver implements RuntimeDriver {
   private adopting?: Promise<void>;
   /** A refill waiting for its delay (refillSoon). */
   private refillTimer?: NodeJS.Timeout;
+  /** Brings the pool back to its base size after a quiet demand window. */
+  private shrinkTimer?: NodeJS.Timeout;
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
   private readonly thawable = new Map<string, SandboxCgroup>();
   /** Pools of the images used most recently, least recent first (see MAX_IMAGE_POOLS). */
@@ -267,6 +273,7 @@ export class LinuxDriver implements RuntimeDriver {
     readonly capabilities: RuntimeCapabilities,
     readonly warmPool: WarmPool,
     readonly images: ImageRoots,
+    private readonly demand: PoolDemand = new PoolDemand(warmPool.size, warmPool.size),
     deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void } = { afterMs: 0 },
   ) {
     this.cgroupHost = ctx.cgroupHost;
@@ -693,8 +700,12 @@ export class LinuxDriver implements RuntimeDriver {
     const now = Date.now();
     const burst = now - this.lastEnsureMs < REFILL_DELAY_MS;
     this.lastEnsureMs = now;
-    const urgent = burst || this.warmPool.readyCount === 0 || this.netPool.readyCount === 0;
-    if (this.refillTimer && !urgent) return;
+    this.demand.record(now);
+    this.warmPool.setTarget(this.demand.target(now));
+    // In a burst the pool grown by the creates before it serves the next ones: starting replacements now would
+    // take the cores those creates run on. Only a pool about to run dry refills at once.
+    const urgent = this.warmPool.readyCount <= 1 || this.netPool.readyCount === 0;
+    if (this.refillTimer && !urgent && !burst) return;
     clearTimeout(this.refillTimer);
     this.refillTimer = setTimeout(
       () => {
@@ -702,9 +713,19 @@ export class LinuxDriver implements RuntimeDriver {
         this.netPool.refill();
         this.warmPool.refill();
         for (const p of this.imagePools.values()) p.refill();
+        this.shrinkLater();
       },
       urgent ? 0 : REFILL_DELAY_MS,
     );
+  }
+
+  /** Once no create came for the demand window, the pool goes back to its base size. */
+  private shrinkLater(): void {
+    clearTimeout(this.shrinkTimer);
+    this.shrinkTimer = setTimeout(() => {
+      this.warmPool.setTarget(this.demand.target(Date.now()));
+    }, DEMAND_WINDOW_MS + 1_000);
+    this.shrinkTimer.unref();
   }
 
   /**
@@ -777,6 +798,7 @@ export class LinuxDriver implements RuntimeDriver {
     await Promise.allSettled([...this.locks.values(), this.adopting]);
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
+    clearTimeout(this.shrinkTimer);
     await this.warmPool.close();
     for (const p of this.imagePools.values()) await p.close();
     await this.netPool.close();
