@@ -175,8 +175,11 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 /** Two warm sandboxes cover a burst of creates on a laptop while the pool refills; each costs ~12 MB idle. */
 export const DEFAULT_WARM_POOL = 2;
-/** 16 ready sandboxes hold ~130-190 MB while a burst lasts; the pool is back to DEFAULT_WARM_POOL a minute after. */
-export const DEFAULT_WARM_POOL_MAX = 16;
+/**
+ * Room for a burst of 20 creates (the issue's measure) and a few more: 24 ready sandboxes hold ~200-290 MB while
+ * the demand lasts; the pool is back to DEFAULT_WARM_POOL a minute after the last create.
+ */
+export const DEFAULT_WARM_POOL_MAX = 24;
 /** Five minutes: past it a sandbox is likely idle for long (its owner left); a wake then pays for its page-ins. */
 export const DEFAULT_DEEP_STANDBY_AFTER_S = 300;
 /** Swap is host-wide and takes disk: Berth makes a swap file only when asked to (decision 058). */

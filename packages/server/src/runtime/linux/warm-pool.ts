@@ -27,6 +27,9 @@ export const WARM_SPEC: SandboxSpec = {
   volumes: [],
 };
 
+/** Warm sandboxes started at once by a refill (see refill). */
+export const MAX_PARALLEL_STARTS = 4;
+
 export interface WarmSandbox {
   dir: string;
   paths: SandboxPaths;
@@ -110,10 +113,19 @@ export class WarmPool {
     }
   }
 
-  /** Starts missing warm sandboxes in the background; a failure only leaves the pool smaller. */
+  /**
+   * Starts missing warm sandboxes in the background, at most MAX_PARALLEL_STARTS at once (each started one calls
+   * this again): a pool grown to 20 that started all its replacements together held two cores for seconds, and a
+   * create arriving meanwhile waited behind them. A failure only leaves the pool smaller.
+   */
   refill(): void {
     if (this.closed) return;
-    this.fill.start(this.target - this.ready.length - this.fill.inflight, () => this.startOne());
+    const missing = this.target - this.ready.length - this.fill.inflight;
+    const room = MAX_PARALLEL_STARTS - this.fill.inflight;
+    this.fill.start(Math.min(missing, room), async () => {
+      await this.startOne();
+      this.refill();
+    });
   }
 
   private async startOne(): Promise<void> {
