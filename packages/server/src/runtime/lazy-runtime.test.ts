@@ -22,7 +22,9 @@ test('opening a runtime without deep standby logs a warning naming the reason', 
   const driver = new FakeDriver();
   Object.assign(driver.capabilities, { deepStandby: false, deepStandbyReason: 'the host has no swap' });
   await new LazyRuntime('/nonexistent', logger, async () => driver).ready();
-  const warning = lines.find((l) => l.msg === 'sandbox deep standby is off: sandboxes in standby keep their memory');
+  const warning = lines.find(
+    (l) => l.msg === 'sandbox deep standby is off: sandboxes in standby keep their memory',
+  );
   assert.ok(warning, JSON.stringify(lines));
   assert.equal(warning.reason, 'the host has no swap');
 });
