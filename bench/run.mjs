@@ -11,6 +11,7 @@ import { benchJobs } from './jobs/bench.mjs';
 import { benchModels } from './models/bench.mjs';
 import { benchCreate } from './sandboxes/create.mjs';
 import { benchDensity } from './sandboxes/density.mjs';
+import { benchDeepStandby } from './sandboxes/deep-standby.mjs';
 import { benchEgress } from './sandboxes/egress.mjs';
 import { benchExec } from './sandboxes/exec.mjs';
 import { benchVolumes } from './sandboxes/volumes.mjs';
@@ -27,6 +28,7 @@ const all = {
   'sandbox-create': benchCreate,
   'sandbox-exec': benchExec,
   'sandbox-density': benchDensity,
+  'sandbox-deep-standby': benchDeepStandby,
   'sandbox-volumes': benchVolumes,
   agents: benchAgents,
   'agents-cold': benchAgentsCold,

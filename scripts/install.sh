@@ -22,7 +22,8 @@ node -e '
 ' || die "Node $(node -v) is not supported: install Node 20.19+ (tested) or 22.12+ and run this again"
 
 # --- Debian packages ----------------------------------------------------------------------------------------
-# Berth needs these at run time: sandboxes (bubblewrap, iproute2, nftables, util-linux), volumes (e2fsprogs), agents'
+# Berth needs these at run time: sandboxes (bubblewrap, iproute2, nftables, util-linux: also fallocate, mkswap and
+# swapon for deep standby's swap file), volumes (e2fsprogs), agents'
 # git sources (git, run on the host with git made inert), the drive mount helper compiled at start (gcc, libc6-dev).
 # node-gyp also needs a compiler, make and Python to build better-sqlite3 and node-pty.
 SANDBOX_DEBS=(bubblewrap iproute2 nftables util-linux e2fsprogs git gcc libc6-dev)

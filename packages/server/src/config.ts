@@ -38,6 +38,16 @@ export interface Config {
   replicaRemoveAfterS?: number;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
+  /** The most the warm pool grows to while creates come fast: as many as the last minute's (BERTH_WARM_POOL_MAX). */
+  warmPoolMax: number;
+  /**
+   * Seconds in standby before a sandbox's memory is pushed out to swap (BERTH_DEEP_STANDBY_AFTER; default 300,
+   * 0 disables; decision 058).
+   */
+  deepStandbyAfterS: number;
+  /** MB of the swap file Berth makes under the data dir for deep standby when the host has no swap (BERTH_SWAP_MB;
+   *  default 0: only the host's own swap is used, and a host without swap has deep standby off, said at start). */
+  swapMb: number;
   /** Longest wait for a model provider's answer (and between its streamed chunks), in ms. */
   modelTimeoutMs?: number;
   /** Output tokens a token budget reserves for a model call that sets no max_tokens. */
@@ -165,6 +175,15 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 /** Two warm sandboxes cover a burst of creates on a laptop while the pool refills; each costs ~12 MB idle. */
 export const DEFAULT_WARM_POOL = 2;
+/**
+ * Room for a burst of 20 creates (the issue's measure) and a few more: 24 ready sandboxes hold ~200-290 MB while
+ * the demand lasts; the pool is back to DEFAULT_WARM_POOL a minute after the last create.
+ */
+export const DEFAULT_WARM_POOL_MAX = 24;
+/** Five minutes: past it a sandbox is likely idle for long (its owner left); a wake then pays for its page-ins. */
+export const DEFAULT_DEEP_STANDBY_AFTER_S = 300;
+/** Swap is host-wide and takes disk: Berth makes a swap file only when asked to (decision 058). */
+export const DEFAULT_SWAP_MB = 0;
 
 export function loadConfig(
   flags: Partial<Record<string, string | undefined>>,
@@ -197,6 +216,15 @@ export function loadConfig(
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
+    warmPoolMax: nonNegativeInt(
+      env.BERTH_WARM_POOL_MAX ?? String(DEFAULT_WARM_POOL_MAX),
+      'BERTH_WARM_POOL_MAX',
+    ),
+    deepStandbyAfterS: nonNegativeInt(
+      env.BERTH_DEEP_STANDBY_AFTER ?? String(DEFAULT_DEEP_STANDBY_AFTER_S),
+      'BERTH_DEEP_STANDBY_AFTER',
+    ),
+    swapMb: nonNegativeInt(env.BERTH_SWAP_MB ?? String(DEFAULT_SWAP_MB), 'BERTH_SWAP_MB'),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     modelOutputEstimate: env.BERTH_MODEL_OUTPUT_ESTIMATE
       ? positiveInt(env.BERTH_MODEL_OUTPUT_ESTIMATE, 'BERTH_MODEL_OUTPUT_ESTIMATE')
@@ -257,6 +285,13 @@ function positiveSeconds(v: string | undefined, name: string): number | undefine
 function positiveInt(v: string, name: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not ${v}`);
+  return n;
+}
+
+function nonNegativeInt(v: string, name: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isInteger(n) || n < 0)
+    throw new Error(`${name} must be a whole number, 0 or more, not ${JSON.stringify(v)}`);
   return n;
 }
 

@@ -29,6 +29,7 @@ import { SandboxExpiry } from './controllers/sandbox/sandbox-expiry.js';
 import { ScheduleRunner } from './controllers/sandbox/sandbox-schedules.js';
 import { removeOrphanArchives, volumeReconciler } from './controllers/volume/volume.js';
 import { SandboxFaultWatch, sayEgressProxy } from './controllers/sandbox/sandbox-faults.js';
+import { sayDeepStandby } from './controllers/sandbox/deep-standby-event.js';
 import { existingArchive } from './runtime/volume-archives.js';
 import { Instances } from './runtime/instances.js';
 import { LazyRuntime } from './runtime/lazy-runtime.js';
@@ -170,6 +171,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       dataDir,
       images,
       warmPoolSize: config.warmPoolSize,
+      warmPoolMax: config.warmPoolMax,
+      deepStandbyAfterS: config.deepStandbyAfterS,
+      swap: { file: join(dataDir, 'swap', 'berth.swap'), sizeMb: config.swapMb },
+      onDeepStandby: (e) => void sayDeepStandby({ resources, driver, logger }, e),
       allowCidrs: config.sandboxAllowCidrs,
       egressResolvers: config.egressResolvers,
       egressGateways: config.egressGateways,

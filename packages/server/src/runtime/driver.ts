@@ -115,6 +115,8 @@ export interface SandboxInfo {
   ended?: SandboxEnd;
   /** Who it runs for, as its spec said; absent for an instance started before owners were recorded. */
   owner?: InstanceOwner;
+  /** Frozen with its memory pushed out to swap (deep standby); a wake brings the pages back on demand. */
+  deepStandby?: boolean;
 }
 
 /** What is known of how a sandbox's processes ended, read after the fact from its cgroup and writable layer. */
@@ -145,7 +147,7 @@ export interface RuntimeCapabilities {
   freezer: boolean;
   /** Why not, when freezer is false. */
   reason?: string;
-  /** Deep standby (checkpoint to disk) is available; false on kernels where CRIU fails. */
+  /** Deep standby (a frozen sandbox's memory pushed out to swap) is on; false where the host has no swap to use. */
   deepStandby: boolean;
   deepStandbyReason?: string;
   /** A seccomp filter is applied to sandbox processes. */
@@ -211,6 +213,13 @@ export interface RuntimeDriver {
   exportChanges(id: string, dest: string): Promise<void>;
   /** Releases the driver's own resources; sandboxes keep running. */
   close(): Promise<void>;
+}
+
+/** A sandbox went to deep standby: what its memory group held before and after (what stays is kernel memory). */
+export interface DeepStandbyEvent {
+  id: string;
+  beforeBytes: number;
+  afterBytes: number;
 }
 
 /** Thrown for operations on a sandbox the driver does not know. */

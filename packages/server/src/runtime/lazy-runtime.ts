@@ -51,6 +51,11 @@ export class LazyRuntime implements RuntimeDriver {
             { reason: c.reason },
             'sandbox standby is off: this host has no usable cgroup freezer',
           );
+        if (!c.deepStandby)
+          this.logger.warn(
+            { reason: c.deepStandbyReason },
+            'sandbox deep standby is off: sandboxes in standby keep their memory',
+          );
         this.logger.debug(
           { freezer: c.freezer, seccomp: c.seccomp, deepStandby: c.deepStandby },
           'sandbox runtime open',

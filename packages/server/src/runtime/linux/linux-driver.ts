@@ -79,6 +79,14 @@ import { driveHelper } from './drive-helper.js';
 import { attachDrive, attachMounts, detachDrive, drivesIn, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
 import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
+import { DEMAND_WINDOW_MS, PoolDemand } from './pool-demand.js';
+import {
+  DeepStandby,
+  type DeepStandbyEvent,
+  prepareSwap,
+  type SwapOptions,
+  type SwapState,
+} from './deep-standby.js';
 
 /** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
 export const DEFAULT_UID_BASE = 1_000_000_000;
@@ -114,6 +122,8 @@ export interface LinuxDriverOptions {
    * BERTH_SANDBOX_ENV_FILE: a warm sandbox's daemon learns the spec's envs from that file.
    */
   warmPoolSize?: number;
+  /** The most the default image's pool grows to while creates come fast (pool-demand.ts; default warmPoolSize). */
+  warmPoolMax?: number;
   /**
    * IPv4 CIDRs this driver's sandboxes may reach although they are private or reserved (network.ts
    * BLOCKED_DESTINATIONS), e.g. a LAN. Per server: other servers on the host keep their own.
@@ -132,6 +142,12 @@ export interface LinuxDriverOptions {
   egressGateways?: Record<string, string[]>;
   /** Audit lines of the egress proxy and Berth's DNS (one per connection or query; never header values). */
   onEgressEvent?: EgressControlOptions['onEvent'];
+  /** Seconds in standby before a sandbox's memory is pushed out to swap (deep-standby.ts); 0 or absent: never. */
+  deepStandbyAfterS?: number;
+  /** The swap file made for deep standby when the host has no swap (default: none; the host's swap is used). */
+  swap?: SwapOptions;
+  /** A sandbox went to deep standby: its memory group before and after. */
+  onDeepStandby?: (e: DeepStandbyEvent) => void;
 }
 
 /**
@@ -168,11 +184,19 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     seccompFile = join(opts.dataDir, 'images', 'seccomp.bpf');
     writeFileSync(seccompFile, seccomp.bpf, { mode: 0o644 });
   }
+  const deepAfterS = opts.deepStandbyAfterS ?? 0;
+  const swapState: SwapState =
+    deepAfterS > 0
+      ? await prepareSwap(
+          cgroupHost,
+          opts.swap ?? { file: join(opts.dataDir, 'swap', 'berth.swap'), sizeMb: 0 },
+        )
+      : { available: false, reason: 'deep standby is off (BERTH_DEEP_STANDBY_AFTER is 0)' };
   const capabilities: RuntimeCapabilities = {
     freezer: !!cgroupHost.freezer,
     ...(cgroupHost.freezer ? {} : { reason: cgroupHost.freezerReason }),
-    deepStandby: false,
-    deepStandbyReason: 'checkpoint to disk is not implemented: CRIU 3.17 cannot dump on this kernel',
+    deepStandby: swapState.available,
+    ...(swapState.available ? {} : { deepStandbyReason: swapState.reason }),
     seccomp: seccomp.ok,
     ...(seccomp.ok ? {} : { seccompReason: seccomp.reason }),
   };
@@ -212,8 +236,16 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   netPool.refill();
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
-  const driver = new LinuxDriver(ctx, capabilities, warmPool, images);
+  const demand = new PoolDemand(opts.warmPoolSize ?? 0, opts.warmPoolMax ?? opts.warmPoolSize ?? 0);
+  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, {
+    afterMs: swapState.available ? deepAfterS * 1000 : 0,
+    onDeep: opts.onDeepStandby,
+  });
   driver.adoptNetworks();
+  // Sandboxes a previous server left in standby go deep on this one's clock (a deep one stays as it is).
+  if (driver.deepStandby.enabled)
+    for (const i of await driver.list())
+      if (i.state === 'frozen') driver.deepStandby.schedule(i.id, driver.cgroup(i.id)!);
   return driver;
 }
 
@@ -225,21 +257,28 @@ export class LinuxDriver implements RuntimeDriver {
   private adopting?: Promise<void>;
   /** A refill waiting for its delay (refillSoon). */
   private refillTimer?: NodeJS.Timeout;
+  /** Brings the pool back to its base size after a quiet demand window. */
+  private shrinkTimer?: NodeJS.Timeout;
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
   private readonly thawable = new Map<string, SandboxCgroup>();
   /** Pools of the images used most recently, least recent first (see MAX_IMAGE_POOLS). */
   private readonly imagePools = new Map<string, WarmPool>();
   readonly cgroupHost: CgroupHost;
   readonly netPool: NetPool;
+  /** Timers of sandboxes in standby that go deep (a disabled one when the host cannot or the setting is 0). */
+  readonly deepStandby: DeepStandby;
 
   constructor(
     private readonly ctx: HostContext,
     readonly capabilities: RuntimeCapabilities,
     readonly warmPool: WarmPool,
     readonly images: ImageRoots,
+    private readonly demand: PoolDemand = new PoolDemand(warmPool.size, warmPool.size),
+    deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void } = { afterMs: 0 },
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
+    this.deepStandby = new DeepStandby(deep.afterMs, (id, fn) => this.serial(id, fn), deep.onDeep);
   }
 
   private dir(id: string): string {
@@ -295,6 +334,7 @@ export class LinuxDriver implements RuntimeDriver {
       createdAt: rec.createdAt,
       ...(ended ? { ended } : {}),
       ...(rec.owner ? { owner: rec.owner } : {}),
+      ...(frozen && this.deepStandby.isDeep(rec.id) ? { deepStandby: true } : {}),
     };
   }
 
@@ -481,11 +521,22 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   freeze(id: string, signal?: AbortSignal): Promise<void> {
-    return this.serial(id, () => this.live(id).freeze(signal));
+    return this.serial(id, async () => {
+      const cg = this.live(id);
+      await cg.freeze(signal);
+      if (!signal?.aborted) this.deepStandby.schedule(id, cg);
+    });
+  }
+
+  /** Pushes a frozen sandbox's memory out now, as its deep-standby timer would; false when it is not frozen. */
+  deepen(id: string): Promise<boolean> {
+    return this.serial(id, () => this.deepStandby.release(id, this.live(id)));
   }
 
   thaw(id: string): Promise<void> {
-    // Not serialised behind a slow ensure: a thaw is what a waiting request needs right now.
+    // Not serialised behind a slow ensure: a thaw is what a waiting request needs right now. A deep sandbox's
+    // thaw is the same write: its pages come back from swap as its processes touch them.
+    this.deepStandby.cancel(id);
     let cg = this.thawable.get(id);
     if (!cg) {
       cg = this.live(id);
@@ -631,6 +682,7 @@ export class LinuxDriver implements RuntimeDriver {
   remove(id: string): Promise<void> {
     checkSandboxId(id);
     this.thawable.delete(id);
+    this.deepStandby.cancel(id);
     return this.serial(id, () => this.teardown(id));
   }
 
@@ -648,8 +700,12 @@ export class LinuxDriver implements RuntimeDriver {
     const now = Date.now();
     const burst = now - this.lastEnsureMs < REFILL_DELAY_MS;
     this.lastEnsureMs = now;
-    const urgent = burst || this.warmPool.readyCount === 0 || this.netPool.readyCount === 0;
-    if (this.refillTimer && !urgent) return;
+    this.demand.record(now);
+    this.warmPool.setTarget(this.demand.target(now));
+    // In a burst the pool grown by the creates before it serves the next ones: starting replacements now would
+    // take the cores those creates run on. Only a pool about to run dry refills at once.
+    const urgent = this.warmPool.readyCount <= 1 || this.netPool.readyCount === 0;
+    if (this.refillTimer && !urgent && !burst) return;
     clearTimeout(this.refillTimer);
     this.refillTimer = setTimeout(
       () => {
@@ -657,9 +713,19 @@ export class LinuxDriver implements RuntimeDriver {
         this.netPool.refill();
         this.warmPool.refill();
         for (const p of this.imagePools.values()) p.refill();
+        this.shrinkLater();
       },
       urgent ? 0 : REFILL_DELAY_MS,
     );
+  }
+
+  /** Once no create came for the demand window, the pool goes back to its base size. */
+  private shrinkLater(): void {
+    clearTimeout(this.shrinkTimer);
+    this.shrinkTimer = setTimeout(() => {
+      this.warmPool.setTarget(this.demand.target(Date.now()));
+    }, DEMAND_WINDOW_MS + 1_000);
+    this.shrinkTimer.unref();
   }
 
   /**
@@ -732,10 +798,12 @@ export class LinuxDriver implements RuntimeDriver {
     await Promise.allSettled([...this.locks.values(), this.adopting]);
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
+    clearTimeout(this.shrinkTimer);
     await this.warmPool.close();
     for (const p of this.imagePools.values()) await p.close();
     await this.netPool.close();
     await this.ctx.egress.close();
+    this.deepStandby.close();
     await unexposeUnder(this.ctx.dataDir);
   }
 }

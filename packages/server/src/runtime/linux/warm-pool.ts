@@ -27,6 +27,9 @@ export const WARM_SPEC: SandboxSpec = {
   volumes: [],
 };
 
+/** Warm sandboxes started at once by a refill (see refill). */
+export const MAX_PARALLEL_STARTS = 4;
+
 export interface WarmSandbox {
   dir: string;
   paths: SandboxPaths;
@@ -38,6 +41,8 @@ export class WarmPool {
   private readonly fill = new BackgroundFill();
   private seq = 0;
   private closed = false;
+  /** How many to keep ready now: `size` at rest, more while creates come fast (pool-demand.ts). */
+  private target: number;
   private readonly dir: string;
   private readonly tag: string;
   /** Why the last refill failed, for diagnostics (a failed refill only leaves the pool smaller). */
@@ -55,6 +60,7 @@ export class WarmPool {
     private readonly imageKey?: string,
     private readonly image?: StoredImage,
   ) {
+    this.target = size;
     this.dir = imageKey ? join(ctx.dataDir, 'warm-img', imageKey) : join(ctx.dataDir, 'warm');
     this.tag = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
   }
@@ -78,7 +84,7 @@ export class WarmPool {
       if (
         rec &&
         isProcessAlive(rec.pid, rec.pidStart) &&
-        this.ready.length < this.size &&
+        this.ready.length < this.target &&
         (await canConnect(w.paths.socketPath))
       ) {
         await setAllowedRanges(rec.address, this.ctx.allowCidrs); // this run's setting, not the dead one's
@@ -98,10 +104,28 @@ export class WarmPool {
     return undefined;
   }
 
-  /** Starts missing warm sandboxes in the background; a failure only leaves the pool smaller. */
+  /** Sets how many to keep ready; those past it are torn down now, missing ones are started by `refill`. */
+  setTarget(n: number): void {
+    this.target = n;
+    while (this.ready.length > n) {
+      const w = this.ready.pop()!;
+      void teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Starts missing warm sandboxes in the background, at most MAX_PARALLEL_STARTS at once (each started one calls
+   * this again): a pool grown to 20 that started all its replacements together held two cores for seconds, and a
+   * create arriving meanwhile waited behind them. A failure only leaves the pool smaller.
+   */
   refill(): void {
     if (this.closed) return;
-    this.fill.start(this.size - this.ready.length - this.fill.inflight, () => this.startOne());
+    const missing = this.target - this.ready.length - this.fill.inflight;
+    const room = MAX_PARALLEL_STARTS - this.fill.inflight;
+    this.fill.start(Math.min(missing, room), async () => {
+      await this.startOne();
+      this.refill();
+    });
   }
 
   private async startOne(): Promise<void> {
