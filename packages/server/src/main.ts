@@ -60,6 +60,7 @@ import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/workload/replicas.js';
+import { applicationReconciler } from './controllers/workload/application.js';
 import { deployReconciler } from './controllers/workload/deploy.js';
 import { jobRevisionReconciler } from './controllers/job/job-revision.js';
 import { BuildSteps } from './controllers/code/build-step.js';
@@ -256,7 +257,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           Drive: deleteWhenDone(resources),
         },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
-        decorate: { Agent: replicaCount(replicas), Function: replicaCount(replicas) },
+        decorate: {
+          Agent: replicaCount(replicas),
+          Function: replicaCount(replicas),
+          Application: replicaCount(replicas),
+        },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
@@ -399,6 +404,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
       Function: (d) =>
         deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
+      Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas }),
       Job: (d) =>
         jobRevisionReconciler({
           ...d,
