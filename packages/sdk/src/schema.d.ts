@@ -423,6 +423,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/applications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Applications */
+        get: operations["listApplications"];
+        put?: never;
+        /** Create an Application (409 if the name exists) */
+        post: operations["createApplication"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/applications/{applicationName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an Application */
+        get: operations["getApplication"];
+        /** Create or replace an Application */
+        put: operations["replaceApplication"];
+        post?: never;
+        /** Delete an Application */
+        delete: operations["deleteApplication"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sandboxes/{sandboxName}/previews": {
         parameters: {
             query?: never;
@@ -1745,6 +1782,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/applications/{applicationName}/revisions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An application's kept revisions, newest first (the service's AppRevision shape) */
+        get: operations["listApplicationRevisions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/models/{modelName}/revisions": {
         parameters: {
             query?: never;
@@ -1924,6 +1978,23 @@ export interface paths {
         };
         /** What is wrong with a sandbox: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
         get: operations["debugSandbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/applications/{applicationName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with an application: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugApplication"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3361,6 +3432,122 @@ export interface components {
                 }[];
             };
         };
+        Application: {
+            metadata: {
+                name: string;
+                displayName?: string;
+                labels?: {
+                    [key: string]: string;
+                };
+                resourceVersion?: string;
+                createdAt?: string;
+                updatedAt?: string;
+                createdBy?: string;
+                updatedBy?: string;
+                plan?: string;
+                url?: string;
+                workspace?: string;
+                generation?: number;
+            };
+            spec: {
+                enabled?: boolean;
+                envs?: {
+                    name: string;
+                    value?: string;
+                    secret?: boolean;
+                }[];
+                extensions?: {
+                    [key: string]: {
+                        sandbox?: string;
+                    };
+                };
+                image?: string;
+                /** @description in MB */
+                memory?: number;
+                port?: number;
+                proxy?: boolean;
+                region?: string;
+                revision?: {
+                    active?: string;
+                    canary?: string;
+                    canaryPercent?: number;
+                    stickySessionTtl?: number;
+                    traffic?: number;
+                };
+                revisions?: {
+                    [key: string]: unknown;
+                }[];
+                urls?: {
+                    domain: string;
+                    subdomain?: string;
+                }[];
+            };
+            /** @enum {string} */
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            events?: {
+                type: string;
+                status: string;
+                message: string;
+                revision?: string;
+                canaryRevision?: string;
+                time: string;
+            }[];
+            activeRevision?: string;
+            canaryRevision?: string;
+            replicas?: number;
+            revisions?: {
+                id: string;
+                image: string;
+                imageId: string;
+                start: string;
+                port: number;
+                memory: number;
+                createdAt: string;
+            }[];
+        };
+        ApplicationInput: {
+            metadata: {
+                name: string;
+                displayName?: string;
+                labels?: {
+                    [key: string]: string;
+                };
+                resourceVersion?: string;
+            };
+            spec: {
+                enabled?: boolean;
+                envs?: {
+                    name: string;
+                    value?: string;
+                    secret?: boolean;
+                }[];
+                extensions?: {
+                    [key: string]: {
+                        sandbox?: string;
+                    };
+                };
+                image?: string;
+                /** @description in MB */
+                memory?: number;
+                port?: number;
+                proxy?: boolean;
+                region?: string;
+                revision?: {
+                    active?: string;
+                    canary?: string;
+                    canaryPercent?: number;
+                    stickySessionTtl?: number;
+                    traffic?: number;
+                };
+                revisions?: {
+                    [key: string]: unknown;
+                }[];
+                urls?: {
+                    domain: string;
+                    subdomain?: string;
+                }[];
+            };
+        };
         Preview: {
             metadata: {
                 name: string;
@@ -4192,6 +4379,16 @@ export interface components {
                     url: string;
                 };
             };
+        };
+        AppRevision: {
+            id: string;
+            image: string;
+            imageId: string;
+            port: number;
+            memory: number;
+            createdAt: string;
+            createdBy?: string;
+            active: boolean;
         };
         RevisionMetadata: {
             /** @description the model's generation */
@@ -6319,6 +6516,190 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listApplications: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Applications, ordered by name */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"][] | {
+                        data: components["schemas"]["Application"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Application"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createApplication: {
+        parameters: {
+            query?: {
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
+                fieldValidation?: components["parameters"]["fieldValidation"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplicationInput"];
+            };
+        };
+        responses: {
+            /** @description the created Application */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"] & components["schemas"]["WriteWarnings"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getApplication: {
+        parameters: {
+            query?: {
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Application */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Application"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    replaceApplication: {
+        parameters: {
+            query?: {
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
+                fieldValidation?: components["parameters"]["fieldValidation"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplicationInput"];
+            };
+        };
+        responses: {
+            /** @description the stored Application */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"] & components["schemas"]["WriteWarnings"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteApplication: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Application, now DELETING (removed once its controller is done) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -9736,6 +10117,33 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    listApplicationRevisions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An application's kept revisions, newest first (the service's AppRevision shape) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppRevision"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listModelRevisions: {
         parameters: {
             query?: never;
@@ -10067,6 +10475,33 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description What is wrong with a sandbox: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugApplication: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with an application: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
             200: {
                 headers: {
                     [name: string]: unknown;
