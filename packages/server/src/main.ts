@@ -54,6 +54,8 @@ import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
 import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
 import { registerRevisionRoutes } from './api/revisions.js';
+import { registerCustomDomains } from './api/custom-domains.js';
+import { txtLookup } from './outbound/dns-txt.js';
 import { registerDriveTokenRoutes } from './api/drive-tokens.js';
 import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
@@ -280,6 +282,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerImageShares(v0, {
         images,
         workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+      });
+      registerCustomDomains(v0, {
+        store,
+        lookupTxt: txtLookup(config.domainResolvers),
+        workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+        inferenceHost: config.inferenceHost,
       });
       registerImageBuilds(v0, { dataDir: config.dataDir, instances, images });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });

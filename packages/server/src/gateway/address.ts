@@ -1,6 +1,7 @@
 // Where a sandbox (and a preview of one) is served, both ways: its public address from (workspace, name) for
 // `metadata.url`, and (workspace, name, rest of the path) from an incoming request's path or Host header
 // (DESIGN.md §4).
+import { appUrlLabel } from '../kinds/custom-domain.js';
 import { createHash } from 'node:crypto';
 import { triggerPaths } from '../kinds/trigger-path.js';
 import type { ResourceKey } from '../store/store.js';
@@ -148,7 +149,11 @@ export function hostLabelsOf(key: ResourceKey, body?: any): string[] {
       workloadLabel(key.kind, key.workspace, key.name),
       ...triggerPaths(key.kind, key.name, body?.spec).map((p) => pathLabel(key.workspace, p)),
     ];
-  if (key.kind === 'Application') return [workloadLabel('Application', key.workspace, key.name)];
+  if (key.kind === 'Application')
+    return [
+      workloadLabel('Application', key.workspace, key.name),
+      ...(body?.spec?.urls ?? []).map((u: { domain: string }) => appUrlLabel(u.domain)),
+    ];
   return [];
 }
 

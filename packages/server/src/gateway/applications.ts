@@ -8,6 +8,7 @@ import { APPLICATION_PORT, boundSandbox } from '../kinds/application.js';
 import { isGone } from '../kinds/status.js';
 import type { Admission } from './admission.js';
 import { type ResolveDeps, sandboxTargetOf } from './resolve.js';
+import { domainAllows } from './custom-domains.js';
 import type { WorkloadAddress } from './workload-address.js';
 
 export async function admitApplication(
@@ -15,6 +16,8 @@ export async function admitApplication(
   req: IncomingMessage,
   a: WorkloadAddress,
 ): Promise<Admission> {
+  if (a.domain !== undefined && !(await domainAllows(deps.store, deps.labels, a.domain, a.workspace)))
+    throw new ApiError('NOT_FOUND', `no route for ${a.domain}: it is not a verified custom domain here`);
   const o = await deps.store.get({ kind: 'Application', workspace: a.workspace, parent: '', name: a.name });
   const sandbox = o && !isGone(o) ? boundSandbox(o.body.spec) : undefined;
   if (o && sandbox !== undefined) {

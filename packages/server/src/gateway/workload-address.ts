@@ -22,6 +22,8 @@ export interface WorkloadAddress {
   rest: string;
   /** The trigger path the request came by (canonical), when it did not use the object's own address. */
   path?: string;
+  /** Came by this custom domain as its Host (custom-domains.ts): it must still allow the object's workspace. */
+  domain?: string;
   /** Came by a host label that shows no name (hostHidesNames): what a refusal calls the address instead. */
   unnamed?: string;
 }

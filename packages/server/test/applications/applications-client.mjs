@@ -1,12 +1,21 @@
 // Drives applications through the unmodified @blaxel/core SDK (its ApplicationInstance and generated client) against
 // Berth (env from the parent test) and prints what it saw. Step `create` creates and waits for DEPLOYED; `update`
-// changes its envs; `bound` creates an application bound to a sandbox; `delete` removes both.
+// changes its envs; `bound` creates an application bound to a sandbox; `claim` and `verify` a custom domain (verify
+// also names it in the application's urls and offers it to tenant-b); `delete` removes the applications.
 import {
   ApplicationInstance,
   createApplication,
+  createApplicationCustomDomain,
+  createCustomDomain,
   deleteApplication,
   getApplication,
+  getCustomDomain,
   listApplications,
+  listCustomDomainShares,
+  listCustomDomains,
+  shareCustomDomain,
+  updateCustomDomain,
+  verifyCustomDomain,
 } from '@blaxel/core';
 
 const step = process.argv[2];
@@ -68,6 +77,43 @@ if (step === 'bound') {
   out.urls = { status: unknown.response.status, error: unknown.error };
   const list = await listApplications();
   out.list = (list.data.data ?? list.data).map((a) => a.metadata.name).sort();
+}
+const result = (r) => ({ status: r.response.status, data: r.data, error: r.error });
+if (step === 'claim') {
+  out.claimed = result(await createCustomDomain({ body: { metadata: { name: 'shop.example.test' } } }));
+  out.again = result(await createCustomDomain({ body: { metadata: { name: 'shop.example.test' } } }));
+  out.forApp = result(
+    await createApplicationCustomDomain({
+      path: { applicationName: 'web' },
+      body: { metadata: { name: 'www.example.test' } },
+    }),
+  );
+  out.bad = result(await createCustomDomain({ body: { metadata: { name: '*.example.test' } } }));
+  out.failed = result(await verifyCustomDomain({ path: { domainName: 'shop.example.test' } }));
+  out.list = result(await listCustomDomains());
+}
+if (step === 'verify') {
+  out.verified = result(await verifyCustomDomain({ path: { domainName: 'shop.example.test' } }));
+  out.updated = result(
+    await updateCustomDomain({
+      path: { domainName: 'shop.example.test' },
+      body: { metadata: { name: 'shop.example.test', displayName: 'Shop' }, spec: out.verified.data.spec },
+    }),
+  );
+  const app = await ApplicationInstance.update('web', {
+    metadata: { name: 'web' },
+    spec: { urls: [{ domain: 'shop.example.test' }] },
+  });
+  const deployed = await wait(app.name, 'DEPLOYED');
+  out.app = { status: deployed.status, spec: deployed.spec };
+  out.get = result(await getCustomDomain({ path: { domainName: 'shop.example.test' } }));
+  out.share = result(
+    await shareCustomDomain({
+      path: { domainName: 'shop.example.test' },
+      body: { targetWorkspace: 'tenant-b' },
+    }),
+  );
+  out.shares = result(await listCustomDomainShares({ path: { domainName: 'shop.example.test' } }));
 }
 if (step === 'delete') {
   for (const n of ['web', 'bound', 'legacy'])
