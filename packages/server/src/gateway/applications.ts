@@ -7,12 +7,22 @@ import { ApiError } from '../errors.js';
 import { APPLICATION_PORT, boundSandbox } from '../kinds/application.js';
 import { isGone } from '../kinds/status.js';
 import type { Admission } from './admission.js';
-import { type ResolveDeps, sandboxTargetOf } from './resolve.js';
+import type { HostLabelIndex } from '../store/host-labels.js';
+import type { Store } from '../store/store.js';
+import { sandboxTargetOf, type Targets } from './targets.js';
 import { domainAllows } from './custom-domains.js';
 import type { WorkloadAddress } from './workload-address.js';
 
+export interface ApplicationResolveDeps {
+  store: Store;
+  targets: Targets;
+  labels: Pick<HostLabelIndex, 'resolve'>;
+  /** The replica set's gateway (workloads.ts): an application that runs an image. */
+  workloads?: (req: IncomingMessage, a: WorkloadAddress) => Promise<Admission>;
+}
+
 export async function admitApplication(
-  deps: ResolveDeps,
+  deps: ApplicationResolveDeps,
   req: IncomingMessage,
   a: WorkloadAddress,
 ): Promise<Admission> {
@@ -27,7 +37,10 @@ export async function admitApplication(
         `application ${JSON.stringify(a.name)} is deactivated (spec.enabled is false)`,
       );
     const port: number = o.body.spec?.port ?? APPLICATION_PORT;
-    return { target: await sandboxTargetOf(deps, a.workspace, sandbox), path: `/port/${port}${a.rest}` };
+    return {
+      target: await sandboxTargetOf(deps.targets, a.workspace, sandbox),
+      path: `/port/${port}${a.rest}`,
+    };
   }
   if (!deps.workloads) throw new ApiError('NOT_FOUND', `no route for ${req.url}`);
   return deps.workloads(req, a);
