@@ -208,7 +208,11 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
     const ops: WriteOp[] = [
       { op: 'delete', key: keyOf(a.workspace, domain), expectVersion: cur.resourceVersion },
     ];
-    if (!cur.body.metadata?.sharedFromWorkspace) {
+    const source: string | undefined = cur.body.metadata?.sharedFromWorkspace;
+    // A copy's delete is the target leaving the share: the owner's offer goes with it.
+    if (source && (await store.get(shareKey(source, domain, a.workspace))))
+      ops.push({ op: 'delete', key: shareKey(source, domain, a.workspace) });
+    if (!source) {
       // The owner's delete takes its label, its offers and the copies it granted with it.
       ops.push(...(await releaseLabelOps(store, [domainLabel(domain)], keyOf(a.workspace, domain))));
       for (const s of await store.list({

@@ -276,6 +276,8 @@ describe('applications through the SDK', () => {
       headers: asB(),
     });
     assert.equal(verifyCopy.status, 403, 'only the owner verifies or changes a shared domain');
+    const shares = await (await s.api('/customdomains/shop.example.test/share')).json();
+    assert.deepEqual(shares, [{ workspace: 'tenant-b', status: 'active', workspaceDisplayName: 'tenant-b' }]);
     const unshare = await s.api('/customdomains/shop.example.test/share/tenant-b', { method: 'DELETE' });
     assert.equal(unshare.status, 200);
     assert.equal(
