@@ -423,6 +423,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/applications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Applications */
+        get: operations["listApplications"];
+        put?: never;
+        /** Create an Application (409 if the name exists) */
+        post: operations["createApplication"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/applications/{applicationName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an Application */
+        get: operations["getApplication"];
+        /** Create or replace an Application */
+        put: operations["replaceApplication"];
+        post?: never;
+        /** Delete an Application */
+        delete: operations["deleteApplication"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sandboxes/{sandboxName}/previews": {
         parameters: {
             query?: never;
@@ -1745,6 +1782,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/applications/{applicationName}/revisions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An application's kept revisions, newest first (the service's AppRevision shape) */
+        get: operations["listApplicationRevisions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/models/{modelName}/revisions": {
         parameters: {
             query?: never;
@@ -1807,6 +1861,129 @@ export interface paths {
         get: operations["getSandboxScheduleMetrics"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customdomains": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's custom domains, its own and those shared with it */
+        get: operations["listCustomDomains"];
+        put?: never;
+        /** Claim a domain: pending until its TXT record is published and verified */
+        post: operations["createCustomDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/applications/{applicationName}/customdomains": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Claim a domain for applications (the application must exist); as POST /customdomains */
+        post: operations["createApplicationCustomDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customdomains/{domainName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One custom domain */
+        get: operations["getCustomDomain"];
+        /** Change a domain's display name, labels, type or region (the owner only) */
+        put: operations["updateCustomDomain"];
+        post?: never;
+        /** Delete a domain (the owner's delete also removes its shares and their copies) */
+        delete: operations["deleteCustomDomain"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customdomains/{domainName}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Read the TXT record now: verified (the domain is this workspace’s) or failed with why */
+        post: operations["verifyCustomDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customdomains/{domainName}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspaces a domain is offered to (pending) or shared with (active) */
+        get: operations["listCustomDomainShares"];
+        put?: never;
+        /** Offer a verified domain to another workspace; nothing is granted until its admin accepts */
+        post: operations["shareCustomDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customdomains/{domainName}/share/{targetWorkspace}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke an offer or a share (the copy in the target goes) */
+        delete: operations["unshareCustomDomain"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customdomains/{domainName}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept a domain offered to this workspace: its record is copied here */
+        post: operations["acceptCustomDomainShare"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1924,6 +2101,23 @@ export interface paths {
         };
         /** What is wrong with a sandbox: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
         get: operations["debugSandbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/applications/{applicationName}/debug": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with an application: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+        get: operations["debugApplication"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3361,6 +3555,122 @@ export interface components {
                 }[];
             };
         };
+        Application: {
+            metadata: {
+                name: string;
+                displayName?: string;
+                labels?: {
+                    [key: string]: string;
+                };
+                resourceVersion?: string;
+                createdAt?: string;
+                updatedAt?: string;
+                createdBy?: string;
+                updatedBy?: string;
+                plan?: string;
+                url?: string;
+                workspace?: string;
+                generation?: number;
+            };
+            spec: {
+                enabled?: boolean;
+                envs?: {
+                    name: string;
+                    value?: string;
+                    secret?: boolean;
+                }[];
+                extensions?: {
+                    [key: string]: {
+                        sandbox?: string;
+                    };
+                };
+                image?: string;
+                /** @description in MB */
+                memory?: number;
+                port?: number;
+                proxy?: boolean;
+                region?: string;
+                revision?: {
+                    active?: string;
+                    canary?: string;
+                    canaryPercent?: number;
+                    stickySessionTtl?: number;
+                    traffic?: number;
+                };
+                revisions?: {
+                    [key: string]: unknown;
+                }[];
+                urls?: {
+                    domain: string;
+                    subdomain?: string;
+                }[];
+            };
+            /** @enum {string} */
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            events?: {
+                type: string;
+                status: string;
+                message: string;
+                revision?: string;
+                canaryRevision?: string;
+                time: string;
+            }[];
+            activeRevision?: string;
+            canaryRevision?: string;
+            replicas?: number;
+            revisions?: {
+                id: string;
+                image: string;
+                imageId: string;
+                start: string;
+                port: number;
+                memory: number;
+                createdAt: string;
+            }[];
+        };
+        ApplicationInput: {
+            metadata: {
+                name: string;
+                displayName?: string;
+                labels?: {
+                    [key: string]: string;
+                };
+                resourceVersion?: string;
+            };
+            spec: {
+                enabled?: boolean;
+                envs?: {
+                    name: string;
+                    value?: string;
+                    secret?: boolean;
+                }[];
+                extensions?: {
+                    [key: string]: {
+                        sandbox?: string;
+                    };
+                };
+                image?: string;
+                /** @description in MB */
+                memory?: number;
+                port?: number;
+                proxy?: boolean;
+                region?: string;
+                revision?: {
+                    active?: string;
+                    canary?: string;
+                    canaryPercent?: number;
+                    stickySessionTtl?: number;
+                    traffic?: number;
+                };
+                revisions?: {
+                    [key: string]: unknown;
+                }[];
+                urls?: {
+                    domain: string;
+                    subdomain?: string;
+                }[];
+            };
+        };
         Preview: {
             metadata: {
                 name: string;
@@ -4193,6 +4503,16 @@ export interface components {
                 };
             };
         };
+        AppRevision: {
+            id: string;
+            image: string;
+            imageId: string;
+            port: number;
+            memory: number;
+            createdAt: string;
+            createdBy?: string;
+            active: boolean;
+        };
         RevisionMetadata: {
             /** @description the model's generation */
             id: string;
@@ -4217,6 +4537,44 @@ export interface components {
             /** @description sandboxes of the workspace not being deleted */
             sandboxes: number;
             schedules: number;
+        };
+        CustomDomain: {
+            metadata: {
+                /** @description the domain, e.g. app.example.com */
+                name: string;
+                displayName?: string;
+                workspace: string;
+                /** @description the owner, when this is a copy shared with this workspace */
+                sharedFromWorkspace?: string;
+            } & {
+                [key: string]: unknown;
+            };
+            spec: {
+                /** @enum {string} */
+                domainType?: "previews" | "applications";
+                region?: string;
+                /** @enum {string} */
+                status: "pending" | "verified" | "failed";
+                /** @description publish each name with its value as a TXT record */
+                txtRecords: {
+                    [key: string]: string;
+                };
+                lastVerifiedAt?: string;
+                verificationError?: string;
+            } & {
+                [key: string]: unknown;
+            };
+        };
+        CustomDomainInput: {
+            metadata: {
+                name: string;
+                displayName?: string;
+            } & {
+                [key: string]: unknown;
+            };
+            spec?: {
+                [key: string]: unknown;
+            };
         };
         DebugInstance: {
             /** @description the runtime's name of the instance */
@@ -6319,6 +6677,190 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listApplications: {
+        parameters: {
+            query?: {
+                /** @description page size */
+                limit?: components["parameters"]["limit"];
+                /** @description opaque cursor from the X-Next-Cursor header (or meta.nextCursor) of the previous page */
+                cursor?: components["parameters"]["cursor"];
+                /** @description label filter: key=value pairs separated by commas */
+                labels?: components["parameters"]["labels"];
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Applications, ordered by name */
+            200: {
+                headers: {
+                    /** @description cursor of the next page, when there is one */
+                    "X-Next-Cursor"?: string;
+                    /** @description <url>; rel="next", when there is a next page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"][] | {
+                        data: components["schemas"]["Application"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Application"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createApplication: {
+        parameters: {
+            query?: {
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
+                fieldValidation?: components["parameters"]["fieldValidation"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplicationInput"];
+            };
+        };
+        responses: {
+            /** @description the created Application */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"] & components["schemas"]["WriteWarnings"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getApplication: {
+        parameters: {
+            query?: {
+                /** @description reveal secret values (workspace admin role) */
+                show_secrets?: components["parameters"]["show_secrets"];
+                /** @description stream application/x-ndjson instead: the current state as ADDED lines and a SYNCED line, then one line per change (MODIFIED, ADDED, DELETED) until the client closes (api/list-watch.ts); {"type":"PING"} lines keep a quiet stream open */
+                watch?: components["parameters"]["watch"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Application */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"];
+                    "application/x-ndjson": {
+                        /** @enum {string} */
+                        type: "ADDED" | "MODIFIED" | "DELETED" | "SYNCED" | "PING";
+                        object?: components["schemas"]["Application"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    replaceApplication: {
+        parameters: {
+            query?: {
+                /** @description Strict rejects unknown fields; otherwise they are dropped and named in `warnings` and a Warning header */
+                fieldValidation?: components["parameters"]["fieldValidation"];
+            };
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplicationInput"];
+            };
+        };
+        responses: {
+            /** @description the stored Application */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"] & components["schemas"]["WriteWarnings"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteApplication: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Application, now DELETING (removed once its controller is done) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Application"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -9736,6 +10278,33 @@ export interface operations {
             "5XX": components["responses"]["Problem"];
         };
     };
+    listApplicationRevisions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An application's kept revisions, newest first (the service's AppRevision shape) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppRevision"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
     listModelRevisions: {
         parameters: {
             query?: never;
@@ -9884,6 +10453,330 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SandboxScheduleMetrics"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listCustomDomains: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace's custom domains, its own and those shared with it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CustomDomainInput"];
+            };
+        };
+        responses: {
+            /** @description Claim a domain: pending until its TXT record is published and verified */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createApplicationCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CustomDomainInput"];
+            };
+        };
+        responses: {
+            /** @description Claim a domain for applications (the application must exist); as POST /customdomains */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One custom domain */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    updateCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CustomDomainInput"];
+            };
+        };
+        responses: {
+            /** @description Change a domain's display name, labels, type or region (the owner only) */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Delete a domain (the owner's delete also removes its shares and their copies) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    verifyCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Read the TXT record now: verified (the domain is this workspace’s) or failed with why */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listCustomDomainShares: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspaces a domain is offered to (pending) or shared with (active) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        workspace: string;
+                        status: string;
+                        workspaceDisplayName?: string;
+                    }[];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    shareCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    targetWorkspace: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Offer a verified domain to another workspace; nothing is granted until its admin accepts */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    unshareCustomDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+                targetWorkspace: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoke an offer or a share (the copy in the target goes) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    acceptCustomDomainShare: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                domainName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accept a domain offered to this workspace: its record is copied here */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomDomain"];
                 };
             };
             "4XX": components["responses"]["Problem"];
@@ -10067,6 +10960,33 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description What is wrong with a sandbox: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Debug"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    debugApplication: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                applicationName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What is wrong with an application: status, recent events, its runtime instances against their limits, its daemon, the most likely cause */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -16,12 +16,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  * applies only while its operations are not routed; one that matches no operation of the SDK is reported as stale.
  */
 export const PENDING = [
-  {
-    prefix: '/applications',
-    issue: 31,
-    why: 'Applications, once the server refactor of issue 23 lands',
-  },
-  { prefix: '/customdomains', issue: 31, why: 'custom domains, after Applications' },
   { prefix: '/snapshots', issue: 27, why: 'snapshots and fork' },
   { prefix: '/sandboxes/{}/snapshots', issue: 27, why: 'snapshots and restore' },
   { prefix: '/sandboxes/{}/fork', issue: 27, why: 'fork' },

@@ -85,6 +85,11 @@ export interface Config {
    */
   egressResolvers?: string[];
   /**
+   * DNS servers (`a.b.c.d` or `a.b.c.d:port`) a custom domain's TXT challenge is read from (decision 055):
+   * BERTH_DOMAIN_RESOLVERS, comma-separated. Default: the host's resolver.
+   */
+  domainResolvers?: string[];
+  /**
    * Egress gateways: which host-local addresses may be handed out to sandboxes as their egress address.
    * BERTH_EGRESS_GATEWAYS, `name=addr,addr;name2=addr` (e.g. `office=198.51.100.5,198.51.100.6`).
    */
@@ -251,6 +256,7 @@ export function loadConfig(
     imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
     imageQuotaMb: positiveMb(env.BERTH_QUOTA_IMAGE_MB, 'BERTH_QUOTA_IMAGE_MB'),
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
+    domainResolvers: parseResolvers(env.BERTH_DOMAIN_RESOLVERS ?? '', 'BERTH_DOMAIN_RESOLVERS'),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
     quotas: parseQuotas(env),
@@ -364,11 +370,11 @@ export const regionNames = (c: Pick<Config, 'regions' | 'regionAliases'>) => [
 ];
 
 /** `a.b.c.d` or `a.b.c.d:port` entries, comma- or space-separated; undefined when none (the host's resolver). */
-function parseResolvers(text: string): string[] | undefined {
+function parseResolvers(text: string, setting = 'BERTH_EGRESS_RESOLVERS'): string[] | undefined {
   const out = text.split(/[\s,]+/).filter(Boolean);
   for (const entry of out)
     if (!/^\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?$/.test(entry))
-      throw new Error(`BERTH_EGRESS_RESOLVERS: not an IPv4 address[:port]: ${entry}`);
+      throw new Error(`${setting}: not an IPv4 address[:port]: ${entry}`);
   return out.length ? out : undefined;
 }
 

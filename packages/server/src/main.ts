@@ -55,12 +55,15 @@ import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
 import { CodeUploads, UPLOAD_URL_HEADER } from './api/code-upload.js';
 import { registerRevisionRoutes } from './api/revisions.js';
+import { registerCustomDomains } from './api/custom-domains.js';
+import { txtLookup } from './outbound/dns-txt.js';
 import { registerDriveTokenRoutes } from './api/drive-tokens.js';
 import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/workload/replicas.js';
+import { applicationReconciler } from './controllers/workload/application.js';
 import { deployReconciler } from './controllers/workload/deploy.js';
 import { jobRevisionReconciler } from './controllers/job/job-revision.js';
 import { BuildSteps } from './controllers/code/build-step.js';
@@ -261,7 +264,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           Drive: deleteWhenDone(resources),
         },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
-        decorate: { Agent: replicaCount(replicas), Function: replicaCount(replicas) },
+        decorate: {
+          Agent: replicaCount(replicas),
+          Function: replicaCount(replicas),
+          Application: replicaCount(replicas),
+        },
       });
       registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
@@ -280,6 +287,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerImageShares(v0, {
         images,
         workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+      });
+      registerCustomDomains(v0, {
+        store,
+        lookupTxt: txtLookup(config.domainResolvers),
+        workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+        inferenceHost: config.inferenceHost,
       });
       registerImageBuilds(v0, { dataDir: config.dataDir, instances, images });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
@@ -404,6 +417,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
       Function: (d) =>
         deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
+      Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas }),
       Job: (d) =>
         jobRevisionReconciler({
           ...d,

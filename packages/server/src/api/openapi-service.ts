@@ -365,6 +365,29 @@ export const SERVICE_PATHS: ExtraPaths = {
       response: EndpointConfigurations,
     },
   },
+  '/applications/{applicationName}/revisions': {
+    get: {
+      operationId: 'listApplicationRevisions',
+      summary: "An application's kept revisions, newest first (the service's AppRevision shape)",
+      tag: 'Application',
+      requiresKind: 'Application',
+      response: Type.Array(
+        Type.Object(
+          {
+            id: Type.String(),
+            image: Type.String(),
+            imageId: Type.String(),
+            port: Type.Integer(),
+            memory: Type.Integer(),
+            createdAt: Type.String(),
+            createdBy: Type.Optional(Type.String()),
+            active: Type.Boolean(),
+          },
+          { $id: 'AppRevision' },
+        ),
+      ),
+    },
+  },
   '/models/{modelName}/revisions': {
     get: {
       operationId: 'listModelRevisions',

@@ -11,6 +11,7 @@ import type { Problem as WireProblem } from '../errors.js';
 import { bareInEveryVersion, LIST_ENVELOPE_SINCE } from './api-version.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
 import { IMAGE_PATHS } from './openapi-images.js';
+import { DOMAIN_PATHS } from './openapi-domains.js';
 import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { debugPaths } from './debug-report.js';
@@ -404,6 +405,7 @@ export function buildOpenApiDocument(
     ...WORKLOAD_PATHS,
     ...WATCH_PATHS,
     ...SERVICE_PATHS,
+    ...DOMAIN_PATHS,
     ...debugPaths(kinds),
     ...IMAGE_PATHS,
   },

@@ -33,6 +33,25 @@ export function modelRevisions(o: { body: Record<string, any> }) {
   ];
 }
 
+/**
+ * An application's kept revisions in the service's `AppRevision` shape, newest first: the image as the spec named it
+ * (the content it stood for then is `imageId`), its port and memory. Envs are the spec's, applied to every revision,
+ * and are not repeated here (they may hold secrets).
+ */
+export function applicationRevisions(o: { body: Record<string, any> }) {
+  const by = o.body.metadata?.updatedBy ?? o.body.metadata?.createdBy;
+  return (o.body.revisions ?? []).map((r: Record<string, any>) => ({
+    id: r.id,
+    image: r.image,
+    imageId: r.imageId,
+    port: r.port,
+    memory: r.memory,
+    createdAt: r.createdAt,
+    ...(by ? { createdBy: String(by) } : {}),
+    active: r.id === o.body.activeRevision,
+  }));
+}
+
 export interface RevisionRouteDeps {
   resources: Resources;
   builder: Builder;
@@ -74,6 +93,14 @@ export function registerRevisionRoutes(
     );
     answerList(req, reply);
     return modelRevisions(o);
+  });
+  // An application's revisions: one list in every API version (the service's SDK reads a bare array).
+  app.get('/applications/:name/revisions', async (req) => {
+    const a = requireRole(req, 'viewer');
+    const name = (req.params as { name: string }).name;
+    return applicationRevisions(
+      await resources.mustGet(resources.kind('Application'), a.workspace, [], name),
+    );
   });
   for (const [plural, kind] of Object.entries(CODE_KINDS)) {
     const kd = resources.kind(kind);

@@ -18,6 +18,7 @@ import {
   workspacesOf,
 } from '../auth/records.js';
 import { Name } from '../kinds/common.js';
+import { CUSTOM_DOMAIN_KIND } from '../kinds/custom-domain.js';
 import { KINDS } from '../kinds/index.js';
 import type { Role } from '../kinds/types.js';
 import { StoreError, type WriteOp } from '../store/store.js';
@@ -139,7 +140,7 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks:
     await roleIn(req, name, 'admin');
     const cur = await mustGetWorkspace(name);
     const held: string[] = [];
-    for (const kind of [...KINDS.map((k) => k.kind), K.serviceAccount]) {
+    for (const kind of [...KINDS.map((k) => k.kind), K.serviceAccount, CUSTOM_DOMAIN_KIND]) {
       if ((await store.list({ kind, workspace: name, limit: 1 })).length) held.push(kind);
     }
     if (held.length)

@@ -13,6 +13,7 @@ const WS = 'team';
 const OBJECTS: Record<string, { name: string; parent: string }> = {
   Agent: { name: 'helper', parent: '' },
   Function: { name: 'tools', parent: '' },
+  Application: { name: 'site', parent: '' },
   Job: { name: 'nightly', parent: '' },
   Sandbox: { name: 'box', parent: '' },
   Preview: { name: 'web', parent: 'box' },
@@ -22,6 +23,10 @@ const TRIGGER_PATH = 'hooks/in';
 const table = new Map([
   [workloadLabel('Agent', WS, 'helper'), { kind: 'Agent', workspace: WS, parent: '', name: 'helper' }],
   [workloadLabel('Function', WS, 'tools'), { kind: 'Function', workspace: WS, parent: '', name: 'tools' }],
+  [
+    workloadLabel('Application', WS, 'site'),
+    { kind: 'Application', workspace: WS, parent: '', name: 'site' },
+  ],
   [sandboxLabel(WS, 'box'), { kind: 'Sandbox', workspace: WS, parent: '', name: 'box' }],
   [previewLabel(WS, 'box', 'web'), { kind: 'Preview', workspace: WS, parent: 'box', name: 'web' }],
   [pathLabel(WS, TRIGGER_PATH), { kind: 'Agent', workspace: WS, parent: '', name: 'helper' }],

@@ -11,6 +11,8 @@ export type AddressForm =
   | 'function-host'
   | 'agent-path'
   | 'function-path'
+  | 'application-host'
+  | 'application-path'
   | 'trigger-path'
   | 'job-trigger'
   | 'sandbox-path'
@@ -18,12 +20,14 @@ export type AddressForm =
   | 'preview-path'
   | 'preview-host';
 
+const WORKLOAD_FORM = { Agent: 'agent', Function: 'function', Application: 'application' } as const;
+
 /** The form of a parsed address (parse-address.ts): how the request named its object. */
 export function formOf(a: Address): AddressForm {
   switch (a.kind) {
     case 'workload':
       if (a.by === 'trigger-path') return 'trigger-path';
-      return `${a.workload.kind === 'Agent' ? 'agent' : 'function'}-${a.by}`;
+      return `${WORKLOAD_FORM[a.workload.kind]}-${a.by}`;
     case 'job-trigger':
       return 'job-trigger';
     case 'sandbox':
@@ -90,6 +94,20 @@ export const ADDRESS_FORMS: Record<AddressForm, AddressFormSpec> = {
     kind: 'Function',
     byHost: false,
     request: (o) => ({ method: 'POST', path: run(o, `functions/${o.key.name}/mcp`) }),
+  },
+  'application-host': {
+    kind: 'Application',
+    byHost: true,
+    request: (o, ih) => ({
+      method: 'GET',
+      path: '/',
+      host: onHost(workloadLabel('Application', o.key.workspace, o.key.name), o, ih),
+    }),
+  },
+  'application-path': {
+    kind: 'Application',
+    byHost: false,
+    request: (o) => ({ method: 'GET', path: run(o, `applications/${o.key.name}/`) }),
   },
   'trigger-path': {
     kind: 'Agent',

@@ -1,6 +1,7 @@
 // Where a sandbox (and a preview of one) is served, both ways: its public address from (workspace, name) for
 // `metadata.url`, and (workspace, name, rest of the path) from an incoming request's path or Host header
 // (DESIGN.md §4).
+import { appUrlLabel } from '../kinds/custom-domain.js';
 import { createHash } from 'node:crypto';
 import { triggerPaths } from '../kinds/trigger-path.js';
 import type { ResourceKey } from '../store/store.js';
@@ -102,10 +103,25 @@ export function sandboxLabel(workspace: string, name: string): string {
 /** Host label prefixes of agents and functions: `agt-<agent>-<ws>` and `mcp-<function>-<ws>` (the service's). */
 export const AGENT_LABEL_PREFIX = 'agt-';
 export const FUNCTION_LABEL_PREFIX = 'mcp-';
+/** Host label prefix of applications: `app-<application>-<ws>` (decision 054). */
+export const APPLICATION_LABEL_PREFIX = 'app-';
+
+/** The kinds served by the replica set (or, for a bound application, by a sandbox): each has its host label. */
+export type WorkloadKind = 'Agent' | 'Function' | 'Application';
+const LABEL_PREFIX: Record<WorkloadKind, string> = {
+  Agent: AGENT_LABEL_PREFIX,
+  Function: FUNCTION_LABEL_PREFIX,
+  Application: APPLICATION_LABEL_PREFIX,
+};
+const PATH_SEGMENT: Record<WorkloadKind, string> = {
+  Agent: 'agents',
+  Function: 'functions',
+  Application: 'applications',
+};
 
 /** The host label of an agent or function: the sandbox form with the kind's prefix, claimed the same way. */
-export function workloadLabel(kind: 'Agent' | 'Function', workspace: string, name: string): string {
-  return prefixedLabel(kind === 'Agent' ? AGENT_LABEL_PREFIX : FUNCTION_LABEL_PREFIX, workspace, name);
+export function workloadLabel(kind: WorkloadKind, workspace: string, name: string): string {
+  return prefixedLabel(LABEL_PREFIX[kind], workspace, name);
 }
 
 function prefixedLabel(prefix: string, workspace: string, name: string): string {
@@ -116,7 +132,7 @@ function prefixedLabel(prefix: string, workspace: string, name: string): string 
 }
 
 /** Kinds whose objects hold host labels. */
-export const LABELED_KINDS = ['Sandbox', 'Preview', 'Agent', 'Function'];
+export const LABELED_KINDS = ['Sandbox', 'Preview', 'Agent', 'Function', 'Application'];
 
 /** The address-table label of a custom trigger path: `/<ws>/<path>` (a `/` never appears in a host label). */
 export const pathLabel = (workspace: string, path: string) => `/${workspace}/${path}`;
@@ -132,6 +148,11 @@ export function hostLabelsOf(key: ResourceKey, body?: any): string[] {
     return [
       workloadLabel(key.kind, key.workspace, key.name),
       ...triggerPaths(key.kind, key.name, body?.spec).map((p) => pathLabel(key.workspace, p)),
+    ];
+  if (key.kind === 'Application')
+    return [
+      workloadLabel('Application', key.workspace, key.name),
+      ...(body?.spec?.urls ?? []).map((u: { domain: string }) => appUrlLabel(u.domain)),
     ];
   return [];
 }
@@ -166,14 +187,13 @@ export function sandboxUrl(o: AddressOptions, workspace: string, name: string, r
 /** `metadata.url` of an agent or function: the host form when an inference host is configured, else the path form. */
 export function workloadUrl(
   o: AddressOptions,
-  kind: 'Agent' | 'Function',
+  kind: WorkloadKind,
   workspace: string,
   name: string,
   region: string,
 ): string {
   const base = o.baseUrl().replace(/\/+$/, '');
-  if (!o.inferenceHost)
-    return `${base}${RUN_PREFIX}${workspace}/${kind === 'Agent' ? 'agents' : 'functions'}/${name}`;
+  if (!o.inferenceHost) return `${base}${RUN_PREFIX}${workspace}/${PATH_SEGMENT[kind]}/${name}`;
   const u = new URL(base);
   return `${u.protocol}//${workloadLabel(kind, workspace, name)}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
 }
@@ -186,7 +206,7 @@ export function runUrlOf(o: AddressOptions & { defaultRegion: string }) {
     if (kd.kind === 'Sandbox') return sandboxUrl(o, workspace, body.metadata.name, region);
     if (kd.kind === 'Preview' && body.metadata.resourceName) return previewUrl(o, workspace, body, region);
     // The SDK appends /mcp to a function's address.
-    if (kd.kind === 'Agent' || kd.kind === 'Function')
+    if (kd.kind === 'Agent' || kd.kind === 'Function' || kd.kind === 'Application')
       return workloadUrl(o, kd.kind, workspace, body.metadata.name, region);
     return undefined;
   };

@@ -11,6 +11,7 @@ import {
   type PreviewAddress,
   RUN_PREFIX,
 } from './address.js';
+import { matchCustomDomain } from './custom-domains.js';
 import { type JobTriggerAddress, matchJobTrigger } from './job-trigger.js';
 import {
   matchTriggerPath,
@@ -42,7 +43,7 @@ export interface ParseContext {
 
 /**
  * The address of a request to the data plane, or undefined for anything else (the API's). Agents and functions
- * first (by host, then path), then jobs' triggers; a preview's own host owns every path on it, then a sandbox's host
+ * first (by host; then an application's custom domain by Host; then by path), then jobs' triggers; a preview's own host owns every path on it, then a sandbox's host
  * (any path), then the sandbox and preview paths; last the custom trigger paths, which only take what no other
  * address did.
  */
@@ -51,6 +52,8 @@ export function parseAddress(req: IncomingMessage, ctx: ParseContext): Address |
   const host = req.headers.host;
   const byHost = matchWorkloadHost(host, url, ctx.inferenceHost, ctx.labels);
   if (byHost) return { kind: 'workload', by: 'host', workload: byHost };
+  const byDomain = matchCustomDomain(host, url, ctx.labels);
+  if (byDomain) return { kind: 'workload', by: 'host', workload: byDomain };
   const byPath = matchWorkloadPath(url);
   if (byPath) return { kind: 'workload', by: 'path', workload: byPath };
   const job = matchJobTrigger(url);

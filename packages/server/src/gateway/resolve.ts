@@ -8,11 +8,12 @@ import type { HostLabelIndex } from '../store/host-labels.js';
 import type { Store } from '../store/store.js';
 import { hostHidesNames, routeSandboxLabel } from './address.js';
 import type { Admission, Forwarded } from './admission.js';
+import { admitApplication } from './applications.js';
 import { authorize } from './auth.js';
 import type { JobTriggerAddress } from './job-trigger.js';
 import type { Address, AddressKind } from './parse-address.js';
 import { admitPreview, SANDBOX_API_PREVIEW_PORT } from './previews.js';
-import type { Target, Targets } from './targets.js';
+import { sandboxTargetOf, type Targets } from './targets.js';
 import type { WorkloadAddress } from './workload-address.js';
 
 export interface ResolveDeps {
@@ -34,12 +35,6 @@ type Resolver<K extends AddressKind> = (
   deps: ResolveDeps,
 ) => Promise<Admission>;
 
-/** The table entry of a sandbox that should serve; the store is asked only off the fast path. Throws 404/503. */
-async function targetOf(deps: ResolveDeps, workspace: string, name: string): Promise<Target> {
-  const t = deps.targets.get(workspace, name);
-  return t?.status === 'DEPLOYED' ? t : deps.targets.resolve(workspace, name);
-}
-
 /** `unnamed`: what to call the address in a refusal when it does not show the workspace (auth.ts authorize). */
 async function admitSandbox(
   deps: ResolveDeps,
@@ -48,7 +43,7 @@ async function admitSandbox(
   unnamed?: string,
 ): Promise<Forwarded> {
   await authorize(deps.authenticator, req.headers, to.workspace, unnamed);
-  return { target: await targetOf(deps, to.workspace, to.name), path: to.rest };
+  return { target: await sandboxTargetOf(deps.targets, to.workspace, to.name), path: to.rest };
 }
 
 const sandbox: Resolver<'sandbox'> = (a, req, deps) => admitSandbox(deps, req, a);
@@ -69,7 +64,7 @@ const preview: Resolver<'preview'> = async (a, req, deps) => {
   const p = a.preview;
   const ok = await admitPreview(deps, req, p);
   return {
-    target: await targetOf(deps, p.workspace, p.sandbox),
+    target: await sandboxTargetOf(deps.targets, p.workspace, p.sandbox),
     // A preview of the sandbox API's own port is a session: it reaches the daemon, not a port inside.
     path: ok.port === SANDBOX_API_PREVIEW_PORT ? ok.rest : `/port/${ok.port}${ok.rest}`,
     extra: {
@@ -81,6 +76,7 @@ const preview: Resolver<'preview'> = async (a, req, deps) => {
 };
 
 const workload: Resolver<'workload'> = async (a, req, deps) => {
+  if (a.workload.kind === 'Application') return admitApplication(deps, req, a.workload);
   if (!deps.workloads) throw new ApiError('NOT_FOUND', `no route for ${req.url}`);
   return deps.workloads(req, a.workload);
 };

@@ -222,3 +222,9 @@ export class Targets {
     await Promise.allSettled(pools);
   }
 }
+
+/** The table entry of a sandbox that should serve; the store is asked only off the fast path. Throws 404/503. */
+export async function sandboxTargetOf(targets: Targets, workspace: string, name: string): Promise<Target> {
+  const t = targets.get(workspace, name);
+  return t?.status === 'DEPLOYED' ? t : targets.resolve(workspace, name);
+}

@@ -1,11 +1,12 @@
-// `/run/<ws>/agents/<name>[/<rest>]` and `/run/<ws>/functions/<name>[/<rest>]`, and the host forms
-// `agt-<agent>-<ws>.<region>.<inference_host>` and `mcp-<function>-<ws>.<region>.<inference_host>`: the inference
-// addresses of agents and functions (DESIGN.md §4). Matched before the sandbox addresses; names are DNS labels,
+// `/run/<ws>/agents/<name>[/<rest>]`, `/run/<ws>/functions/<name>[/<rest>]`, `/run/<ws>/applications/<name>[/<rest>]`,
+// and the host forms `agt-<agent>-<ws>`, `mcp-<function>-<ws>` and `app-<application>-<ws>` under
+// `<region>.<inference_host>`: the inference addresses of agents, functions and applications (DESIGN.md §4). Matched before the sandbox addresses; names are DNS labels,
 // taken as they are; a host label is looked up whole in the address table, never split (decision 016).
 import type { ResourceKey } from '../store/store.js';
 import { MAX_PATH_SEGMENTS } from '../kinds/trigger-path.js';
 import {
   AGENT_LABEL_PREFIX,
+  APPLICATION_LABEL_PREFIX,
   FUNCTION_LABEL_PREFIX,
   hostHidesNames,
   matchLabelHost,
@@ -14,18 +15,20 @@ import {
 } from './address.js';
 
 export interface WorkloadAddress {
-  kind: 'Agent' | 'Function';
+  kind: 'Agent' | 'Function' | 'Application';
   workspace: string;
   name: string;
   /** The path the app sees, starting with `/`, query included. */
   rest: string;
   /** The trigger path the request came by (canonical), when it did not use the object's own address. */
   path?: string;
+  /** Came by this custom domain as its Host (custom-domains.ts): it must still allow the object's workspace. */
+  domain?: string;
   /** Came by a host label that shows no name (hostHidesNames): what a refusal calls the address instead. */
   unnamed?: string;
 }
 
-const SEGMENTS = { agents: 'Agent', functions: 'Function' } as const;
+const SEGMENTS = { agents: 'Agent', functions: 'Function', applications: 'Application' } as const;
 
 export function matchWorkloadPath(url: string): WorkloadAddress | undefined {
   if (!url.startsWith(RUN_PREFIX)) return undefined;
@@ -50,6 +53,7 @@ export function matchWorkloadPath(url: string): WorkloadAddress | undefined {
 const HOST_PREFIXES = [
   [AGENT_LABEL_PREFIX, 'Agent'],
   [FUNCTION_LABEL_PREFIX, 'Function'],
+  [APPLICATION_LABEL_PREFIX, 'Application'],
 ] as const;
 
 /**

@@ -10,7 +10,13 @@ import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/access.js';
 import type { CallbackTarget, Executions } from '../controllers/workload/executions.js';
 import { MAX_OUTPUT_BYTES } from '../controllers/workload/executions.js';
-import { APP_PORT, type Replica, type ReplicaSet, type Workload } from '../controllers/workload/replicas.js';
+import {
+  APP_PORT,
+  portOf,
+  type Replica,
+  type ReplicaSet,
+  type Workload,
+} from '../controllers/workload/replicas.js';
 import { TARGET_CONCURRENCY } from '../controllers/workload/scaler.js';
 import { ApiError } from '../errors.js';
 import { ownPathRoute } from '../kinds/trigger-path.js';
@@ -191,7 +197,7 @@ export class WorkloadGateway {
     const limits = this.deadlines.watch(req.socket, w.route?.timeoutS);
     return {
       target: this.targetOf(w, r),
-      path: `/port/${APP_PORT}${a.rest}`,
+      path: `/port/${portOf(route.w.run)}${a.rest}`,
       extra: {
         signal: limits.signal,
         onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),

@@ -1,5 +1,6 @@
 // The kinds registry: every resource kind of the specification as a descriptor.
 import { agent } from './agent.js';
+import { application } from './application.js';
 import { drive } from './drive.js';
 import { fn } from './function.js';
 import { integrationConnection } from './integration-connection.js';
@@ -25,6 +26,7 @@ export const KINDS: KindDescriptor[] = [
   fn,
   job,
   sandbox,
+  application,
   preview,
   vpc,
   egressGateway,

@@ -93,6 +93,17 @@ export const SAMPLES: Record<string, KindSample> = {
       s.runtime.maxScale = 3;
     },
   },
+  Application: {
+    parents: [],
+    valid: { metadata: { name: 'web' }, spec: { image: 'local/web:1', port: 3000, memory: 512 } },
+    invalid: {
+      body: { metadata: { name: 'w' }, spec: { image: 'local/web:1', port: 0 } },
+      pointer: '/spec/port',
+    },
+    change: ({ spec: s }) => {
+      s.port = 3001;
+    },
+  },
   Job: {
     parents: [],
     valid: { metadata: { name: 'nightly' }, spec: { runtime: { image: 'local/etl:1' } } },

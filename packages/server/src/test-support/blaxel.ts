@@ -16,10 +16,11 @@ export async function runBlaxelScript(
   server: { url: string; adminKey: string },
   env: Record<string, string> = {},
   timeoutMs = 90_000,
+  args: string[] = [],
 ): Promise<string> {
   const home = mkdtempSync(join(tmpdir(), 'blaxel-home-'));
   try {
-    const { stdout } = await run(process.execPath, [script], {
+    const { stdout } = await run(process.execPath, [script, ...args], {
       cwd: home,
       env: {
         PATH: process.env.PATH,

@@ -254,6 +254,14 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
   );
   values.pendingShareId = [share.id];
   markers.push(share.id);
+  // A custom domain A claimed (pending: no resolver here holds its TXT record); its challenge token is A's.
+  const domain = `${names.a}.domains.example.test`;
+  const claimed = await ok(
+    await api('/customdomains', { method: 'POST', json: { metadata: { name: domain } }, ...asA }),
+    'custom domain',
+  );
+  values.domainName = [domain];
+  markers.push(...Object.values(claimed.spec.txtRecords as Record<string, string>));
 
   // The job's code: built once, then one execution that prints and ends.
   const job = objects.Job.name;

@@ -58,6 +58,8 @@ export interface RevisionRun {
    * of the sandbox spec, so a leftover replica is re-adopted only when it was started with the same mounts.
    */
   volumes: VolumeMount[];
+  /** The port the app listens on (an application's spec.port); unset: APP_PORT. */
+  port?: number;
   /**
    * The replicas' egress policy, when the workload's OAuth2 connections name API hosts (oauth/bindings.ts): the
    * proxy puts the connection's current token on requests to them. Holds no secret (the token is read from its file
@@ -93,7 +95,7 @@ export interface WorkloadRoute {
 export interface Workload {
   key: string;
   workspace: string;
-  kind: 'Agent' | 'Function';
+  kind: 'Agent' | 'Function' | 'Application';
   name: string;
   run: RevisionRun;
   public: boolean;
@@ -123,6 +125,9 @@ export class ReplicaQuotaError extends Error {
     super(refusal.message);
   }
 }
+
+/** The port a revision's app listens on. */
+export const portOf = (run: Pick<RevisionRun, 'port'>) => run.port ?? APP_PORT;
 
 export const workloadKey = (workspace: string, kind: string, name: string) => `${workspace}/${kind}/${name}`;
 
@@ -458,7 +463,7 @@ export class ReplicaSet {
         .catch(() => undefined),
       new Promise<undefined>((res) => setTimeout(res, CRASH_READ_MS)),
     ]);
-    if (p?.status === 'running') return `its app runs but refused connections on port ${APP_PORT}`;
+    if (p?.status === 'running') return `its app runs but refused connections on port ${portOf(w.run)}`;
     if (p) {
       const out = lastOutput(p.logs, CRASH_OUTPUT_LINES);
       return (
@@ -486,9 +491,9 @@ export class ReplicaSet {
     const run = w.run;
     const envs = {
       ...run.envs,
-      PORT: String(APP_PORT),
+      PORT: String(portOf(run)),
       HOST: '0.0.0.0',
-      BL_SERVER_PORT: String(APP_PORT),
+      BL_SERVER_PORT: String(portOf(run)),
       BL_SERVER_HOST: '0.0.0.0',
       BL_WORKSPACE: w.workspace,
       BL_NAME: w.name,
@@ -524,12 +529,12 @@ export class ReplicaSet {
         name: APP_PROCESS,
         ...(run.appDir ? { workingDir: APP_DIR } : {}),
         env: spec.envs,
-        waitForPorts: [APP_PORT],
+        waitForPorts: [portOf(run)],
         timeout: 0,
       });
       if (p.status !== 'running')
         throw new ReplicaStartError(
-          `the start command (${run.start}) exited with code ${p.exitCode} before listening on port ${APP_PORT}:\n${p.logs.trimEnd().split('\n').slice(-20).join('\n')}`,
+          `the start command (${run.start}) exited with code ${p.exitCode} before listening on port ${portOf(run)}:\n${p.logs.trimEnd().split('\n').slice(-20).join('\n')}`,
         );
     } catch (err) {
       await instances.remove(id).catch(() => undefined);

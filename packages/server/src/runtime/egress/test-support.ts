@@ -9,7 +9,11 @@ export interface FakeResolver {
   close(): void;
 }
 
-export async function startFakeResolver(table: Record<string, string>): Promise<FakeResolver> {
+/** `txt`: TXT records by name (a test may change it while the server runs), e.g. a custom domain's challenge. */
+export async function startFakeResolver(
+  table: Record<string, string>,
+  txt: Record<string, string[]> = {},
+): Promise<FakeResolver> {
   const udp = createSocket('udp4');
   const queries: string[] = [];
   udp.on('message', (msg, r) => {
@@ -17,9 +21,14 @@ export async function startFakeResolver(table: Record<string, string>): Promise<
     const question = q.questions?.[0];
     if (!question) return;
     queries.push(question.name);
-    const data = table[question.name];
+    const records = question.type === 'TXT' ? txt[question.name] : undefined;
+    const data = table[question.name] ?? (records?.length ? 'txt' : undefined);
     const answers: packet.Answer[] =
-      data && question.type === 'A' ? [{ type: 'A', name: question.name, ttl: 5, data }] : [];
+      question.type === 'TXT'
+        ? (records ?? []).map((r) => ({ type: 'TXT', name: question.name, ttl: 0, data: r }))
+        : data && question.type === 'A'
+          ? [{ type: 'A', name: question.name, ttl: 5, data }]
+          : [];
     udp.send(
       packet.encode({
         type: 'response',

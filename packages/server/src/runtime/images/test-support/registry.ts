@@ -216,7 +216,13 @@ export class Pusher {
     repo: string,
     tag: string,
     layers: Buffer[],
-    config: { Env?: string[]; WorkingDir?: string; User?: string } = {},
+    config: {
+      Env?: string[];
+      WorkingDir?: string;
+      User?: string;
+      Entrypoint?: string[];
+      Cmd?: string[];
+    } = {},
     arch = 'amd64',
   ): Promise<PushedImage> {
     const gz = layers.map((l) => gzipSync(l));
@@ -343,7 +349,7 @@ export async function startTokenFront(
 export async function savedArchive(
   layers: Buffer[],
   tags: string[],
-  config: { Env?: string[]; WorkingDir?: string; User?: string } = {},
+  config: { Env?: string[]; WorkingDir?: string; User?: string; Entrypoint?: string[]; Cmd?: string[] } = {},
 ): Promise<{ archive: Buffer; id: string }> {
   const cfg = Buffer.from(
     JSON.stringify({
