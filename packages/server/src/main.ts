@@ -45,10 +45,11 @@ import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
 import { volumeCreateHook } from './api/volumes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
-import { createPrivateFile, secureDataDir } from './store/data-dir.js';
+import { secureDataDir } from './store/data-dir.js';
 import { backfillLabels } from './store/host-labels.js';
 import { Resources } from './store/resources.js';
-import { SqliteStore } from './store/sqlite.js';
+import { agreeOnMasterKey } from './store/master-key-check.js';
+import { openStore } from './store/open.js';
 import type { ResourceKey, Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
@@ -114,16 +115,20 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   );
   if (loosened.length)
     logger.warn({ paths: loosened }, 'data dir was readable by other users: made 0700, its files 0600');
-  const box = new SecretBox(loadMasterKey(config));
+  const masterKey = loadMasterKey(config);
+  const box = new SecretBox(masterKey);
   // Every request sent outward for a user goes through this one client and its address rules (outbound/).
   const outbound = new Outbound({
     allowCidrs: config.outboundAllowCidrs,
     hostRanges: [SANDBOX_NET],
     lookup: opts.outboundLookup,
   });
-  const dbFile = join(config.dataDir, 'berth.db');
-  createPrivateFile(dbFile);
-  const store = new SqliteStore(dbFile);
+  const store = await openStore(config, logger);
+  if (config.databaseUrl)
+    await agreeOnMasterKey(store, masterKey).catch(async (e) => {
+      await store.close();
+      throw e;
+    });
   // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
   const quotas = new QuotaLedger(store, config.quotas);
   await quotas.start();
