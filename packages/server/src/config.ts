@@ -12,6 +12,12 @@ export interface Config {
    * (docs/cluster.md). Unset: the SQLite file `<dataDir>/berth.db`, this server's alone.
    */
   databaseUrl?: string;
+  /** This server's id among the cluster's nodes (BERTH_NODE_ID); else one made once per data dir. */
+  nodeId?: string;
+  /** Where the cluster's other servers reach this one (BERTH_PEER_URL); else the public URL or host:port. */
+  peerUrl?: string;
+  /** Seconds a node's lease lasts without a heartbeat before it is reported unhealthy (BERTH_NODE_LEASE_S; 10). */
+  nodeLeaseS?: number;
   /** Regions a spec may name; the first is the default. */
   regions: string[];
   /**
@@ -190,6 +196,9 @@ export function loadConfig(
     port,
     dataDir: resolve(pick('dataDir', 'BERTH_DATA_DIR') ?? join(homedir(), '.berth')),
     databaseUrl: databaseUrl(pick('database', 'BERTH_DATABASE_URL')),
+    nodeId: env.BERTH_NODE_ID || undefined,
+    peerUrl: env.BERTH_PEER_URL || undefined,
+    nodeLeaseS: positiveSeconds(env.BERTH_NODE_LEASE_S, 'BERTH_NODE_LEASE_S'),
     regions,
     regionAliases: parseRegionAliases(env.BERTH_REGION_ALIASES, regions),
     inferenceHost: env.BERTH_INFERENCE_HOST || undefined,

@@ -20,6 +20,7 @@ const LAYERS: Record<string, number> = {
   'sandbox-api': 1,
   store: 2,
   auth: 3,
+  cluster: 3,
   http: 3,
   runtime: 3,
   models: 4,

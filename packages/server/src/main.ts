@@ -1,6 +1,7 @@
 // Composition root: config -> data dir -> store -> auth -> resources -> controllers -> HTTP -> shutdown.
 import { join } from 'node:path';
 import pino from 'pino';
+import { cpus, totalmem } from 'node:os';
 import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
 import { replicaCount } from './api/workload-replicas.js';
@@ -86,6 +87,9 @@ import { registerCaller } from './api/caller.js';
 import { registerWorkloadReplicaRoutes } from './api/workload-replicas.js';
 import { registerConsole } from './api/console.js';
 import { EVERY_WORKSPACE } from './store/store.js';
+import { registerNodes } from './api/nodes.js';
+import { postgresLeadership, soleLeadership } from './cluster/leadership.js';
+import { localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
 
 const MB = 1024 ** 2;
 
@@ -105,7 +109,19 @@ export interface StartOptions {
   logStream?: NodeJS.WritableStream;
   /** How the server's outbound requests resolve names (tests play a rebinding name); default: the host's. */
   outboundLookup?: Lookup;
+  /**
+   * This server led a role and lost its database session: it has stopped acting and must not act again (another
+   * server may lead already). Default: log and exit, for the supervisor to start it again as a follower.
+   */
+  onFenced?: (role: string, err: unknown) => void;
 }
+
+/** The default `onFenced`: a server that lost its lead exits rather than risk acting beside the new leader. */
+const fenced = (logger: pino.Logger) => (role: string, err: unknown) => {
+  logger.fatal({ err, role }, 'lost the database session this server led with: exiting');
+  logger.flush?.();
+  process.exit(75);
+};
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<RunningServer> {
   const loosened = secureDataDir(config.dataDir);
@@ -304,6 +320,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       });
       registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator, limit: watches });
       registerCaller(v0);
+      registerNodes(v0, { nodes: () => nodes });
       registerWorkloadReplicaRoutes(v0, { resources, replicas });
       registerOpenApi(v0, KINDS);
     },
@@ -335,6 +352,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     const c = t.configuration;
     return { url: c.callbackUrl, secret: c.callbackSecret, retry: c.retry ?? 0, timeoutS: c.timeout };
   };
+  let nodes: Nodes | undefined;
   // The controllers start after the gateway; until then nothing is reported (no request arrives before listen).
   let wakeController: (key: ResourceKey) => void = () => undefined;
   const gateway = await startGateway({
@@ -371,77 +389,117 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   await builder.removeWorkspacesExcept(new Set(workspaces.map((w) => w.name)));
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
   images.collect();
-  // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
-  await jobs.start();
-  const jobSchedules = new TriggerSchedules({
-    resources,
-    logger,
-    kinds: {
-      Job: jobScheduling(resources, jobs, Date.now),
-      Agent: agentScheduling((ws, name, body) => gateway.invoke(ws, name, body), logger),
+  // The controllers and sweeps act on every workspace's objects: one server of a cluster leads them at a time
+  // (cluster/leadership.ts; on SQLite this one, at once). Today the leader also holds every instance they start.
+  const leadership = config.databaseUrl
+    ? postgresLeadership({
+        url: config.databaseUrl,
+        warn: (err, msg) => logger.warn({ err }, msg),
+        info: (msg) => logger.info(msg),
+        onLost: (name, err) => (opts.onFenced ?? fenced(logger))(name, err),
+      })
+    : soleLeadership();
+  let stopActing = async () => undefined;
+  await leadership.lead('controllers', {
+    async start() {
+      // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
+      await jobs.start();
+      const jobSchedules = new TriggerSchedules({
+        resources,
+        logger,
+        kinds: {
+          Job: jobScheduling(resources, jobs, Date.now),
+          Agent: agentScheduling((ws, name, body) => gateway.invoke(ws, name, body), logger),
+        },
+      });
+      jobSchedules.start();
+      await callbacks.start();
+      const controllers = startControllers({
+        resources,
+        logger,
+        profiles: CONFIG_PROFILES,
+        reconcilers: {
+          ...CONFIG_RECONCILERS,
+          Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
+          Volume: (d) =>
+            volumeReconciler({
+              ...d,
+              driver,
+              logger,
+              archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
+              capacity,
+            }),
+          Drive: (d) =>
+            volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
+          Agent: (d) =>
+            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
+          Function: (d) =>
+            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
+          Job: (d) =>
+            jobRevisionReconciler({
+              ...d,
+              builder,
+              builds,
+              cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
+            }),
+        },
+      });
+      builds.onChange(controllers.wake);
+      wakeController = controllers.wake;
+      // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
+      const scaler = new Scaler({
+        replicas,
+        logger,
+        removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
+      });
+      scaler.start();
+      const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
+      expiry.start();
+      const faults = new SandboxFaultWatch({
+        resources,
+        driver,
+        logger,
+        sweepMs: config.faultCheckS && config.faultCheckS * 1000,
+      });
+      faults.start();
+      const schedules = new ScheduleRunner({
+        resources,
+        logger,
+        now: Date.now,
+        startProcess: gateway.startProcess,
+      });
+      schedules.start();
+      stopActing = async () => {
+        await schedules.stop();
+        scaler.stop();
+        jobSchedules.stop();
+        callbacks.stop();
+        await jobs.stop();
+        await expiry.stop();
+        await faults.stop();
+        await controllers.stop();
+      };
     },
+    stop: () => stopActing(),
   });
-  jobSchedules.start();
-  await callbacks.start();
-  const controllers = startControllers({
-    resources,
-    logger,
-    profiles: CONFIG_PROFILES,
-    reconcilers: {
-      ...CONFIG_RECONCILERS,
-      Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
-      Volume: (d) =>
-        volumeReconciler({
-          ...d,
-          driver,
-          logger,
-          archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
-          capacity,
-        }),
-      Drive: (d) =>
-        volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) =>
-        deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
-      Function: (d) =>
-        deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
-      Job: (d) =>
-        jobRevisionReconciler({
-          ...d,
-          builder,
-          builds,
-          cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
-        }),
-    },
-  });
-  builds.onChange(controllers.wake);
-  wakeController = controllers.wake;
-  // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
-  const scaler = new Scaler({
-    replicas,
-    logger,
-    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
-  });
-  scaler.start();
-  const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
-  expiry.start();
-  const faults = new SandboxFaultWatch({
-    resources,
-    driver,
-    logger,
-    sweepMs: config.faultCheckS && config.faultCheckS * 1000,
-  });
-  faults.start();
-  const schedules = new ScheduleRunner({
-    resources,
-    logger,
-    now: Date.now,
-    startProcess: gateway.startProcess,
-  });
-  schedules.start();
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
   const bootstrap = await auth.bootstrap();
+  const nodeOpts = {
+    self: {
+      id: nodeId(config.dataDir, config.nodeId),
+      address: config.peerUrl ?? baseUrl(),
+      region: config.regions[0],
+      cores: cpus().length,
+      memoryMb: Math.floor(totalmem() / MB),
+    },
+    instances: async () => (await instances.list()).filter((i) => i.state !== 'dead').length,
+    leads: () => leadership.leads(),
+    leaseMs: (config.nodeLeaseS ?? 10) * 1000,
+    warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
+  };
+  nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
   return {
     url: `http://${config.host}:${actualPort}`,
     port: actualPort,
@@ -450,15 +508,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     routes,
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
-      await schedules.stop();
+      await leadership.close();
+      await nodes?.close();
       await gateway.close();
-      scaler.stop();
-      jobSchedules.stop();
-      callbacks.stop();
-      await jobs.stop();
-      await expiry.stop();
-      await faults.stop();
-      await controllers.stop();
       await builds.stop();
       await app.close();
       await driver.close();
