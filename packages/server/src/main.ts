@@ -89,7 +89,9 @@ import { registerConsole } from './api/console.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 import { registerNodes } from './api/nodes.js';
 import { postgresLeadership, soleLeadership } from './cluster/leadership.js';
-import { localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
+import { formerLeaders, localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
+import { reportLostSandboxes } from './controllers/sandbox/sandbox-lost.js';
+import { type InstanceHolder, instanceHolder } from './cluster/instance-holder.js';
 
 const MB = 1024 ** 2;
 
@@ -353,6 +355,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     return { url: c.callbackUrl, secret: c.callbackSecret, retry: c.retry ?? 0, timeoutS: c.timeout };
   };
   let nodes: Nodes | undefined;
+  let holder: InstanceHolder | undefined;
+  const selfId = nodeId(config.dataDir, config.nodeId);
   // The controllers start after the gateway; until then nothing is reported (no request arrives before listen).
   let wakeController: (key: ResourceKey) => void = () => undefined;
   const gateway = await startGateway({
@@ -372,6 +376,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     standbyAfterS: config.standbyAfterS,
     inferenceHost: config.inferenceHost,
     onSandboxDown: (key) => wakeController(key),
+    // In a cluster, the server leading the controllers holds every instance: the others send data-plane requests there.
+    holder: config.databaseUrl
+      ? { decide: () => holder?.decide() ?? { here: true }, self: selfId }
+      : undefined,
   });
   // The instances an earlier server left: each owner kind says which it still wants (sandboxes of objects that
   // exist; replicas of revisions workloads still run, kept for their deploy to take over, decision 029; tasks whose
@@ -402,6 +410,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   let stopActing = async () => undefined;
   await leadership.lead('controllers', {
     async start() {
+      // Taking over from a server that died: what it ran is not here; each such sandbox is told, naming it.
+      if (config.databaseUrl) {
+        const formerHolders = await formerLeaders(config.databaseUrl, 'controllers', selfId);
+        const told = await reportLostSandboxes({ resources, driver, formerHolders, self: selfId });
+        if (formerHolders.length)
+          logger.warn({ formerHolders, sandboxes: told }, 'took over from a node that stopped');
+      }
       // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
       await jobs.start();
       const jobSchedules = new TriggerSchedules({
@@ -469,6 +484,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         startProcess: gateway.startProcess,
       });
       schedules.start();
+      // The other servers' gateways learn that this one now holds the instances at once, not at the next beat.
+      void nodes?.beat();
       stopActing = async () => {
         await schedules.stop();
         scaler.stop();
@@ -488,7 +505,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const bootstrap = await auth.bootstrap();
   const nodeOpts = {
     self: {
-      id: nodeId(config.dataDir, config.nodeId),
+      id: selfId,
       address: config.peerUrl ?? baseUrl(),
       region: config.regions[0],
       cores: cpus().length,
@@ -500,6 +517,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
   };
   nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
+  if (config.databaseUrl)
+    holder = await instanceHolder({
+      nodes,
+      leadership,
+      role: 'controllers',
+      warn: (err, msg) => logger.warn({ err }, msg),
+    });
   return {
     url: `http://${config.host}:${actualPort}`,
     port: actualPort,
@@ -508,6 +532,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     routes,
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
+      holder?.close();
       await leadership.close();
       await nodes?.close();
       await gateway.close();

@@ -35,6 +35,8 @@ export interface NodeView extends NodeSelf {
 export interface Nodes {
   readonly self: NodeSelf;
   list(): Promise<NodeView[]>;
+  /** Heartbeats now (the roles led changed: the other servers learn it without waiting a beat). */
+  beat(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -68,6 +70,30 @@ export function nodeId(dataDir: string, configured?: string): string {
   return id;
 }
 
+/**
+ * The nodes other than `self` whose last heartbeat said they led `role`: read by a server that has just taken the
+ * lead, they are the ones that held what it now takes over (a node that stopped cleanly cleared its roles). Their
+ * claim is cleared as it is read, so no server sends requests there, and the next takeover does not name them again.
+ */
+export async function formerLeaders(url: string, role: string, self: string): Promise<string[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ id: string }>(
+      `UPDATE nodes SET leads = array_to_string(array_remove(string_to_array(leads, ','), $2), ',')
+       WHERE id <> $1 AND $2 = ANY (string_to_array(leads, ',')) RETURNING id`,
+      [self, role],
+    );
+    return rows.map((r) => r.id).sort();
+  } catch (err) {
+    // No nodes table yet: the first server of a new cluster.
+    if ((err as { code?: string }).code === '42P01') return [];
+    throw err;
+  } finally {
+    await c.end();
+  }
+}
+
 /** The one server of an SQLite store. */
 export function localNodes(o: NodesOptions): Nodes {
   const startedAt = new Date().toISOString();
@@ -87,6 +113,7 @@ export function localNodes(o: NodesOptions): Nodes {
         },
       ];
     },
+    async beat() {},
     async close() {},
   };
 }
@@ -133,11 +160,19 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     )`);
     const { rows } = await c.query<{ epoch: string }>(
       `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped)
-       VALUES ($1, $2, $3, $4, $5, 0, '', 1, $6, now(), now(), false)
-       ON CONFLICT (id) DO UPDATE SET address = $2, region = $3, cores = $4, memory_mb = $5, instances = 0, leads = '',
+       VALUES ($1, $2, $3, $4, $5, 0, $7, 1, $6, now(), now(), false)
+       ON CONFLICT (id) DO UPDATE SET address = $2, region = $3, cores = $4, memory_mb = $5, instances = 0, leads = $7,
          epoch = nodes.epoch + 1, lease_ms = $6, started_at = now(), heartbeat_at = now(), stopped = false
        RETURNING epoch`,
-      [o.self.id, o.self.address, o.self.region, o.self.cores, o.self.memoryMb, o.leaseMs],
+      [
+        o.self.id,
+        o.self.address,
+        o.self.region,
+        o.self.cores,
+        o.self.memoryMb,
+        o.leaseMs,
+        o.leads().join(','),
+      ],
     );
     epoch = Number(rows[0].epoch);
     await c.query('COMMIT');
@@ -177,6 +212,10 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   timer.unref();
   return {
     self: o.self,
+    beat() {
+      beating = beating.then(beat);
+      return beating;
+    },
     async list() {
       const { rows } = await pool.query<NodeRow>(
         `SELECT id, address, region, cores, memory_mb::float8 AS memory_mb, instances, leads, epoch::float8 AS epoch,

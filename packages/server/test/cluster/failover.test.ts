@@ -116,6 +116,48 @@ describe('a cluster of two servers on PostgreSQL', () => {
     await judged(a, 'through-b');
   });
 
+  it('runs a sandbox created through the follower on the leader, and answers its address through either server', async () => {
+    const r = await api(b, '/sandboxes', {
+      method: 'POST',
+      json: { metadata: { name: 'sbx-cluster' }, spec: { runtime: { memory: 256 } } },
+    });
+    const sb = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(sb));
+    assert.equal(sb.status, 'DEPLOYED');
+    for (const p of [b, a]) {
+      const run = await fetch(`${p.url}/run/default/sandboxes/sbx-cluster/process`, {
+        method: 'POST',
+        headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ command: 'echo -n $((6 * 7))', waitForCompletion: true }),
+      });
+      const out = await run.json();
+      assert.equal(run.status, 200, JSON.stringify(out));
+      assert.equal(out.stdout, '42');
+    }
+    // The follower sent its request on: it holds nothing, the leader holds the sandbox.
+    for (let i = 0; i < 100 && (await nodes(b)).find((n) => n.id === 'node-a')?.instances === 0; i++)
+      await sleep(100);
+    const list = await nodes(b);
+    assert.ok(list.find((n) => n.id === 'node-a')?.instances >= 1, JSON.stringify(list));
+    assert.equal(list.find((n) => n.id === 'node-b')?.instances, 0);
+  });
+
+  it("refuses another tenant's sandbox address through the follower as the leader does", async () => {
+    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
+    const t = await newTenant(server as unknown as TestServer, 'tenant-sbx');
+    for (const p of [b, a]) {
+      const run = await fetch(`${p.url}/run/default/sandboxes/sbx-cluster/process`, {
+        method: 'POST',
+        headers: { 'x-blaxel-authorization': `Bearer ${t.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ command: 'id', waitForCompletion: true }),
+      });
+      assert.ok(
+        [403, 404].includes(run.status),
+        `${run.status} through ${p === a ? 'the leader' : 'the follower'}`,
+      );
+    }
+  });
+
   it('after a kill -9 of the leader the other server leads and acts, and the dead node turns unhealthy', async () => {
     a.child.kill('SIGKILL');
     await stopped(a.child);
@@ -130,6 +172,27 @@ describe('a cluster of two servers on PostgreSQL', () => {
     process.stdout.write(`# failover after kill -9: ${tookOver} ms\n`);
     await createModel(b, 'after-failover');
     await judged(b, 'after-failover');
+    // The sandbox ran on the dead node: its event says so, naming the node, and the new leader starts it afresh.
+    const sb = await (await api(b, '/sandboxes/sbx-cluster')).json();
+    const lost = sb.events.find((e: any) => e.message.startsWith('lost:'));
+    assert.match(
+      lost?.message ?? JSON.stringify(sb.events),
+      /node node-a, which ran this sandbox, stopped.*Node node-b starts it again/,
+    );
+    for (let i = 0; i < 100; i++) {
+      const run = await fetch(`${b.url}/run/default/sandboxes/sbx-cluster/process`, {
+        method: 'POST',
+        headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ command: 'echo -n again', waitForCompletion: true }),
+      });
+      const out = await run.json();
+      if (run.status === 200) {
+        assert.equal(out.stdout, 'again');
+        break;
+      }
+      assert.ok(i < 99, JSON.stringify(out));
+      await sleep(100);
+    }
     for (let i = 0; i < 100 && list.find((n) => n.id === 'node-a')?.healthy; i++) {
       await sleep(100);
       list = await nodes(b);
