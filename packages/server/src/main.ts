@@ -91,6 +91,7 @@ import { registerNodes } from './api/nodes.js';
 import { postgresLeadership, soleLeadership } from './cluster/leadership.js';
 import { formerLeaders, localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
 import { reportLostSandboxes } from './controllers/sandbox/sandbox-lost.js';
+import { forwardHeldRoutes, type Holder } from './http/peer-forward.js';
 import { type InstanceHolder, instanceHolder } from './cluster/instance-holder.js';
 
 const MB = 1024 ** 2;
@@ -259,7 +260,19 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     if ((req.query as Record<string, string>)?.upload === 'true')
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
-  uploads.register(app);
+  let nodes: Nodes | undefined;
+  let holder: InstanceHolder | undefined;
+  const selfId = nodeId(config.dataDir, config.nodeId);
+  // In a cluster, the server leading the controllers holds every instance (and the files they leave: uploaded code,
+  // build and job logs, images, replicas): the others send requests about those there (http/peer-forward.ts).
+  const clusterHolder: Holder | undefined = config.databaseUrl
+    ? { decide: () => holder?.decide() ?? { here: true }, self: selfId }
+    : undefined;
+  const sentToHolder = forwardHeldRoutes(clusterHolder);
+  await app.register(async (held) => {
+    held.addHook('onRequest', sentToHolder);
+    uploads.register(held);
+  });
   // Open watches per workspace, whichever route streams them (api/watch-stream.ts).
   const watches = new WatchLimit();
   await app.register(
@@ -281,39 +294,43 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
         decorate: { Agent: replicaCount(replicas), Function: replicaCount(replicas) },
       });
-      registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
-      registerWorkloadLogRoutes(v0, { resources, replicas, driver });
-      debug.register(v0, { resources, replicas, driver }, KINDS);
-      registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
         m.register(v0, { resources });
-      templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      registerImages(v0, {
-        images,
-        resources,
-        referenced: (ws) => referencedImages(store, ws),
-        clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+      await v0.register(async (held) => {
+        held.addHook('onRequest', sentToHolder);
+        registerRevisionRoutes(held, { resources, builder, executions });
+        registerWorkloadLogRoutes(held, { resources, replicas, driver });
+        debug.register(held, { resources, replicas, driver }, KINDS);
+        registerJobExecutionRoutes(held, { resources, runner: jobs });
+        templateVersions.register(held, { resources, dataDir: config.dataDir });
+        registerImages(held, {
+          images,
+          resources,
+          referenced: (ws) => referencedImages(store, ws),
+          clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+        });
+        registerImageShares(held, {
+          images,
+          workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+        });
+        registerImageBuilds(held, { dataDir: config.dataDir, instances, images });
+        registerQuotas(held, {
+          store,
+          ledger: quotas,
+          authenticator: auth.authenticator,
+          volumes: capacity,
+          images: (ws) => {
+            const u = images.usage(ws);
+            return {
+              usedMb: Math.ceil(u.usedBytes / MB),
+              limitMb: u.limitBytes && Math.floor(u.limitBytes / MB),
+            };
+          },
+        });
+        registerWorkloadReplicaRoutes(held, { resources, replicas });
       });
-      registerImageShares(v0, {
-        images,
-        workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
-      });
-      registerImageBuilds(v0, { dataDir: config.dataDir, instances, images });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
-      registerQuotas(v0, {
-        store,
-        ledger: quotas,
-        authenticator: auth.authenticator,
-        volumes: capacity,
-        images: (ws) => {
-          const u = images.usage(ws);
-          return {
-            usedMb: Math.ceil(u.usedBytes / MB),
-            limitMb: u.limitBytes && Math.floor(u.limitBytes / MB),
-          };
-        },
-      });
       registerTemplates(v0);
       registerCatalogs(v0, {
         regions: config.regions,
@@ -323,7 +340,6 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator, limit: watches });
       registerCaller(v0);
       registerNodes(v0, { nodes: () => nodes });
-      registerWorkloadReplicaRoutes(v0, { resources, replicas });
       registerOpenApi(v0, KINDS);
     },
     { prefix: '/v0' },
@@ -354,9 +370,6 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     const c = t.configuration;
     return { url: c.callbackUrl, secret: c.callbackSecret, retry: c.retry ?? 0, timeoutS: c.timeout };
   };
-  let nodes: Nodes | undefined;
-  let holder: InstanceHolder | undefined;
-  const selfId = nodeId(config.dataDir, config.nodeId);
   // The controllers start after the gateway; until then nothing is reported (no request arrives before listen).
   let wakeController: (key: ResourceKey) => void = () => undefined;
   const gateway = await startGateway({

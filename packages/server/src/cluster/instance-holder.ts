@@ -1,10 +1,9 @@
 // Which server holds the cluster's instances: today the one leading the controllers (leadership.ts), which starts
 // them. The gateways of the other servers send data-plane requests there (gateway/peer.ts). Read from the node list
 // in the background, so deciding costs a request nothing.
+import type { HolderDecision } from '../http/peer-forward.js';
 import type { Leadership } from './leadership.js';
 import type { Nodes } from './nodes.js';
-
-export type HolderDecision = { here: true } | { peer: URL } | { unavailable: string };
 
 const HERE: HolderDecision = { here: true };
 

@@ -10,7 +10,13 @@ import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/access.js';
 import { ApiError } from '../errors.js';
 import { rejectUpgrade, sendProblem } from '../http/problem.js';
-import type { HolderDecision } from '../cluster/instance-holder.js';
+import {
+  forwardedAlready,
+  forwardToPeer,
+  forwardUpgradeToPeer,
+  type Holder,
+  type HolderDecision,
+} from '../http/peer-forward.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
@@ -21,7 +27,6 @@ import { DriveMounts } from './drive-mounts.js';
 import { IdleSweeper } from './idle.js';
 import { type JobTriggerAddress, type JobTriggerDeps, serveJobTrigger } from './job-trigger.js';
 import { type Address, parseAddress } from './parse-address.js';
-import { forwardedAlready, forwardToPeer, forwardUpgradeToPeer } from './peer.js';
 import { Pipeline } from './pipeline.js';
 import { PreviewHosts } from './previews.js';
 import { processStarter, type StartProcess } from './sandbox-call.js';
@@ -54,7 +59,7 @@ export interface GatewayDeps {
    * In a cluster: which server holds the instances, and this server's node id. A data-plane request this server does
    * not hold the instances for is sent there (peer.ts); absent, every request is served here.
    */
-  holder?: { decide: () => HolderDecision; self: string };
+  holder?: Holder;
 }
 
 export interface Gateway {

@@ -134,6 +134,9 @@ describe('a cluster of two servers on PostgreSQL', () => {
       assert.equal(run.status, 200, JSON.stringify(out));
       assert.equal(out.stdout, '42');
     }
+    // What only the holder knows (the runtime's view of the sandbox) answers through the follower too.
+    const debug = await (await api(b, '/sandboxes/sbx-cluster/debug')).json();
+    assert.equal(debug.instances[0]?.state, 'running', JSON.stringify(debug));
     // The follower sent its request on: it holds nothing, the leader holds the sandbox.
     for (let i = 0; i < 100 && (await nodes(b)).find((n) => n.id === 'node-a')?.instances === 0; i++)
       await sleep(100);

@@ -1,4 +1,6 @@
-// Data-plane requests sent on to the server of the cluster that holds the instances (docs/decisions/056-cluster-postgres.md):
+// Requests sent on to the server of the cluster that holds the instances (docs/decisions/056-cluster-postgres.md): the
+// gateway's data-plane requests, and the API routes that read or write what lies on that server (uploaded code, logs,
+// images, replicas):
 // the request goes as it came — method, path, Host, the caller's own credential — so the peer resolves the address
 // and judges the credential exactly as if the caller had asked it. A peer is trusted with nothing: the one header
 // added, `x-berth-forwarded-by`, only stops a request from being sent on twice, and a caller who sets it merely has
@@ -6,11 +8,21 @@
 import { Agent, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import { HOP_BY_HOP } from '../http/hop-by-hop.js';
-import { rejectUpgrade, sendProblem } from '../http/problem.js';
+import { HOP_BY_HOP } from './hop-by-hop.js';
+import { rejectUpgrade, sendProblem } from './problem.js';
 
 export const FORWARDED_BY = 'x-berth-forwarded-by';
+
+/** Where a request is served: here, at the peer holding the instances, or nowhere yet (no server holds them). */
+export type HolderDecision = { here: true } | { peer: URL } | { unavailable: string };
+
+/** The cluster's holder of instances as a server sees it, and this server's node id. */
+export interface Holder {
+  decide(): HolderDecision;
+  self: string;
+}
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 /** Hop-by-hop headers, and `expect` (the body is piped at once, not after a 100 Continue). */
@@ -93,4 +105,19 @@ export function forwardUpgradeToPeer(
   socket.on('error', () => up.destroy());
   socket.on('close', () => up.destroy());
   up.on('close', () => socket.destroy());
+}
+
+/**
+ * A Fastify onRequest hook for API routes whose state lies on the holder's machine: on another server, the request
+ * is sent there before its body is read.
+ */
+export function forwardHeldRoutes(holder: Holder | undefined) {
+  return async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!holder || forwardedAlready(req.raw)) return;
+    const w = holder.decide();
+    if ('here' in w) return;
+    if ('unavailable' in w) throw new ApiError('UNAVAILABLE', w.unavailable);
+    reply.hijack();
+    forwardToPeer(req.raw, reply.raw, w.peer, holder.self);
+  };
 }
