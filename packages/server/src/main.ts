@@ -1,7 +1,7 @@
 // Composition root: config -> data dir -> store -> auth -> resources -> controllers -> HTTP -> shutdown.
 import { join } from 'node:path';
 import pino from 'pino';
-import { cpus, totalmem } from 'node:os';
+import { cpus, hostname, totalmem } from 'node:os';
 import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
 import { replicaCount } from './api/workload-replicas.js';
@@ -119,6 +119,10 @@ export interface StartOptions {
   onFenced?: (role: string, err: unknown) => void;
 }
 
+/** A listen address others can reach: a wildcard one stands for the machine's name. */
+const peerHost = (host: string) =>
+  host === '0.0.0.0' || host === '::' ? hostname() : host.includes(':') ? `[${host}]` : host;
+
 /** The default `onFenced`: a server that lost its lead exits rather than risk acting beside the new leader. */
 const fenced = (logger: pino.Logger) => (role: string, err: unknown) => {
   logger.fatal({ err, role }, 'lost the database session this server led with: exiting');
@@ -216,7 +220,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   // Every runtime instance starts, goes and is collected here, owned by an object (decision 044).
   const instances = new Instances({ driver, logger });
   const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
-  const auth = await createAuth({ store, dataDir: config.dataDir, logger });
+  const auth = await createAuth({
+    store,
+    dataDir: config.dataDir,
+    logger,
+    shared: config.databaseUrl ? box : undefined,
+  });
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   const routes: { method: string; url: string }[] = [];
@@ -519,7 +528,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const nodeOpts = {
     self: {
       id: selfId,
-      address: config.peerUrl ?? baseUrl(),
+      // Not the public URL: in a cluster that is the address in front of every server, and a request sent on must
+      // reach this one.
+      address: config.peerUrl ?? `http://${peerHost(config.host)}:${actualPort}`,
       region: config.regions[0],
       cores: cpus().length,
       memoryMb: Math.floor(totalmem() / MB),

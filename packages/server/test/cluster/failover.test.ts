@@ -27,6 +27,8 @@ describe('a cluster of two servers on PostgreSQL', () => {
   const env: Record<string, string> = {
     BERTH_MASTER_KEY: randomBytes(32).toString('base64'),
     BERTH_NODE_LEASE_S: '2',
+    // The one address in front of the cluster: the issuer of its tokens, whichever server signs them.
+    BERTH_PUBLIC_URL: 'http://berth.cluster.test',
   };
   let a: Proc;
   let b: Proc;
@@ -109,6 +111,25 @@ describe('a cluster of two servers on PostgreSQL', () => {
     const r = await api(b, '/nodes', { key: t.key });
     assert.equal(r.status, 403);
     assert.match((await r.json()).detail, /admins of workspace default/);
+  });
+
+  it('accepts on one server an access token the other issued', async () => {
+    const sa = await (
+      await api(a, '/service_accounts', { method: 'POST', json: { name: 'ci', role: 'member' } })
+    ).json();
+    const r = await fetch(`${a.url}/v0/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        grant_type: 'client_credentials',
+        client_id: sa.client_id,
+        client_secret: sa.client_secret,
+      }),
+    });
+    const t = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(t));
+    const onB = await api(b, '/policies', { key: t.access_token });
+    assert.equal(onB.status, 200, await onB.text());
   });
 
   it("acts on a change written through the follower: the leader's controllers judge it", async () => {
