@@ -76,7 +76,7 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
     const c = new pg.Client({
       connectionString: o.url,
       keepAlive: true,
-      query_timeout: Math.max(3 * retryMs, 3000),
+      query_timeout: Math.max(5 * retryMs, 5000),
     });
     c.on('error', () => undefined); // seen as the next query's failure
     await c.connect();

@@ -106,6 +106,8 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     // Read when a target is idle, by which time the runtime is open (it says so in the log when it cannot freeze).
     canFreeze: () => driver.capabilities.freezer,
     targets: function* () {
+      // A server that does not hold the instances has nothing to freeze, and must not write their run state.
+      if (deps.holder && !('here' in deps.holder.decide())) return;
       yield* targets.values();
       if (workloads) yield* workloads.targets();
     },
