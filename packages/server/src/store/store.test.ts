@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pg from 'pg';
-import { STORE_DRIVERS } from '../test-support/store-drivers.js';
+import { STORE_DRIVERS, testPostgres } from '../test-support/store-drivers.js';
 import { claimLabelOps, hostLabelKey } from './host-labels.js';
 import { type Change, EVERY_WORKSPACE, type ResourceKey, type Store, StoreError } from './store.js';
 
@@ -232,6 +232,35 @@ for (const driver of STORE_DRIVERS)
     });
 
     if (driver.name === 'postgres') {
+      test("after the database restarts, acknowledged writes are there, writes go on, another server's watcher misses none", async () => {
+        const { store, peer, close } = await driver.open();
+        try {
+          const other = (await peer()) as Store;
+          const seen: string[] = [];
+          other.watch((c) => seen.push(c.object.name));
+          for (let i = 0; i < 5; i++) await store.write([{ op: 'create', key: key(`r${i}`), body: { i } }]);
+          await until(() => seen.length === 5, 'the other server saw the first writes');
+          await (await testPostgres()).restart();
+          for (let i = 5; i < 10; i++) {
+            // A write meeting a session the restart ended fails (it is not acknowledged) and is sent again.
+            for (let attempt = 0; ; attempt++) {
+              try {
+                await store.write([{ op: 'create', key: key(`r${i}`), body: { i } }]);
+                break;
+              } catch (e) {
+                if (attempt > 20 || e instanceof StoreError) throw e;
+                await new Promise((r) => setTimeout(r, 100));
+              }
+            }
+          }
+          await until(() => seen.length === 10, 'the other server saw the writes after the restart');
+          assert.deepEqual(seen, ['r0', 'r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7', 'r8', 'r9']);
+          for (let i = 0; i < 10; i++) assert.equal((await other.get(key(`r${i}`)))?.body.i, i);
+        } finally {
+          await close();
+        }
+      });
+
       test("another server's watchers get each change, in order, even when a notification is lost", async () => {
         const { store, peer, close } = await driver.open();
         try {

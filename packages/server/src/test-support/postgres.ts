@@ -15,8 +15,8 @@ const RUN_AS = 'postgres';
 export interface TestPostgres {
   /** A new, empty database; its URL. */
   database(): Promise<string>;
-  /** The server process's id (a test may stop the database under load). */
-  readonly pid: number;
+  /** Stops the server (a fast shutdown: every session ends) and starts it again on the same data and port. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -61,53 +61,73 @@ export async function startPostgres(): Promise<TestPostgres> {
     env: { ...process.env, LC_ALL: 'C' },
   });
   const port = await freePort();
-  const child: ChildProcess = spawn(
-    join(BIN, 'postgres'),
-    [
-      '-D',
-      data,
-      '-p',
-      String(port),
-      '-k',
-      dir,
-      '-c',
-      'listen_addresses=127.0.0.1',
-      // A test's database needs no durability across a power cut; it needs to be quick.
-      '-c',
-      'fsync=off',
-      '-c',
-      'synchronous_commit=off',
-      '-c',
-      'full_page_writes=off',
-      '-c',
-      'max_connections=200',
-    ],
-    { ...as, stdio: ['ignore', 'ignore', 'pipe'], detached: false },
-  );
-  let stderr = '';
-  child.stderr?.on('data', (d) => {
-    stderr += d;
-  });
+  const launch = (): ChildProcess =>
+    spawn(
+      join(BIN, 'postgres'),
+      [
+        '-D',
+        data,
+        '-p',
+        String(port),
+        '-k',
+        dir,
+        '-c',
+        'listen_addresses=127.0.0.1',
+        // A test's database needs no durability across a power cut; it needs to be quick.
+        '-c',
+        'fsync=off',
+        '-c',
+        'synchronous_commit=off',
+        '-c',
+        'full_page_writes=off',
+        '-c',
+        'max_connections=200',
+      ],
+      { ...as, stdio: ['ignore', 'ignore', 'pipe'], detached: false },
+    );
+  const admin = `postgres://berth@127.0.0.1:${port}/postgres`;
+  let child: ChildProcess = launch();
+  /** Starts the server and waits until it accepts connections. */
+  const run = async () => {
+    child = launch();
+    await accepting();
+  };
+  const accepting = async () => {
+    let stderr = '';
+    child.stderr?.on('data', (d) => {
+      stderr += d;
+    });
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`postgres exited at start: ${stderr}`);
+      const c = new pg.Client({ connectionString: admin });
+      try {
+        await c.connect();
+        await c.end();
+        return;
+      } catch (e) {
+        await c.end().catch(() => undefined);
+        if (Date.now() > deadline)
+          throw new Error(`postgres did not accept connections in 30 s: ${stderr || e}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  };
+  /** A fast shutdown: every session ends. */
+  const halt = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGINT');
+    await exited;
+  };
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
-  const admin = `postgres://berth@127.0.0.1:${port}/postgres`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`postgres exited at start: ${stderr}`);
-    const c = new pg.Client({ connectionString: admin });
-    try {
-      await c.connect();
-      await c.end();
-      break;
-    } catch (e) {
-      await c.end().catch(() => undefined);
-      if (Date.now() > deadline)
-        throw new Error(`postgres did not accept connections in 30 s: ${stderr || e}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  await accepting();
   return {
-    pid: child.pid as number,
+    async restart() {
+      await halt();
+      await run();
+    },
     async database() {
       const name = `t${process.pid}_${++counter}`;
       const c = new pg.Client({ connectionString: admin });
@@ -118,11 +138,7 @@ export async function startPostgres(): Promise<TestPostgres> {
     },
     async stop() {
       process.removeListener('exit', killOnExit);
-      if (child.exitCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGINT'); // fast shutdown
-        await exited;
-      }
+      await halt();
       rmSync(dir, { recursive: true, force: true });
     },
   };
