@@ -109,13 +109,18 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
     }
     held.add(name);
     o.info(`leading ${name}`);
-    const started = role.start();
-    started.then(tried, tried);
-    // Leader: the session must stay up; a failed ping means the lock may be someone else's already.
     let lost: unknown;
-    while (!closing) {
+    const started = role.start();
+    started.then(tried, (err) => {
+      // A leader that cannot act must not keep the lock from a server that can: it ends as a lost one does.
+      lost = err;
+      tried();
+      for (const w of wakeups) w();
+    });
+    // Leader: the session must stay up; a failed ping means the lock may be someone else's already.
+    while (!closing && lost === undefined) {
       await sleep();
-      if (closing) break;
+      if (closing || lost !== undefined) break;
       try {
         await c.query('SELECT 1');
       } catch (err) {
@@ -125,7 +130,7 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
     }
     held.delete(name);
     await started.catch((err) => o.warn(err, `the ${name} role failed to start`));
-    await role.stop();
+    await role.stop().catch((err) => o.warn(err, `the ${name} role failed to stop`));
     await c.end().catch(() => undefined);
     if (lost !== undefined) o.onLost(name, lost);
   };
