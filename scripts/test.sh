@@ -12,8 +12,9 @@ die() {
 bash scripts/install.sh || die "the install failed: its last line above says what to do, then run this again"
 
 # --- Debian packages only the tests use (a real registry and image tools for the image tests; chromium for the
-# console's and the OAuth flow's browser tests, driven by playwright-core: no browser is downloaded) ------------
-TEST_DEBS=(docker-registry skopeo umoci busybox-static openssl chromium)
+# console's and the OAuth flow's browser tests, driven by playwright-core: no browser is downloaded; PostgreSQL 15
+# for the store's tests on PostgreSQL and the cluster tests, which start their own cluster with initdb) ----------
+TEST_DEBS=(docker-registry skopeo umoci busybox-static openssl chromium postgresql-15)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${TEST_DEBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

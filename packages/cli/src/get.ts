@@ -30,7 +30,7 @@ export function registerGet(program: Command) {
   const cmd = program
     .command('get')
     .description(
-      'show one object or list a kind (e.g. `berth get policies`, `berth get policy p1 -o yaml`); `berth get quotas` shows the workspace quotas',
+      "show one object or list a kind (e.g. `berth get policies`, `berth get policy p1 -o yaml`); `berth get quotas` shows the workspace quotas, `berth get nodes` the cluster's servers",
     )
     .argument('<kind>', 'kind: plural, singular or alias')
     .argument('[name]', 'object name; omit to list')
@@ -52,6 +52,7 @@ export function registerGet(program: Command) {
         return (await import('./jobs.js')).getExecutions(job, format);
       }
       if (/^quotas?$/.test(kindName)) return (await import('./quotas.js')).getQuotas(format);
+      if (/^nodes?$/.test(kindName)) return (await import('./nodes.js')).getNodes(format);
       if (/^revisions?$/.test(kindName)) {
         if (!name || typeof job !== 'string')
           throw new Error('usage: berth get revisions agent|function <name>');

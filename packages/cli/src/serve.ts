@@ -1,6 +1,8 @@
 // `berth serve`: runs the server in this process until SIGTERM/SIGINT.
 import type { Command } from 'commander';
 
+type ServeFlags = Partial<Record<'port' | 'host' | 'dataDir' | 'database' | 'standbyAfter', string>>;
+
 export function registerServe(program: Command) {
   program
     .command('serve')
@@ -9,10 +11,14 @@ export function registerServe(program: Command) {
     .option('--host <host>', 'address to listen on (default 127.0.0.1)')
     .option('--data-dir <dir>', 'data directory (default ~/.berth); env BERTH_DATA_DIR')
     .option(
+      '--database <url>',
+      'a PostgreSQL URL shared by every server of a cluster (default: SQLite in the data dir); env BERTH_DATABASE_URL',
+    )
+    .option(
       '--standby-after <seconds>',
       'idle seconds before a sandbox goes to standby; env BERTH_STANDBY_AFTER',
     )
-    .action(async (o: { port?: string; host?: string; dataDir?: string; standbyAfter?: string }) => {
+    .action(async (o: ServeFlags) => {
       // Loaded here, not at the top: the server pulls in Fastify and SQLite, which other commands never need.
       const { loadConfig, SERVER_UMASK, startServer } = await import('@berth/server');
       process.umask(SERVER_UMASK);

@@ -1525,6 +1525,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The cluster's servers with their capacity, load, the roles they lead and their health (admins of workspace `default`, the operator's, only) */
+        get: operations["listNodes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/users": {
         parameters: {
             query?: never;
@@ -4324,6 +4341,31 @@ export interface components {
             workspace: string;
             /** @enum {string} */
             role: "admin" | "member" | "viewer";
+        };
+        ClusterNode: {
+            /** @description the node (server) id, BERTH_NODE_ID or made once per data dir */
+            id: string;
+            /** @description where the other servers reach it */
+            address: string;
+            region: string;
+            cores: number;
+            memoryMb: number;
+            /** @description runtime instances it holds, as of its last heartbeat */
+            instances: number;
+            /** @description the roles it leads (e.g. `controllers`) */
+            leads: string[];
+            /** @description bumped by each start of a server with this id */
+            epoch: number;
+            /** Format: date-time */
+            startedAt: string;
+            /** Format: date-time */
+            heartbeatAt: string;
+            /** @description it heartbeated within its lease and did not stop */
+            healthy: boolean;
+            /** @description it stopped cleanly */
+            stopped: boolean;
+            /** @description the server that answered */
+            self: boolean;
         };
         WorkspaceUser: {
             /** @description the principal: a service account client id */
@@ -9787,6 +9829,31 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": string;
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listNodes: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cluster's servers with their capacity, load, the roles they lead and their health (admins of workspace `default`, the operator's, only) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterNode"][];
                 };
             };
             "4XX": components["responses"]["Problem"];

@@ -7,6 +7,17 @@ export interface Config {
   host: string;
   port: number;
   dataDir: string;
+  /**
+   * The database every server of a cluster shares (`--database`, BERTH_DATABASE_URL): a `postgres://` URL
+   * (docs/cluster.md). Unset: the SQLite file `<dataDir>/berth.db`, this server's alone.
+   */
+  databaseUrl?: string;
+  /** This server's id among the cluster's nodes (BERTH_NODE_ID); else one made once per data dir. */
+  nodeId?: string;
+  /** Where the cluster's other servers reach this one (BERTH_PEER_URL); else the public URL or host:port. */
+  peerUrl?: string;
+  /** Seconds a node's lease lasts without a heartbeat before it is reported unhealthy (BERTH_NODE_LEASE_S; 10). */
+  nodeLeaseS?: number;
   /** Regions a spec may name; the first is the default. */
   regions: string[];
   /**
@@ -208,6 +219,10 @@ export function loadConfig(
     host: pick('host', 'BERTH_HOST') ?? '127.0.0.1',
     port,
     dataDir: resolve(pick('dataDir', 'BERTH_DATA_DIR') ?? join(homedir(), '.berth')),
+    databaseUrl: databaseUrl(pick('database', 'BERTH_DATABASE_URL')),
+    nodeId: env.BERTH_NODE_ID || undefined,
+    peerUrl: env.BERTH_PEER_URL || undefined,
+    nodeLeaseS: positiveSeconds(env.BERTH_NODE_LEASE_S, 'BERTH_NODE_LEASE_S'),
     regions,
     regionAliases: parseRegionAliases(env.BERTH_REGION_ALIASES, regions),
     inferenceHost: env.BERTH_INFERENCE_HOST || undefined,
@@ -398,6 +413,15 @@ function parseGateways(text: string): Record<string, string[]> | undefined {
     out[name.trim()] = addresses;
   }
   return Object.keys(out).length ? out : undefined;
+}
+
+function databaseUrl(raw: string | undefined): string | undefined {
+  if (!raw) return undefined;
+  if (!/^postgres(ql)?:\/\//.test(raw))
+    throw new Error(
+      'the database must be a PostgreSQL URL (postgres://user:password@host:5432/db); leave it unset for the built-in SQLite file',
+    );
+  return raw;
 }
 
 function metricsToken(raw: string | undefined): string | undefined {

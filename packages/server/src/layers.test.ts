@@ -23,6 +23,7 @@ const LAYERS: Record<string, number> = {
   http: 3,
   runtime: 3,
   models: 4,
+  cluster: 4,
   oauth: 4,
   builds: 4,
   'controllers/core': 5,

@@ -1,6 +1,7 @@
 // Composition root: config -> data dir -> store -> auth -> resources -> controllers -> HTTP -> shutdown.
 import { join } from 'node:path';
 import pino from 'pino';
+import { cpus, hostname, totalmem } from 'node:os';
 import { createApp } from './api/app.js';
 import { registerCrud } from './api/crud.js';
 import { replicaCount } from './api/workload-replicas.js';
@@ -46,10 +47,11 @@ import { sandboxCreateHook, sandboxReplaceHook } from './api/sandboxes.js';
 import { volumeCreateHook } from './api/volumes.js';
 import { KINDS } from './kinds/index.js';
 import { LOG_REDACT_PATHS } from './log-redact.js';
-import { createPrivateFile, secureDataDir } from './store/data-dir.js';
+import { secureDataDir } from './store/data-dir.js';
 import { backfillLabels } from './store/host-labels.js';
 import { Resources } from './store/resources.js';
-import { SqliteStore } from './store/sqlite.js';
+import { agreeOnMasterKey } from './store/master-key-check.js';
+import { openStore } from './store/open.js';
 import type { ResourceKey, Store } from './store/store.js';
 import { registerTemplates } from './templates/routes.js';
 import { modelGateway } from './models/http-route.js';
@@ -89,6 +91,12 @@ import { registerCaller } from './api/caller.js';
 import { registerWorkloadReplicaRoutes } from './api/workload-replicas.js';
 import { registerConsole } from './api/console.js';
 import { EVERY_WORKSPACE } from './store/store.js';
+import { registerNodes } from './api/nodes.js';
+import { postgresLeadership, soleLeadership } from './cluster/leadership.js';
+import { formerLeaders, localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
+import { reportLostSandboxes } from './controllers/sandbox/sandbox-lost.js';
+import { forwardHeldRoutes, type Holder } from './http/peer-forward.js';
+import { type InstanceHolder, instanceHolder } from './cluster/instance-holder.js';
 
 const MB = 1024 ** 2;
 
@@ -108,7 +116,23 @@ export interface StartOptions {
   logStream?: NodeJS.WritableStream;
   /** How the server's outbound requests resolve names (tests play a rebinding name); default: the host's. */
   outboundLookup?: Lookup;
+  /**
+   * This server led a role and lost its database session: it has stopped acting and must not act again (another
+   * server may lead already). Default: log and exit, for the supervisor to start it again as a follower.
+   */
+  onFenced?: (role: string, err: unknown) => void;
 }
+
+/** A listen address others can reach: a wildcard one stands for the machine's name. */
+const peerHost = (host: string) =>
+  host === '0.0.0.0' || host === '::' ? hostname() : host.includes(':') ? `[${host}]` : host;
+
+/** The default `onFenced`: a server that lost its lead exits rather than risk acting beside the new leader. */
+const fenced = (logger: pino.Logger) => (role: string, err: unknown) => {
+  logger.fatal({ err, role }, 'lost the database session this server led with: exiting');
+  logger.flush?.();
+  process.exit(75);
+};
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<RunningServer> {
   const loosened = secureDataDir(config.dataDir);
@@ -118,16 +142,20 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   );
   if (loosened.length)
     logger.warn({ paths: loosened }, 'data dir was readable by other users: made 0700, its files 0600');
-  const box = new SecretBox(loadMasterKey(config));
+  const masterKey = loadMasterKey(config);
+  const box = new SecretBox(masterKey);
   // Every request sent outward for a user goes through this one client and its address rules (outbound/).
   const outbound = new Outbound({
     allowCidrs: config.outboundAllowCidrs,
     hostRanges: [SANDBOX_NET],
     lookup: opts.outboundLookup,
   });
-  const dbFile = join(config.dataDir, 'berth.db');
-  createPrivateFile(dbFile);
-  const store = new SqliteStore(dbFile);
+  const store = await openStore(config, logger);
+  if (config.databaseUrl)
+    await agreeOnMasterKey(store, masterKey).catch(async (e) => {
+      await store.close();
+      throw e;
+    });
   // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
   const quotas = new QuotaLedger(store, config.quotas);
   await quotas.start();
@@ -200,7 +228,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   // Every runtime instance starts, goes and is collected here, owned by an object (decision 044).
   const instances = new Instances({ driver, logger });
   const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
-  const auth = await createAuth({ store, dataDir: config.dataDir, logger });
+  const auth = await createAuth({
+    store,
+    dataDir: config.dataDir,
+    logger,
+    shared: config.databaseUrl ? box : undefined,
+  });
   auth.setIssuer(baseUrl);
   const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
   const routes: { method: string; url: string }[] = [];
@@ -244,7 +277,19 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     if ((req.query as Record<string, string>)?.upload === 'true')
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
-  uploads.register(app);
+  let nodes: Nodes | undefined;
+  let holder: InstanceHolder | undefined;
+  const selfId = nodeId(config.dataDir, config.nodeId);
+  // In a cluster, the server leading the controllers holds every instance (and the files they leave: uploaded code,
+  // build and job logs, images, replicas): the others send requests about those there (http/peer-forward.ts).
+  const clusterHolder: Holder | undefined = config.databaseUrl
+    ? { decide: () => holder?.decide() ?? { here: true }, self: selfId }
+    : undefined;
+  const sentToHolder = forwardHeldRoutes(clusterHolder);
+  await app.register(async (held) => {
+    held.addHook('onRequest', sentToHolder);
+    uploads.register(held);
+  });
   // Open watches per workspace, whichever route streams them (api/watch-stream.ts).
   const watches = new WatchLimit();
   await app.register(
@@ -270,23 +315,41 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           Application: replicaCount(replicas),
         },
       });
-      registerRevisionRoutes(v0, { resources, builder, executions });
       registerDriveTokenRoutes(v0, { resources });
-      registerWorkloadLogRoutes(v0, { resources, replicas, driver });
-      debug.register(v0, { resources, replicas, driver }, KINDS);
-      registerJobExecutionRoutes(v0, { resources, runner: jobs });
       for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
         m.register(v0, { resources });
-      templateVersions.register(v0, { resources, dataDir: config.dataDir });
-      registerImages(v0, {
-        images,
-        resources,
-        referenced: (ws) => referencedImages(store, ws),
-        clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
-      });
-      registerImageShares(v0, {
-        images,
-        workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+      await v0.register(async (held) => {
+        held.addHook('onRequest', sentToHolder);
+        registerRevisionRoutes(held, { resources, builder, executions });
+        registerWorkloadLogRoutes(held, { resources, replicas, driver });
+        debug.register(held, { resources, replicas, driver }, KINDS);
+        registerJobExecutionRoutes(held, { resources, runner: jobs });
+        templateVersions.register(held, { resources, dataDir: config.dataDir });
+        registerImages(held, {
+          images,
+          resources,
+          referenced: (ws) => referencedImages(store, ws),
+          clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+        });
+        registerImageShares(held, {
+          images,
+          workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+        });
+        registerImageBuilds(held, { dataDir: config.dataDir, instances, images });
+        registerQuotas(held, {
+          store,
+          ledger: quotas,
+          authenticator: auth.authenticator,
+          volumes: capacity,
+          images: (ws) => {
+            const u = images.usage(ws);
+            return {
+              usedMb: Math.ceil(u.usedBytes / MB),
+              limitMb: u.limitBytes && Math.floor(u.limitBytes / MB),
+            };
+          },
+        });
+        registerWorkloadReplicaRoutes(held, { resources, replicas });
       });
       registerCustomDomains(v0, {
         store,
@@ -294,21 +357,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
         inferenceHost: config.inferenceHost,
       });
-      registerImageBuilds(v0, { dataDir: config.dataDir, instances, images });
       registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
-      registerQuotas(v0, {
-        store,
-        ledger: quotas,
-        authenticator: auth.authenticator,
-        volumes: capacity,
-        images: (ws) => {
-          const u = images.usage(ws);
-          return {
-            usedMb: Math.ceil(u.usedBytes / MB),
-            limitMb: u.limitBytes && Math.floor(u.limitBytes / MB),
-          };
-        },
-      });
       registerTemplates(v0);
       registerCatalogs(v0, {
         regions: config.regions,
@@ -317,7 +366,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       });
       registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator, limit: watches });
       registerCaller(v0);
-      registerWorkloadReplicaRoutes(v0, { resources, replicas });
+      registerNodes(v0, { nodes: () => nodes });
       registerOpenApi(v0, KINDS);
     },
     { prefix: '/v0' },
@@ -367,6 +416,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     standbyAfterS: config.standbyAfterS,
     inferenceHost: config.inferenceHost,
     onSandboxDown: (key) => wakeController(key),
+    // In a cluster, the server leading the controllers holds every instance: the others send data-plane requests there.
+    holder: config.databaseUrl
+      ? { decide: () => holder?.decide() ?? { here: true }, self: selfId }
+      : undefined,
   });
   // The instances an earlier server left: each owner kind says which it still wants (sandboxes of objects that
   // exist; replicas of revisions workloads still run, kept for their deploy to take over, decision 029; tasks whose
@@ -384,78 +437,136 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   await builder.removeWorkspacesExcept(new Set(workspaces.map((w) => w.name)));
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
   images.collect();
-  // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
-  await jobs.start();
-  const jobSchedules = new TriggerSchedules({
-    resources,
-    logger,
-    kinds: {
-      Job: jobScheduling(resources, jobs, Date.now),
-      Agent: agentScheduling((ws, name, body) => gateway.invoke(ws, name, body), logger),
+  // The controllers and sweeps act on every workspace's objects: one server of a cluster leads them at a time
+  // (cluster/leadership.ts; on SQLite this one, at once). Today the leader also holds every instance they start.
+  const leadership = config.databaseUrl
+    ? postgresLeadership({
+        url: config.databaseUrl,
+        warn: (err, msg) => logger.warn({ err }, msg),
+        info: (msg) => logger.info(msg),
+        onLost: (name, err) => (opts.onFenced ?? fenced(logger))(name, err),
+      })
+    : soleLeadership();
+  let stopActing = async () => undefined;
+  await leadership.lead('controllers', {
+    async start() {
+      // Taking over from a server that died: what it ran is not here; each such sandbox is told, naming it.
+      if (config.databaseUrl) {
+        const formerHolders = await formerLeaders(config.databaseUrl, 'controllers', selfId);
+        const told = await reportLostSandboxes({ resources, driver, formerHolders, self: selfId });
+        if (formerHolders.length)
+          logger.warn({ formerHolders, sandboxes: told }, 'took over from a node that stopped');
+      }
+      // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
+      await jobs.start();
+      const jobSchedules = new TriggerSchedules({
+        resources,
+        logger,
+        kinds: {
+          Job: jobScheduling(resources, jobs, Date.now),
+          Agent: agentScheduling((ws, name, body) => gateway.invoke(ws, name, body), logger),
+        },
+      });
+      jobSchedules.start();
+      await callbacks.start();
+      const controllers = startControllers({
+        resources,
+        logger,
+        profiles: CONFIG_PROFILES,
+        reconcilers: {
+          ...CONFIG_RECONCILERS,
+          Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
+          Volume: (d) =>
+            volumeReconciler({
+              ...d,
+              driver,
+              logger,
+              archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
+              capacity,
+            }),
+          Drive: (d) =>
+            volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
+          Agent: (d) =>
+            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
+          Function: (d) =>
+            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
+          Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas }),
+          Job: (d) =>
+            jobRevisionReconciler({
+              ...d,
+              builder,
+              builds,
+              cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
+            }),
+        },
+      });
+      builds.onChange(controllers.wake);
+      wakeController = controllers.wake;
+      // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
+      const scaler = new Scaler({
+        replicas,
+        logger,
+        removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
+      });
+      scaler.start();
+      const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
+      expiry.start();
+      const faults = new SandboxFaultWatch({
+        resources,
+        driver,
+        logger,
+        sweepMs: config.faultCheckS && config.faultCheckS * 1000,
+      });
+      faults.start();
+      const schedules = new ScheduleRunner({
+        resources,
+        logger,
+        now: Date.now,
+        startProcess: gateway.startProcess,
+      });
+      schedules.start();
+      // The other servers' gateways learn that this one now holds the instances at once, not at the next beat.
+      void nodes?.beat();
+      stopActing = async () => {
+        await schedules.stop();
+        scaler.stop();
+        jobSchedules.stop();
+        callbacks.stop();
+        await jobs.stop();
+        await expiry.stop();
+        await faults.stop();
+        await controllers.stop();
+      };
     },
+    stop: () => stopActing(),
   });
-  jobSchedules.start();
-  await callbacks.start();
-  const controllers = startControllers({
-    resources,
-    logger,
-    profiles: CONFIG_PROFILES,
-    reconcilers: {
-      ...CONFIG_RECONCILERS,
-      Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
-      Volume: (d) =>
-        volumeReconciler({
-          ...d,
-          driver,
-          logger,
-          archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
-          capacity,
-        }),
-      Drive: (d) =>
-        volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-      Agent: (d) =>
-        deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
-      Function: (d) =>
-        deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
-      Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas }),
-      Job: (d) =>
-        jobRevisionReconciler({
-          ...d,
-          builder,
-          builds,
-          cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
-        }),
-    },
-  });
-  builds.onChange(controllers.wake);
-  wakeController = controllers.wake;
-  // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
-  const scaler = new Scaler({
-    replicas,
-    logger,
-    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
-  });
-  scaler.start();
-  const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
-  expiry.start();
-  const faults = new SandboxFaultWatch({
-    resources,
-    driver,
-    logger,
-    sweepMs: config.faultCheckS && config.faultCheckS * 1000,
-  });
-  faults.start();
-  const schedules = new ScheduleRunner({
-    resources,
-    logger,
-    now: Date.now,
-    startProcess: gateway.startProcess,
-  });
-  schedules.start();
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
   const bootstrap = await auth.bootstrap();
+  const nodeOpts = {
+    self: {
+      id: selfId,
+      // Not the public URL: in a cluster that is the address in front of every server, and a request sent on must
+      // reach this one.
+      address: config.peerUrl ?? `http://${peerHost(config.host)}:${actualPort}`,
+      region: config.regions[0],
+      cores: cpus().length,
+      memoryMb: Math.floor(totalmem() / MB),
+    },
+    instances: async () => (await instances.list()).filter((i) => i.state !== 'dead').length,
+    leads: () => leadership.leads(),
+    leaseMs: (config.nodeLeaseS ?? 10) * 1000,
+    warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
+  };
+  nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
+  if (config.databaseUrl)
+    holder = await instanceHolder({
+      nodes,
+      leadership,
+      role: 'controllers',
+      warn: (err, msg) => logger.warn({ err }, msg),
+    });
   return {
     url: `http://${config.host}:${actualPort}`,
     port: actualPort,
@@ -464,15 +575,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     routes,
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
-      await schedules.stop();
+      holder?.close();
+      await leadership.close();
+      await nodes?.close();
       await gateway.close();
-      scaler.stop();
-      jobSchedules.stop();
-      callbacks.stop();
-      await jobs.stop();
-      await expiry.stop();
-      await faults.stop();
-      await controllers.stop();
       await builds.stop();
       await app.close();
       await driver.close();

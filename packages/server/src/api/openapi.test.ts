@@ -74,6 +74,7 @@ const NON_CRUD = [
   'GET /egressgateways',
   'GET /egressips',
   'GET /volumes/by-external-id/{externalId}',
+  'GET /nodes',
 ];
 
 describe('GET /v0/openapi.json', () => {

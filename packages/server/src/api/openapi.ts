@@ -16,6 +16,7 @@ import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { debugPaths } from './debug-report.js';
 import { WATCH_PATHS } from './openapi-watch.js';
+import { CLUSTER_PATHS } from './openapi-cluster.js';
 import { type JsonSchema, SchemaCollector, schemaRef } from './openapi-schema.js';
 import { WATCH_CONTENT_TYPE } from './list-watch.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './pagination.js';
@@ -404,6 +405,7 @@ export function buildOpenApiDocument(
     ...EXTRA_PATHS,
     ...WORKLOAD_PATHS,
     ...WATCH_PATHS,
+    ...CLUSTER_PATHS,
     ...SERVICE_PATHS,
     ...DOMAIN_PATHS,
     ...debugPaths(kinds),

@@ -3,7 +3,7 @@
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { Store, WriteOp } from '../store/store.js';
+import { type Store, StoreError, type WriteOp } from '../store/store.js';
 import { newApiKey, newClientId, newClientSecret, newKeyId, sha256 } from './credentials.js';
 import {
   type ApiKeyHashRecord,
@@ -61,7 +61,13 @@ export async function bootstrap(deps: { store: Store; dataDir: string; logger: L
     { op: 'create', key: keys.apiKey(ws, clientId, keyId), body: { ...keyRec } },
     { op: 'create', key: keys.apiKeyHash(hash), body: { ...index } },
   ];
-  await store.write(ops);
+  try {
+    await store.write(ops);
+  } catch (e) {
+    // Another server of the cluster bootstrapped the shared database first: its admin key is the one.
+    if (e instanceof StoreError && e.reason === 'exists') return {};
+    throw e;
+  }
   const file = join(deps.dataDir, ADMIN_KEY_FILE);
   writeAdminKey(file, apiKey, logger);
   logger.info(

@@ -5,16 +5,21 @@ import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
 import { createAuthenticator } from './authenticator.js';
 import { bootstrap } from './bootstrap.js';
-import { loadSigningKey } from './signing-key.js';
+import type { SecretBox } from '../crypto/secret-box.js';
+import { loadSharedSigningKey, loadSigningKey } from './signing-key.js';
 
 export interface AuthDeps {
   store: Store;
   dataDir: string;
   logger: Logger;
+  /** Several servers share the store (a cluster): the signing key is kept there, sealed with this box. */
+  shared?: SecretBox;
 }
 
 export async function createAuth(deps: AuthDeps) {
-  const signingKey = await loadSigningKey(deps.dataDir);
+  const signingKey = deps.shared
+    ? await loadSharedSigningKey(deps.store, deps.shared, deps.dataDir)
+    : await loadSigningKey(deps.dataDir);
   // The issuer is the server's public address, known only once it listens; until then nothing verifies.
   let issuer: () => string = () => {
     throw new Error('the issuer is not known until the server listens');

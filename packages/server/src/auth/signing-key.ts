@@ -3,6 +3,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { SecretBox } from '../crypto/secret-box.js';
+import { type ResourceKey, type Store, StoreError } from '../store/store.js';
 import {
   calculateJwkThumbprint,
   exportJWK,
@@ -33,17 +35,28 @@ export interface SigningKey {
   verify(token: string, issuer: string): Promise<TokenClaims>;
 }
 
-async function loadOrCreate(file: string): Promise<JWK> {
-  try {
-    return JSON.parse(readFileSync(file, 'utf8')) as JWK;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
+async function newJwk(): Promise<JWK> {
   const { privateKey } = await generateKeyPair(JWT_ALG, { extractable: true });
   const jwk = await exportJWK(privateKey);
   jwk.kid = await calculateJwkThumbprint(jwk);
   jwk.alg = JWT_ALG;
   jwk.use = 'sig';
+  return jwk;
+}
+
+function readJwk(file: string): JWK | undefined {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as JWK;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    return undefined;
+  }
+}
+
+async function loadOrCreate(file: string): Promise<JWK> {
+  const found = readJwk(file);
+  if (found) return found;
+  const jwk = await newJwk();
   // 'wx': two servers starting on one data dir must not each write a different key.
   try {
     writeFileSync(file, `${JSON.stringify(jwk)}\n`, { mode: 0o600, flag: 'wx' });
@@ -54,8 +67,36 @@ async function loadOrCreate(file: string): Promise<JWK> {
   return jwk;
 }
 
+/** Where a cluster keeps its one signing key (sealed with the master key), in the global pseudo-workspace. */
+const SHARED_KEY: ResourceKey = { kind: 'SigningKey', workspace: '_', parent: '', name: 'jwt' };
+
+/**
+ * The signing key every server of a cluster signs and verifies with: kept in the shared store, sealed. The first
+ * server to start puts in the key of its data dir when it has one (tokens it issued alone stay valid), else a new one.
+ */
+export async function loadSharedSigningKey(
+  store: Store,
+  box: SecretBox,
+  dataDir: string,
+): Promise<SigningKey> {
+  let rec = await store.get(SHARED_KEY);
+  if (!rec) {
+    const jwk = readJwk(join(dataDir, SIGNING_KEY_FILE)) ?? (await newJwk());
+    try {
+      await store.write([{ op: 'create', key: SHARED_KEY, body: { jwk: box.seal(JSON.stringify(jwk)) } }]);
+    } catch (e) {
+      if (!(e instanceof StoreError && e.reason === 'exists')) throw e;
+    }
+    rec = await store.get(SHARED_KEY);
+  }
+  return signingKeyOf(JSON.parse(box.open(String(rec?.body.jwk))) as JWK);
+}
+
 export async function loadSigningKey(dataDir: string): Promise<SigningKey> {
-  const priv = await loadOrCreate(join(dataDir, SIGNING_KEY_FILE));
+  return signingKeyOf(await loadOrCreate(join(dataDir, SIGNING_KEY_FILE)));
+}
+
+async function signingKeyOf(priv: JWK): Promise<SigningKey> {
   const { d: _d, ...pub } = priv;
   const privateKey = await importJWK(priv, JWT_ALG);
   const publicKey = await importJWK(pub, JWT_ALG);

@@ -9,7 +9,14 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/access.js';
 import { ApiError } from '../errors.js';
-import { rejectUpgrade } from '../http/problem.js';
+import { rejectUpgrade, sendProblem } from '../http/problem.js';
+import {
+  forwardedAlready,
+  forwardToPeer,
+  forwardUpgradeToPeer,
+  type Holder,
+  type HolderDecision,
+} from '../http/peer-forward.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
@@ -48,6 +55,11 @@ export interface GatewayDeps {
    * should look now rather than at its next periodic check.
    */
   onSandboxDown?: (key: ResourceKey) => void;
+  /**
+   * In a cluster: which server holds the instances, and this server's node id. A data-plane request this server does
+   * not hold the instances for is sent there (peer.ts); absent, every request is served here.
+   */
+  holder?: Holder;
 }
 
 export interface Gateway {
@@ -94,6 +106,8 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     // Read when a target is idle, by which time the runtime is open (it says so in the log when it cannot freeze).
     canFreeze: () => driver.capabilities.freezer,
     targets: function* () {
+      // A server that does not hold the instances has nothing to freeze, and must not write their run state.
+      if (deps.holder && !('here' in deps.holder.decide())) return;
       yield* targets.values();
       if (workloads) yield* workloads.targets();
     },
@@ -143,9 +157,17 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const api = server.listeners('request')[0] as RequestListener | undefined;
   if (!api) throw new Error('the gateway must be started after the API created its HTTP server');
   server.removeListener('request', api);
+  /** Where a data-plane request is served: here unless a peer holds the instances (one sent on is served here). */
+  const where = (req: IncomingMessage): HolderDecision =>
+    deps.holder && !forwardedAlready(req) ? deps.holder.decide() : { here: true };
   const onRequest: RequestListener = (req, res) => {
     const a = parseAddress(req, parseCtx);
-    if (a && serves(a)) return void pipeline.serve(req, res, a);
+    if (a && serves(a)) {
+      const w = where(req);
+      if ('peer' in w) return forwardToPeer(req, res, w.peer, deps.holder?.self ?? '');
+      if ('unavailable' in w) return sendProblem(res, new ApiError('UNAVAILABLE', w.unavailable), req.url);
+      return void pipeline.serve(req, res, a);
+    }
     api.call(server, req, res);
   };
   server.on('request', onRequest);
@@ -159,6 +181,9 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
         rejectUpgrade(socket, new ApiError('NOT_FOUND', `no route for ${req.url}`));
       return;
     }
+    const w = where(req);
+    if ('peer' in w) return forwardUpgradeToPeer(req, socket, head, w.peer, deps.holder?.self ?? '');
+    if ('unavailable' in w) return rejectUpgrade(socket, new ApiError('UNAVAILABLE', w.unavailable));
     pipeline.upgrade(req, socket, head, a);
   };
   server.on('upgrade', onUpgrade);

@@ -1,7 +1,9 @@
-// Ordered schema migrations. Each runs once, in its own transaction, recorded in `schema_migrations`.
+// Ordered schema migrations, one list for both backends: each has its SQLite text (`sql`) and its PostgreSQL text
+// (`postgres`), runs once, in its own transaction, and is recorded in `schema_migrations` under the same id.
 export interface Migration {
   id: number;
   sql: string;
+  postgres: string;
 }
 
 export const MIGRATIONS: Migration[] = [
@@ -24,6 +26,30 @@ export const MIGRATIONS: Migration[] = [
         workspace TEXT NOT NULL,
         parent TEXT NOT NULL,
         name TEXT NOT NULL
+      );
+    `,
+    // Names compare bytewise (COLLATE "C") as in SQLite, so list order and the `after` cursor agree across backends.
+    // A change row carries the object as written (as it was, for a delete): the other servers' watchers get it
+    // from there. `seq` doubles as the resource version; a delete's row also keeps the version it deleted (`rv`).
+    postgres: `
+      CREATE TABLE resources (
+        kind TEXT COLLATE "C" NOT NULL,
+        workspace TEXT COLLATE "C" NOT NULL,
+        parent TEXT COLLATE "C" NOT NULL,
+        name TEXT COLLATE "C" NOT NULL,
+        rv BIGINT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (kind, workspace, parent, name)
+      );
+      CREATE TABLE changes (
+        seq BIGSERIAL PRIMARY KEY,
+        type TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        parent TEXT NOT NULL,
+        name TEXT NOT NULL,
+        rv BIGINT,
+        body TEXT NOT NULL
       );
     `,
   },

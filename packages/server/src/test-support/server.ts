@@ -31,6 +31,8 @@ export interface TestServerOptions {
   dataDir?: string;
   /** How the server resolves the names its outbound requests go to (a test playing a rebinding name). */
   outboundLookup?: Lookup;
+  /** The admin key of a shared database another server bootstrapped (a second server of a cluster). */
+  adminKey?: string;
 }
 
 export async function startTestServer(
@@ -47,7 +49,9 @@ export async function startTestServer(
   );
   const s = await startServer(config, { logStream, outboundLookup: opts.outboundLookup });
   const adminKey =
-    s.adminKey ?? (opts.dataDir ? readFileSync(join(dataDir, 'admin.key'), 'utf8').trim() : undefined);
+    s.adminKey ??
+    opts.adminKey ??
+    (opts.dataDir ? readFileSync(join(dataDir, 'admin.key'), 'utf8').trim() : undefined);
   if (!adminKey) throw new Error('a fresh data directory must yield an admin key');
   return {
     ...s,

@@ -1,0 +1,35 @@
+// GET /nodes (nodes.ts), described for the OpenAPI document.
+import { Type } from '@sinclair/typebox';
+import type { ExtraPaths } from './openapi-extra.js';
+
+const Node = Type.Object(
+  {
+    id: Type.String({ description: 'the node (server) id, BERTH_NODE_ID or made once per data dir' }),
+    address: Type.String({ description: 'where the other servers reach it' }),
+    region: Type.String(),
+    cores: Type.Integer(),
+    memoryMb: Type.Integer(),
+    instances: Type.Integer({ description: 'runtime instances it holds, as of its last heartbeat' }),
+    leads: Type.Array(Type.String(), { description: 'the roles it leads (e.g. `controllers`)' }),
+    epoch: Type.Integer({ description: 'bumped by each start of a server with this id' }),
+    startedAt: Type.String({ format: 'date-time' }),
+    heartbeatAt: Type.String({ format: 'date-time' }),
+    healthy: Type.Boolean({ description: 'it heartbeated within its lease and did not stop' }),
+    stopped: Type.Boolean({ description: 'it stopped cleanly' }),
+    self: Type.Boolean({ description: 'the server that answered' }),
+  },
+  { $id: 'ClusterNode' },
+);
+
+export const CLUSTER_PATHS: ExtraPaths = {
+  '/nodes': {
+    get: {
+      tag: 'Cluster',
+      operationId: 'listNodes',
+      summary:
+        "The cluster's servers with their capacity, load, the roles they lead and their health (admins of workspace `default`, the operator's, only)",
+      role: 'admin',
+      response: Type.Array(Node),
+    },
+  },
+};

@@ -1,0 +1,151 @@
+// One server of a cluster at a time leads a role (the controllers and sweeps, docs/decisions/056-cluster-postgres.md):
+// it holds a PostgreSQL advisory lock on a session of its own, so the lock ends with that session: a server killed
+// (its socket closes) or cut off from the database (TCP keepalives, and this side's own ping) frees it, and a waiting
+// server takes it within about a second. A leader that loses its session does not try to lead again in-process: it
+// is fenced (`onLost`; `berth serve` exits so its supervisor restarts it as a follower), because the role's parts
+// are not built to stop and start again and two leaders must not act at once. On SQLite the one server leads.
+import pg from 'pg';
+
+export interface Role {
+  /** Starts acting; called at most once. */
+  start(): Promise<void>;
+  /** Stops acting (on close, and when fenced). */
+  stop(): Promise<void>;
+}
+
+export interface Leadership {
+  /**
+   * Runs `role` once this server holds `name`'s lock (at once on SQLite). Resolves after the first try: with the role
+   * started when the lock was free, else at once (the role starts later, if this server ever takes the lock).
+   */
+  lead(name: string, role: Role): Promise<void>;
+  /** Names of the roles this server leads now. */
+  leads(): string[];
+  close(): Promise<void>;
+}
+
+export function soleLeadership(): Leadership {
+  const roles = new Map<string, { role: Role; started: Promise<void> }>();
+  return {
+    lead(name, role) {
+      const started = role.start();
+      roles.set(name, { role, started });
+      return started;
+    },
+    leads: () => [...roles.keys()],
+    async close() {
+      for (const r of roles.values()) {
+        await r.started.catch(() => undefined);
+        await r.role.stop();
+      }
+    },
+  };
+}
+
+export interface PostgresLeadershipOptions {
+  url: string;
+  /** How often a follower tries for the lock, and a leader checks its session. */
+  retryMs?: number;
+  /** The leader lost its session: it has stopped acting and must not act again. */
+  onLost: (name: string, err: unknown) => void;
+  warn: (err: unknown, msg: string) => void;
+  info: (msg: string) => void;
+}
+
+/** The role's lock key: one 64-bit advisory lock per name, in the database's own hash. */
+const LOCK_OF = "SELECT pg_try_advisory_lock(hashtextextended('berth leader ' || $1, 0)) AS held";
+
+export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
+  const retryMs = o.retryMs ?? 1000;
+  const held = new Set<string>();
+  const loops: Promise<void>[] = [];
+  let closing = false;
+  const wakeups = new Set<() => void>();
+  const sleep = () =>
+    new Promise<void>((r) => {
+      const t = setTimeout(done, retryMs);
+      function done() {
+        clearTimeout(t);
+        wakeups.delete(done);
+        r();
+      }
+      wakeups.add(done);
+    });
+
+  const session = async () => {
+    const c = new pg.Client({
+      connectionString: o.url,
+      keepAlive: true,
+      query_timeout: Math.max(5 * retryMs, 5000),
+    });
+    c.on('error', () => undefined); // seen as the next query's failure
+    await c.connect();
+    // The database notices a vanished server within a few seconds and frees its lock.
+    await c.query(
+      'SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3',
+    );
+    return c;
+  };
+
+  const run = async (name: string, role: Role, tried: () => void) => {
+    let c: pg.Client | undefined;
+    // Follower: try for the lock until it is ours or the server closes.
+    while (!closing) {
+      try {
+        c ??= await session();
+        if ((await c.query<{ held: boolean }>(LOCK_OF, [name])).rows[0].held) break;
+      } catch (err) {
+        o.warn(err, `could not try for the ${name} leadership; trying again`);
+        await c?.end().catch(() => undefined);
+        c = undefined;
+      }
+      tried();
+      await sleep();
+    }
+    if (closing || !c) {
+      await c?.end().catch(() => undefined);
+      tried();
+      return;
+    }
+    held.add(name);
+    o.info(`leading ${name}`);
+    let lost: unknown;
+    const started = role.start();
+    started.then(tried, (err) => {
+      // A leader that cannot act must not keep the lock from a server that can: it ends as a lost one does.
+      lost = err;
+      tried();
+      for (const w of wakeups) w();
+    });
+    // Leader: the session must stay up; a failed ping means the lock may be someone else's already.
+    while (!closing && lost === undefined) {
+      await sleep();
+      if (closing || lost !== undefined) break;
+      try {
+        await c.query('SELECT 1');
+      } catch (err) {
+        lost = err;
+        break;
+      }
+    }
+    held.delete(name);
+    await started.catch((err) => o.warn(err, `the ${name} role failed to start`));
+    await role.stop().catch((err) => o.warn(err, `the ${name} role failed to stop`));
+    await c.end().catch(() => undefined);
+    if (lost !== undefined) o.onLost(name, lost);
+  };
+
+  return {
+    lead(name, role) {
+      return new Promise<void>((tried) => {
+        loops.push(run(name, role, tried));
+      });
+    },
+    leads: () => [...held],
+    async close() {
+      closing = true;
+      for (const w of wakeups) w();
+      await Promise.all(loops);
+    },
+  };
+}

@@ -1,0 +1,250 @@
+// The servers of a cluster (docs/decisions/056-cluster-postgres.md): each registers itself in the shared database with
+// what it offers (peer address, region, cores, memory) and what it holds (instances, the roles it leads), and keeps a
+// lease by a heartbeat. A node whose lease lapsed is reported unhealthy. Times are the database's (`now()`), so the
+// servers' clocks need not agree. On SQLite there is one server, and the list is this one.
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+export interface NodeSelf {
+  id: string;
+  /** Where the other servers reach this one (its peer address). */
+  address: string;
+  region: string;
+  cores: number;
+  memoryMb: number;
+}
+
+export interface NodeView extends NodeSelf {
+  /** Runtime instances it holds (sandboxes, replicas, tasks, builds), as of its last heartbeat. */
+  instances: number;
+  /** The roles it leads (leadership.ts), as of its last heartbeat. */
+  leads: string[];
+  /** Bumped by each start of a server with this id: a server that finds a newer one is not this node any more. */
+  epoch: number;
+  startedAt: string;
+  heartbeatAt: string;
+  /** Its lease holds: it heartbeated within its lease and did not stop. */
+  healthy: boolean;
+  /** It stopped cleanly (a restart brings it back). */
+  stopped: boolean;
+}
+
+export interface Nodes {
+  readonly self: NodeSelf;
+  list(): Promise<NodeView[]>;
+  /** Heartbeats now (the roles led changed: the other servers learn it without waiting a beat). */
+  beat(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface NodesOptions {
+  self: NodeSelf;
+  /** What the heartbeat reports. */
+  instances: () => Promise<number>;
+  leads: () => string[];
+  /** A node not heard from for this long is unhealthy (BERTH_NODE_LEASE_S). */
+  leaseMs: number;
+  warn: (err: unknown, msg: string) => void;
+}
+
+const SCHEMA_LOCK = 0x62657274_0003n;
+
+/** The node's id: BERTH_NODE_ID, else one made once per data dir (`<host>-<random>`), kept in `<dataDir>/node-id`. */
+export function nodeId(dataDir: string, configured?: string): string {
+  if (configured) return configured;
+  const file = join(dataDir, 'node-id');
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const host = hostname()
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, '-')
+    .slice(0, 40);
+  const id = `${host}-${randomBytes(3).toString('hex')}`;
+  writeFileSync(file, `${id}\n`, { mode: 0o600, flag: 'wx' });
+  return id;
+}
+
+/**
+ * The nodes other than `self` whose last heartbeat said they led `role`: read by a server that has just taken the
+ * lead, they are the ones that held what it now takes over (a node that stopped cleanly cleared its roles). Their
+ * claim is cleared as it is read, so no server sends requests there, and the next takeover does not name them again.
+ */
+export async function formerLeaders(url: string, role: string, self: string): Promise<string[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ id: string }>(
+      `UPDATE nodes SET leads = array_to_string(array_remove(string_to_array(leads, ','), $2), ',')
+       WHERE id <> $1 AND $2 = ANY (string_to_array(leads, ',')) RETURNING id`,
+      [self, role],
+    );
+    return rows.map((r) => r.id).sort();
+  } catch (err) {
+    // No nodes table yet: the first server of a new cluster.
+    if ((err as { code?: string }).code === '42P01') return [];
+    throw err;
+  } finally {
+    await c.end();
+  }
+}
+
+/** The one server of an SQLite store. */
+export function localNodes(o: NodesOptions): Nodes {
+  const startedAt = new Date().toISOString();
+  return {
+    self: o.self,
+    async list() {
+      return [
+        {
+          ...o.self,
+          instances: await o.instances(),
+          leads: o.leads(),
+          epoch: 1,
+          startedAt,
+          heartbeatAt: new Date().toISOString(),
+          healthy: true,
+          stopped: false,
+        },
+      ];
+    },
+    async beat() {},
+    async close() {},
+  };
+}
+
+interface NodeRow {
+  id: string;
+  address: string;
+  region: string;
+  cores: number;
+  memory_mb: number;
+  instances: number;
+  leads: string;
+  epoch: number;
+  started_at: Date;
+  heartbeat_at: Date;
+  healthy: boolean;
+  stopped: boolean;
+}
+
+/** Registers this server in the database's `nodes` table and heartbeats until closed. */
+export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes> {
+  const pool = new pg.Pool({ connectionString: url, max: 2, keepAlive: true });
+  pool.on('error', (err) =>
+    o.warn(err, 'a PostgreSQL connection of the node registry failed; it is replaced'),
+  );
+  const c = await pool.connect();
+  let epoch: number;
+  try {
+    await c.query('BEGIN');
+    await c.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
+    await c.query(`CREATE TABLE IF NOT EXISTS nodes (
+      id TEXT PRIMARY KEY,
+      address TEXT NOT NULL,
+      region TEXT NOT NULL,
+      cores INTEGER NOT NULL,
+      memory_mb BIGINT NOT NULL,
+      instances INTEGER NOT NULL,
+      leads TEXT NOT NULL,
+      epoch BIGINT NOT NULL,
+      lease_ms INTEGER NOT NULL,
+      started_at TIMESTAMPTZ NOT NULL,
+      heartbeat_at TIMESTAMPTZ NOT NULL,
+      stopped BOOLEAN NOT NULL
+    )`);
+    const { rows } = await c.query<{ epoch: string }>(
+      `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped)
+       VALUES ($1, $2, $3, $4, $5, 0, $7, 1, $6, now(), now(), false)
+       ON CONFLICT (id) DO UPDATE SET address = $2, region = $3, cores = $4, memory_mb = $5, instances = 0, leads = $7,
+         epoch = nodes.epoch + 1, lease_ms = $6, started_at = now(), heartbeat_at = now(), stopped = false
+       RETURNING epoch`,
+      [
+        o.self.id,
+        o.self.address,
+        o.self.region,
+        o.self.cores,
+        o.self.memoryMb,
+        o.leaseMs,
+        o.leads().join(','),
+      ],
+    );
+    epoch = Number(rows[0].epoch);
+    await c.query('COMMIT');
+  } catch (e) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    c.release();
+    await pool.end();
+    throw e;
+  }
+  c.release();
+  let beating = Promise.resolve();
+  let superseded = false;
+  const beat = async () => {
+    try {
+      const r = await pool.query(
+        'UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = $4 WHERE id = $1 AND epoch = $2',
+        [o.self.id, epoch, await o.instances(), o.leads().join(',')],
+      );
+      // Another server started with this node's id (a copied data dir, or a second process on it).
+      if (r.rowCount === 0 && !superseded) {
+        superseded = true;
+        o.warn(
+          undefined,
+          `node ${o.self.id} was registered again by another server: this one no longer heartbeats`,
+        );
+      }
+    } catch (err) {
+      o.warn(err, 'could not renew the node lease');
+    }
+  };
+  const timer = setInterval(
+    () => {
+      beating = beating.then(beat);
+    },
+    Math.max(200, Math.floor(o.leaseMs / 4)),
+  );
+  timer.unref();
+  return {
+    self: o.self,
+    beat() {
+      beating = beating.then(beat);
+      return beating;
+    },
+    async list() {
+      const { rows } = await pool.query<NodeRow>(
+        `SELECT id, address, region, cores, memory_mb::float8 AS memory_mb, instances, leads, epoch::float8 AS epoch,
+           started_at, heartbeat_at, stopped,
+           (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy
+         FROM nodes ORDER BY id`,
+      );
+      return rows.map((r) => ({
+        id: r.id,
+        address: r.address,
+        region: r.region,
+        cores: r.cores,
+        memoryMb: r.memory_mb,
+        instances: r.instances,
+        leads: r.leads ? r.leads.split(',') : [],
+        epoch: r.epoch,
+        startedAt: r.started_at.toISOString(),
+        heartbeatAt: r.heartbeat_at.toISOString(),
+        healthy: r.healthy,
+        stopped: r.stopped,
+      }));
+    },
+    async close() {
+      clearInterval(timer);
+      await beating;
+      await pool
+        .query("UPDATE nodes SET stopped = true, leads = '' WHERE id = $1 AND epoch = $2", [o.self.id, epoch])
+        .catch((err) => o.warn(err, 'could not mark the node stopped'));
+      await pool.end();
+    },
+  };
+}

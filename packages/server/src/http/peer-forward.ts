@@ -1,0 +1,123 @@
+// Requests sent on to the server of the cluster that holds the instances (docs/decisions/056-cluster-postgres.md): the
+// gateway's data-plane requests, and the API routes that read or write what lies on that server (uploaded code, logs,
+// images, replicas):
+// the request goes as it came — method, path, Host, the caller's own credential — so the peer resolves the address
+// and judges the credential exactly as if the caller had asked it. A peer is trusted with nothing: the one header
+// added, `x-berth-forwarded-by`, only stops a request from being sent on twice, and a caller who sets it merely has
+// its request served where it arrived. Bodies stream both ways; an upgrade is piped as bytes.
+import { Agent, type IncomingMessage, request, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.js';
+import { HOP_BY_HOP } from './hop-by-hop.js';
+import { rejectUpgrade, sendProblem } from './problem.js';
+
+export const FORWARDED_BY = 'x-berth-forwarded-by';
+
+/** Where a request is served: here, at the peer holding the instances, or nowhere yet (no server holds them). */
+export type HolderDecision = { here: true } | { peer: URL } | { unavailable: string };
+
+/** The cluster's holder of instances as a server sees it, and this server's node id. */
+export interface Holder {
+  decide(): HolderDecision;
+  self: string;
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+/** Hop-by-hop headers, and `expect` (the body is piped at once, not after a 100 Continue). */
+const DROPPED = new Set([...HOP_BY_HOP, 'expect']);
+
+/** Sent on already (by a peer that judged it is not the holder): never again, or two servers could loop it. */
+export const forwardedAlready = (req: IncomingMessage) => req.headers[FORWARDED_BY] !== undefined;
+
+export function forwardToPeer(req: IncomingMessage, res: ServerResponse, peer: URL, self: string): void {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, v] of Object.entries(req.headers))
+    if (v !== undefined && !DROPPED.has(name)) headers[name] = v;
+  headers[FORWARDED_BY] = self;
+  const addr = req.socket.remoteAddress;
+  if (addr)
+    headers['x-forwarded-for'] = req.headers['x-forwarded-for']
+      ? `${req.headers['x-forwarded-for']}, ${addr}`
+      : addr;
+  const up = request(
+    { host: peer.hostname, port: peer.port, method: req.method, path: req.url, headers, agent },
+    (answer) => {
+      const raw: string[] = [];
+      for (let i = 0; i < answer.rawHeaders.length; i += 2)
+        if (!DROPPED.has(answer.rawHeaders[i].toLowerCase()))
+          raw.push(answer.rawHeaders[i], answer.rawHeaders[i + 1]);
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, raw);
+      answer.pipe(res);
+      answer.on('error', () => res.destroy());
+    },
+  );
+  up.on('error', (err) =>
+    sendProblem(
+      res,
+      new ApiError(
+        'BAD_GATEWAY',
+        `the server holding this address (${peer.host}) could not be reached: ${err.message}`,
+      ),
+      req.url,
+    ),
+  );
+  res.on('close', () => {
+    if (!res.writableFinished) up.destroy();
+  });
+  req.pipe(up);
+}
+
+export function forwardUpgradeToPeer(
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  peer: URL,
+  self: string,
+) {
+  const up = connect(Number(peer.port || 80), peer.hostname);
+  let lines = `${req.method} ${req.url} HTTP/1.1\r\n`;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i].toLowerCase() === FORWARDED_BY || /[\r\n]/.test(req.rawHeaders[i + 1])) continue;
+    lines += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
+  }
+  lines += `${FORWARDED_BY}: ${self}\r\n\r\n`;
+  let connected = false;
+  up.once('connect', () => {
+    connected = true;
+    up.write(lines);
+    if (head.length) up.write(head);
+    up.pipe(socket);
+    socket.pipe(up);
+  });
+  up.on('error', (err) => {
+    if (!connected)
+      rejectUpgrade(
+        socket,
+        new ApiError(
+          'BAD_GATEWAY',
+          `the server holding this address (${peer.host}) could not be reached: ${err.message}`,
+        ),
+      );
+    else socket.destroy();
+  });
+  socket.on('error', () => up.destroy());
+  socket.on('close', () => up.destroy());
+  up.on('close', () => socket.destroy());
+}
+
+/**
+ * A Fastify onRequest hook for API routes whose state lies on the holder's machine: on another server, the request
+ * is sent there before its body is read.
+ */
+export function forwardHeldRoutes(holder: Holder | undefined) {
+  return async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!holder || forwardedAlready(req.raw)) return;
+    const w = holder.decide();
+    if ('here' in w) return;
+    if ('unavailable' in w) throw new ApiError('UNAVAILABLE', w.unavailable);
+    reply.hijack();
+    forwardToPeer(req.raw, reply.raw, w.peer, holder.self);
+  };
+}

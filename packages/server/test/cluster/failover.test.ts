@@ -1,0 +1,227 @@
+// Two `berth serve` processes on one PostgreSQL database: both register as nodes with a lease, one leads the
+// controllers, a change written through the follower is acted on by the leader; after a kill -9 of the leader the
+// other takes the lead within seconds and acts, and the dead node is shown unhealthy once its lease lapses.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
+import { testPostgres } from '../../src/test-support/store-drivers.js';
+import { newTenant } from '../../src/test-support/tenants.js';
+import type { TestServer } from '../../src/test-support/server.js';
+import { berth } from '../berth-cli.js';
+import { serve, stopped } from '../serve-process.js';
+
+interface Proc {
+  child: ChildProcess;
+  url: string;
+  dir: string;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('a cluster of two servers on PostgreSQL', () => {
+  const env: Record<string, string> = {
+    BERTH_MASTER_KEY: randomBytes(32).toString('base64'),
+    BERTH_NODE_LEASE_S: '2',
+    // The one address in front of the cluster: the issuer of its tokens, whichever server signs them.
+    BERTH_PUBLIC_URL: 'http://berth.cluster.test',
+  };
+  let a: Proc;
+  let b: Proc;
+  let key: string;
+  const start = async (name: string) => {
+    const dir = mkdtempSync(join(tmpdir(), `berth-cluster-${name}-`));
+    const p = await serve(dir, { ...env, BERTH_NODE_ID: name });
+    return { ...p, dir };
+  };
+  const api = (p: Proc, path: string, init: RequestInit & { json?: unknown; key?: string } = {}) =>
+    fetch(`${p.url}/v0${path}`, {
+      ...init,
+      headers: {
+        ...(init.headers as Record<string, string>),
+        authorization: `Bearer ${init.key ?? key}`,
+        'content-type': 'application/json',
+      },
+      body: init.json === undefined ? undefined : JSON.stringify(init.json),
+    });
+  const nodes = async (p: Proc) => {
+    const r = await api(p, '/nodes');
+    assert.equal(r.status, 200);
+    return (await r.json()) as any[];
+  };
+  /** Polls the model until the controllers have judged it (no connection: FAILED with the reason). */
+  const judged = async (p: Proc, name: string) => {
+    for (let i = 0; i < 200; i++) {
+      const m = await (await api(p, `/models/${name}`)).json();
+      if (m.status === 'FAILED') return m;
+      await sleep(50);
+    }
+    assert.fail(`model ${name} was never judged by a controller`);
+  };
+  const createModel = async (p: Proc, name: string) => {
+    const r = await api(p, '/models', {
+      method: 'POST',
+      json: { metadata: { name }, spec: { runtime: { type: 'openai', model: 'x' } } },
+    });
+    assert.equal(r.status, 200, await r.text());
+  };
+
+  before(async () => {
+    env.BERTH_DATABASE_URL = await (await testPostgres()).database();
+    a = await start('node-a');
+    key = readFileSync(join(a.dir, 'admin.key'), 'utf8').trim();
+    b = await start('node-b');
+  });
+  after(async () => {
+    for (const p of [a, b]) {
+      if (!p) continue;
+      if (p.child.exitCode === null && p.child.signalCode === null) {
+        p.child.kill('SIGTERM');
+        await stopped(p.child);
+      }
+      await removeSandboxesIn(p.dir);
+      rmSync(p.dir, { recursive: true, force: true });
+    }
+  });
+
+  it('lists both nodes, healthy, the first leading the controllers; `berth get nodes` shows them', async () => {
+    const list = await nodes(b);
+    assert.deepEqual(
+      list.map((n) => [n.id, n.healthy, n.leads, n.self]),
+      [
+        ['node-a', true, ['controllers'], false],
+        ['node-b', true, [], true],
+      ],
+    );
+    assert.equal(list[0].address, a.url);
+    assert.ok(list[0].cores > 0 && list[0].memoryMb > 0);
+    const cli = await berth({ url: b.url, adminKey: key }, ['get', 'nodes']);
+    assert.equal(cli.code, 0, cli.out);
+    assert.match(cli.stdout, /node-a\s+Ready\s+local\s+\d+\s+\d+ MB\s+\d+\s+controllers/);
+    assert.match(cli.stdout, /node-b \(this\)\s+Ready/);
+  });
+
+  it("refuses the node list to a tenant's admin", async () => {
+    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
+    const t = await newTenant(server as unknown as TestServer, 'tenant-nodes');
+    const r = await api(b, '/nodes', { key: t.key });
+    assert.equal(r.status, 403);
+    assert.match((await r.json()).detail, /admins of workspace default/);
+  });
+
+  it('accepts on one server an access token the other issued', async () => {
+    const sa = await (
+      await api(a, '/service_accounts', { method: 'POST', json: { name: 'ci', role: 'member' } })
+    ).json();
+    const r = await fetch(`${a.url}/v0/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        grant_type: 'client_credentials',
+        client_id: sa.client_id,
+        client_secret: sa.client_secret,
+      }),
+    });
+    const t = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(t));
+    const onB = await api(b, '/policies', { key: t.access_token });
+    assert.equal(onB.status, 200, await onB.text());
+  });
+
+  it("acts on a change written through the follower: the leader's controllers judge it", async () => {
+    await createModel(b, 'through-b');
+    await judged(a, 'through-b');
+  });
+
+  it('runs a sandbox created through the follower on the leader, and answers its address through either server', async () => {
+    const r = await api(b, '/sandboxes', {
+      method: 'POST',
+      json: { metadata: { name: 'sbx-cluster' }, spec: { runtime: { memory: 256 } } },
+    });
+    const sb = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(sb));
+    assert.equal(sb.status, 'DEPLOYED');
+    for (const p of [b, a]) {
+      const run = await fetch(`${p.url}/run/default/sandboxes/sbx-cluster/process`, {
+        method: 'POST',
+        headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ command: 'echo -n $((6 * 7))', waitForCompletion: true }),
+      });
+      const out = await run.json();
+      assert.equal(run.status, 200, JSON.stringify(out));
+      assert.equal(out.stdout, '42');
+    }
+    // What only the holder knows (the runtime's view of the sandbox) answers through the follower too.
+    const debug = await (await api(b, '/sandboxes/sbx-cluster/debug')).json();
+    assert.equal(debug.instances[0]?.state, 'running', JSON.stringify(debug));
+    // The follower sent its request on: it holds nothing, the leader holds the sandbox.
+    for (let i = 0; i < 100 && (await nodes(b)).find((n) => n.id === 'node-a')?.instances === 0; i++)
+      await sleep(100);
+    const list = await nodes(b);
+    assert.ok(list.find((n) => n.id === 'node-a')?.instances >= 1, JSON.stringify(list));
+    assert.equal(list.find((n) => n.id === 'node-b')?.instances, 0);
+  });
+
+  it("refuses another tenant's sandbox address through the follower as the leader does", async () => {
+    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
+    const t = await newTenant(server as unknown as TestServer, 'tenant-sbx');
+    for (const p of [b, a]) {
+      const run = await fetch(`${p.url}/run/default/sandboxes/sbx-cluster/process`, {
+        method: 'POST',
+        headers: { 'x-blaxel-authorization': `Bearer ${t.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ command: 'id', waitForCompletion: true }),
+      });
+      assert.ok(
+        [403, 404].includes(run.status),
+        `${run.status} through ${p === a ? 'the leader' : 'the follower'}`,
+      );
+    }
+  });
+
+  it('after a kill -9 of the leader the other server leads and acts, and the dead node turns unhealthy', async () => {
+    a.child.kill('SIGKILL');
+    await stopped(a.child);
+    const killedAt = Date.now();
+    let list = await nodes(b);
+    for (let i = 0; i < 200 && !list.find((n) => n.id === 'node-b')?.leads.includes('controllers'); i++) {
+      await sleep(50);
+      list = await nodes(b);
+    }
+    const tookOver = Date.now() - killedAt;
+    assert.deepEqual(list.find((n) => n.id === 'node-b')?.leads, ['controllers'], 'node-b took the lead');
+    process.stdout.write(`# failover after kill -9: ${tookOver} ms\n`);
+    await createModel(b, 'after-failover');
+    await judged(b, 'after-failover');
+    // The sandbox ran on the dead node: its event says so, naming the node, and the new leader starts it afresh.
+    const sb = await (await api(b, '/sandboxes/sbx-cluster')).json();
+    const lost = sb.events.find((e: any) => e.message.startsWith('lost:'));
+    assert.match(
+      lost?.message ?? JSON.stringify(sb.events),
+      /node node-a, which ran this sandbox, stopped.*Node node-b starts it again/,
+    );
+    for (let i = 0; i < 100; i++) {
+      const run = await fetch(`${b.url}/run/default/sandboxes/sbx-cluster/process`, {
+        method: 'POST',
+        headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ command: 'echo -n again', waitForCompletion: true }),
+      });
+      const out = await run.json();
+      if (run.status === 200) {
+        assert.equal(out.stdout, 'again');
+        break;
+      }
+      assert.ok(i < 99, JSON.stringify(out));
+      await sleep(100);
+    }
+    for (let i = 0; i < 100 && list.find((n) => n.id === 'node-a')?.healthy; i++) {
+      await sleep(100);
+      list = await nodes(b);
+    }
+    assert.equal(list.find((n) => n.id === 'node-a')?.healthy, false, 'the dead node is unhealthy');
+    assert.equal(list.find((n) => n.id === 'node-b')?.healthy, true);
+  });
+});
