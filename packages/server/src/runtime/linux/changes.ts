@@ -9,12 +9,12 @@ import { upperDir } from './disk.js';
 
 const XATTRS = ['--xattrs', '--xattrs-include=trusted.overlay.opaque'];
 
-/** Copies the upper of the root overlay of the layer `rwDir` into the empty directory `dest`. */
-export async function copyChanges(rwDir: string, dest: string): Promise<void> {
+/** Copies the upper of the overlay `overlay` (the root's by default) of the layer `rwDir` into the empty directory `dest`. */
+export async function copyChanges(rwDir: string, dest: string, overlay = 'root'): Promise<void> {
   mkdirSync(dest, { recursive: true, mode: 0o755 });
   if (readdirSync(dest).length) throw new Error(`${dest} is not empty`);
   await pipeTar(
-    ['-C', upperDir(rwDir, 'root'), ...XATTRS, '--numeric-owner', '-cf', '-', '.'],
+    ['-C', upperDir(rwDir, overlay), ...XATTRS, '--numeric-owner', '-cf', '-', '.'],
     ['-C', dest, ...XATTRS, '--no-same-owner', '--same-permissions', '-xf', '-'],
   );
 }
