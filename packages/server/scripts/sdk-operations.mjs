@@ -22,11 +22,6 @@ export const PENDING = [
     why: 'Applications, once the server refactor of issue 23 lands',
   },
   { prefix: '/customdomains', issue: 31, why: 'custom domains, after Applications' },
-  { prefix: '/snapshots', issue: 27, why: 'snapshots and fork' },
-  { prefix: '/sandboxes/{}/snapshots', issue: 27, why: 'snapshots and restore' },
-  { prefix: '/sandboxes/{}/fork', issue: 27, why: 'fork' },
-  { prefix: '/sandboxes/{}/archive', issue: 27, why: 'archive' },
-  { prefix: '/sandboxes/{}/unarchive', issue: 27, why: 'unarchive' },
 ];
 
 const METHODS = ['get', 'post', 'put', 'delete', 'patch'];

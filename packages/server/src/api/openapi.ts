@@ -11,6 +11,7 @@ import type { Problem as WireProblem } from '../errors.js';
 import { bareInEveryVersion, LIST_ENVELOPE_SINCE } from './api-version.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
 import { IMAGE_PATHS } from './openapi-images.js';
+import { SNAPSHOT_PATHS } from './openapi-snapshots.js';
 import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { debugPaths } from './debug-report.js';
@@ -406,6 +407,7 @@ export function buildOpenApiDocument(
     ...SERVICE_PATHS,
     ...debugPaths(kinds),
     ...IMAGE_PATHS,
+    ...SNAPSHOT_PATHS,
   },
 ) {
   const c = new SchemaCollector();
