@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { readdirSync } from 'node:fs';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
+import { newTenant } from '../../src/test-support/tenants.js';
 import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
 const resultOf = (stdout: string) => {
@@ -107,5 +109,76 @@ describe('@blaxel/core snapshots, restore, fork and archive', () => {
 
   it('20 rounds of writes, snapshot, more writes and restore come back byte for byte', () => {
     assert.deepEqual(held.cycles, { rounds: 20, bad: [] });
+  });
+
+  it('another workspace reaches neither a sandbox’s snapshots nor a snapshot: 404 for each, nothing made', async () => {
+    await server.create('snp-owner');
+    const mine = await server.api('/sandboxes/snp-owner/snapshots', {
+      method: 'POST',
+      json: { name: 'own' },
+    });
+    assert.equal(mine.status, 200);
+    const id = (await mine.json()).id;
+    const b = await newTenant(server, 'snp-intruder');
+    const asB = (path: string, method = 'GET', json?: unknown) =>
+      server.api(path, { method, key: b.key, ...(json !== undefined ? { json } : {}) });
+    const tries: [string, string, unknown?][] = [
+      ['/sandboxes/snp-owner/snapshots', 'GET'],
+      ['/sandboxes/snp-owner/snapshots', 'POST', { name: 'stolen' }],
+      [`/sandboxes/snp-owner/snapshots/${id}/restore`, 'POST'],
+      [`/sandboxes/snp-owner/snapshots/${id}`, 'DELETE'],
+      ['/sandboxes/snp-owner/fork', 'POST', { targetName: 'stolen', targetType: 'sandbox' }],
+      ['/sandboxes/snp-owner/archive', 'POST'],
+      ['/snapshots', 'POST', { name: 'stolen', source: { name: 'snp-owner' } }],
+      [`/snapshots/${id}`, 'GET'],
+      ['/snapshots/own', 'GET'],
+      [`/snapshots/${id}/fork`, 'POST', { targetName: 'stolen', targetType: 'sandbox' }],
+      [`/snapshots/${id}`, 'DELETE'],
+    ];
+    for (const [path, method, json] of tries)
+      assert.equal((await asB(path, method, json)).status, 404, `${method} ${path}`);
+    const listed = await (await asB('/snapshots')).json();
+    assert.deepEqual(listed.length ?? listed.data.length, 0);
+    const viaHeader = await server.api(`/snapshots/${id}`, {
+      key: b.key,
+      headers: { 'x-service-workspace': 'default' },
+    });
+    assert.equal(viaHeader.status, 404, 'naming A’s workspace, of which B is no member, is a 404 too');
+    assert.equal((await asB('/sandboxes/stolen')).status, 404);
+    assert.equal((await server.api('/sandboxes/stolen')).status, 404);
+    assert.equal((await server.api(`/snapshots/${id}`)).status, 200, 'A’s snapshot is still there');
+  });
+
+  it('10 forks at once of one snapshot all run, share its layer (no copy each) and none sees another’s writes', async () => {
+    const snap = await (
+      await server.api('/sandboxes/snp-owner/snapshots', { method: 'POST', json: { name: 'for-forks' } })
+    ).json();
+    const layersDir = join(server.dataDir, 'snapshots', 'workspaces', 'default', 'layers');
+    const layersBefore = readdirSync(layersDir).length;
+    const names = Array.from({ length: 10 }, (_, i) => `snp-par-${i}`);
+    const answers = await Promise.all(
+      names.map((n) =>
+        server.api(`/snapshots/${snap.id}/fork`, {
+          method: 'POST',
+          json: { targetName: n, targetType: 'sandbox' },
+        }),
+      ),
+    );
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      names.map(() => 200),
+    );
+    const sh = async (name: string, command: string) => {
+      const res = await server.run(`${server.url}/run/default/sandboxes/${name}/process`, {
+        method: 'POST',
+        json: { command, waitForCompletion: true },
+      });
+      return ((await res.json()).stdout ?? '').trim();
+    };
+    await Promise.all(names.map((n) => sh(n, `echo ${n} > /home/user/who`)));
+    const seen = await Promise.all(names.map((n) => sh(n, 'cat /home/user/who')));
+    assert.deepEqual(seen, names);
+    assert.equal(readdirSync(layersDir).length, layersBefore, 'no layer was added or copied per fork');
+    await Promise.all(names.map((n) => server.api(`/sandboxes/${n}`, { method: 'DELETE' })));
   });
 });
