@@ -8,7 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import { readdirSync } from 'node:fs';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { newTenant } from '../../src/test-support/tenants.js';
-import { type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
+import { sandboxId } from '../../src/runtime/sandbox-id.js';
+import { inspectingDriver, type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 
 const resultOf = (stdout: string) => {
   const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
@@ -180,5 +181,34 @@ describe('@blaxel/core snapshots, restore, fork and archive', () => {
     assert.deepEqual(seen, names);
     assert.equal(readdirSync(layersDir).length, layersBefore, 'no layer was added or copied per fork');
     await Promise.all(names.map((n) => server.api(`/sandboxes/${n}`, { method: 'DELETE' })));
+  });
+
+  it('an archived sandbox has no instance; a request to it is a 409 saying how to unarchive, not a wake-up', async () => {
+    await server.create('snp-arch');
+    const url = `${server.url}/run/default/sandboxes/snp-arch/process`;
+    const cmd = { command: 'echo kept > /home/user/k', waitForCompletion: true };
+    assert.equal((await server.run(url, { method: 'POST', json: cmd })).status, 200);
+    assert.equal((await server.api('/sandboxes/snp-arch/archive', { method: 'POST' })).status, 200);
+    await server.waitFor('snp-arch', (b) => b.status === 'ARCHIVED', 'ARCHIVED');
+    const driver = await inspectingDriver(server.dataDir);
+    try {
+      assert.equal(await driver.inspect(sandboxId('default', 'snp-arch')), undefined, 'its instance is gone');
+    } finally {
+      await driver.close();
+    }
+    const refused = await server.run(url, {
+      method: 'POST',
+      json: { command: 'true', waitForCompletion: true },
+    });
+    assert.equal(refused.status, 409);
+    assert.match((await refused.json()).detail, /unarchive/);
+    assert.equal((await server.api('/sandboxes/snp-arch/archive', { method: 'POST' })).status, 409);
+    assert.equal((await server.api('/sandboxes/snp-arch/unarchive', { method: 'POST' })).status, 200);
+    await server.waitFor('snp-arch', (b) => b.status === 'DEPLOYED', 'DEPLOYED');
+    const back = await server.run(url, {
+      method: 'POST',
+      json: { command: 'cat /home/user/k', waitForCompletion: true },
+    });
+    assert.equal((await back.json()).stdout.trim(), 'kept');
   });
 });
