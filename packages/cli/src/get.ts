@@ -52,6 +52,7 @@ export function registerGet(program: Command) {
         return (await import('./jobs.js')).getExecutions(job, format);
       }
       if (/^quotas?$/.test(kindName)) return (await import('./quotas.js')).getQuotas(format);
+      if (/^snapshots?$/.test(kindName)) return (await import('./snapshots.js')).getSnapshots(name, format);
       if (/^revisions?$/.test(kindName)) {
         if (!name || typeof job !== 'string')
           throw new Error('usage: berth get revisions agent|function <name>');
