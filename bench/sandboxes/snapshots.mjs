@@ -13,7 +13,7 @@ const SIZES_MB = [10, 100, 1000];
 const du = (dir) => Number(execFileSync('du', ['-s', '-B1', dir]).toString().split('\t')[0]);
 
 export async function benchSnapshots() {
-  const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: '600' });
+  const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: '600', BERTH_QUOTA_MEMORY_MB: '1000000' });
   const exec = async (name, command) => {
     const p = await berth.call('POST', `${berth.sandboxPath(name)}/process`, {
       command,

@@ -54,7 +54,7 @@ test('a capture cut short by SIGKILL leaves no snapshot; one taken before surviv
     const kept = await c.call('/v0/sandboxes/kept/snapshots', 'POST', { name: 'kept' });
     assert.equal(kept.status, 200, JSON.stringify(kept.body));
     // Enough that the copy takes a while: the kill lands while it is under way.
-    await c.sh('kept', 'head -c 400000000 /dev/urandom > /tmp/big; echo after > /home/user/mark');
+    await c.sh('kept', 'head -c 200000000 /dev/urandom > /tmp/big; echo after > /home/user/mark');
     const tmp = join(dataDir, 'snapshots', 'workspaces', 'default', 'tmp');
     const capture = c.call('/v0/sandboxes/kept/snapshots', 'POST', { name: 'half' }).catch(() => undefined);
     for (let i = 0; i < 400 && !(existsSync(tmp) && readdirSync(tmp).length); i++) await sleep(5);

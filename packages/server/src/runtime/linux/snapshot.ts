@@ -1,16 +1,22 @@
-// A snapshot layer (decision 053): what a running sandbox wrote over its root, copied while its cgroup is frozen so
-// the copy is one instant of it (no process writes half a file into it), then thawed. Its processes, their open
-// connections and requests keep going: a request arriving meanwhile waits for the thaw (RUNTIME-FACTS.md). The
-// writable layer is a tmpfs and the data dir another filesystem, so the copy is bytes (no reflink across them):
-// the pause grows with what the sandbox wrote, and is measured by bench/sandboxes.
-import { existsSync, readdirSync } from 'node:fs';
+// A snapshot layer (decision 053): what a running sandbox wrote over its root, copied so that the copy is one instant
+// of it. The writable layer is a tmpfs and the data dir another filesystem, so the copy is bytes (no reflink across
+// them). To keep the sandbox's pause short whatever it wrote, the copy is done twice: first in full while the
+// sandbox runs, then, with its cgroup frozen (no process can write), only what changed since the first began (by
+// ctime) is copied again and what went is removed. The pause is that catch-up: a walk of the layer plus the bytes
+// written meanwhile. Processes, their connections and requests keep going; a request arriving during the pause
+// waits for the thaw (RUNTIME-FACTS.md).
+import { existsSync, lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { copyChanges } from './changes.js';
 import type { SandboxCgroup } from './cgroup.js';
+import { copyChanges, copyEntries } from './changes.js';
+import { upperDir } from './disk.js';
+
+/** Taken off the start of the full copy: the kernel's ctime clock is coarse (a tick), so a margin makes sure. */
+const CTIME_MARGIN_MS = 1000;
 
 /**
- * Copies the upper of each overlay of the writable layer `rwDir` to `dest/<overlay>`, the sandbox frozen meanwhile
- * (one already frozen, in standby, stays frozen). Resolves with the time it was paused.
+ * Copies the upper of each overlay of the writable layer `rwDir` to `dest/<overlay>`, the sandbox frozen only for the
+ * catch-up (one already frozen, in standby, stays frozen). Resolves with the time it was paused.
  */
 export async function captureLayer(
   cg: SandboxCgroup,
@@ -19,13 +25,55 @@ export async function captureLayer(
 ): Promise<{ pausedMs: number }> {
   const ovl = join(rwDir, 'ovl');
   const overlays = existsSync(ovl) ? readdirSync(ovl) : [];
+  const since = BigInt(Date.now() - CTIME_MARGIN_MS) * 1_000_000n;
+  await Promise.all(overlays.map((name) => copyChanges(rwDir, join(dest, name), name, true)));
   const wasFrozen = cg.isFrozen();
   const t0 = performance.now();
   if (!wasFrozen) await cg.freeze();
   try {
-    await Promise.all(overlays.map((name) => copyChanges(rwDir, join(dest, name), name)));
+    for (const name of overlays)
+      await catchUp(upperDir(rwDir, name), join(dest, name), since, `${dest}.${name}.list`);
   } finally {
     if (!wasFrozen) cg.thaw();
   }
   return { pausedMs: performance.now() - t0 };
+}
+
+const kind = (mode: number) => mode & 0o170000;
+
+/** Makes `dest` what `src` is now, given that `dest` was copied from it after `since` (ns) began. */
+async function catchUp(src: string, dest: string, since: bigint, listFile: string): Promise<void> {
+  dropGone(src, dest, '');
+  const changed: string[] = [];
+  const walk = (rel: string) => {
+    for (const e of readdirSync(join(src, rel))) {
+      const r = rel ? `${rel}/${e}` : e;
+      const st = lstatSync(join(src, r), { bigint: true });
+      if (st.ctimeNs >= since) {
+        // A file is copied whole again (its old copy goes first); a directory keeps its copy, its metadata is set.
+        if (!st.isDirectory()) rmSync(join(dest, r), { force: true });
+        changed.push(r);
+      }
+      if (st.isDirectory()) walk(r);
+    }
+  };
+  walk('');
+  if (changed.length) await copyEntries(src, dest, changed, listFile);
+}
+
+/** Removes from the copy what the upper no longer has, or has as another kind of file. */
+function dropGone(src: string, dest: string, rel: string): void {
+  for (const e of readdirSync(join(dest, rel))) {
+    const r = rel ? `${rel}/${e}` : e;
+    const d = lstatSync(join(dest, r));
+    let s: ReturnType<typeof lstatSync> | undefined;
+    try {
+      s = lstatSync(join(src, r));
+    } catch {
+      s = undefined;
+    }
+    if (!s || kind(Number(s.mode)) !== kind(Number(d.mode)))
+      rmSync(join(dest, r), { recursive: true, force: true });
+    else if (d.isDirectory()) dropGone(src, dest, r);
+  }
 }
