@@ -59,6 +59,8 @@ export async function benchSnapshots() {
 
     header(`snapshots: restore, fork and create -> first exec (${N} samples each; 10 at once)`);
     const src = snaps[100];
+    const layers = join(berth.dataDir, 'snapshots');
+    const diskBefore = du(layers);
     const creates = [];
     for (let i = 0; i < N; i++)
       creates.push(

@@ -289,7 +289,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
       });
       registerImageBuilds(v0, { dataDir: config.dataDir, instances, images });
-      registerSnapshots(v0, { resources, snapshots });
+      registerSnapshots(v0, { resources, snapshots, images });
       registerIdentityRoutes(v0, auth.context, {
         deleted: async (ws) => {
           snapshotLayers.removeWorkspace(ws);

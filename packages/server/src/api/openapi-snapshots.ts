@@ -119,6 +119,17 @@ export const SNAPSHOT_PATHS: ExtraPaths = {
       response: ForkResponse,
     },
   },
+  '/snapshots/{snapshotName}/image': {
+    post: {
+      ...SNAP,
+      operationId: 'imageFromSnapshot',
+      summary:
+        'Install the snapshot as an image of the workspace (its layers over the image its source ran): sandboxes, agents, functions and jobs start from it by `name`. 409 for a snapshot of a sandbox on the default image',
+      params: SnapshotName,
+      body: Type.Object({ name: Str({ description: 'e.g. my-template:1' }) }),
+      response: Type.Unknown({ description: 'the image, as GET /images/{imageName} answers it' }),
+    },
+  },
   '/sandboxes/{sandboxName}/snapshots': {
     get: {
       ...SNAP,

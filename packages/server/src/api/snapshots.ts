@@ -3,12 +3,18 @@
 // under /sandboxes/{name}/snapshots (a bare array, as the service's SDK maps it), /sandboxes/{name}/fork and
 // /snapshots/{id}/fork, /sandboxes/{name}/archive|unarchive. Every lookup is in the caller's workspace: another
 // workspace's sandbox or snapshot is a 404 like one that does not exist.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
 import { type SnapshotRecord, type Snapshots, snapshotView } from '../controllers/sandbox/snapshots.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { NAME_PATTERN } from '../kinds/common.js';
+import { isDefaultImage } from '../kinds/image-reference.js';
 import { isGone } from '../kinds/status.js';
+import { imageFromLayers } from '../runtime/images/from-layers.js';
+import type { ImageStore } from '../runtime/images/image-store.js';
+import { imageView } from './image-view.js';
 import type { Resources } from '../store/resources.js';
 import { keyOf } from '../store/store.js';
 import { memoryPage } from './pagination.js';
@@ -17,6 +23,8 @@ import { CREATE_WAIT_MS, waitSettled } from './sandboxes.js';
 export interface SnapshotRouteDeps {
   resources: Resources;
   snapshots: Snapshots;
+  /** Where a snapshot promoted to an image goes (POST /snapshots/{id}/image). */
+  images?: ImageStore;
   waitMs?: number;
 }
 
@@ -87,6 +95,35 @@ export function register(v0: FastifyInstance, deps: SnapshotRouteDeps) {
     const a = requireRole(req, 'member');
     const rec = await snapshots.get(a.workspace, params(req).snapshotName);
     return fork(req, reply, rec);
+  });
+
+  // A snapshot as an image of the workspace (the issue's "template from a running sandbox"): its layers over the image
+  // its source ran, usable by sandboxes, agents, functions and jobs like any image of the store.
+  v0.post('/snapshots/:snapshotName/image', async (req) => {
+    const a = requireRole(req, 'member');
+    const rec = await snapshots.get(a.workspace, params(req).snapshotName);
+    const name = (req.body as { name?: unknown } | undefined)?.name;
+    if (typeof name !== 'string' || !name)
+      throw invalid([{ pointer: '/name', message: 'the image name to give it, e.g. my-template:1' }]);
+    const base = rec.sourceSpec?.runtime?.image;
+    if (!deps.images || typeof base !== 'string' || isDefaultImage(base))
+      throw new ApiError(
+        'INVALID_STATE',
+        `snapshot ${rec.id} is of a sandbox on the default image (the host's userland), which is not in the image store: fork it instead, or snapshot a sandbox started on an image`,
+      );
+    const dirs = snapshots.layers
+      .paths(a.workspace, [...rec.layers].reverse())
+      .map((d) => join(d, 'root'))
+      .filter((d) => existsSync(d));
+    const held = await imageFromLayers(
+      deps.images,
+      a.workspace,
+      base,
+      dirs,
+      name,
+      `berth snapshot ${rec.id}`,
+    );
+    return imageView(deps.images, a.workspace, held);
   });
 
   /** The sandbox of the path, in the caller's workspace; 404 when absent or being deleted. */

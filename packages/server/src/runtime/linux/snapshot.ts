@@ -5,14 +5,24 @@
 // ctime) is copied again and what went is removed. The pause is that catch-up: a walk of the layer plus the bytes
 // written meanwhile. Processes, their connections and requests keep going; a request arriving during the pause
 // waits for the thaw (RUNTIME-FACTS.md).
-import { existsSync, lstatSync, readdirSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxCgroup } from './cgroup.js';
 import { copyChanges, copyEntries } from './changes.js';
 import { upperDir } from './disk.js';
 
-/** Taken off the start of the full copy: the kernel's ctime clock is coarse (a tick), so a margin makes sure. */
-const CTIME_MARGIN_MS = 1000;
+/** Taken off the start of the full copy: the kernel's ctime clock is coarse (a tick, 4-10 ms), so a margin makes sure. */
+const CTIME_MARGIN_MS = 100;
 
 /**
  * Copies the upper of each overlay of the writable layer `rwDir` to `dest/<overlay>`, the sandbox frozen only for the
@@ -41,24 +51,52 @@ export async function captureLayer(
 
 const kind = (mode: number) => mode & 0o170000;
 
-/** Makes `dest` what `src` is now, given that `dest` was copied from it after `since` (ns) began. */
+/**
+ * Makes `dest` what `src` is now, given that `dest` was copied from it after `since` (ns) began. Regular files,
+ * symlinks and the modes of directories the copy has are written here (no process to spawn while the sandbox waits);
+ * new directories (which may carry overlayfs' opaque mark) and whiteouts go through tar first, as the full copy.
+ */
 async function catchUp(src: string, dest: string, since: bigint, listFile: string): Promise<void> {
   dropGone(src, dest, '');
-  const changed: string[] = [];
+  const viaTar: string[] = [];
+  const files: { rel: string; mode: number; atime: Date; mtime: Date; link: boolean }[] = [];
   const walk = (rel: string) => {
     for (const e of readdirSync(join(src, rel))) {
       const r = rel ? `${rel}/${e}` : e;
       const st = lstatSync(join(src, r), { bigint: true });
       if (st.ctimeNs >= since) {
-        // A file is copied whole again (its old copy goes first); a directory keeps its copy, its metadata is set.
-        if (!st.isDirectory()) rmSync(join(dest, r), { force: true });
-        changed.push(r);
+        const mode = Number(st.mode) & 0o7777;
+        if (st.isDirectory()) {
+          if (existsSync(join(dest, r))) chmodSync(join(dest, r), mode);
+          else viaTar.push(r);
+        } else if (st.isFile() || st.isSymbolicLink())
+          files.push({
+            rel: r,
+            mode,
+            atime: st.atime,
+            mtime: st.mtime,
+            link: st.isSymbolicLink(),
+          });
+        else {
+          rmSync(join(dest, r), { force: true });
+          viaTar.push(r);
+        }
       }
       if (st.isDirectory()) walk(r);
     }
   };
   walk('');
-  if (changed.length) await copyEntries(src, dest, changed, listFile);
+  if (viaTar.length) await copyEntries(src, dest, viaTar, listFile);
+  for (const f of files) {
+    const to = join(dest, f.rel);
+    rmSync(to, { force: true });
+    if (f.link) symlinkSync(readlinkSync(join(src, f.rel)), to);
+    else {
+      copyFileSync(join(src, f.rel), to);
+      chmodSync(to, f.mode);
+      utimesSync(to, f.atime, f.mtime);
+    }
+  }
 }
 
 /** Removes from the copy what the upper no longer has, or has as another kind of file. */
