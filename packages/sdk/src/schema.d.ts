@@ -2245,6 +2245,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/snapshots/{snapshotName}/image": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Install the snapshot as an image of the workspace (its layers over the image its source ran): sandboxes, agents, functions and jobs start from it by `name`. 409 for a snapshot of a sandbox on the default image */
+        post: operations["imageFromSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sandboxes/{sandboxName}/snapshots": {
         parameters: {
             query?: never;
@@ -11065,6 +11082,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SandboxForkResponse"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    imageFromSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                snapshotName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description e.g. my-template:1 */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Install the snapshot as an image of the workspace (its layers over the image its source ran): sandboxes, agents, functions and jobs start from it by `name`. 409 for a snapshot of a sandbox on the default image */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
                 };
             };
             "4XX": components["responses"]["Problem"];
