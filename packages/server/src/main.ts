@@ -402,7 +402,15 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     profiles: CONFIG_PROFILES,
     reconcilers: {
       ...CONFIG_RECONCILERS,
-      Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images, layers: snapshotLayers }),
+      Sandbox: (d) =>
+        sandboxReconciler({
+          ...d,
+          instances,
+          logger,
+          images,
+          layers: snapshotLayers,
+          collectLayers: (ws) => snapshots.collect(ws),
+        }),
       Volume: (d) =>
         volumeReconciler({
           ...d,

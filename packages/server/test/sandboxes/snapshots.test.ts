@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
 import { newTenant } from '../../src/test-support/tenants.js';
 import { sandboxId } from '../../src/runtime/sandbox-id.js';
@@ -210,5 +210,12 @@ describe('@blaxel/core snapshots, restore, fork and archive', () => {
       json: { command: 'cat /home/user/k', waitForCompletion: true },
     });
     assert.equal((await back.json()).stdout.trim(), 'kept');
+    // Deleted, the sandbox's own archive layer (no snapshot names it) is freed.
+    const top = (await (await server.api('/sandboxes/snp-arch')).json()).rootLayers[0];
+    const layer = join(server.dataDir, 'snapshots', 'workspaces', 'default', 'layers', top);
+    assert.ok(existsSync(layer));
+    await server.api('/sandboxes/snp-arch', { method: 'DELETE' });
+    for (let i = 0; i < 100 && existsSync(layer); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(existsSync(layer), false, 'its archive layer was freed');
   });
 });

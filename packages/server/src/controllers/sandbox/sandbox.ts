@@ -56,6 +56,8 @@ export interface SandboxControllerDeps extends ControllerDeps {
   images: ImageStore;
   /** Where the snapshot layers a restored, forked or archived sandbox stands on are (decision 053). */
   layers?: SnapshotLayers;
+  /** Frees the workspace's snapshot layers nothing stands on any more (once a sandbox is TERMINATED). */
+  collectLayers?: (workspace: string) => Promise<unknown>;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -223,7 +225,15 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
           message: 'terminated: processes stopped and files released',
           extras: { state: undefined },
           retentionMs: terminatedRetentionMs(o.body),
-          done: (t) => log(t, 'sandbox terminated'),
+          done: (t) => {
+            log(t, 'sandbox terminated');
+            if (t.body.rootLayers?.length)
+              void deps
+                .collectLayers?.(t.workspace)
+                .catch((err) =>
+                  deps.logger?.warn({ err, workspace: t.workspace }, 'freeing snapshot layers failed'),
+                );
+          },
         });
       if (!enabled(o)) {
         await deactivate(deps, o, {

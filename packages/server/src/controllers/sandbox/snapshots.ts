@@ -231,8 +231,9 @@ export class Snapshots {
   private async keep(workspace: string): Promise<Set<string>> {
     const keep = new Set<string>();
     for (const r of await this.list(workspace)) for (const l of r.layers) keep.add(l);
+    // A TERMINATED sandbox's instance is gone: its layers are kept only by what else stands on them.
     for (const o of await this.deps.resources.store.list({ kind: 'Sandbox', workspace }))
-      for (const l of o.body.rootLayers ?? []) keep.add(l);
+      if (o.body.status !== 'TERMINATED') for (const l of o.body.rootLayers ?? []) keep.add(l);
     return keep;
   }
 
