@@ -19,6 +19,7 @@ import { benchImages } from './sandboxes/images.mjs';
 import { benchImageBuild } from './images/build.mjs';
 import { benchWake } from './sandboxes/wake.mjs';
 import { benchStandbyCycles } from './sandboxes/standby-cycles.mjs';
+import { benchSnapshots } from './sandboxes/snapshots.mjs';
 
 const all = {
   api: benchApi,
@@ -39,6 +40,7 @@ const all = {
   jobs: benchJobs,
   fuzz: benchFuzz,
   'standby-cycles': benchStandbyCycles,
+  'sandbox-snapshots': benchSnapshots,
   chaos: benchChaos,
   soak: benchSoak,
 };

@@ -53,6 +53,7 @@ export function registerGet(program: Command) {
       }
       if (/^quotas?$/.test(kindName)) return (await import('./quotas.js')).getQuotas(format);
       if (/^nodes?$/.test(kindName)) return (await import('./nodes.js')).getNodes(format);
+      if (/^snapshots?$/.test(kindName)) return (await import('./snapshots.js')).getSnapshots(name, format);
       if (/^revisions?$/.test(kindName)) {
         if (!name || typeof job !== 'string')
           throw new Error('usage: berth get revisions agent|function <name>');

@@ -13,6 +13,7 @@ import { registerSandboxCp } from './sandbox-cp.js';
 import { registerSandboxExec } from './sandbox-exec.js';
 import { registerSandboxLogs } from './sandbox-logs.js';
 import { registerSandboxShell } from './sandbox-shell.js';
+import { registerSandboxSnapshots } from './snapshots.js';
 import { outcomeLine, phaseOf, waitFor } from './wait.js';
 
 const SANDBOX = kindByName('sandbox')!;
@@ -167,4 +168,5 @@ export function registerSandbox(program: Command) {
   registerSandboxShell(sandbox);
   registerSandboxLogs(sandbox);
   registerSandboxCp(sandbox);
+  registerSandboxSnapshots(sandbox);
 }

@@ -2403,6 +2403,179 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace’s snapshots, newest first by default, those whose source is deleted included */
+        get: operations["listSnapshots"];
+        put?: never;
+        /** Capture a snapshot of a sandbox (`source.name`): its files, the sandbox frozen for the copy only; 409 on a name its source already has */
+        post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshots/{snapshotName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A snapshot */
+        get: operations["getSnapshot"];
+        put?: never;
+        post?: never;
+        /** Delete a snapshot (its layers go once nothing stands on them) */
+        delete: operations["deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshots/{snapshotName}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new sandbox on the snapshot’s files, whether or not its source still exists; answered once it runs */
+        post: operations["forkSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshots/{snapshotName}/image": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Install the snapshot as an image of the workspace (its layers over the image its source ran): sandboxes, agents, functions and jobs start from it by `name`. 409 for a snapshot of a sandbox on the default image */
+        post: operations["imageFromSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The snapshots captured from the sandbox, newest first (a bare array in every version) */
+        get: operations["listSandboxSnapshots"];
+        put?: never;
+        /** Capture a snapshot of the sandbox */
+        post: operations["createSandboxSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/snapshots/{snapshotId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete one of the sandbox’s snapshots (by id or name) */
+        delete: operations["deleteSandboxSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/snapshots/{snapshotId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Restore the sandbox to one of its snapshots: same name, URLs and previews, processes started fresh; answers without waiting for the start */
+        post: operations["restoreSandboxSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new sandbox with the files of this one (captured now as a snapshot, or `snapshotId`); answered once it runs */
+        post: operations["forkSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Archive the sandbox: ARCHIVING, then ARCHIVED once its files are kept as a snapshot layer and its instance and memory are freed */
+        post: operations["archiveSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sandboxes/{sandboxName}/unarchive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start an archived sandbox again on its files: UNARCHIVING, then DEPLOYED (same name, URLs, previews) */
+        post: operations["unarchiveSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2655,7 +2828,7 @@ export interface components {
                 template?: string;
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -2722,7 +2895,7 @@ export interface components {
                 size?: number;
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -2795,7 +2968,7 @@ export interface components {
                 sandbox?: boolean;
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -2911,7 +3084,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -3083,7 +3256,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -3267,7 +3440,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -3470,7 +3643,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -3484,6 +3657,8 @@ export interface components {
             expiresIn?: number;
             lastUsedAt?: string;
             readyAt?: string;
+            rootLayers?: string[];
+            restoredFrom?: string;
         };
         SandboxInput: {
             metadata: {
@@ -3725,7 +3900,7 @@ export interface components {
                 url?: string;
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -3781,7 +3956,7 @@ export interface components {
             };
             spec: Record<string, never>;
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -3824,7 +3999,7 @@ export interface components {
                 region?: string;
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -3872,7 +4047,7 @@ export interface components {
                 publicIp?: string;
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;
@@ -4765,6 +4940,77 @@ export interface components {
             hasConflict?: boolean;
         } & {
             [key: string]: unknown;
+        };
+        SandboxSnapshot: {
+            /** @description unique in the workspace; what the workspace-level routes take */
+            id: string;
+            /** @description unique among the snapshots of its source */
+            name: string;
+            /** @description ready (a snapshot is recorded only once its files are whole) */
+            status: string;
+            workspace: string;
+            createdAt: string;
+            createdBy?: string;
+            /** @description the source sandbox (kept for compatibility; read source.name) */
+            sandboxName: string;
+            source: {
+                kind: string;
+                name: string;
+                deleted: boolean;
+            };
+            spec: {
+                image?: string;
+                memory?: number;
+                ports?: unknown;
+                region?: string;
+                /** @description what the snapshot holds: files only on this kernel (no checkpoint of memory) */
+                holds: {
+                    files: boolean;
+                    memory: boolean;
+                    processes: boolean;
+                    volumes: boolean;
+                };
+                note: string;
+                /** @description bytes of its own layer (what the sandbox wrote since its last stack) */
+                sizeBytes: number;
+                /** @description snapshot layers it stands on, its own included */
+                layers: number;
+                /** @description how long the source was frozen for the capture */
+                pausedMs: number;
+            } & {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        SandboxForkRequest: {
+            /** @description the new sandbox */
+            targetName: string;
+            /** @description sandbox (application is refused: Berth has no Application kind) */
+            targetType: string;
+            /** @description fork this snapshot instead of capturing the sandbox now */
+            snapshotId?: string;
+            envs?: {
+                name: string;
+                value: string;
+            }[];
+            /** @description applications only: refused */
+            port?: number;
+            /** @description applications only: refused */
+            traffic?: number;
+            /** @description applications only: refused */
+            customDomain?: string;
+            /** @description applications only: refused */
+            prefix?: string;
+        };
+        SandboxForkResponse: {
+            name: string;
+            snapshotId: string;
+            type: string;
+        };
+        SandboxRestoreResponse: {
+            name: string;
+            snapshotId: string;
         };
     };
     responses: {
@@ -11663,6 +11909,412 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSnapshots: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+                /** @description createdAt:desc (default), createdAt:asc, name:asc or name:desc */
+                sort?: string;
+                /** @description keeps snapshots whose name or source contains this */
+                q?: string;
+            };
+            header?: {
+                /** @description API version date: from 2026-04-28 on, lists answer {data, meta: {hasMore, nextCursor}} instead of a bare array (decision 019) */
+                "Blaxel-Version"?: components["parameters"]["apiVersion"];
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace’s snapshots, newest first by default, those whose source is deleted included */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSnapshot"][] | {
+                        data: components["schemas"]["SandboxSnapshot"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description unique among the source sandbox’s snapshots; generated when absent */
+                    name?: string;
+                    source?: {
+                        name: string;
+                        /** @description sandbox */
+                        kind?: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Capture a snapshot of a sandbox (`source.name`): its files, the sandbox frozen for the copy only; 409 on a name its source already has */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSnapshot"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    getSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                snapshotName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A snapshot */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSnapshot"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                snapshotName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Delete a snapshot (its layers go once nothing stands on them) */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    forkSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                snapshotName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SandboxForkRequest"];
+            };
+        };
+        responses: {
+            /** @description A new sandbox on the snapshot’s files, whether or not its source still exists; answered once it runs */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxForkResponse"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    imageFromSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                snapshotName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description e.g. my-template:1 */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Install the snapshot as an image of the workspace (its layers over the image its source ran): sandboxes, agents, functions and jobs start from it by `name`. 409 for a snapshot of a sandbox on the default image */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    listSandboxSnapshots: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshots captured from the sandbox, newest first (a bare array in every version) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSnapshot"][];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    createSandboxSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description unique among the source sandbox’s snapshots; generated when absent */
+                    name?: string;
+                    source?: {
+                        name: string;
+                        /** @description sandbox */
+                        kind?: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Capture a snapshot of the sandbox */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxSnapshot"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    deleteSandboxSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+                snapshotId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Delete one of the sandbox’s snapshots (by id or name) */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    restoreSandboxSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+                snapshotId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Restore the sandbox to one of its snapshots: same name, URLs and previews, processes started fresh; answers without waiting for the start */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxRestoreResponse"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    forkSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SandboxForkRequest"];
+            };
+        };
+        responses: {
+            /** @description A new sandbox with the files of this one (captured now as a snapshot, or `snapshotId`); answered once it runs */
+            200: {
+                headers: {
+                    /** @description unknown fields that were dropped (299 - "unknown field ...") */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxForkResponse"];
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    archiveSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Archive the sandbox: ARCHIVING, then ARCHIVED once its files are kept as a snapshot layer and its instance and memory are freed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            "4XX": components["responses"]["Problem"];
+            "5XX": components["responses"]["Problem"];
+        };
+    };
+    unarchiveSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description workspace to act in (alias X-Blaxel-Workspace); default: the credential home workspace */
+                "X-Service-Workspace"?: components["parameters"]["workspace"];
+            };
+            path: {
+                sandboxName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Start an archived sandbox again on its files: UNARCHIVING, then DEPLOYED (same name, URLs, previews) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
             };
             "4XX": components["responses"]["Problem"];
             "5XX": components["responses"]["Problem"];

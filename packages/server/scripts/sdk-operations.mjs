@@ -16,11 +16,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  * applies only while its operations are not routed; one that matches no operation of the SDK is reported as stale.
  */
 export const PENDING = [
-  { prefix: '/snapshots', issue: 27, why: 'snapshots and fork' },
-  { prefix: '/sandboxes/{}/snapshots', issue: 27, why: 'snapshots and restore' },
-  { prefix: '/sandboxes/{}/fork', issue: 27, why: 'fork' },
-  { prefix: '/sandboxes/{}/archive', issue: 27, why: 'archive' },
-  { prefix: '/sandboxes/{}/unarchive', issue: 27, why: 'unarchive' },
 ];
 
 const METHODS = ['get', 'post', 'put', 'delete', 'patch'];

@@ -91,6 +91,11 @@ export interface Config {
    */
   imageQuotaMb?: number;
   /**
+   * MB of snapshot layers one workspace may hold (BERTH_QUOTA_SNAPSHOT_MB); unset: 20480 MB
+   * (controllers/sandbox/snapshots.ts DEFAULT_SNAPSHOT_QUOTA_BYTES).
+   */
+  snapshotQuotaMb?: number;
+  /**
    * DNS servers (`a.b.c.d` or `a.b.c.d:port`) the egress proxy and Berth's DNS ask for the names a sandbox's
    * egress policy allows: BERTH_EGRESS_RESOLVERS, comma-separated. Default: the host's resolver (/etc/hosts too).
    */
@@ -270,6 +275,7 @@ export function loadConfig(
     registryAuthFile: env.BERTH_REGISTRY_AUTH_FILE || undefined,
     imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
     imageQuotaMb: positiveMb(env.BERTH_QUOTA_IMAGE_MB, 'BERTH_QUOTA_IMAGE_MB'),
+    snapshotQuotaMb: positiveMb(env.BERTH_QUOTA_SNAPSHOT_MB, 'BERTH_QUOTA_SNAPSHOT_MB'),
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
     domainResolvers: parseResolvers(env.BERTH_DOMAIN_RESOLVERS ?? '', 'BERTH_DOMAIN_RESOLVERS'),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),

@@ -40,6 +40,9 @@ import { readRegistryAuth } from './runtime/images/auth-file.js';
 import { referencedImages, register as registerImages } from './api/images.js';
 import { register as registerImageBuilds } from './api/image-builds.js';
 import { register as registerImageShares } from './api/image-shares.js';
+import { register as registerSnapshots } from './api/snapshots.js';
+import { Snapshots } from './controllers/sandbox/snapshots.js';
+import { SnapshotLayers } from './runtime/snapshot-layers.js';
 import { LayerCache } from './builds/dockerfile/layer-cache.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from './gateway/address.js';
 import { startGateway } from './gateway/index.js';
@@ -227,6 +230,15 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   );
   // Every runtime instance starts, goes and is collected here, owned by an object (decision 044).
   const instances = new Instances({ driver, logger });
+  // Snapshot layers (decision 053): what captures a killed server left half-written goes before anything reads them.
+  const snapshotLayers = new SnapshotLayers(config.dataDir);
+  snapshotLayers.sweep();
+  const snapshots = new Snapshots({
+    resources,
+    instances,
+    layers: snapshotLayers,
+    quotaBytes: config.snapshotQuotaMb && config.snapshotQuotaMb * 1024 ** 2,
+  });
   const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
   const auth = await createAuth({
     store,
@@ -350,6 +362,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           },
         });
         registerWorkloadReplicaRoutes(held, { resources, replicas });
+        registerSnapshots(held, { resources, snapshots, images });
       });
       registerCustomDomains(v0, {
         store,
@@ -357,7 +370,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
         inferenceHost: config.inferenceHost,
       });
-      registerIdentityRoutes(v0, auth.context, { deleted: (ws) => builder.removeWorkspace(ws) });
+      registerIdentityRoutes(v0, auth.context, {
+        deleted: async (ws) => {
+          snapshotLayers.removeWorkspace(ws);
+          await builder.removeWorkspace(ws);
+        },
+      });
       registerTemplates(v0);
       registerCatalogs(v0, {
         regions: config.regions,
@@ -475,7 +493,15 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         profiles: CONFIG_PROFILES,
         reconcilers: {
           ...CONFIG_RECONCILERS,
-          Sandbox: (d) => sandboxReconciler({ ...d, instances, logger, images }),
+          Sandbox: (d) =>
+            sandboxReconciler({
+              ...d,
+              instances,
+              logger,
+              images,
+              layers: snapshotLayers,
+              collectLayers: (ws) => snapshots.collect(ws),
+            }),
           Volume: (d) =>
             volumeReconciler({
               ...d,

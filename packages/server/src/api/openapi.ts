@@ -12,6 +12,7 @@ import { bareInEveryVersion, LIST_ENVELOPE_SINCE } from './api-version.js';
 import { EXTRA_PATHS, type ExtraOperation, type ExtraPaths } from './openapi-extra.js';
 import { IMAGE_PATHS } from './openapi-images.js';
 import { DOMAIN_PATHS } from './openapi-domains.js';
+import { SNAPSHOT_PATHS } from './openapi-snapshots.js';
 import { SERVICE_PATHS } from './openapi-service.js';
 import { WORKLOAD_PATHS } from './openapi-workloads.js';
 import { debugPaths } from './debug-report.js';
@@ -410,6 +411,7 @@ export function buildOpenApiDocument(
     ...DOMAIN_PATHS,
     ...debugPaths(kinds),
     ...IMAGE_PATHS,
+    ...SNAPSHOT_PATHS,
   },
 ) {
   const c = new SchemaCollector();

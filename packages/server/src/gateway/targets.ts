@@ -107,12 +107,19 @@ function notServing(o: StoredObject): ApiError {
   const name = JSON.stringify(o.name);
   const status = o.body.status as string;
   if (isGone(status)) return new ApiError('NOT_FOUND', `sandbox ${name} is being deleted`);
+  // Archived (decision 053): not woken by a request, which would undo the archive for any caller (a crawler on a
+  // preview); the answer says how to bring it back.
+  if (status === 'ARCHIVED' || status === 'ARCHIVING')
+    return new ApiError(
+      'INVALID_STATE',
+      `sandbox ${name} is ${status.toLowerCase()}: POST /v0/sandboxes/${o.name}/unarchive starts it again on its files`,
+    );
   const why =
     status === 'FAILED'
       ? `failed: ${(o.body.events ?? []).at(-1)?.message ?? 'see its events'}`
       : status === 'DEACTIVATED' || status === 'DEACTIVATING'
         ? 'deactivated (spec.enabled is false)'
-        : status === 'DEPLOYING'
+        : status === 'DEPLOYING' || status === 'UNARCHIVING'
           ? 'starting'
           : 'not running';
   return new ApiError('UNAVAILABLE', `sandbox ${name} is ${why}`, {

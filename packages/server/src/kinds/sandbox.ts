@@ -26,6 +26,11 @@ export const DEFAULT_SANDBOX_IMAGE = 'blaxel/base-image:latest';
 export const SANDBOX_MEMORY_MB = 4096;
 /** Record kinds of a sandbox's schedules and their executions (api/sandbox-schedules.ts), removed with it. */
 export const SCHEDULE_KIND = 'SandboxSchedule';
+/**
+ * Snapshots (decision 053): records of the workspace, keyed by id, not owned by the sandbox they were captured from
+ * (they outlive it).
+ */
+export const SNAPSHOT_KIND = 'SandboxSnapshot';
 export const SCHEDULE_EXECUTION_KIND = 'SandboxScheduleExecution';
 export const EXPIRATION_TYPES = ['ttl-idle', 'ttl-max-age', 'date'] as const;
 export const EXPIRATION_ACTIONS = ['delete'] as const;
@@ -234,6 +239,13 @@ export const sandbox = {
     lastUsedAt: Type.String(),
     /** When the sandbox first ran: its TTL and ttl-max-age count from here. */
     readyAt: Type.String(),
+    /**
+     * The snapshot layers the sandbox's root stands on (decision 053), topmost first: set by a restore, a fork or an
+     * archive; its own writes go over them.
+     */
+    rootLayers: Type.Array(Type.String()),
+    /** The snapshot the sandbox was last restored or forked from. */
+    restoredFrom: Type.String(),
   },
   secrets: [
     envSecrets('runtime', 'envs'),

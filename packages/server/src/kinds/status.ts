@@ -13,6 +13,10 @@ export const STATUSES = [
   'DEACTIVATED',
   'DELETING',
   'TERMINATED',
+  // A sandbox's archive (decision 053): its files kept as a snapshot layer, its instance gone, until unarchived.
+  'ARCHIVING',
+  'ARCHIVED',
+  'UNARCHIVING',
 ] as const;
 
 export type Status = (typeof STATUSES)[number];

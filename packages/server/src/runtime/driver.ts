@@ -67,6 +67,13 @@ export interface SandboxSpec {
    * marked), owned by root. Not with the default image.
    */
   layers?: string[];
+  /**
+   * Snapshot layers (decision 053), topmost first: directories each holding one subdirectory per overlay of the root
+   * (`root`, and for the default image `usr`…), in overlayfs' format as `captureChanges` wrote them. Stacked under
+   * the writable layer, over the image (and `layers`), read-only and shared: a restore or a fork costs no copy.
+   * With any image, the default one included.
+   */
+  snapshotLayers?: string[];
   /** Who processes run as, `uid[:gid]` in numbers, instead of the image config's User (a build's USER). */
   user?: string;
   /**
@@ -211,6 +218,13 @@ export interface RuntimeDriver {
    * root) into the empty directory `dest`. What a Dockerfile build's RUN produced; the sandbox is removed after.
    */
   exportChanges(id: string, dest: string): Promise<void>;
+  /**
+   * Copies what the running (or frozen) sandbox changed in its root into the empty directory `dest`, one
+   * subdirectory per overlay (`root`, `usr`…), as a snapshot layer (decision 053): the sandbox is frozen for the
+   * copy only, then thawed (left frozen if it was in standby); its processes and connections carry on. Files only:
+   * memory and processes are not captured. Resolves with how long the sandbox was paused.
+   */
+  captureChanges(id: string, dest: string): Promise<{ pausedMs: number }>;
   /** Releases the driver's own resources; sandboxes keep running. */
   close(): Promise<void>;
 }

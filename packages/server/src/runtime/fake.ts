@@ -202,6 +202,12 @@ export class FakeDriver implements RuntimeDriver {
     throw new Error('the fake driver keeps no files: exportChanges needs the Linux driver');
   }
 
+  /** No files to capture: the fake runs nothing. */
+  async captureChanges(id: string): Promise<{ pausedMs: number }> {
+    if (!this.boxes.has(id)) throw new SandboxNotFoundError(id);
+    throw new Error('the fake driver keeps no files: captureChanges needs the Linux driver');
+  }
+
   async close(): Promise<void> {}
 }
 

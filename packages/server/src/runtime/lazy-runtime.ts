@@ -138,6 +138,9 @@ export class LazyRuntime implements RuntimeDriver {
   async exportChanges(id: string, dest: string): Promise<void> {
     return (await this.ready()).exportChanges(id, dest);
   }
+  async captureChanges(id: string, dest: string): Promise<{ pausedMs: number }> {
+    return (await this.ready()).captureChanges(id, dest);
+  }
   async close(): Promise<void> {
     await this.driver?.close();
   }

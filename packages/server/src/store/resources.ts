@@ -38,6 +38,11 @@ export interface WriteContext {
   role?: Role;
   /** `?fieldValidation=Strict` rejects unknown fields instead of dropping them. */
   strict?: boolean;
+  /**
+   * Read-only fields (the kind's `readOnly`) a create sets from the start, written with the object in one write: a
+   * sandbox forked from a snapshot is created standing on its layers (decision 053).
+   */
+  serverFields?: Record<string, unknown>;
 }
 
 export interface WriteResult {
@@ -133,7 +138,11 @@ export class Resources {
     const admitted = this.opts.admit?.(kd, key, body) ?? [];
     try {
       const [object] = await this.store.write([
-        { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
+        {
+          op: 'create',
+          key,
+          body: { ...this.stamp(kd, ctx, body, undefined), ...this.serverFields(kd, ctx) },
+        },
         ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
         ...admitted,
       ]);
@@ -143,6 +152,13 @@ export class Resources {
       if (isLabelRace(e) && attempt < REPLACE_RETRIES) return this.create(kd, ctx, raw, attempt + 1);
       throw e;
     }
+  }
+
+  private serverFields(kd: KindDescriptor, ctx: WriteContext): Record<string, unknown> {
+    const out = ctx.serverFields ?? {};
+    for (const k of Object.keys(out))
+      if (!(k in (kd.readOnly ?? {}))) throw new Error(`${kd.kind} ${k} is not a field the server writes`);
+    return out;
   }
 
   /** PUT: creates or replaces. The name in the path wins; a different `metadata.name` is a 422. */
@@ -191,7 +207,11 @@ export class Resources {
       const ops: WriteOp[] = prev
         ? [{ op: 'update', key, mutate }, ...(await this.relabelOps(key, prev.body, body)), ...admitted]
         : [
-            { op: 'create', key, body: this.stamp(kd, ctx, body, undefined) },
+            {
+              op: 'create',
+              key,
+              body: { ...this.stamp(kd, ctx, body, undefined), ...this.serverFields(kd, ctx) },
+            },
             ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
             ...admitted,
           ];

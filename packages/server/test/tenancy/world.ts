@@ -215,6 +215,18 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
   );
   values.scheduleId = [schedule.id];
   markers.push(schedule.id);
+  // A snapshot of A's sandbox (decision 053): its id and its name reach it.
+  const snapshot = await ok(
+    await api(`/sandboxes/${sandbox}/snapshots`, {
+      method: 'POST',
+      json: { name: `${names.a}-snap` },
+      ...asA,
+    }),
+    'sandbox snapshot',
+  );
+  values.snapshotName = [snapshot.id, snapshot.name];
+  values.snapshotId = [snapshot.id, snapshot.name];
+  markers.push(snapshot.id);
   const template = objects.VolumeTemplate.name;
   const version = `${names.a}-v1`;
   await ok(

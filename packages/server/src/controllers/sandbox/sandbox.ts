@@ -13,6 +13,7 @@ import { ImageError } from '../../runtime/images/errors.js';
 import type { ImageStore } from '../../runtime/images/image-store.js';
 import type { Instances, OwnerRegistration } from '../../runtime/instances.js';
 import { sandboxId } from '../../runtime/sandbox-id.js';
+import type { SnapshotLayers } from '../../runtime/snapshot-layers.js';
 import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from '../core/events.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
@@ -53,6 +54,10 @@ export interface SandboxControllerDeps extends ControllerDeps {
   instances: Instances;
   /** Where `spec.runtime.image` is resolved, in the sandbox's workspace, before the runtime gets its id. */
   images: ImageStore;
+  /** Where the snapshot layers a restored, forked or archived sandbox stands on are (decision 053). */
+  layers?: SnapshotLayers;
+  /** Frees the workspace's snapshot layers nothing stands on any more (once a sandbox is TERMINATED). */
+  collectLayers?: (workspace: string) => Promise<unknown>;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -66,9 +71,25 @@ function deployMs(o: StoredObject): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
+/** Whether two reads of a sandbox stand on the same snapshot stack (decision 053). */
+const sameStack = (a: StoredObject, b: StoredObject) =>
+  JSON.stringify(a.body.rootLayers ?? []) === JSON.stringify(b.body.rootLayers ?? []) &&
+  a.body.restoredFrom === b.body.restoredFrom;
+
 export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
-  const { resources, instances, images } = deps;
+  const { resources, instances, images, layers } = deps;
   const driver = instances.driver;
+  /** The snapshot layers the object stands on, as the runtime takes them (host paths, topmost first). */
+  const onLayers = (o: StoredObject, spec: SandboxSpec): SandboxSpec => {
+    const ids: string[] = o.body.rootLayers ?? [];
+    if (!ids.length) return spec;
+    if (!layers) throw new TerminalError('the sandbox stands on snapshot layers and this server keeps none');
+    try {
+      return { ...spec, snapshotLayers: layers.paths(o.workspace, ids) };
+    } catch (err) {
+      throw new TerminalError(`the sandbox could not start: ${(err as Error).message}`);
+    }
+  };
   const owner = (o: StoredObject) =>
     ({ kind: 'Sandbox', workspace: o.workspace, name: o.name, role: 'sandbox' }) as const;
   /** One info line per lifecycle step: workspace and name only (the spec may hold secrets). */
@@ -86,7 +107,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       spec = await withImage(
         images,
         o.workspace,
-        await sandboxRuntimeSpec(resources, o.workspace, o.body.spec),
+        onLayers(o, await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)),
       );
     } catch (err) {
       if (!(err instanceof ImageError)) throw err;
@@ -120,7 +141,8 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
         // Its TTL counts from the first time it ran (kinds/sandbox.ts expiresAtMs), not from each restart.
         readyAt: o.body.readyAt ?? deps.now().toISOString(),
       },
-      when: stillDeploying,
+      // A restore that landed during this start (another stack) is not this start's to report: its reconcile follows.
+      when: (cur) => stillDeploying(cur) && sameStack(cur, o),
     });
     if (!d) return DONE;
     log(d, 'sandbox deployed', { ms: deployMs(d) });
@@ -148,6 +170,45 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     return DONE;
   }
 
+  /**
+   * ARCHIVING → ARCHIVED (decision 053): what the sandbox wrote becomes a snapshot layer on top of its stack, recorded
+   * before its instance goes (a crash in between captures again on the same stack: the same files), then its
+   * instance and volumes are released and its memory with them. Name, URLs and previews are the object's: they stay.
+   */
+  async function archive(
+    o: StoredObject,
+    id: string,
+    release: () => Promise<void>,
+  ): Promise<ReconcileResult> {
+    if (!layers) throw new TerminalError('this server keeps no snapshot layers: it cannot archive');
+    const info = await driver.inspect(id);
+    let stack: string[] = o.body.rootLayers ?? [];
+    let top: string | undefined;
+    if (info && info.state !== 'dead') {
+      top = (await layers.capture(driver, id, o.workspace)).layer;
+      if (top) stack = [top, ...stack];
+    }
+    try {
+      const d = await resources.updateStatus(keyOf(o), {
+        message: 'archiving: files captured, stopping the sandbox',
+        extras: { rootLayers: stack },
+        when: (cur) => cur.body.status === 'ARCHIVING',
+      });
+      if (!d) return DONE; // deleted or unarchived meanwhile: its own reconcile follows
+    } finally {
+      layers.settle(top);
+    }
+    await release();
+    const d = await resources.updateStatus(keyOf(o), {
+      to: 'ARCHIVED',
+      message: 'archived: files kept as a snapshot layer, processes stopped and memory freed',
+      extras: { state: undefined },
+      when: (cur) => cur.body.status === 'ARCHIVING',
+    });
+    if (d) log(d, 'sandbox archived', { layers: stack.length });
+    return DONE;
+  }
+
   return {
     async reconcile(key, signal): Promise<ReconcileResult> {
       let o = await resources.store.get(key);
@@ -164,7 +225,15 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
           message: 'terminated: processes stopped and files released',
           extras: { state: undefined },
           retentionMs: terminatedRetentionMs(o.body),
-          done: (t) => log(t, 'sandbox terminated'),
+          done: (t) => {
+            log(t, 'sandbox terminated');
+            if (t.body.rootLayers?.length)
+              void deps
+                .collectLayers?.(t.workspace)
+                .catch((err) =>
+                  deps.logger?.warn({ err, workspace: t.workspace }, 'freeing snapshot layers failed'),
+                );
+          },
         });
       if (!enabled(o)) {
         await deactivate(deps, o, {
@@ -174,6 +243,13 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
           done: (d) => log(d, 'sandbox deactivated'),
         });
         return DONE;
+      }
+      if (o.body.status === 'ARCHIVED') return DONE;
+      if (o.body.status === 'ARCHIVING') return archive(o, id, release);
+      if (o.body.status === 'UNARCHIVING') {
+        o = await transition(deps, o, 'DEPLOYING', 'unarchiving: starting on its archived files', enabled);
+        if (!o) return DONE;
+        return start(o, id, signal);
       }
       // FAILED stays until the spec changes (a PUT moves it back to DEPLOYING).
       if (o.body.status === 'FAILED') {
@@ -192,7 +268,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       if (o.body.status !== 'DEPLOYED') {
         // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
         // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
-        const spec = await sandboxRuntimeSpec(resources, o.workspace, o.body.spec);
+        const spec = onLayers(o, await sandboxRuntimeSpec(resources, o.workspace, o.body.spec));
         // What the name stands for in the workspace now (an image not had yet is a change: start pulls it).
         const now = withImageNow(images, o.workspace, spec);
         if (!now || info.specHash !== specHash(now)) return start(o, id, signal);

@@ -122,6 +122,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     hostRoot: dirname(ctx.baseEtc),
     etcView,
     ...(image ? { image: { rootfs: image.rootfs, layers: spec.layers } } : {}),
+    ...(spec.snapshotLayers?.length ? { snapshotLayers: spec.snapshotLayers } : {}),
   });
   const rootDir = await mountRoot(name, rwDir, hostUid, plan);
   const runDir = sandboxRunDir(name);

@@ -63,6 +63,7 @@ import { isDefaultImage } from '../../kinds/image-reference.js';
 import { type ImageRoots, ImageStore, isImageId, type StoredImage } from '../images/image-store.js';
 import { ensureBaseEtc, ensureInitLayer, sandboxResolvers } from './rootfs.js';
 import { copyChanges } from './changes.js';
+import { captureLayer } from './snapshot.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -384,7 +385,7 @@ export class LinuxDriver implements RuntimeDriver {
     const host = isDefaultImage(spec.image);
     const image = host ? undefined : this.imageOf(spec.image);
     // Pools hold sandboxes of an image as it is: a build's steps over it, or another user, start fresh.
-    const poolable = !spec.layers?.length && spec.user === undefined;
+    const poolable = !spec.layers?.length && !spec.snapshotLayers?.length && spec.user === undefined;
     const pool = !poolable ? undefined : image ? await this.imagePool(image) : this.warmPool;
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
     // Volumes are no reason to start cold: they are mounted into the running sandbox either way (mountVolumes).
@@ -785,6 +786,16 @@ export class LinuxDriver implements RuntimeDriver {
       await cg.kill();
       if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL');
       await copyChanges(join(LAYERS_DIR, rec.name), dest);
+    });
+  }
+
+  captureChanges(id: string, dest: string): Promise<{ pausedMs: number }> {
+    checkSandboxId(id);
+    return this.serial(id, async () => {
+      const rec = readRecord(this.dir(id));
+      if (!rec) throw new SandboxNotFoundError(id);
+      if (!this.alive(rec)) throw new Error(`sandbox ${id} is not running`);
+      return captureLayer(new SandboxCgroup(this.cgroupHost, rec.name), join(LAYERS_DIR, rec.name), dest);
     });
   }
 

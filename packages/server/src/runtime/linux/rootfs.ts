@@ -258,20 +258,26 @@ export function rootfsPlan(opts: {
   /** The view of base-etc the /etc files are bound from. */
   etcView: string;
   image?: { rootfs: string; layers?: string[] };
+  /** Snapshot layers (decision 053), topmost first: each overlay takes its own subdirectory of each, under the init layer. */
+  snapshotLayers?: string[];
 }): RootPlan {
   const binds = HOST_ETC_FILES.map((f) => ({ src: join(opts.etcView, f), dest: `/etc/${f}` }));
+  const snap = (name: string) =>
+    (opts.snapshotLayers ?? []).map((l) => join(l, name)).filter((d) => existsSync(d));
   if (opts.image) {
     const { rootfs, layers = [] } = opts.image;
     return {
-      overlays: [{ target: '', name: 'root', lowers: [opts.initLayer, ...layers, rootfs] }],
+      overlays: [{ target: '', name: 'root', lowers: [opts.initLayer, ...snap('root'), ...layers, rootfs] }],
       binds: [...binds, { src: '/usr', dest: HOST_USR_BIND }],
     };
   }
-  const overlays: RootOverlay[] = [{ target: '', name: 'root', lowers: [opts.initLayer, opts.hostRoot] }];
+  const overlays: RootOverlay[] = [
+    { target: '', name: 'root', lowers: [opts.initLayer, ...snap('root'), opts.hostRoot] },
+  ];
   for (const name of ['usr', ...HOST_TOP_DIRS]) {
     const p = `/${name}`;
     if (name === 'usr' || (!isSymlink(p) && existsSync(p) && lstatSync(p).isDirectory()))
-      overlays.push({ target: name, name, lowers: [p] });
+      overlays.push({ target: name, name, lowers: [...snap(name), p] });
   }
   return { overlays, binds };
 }

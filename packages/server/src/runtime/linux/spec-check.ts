@@ -27,6 +27,8 @@ export function checkSpec(spec: SandboxSpec): void {
   if (spec.layers?.length && isDefaultImage(spec.image))
     bad('layers stack over an image, not the default one');
   for (const l of spec.layers ?? []) if (!isAbsolute(l)) bad(`layer ${l} must be an absolute path`);
+  for (const l of spec.snapshotLayers ?? [])
+    if (!isAbsolute(l)) bad(`snapshot layer ${l} must be an absolute path`);
   if (spec.user !== undefined && !/^\d+(:\d+)?$/.test(spec.user)) bad('user must be uid[:gid] in numbers');
   for (const v of spec.volumes) {
     if (!isAbsolute(v.hostPath)) bad(`volume hostPath ${v.hostPath} must be absolute`);
