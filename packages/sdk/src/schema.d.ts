@@ -3798,7 +3798,7 @@ export interface components {
                 }[];
             };
             /** @enum {string} */
-            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED";
+            status?: "UPLOADING" | "BUILDING" | "BUILT" | "DEPLOYING" | "DEPLOYED" | "FAILED" | "DEACTIVATING" | "DEACTIVATED" | "DELETING" | "TERMINATED" | "ARCHIVING" | "ARCHIVED" | "UNARCHIVING";
             events?: {
                 type: string;
                 status: string;

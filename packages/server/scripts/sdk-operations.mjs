@@ -15,8 +15,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  * Operations Berth does not route yet and the issue that covers each, by path prefix (method-independent). An entry
  * applies only while its operations are not routed; one that matches no operation of the SDK is reported as stale.
  */
-export const PENDING = [
-];
+export const PENDING = [];
 
 const METHODS = ['get', 'post', 'put', 'delete', 'patch'];
 

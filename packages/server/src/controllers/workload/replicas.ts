@@ -13,7 +13,6 @@ import { lastOutput } from '../../sandbox-api/last-output.js';
 import {
   defaultCpuShares,
   type EgressPolicy,
-  type RuntimeDriver,
   type SandboxInfo,
   type SandboxSpec,
   specHash,
