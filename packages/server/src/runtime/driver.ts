@@ -115,6 +115,11 @@ export interface SandboxInfo {
   ended?: SandboxEnd;
   /** Who it runs for, as its spec said; absent for an instance started before owners were recorded. */
   owner?: InstanceOwner;
+  /**
+   * Live, but its start never finished (a server killed between launching it and reaching its daemon, or mounting
+   * its volumes): no request can use it, and `ensure` replaces it rather than adopt it.
+   */
+  unfinished?: boolean;
 }
 
 /** What is known of how a sandbox's processes ended, read after the fact from its cgroup and writable layer. */
