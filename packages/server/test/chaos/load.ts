@@ -35,8 +35,8 @@ export interface LoadContext {
   /** The run's seeded random numbers in [0, 1): the same seed picks the same faults, targets and bursts. */
   rng: () => number;
   acked: Acked;
-  /** How many calls had reached the model provider each time the server was killed (budgets live in its memory). */
-  providerCallsAtKill: number[];
+  /** When the load started (the budget's daily window it falls in). */
+  startedAt: number;
   counts: Record<string, number>;
   /** Something a part could not set up: the run cannot judge that part. */
   problems: string[];
@@ -222,6 +222,7 @@ function zip(files: Record<string, string>): Promise<Buffer> {
 }
 
 async function uploadCode(ctx: LoadContext, path: string, body: Buffer) {
+  let last = '';
   for (let i = 0; i < 20; i++) {
     try {
       const res = await fetch(`${ctx.s.url}${path}`, {
@@ -230,10 +231,13 @@ async function uploadCode(ctx: LoadContext, path: string, body: Buffer) {
         body: new Uint8Array(body),
       });
       if (res.ok) return;
-    } catch {}
+      last = `${res.status} ${(await res.text()).slice(0, 300)}`;
+    } catch (err) {
+      last = String(err);
+    }
     await sleep(500);
   }
-  throw new Error(`chaos set-up: uploading ${path} never succeeded`);
+  throw new Error(`chaos set-up: uploading ${path} never succeeded (last answer: ${last})`);
 }
 
 async function untilDeployed(ctx: LoadContext, path: string, ms = 180_000) {
