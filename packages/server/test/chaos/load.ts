@@ -203,11 +203,18 @@ export async function previewTraffic(ctx: LoadContext) {
   while (ctx.running()) {
     const a = await ctx.s.call('GET', path);
     count(ctx, a.status === 200 ? 'preview request' : `preview request failed (${a.status})`);
+    if (a.status !== 200) count(ctx, `preview failure: ${a.status} ${why(a)}`);
     // A daemon killed takes the web server with it: started again in the fresh sandbox.
     if (a.status === 502) await start();
     await sleep(150);
   }
 }
+
+/** What a refusal says, without the names and figures that vary (to count alike ones together). */
+const why = (a: { body: any; text: string }) =>
+  String(a.body?.detail ?? a.body?.title ?? a.text ?? '')
+    .slice(0, 100)
+    .replace(/\d+/g, 'N');
 
 function zip(files: Record<string, string>): Promise<Buffer> {
   const z = new yazl.ZipFile();
