@@ -73,7 +73,9 @@ test('a token budget holds across kill -9 and restart: no more than the limit re
     stop = true;
     await Promise.all(clients);
     const tokens = served() * MAX_TOKENS;
-    t.diagnostic(`granted ${tokens} of ${BUDGET} output tokens across 2 kills; answers ${JSON.stringify(statuses)}`);
+    t.diagnostic(
+      `granted ${tokens} of ${BUDGET} output tokens across 2 kills; answers ${JSON.stringify(statuses)}`,
+    );
     assert.ok(tokens <= BUDGET, `${tokens} output tokens reached the provider for a budget of ${BUDGET}`);
     // Each killed server may take with it its unused block and the reservations of its calls in flight.
     const lost = 2 * (blockOf(BUDGET) + 4 * MAX_TOKENS);
