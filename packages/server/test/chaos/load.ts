@@ -232,7 +232,8 @@ async function uploadCode(ctx: LoadContext, path: string, body: Buffer) {
   let last = '';
   for (let i = 0; i < 20; i++) {
     try {
-      const res = await fetch(`${ctx.s.url}${path}`, {
+      // Through a restart under way, as every call of the load (a kill mid-upload is retried).
+      const res = await fetch(`${await ctx.s.ready()}${path}`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${ctx.s.key}`, 'content-type': 'application/zip' },
         body: new Uint8Array(body),
