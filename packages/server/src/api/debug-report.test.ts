@@ -97,6 +97,27 @@ test("a replica's app that ended is named with its exit and last output", () => 
   );
 });
 
+test('the most recent fault is named: a daemon that died after the egress proxy was down and back', () => {
+  const events = [
+    { message: 'deployed: sandbox running', status: 'DEPLOYED', time: 'T0' },
+    { message: 'egress proxy down: the process that carries … was killed (SIGKILL)', time: 'T1' },
+    { message: 'egress proxy back after 210 ms: outbound connections work again', time: 'T2' },
+    {
+      message:
+        "the sandbox had stopped: its API daemon ended and every process in it with it (the daemon's last output: nothing after it started); starting it again, fresh",
+      status: 'DEPLOYING',
+      time: 'T3',
+    },
+    { message: 'deployed: sandbox running', status: 'DEPLOYED', time: 'T4' },
+  ];
+  assert.match(
+    likelyCause(report({ events })),
+    /^recently: the sandbox had stopped: its API daemon ended.* \(T3\)$/,
+  );
+  const disk = [...events, { message: "disk full: the sandbox's files fill its 256 MB", time: 'T5' }];
+  assert.match(likelyCause(report({ events: disk })), /^recently: disk full: .* \(T5\)$/);
+});
+
 test('a proxy down, then recent fault events, then standby', () => {
   const network = { proxy: 'down since 2026-01-01T00:00:01Z', egress: 'direct' };
   assert.match(likelyCause(report({ network })), /^the egress proxy is down since/);

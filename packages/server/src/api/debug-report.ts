@@ -114,6 +114,14 @@ const firstSentence = (s: string) => {
   return cut > 0 ? s.slice(0, cut) : s;
 };
 
+/**
+ * Events that say a fault happened (controllers/sandbox/sandbox-faults.ts and its kin): out of memory, a full disk,
+ * a daemon that died (the sandbox started again), a start cut short by a server stopping, a crashed replica, an
+ * unreachable provider, the egress proxy down.
+ */
+const FAULT_EVENT =
+  /^(out of memory|disk full|the sandbox had stopped|the sandbox's start was cut short|replica \S+ crashed|provider unreachable|egress proxy down)/;
+
 /** The one line: the first rule that matches, most decisive first. */
 export function likelyCause(r: Omit<DebugReport, 'cause' | 'tookMs'>): string {
   const events: DebugEventT[] = r.events;
@@ -146,11 +154,8 @@ export function likelyCause(r: Omit<DebugReport, 'cause' | 'tookMs'>): string {
   }
   if (proxyDown)
     return `the egress proxy is ${r.network?.proxy}: outbound connections under its network policy fail`;
-  const recent = [...events]
-    .reverse()
-    .find((e) =>
-      /^(out of memory|replica \S+ crashed|provider unreachable|egress proxy down)/.test(e.message),
-    );
+  // The most recent fault, whatever its kind: a daemon that died after the proxy was down is the news.
+  const recent = [...events].reverse().find((e) => FAULT_EVENT.test(e.message));
   if (recent) return `recently: ${firstSentence(recent.message)}${recent.time ? ` (${recent.time})` : ''}`;
   if (r.status && r.status !== 'DEPLOYED')
     return `${noun} is ${r.status}${last ? `: ${firstSentence(last)}` : ''}`;

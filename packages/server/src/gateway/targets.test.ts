@@ -90,6 +90,32 @@ test('a sandbox that becomes DEPLOYED is loaded; a delete evicts it and closes i
   }
 });
 
+test('a sandbox started again at another address is reached there, never at the old one (another sandbox may hold it now)', async () => {
+  const { store, driver, targets, close } = await setup();
+  try {
+    await targets.start();
+    const id = sandboxId('ws', 'web');
+    await driver.ensure(id, SPEC);
+    await store.write([{ op: 'create', key: key('web'), body: body('web', 'DEPLOYED') }]);
+    await until(() => targets.get('ws', 'web') !== undefined, 'loaded once DEPLOYED');
+    const before = targets.get('ws', 'web')!;
+    // Its daemon died: the controller says DEPLOYING, the runtime starts a fresh instance (a new slot, a new
+    // address), and the controller says DEPLOYED again.
+    await store.write([{ op: 'update', key: key('web'), body: body('web', 'DEPLOYING') }]);
+    await driver.remove(id);
+    await driver.ensure(sandboxId('ws', 'other'), SPEC); // takes the freed address
+    await driver.ensure(id, SPEC);
+    const now = (await driver.inspect(id))!.address;
+    assert.notEqual(now, before.conn.address, 'the fresh instance has another address');
+    await store.write([{ op: 'update', key: key('web'), body: body('web', 'DEPLOYED') }]);
+    await until(() => targets.get('ws', 'web')?.conn.address === now, 'the entry follows the new instance');
+    assert.equal(before.evicted, true, 'the old entry is dropped');
+    assert.equal(before.conn.pool.closed, true, 'and its pools closed');
+  } finally {
+    await close();
+  }
+});
+
 test('a sandbox the runtime does not run is not an entry: the caller is told it does not serve', async () => {
   const { store, targets, close } = await setup();
   try {

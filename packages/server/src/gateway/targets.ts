@@ -143,6 +143,14 @@ export class Targets {
       const status = c.object.body.status;
       if (c.type === 'DELETED' || !serving(status)) {
         if (t) this.evict(k, t);
+      } else if (t && status !== t.status && (status === 'DEPLOYING' || t.status === 'DEPLOYING')) {
+        // Started again (a daemon that died, a spec update): the instance may be a new one at another address, and
+        // the old address may already be another sandbox's. The entry is made again from what the runtime runs now.
+        this.evict(k, t);
+        if (status === 'DEPLOYED')
+          this.load(c.object).catch((err) =>
+            this.deps.logger.warn({ err, sandbox: c.object.name }, 'loading a sandbox failed'),
+          );
       } else if (t) t.status = status;
       else if (status === 'DEPLOYED')
         this.load(c.object).catch((err) =>

@@ -17,6 +17,7 @@ import { pinCall, pinForm } from './model-pin.js';
 import { MIN_CAPPED_OUTPUT, outputLimitOf } from './output-limit.js';
 import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
 import { registerModelRoutes } from './routes.js';
+import type { ReserveResult } from './token-budget.js';
 import { UsageObserver } from './stream/usage-observer.js';
 import { AnthropicToChatStream, messageToChat } from './translate/anthropic-to-openai.js';
 import { ChatToMessagesStream, chatToMessage } from './translate/messages-answer.js';
@@ -77,8 +78,10 @@ function reserve(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: Call
   // input, a token being at least one byte. Elsewhere (file uploads, audio transcriptions) it reserves one token:
   // refused once the window is spent, charged what the provider reports, but not refused for its size.
   const estimate = call.json ? meter.estimateInput() : MODEL_PATHS.test(call.path) ? call.raw.length : 1;
-  if (typeof estimate === 'number') return book(gw, ep, call, meter, estimate);
-  return estimate.then((n) => book(gw, ep, call, meter, n));
+  // The first call in a window this server has not claimed from waits for one claim (decision 057).
+  const claimed = gw.budget.prepare(ep.budgets);
+  if (typeof estimate === 'number' && !claimed) return book(gw, ep, call, meter, estimate);
+  return Promise.all([estimate, claimed]).then(([n]) => book(gw, ep, call, meter, n));
 }
 
 /**
@@ -105,9 +108,29 @@ function decideOutput(gw: ModelGateway, ep: Endpoint, call: IncomingCall, input:
   return { output: each * choices, least };
 }
 
-function book(gw: ModelGateway, ep: Endpoint, call: IncomingCall, meter: CallMeter, inputEstimate: number) {
+function book(
+  gw: ModelGateway,
+  ep: Endpoint,
+  call: IncomingCall,
+  meter: CallMeter,
+  inputEstimate: number,
+): void | Promise<void> {
   const { output, least } = decideOutput(gw, ep, call, inputEstimate);
   const r = gw.budget.reserve(ep.budgets, { input: inputEstimate, output });
+  // A server whose claim in the store is short claims more first (budget-ledger.ts).
+  if (r instanceof Promise) return r.then((x) => booked(gw, ep, meter, x, inputEstimate, output, least));
+  return booked(gw, ep, meter, r, inputEstimate, output, least);
+}
+
+function booked(
+  gw: ModelGateway,
+  ep: Endpoint,
+  meter: CallMeter,
+  r: ReserveResult,
+  inputEstimate: number,
+  output: number,
+  least: number | undefined,
+) {
   if (r.ok) {
     meter.hold(r.reservation);
     return;

@@ -5,11 +5,11 @@ import type { Agent } from 'undici';
 import type { Authenticator } from '../auth/access.js';
 import type { Outbound } from '../outbound/index.js';
 import type { Resources } from '../store/resources.js';
+import { BudgetLedger } from './budget-ledger.js';
 import { CallerResolver } from './caller.js';
 import { EndpointCache } from './endpoints.js';
 import { DEFAULT_OUTPUT_ESTIMATE, loadTokenizer } from './estimate.js';
 import { ModelMetrics } from './metrics.js';
-import { TokenBudget } from './token-budget.js';
 import { UnreachableProviders } from './unreachable.js';
 import { UsageRecorder } from './usage-recorder.js';
 import { EVERY_WORKSPACE } from '../store/store.js';
@@ -43,7 +43,8 @@ export interface ModelGateway {
   resources: Resources;
   callers: CallerResolver;
   endpoints: EndpointCache;
-  budget: TokenBudget;
+  /** Token budgets, durable in the store. */
+  budget: BudgetLedger;
   recorder: UsageRecorder;
   metrics: ModelMetrics;
   agent: Agent;
@@ -78,11 +79,12 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     () => {},
   );
   const callers = new CallerResolver(deps.authenticator, deps.resources.store, now);
+  const budget = new BudgetLedger(deps.resources.store, now, deps.onError);
   return {
     resources: deps.resources,
     callers,
     endpoints,
-    budget: new TokenBudget(now),
+    budget,
     recorder,
     metrics: new ModelMetrics(deps.registry),
     agent,
@@ -95,6 +97,7 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
       callers.close();
       endpoints.close();
       await recorder.close();
+      await budget.close();
       // In-flight provider calls were aborted with their clients; idle sockets go now.
       await agent.destroy();
     },

@@ -51,6 +51,7 @@ export function budgetOf(workspace: string, p: PolicyBody): BudgetPolicy | undef
     return undefined;
   return {
     id: `${workspace}\u0000${p.metadata.name}`,
+    workspace,
     name: p.metadata.name,
     granularity: m.granularity ?? 'hour',
     step: m.step ?? 1,

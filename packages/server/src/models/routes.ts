@@ -167,6 +167,6 @@ export function registerModelRoutes(app: FastifyInstance, gw: ModelGateway) {
     const { policyName } = req.params as Record<string, string>;
     const p = await resources.mustGet(resources.kind('Policy'), a.workspace, [], policyName);
     const budget = budgetOf(a.workspace, p.body as PolicyBody);
-    return budget ? gw.budget.snapshot(budget).map(windowView) : [];
+    return budget ? (await gw.budget.snapshot(budget)).map(windowView) : [];
   });
 }

@@ -12,6 +12,7 @@ const policy = (
   step = 1,
 ): BudgetPolicy => ({
   id: 'default\u0000p',
+  workspace: 'default',
   name: 'p',
   granularity,
   step,

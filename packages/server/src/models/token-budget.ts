@@ -1,6 +1,8 @@
 // Token budgets of `maxToken` policies: reserve before a provider is asked, settle with its reported usage
 // after. Pure and synchronous (the clock is injected), so a reservation is atomic on Node's one thread and
-// 100 concurrent requests can never be granted more than a window holds.
+// 100 concurrent requests can never be granted more than a window holds. A durable budget also keeps each
+// window within what this server has claimed in the store (`leased`, budget-ledger.ts claims more), so
+// servers that die or run side by side never grant more than the limit between them.
 
 export type Granularity = 'minute' | 'hour' | 'day' | 'month';
 
@@ -13,6 +15,7 @@ export interface Limits {
 /** One policy as the budget sees it: `id` scopes its windows (workspace + policy name). */
 export interface BudgetPolicy {
   id: string;
+  workspace: string;
   name: string;
   granularity: Granularity;
   /** Window length in granularity units (`step: 5` with `minute` = five-minute windows). */
@@ -34,6 +37,10 @@ export interface WindowState {
   limits: Limits;
   used: Amount;
   reserved: Amount;
+  /** Durable budgets: tokens of each limited dimension this server holds a claim for in the store. */
+  leased?: Limits;
+  /** Durable budgets: what every server had claimed in the store when this one last claimed. */
+  claimed?: Limits;
 }
 
 export interface Reservation {
@@ -62,7 +69,26 @@ export type ReserveResult =
       /** Seconds until the call could succeed: a short wait for calls in flight, else the window's end. */
       retryAfterS: number;
       windowEnd: number;
+      /** Durable budgets: the limit has room but this server's claim does not; claim more and ask again. */
+      leaseShort?: boolean;
     };
+
+/** What a durable window lacks for a call: per limited dimension, tokens to claim beyond the lease. */
+export interface Shortfall {
+  policy: BudgetPolicy;
+  start: number;
+  end: number;
+  /** Tokens needed beyond the lease, per dimension (only those short). */
+  need: Limits;
+  /** Tokens already used or reserved beyond the lease (settled above their reservation), per dimension. */
+  over: Limits;
+  /** Tokens reserved by this server's calls in flight, per dimension. */
+  reserved: Limits;
+  /** What every server had claimed when this one last claimed (unknown before its first claim). */
+  claimed?: Limits;
+}
+
+export const DIMENSIONS = ['input', 'output', 'total'] as const;
 
 /**
  * Seconds a caller refused because of reservations in flight is told to wait. Calls settle when they
@@ -106,7 +132,11 @@ export class TokenBudget {
   private readonly open = new Map<string, number>();
   private nextId = 1;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    /** Each window also stays within its lease (budget-ledger.ts). */
+    readonly durable = false,
+  ) {}
 
   /** Reserves `amount` in the current window of every policy, or in none of them. */
   reserve(policies: BudgetPolicy[], amount: Amount): ReserveResult {
@@ -115,11 +145,11 @@ export class TokenBudget {
     const states: [string, WindowState][] = [];
     for (const p of policies) {
       const w = this.current(p, t);
-      for (const dim of ['input', 'output', 'total'] as const) {
+      for (const dim of DIMENSIONS) {
         const limit = p.limits[dim];
         if (limit === undefined) continue;
-        const want = dim === 'total' ? total(amount) : amount[dim];
-        const held = dim === 'total' ? total(w.used) + total(w.reserved) : w.used[dim] + w.reserved[dim];
+        const want = wantOf(amount, dim);
+        const held = heldOf(w, dim);
         if (want > 0 && held + want > limit) {
           const used = dim === 'total' ? total(w.used) : w.used[dim];
           const inFlight = used + want <= limit;
@@ -137,6 +167,24 @@ export class TokenBudget {
       }
       states.push([windowKey(p, w.start), w]);
     }
+    if (this.durable)
+      for (const [, w] of states)
+        for (const dim of DIMENSIONS) {
+          if (w.limits[dim] === undefined) continue;
+          const want = wantOf(amount, dim);
+          if (want > 0 && heldOf(w, dim) + want > (w.leased?.[dim] ?? 0))
+            return {
+              ok: false,
+              policy: w.policy,
+              dimension: dim,
+              limit: w.limits[dim] as number,
+              never: false,
+              inFlight: true,
+              retryAfterS: IN_FLIGHT_RETRY_S,
+              windowEnd: w.end,
+              leaseShort: true,
+            };
+        }
     for (const [k, w] of states) {
       w.reserved.input += amount.input;
       w.reserved.output += amount.output;
@@ -163,8 +211,10 @@ export class TokenBudget {
     for (const p of policies) {
       const w = this.current(p, t);
       const { output, total: all } = p.limits;
-      if (output !== undefined) room = Math.min(room, output - w.used.output - w.reserved.output);
-      if (all !== undefined) room = Math.min(room, all - total(w.used) - total(w.reserved) - input);
+      if (output !== undefined)
+        room = Math.min(room, output - othersOf(w, 'output') - w.used.output - w.reserved.output);
+      if (all !== undefined)
+        room = Math.min(room, all - othersOf(w, 'total') - total(w.used) - total(w.reserved) - input);
     }
     return Math.max(0, room);
   }
@@ -187,6 +237,80 @@ export class TokenBudget {
       if (n > 0) this.open.set(k, n);
       else this.open.delete(k);
     }
+  }
+
+  /** Durable windows not claimed from yet by this server: their first claim also learns what others hold. */
+  unclaimed(policies: BudgetPolicy[]): BudgetPolicy[] {
+    const t = this.now();
+    return policies.filter((p) => !this.current(p, t).claimed);
+  }
+
+  /**
+   * What the current durable windows of `policies` lack for `amount` plus `margin(limit)` tokens ahead, per
+   * limited dimension. Empty when every lease covers it.
+   */
+  shortfall(policies: BudgetPolicy[], amount: Amount, margin: (limit: number) => number): Shortfall[] {
+    const t = this.now();
+    const out: Shortfall[] = [];
+    for (const p of policies) {
+      const w = this.current(p, t);
+      const s: Shortfall = {
+        policy: p,
+        start: w.start,
+        end: w.end,
+        need: {},
+        over: {},
+        reserved: {},
+        claimed: w.claimed,
+      };
+      let short = false;
+      for (const dim of DIMENSIONS) {
+        const limit = p.limits[dim];
+        if (limit === undefined) continue;
+        const leased = w.leased?.[dim] ?? 0;
+        const held = heldOf(w, dim);
+        const need = held + wantOf(amount, dim) + margin(limit) - leased;
+        s.reserved[dim] = dim === 'total' ? total(w.reserved) : w.reserved[dim];
+        if (held > leased) s.over[dim] = held - leased;
+        if (need > 0 || !w.claimed) {
+          s.need[dim] = Math.max(0, need);
+          short = true;
+        }
+      }
+      if (short) out.push(s);
+    }
+    return out;
+  }
+
+  /** Adds tokens claimed in the store to the lease of `p`'s window starting at `start`, while it lasts. */
+  lease(p: BudgetPolicy, start: number, grant: Limits, claimed: Limits): void {
+    const t = this.now();
+    let w = this.windows.get(windowKey(p, start));
+    if (!w) {
+      const cur = this.current(p, t);
+      if (cur.start !== start) return;
+      w = cur;
+      this.windows.set(windowKey(p, start), w);
+    }
+    w.leased ??= {};
+    const leased = w.leased;
+    for (const dim of DIMENSIONS) {
+      const g = grant[dim];
+      if (g !== undefined) leased[dim] = (leased[dim] ?? 0) + g;
+    }
+    w.claimed = { ...claimed };
+  }
+
+  /** Leased tokens of `p`'s window at `start` that no call used or holds: what a server stopping gives back. */
+  unusedIn(p: BudgetPolicy, start: number): Limits {
+    const w = this.windows.get(windowKey(p, start));
+    const unused: Limits = {};
+    if (!w?.leased || w.end <= this.now()) return unused;
+    for (const dim of DIMENSIONS) {
+      const l = w.leased[dim];
+      if (l !== undefined && l > heldOf(w, dim)) unused[dim] = l - heldOf(w, dim);
+    }
+    return unused;
   }
 
   /** The current window of `p` (always, even when unused) and any older one still holding reservations. */
@@ -212,6 +336,7 @@ export class TokenBudget {
       limits: {},
       used: zero(),
       reserved: zero(),
+      ...(this.durable ? { leased: {} } : {}),
     };
     // A policy edited mid-window applies its new limits at once.
     w.limits = { ...p.limits };
@@ -226,3 +351,10 @@ export class TokenBudget {
 
 const windowKey = (p: BudgetPolicy, start: number) =>
   `${p.id}\u0000${p.granularity}\u0000${p.step}\u0000${start}`;
+
+const wantOf = (a: Amount, dim: keyof Limits) => (dim === 'total' ? total(a) : a[dim]);
+const heldOf = (w: WindowState, dim: keyof Limits) =>
+  dim === 'total' ? total(w.used) + total(w.reserved) : w.used[dim] + w.reserved[dim];
+/** Tokens other servers (or earlier runs of this one) had claimed in a durable window when this one last claimed. */
+const othersOf = (w: WindowState, dim: keyof Limits) =>
+  Math.max(0, (w.claimed?.[dim] ?? 0) - (w.leased?.[dim] ?? 0));

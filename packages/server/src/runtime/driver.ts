@@ -124,6 +124,11 @@ export interface SandboxInfo {
   owner?: InstanceOwner;
   /** Frozen with its memory pushed out to swap (deep standby); a wake brings the pages back on demand. */
   deepStandby?: boolean;
+  /**
+   * Live, but its start never finished (a server killed between launching it and reaching its daemon, or mounting
+   * its volumes): no request can use it, and `ensure` replaces it rather than adopt it.
+   */
+  unfinished?: boolean;
 }
 
 /** What is known of how a sandbox's processes ended, read after the fact from its cgroup and writable layer. */

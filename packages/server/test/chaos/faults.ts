@@ -4,7 +4,7 @@
 // recorded with its target and time, so the checks can look for the event that explains it.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { exec, type LoadContext, providerCalls, sandboxSpec } from './load.js';
+import { exec, type LoadContext, sandboxSpec } from './load.js';
 
 export type FaultKind = 'server' | 'daemon' | 'replica' | 'task' | 'proxy' | 'fill-disk' | 'fill-memory';
 
@@ -87,7 +87,7 @@ export class FaultInjector {
     const f: Fault = { kind, at: new Date().toISOString() };
     switch (kind) {
       case 'server':
-        await s.kill(() => this.ctx.providerCallsAtKill.push(providerCalls(this.ctx.fake)));
+        await s.kill();
         break;
       case 'daemon': {
         const name = this.pick(DAEMON_TARGETS.filter((n) => instances(s.dataDir, `default.${n}`).length));

@@ -134,7 +134,7 @@ export async function runLoad(opts: RunOptions): Promise<RunReport> {
       volumeRecords: [],
       executions: [],
     },
-    providerCallsAtKill: [],
+    startedAt: Date.now(),
     counts: report.counts,
     problems: report.problems,
   };

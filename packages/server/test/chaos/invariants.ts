@@ -119,18 +119,16 @@ export async function verify(ctx: LoadContext, faults: Fault[], settleMs = 60_00
     }
   }
 
-  // The budget, judged at the provider: every call that reached it wrote CALL_MAX_TOKENS output tokens. Windows
-  // live in the server's memory (docs/models.md), so the bound holds for each incarnation of the server.
+  // The budget, judged at the provider: every call that reached it wrote CALL_MAX_TOKENS output tokens. Windows are
+  // durable (decision 057), so the bound holds across every kill of the server (a run across midnight UTC spans
+  // two of the budget's daily windows).
   const served = providerCalls(ctx.fake);
   tick('model calls that reached the provider', served);
-  const marks = [0, ...ctx.providerCallsAtKill, served];
-  for (let i = 1; i < marks.length; i++) {
-    const calls = marks[i] - marks[i - 1];
-    if (calls * CALL_MAX_TOKENS > BUDGET.outputTokens)
-      bad(
-        `the budget of ${BUDGET.outputTokens} output tokens was exceeded: ${calls} calls of ${CALL_MAX_TOKENS} reached the provider in the server's incarnation ${i}`,
-      );
-  }
+  const windows = new Date(ctx.startedAt).getUTCDate() === new Date().getUTCDate() ? 1 : 2;
+  if (served * CALL_MAX_TOKENS > windows * BUDGET.outputTokens)
+    bad(
+      `the budget of ${BUDGET.outputTokens} output tokens was exceeded: ${served} calls of ${CALL_MAX_TOKENS} reached the provider across ${s.kills} server kills`,
+    );
 
   // Runtime instances: each owned by an object that exists; no more replicas than the agent's maxScale.
   const instancesWrong = async () => {

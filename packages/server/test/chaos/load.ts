@@ -35,8 +35,8 @@ export interface LoadContext {
   /** The run's seeded random numbers in [0, 1): the same seed picks the same faults, targets and bursts. */
   rng: () => number;
   acked: Acked;
-  /** How many calls had reached the model provider each time the server was killed (budgets live in its memory). */
-  providerCallsAtKill: number[];
+  /** When the load started (the budget's daily window it falls in). */
+  startedAt: number;
   counts: Record<string, number>;
   /** Something a part could not set up: the run cannot judge that part. */
   problems: string[];
@@ -203,11 +203,18 @@ export async function previewTraffic(ctx: LoadContext) {
   while (ctx.running()) {
     const a = await ctx.s.call('GET', path);
     count(ctx, a.status === 200 ? 'preview request' : `preview request failed (${a.status})`);
+    if (a.status !== 200) count(ctx, `preview failure: ${a.status} ${why(a)}`);
     // A daemon killed takes the web server with it: started again in the fresh sandbox.
     if (a.status === 502) await start();
     await sleep(150);
   }
 }
+
+/** What a refusal says, without the names and figures that vary (to count alike ones together). */
+const why = (a: { body: any; text: string }) =>
+  String(a.body?.detail ?? a.body?.title ?? a.text ?? '')
+    .slice(0, 100)
+    .replace(/\d+/g, 'N');
 
 function zip(files: Record<string, string>): Promise<Buffer> {
   const z = new yazl.ZipFile();
@@ -222,18 +229,23 @@ function zip(files: Record<string, string>): Promise<Buffer> {
 }
 
 async function uploadCode(ctx: LoadContext, path: string, body: Buffer) {
+  let last = '';
   for (let i = 0; i < 20; i++) {
     try {
-      const res = await fetch(`${ctx.s.url}${path}`, {
+      // Through a restart under way, as every call of the load (a kill mid-upload is retried).
+      const res = await fetch(`${await ctx.s.ready()}${path}`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${ctx.s.key}`, 'content-type': 'application/zip' },
         body: new Uint8Array(body),
       });
       if (res.ok) return;
-    } catch {}
+      last = `${res.status} ${(await res.text()).slice(0, 300)}`;
+    } catch (err) {
+      last = String(err);
+    }
     await sleep(500);
   }
-  throw new Error(`chaos set-up: uploading ${path} never succeeded`);
+  throw new Error(`chaos set-up: uploading ${path} never succeeded (last answer: ${last})`);
 }
 
 async function untilDeployed(ctx: LoadContext, path: string, ms = 180_000) {

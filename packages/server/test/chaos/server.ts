@@ -32,6 +32,12 @@ export class ChaosServer {
     return this.current.url;
   }
 
+  /** The URL of the incarnation running now, once a restart under way is over. */
+  async ready(): Promise<string> {
+    await this.restarting;
+    return this.url;
+  }
+
   get pid(): number | undefined {
     return this.current?.child.pid;
   }

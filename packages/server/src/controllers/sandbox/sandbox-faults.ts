@@ -133,6 +133,8 @@ export async function stoppedMessage(driver: RuntimeDriver, id: string): Promise
   const fresh =
     'starting it again, fresh: its processes and the files of its writable layer are gone (volumes are kept)';
   if (!info) return `the sandbox had stopped: the runtime no longer had it (its host restarted?); ${fresh}`;
+  if (info.unfinished && info.state !== 'dead')
+    return `the sandbox's start was cut short (the server stopped before it could reach its API daemon or mount its volumes); ${fresh}`;
   const out = lastOutput(await driver.daemonLog(id).catch(() => undefined));
   const oom = info.ended?.oomKills ? `, ${info.ended.oomKills} of them by the out-of-memory killer` : '';
   return (

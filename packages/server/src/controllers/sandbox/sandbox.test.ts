@@ -42,10 +42,18 @@ class TestDriver extends FakeDriver {
   override socketPath(): string {
     return this.socket;
   }
+  /** Live instances whose start a killed server left unfinished (as the Linux driver reports them). */
+  readonly unfinished = new Set<string>();
   override async ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {
     this.ensures++;
     await this.during?.();
+    // As the Linux driver does: an unfinished instance is replaced, never adopted.
+    if (this.unfinished.delete(id)) await super.remove(id);
     return super.ensure(id, spec);
+  }
+  override async inspect(id: string): Promise<SandboxInfo | undefined> {
+    const info = await super.inspect(id);
+    return info && this.unfinished.has(id) ? { ...info, unfinished: true } : info;
   }
 }
 
@@ -272,6 +280,33 @@ test('a DELETE that lands while the sandbox is starting ends TERMINATED, never D
     assert.ok(!steps(b).includes('DEPLOYED'), `steps: ${steps(b)}`);
     assert.equal(await env.driver.inspect(sandboxId('default', 'race')), undefined);
     assert.equal(logged(env.lines, 'sandbox deployed').length, 0);
+  } finally {
+    await env.close();
+  }
+});
+
+test('a sandbox whose start a killed server left unfinished is started again, never adopted DEPLOYED and unreachable', async () => {
+  const env = await setup();
+  try {
+    const o = await env.create('cut');
+    const id = sandboxId('default', 'cut');
+    // Launched by the server before it was killed, which died before it reached the daemon (no status written).
+    await env.driver.ensure(id, runtimeSpecOf(env.resources, o.object.body.spec));
+    env.driver.unfinished.add(id);
+    const pid = (await env.driver.inspect(id))!.pid;
+    await env.reconcile('cut');
+    const b = await env.get('cut');
+    assert.equal(b.status, 'DEPLOYED');
+    assert.equal(env.driver.ensures, 2, 'started again');
+    assert.equal(env.driver.creations, 2, 'a fresh instance');
+    const info = (await env.driver.inspect(id))!;
+    assert.notEqual(info.pid, pid);
+    assert.equal(info.unfinished, undefined);
+    assert.ok(
+      b.events.some((e: any) => /start was cut short/.test(e.message)),
+      'an event says why it started again',
+    );
+    assert.doesNotMatch(b.events.at(-1).message, /kept as it was/);
   } finally {
     await env.close();
   }

@@ -4,7 +4,8 @@
 //   DELETING → (instances.remove) → TERMINATED, kept as terminatedRetentionMs says, then the record goes.
 // A sandbox the runtime still runs is adopted as it is after a server restart (same processes, frozen or not);
 // a spec update that changes what runs (its envs) starts it again. One whose processes all died is started again,
-// fresh, unless the out-of-memory killer ended them: then it is FAILED with the figures (outOfMemory).
+// fresh, unless the out-of-memory killer ended them: then it is FAILED with the figures (outOfMemory). One whose
+// start a killed server left unfinished (its daemon not reachable yet) is started again, fresh, whatever its status.
 import { durationMs } from '../../kinds/rules.js';
 import { expiresAtMs } from '../../kinds/sandbox.js';
 import { isGone } from '../../kinds/status.js';
@@ -264,7 +265,10 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       const info = await driver.inspect(id);
       if (info?.state === 'dead' && info.ended?.oomKills && o.body.status === 'DEPLOYED')
         return outOfMemory(o, id, info.ended);
-      if (!info || info.state === 'dead') return start(o, id, signal);
+      // A start a killed server left unfinished (no daemon reachable, volumes missing) is made again, never adopted.
+      if (info?.unfinished && info.state !== 'dead' && o.body.status !== 'DEPLOYED')
+        await resources.recordEvent(keyOf(o), await stoppedMessage(driver, id));
+      if (!info || info.state === 'dead' || info.unfinished) return start(o, id, signal);
       if (o.body.status !== 'DEPLOYED') {
         // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
         // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.

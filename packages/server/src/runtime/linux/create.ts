@@ -98,6 +98,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     socketPath: req.paths.socketPath,
     createdAt: new Date().toISOString(),
     ...(spec.volumes.length ? { mountsPending: true } : {}),
+    socketPending: true,
   };
   writeRecord(dir, rec); // from here on a crash leaves enough to tear everything down
   const cg = new SandboxCgroup(ctx.cgroupHost, name);
@@ -196,6 +197,8 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     logFile,
     timeout,
   );
+  rec.socketPending = undefined;
+  writeRecord(dir, rec);
   return rec;
 }
 

@@ -336,6 +336,7 @@ export class LinuxDriver implements RuntimeDriver {
       ...(ended ? { ended } : {}),
       ...(rec.owner ? { owner: rec.owner } : {}),
       ...(frozen && this.deepStandby.isDeep(rec.id) ? { deepStandby: true } : {}),
+      ...(alive && unfinished(rec) ? { unfinished: true } : {}),
     };
   }
 
@@ -363,8 +364,9 @@ export class LinuxDriver implements RuntimeDriver {
     const hash = specHash(spec);
     return this.serial(id, async () => {
       const rec = readRecord(this.dir(id));
-      // A sandbox whose volumes a killed server had not finished mounting is replaced, never adopted without them.
-      if (rec && rec.specHash === hash && !rec.mountsPending && this.alive(rec)) {
+      // A sandbox a killed server had not finished starting (its daemon not reachable yet, or its volumes not all
+      // mounted) is replaced, never adopted half-made.
+      if (rec && rec.specHash === hash && !unfinished(rec) && this.alive(rec)) {
         if (!samePolicy(this.ctx.egress.current(rec.address), spec.egress))
           await this.applyEgress(rec, spec.egress);
         return this.info(rec);
@@ -840,3 +842,7 @@ function readEnvFile(runDir: string): Record<string, string> {
     if (fd !== undefined) closeSync(fd);
   }
 }
+
+/** A start cut short: the daemon's socket not linked where the server reaches it, or the volumes not mounted. */
+const unfinished = (rec: SandboxRecord) =>
+  rec.socketPending === true || rec.mountsPending === true || !existsSync(rec.socketPath);

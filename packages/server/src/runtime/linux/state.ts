@@ -34,6 +34,11 @@ export interface SandboxRecord {
    * restarted server that finds this replaces the sandbox rather than adopt it without its mounts.
    */
   mountsPending?: boolean;
+  /**
+   * Launched, but its daemon's socket is not linked where the server reaches it yet (create.ts waitForSocket): a
+   * server killed in between leaves a live sandbox no request can reach, which a restarted one replaces.
+   */
+  socketPending?: boolean;
 }
 
 export const stateFile = (sandboxDir: string) => join(sandboxDir, 'state.json');

@@ -1,0 +1,59 @@
+// A server killed between launching a sandbox and linking its daemon's socket (create.ts waitForSocket) leaves a
+// live sandbox no request can reach. Seen once under chaos as a sandbox DEPLOYED and answering 502: the restarted
+// server adopted it as it was. The state such a kill leaves is made here exactly (the record says the socket is
+// pending, the link is absent), and a new driver must replace the sandbox rather than adopt it.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { smallSandboxSpec } from '../../test-support/sandbox-spec.js';
+import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
+import { readRecord, writeRecord } from './state.js';
+import { callSocket, makeMiniDaemonCodeDir } from './test-support/mini-daemon.js';
+
+const T = { timeout: 90_000 };
+let dataDir: string;
+let codeDir: string;
+let driver: LinuxDriver;
+
+before(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'berth-rt-cut-'));
+  codeDir = makeMiniDaemonCodeDir(dataDir);
+  driver = await createLinuxDriver({ dataDir, codeDir });
+});
+
+after(async () => {
+  for (const s of await driver.list()) await driver.remove(s.id);
+  await driver.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test(
+  'a sandbox launched by a server killed before it reached the daemon is replaced, not adopted unreachable',
+  T,
+  async () => {
+    const first = await driver.ensure('cut', smallSandboxSpec());
+    // What the kill leaves: the process runs, the record says the socket is pending, the server's link is absent.
+    const dir = join(dataDir, 'sandboxes', 'cut');
+    const rec = readRecord(dir)!;
+    assert.equal(rec.socketPending, undefined, 'a finished start clears the flag');
+    writeRecord(dir, { ...rec, socketPending: true });
+    unlinkSync(first.socketPath);
+
+    const fresh = await createLinuxDriver({ dataDir, codeDir });
+    try {
+      const found = await fresh.inspect('cut');
+      assert.equal(found?.state, 'running');
+      const again = await fresh.ensure('cut', smallSandboxSpec());
+      assert.notEqual(again.pid, first.pid, 'replaced, not adopted');
+      assert.equal(found?.unfinished, true, 'reported as a start that never finished');
+      assert.equal(again.unfinished, undefined);
+      assert.equal((await callSocket(again.socketPath, 'GET', '/health')).status, 200, 'its daemon answers');
+      assert.throws(() => process.kill(first.pid, 0), 'the unreachable one is gone');
+    } finally {
+      await fresh.remove('cut');
+      await fresh.close();
+    }
+  },
+);
