@@ -28,7 +28,7 @@ test('the coverage reads the document: a path of the same shape is routed whatev
     { operationId: 'b', method: 'POST', path: '/sandboxes/{sandboxName}/previews' },
     { operationId: 'c', method: 'GET', path: '/applications' },
   ];
-  const cov = coverage(ops, doc);
+  const cov = coverage(ops, doc, [{ prefix: '/applications', issue: 31, why: 'an example entry' }]);
   assert.deepEqual(
     cov.rows.map((r: { operationId: string; routed: boolean; pending?: { issue: number } }) => [
       r.operationId,

@@ -85,7 +85,8 @@ describe('the replica set', () => {
     assert.equal(driver.creations - before, 1);
     assert.equal(new Set(got.map((r) => r.id)).size, 1);
     assert.equal(set.scaleOut(w, 10), 1, 'one more, up to maxScale');
-    await new Promise((r) => setTimeout(r, 50));
+    // The second replica starts in the background: wait for it (bounded), not for a guessed time.
+    for (let i = 0; i < 200 && live(w).length < 2; i++) await new Promise((r) => setTimeout(r, 25));
     assert.equal(live(w).length, 2);
     assert.equal(set.scaleOut(w, 10), 0);
   });
