@@ -69,8 +69,16 @@ describe('debug: what is wrong with an object', () => {
     const driver = await inspectingDriver(s.dataDir);
     try {
       const id = sandboxId('default', 'stopped');
+      // A short-lived process of the sandbox may end between the listing and the read: it is not the daemon.
+      const cmdline = (p: number) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'utf8');
+        } catch {
+          return '';
+        }
+      };
       for (const p of driver.cgroup(id)!.pids())
-        if (readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('daemon.cjs')) process.kill(p, 'SIGKILL');
+        if (cmdline(p).includes('daemon.cjs')) process.kill(p, 'SIGKILL');
       for (let i = 0; i < 200 && (await driver.inspect(id))?.state !== 'dead'; i++)
         await new Promise((r) => setTimeout(r, 25));
     } finally {
