@@ -310,6 +310,70 @@ describe('applications through the SDK', () => {
     assert.equal(states.filter((d) => d.spec.status === 'verified').length, 1, JSON.stringify(states));
   });
 
+  it("a deleted domain lets A's application go: another workspace verifies it and names it, A is told", async () => {
+    const domain = 'shop.example.test';
+    const challenge = `_berth-challenge.${domain}`;
+    const del = await s.api(`/customdomains/${domain}`, { method: 'DELETE' });
+    assert.equal(del.status, 200, await del.text());
+    const web = await (await s.api('/applications/web')).json();
+    assert.match(web.events.at(-1).message, /custom domain shop\.example\.test no longer routes/);
+    assert.deepEqual(web.spec.urls, [{ domain }], 'the spec is left as the user wrote it');
+    assert.equal((await getWithHost(`${s.url}/`, domain)).status, 404);
+
+    // B now proves the domain and points its application at it: the label A's application held is free.
+    const claim = await s.api('/customdomains', {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+      json: { metadata: { name: domain } },
+    });
+    assert.equal(claim.status, 200);
+    txt[challenge] = [Object.values((await claim.json()).spec.txtRecords)[0] as string];
+    const verify = await s.api(`/customdomains/${domain}/verify`, {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+    });
+    assert.equal((await verify.json()).spec.status, 'verified');
+    const appB = await s.api('/applications', {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+      json: { metadata: { name: 'shop' }, spec: { image, urls: [{ domain }] } },
+    });
+    assert.equal(appB.status, 200, await appB.text());
+    const putA = await s.api('/applications/web', {
+      method: 'PUT',
+      json: { metadata: { name: 'web' }, spec: web.spec },
+    });
+    assert.equal(putA.status, 422, 'A cannot name a domain it no longer holds');
+
+    // B lets it go in turn; A verifies it again, and writing its application claims the domain back.
+    await s.api(`/customdomains/${domain}`, { method: 'DELETE', key: b.key, headers: asB() });
+    const shop = await (await s.api('/applications/shop', { key: b.key, headers: asB() })).json();
+    assert.match(
+      shop.events.at(-1).message,
+      /no longer routes to this application: the custom domain was deleted/,
+    );
+    const again = await s.api('/customdomains', { method: 'POST', json: { metadata: { name: domain } } });
+    txt[challenge] = [Object.values((await again.json()).spec.txtRecords)[0] as string];
+    const reverified = await s.api(`/customdomains/${domain}/verify`, { method: 'POST' });
+    assert.equal((await reverified.json()).spec.status, 'verified');
+    assert.equal(
+      (await getWithHost(`${s.url}/`, domain)).status,
+      404,
+      'not until the application is written',
+    );
+    const rewrite = await s.api('/applications/web', {
+      method: 'PUT',
+      json: { metadata: { name: 'web' }, spec: web.spec },
+    });
+    assert.equal(rewrite.status, 200, await rewrite.text());
+    const routed = await getWithHost(`${s.url}/x`, domain);
+    assert.equal(routed.status, 200, routed.body);
+    assert.equal(JSON.parse(routed.body).path, '/x');
+  });
+
   it('deletes applications: their address no longer answers', async () => {
     await sdk('delete');
     for (let i = 0; i < 200; i++) {
