@@ -128,7 +128,9 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
       store,
       clock,
       app,
-      `custom domain ${domain} no longer routes to this application: ${why}; spec.urls still lists it — once the domain is usable here again, write the application to claim it, or remove it from spec.urls`,
+      app.kind === 'Preview'
+        ? `custom domain ${domain} no longer routes to this preview: ${why}; spec.customDomain still names it — once the domain is usable here again, write the preview to claim it, or remove spec.customDomain`
+        : `custom domain ${domain} no longer routes to this application: ${why}; spec.urls still lists it — once the domain is usable here again, write the application to claim it, or remove it from spec.urls`,
     );
   };
   const param = (req: FastifyRequest, p = 'domainName') => (req.params as Record<string, string>)[p] ?? '';
@@ -146,6 +148,19 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
         `custom domain ${domain} is shared from workspace ${o.body.metadata.sharedFromWorkspace}: only it may change the domain`,
       );
     return o;
+  };
+
+  /**
+   * At a verification: an object of a workspace that may not use the domain (not the verifier, and no accepted share
+   * of it) lets its label go, so nothing that names a domain before its owner proves it keeps it from the owner.
+   */
+  const releaseStaleHolder = async (domain: string, verifier: string) => {
+    const row = await store.get(hostLabelKey(appUrlLabel(domain)));
+    const holder = (row?.body as { owner?: ResourceKey } | undefined)?.owner;
+    if (!holder || holder.workspace === verifier) return { ops: [] };
+    const copy = await store.get(keyOf(holder.workspace, domain));
+    if (copy?.body.metadata?.sharedFromWorkspace === verifier) return { ops: [] };
+    return releaseAppUrlOps(store, domain, [holder.workspace]);
   };
 
   v0.get('/customdomains', async (req) => {
@@ -328,11 +343,17 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
           throw new ApiError('CONFLICT', `custom domain ${domain} is verified by another workspace`);
         throw err;
       }
-      const released = error ? await releaseAppUrlOps(store, domain, { verifiedBy: key }) : { ops: [] };
+      const released = error
+        ? await releaseAppUrlOps(store, domain, { verifiedBy: key })
+        : await releaseStaleHolder(domain, a.workspace);
       ops.push(...released.ops);
       try {
         const [o] = await store.write(ops);
-        await tellReleased(released.app, domain, `its verification failed (${error})`);
+        await tellReleased(
+          released.app,
+          domain,
+          error ? `its verification failed (${error})` : 'another workspace verified it',
+        );
         return view(o as StoredObject);
       } catch (err) {
         if (attempt < 2 && (isLabelRace(err) || (err as { reason?: string }).reason === 'conflict')) continue;

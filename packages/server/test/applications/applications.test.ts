@@ -374,6 +374,56 @@ describe('applications through the SDK', () => {
     assert.equal(JSON.parse(routed.body).path, '/x');
   });
 
+  it("a preview's customDomain: refused until verified, then served by Host; never another workspace's", async () => {
+    const domain = 'pv.example.test';
+    const previewOf = (name: string, customDomain: string, key = s.adminKey, headers = {}) =>
+      s.api('/sandboxes/site/previews', {
+        method: 'POST',
+        key,
+        headers,
+        json: { metadata: { name }, spec: { port: 3001, public: true, customDomain } },
+      });
+    const early = await previewOf('by-domain', domain);
+    assert.equal(
+      early.status,
+      422,
+      'a domain the workspace has not verified is refused, not stored unserved',
+    );
+    const claim = await s.api('/customdomains', { method: 'POST', json: { metadata: { name: domain } } });
+    txt[`_berth-challenge.${domain}`] = [Object.values((await claim.json()).spec.txtRecords)[0] as string];
+    const verified = await s.api(`/customdomains/${domain}/verify`, { method: 'POST' });
+    assert.equal((await verified.json()).spec.status, 'verified');
+    const made = await previewOf('by-domain', domain);
+    assert.equal(made.status, 200, await made.text());
+    const page = await getWithHost(`${s.url}/index.html`, domain);
+    assert.equal(page.status, 200, page.body);
+    assert.equal(page.body.trim(), 'bound-ok');
+    // One domain, one target: an application of A cannot take it either.
+    const twice = await s.api('/applications/other', {
+      method: 'PUT',
+      json: { metadata: { name: 'other' }, spec: { image, urls: [{ domain }] } },
+    });
+    assert.equal(twice.status, 409, await twice.text());
+
+    // B, with a sandbox of its own, cannot point a preview at A's domain.
+    const sbx = await s.api('/sandboxes', {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+      json: { metadata: { name: 'site' }, spec: { runtime: { memory: 256 } } },
+    });
+    assert.equal(sbx.status, 200, await sbx.text());
+    const stolen = await previewOf('steal', domain, b.key, asB());
+    assert.equal(stolen.status, 422, await stolen.text());
+
+    // A's domain deleted: the preview stops answering by it and says so.
+    await s.api(`/customdomains/${domain}`, { method: 'DELETE' });
+    assert.equal((await getWithHost(`${s.url}/index.html`, domain)).status, 404);
+    const pv = await (await s.api('/sandboxes/site/previews/by-domain')).json();
+    assert.match(pv.events.at(-1).message, /no longer routes to this preview: the custom domain was deleted/);
+    await s.api('/sandboxes/site', { method: 'DELETE', key: b.key, headers: asB() });
+  });
+
   it('deletes applications: their address no longer answers', async () => {
     await sdk('delete');
     for (let i = 0; i < 200; i++) {
