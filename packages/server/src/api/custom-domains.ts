@@ -13,6 +13,7 @@ import { NAME_PATTERN } from '../kinds/common.js';
 import {
   CUSTOM_DOMAIN_KIND,
   CUSTOM_DOMAIN_SHARE_KIND,
+  appUrlLabel,
   challengeName,
   challengeValue,
   domainIssues,
@@ -20,7 +21,14 @@ import {
   newChallengeToken,
 } from '../kinds/custom-domain.js';
 import type { TxtLookup } from '../outbound/dns-txt.js';
-import { claimLabelOps, hostLabelKey, isLabelRace, releaseLabelOps } from '../store/host-labels.js';
+import {
+  claimLabelOps,
+  holdsLabel,
+  hostLabelKey,
+  isLabelRace,
+  releaseLabelOps,
+} from '../store/host-labels.js';
+import { recordEvent } from '../store/status-writes.js';
 import type { ResourceKey, Store, StoredObject, WriteOp } from '../store/store.js';
 
 export interface CustomDomainDeps {
@@ -86,9 +94,45 @@ function specInput(body: any): Record<string, unknown> {
   return spec;
 }
 
+/**
+ * A workspace that can no longer use a domain lets its application's `url:<domain>` label go in the same write
+ * (decision 055, second pass): otherwise the application would keep the domain from its next verified owner (409).
+ * `from`: the workspaces losing the domain, or every one when the verification of the record `verifiedBy` ends. The application is told after the
+ * write (`tellReleased`): its spec still lists the domain, which routes nowhere until it is usable and written again.
+ */
+async function releaseAppUrlOps(
+  store: Store,
+  domain: string,
+  from: string[] | { verifiedBy: ResourceKey },
+): Promise<{ ops: WriteOp[]; app?: ResourceKey }> {
+  // A pending or failed claim ends nothing: only the record holding the domain's label verified it.
+  if (!Array.isArray(from) && !(await holdsLabel(store, domainLabel(domain), from.verifiedBy)))
+    return { ops: [] };
+  const row = await store.get(hostLabelKey(appUrlLabel(domain)));
+  const app = (row?.body as { owner?: ResourceKey } | undefined)?.owner;
+  if (!row || !app || (Array.isArray(from) && !from.includes(app.workspace))) return { ops: [] };
+  return {
+    ops: [{ op: 'delete', key: hostLabelKey(appUrlLabel(domain)), expectVersion: row.resourceVersion }],
+    app,
+  };
+}
+
 export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDeps) {
   const { store } = deps;
-  const now = () => (deps.now ?? (() => new Date()))().toISOString();
+  const clock = deps.now ?? (() => new Date());
+  const now = () => clock().toISOString();
+  /** Says on the application that lost a domain's label why its URL no longer routes (never silently). */
+  const tellReleased = async (app: ResourceKey | undefined, domain: string, why: string) => {
+    if (!app) return;
+    await recordEvent(
+      store,
+      clock,
+      app,
+      app.kind === 'Preview'
+        ? `custom domain ${domain} no longer routes to this preview: ${why}; spec.customDomain still names it — once the domain is usable here again, write the preview to claim it, or remove spec.customDomain`
+        : `custom domain ${domain} no longer routes to this application: ${why}; spec.urls still lists it — once the domain is usable here again, write the application to claim it, or remove it from spec.urls`,
+    );
+  };
   const param = (req: FastifyRequest, p = 'domainName') => (req.params as Record<string, string>)[p] ?? '';
   const mustGet = async (workspace: string, domain: string) => {
     const o = await store.get(keyOf(workspace, domain));
@@ -104,6 +148,19 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
         `custom domain ${domain} is shared from workspace ${o.body.metadata.sharedFromWorkspace}: only it may change the domain`,
       );
     return o;
+  };
+
+  /**
+   * At a verification: an object of a workspace that may not use the domain (not the verifier, and no accepted share
+   * of it) lets its label go, so nothing that names a domain before its owner proves it keeps it from the owner.
+   */
+  const releaseStaleHolder = async (domain: string, verifier: string) => {
+    const row = await store.get(hostLabelKey(appUrlLabel(domain)));
+    const holder = (row?.body as { owner?: ResourceKey } | undefined)?.owner;
+    if (!holder || holder.workspace === verifier) return { ops: [] };
+    const copy = await store.get(keyOf(holder.workspace, domain));
+    if (copy?.body.metadata?.sharedFromWorkspace === verifier) return { ops: [] };
+    return releaseAppUrlOps(store, domain, [holder.workspace]);
   };
 
   v0.get('/customdomains', async (req) => {
@@ -209,6 +266,13 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
       { op: 'delete', key: keyOf(a.workspace, domain), expectVersion: cur.resourceVersion },
     ];
     const source: string | undefined = cur.body.metadata?.sharedFromWorkspace;
+    // The domain's verification ends with the owner's record; a copy's delete ends this workspace's use of it.
+    const released = await releaseAppUrlOps(
+      store,
+      domain,
+      source ? [a.workspace] : { verifiedBy: keyOf(a.workspace, domain) },
+    );
+    ops.push(...released.ops);
     // A copy's delete is the target leaving the share: the owner's offer goes with it.
     if (source && (await store.get(shareKey(source, domain, a.workspace))))
       ops.push({ op: 'delete', key: shareKey(source, domain, a.workspace) });
@@ -227,6 +291,11 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
       }
     }
     await store.write(ops);
+    await tellReleased(
+      released.app,
+      domain,
+      source ? 'this workspace deleted its copy of the shared domain' : 'the custom domain was deleted',
+    );
     return view(cur);
   });
 
@@ -265,7 +334,8 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
       ];
       // Verified: the domain's label is claimed in the same write, so two workspaces proving the same domain at once
       // cannot both hold it. A label held by another workspace's verified domain is its (409).
-      // A failed one lets its label go: only a domain whose challenge holds now routes anywhere.
+      // A failed one lets its label go, and the application label of whichever application named it: only a domain
+      // whose challenge holds now routes anywhere.
       try {
         ops.push(...(await (error ? releaseLabelOps : claimLabelOps)(store, [domainLabel(domain)], key)));
       } catch (err) {
@@ -273,8 +343,17 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
           throw new ApiError('CONFLICT', `custom domain ${domain} is verified by another workspace`);
         throw err;
       }
+      const released = error
+        ? await releaseAppUrlOps(store, domain, { verifiedBy: key })
+        : await releaseStaleHolder(domain, a.workspace);
+      ops.push(...released.ops);
       try {
         const [o] = await store.write(ops);
+        await tellReleased(
+          released.app,
+          domain,
+          error ? `its verification failed (${error})` : 'another workspace verified it',
+        );
         return view(o as StoredObject);
       } catch (err) {
         if (attempt < 2 && (isLabelRace(err) || (err as { reason?: string }).reason === 'conflict')) continue;
@@ -342,7 +421,10 @@ export function registerCustomDomains(v0: FastifyInstance, deps: CustomDomainDep
     const copy = await store.get(keyOf(target, domain));
     if (copy?.body.metadata?.sharedFromWorkspace === a.workspace)
       ops.push({ op: 'delete', key: keyOf(target, domain) });
+    const released = await releaseAppUrlOps(store, domain, [target]);
+    ops.push(...released.ops);
     await store.write(ops);
+    await tellReleased(released.app, domain, 'the workspace that owns it stopped sharing it with this one');
     return view(cur);
   });
 

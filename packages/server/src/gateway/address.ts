@@ -143,7 +143,11 @@ export const pathLabel = (workspace: string, path: string) => `/${workspace}/${p
  */
 export function hostLabelsOf(key: ResourceKey, body?: any): string[] {
   if (key.kind === 'Sandbox') return [sandboxLabel(key.workspace, key.name)];
-  if (key.kind === 'Preview') return [previewLabel(key.workspace, key.parent, key.name)];
+  if (key.kind === 'Preview')
+    return [
+      previewLabel(key.workspace, key.parent, key.name),
+      ...(body?.spec?.customDomain ? [appUrlLabel(body.spec.customDomain)] : []),
+    ];
   if (key.kind === 'Agent' || key.kind === 'Function')
     return [
       workloadLabel(key.kind, key.workspace, key.name),
@@ -220,6 +224,8 @@ export interface PreviewAddress {
   rest: string;
   /** Path under which the preview lives on this server ('/' for a host of its own): the cookie's scope. */
   base: string;
+  /** The custom domain the request came by (its Host), checked at admission (custom-domains.ts). */
+  domain?: string;
 }
 
 /** `/run/<ws>/previews/<sandbox>/<preview>[/<rest>][?q]` → its parts; undefined for any other URL. */

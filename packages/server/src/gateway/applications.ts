@@ -10,7 +10,7 @@ import type { Admission } from './admission.js';
 import type { HostLabelIndex } from '../store/host-labels.js';
 import type { Store } from '../store/store.js';
 import { sandboxTargetOf, type Targets } from './targets.js';
-import { domainAllows } from './custom-domains.js';
+import { admitDomain } from './custom-domains.js';
 import type { WorkloadAddress } from './workload-address.js';
 
 export interface ApplicationResolveDeps {
@@ -26,8 +26,7 @@ export async function admitApplication(
   req: IncomingMessage,
   a: WorkloadAddress,
 ): Promise<Admission> {
-  if (a.domain !== undefined && !(await domainAllows(deps.store, deps.labels, a.domain, a.workspace)))
-    throw new ApiError('NOT_FOUND', `no route for ${a.domain}: it is not a verified custom domain here`);
+  await admitDomain(deps.store, deps.labels, a.domain, a.workspace);
   const o = await deps.store.get({ kind: 'Application', workspace: a.workspace, parent: '', name: a.name });
   const sandbox = o && !isGone(o) ? boundSandbox(o.body.spec) : undefined;
   if (o && sandbox !== undefined) {

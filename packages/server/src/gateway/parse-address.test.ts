@@ -51,6 +51,27 @@ test('previews are found by their own host first, then by path', () => {
   });
 });
 
+test("a preview's custom domain is found by an exact label lookup, and carries the domain to be checked", () => {
+  const labels = {
+    resolve: (l: string) =>
+      l === 'url:shop.example.org'
+        ? { kind: 'Preview', workspace: 'ws', parent: 'box', name: 'web' }
+        : undefined,
+  };
+  assert.deepEqual(parseAddress(req('/cart?x=1', 'Shop.Example.org:443'), { ...ctx, labels }), {
+    kind: 'preview',
+    preview: {
+      workspace: 'ws',
+      sandbox: 'box',
+      preview: 'web',
+      rest: '/cart?x=1',
+      base: '/',
+      domain: 'shop.example.org',
+    },
+  });
+  assert.equal(parseAddress(req('/', 'other.example.org'), { ...ctx, labels }), undefined);
+});
+
 test('anything else is not the data plane: the API answers it', () => {
   for (const url of ['/v0/sandboxes', '/run/ws/models/m/v1/chat', '/run/ws/sandboxes/', '/runner', '/'])
     assert.equal(parseAddress(req(url), ctx), undefined, url);

@@ -11,7 +11,7 @@ import {
   type PreviewAddress,
   RUN_PREFIX,
 } from './address.js';
-import { matchCustomDomain } from './custom-domains.js';
+import { matchCustomDomain, matchPreviewDomain } from './custom-domains.js';
 import { type JobTriggerAddress, matchJobTrigger } from './job-trigger.js';
 import {
   matchTriggerPath,
@@ -43,7 +43,7 @@ export interface ParseContext {
 
 /**
  * The address of a request to the data plane, or undefined for anything else (the API's). Agents and functions
- * first (by host; then an application's custom domain by Host; then by path), then jobs' triggers; a preview's own host owns every path on it, then a sandbox's host
+ * first (by host; then an application's or a preview's custom domain by Host; then by path), then jobs' triggers; a preview's own host owns every path on it, then a sandbox's host
  * (any path), then the sandbox and preview paths; last the custom trigger paths, which only take what no other
  * address did.
  */
@@ -54,6 +54,8 @@ export function parseAddress(req: IncomingMessage, ctx: ParseContext): Address |
   if (byHost) return { kind: 'workload', by: 'host', workload: byHost };
   const byDomain = matchCustomDomain(host, url, ctx.labels);
   if (byDomain) return { kind: 'workload', by: 'host', workload: byDomain };
+  const previewByDomain = matchPreviewDomain(host, url, ctx.labels);
+  if (previewByDomain) return { kind: 'preview', preview: previewByDomain };
   const byPath = matchWorkloadPath(url);
   if (byPath) return { kind: 'workload', by: 'path', workload: byPath };
   const job = matchJobTrigger(url);

@@ -9,6 +9,7 @@ import type { Store } from '../store/store.js';
 import { hostHidesNames, routeSandboxLabel } from './address.js';
 import type { Admission, Forwarded } from './admission.js';
 import { admitApplication } from './applications.js';
+import { admitDomain } from './custom-domains.js';
 import { authorize } from './auth.js';
 import type { JobTriggerAddress } from './job-trigger.js';
 import type { Address, AddressKind } from './parse-address.js';
@@ -62,6 +63,7 @@ const sandboxHost: Resolver<'sandbox-host'> = (a, req, deps) =>
 
 const preview: Resolver<'preview'> = async (a, req, deps) => {
   const p = a.preview;
+  await admitDomain(deps.store, deps.labels, p.domain, p.workspace);
   const ok = await admitPreview(deps, req, p);
   return {
     target: await sandboxTargetOf(deps.targets, p.workspace, p.sandbox),

@@ -6,8 +6,8 @@ import type { FieldIssue } from '../errors.js';
 import { DEFAULT_MAX_SCALE } from './agent.js';
 import { Env, envSecrets, MemoryMb, opt, Revision } from './common.js';
 import { envIssues, imageIssues, referenceIssues, regionIssues } from './rules.js';
-import { CUSTOM_DOMAIN_KIND } from './custom-domain.js';
-import type { KindDescriptor, ValidationContext } from './types.js';
+import { verifiedDomainIssues } from './custom-domain.js';
+import type { KindDescriptor } from './types.js';
 
 /** The extension that binds an application to a sandbox of its workspace (the service's name). */
 export const BIND_TO_SANDBOX = 'ai.blaxel.experimental/bind-to-sandbox';
@@ -134,31 +134,6 @@ function applicationIssues(s: any): FieldIssue[] {
   return out;
 }
 
-/**
- * Each domain of spec.urls is a verified custom domain of the workspace (its own, or one shared with it and accepted:
- * decision 055), judged at every write: one whose verification lapsed since routes nowhere (the gateway checks again).
- */
-async function urlIssues(
-  ctx: ValidationContext,
-  urls: { domain: string }[] | undefined,
-): Promise<FieldIssue[]> {
-  const out: FieldIssue[] = [];
-  for (const [i, u] of (urls ?? []).entries()) {
-    const d = await ctx.specOf?.(CUSTOM_DOMAIN_KIND, u.domain);
-    if (!d)
-      out.push({
-        pointer: `/spec/urls/${i}/domain`,
-        message: `custom domain ${JSON.stringify(u.domain)} does not exist in this workspace: claim it (POST /customdomains) and verify it`,
-      });
-    else if (d.status !== 'verified')
-      out.push({
-        pointer: `/spec/urls/${i}/domain`,
-        message: `custom domain ${u.domain} is ${d.status}: publish its TXT record and verify it (POST /customdomains/${u.domain}/verify)`,
-      });
-  }
-  return out;
-}
-
 export const application = {
   kind: 'Application',
   plural: 'applications',
@@ -183,7 +158,13 @@ export const application = {
     const bound = boundSandbox(s);
     const was = boundSandbox(p);
     return [
-      ...(await urlIssues(ctx, s.urls)),
+      ...(await verifiedDomainIssues(
+        ctx,
+        (s.urls ?? []).map((u: { domain: string }, i: number) => ({
+          domain: u.domain,
+          pointer: `/spec/urls/${i}/domain`,
+        })),
+      )),
       ...regionIssues(s.region, ctx),
       ...envIssues(s.envs, '/spec/envs'),
       ...applicationIssues(s),

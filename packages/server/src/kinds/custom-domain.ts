@@ -3,6 +3,7 @@
 // store under the workspace, named by the domain; the rules shared by the API, the Application kind and the gateway.
 import { randomBytes } from 'node:crypto';
 import type { FieldIssue } from '../errors.js';
+import type { ValidationContext } from './types.js';
 
 /** The record kind of a workspace's custom domain (api/custom-domains.ts). */
 export const CUSTOM_DOMAIN_KIND = 'CustomDomain';
@@ -42,4 +43,30 @@ export function domainIssues(name: unknown, pointer: string, inferenceHost?: str
   if (typeof name !== 'string') return [{ pointer, message: 'a domain name is required' }];
   const why = domainProblem(name, inferenceHost);
   return why ? [{ pointer, message: why }] : [];
+}
+
+/**
+ * Each domain named (an application's spec.urls, a preview's spec.customDomain) is a verified custom domain of the
+ * workspace (its own, or one shared with it and accepted: decision 055), judged at every write: one whose verification
+ * lapsed since routes nowhere (the gateway checks again at each request).
+ */
+export async function verifiedDomainIssues(
+  ctx: ValidationContext,
+  named: { domain: string; pointer: string }[],
+): Promise<FieldIssue[]> {
+  const out: FieldIssue[] = [];
+  for (const { domain, pointer } of named) {
+    const d = await ctx.specOf?.(CUSTOM_DOMAIN_KIND, domain);
+    if (!d)
+      out.push({
+        pointer,
+        message: `custom domain ${JSON.stringify(domain)} does not exist in this workspace: claim it (POST /customdomains) and verify it`,
+      });
+    else if (d.status !== 'verified')
+      out.push({
+        pointer,
+        message: `custom domain ${domain} is ${d.status}: publish its TXT record and verify it (POST /customdomains/${domain}/verify)`,
+      });
+  }
+  return out;
 }

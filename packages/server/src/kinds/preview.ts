@@ -2,6 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FieldIssue } from '../errors.js';
 import { Duration, MESSAGE_KEY, opt, StringMap, Timestamp } from './common.js';
+import { verifiedDomainIssues } from './custom-domain.js';
 import { durationMs } from './rules.js';
 import type { KindDescriptor } from './types.js';
 
@@ -78,9 +79,12 @@ export const preview = {
     spec.public ??= false;
     spec.region ??= regions[0];
   },
-  validate(next) {
+  async validate(next, _prev, ctx) {
     const s = next.spec;
     return [
+      ...(s.customDomain === undefined
+        ? []
+        : await verifiedDomainIssues(ctx, [{ domain: s.customDomain, pointer: '/spec/customDomain' }])),
       ...headerIssues(s.requestHeaders, 'requestHeaders'),
       ...headerIssues(s.responseHeaders, 'responseHeaders'),
     ];

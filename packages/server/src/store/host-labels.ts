@@ -61,6 +61,12 @@ export async function claimLabelOps(store: Store, labels: string[], owner: Resou
   return ops;
 }
 
+/** Whether `owner` holds `label` in the table now. */
+export async function holdsLabel(store: Store, label: string, owner: ResourceKey): Promise<boolean> {
+  const cur = await store.get(hostLabelKey(label));
+  return !!cur && sameKey((cur.body as HostLabelRecord).owner, owner);
+}
+
 /** Ops releasing the rows of `labels` that `owner` holds, to be written with the owner record's final delete. */
 export async function releaseLabelOps(
   store: Store,

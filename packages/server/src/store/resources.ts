@@ -17,7 +17,7 @@ import {
 import { isGone, type Status } from '../kinds/status.js';
 import type { KindDescriptor, Role } from '../kinds/types.js';
 import type { Outbound } from '../outbound/index.js';
-import { claimLabelOps, isLabelRace, releaseLabelOps } from './host-labels.js';
+import { claimLabelOps, holdsLabel, isLabelRace, releaseLabelOps } from './host-labels.js';
 import { recordEvent, type StatusUpdate, updateStatus, updateStatuses, withEvent } from './status-writes.js';
 import { keyOf, type ResourceKey, type Store, StoreError, type StoredObject, type WriteOp } from './store.js';
 
@@ -303,16 +303,18 @@ export class Resources {
     return releaseLabelOps(this.store, this.labelsOf(o, o.body), keyOf(o));
   }
 
-  /** A replace's label ops: claims of the labels the new body adds, releases of those it drops. */
+  /**
+   * A replace's label ops: claims of the labels the new body adds, or keeps but no longer holds (an application's
+   * `url:<domain>` let go when the domain stopped being its workspace's: api/custom-domains.ts), releases of those
+   * it drops.
+   */
   private async relabelOps(key: ResourceKey, before: any, after: any): Promise<WriteOp[]> {
     const was = this.labelsOf(key, before);
     const now = this.labelsOf(key, after);
+    const claim: string[] = [];
+    for (const l of now) if (!was.includes(l) || !(await holdsLabel(this.store, l, key))) claim.push(l);
     return [
-      ...(await claimLabelOps(
-        this.store,
-        now.filter((l) => !was.includes(l)),
-        key,
-      )),
+      ...(await claimLabelOps(this.store, claim, key)),
       ...(await releaseLabelOps(
         this.store,
         was.filter((l) => !now.includes(l)),

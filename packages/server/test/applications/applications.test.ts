@@ -310,6 +310,125 @@ describe('applications through the SDK', () => {
     assert.equal(states.filter((d) => d.spec.status === 'verified').length, 1, JSON.stringify(states));
   });
 
+  it("a deleted domain lets A's application go: another workspace verifies it and names it, A is told", async () => {
+    const domain = 'shop.example.test';
+    const challenge = `_berth-challenge.${domain}`;
+    const del = await s.api(`/customdomains/${domain}`, { method: 'DELETE' });
+    assert.equal(del.status, 200, await del.text());
+    const web = await (await s.api('/applications/web')).json();
+    assert.match(web.events.at(-1).message, /custom domain shop\.example\.test no longer routes/);
+    assert.deepEqual(web.spec.urls, [{ domain }], 'the spec is left as the user wrote it');
+    assert.equal((await getWithHost(`${s.url}/`, domain)).status, 404);
+
+    // B now proves the domain and points its application at it: the label A's application held is free.
+    const claim = await s.api('/customdomains', {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+      json: { metadata: { name: domain } },
+    });
+    assert.equal(claim.status, 200);
+    txt[challenge] = [Object.values((await claim.json()).spec.txtRecords)[0] as string];
+    const verify = await s.api(`/customdomains/${domain}/verify`, {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+    });
+    assert.equal((await verify.json()).spec.status, 'verified');
+    const appB = await s.api('/applications', {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+      json: { metadata: { name: 'shop' }, spec: { image, urls: [{ domain }] } },
+    });
+    assert.equal(appB.status, 200, await appB.text());
+    const putA = await s.api('/applications/web', {
+      method: 'PUT',
+      json: { metadata: { name: 'web' }, spec: web.spec },
+    });
+    assert.equal(putA.status, 422, 'A cannot name a domain it no longer holds');
+
+    // B lets it go in turn; A verifies it again, and writing its application claims the domain back.
+    await s.api(`/customdomains/${domain}`, { method: 'DELETE', key: b.key, headers: asB() });
+    const shop = await (await s.api('/applications/shop', { key: b.key, headers: asB() })).json();
+    assert.match(
+      shop.events.at(-1).message,
+      /no longer routes to this application: the custom domain was deleted/,
+    );
+    const again = await s.api('/customdomains', { method: 'POST', json: { metadata: { name: domain } } });
+    txt[challenge] = [Object.values((await again.json()).spec.txtRecords)[0] as string];
+    const reverified = await s.api(`/customdomains/${domain}/verify`, { method: 'POST' });
+    assert.equal((await reverified.json()).spec.status, 'verified');
+    assert.equal(
+      (await getWithHost(`${s.url}/`, domain)).status,
+      404,
+      'not until the application is written',
+    );
+    const rewrite = await s.api('/applications/web', {
+      method: 'PUT',
+      json: { metadata: { name: 'web' }, spec: web.spec },
+    });
+    assert.equal(rewrite.status, 200, await rewrite.text());
+    const routed = await getWithHost(`${s.url}/x`, domain);
+    assert.equal(routed.status, 200, routed.body);
+    assert.equal(JSON.parse(routed.body).path, '/x');
+  });
+
+  it("a preview's customDomain: refused until verified, then served by Host; never another workspace's", async () => {
+    const domain = 'pv.example.test';
+    const previewOf = (name: string, customDomain: string, key = s.adminKey, headers = {}) =>
+      s.api('/sandboxes/site/previews', {
+        method: 'POST',
+        key,
+        headers,
+        json: { metadata: { name }, spec: { port: 3001, public: true, customDomain } },
+      });
+    const early = await previewOf('by-domain', domain);
+    assert.equal(
+      early.status,
+      422,
+      'a domain the workspace has not verified is refused, not stored unserved',
+    );
+    const claim = await s.api('/customdomains', { method: 'POST', json: { metadata: { name: domain } } });
+    txt[`_berth-challenge.${domain}`] = [Object.values((await claim.json()).spec.txtRecords)[0] as string];
+    const verified = await s.api(`/customdomains/${domain}/verify`, { method: 'POST' });
+    assert.equal((await verified.json()).spec.status, 'verified');
+    const made = await previewOf('by-domain', domain);
+    assert.equal(made.status, 200, await made.text());
+    const page = await getWithHost(`${s.url}/index.html`, domain);
+    assert.equal(page.status, 200, page.body);
+    assert.equal(page.body.trim(), 'bound-ok');
+    // One domain, one target: an application of A cannot take it either.
+    const twice = await s.api('/applications/other', {
+      method: 'PUT',
+      json: { metadata: { name: 'other' }, spec: { image, urls: [{ domain }] } },
+    });
+    assert.equal(twice.status, 409, await twice.text());
+
+    // B, with a sandbox of its own, cannot point a preview at A's domain.
+    const sbx = await s.api('/sandboxes', {
+      method: 'POST',
+      key: b.key,
+      headers: asB(),
+      json: { metadata: { name: 'site' }, spec: { runtime: { memory: 256 } } },
+    });
+    assert.equal(sbx.status, 200, await sbx.text());
+    const stolen = await previewOf('steal', domain, b.key, asB());
+    assert.equal(stolen.status, 422, await stolen.text());
+
+    // A's domain deleted: the preview stops answering by it and says so.
+    await s.api(`/customdomains/${domain}`, { method: 'DELETE' });
+    assert.equal((await getWithHost(`${s.url}/index.html`, domain)).status, 404);
+    const pv = await (await s.api('/sandboxes/site/previews/by-domain')).json();
+    assert.ok(
+      pv.events.some((e: { message: string }) =>
+        /no longer routes to this preview: the custom domain was deleted/.test(e.message),
+      ),
+      JSON.stringify(pv.events),
+    );
+    await s.api('/sandboxes/site', { method: 'DELETE', key: b.key, headers: asB() });
+  });
+
   it('deletes applications: their address no longer answers', async () => {
     await sdk('delete');
     for (let i = 0; i < 200; i++) {

@@ -83,17 +83,19 @@ export function routeOf(o: StoredObject): WorkloadRoute {
 }
 
 /**
- * The replica id prefixes of every revision an agent or function still serves (active and canary) whose app its
- * workspace holds (`holds`): an earlier server's replicas with one of them are re-adopted, the rest removed at start
- * (decision 029). A revision whose app is not held (built before apps were kept per workspace, decision 036) is
- * built again by its deploy; its old replicas are not kept.
+ * The replica id prefixes of every revision an agent, function or application still serves (active and canary) whose
+ * app its workspace holds (`holds`): an earlier server's replicas with one of them are re-adopted, the rest removed at
+ * start (decision 029). A revision whose app is not held (built before apps were kept per workspace, decision 036) is
+ * built again by its deploy; its old replicas are not kept. An application's revision is its image (decision 054):
+ * kept while the revision is recorded; a replica whose sandbox no longer matches what the revision would start (its
+ * image gone, its envs changed) is removed when the deploy tries to claim it (ReplicaSet.claimLeftovers).
  */
 export async function wantedReplicaPrefixes(
   store: Store,
   holds: (workspace: string, app: string) => boolean,
 ): Promise<Set<string>> {
   const out = new Set<string>();
-  for (const kind of ['Agent', 'Function'] as const)
+  for (const kind of ['Agent', 'Function', 'Application'] as const)
     for (const o of await store.list({ workspace: EVERY_WORKSPACE, kind })) {
       // Not only DEPLOYED ones: during a redeploy (BUILDING, DEPLOYING) or after a failed one, the last deployed
       // revisions still serve, and serve on after a restart.
@@ -101,7 +103,7 @@ export async function wantedReplicaPrefixes(
       const key = workloadKey(o.workspace, kind, o.name);
       const held = (id: string | undefined): id is string => {
         const rec = (o.body.revisions ?? []).find((r: RevisionRecord) => r.id === id);
-        return !!rec && holds(o.workspace, rec.app);
+        return !!rec && (kind === 'Application' || holds(o.workspace, rec.app));
       };
       if (held(o.body.activeRevision)) out.add(replicaIdPrefix(key, o.body.activeRevision));
       if (held(o.body.canaryRevision)) out.add(replicaIdPrefix(`${key}#canary`, o.body.canaryRevision));

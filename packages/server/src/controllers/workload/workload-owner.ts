@@ -1,4 +1,4 @@
-// Agents and functions as the owners of their runtime instances (runtime/instances.ts). A replica an earlier
+// Agents, functions and applications as the owners of their runtime instances (runtime/instances.ts). A replica an earlier
 // server left is wanted while its workload still serves its revision (active or canary) from an app the workspace
 // holds (decision 029): it is kept for that workload's next deploy to take over (ReplicaSet.holdLeftovers). Builds
 // run again from their source, so no build step's instance is wanted after a restart.
@@ -15,7 +15,7 @@ export function workloadOwner(deps: {
   replicas: ReplicaSet;
 }): OwnerRegistration {
   return {
-    kinds: ['Agent', 'Function'],
+    kinds: ['Agent', 'Function', 'Application'],
     legacyRole: (id) =>
       id.startsWith(REPLICA_ID_PREFIX) ? 'replica' : id.startsWith(BUILD_ID_PREFIX) ? 'build' : undefined,
     async keep(instances) {
