@@ -1542,7 +1542,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/nodes/{id}/drain": {
+    "/nodes/{nodeId}/drain": {
         parameters: {
             query?: never;
             header?: never;
@@ -1559,7 +1559,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/nodes/{id}/undrain": {
+    "/nodes/{nodeId}/undrain": {
         parameters: {
             query?: never;
             header?: never;
@@ -10150,7 +10150,7 @@ export interface operations {
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
             path: {
-                id: string;
+                nodeId: string;
             };
             cookie?: never;
         };
@@ -10177,7 +10177,7 @@ export interface operations {
                 "X-Service-Workspace"?: components["parameters"]["workspace"];
             };
             path: {
-                id: string;
+                nodeId: string;
             };
             cookie?: never;
         };

@@ -28,9 +28,9 @@ export function registerNodes(app: FastifyInstance, deps: { nodes: () => Nodes |
     ['drain', true],
     ['undrain', false],
   ] as const)
-    app.post(`/nodes/:id/${verb}`, async (req) => {
+    app.post(`/nodes/:nodeId/${verb}`, async (req) => {
       const nodes = operator(req);
-      const { id } = req.params as { id: string };
+      const { nodeId: id } = req.params as { nodeId: string };
       try {
         const n = await nodes.drain(id, drained);
         if (!n)

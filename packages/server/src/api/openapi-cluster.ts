@@ -33,7 +33,7 @@ export const CLUSTER_PATHS: ExtraPaths = {
       response: Type.Array(Node),
     },
   },
-  '/nodes/{id}/drain': {
+  '/nodes/{nodeId}/drain': {
     post: {
       tag: 'Cluster',
       operationId: 'drainNode',
@@ -43,7 +43,7 @@ export const CLUSTER_PATHS: ExtraPaths = {
       response: Node,
     },
   },
-  '/nodes/{id}/undrain': {
+  '/nodes/{nodeId}/undrain': {
     post: {
       tag: 'Cluster',
       operationId: 'undrainNode',
