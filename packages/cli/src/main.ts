@@ -27,6 +27,7 @@ const MODULES: Record<string, () => Promise<Registrar>[]> = {
   usage: () => [import('./usage.js').then((m) => m.registerUsage)],
   status: () => [import('./status.js').then((m) => m.registerStatus)],
   debug: () => [import('./debug.js').then((m) => m.registerDebug)],
+  node: () => [import('./nodes.js').then((m) => m.registerNode)],
   completion: () => [import('./completion.js').then((m) => m.registerCompletion)],
 };
 /** Other names of a command, and commands declared by another command's module. */

@@ -95,10 +95,11 @@ import { registerWorkloadReplicaRoutes } from './api/workload-replicas.js';
 import { registerConsole } from './api/console.js';
 import { EVERY_WORKSPACE } from './store/store.js';
 import { registerNodes } from './api/nodes.js';
-import { postgresLeadership, soleLeadership } from './cluster/leadership.js';
-import { formerLeaders, localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
+import { DrainedError, postgresLeadership, soleLeadership } from './cluster/leadership.js';
+import { formerLeaders, isDrained, localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
 import { reportLostSandboxes } from './controllers/sandbox/sandbox-lost.js';
 import { forwardHeldRoutes, type Holder } from './http/peer-forward.js';
+import { heldObjectRequest } from './api/held-crud.js';
 import { type InstanceHolder, instanceHolder } from './cluster/instance-holder.js';
 
 const MB = 1024 ** 2;
@@ -132,7 +133,9 @@ const peerHost = (host: string) =>
 
 /** The default `onFenced`: a server that lost its lead exits rather than risk acting beside the new leader. */
 const fenced = (logger: pino.Logger) => (role: string, err: unknown) => {
-  logger.fatal({ err, role }, 'lost the database session this server led with: exiting');
+  if (err instanceof DrainedError)
+    logger.warn({ role }, 'drained: handed the lead over, exiting (started again, this server only follows)');
+  else logger.fatal({ err, role }, 'lost the database session this server led with: exiting');
   logger.flush?.();
   process.exit(75);
 };
@@ -302,10 +305,23 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     held.addHook('onRequest', sentToHolder);
     uploads.register(held);
   });
+  // What a deleted workspace left on this machine: removed before its deletion is answered, and by every other server
+  // of a cluster (the holder of its builds among them) when the deletion reaches it through the change feed.
+  const removeWorkspaceFiles = async (ws: string) => {
+    snapshotLayers.removeWorkspace(ws);
+    await builder.removeWorkspace(ws);
+  };
+  store.watch((c) => {
+    if (c.type === 'DELETED' && c.object.kind === K.workspace)
+      removeWorkspaceFiles(c.object.name).catch((err) =>
+        logger.warn({ err, workspace: c.object.name }, "could not remove a deleted workspace's files"),
+      );
+  });
   // Open watches per workspace, whichever route streams them (api/watch-stream.ts).
   const watches = new WatchLimit();
   await app.register(
     async (v0) => {
+      v0.addHook('onRequest', forwardHeldRoutes(clusterHolder, heldObjectRequest));
       registerCrud(v0, KINDS, {
         resources,
         watch: { authenticator: auth.authenticator, limit: watches },
@@ -370,12 +386,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
         inferenceHost: config.inferenceHost,
       });
-      registerIdentityRoutes(v0, auth.context, {
-        deleted: async (ws) => {
-          snapshotLayers.removeWorkspace(ws);
-          await builder.removeWorkspace(ws);
-        },
-      });
+      registerIdentityRoutes(v0, auth.context, { deleted: removeWorkspaceFiles });
       registerTemplates(v0);
       registerCatalogs(v0, {
         regions: config.regions,
@@ -463,6 +474,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         warn: (err, msg) => logger.warn({ err }, msg),
         info: (msg) => logger.info(msg),
         onLost: (name, err) => (opts.onFenced ?? fenced(logger))(name, err),
+        mayLead: async (session) => !(await isDrained(session, selfId)),
       })
     : soleLeadership();
   let stopActing = async () => undefined;
@@ -565,6 +577,14 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       };
     },
     stop: () => stopActing(),
+    // Drained (`berth node drain`): what ran here goes, as on a dead node; the next leader starts it again, fresh.
+    async handOver() {
+      for (const i of await instances.list())
+        await instances
+          .remove(i.id)
+          .catch((err) => logger.warn({ err, id: i.id }, 'could not remove an instance'));
+      await nodes?.handOver('controllers');
+    },
   });
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();

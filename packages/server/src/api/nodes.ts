@@ -1,13 +1,15 @@
 // GET /v0/nodes: the servers of the cluster (cluster/nodes.ts), for the operator: an admin of the workspace the first
-// start created (`default`). A tenant's admin is refused: the list describes every tenant's load.
-import type { FastifyInstance } from 'fastify';
+// start created (`default`). A tenant's admin is refused: the list describes every tenant's load. POST
+// /v0/nodes/{id}/drain|undrain, for the same operator: a drained node gives up leading and is not chosen to lead
+// again until undrained (docs/cluster.md).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { DEFAULT_WORKSPACE } from '../auth/bootstrap.js';
 import { requireRole } from '../auth/require-role.js';
-import type { Nodes } from '../cluster/nodes.js';
+import { AloneError, type Nodes } from '../cluster/nodes.js';
 import { ApiError } from '../errors.js';
 
 export function registerNodes(app: FastifyInstance, deps: { nodes: () => Nodes | undefined }) {
-  app.get('/nodes', async (req) => {
+  const operator = (req: FastifyRequest) => {
     const a = requireRole(req, 'admin');
     if (a.workspace !== DEFAULT_WORKSPACE)
       throw new ApiError(
@@ -16,6 +18,30 @@ export function registerNodes(app: FastifyInstance, deps: { nodes: () => Nodes |
       );
     const nodes = deps.nodes();
     if (!nodes) throw new ApiError('UNAVAILABLE', 'the server is starting; ask again');
+    return nodes;
+  };
+  app.get('/nodes', async (req) => {
+    const nodes = operator(req);
     return (await nodes.list()).map((n) => ({ ...n, self: n.id === nodes.self.id }));
   });
+  for (const [verb, drained] of [
+    ['drain', true],
+    ['undrain', false],
+  ] as const)
+    app.post(`/nodes/:nodeId/${verb}`, async (req) => {
+      const nodes = operator(req);
+      const { nodeId: id } = req.params as { nodeId: string };
+      try {
+        const n = await nodes.drain(id, drained);
+        if (!n)
+          throw new ApiError(
+            'NOT_FOUND',
+            `node ${JSON.stringify(id)} not found (berth get nodes lists them)`,
+          );
+        return { ...n, self: n.id === nodes.self.id };
+      } catch (err) {
+        if (err instanceof AloneError) throw new ApiError('CONFLICT', err.message);
+        throw err;
+      }
+    });
 }

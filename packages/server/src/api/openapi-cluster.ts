@@ -16,6 +16,7 @@ const Node = Type.Object(
     heartbeatAt: Type.String({ format: 'date-time' }),
     healthy: Type.Boolean({ description: 'it heartbeated within its lease and did not stop' }),
     stopped: Type.Boolean({ description: 'it stopped cleanly' }),
+    drained: Type.Boolean({ description: 'an operator drained it: it leads no role until undrained' }),
     self: Type.Boolean({ description: 'the server that answered' }),
   },
   { $id: 'ClusterNode' },
@@ -30,6 +31,25 @@ export const CLUSTER_PATHS: ExtraPaths = {
         "The cluster's servers with their capacity, load, the roles they lead and their health (admins of workspace `default`, the operator's, only)",
       role: 'admin',
       response: Type.Array(Node),
+    },
+  },
+  '/nodes/{nodeId}/drain': {
+    post: {
+      tag: 'Cluster',
+      operationId: 'drainNode',
+      summary:
+        'Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader) and is not chosen to lead until undrained (admins of workspace `default` only)',
+      role: 'admin',
+      response: Node,
+    },
+  },
+  '/nodes/{nodeId}/undrain': {
+    post: {
+      tag: 'Cluster',
+      operationId: 'undrainNode',
+      summary: 'Undrains a node: it may lead again (admins of workspace `default` only)',
+      role: 'admin',
+      response: Node,
     },
   },
 };

@@ -11,7 +11,15 @@ export interface Role {
   start(): Promise<void>;
   /** Stops acting (on close, and when fenced). */
   stop(): Promise<void>;
+  /**
+   * After `stop`, when this server gives the role up because it was drained, before its lock is freed: whatever the
+   * role left running here goes, for the next leader to start again.
+   */
+  handOver?(): Promise<void>;
 }
+
+/** Why a leader gave its role up: an operator drained its node (`berth node drain`). */
+export class DrainedError extends Error {}
 
 export interface Leadership {
   /**
@@ -46,8 +54,13 @@ export interface PostgresLeadershipOptions {
   url: string;
   /** How often a follower tries for the lock, and a leader checks its session. */
   retryMs?: number;
-  /** The leader lost its session: it has stopped acting and must not act again. */
+  /**
+   * The leader lost its session, or gave the role up because its node was drained (a DrainedError): it has stopped
+   * acting and must not act again.
+   */
   onLost: (name: string, err: unknown) => void;
+  /** Whether this server may lead now (false while its node is drained), asked on the role's session. */
+  mayLead?: (session: pg.ClientBase) => Promise<boolean>;
   warn: (err: unknown, msg: string) => void;
   info: (msg: string) => void;
 }
@@ -93,7 +106,11 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
     while (!closing) {
       try {
         c ??= await session();
-        if ((await c.query<{ held: boolean }>(LOCK_OF, [name])).rows[0].held) break;
+        if (
+          (!o.mayLead || (await o.mayLead(c))) &&
+          (await c.query<{ held: boolean }>(LOCK_OF, [name])).rows[0].held
+        )
+          break;
       } catch (err) {
         o.warn(err, `could not try for the ${name} leadership; trying again`);
         await c?.end().catch(() => undefined);
@@ -122,7 +139,10 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
       await sleep();
       if (closing || lost !== undefined) break;
       try {
-        await c.query('SELECT 1');
+        // Also the session's ping.
+        if (o.mayLead && !(await o.mayLead(c)))
+          lost = new DrainedError(`this node was drained: it gives up ${name}`);
+        else await c.query('SELECT 1');
       } catch (err) {
         lost = err;
         break;
@@ -131,6 +151,9 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
     held.delete(name);
     await started.catch((err) => o.warn(err, `the ${name} role failed to start`));
     await role.stop().catch((err) => o.warn(err, `the ${name} role failed to stop`));
+    // The lock is still ours: nothing the next leader starts can meet what this one leaves.
+    if (lost instanceof DrainedError)
+      await role.handOver?.().catch((err) => o.warn(err, `the ${name} role failed to hand over`));
     await c.end().catch(() => undefined);
     if (lost !== undefined) o.onLost(name, lost);
   };

@@ -30,6 +30,8 @@ export interface NodeView extends NodeSelf {
   healthy: boolean;
   /** It stopped cleanly (a restart brings it back). */
   stopped: boolean;
+  /** An operator drained it (`berth node drain`): it leads no role until undrained. */
+  drained: boolean;
 }
 
 export interface Nodes {
@@ -37,8 +39,18 @@ export interface Nodes {
   list(): Promise<NodeView[]>;
   /** Heartbeats now (the roles led changed: the other servers learn it without waiting a beat). */
   beat(): Promise<void>;
+  /** Drains a node, or undrains it; undefined when no node has that id. */
+  drain(id: string, drained: boolean): Promise<NodeView | undefined>;
+  /**
+   * This node gave up leading `role` (it was drained): its claim becomes a hand-over, which the server that takes
+   * the lead reads as it reads a dead leader's claim (formerLeaders), and no server sends requests here for it.
+   */
+  handOver(role: string): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Refused on SQLite: the one server has nowhere to hand its work. */
+export class AloneError extends Error {}
 
 export interface NodesOptions {
   self: NodeSelf;
@@ -51,6 +63,45 @@ export interface NodesOptions {
 }
 
 const SCHEMA_LOCK = 0x62657274_0003n;
+
+/** The nodes table, made (or given the columns of a later version) by whichever server needs it first. */
+async function ensureSchema(c: pg.ClientBase) {
+  await c.query('BEGIN');
+  try {
+    await c.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
+    await c.query(`CREATE TABLE IF NOT EXISTS nodes (
+      id TEXT PRIMARY KEY,
+      address TEXT NOT NULL,
+      region TEXT NOT NULL,
+      cores INTEGER NOT NULL,
+      memory_mb BIGINT NOT NULL,
+      instances INTEGER NOT NULL,
+      leads TEXT NOT NULL,
+      epoch BIGINT NOT NULL,
+      lease_ms INTEGER NOT NULL,
+      started_at TIMESTAMPTZ NOT NULL,
+      heartbeat_at TIMESTAMPTZ NOT NULL,
+      stopped BOOLEAN NOT NULL
+    )`);
+    await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS drained BOOLEAN NOT NULL DEFAULT false,
+      ADD COLUMN IF NOT EXISTS handed_over TEXT NOT NULL DEFAULT ''`);
+    await c.query('COMMIT');
+  } catch (e) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw e;
+  }
+}
+
+/** Whether an operator drained node `id` (false before the node ever registered). Asked on the caller's session. */
+export async function isDrained(c: pg.ClientBase, id: string): Promise<boolean> {
+  try {
+    return (await c.query('SELECT 1 FROM nodes WHERE id = $1 AND drained', [id])).rowCount === 1;
+  } catch (err) {
+    // The table or its column is not made yet: the first start of a cluster, or of this version on it.
+    if (['42P01', '42703'].includes((err as { code?: string }).code ?? '')) return false;
+    throw err;
+  }
+}
 
 /** The node's id: BERTH_NODE_ID, else one made once per data dir (`<host>-<random>`), kept in `<dataDir>/node-id`. */
 export function nodeId(dataDir: string, configured?: string): string {
@@ -71,24 +122,24 @@ export function nodeId(dataDir: string, configured?: string): string {
 }
 
 /**
- * The nodes other than `self` whose last heartbeat said they led `role`: read by a server that has just taken the
- * lead, they are the ones that held what it now takes over (a node that stopped cleanly cleared its roles). Their
- * claim is cleared as it is read, so no server sends requests there, and the next takeover does not name them again.
+ * The nodes other than `self` whose last heartbeat said they led `role`, or that handed it over when drained: read
+ * by a server that has just taken the lead, they are the ones that held what it now takes over (a node that stopped
+ * cleanly cleared its roles). Their claim is cleared as it is read, so no server sends requests there, and the next
+ * takeover does not name them again.
  */
 export async function formerLeaders(url: string, role: string, self: string): Promise<string[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
+    await ensureSchema(c);
     const { rows } = await c.query<{ id: string }>(
-      `UPDATE nodes SET leads = array_to_string(array_remove(string_to_array(leads, ','), $2), ',')
-       WHERE id <> $1 AND $2 = ANY (string_to_array(leads, ',')) RETURNING id`,
+      `UPDATE nodes SET leads = array_to_string(array_remove(string_to_array(leads, ','), $2), ','),
+         handed_over = array_to_string(array_remove(string_to_array(handed_over, ','), $2), ',')
+       WHERE id <> $1 AND ($2 = ANY (string_to_array(leads, ',')) OR $2 = ANY (string_to_array(handed_over, ',')))
+       RETURNING id`,
       [self, role],
     );
     return rows.map((r) => r.id).sort();
-  } catch (err) {
-    // No nodes table yet: the first server of a new cluster.
-    if ((err as { code?: string }).code === '42P01') return [];
-    throw err;
   } finally {
     await c.end();
   }
@@ -110,10 +161,15 @@ export function localNodes(o: NodesOptions): Nodes {
           heartbeatAt: new Date().toISOString(),
           healthy: true,
           stopped: false,
+          drained: false,
         },
       ];
     },
     async beat() {},
+    async drain() {
+      throw new AloneError('this server runs alone on SQLite: there is no other node to hand its work to');
+    },
+    async handOver() {},
     async close() {},
   };
 }
@@ -131,7 +187,29 @@ interface NodeRow {
   heartbeat_at: Date;
   healthy: boolean;
   stopped: boolean;
+  drained: boolean;
 }
+
+const SELECT_NODES = `SELECT id, address, region, cores, memory_mb::float8 AS memory_mb, instances, leads,
+    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained,
+    (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy
+  FROM nodes`;
+
+const viewOf = (r: NodeRow): NodeView => ({
+  id: r.id,
+  address: r.address,
+  region: r.region,
+  cores: r.cores,
+  memoryMb: r.memory_mb,
+  instances: r.instances,
+  leads: r.leads ? r.leads.split(',') : [],
+  epoch: r.epoch,
+  startedAt: r.started_at.toISOString(),
+  heartbeatAt: r.heartbeat_at.toISOString(),
+  healthy: r.healthy,
+  stopped: r.stopped,
+  drained: r.drained,
+});
 
 /** Registers this server in the database's `nodes` table and heartbeats until closed. */
 export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes> {
@@ -142,22 +220,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   const c = await pool.connect();
   let epoch: number;
   try {
-    await c.query('BEGIN');
-    await c.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
-    await c.query(`CREATE TABLE IF NOT EXISTS nodes (
-      id TEXT PRIMARY KEY,
-      address TEXT NOT NULL,
-      region TEXT NOT NULL,
-      cores INTEGER NOT NULL,
-      memory_mb BIGINT NOT NULL,
-      instances INTEGER NOT NULL,
-      leads TEXT NOT NULL,
-      epoch BIGINT NOT NULL,
-      lease_ms INTEGER NOT NULL,
-      started_at TIMESTAMPTZ NOT NULL,
-      heartbeat_at TIMESTAMPTZ NOT NULL,
-      stopped BOOLEAN NOT NULL
-    )`);
+    await ensureSchema(c);
     const { rows } = await c.query<{ epoch: string }>(
       `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped)
        VALUES ($1, $2, $3, $4, $5, 0, $7, 1, $6, now(), now(), false)
@@ -175,9 +238,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       ],
     );
     epoch = Number(rows[0].epoch);
-    await c.query('COMMIT');
   } catch (e) {
-    await c.query('ROLLBACK').catch(() => undefined);
     c.release();
     await pool.end();
     throw e;
@@ -217,26 +278,19 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       return beating;
     },
     async list() {
-      const { rows } = await pool.query<NodeRow>(
-        `SELECT id, address, region, cores, memory_mb::float8 AS memory_mb, instances, leads, epoch::float8 AS epoch,
-           started_at, heartbeat_at, stopped,
-           (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy
-         FROM nodes ORDER BY id`,
+      return (await pool.query<NodeRow>(`${SELECT_NODES} ORDER BY id`)).rows.map(viewOf);
+    },
+    async drain(id, drained) {
+      const r = await pool.query('UPDATE nodes SET drained = $2 WHERE id = $1', [id, drained]);
+      if (r.rowCount === 0) return undefined;
+      return viewOf((await pool.query<NodeRow>(`${SELECT_NODES} WHERE id = $1`, [id])).rows[0]);
+    },
+    async handOver(role) {
+      await pool.query(
+        `UPDATE nodes SET leads = array_to_string(array_remove(string_to_array(leads, ','), $3), ','),
+           handed_over = $3 WHERE id = $1 AND epoch = $2`,
+        [o.self.id, epoch, role],
       );
-      return rows.map((r) => ({
-        id: r.id,
-        address: r.address,
-        region: r.region,
-        cores: r.cores,
-        memoryMb: r.memory_mb,
-        instances: r.instances,
-        leads: r.leads ? r.leads.split(',') : [],
-        epoch: r.epoch,
-        startedAt: r.started_at.toISOString(),
-        heartbeatAt: r.heartbeat_at.toISOString(),
-        healthy: r.healthy,
-        stopped: r.stopped,
-      }));
     },
     async close() {
       clearInterval(timer);

@@ -109,11 +109,12 @@ export function forwardUpgradeToPeer(
 
 /**
  * A Fastify onRequest hook for API routes whose state lies on the holder's machine: on another server, the request
- * is sent there before its body is read.
+ * is sent there before its body is read. `only`: the requests of the routes it is added to that it sends (default
+ * every one).
  */
-export function forwardHeldRoutes(holder: Holder | undefined) {
+export function forwardHeldRoutes(holder: Holder | undefined, only?: (req: FastifyRequest) => boolean) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
-    if (!holder || forwardedAlready(req.raw)) return;
+    if (!holder || forwardedAlready(req.raw) || (only && !only(req))) return;
     const w = holder.decide();
     if ('here' in w) return;
     if ('unavailable' in w) throw new ApiError('UNAVAILABLE', w.unavailable);

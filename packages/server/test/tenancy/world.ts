@@ -273,6 +273,8 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
     'custom domain',
   );
   values.domainName = [domain];
+  // The server's own node (the operator's, never A's): B may no more drain it than A may.
+  values.nodeId = [(await ok(await api('/nodes'), 'nodes'))[0].id];
   markers.push(...Object.values(claimed.spec.txtRecords as Record<string, string>));
 
   // The job's code: built once, then one execution that prints and ends.

@@ -1,0 +1,244 @@
+// Two `berth serve` processes on one PostgreSQL, the second pass of issue 24: what a follower answers from the
+// holder of the instances (an upload URL it issues, an agent's replica count), a workspace deleted through the
+// follower cleaned from the holder's disk, and `berth node drain` of the leader: the other server leads, the
+// sandbox is told it was lost on the drained node and answers again through both servers.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import yazl from 'yazl';
+import { workspaceBuildsDir } from '../../src/builds/layout.js';
+import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
+import type { TestServer } from '../../src/test-support/server.js';
+import { testPostgres } from '../../src/test-support/store-drivers.js';
+import { newTenant, type Tenant } from '../../src/test-support/tenants.js';
+import { berth } from '../berth-cli.js';
+import { serve, stopped } from '../serve-process.js';
+
+interface Proc {
+  child: ChildProcess;
+  url: string;
+  dir: string;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const TEMPLATE = join(import.meta.dirname, '../../../../templates/agent-python');
+
+async function templateZip(extra?: string): Promise<Blob> {
+  const z = new yazl.ZipFile();
+  for (const f of readdirSync(TEMPLATE)) z.addFile(join(TEMPLATE, f), f);
+  if (extra) z.addBuffer(Buffer.from(extra), 'extra.txt');
+  z.end();
+  const chunks: Buffer[] = [];
+  for await (const c of z.outputStream) chunks.push(c as Buffer);
+  return new Blob([new Uint8Array(Buffer.concat(chunks))]);
+}
+
+describe('a cluster of two servers: answers from the holder, drain', () => {
+  const env: Record<string, string> = {
+    BERTH_MASTER_KEY: randomBytes(32).toString('base64'),
+    BERTH_NODE_LEASE_S: '2',
+    BERTH_PUBLIC_URL: 'http://berth.cluster.test',
+  };
+  let a: Proc;
+  let b: Proc;
+  let key: string;
+  let tenant: Tenant;
+  const start = async (name: string, dir = mkdtempSync(join(tmpdir(), `berth-cluster-${name}-`))) => {
+    const p = await serve(dir, { ...env, BERTH_NODE_ID: name });
+    return { ...p, dir };
+  };
+  const api = (p: Proc, path: string, init: RequestInit & { json?: unknown; key?: string } = {}) =>
+    fetch(`${p.url}/v0${path}`, {
+      ...init,
+      headers: {
+        'content-type': 'application/json',
+        ...(init.headers as Record<string, string>),
+        authorization: `Bearer ${init.key ?? key}`,
+      },
+      body: init.json === undefined ? init.body : JSON.stringify(init.json),
+    });
+  /** The upload URL as the follower `p` answers it (the public address is a name the tests do not resolve). */
+  const through = (p: Proc, url: string) => `${p.url}${new URL(url).pathname}`;
+  const putZip = (url: string, body: Blob) =>
+    fetch(url, { method: 'PUT', headers: { 'content-type': 'application/zip' }, body });
+  const run = (p: Proc, path: string, json: unknown) =>
+    fetch(`${p.url}/run/default/${path}`, {
+      method: 'POST',
+      headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(json),
+    });
+  const exec = async (p: Proc, sandbox: string, word: string) => {
+    for (let i = 0; ; i++) {
+      const r = await run(p, `sandboxes/${sandbox}/process`, {
+        command: `echo -n ${word}`,
+        waitForCompletion: true,
+      });
+      const out = await r.json();
+      if (r.status === 200) return out.stdout;
+      assert.ok(i < 150, `${r.status} ${JSON.stringify(out)}`);
+      await sleep(100);
+    }
+  };
+  const node = async (p: Proc, id: string) => {
+    const r = await api(p, '/nodes');
+    assert.equal(r.status, 200);
+    return ((await r.json()) as any[]).find((n) => n.id === id);
+  };
+
+  before(async () => {
+    env.BERTH_DATABASE_URL = await (await testPostgres()).database();
+    a = await start('node-a');
+    key = readFileSync(join(a.dir, 'admin.key'), 'utf8').trim();
+    b = await start('node-b');
+    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
+    tenant = await newTenant(server as unknown as TestServer, 'tenant-c2');
+  });
+  after(async () => {
+    for (const p of [a, b]) {
+      if (!p) continue;
+      if (p.child.exitCode === null && p.child.signalCode === null) {
+        p.child.kill('SIGTERM');
+        await stopped(p.child);
+      }
+      await removeSandboxesIn(p.dir);
+      rmSync(p.dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an upload URL issued through the follower takes the code through the follower; the agent deploys', async () => {
+    const r = await api(b, '/agents/py?upload=true', {
+      method: 'PUT',
+      json: { metadata: { name: 'py' }, spec: { runtime: { memory: 256 } } },
+    });
+    assert.equal(r.status, 200, await r.text());
+    const url = r.headers.get('x-blaxel-upload-url') ?? '';
+    assert.ok(url.startsWith('http://berth.cluster.test/uploads/'), url);
+    const up = await putZip(through(b, url), await templateZip());
+    assert.equal(up.status, 200, await up.text());
+    // Used once: another tenant holding the URL gets nothing through either server.
+    for (const p of [b, a]) assert.equal((await putZip(through(p, url), await templateZip())).status, 404);
+    let o: any;
+    for (let i = 0; i < 600; i++) {
+      o = await (await api(b, '/agents/py')).json();
+      if (o.status === 'DEPLOYED' || o.status === 'FAILED') break;
+      await sleep(100);
+    }
+    assert.equal(o.status, 'DEPLOYED', JSON.stringify(o.events));
+  });
+
+  it("another tenant's upload URL, issued through the follower, lands in that tenant's workspace only", async () => {
+    const r = await api(b, '/agents/py?upload=true', {
+      method: 'PUT',
+      key: tenant.key,
+      json: { metadata: { name: 'py' }, spec: { runtime: { memory: 256 } } },
+    });
+    assert.equal(r.status, 200, await r.text());
+    const before = (await (await api(a, '/agents/py')).json()).source.digest;
+    const up = await putZip(
+      through(b, r.headers.get('x-blaxel-upload-url') as string),
+      await templateZip('c'),
+    );
+    const stored = await up.json();
+    assert.equal(up.status, 200, JSON.stringify(stored));
+    assert.notEqual(stored.digest, before);
+    assert.equal(
+      (await (await api(a, '/agents/py')).json()).source.digest,
+      before,
+      "the first tenant's agent",
+    );
+    const theirs = await (await api(b, '/agents/py', { key: tenant.key })).json();
+    assert.equal(theirs.source?.digest, stored.digest, 'in their own workspace');
+    assert.ok(existsSync(join(workspaceBuildsDir(a.dir, tenant.home), 'code')), "on the holder's disk");
+  });
+
+  it("counts the agent's replicas through the follower as the holder does", async () => {
+    const res = await run(b, 'agents/py', { inputs: 'hello' });
+    assert.equal(res.status, 200, await res.text());
+    const onA = (await (await api(a, '/agents/py')).json()).replicas;
+    assert.ok(onA >= 1, String(onA));
+    assert.equal((await (await api(b, '/agents/py')).json()).replicas, onA);
+  });
+
+  it("removes from the holder's disk the builds of a workspace deleted through the follower", async () => {
+    const headers = { 'x-service-workspace': 'gone-c2' };
+    assert.equal((await api(b, '/workspaces', { method: 'POST', json: { name: 'gone-c2' } })).status, 200);
+    const made = await api(b, '/agents/z', {
+      method: 'PUT',
+      headers,
+      json: { metadata: { name: 'z' }, spec: {} },
+    });
+    assert.equal(made.status, 200, await made.text());
+    const code = await api(b, '/agents/z/code', {
+      method: 'PUT',
+      headers: { ...headers, 'content-type': 'application/zip' },
+      body: await templateZip('z'),
+    });
+    assert.equal(code.status, 200, await code.text());
+    const dir = workspaceBuildsDir(a.dir, 'gone-c2');
+    assert.ok(existsSync(dir), "the code is on the holder's disk");
+    assert.ok((await api(b, '/agents/z', { method: 'DELETE', headers })).ok);
+    for (let i = 0; ; i++) {
+      const del = await api(b, '/workspaces/gone-c2', { method: 'DELETE' });
+      if (del.ok) break;
+      assert.ok(i < 100, `${del.status} ${await del.text()}`);
+      await sleep(100);
+    }
+    for (let i = 0; i < 100 && existsSync(dir); i++) await sleep(100);
+    assert.equal(existsSync(dir), false, 'the deleted workspace left its builds on the holder');
+  });
+
+  it('refuses drain and undrain to the admin of another workspace', async () => {
+    const other = await newTenant(
+      { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) } as any,
+      'tenant-c2b',
+    );
+    for (const verb of ['drain', 'undrain'])
+      for (const p of [b, a]) {
+        const r = await api(p, `/nodes/node-a/${verb}`, { method: 'POST', key: other.key });
+        assert.equal(r.status, 403, `${verb}: ${r.status}`);
+      }
+    assert.equal((await node(b, 'node-a')).drained, false);
+    const missing = await api(b, '/nodes/no-such-node/drain', { method: 'POST' });
+    assert.equal(missing.status, 404);
+  });
+
+  it('`berth node drain` of the leader: the other leads, the sandbox is told and answers again through both', async () => {
+    const r = await api(b, '/sandboxes', {
+      method: 'POST',
+      json: { metadata: { name: 'sbx-drain' }, spec: { runtime: { memory: 256 } } },
+    });
+    assert.equal(r.status, 200, await r.text());
+    assert.equal(await exec(b, 'sbx-drain', 'before'), 'before');
+    const cli = await berth({ url: b.url, adminKey: key }, ['node', 'drain', 'node-a']);
+    assert.equal(cli.code, 0, cli.out);
+    assert.match(cli.stdout, /node node-a drained/);
+    // The drained leader hands over and exits (75), for its supervisor to start it again as a follower.
+    await stopped(a.child);
+    assert.equal(a.child.exitCode, 75);
+    for (let i = 0; i < 100 && !(await node(b, 'node-b')).leads.includes('controllers'); i++)
+      await sleep(100);
+    assert.deepEqual((await node(b, 'node-b')).leads, ['controllers']);
+    assert.equal(await exec(b, 'sbx-drain', 'after'), 'after');
+    const sb = await (await api(b, '/sandboxes/sbx-drain')).json();
+    const lost = sb.events.find((e: any) => e.message.startsWith('lost:'));
+    assert.match(
+      lost?.message ?? JSON.stringify(sb.events),
+      /node node-a, which ran this sandbox.*node-b starts it/,
+    );
+    // Started again, the drained node follows: it does not lead, and it sends the sandbox's requests on.
+    a = await start('node-a', a.dir);
+    await sleep(1500);
+    const drained = await node(a, 'node-a');
+    assert.equal(drained.drained, true);
+    assert.deepEqual(drained.leads, []);
+    assert.deepEqual((await node(a, 'node-b')).leads, ['controllers']);
+    assert.equal(await exec(a, 'sbx-drain', 'both'), 'both');
+    const undo = await berth({ url: a.url, adminKey: key }, ['node', 'undrain', 'node-a']);
+    assert.equal(undo.code, 0, undo.out);
+    assert.equal((await node(b, 'node-a')).drained, false);
+  });
+});
