@@ -11,6 +11,7 @@ import type { DeepStandbyEvent, SandboxInfo } from '../driver.js';
 import { detectCgroups } from './cgroup.js';
 import { activeSwaps, prepareSwap } from './deep-standby.js';
 import { sleep } from './exec.js';
+import { daemonPid } from './page-out.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
 import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
 
@@ -106,6 +107,11 @@ test(
     assert.equal(events[0].id, 'deep');
     assert.ok(events[0].beforeBytes - events[0].afterBytes > 20 << 20, 'the event says what was pushed out');
     assert.equal(holder.count(), frozenAt, 'still frozen: the counter did not move');
+    const swapped = (pid: number) =>
+      Number(/^VmSwap:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) * 1024;
+    const daemon = daemonPid(cg.pids());
+    assert.ok(daemon, 'the API daemon is found among the sandbox processes');
+    assert.equal(swapped(daemon), 0, 'the API daemon stayed resident: the wake does not wait for it');
 
     // A request waits for the wake, as for any standby, and is answered.
     const pending = callSocket(info.socketPath, 'GET', '/health');

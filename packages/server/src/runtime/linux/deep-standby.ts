@@ -10,6 +10,7 @@ import { dirname } from 'node:path';
 import type { SandboxCgroup, CgroupHost } from './cgroup.js';
 import type { DeepStandbyEvent } from '../driver.js';
 import { run } from './exec.js';
+import { canPageOut, daemonPid, pageOut } from './page-out.js';
 
 export type { DeepStandbyEvent };
 
@@ -96,6 +97,8 @@ export async function prepareSwap(
 export class DeepStandby {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly deep = new Set<string>();
+  /** Whether the daemon is kept resident (page-out.ts); else the whole group is reclaimed. */
+  readonly perProcess = canPageOut();
 
   constructor(
     readonly afterMs: number,
@@ -126,7 +129,19 @@ export class DeepStandby {
   async release(id: string, cg: SandboxCgroup): Promise<boolean> {
     if (!cg.isFrozen()) return false;
     const beforeBytes = cg.stats().memoryBytes;
-    await cg.reclaim();
+    // The user's processes go to swap, the API daemon stays (page-out.ts); the whole group when the daemon or
+    // the helper cannot be found.
+    const pids = cg.pids();
+    const daemon = this.perProcess ? daemonPid(pids) : undefined;
+    let perProcess = false;
+    if (daemon !== undefined) {
+      perProcess = await pageOut(pids.filter((p) => p !== daemon)).then(
+        () => true,
+        () => false,
+      );
+      if (perProcess && cg.isFrozen()) await cg.dropPagedOut();
+    }
+    if (!perProcess) await cg.reclaim();
     // A thaw that came in during the reclaim has already run: the sandbox is awake, not deep.
     if (!cg.isFrozen()) return false;
     this.deep.add(id);
