@@ -97,14 +97,18 @@ export async function prepareSwap(
 export class DeepStandby {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly deep = new Set<string>();
-  /** Whether the daemon is kept resident (page-out.ts); else the whole group is reclaimed. */
-  readonly perProcess = canPageOut();
+  /** Whether the daemon is kept resident (page-out.ts, where perl is there to make the call); else the whole
+   *  group is reclaimed. */
+  readonly keepDaemon: boolean;
 
   constructor(
     readonly afterMs: number,
     private readonly serial: <T>(id: string, fn: () => Promise<T>) => Promise<T>,
     private readonly onDeep?: (e: DeepStandbyEvent) => void,
-  ) {}
+    keepDaemon = false,
+  ) {
+    this.keepDaemon = keepDaemon && canPageOut();
+  }
 
   get enabled(): boolean {
     return this.afterMs > 0;
@@ -129,10 +133,10 @@ export class DeepStandby {
   async release(id: string, cg: SandboxCgroup): Promise<boolean> {
     if (!cg.isFrozen()) return false;
     const beforeBytes = cg.stats().memoryBytes;
-    // The user's processes go to swap, the API daemon stays (page-out.ts); the whole group when the daemon or
-    // the helper cannot be found.
+    // With keepDaemon the user's processes go to swap and the API daemon stays (page-out.ts); else, or when the
+    // daemon or the helper cannot be found, the whole group goes.
     const pids = cg.pids();
-    const daemon = this.perProcess ? daemonPid(pids) : undefined;
+    const daemon = this.keepDaemon ? daemonPid(pids) : undefined;
     let perProcess = false;
     if (daemon !== undefined) {
       perProcess = await pageOut(pids.filter((p) => p !== daemon)).then(
