@@ -88,6 +88,7 @@ import {
   type SwapOptions,
   type SwapState,
 } from './deep-standby.js';
+import { canPageOut } from './page-out.js';
 
 /** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
 export const DEFAULT_UID_BASE = 1_000_000_000;
@@ -200,6 +201,9 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     ...(cgroupHost.freezer ? {} : { reason: cgroupHost.freezerReason }),
     deepStandby: swapState.available,
     ...(swapState.available ? {} : { deepStandbyReason: swapState.reason }),
+    ...(swapState.available && opts.deepStandbyKeepDaemon && !canPageOut()
+      ? { deepStandbyDaemonReason: 'keeping the API daemon resident needs /usr/bin/perl (x86_64 or aarch64)' }
+      : {}),
     seccomp: seccomp.ok,
     ...(seccomp.ok ? {} : { seccompReason: seccomp.reason }),
   };
