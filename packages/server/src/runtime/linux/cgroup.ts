@@ -231,6 +231,11 @@ export class SandboxCgroup {
     }
   }
 
+  /** The group's path in the v1 memory hierarchy, as /proc/<pid>/cgroup names it. */
+  memoryGroup(): string {
+    return `/${PARENT}/${this.name}`;
+  }
+
   /** SIGKILLs every task (frozen or not) and waits until the group is empty. */
   async kill(): Promise<void> {
     if (!this.exists()) return;

@@ -139,7 +139,10 @@ export class DeepStandby {
     const daemon = this.keepDaemon ? daemonPid(pids) : undefined;
     let perProcess = false;
     if (daemon !== undefined) {
-      perProcess = await pageOut(pids.filter((p) => p !== daemon)).then(
+      perProcess = await pageOut(
+        cg.memoryGroup(),
+        pids.filter((p) => p !== daemon),
+      ).then(
         () => true,
         () => false,
       );

@@ -7,17 +7,24 @@ import { existsSync, readFileSync } from 'node:fs';
 import { run } from './exec.js';
 
 /**
- * Arguments: the pids to page out. Each one's mappings (from /proc/<pid>/maps, without the kernel's special ones,
+ * Arguments: the memory cgroup path (as /proc/<pid>/cgroup names it), then the pids to page out. Each pid is
+ * pinned by a pidfd first and skipped unless it is still in that group: a pid read from the group may have been
+ * reused by then (a wake let the process exit), and a host process must not be touched. Each one's mappings (from /proc/<pid>/maps, without the kernel's special ones,
  * which the call refuses) go in batches of 512 iovecs (under IOV_MAX); a batch the kernel refuses is retried one
  * range at a time, so one odd mapping costs only itself. Prints the bytes advised. x86_64 and aarch64 share the
  * numbers of both calls (pidfd_open 434, process_madvise 440); MADV_PAGEOUT is 21.
  */
 const PAGE_OUT_SCRIPT = String.raw`
 use strict; no warnings 'portable';
+my $group = shift @ARGV;
 my $total = 0;
 for my $pid (@ARGV) {
   my $fd = syscall(434, $pid + 0, 0);
   next if $fd < 0;
+  open(my $cg, '<', "/proc/$pid/cgroup") or next;
+  my $in = grep { /^\d+:memory:\Q$group\E$/ } <$cg>;
+  close $cg;
+  next unless $in;
   open(my $maps, '<', "/proc/$pid/maps") or next;
   my @r;
   while (<$maps>) {
@@ -42,10 +49,10 @@ export function canPageOut(): boolean {
   return (process.arch === 'x64' || process.arch === 'arm64') && existsSync(PERL);
 }
 
-/** Pushes each process's pages out to swap; resolves with the bytes the kernel was advised about. */
-export async function pageOut(pids: number[]): Promise<number> {
+/** Pushes out to swap the pages of each process still in `memoryGroup` (e.g. `/berth/sb12`); resolves with the bytes the kernel was advised about. */
+export async function pageOut(memoryGroup: string, pids: number[]): Promise<number> {
   if (!pids.length) return 0;
-  const out = await run(PERL, ['-e', PAGE_OUT_SCRIPT, ...pids.map(String)]);
+  const out = await run(PERL, ['-e', PAGE_OUT_SCRIPT, memoryGroup, ...pids.map(String)]);
   return Number(out.trim()) || 0;
 }
 
