@@ -217,12 +217,14 @@ export class SandboxCgroup {
     const unmapped =
       Math.max(0, s('active_anon') + s('inactive_anon') - s('rss') - s('shmem')) +
       Math.max(0, s('active_file') + s('inactive_file') - s('mapped_file'));
-    if (unmapped <= 0) return;
+    // A wake during the wait above: the processes run again and must not meet a lowered limit.
+    if (unmapped <= 0 || !this.isFrozen()) return;
     const limitFile = join(m, 'memory.limit_in_bytes');
     const limit = read(limitFile).trim();
     const target = Number(read(join(m, 'memory.usage_in_bytes')).trim()) - unmapped;
-    // Both writes in one synchronous step: no thaw (another request on this event loop) can run between them, so
-    // the sandbox never runs under the lowered limit. EBUSY when the kernel could not get that low: nothing lost.
+    // From the frozen check to the limit put back, one synchronous step: no thaw (another request on this event
+    // loop) can run in between, so the sandbox never runs under the lowered limit (a v1 limit write reclaims or
+    // fails with EBUSY; it never calls the OOM killer). EBUSY when the kernel could not get that low: nothing lost.
     try {
       write(limitFile, String(Math.max(target, 1 << 20)));
     } catch {
