@@ -75,8 +75,9 @@ function procStat(pid: number): ProcStat | undefined {
 
 /**
  * The sandbox API daemon among a sandbox's processes: bubblewrap is the one whose parent is outside the group;
- * its children are the sandbox's pid 1 (and the log capper), and the daemon is the first child pid 1 started
- * (pid 1's other children are orphans of the user's processes, all started after the daemon was up).
+ * its children are the sandbox's pid 1 (Berth's init, or bubblewrap's own reaper when the sandbox runs without
+ * the loader copies) and the log capper, and the daemon is the first child pid 1 started (pid 1's other children
+ * are orphans of the user's processes, all started after the daemon was up).
  */
 export function daemonPid(pids: number[]): number | undefined {
   const stats = pids.map(procStat).filter((s): s is ProcStat => s !== undefined);
