@@ -112,3 +112,12 @@ test('BERTH_METRICS_TOKEN: unset by default; a short or spaced token fails start
   assert.throws(() => loadConfig({}, { BERTH_METRICS_TOKEN: 'short' }), /at least 16 characters/);
   assert.throws(() => loadConfig({}, { BERTH_METRICS_TOKEN: '0123456789 abcdef' }), /without spaces/);
 });
+
+test('BERTH_DEEP_STANDBY_DAEMON: swap by default, resident when asked, anything else fails start-up', () => {
+  assert.equal(loadConfig({}, {}).deepStandbyDaemon, 'swap');
+  assert.equal(loadConfig({}, { BERTH_DEEP_STANDBY_DAEMON: 'resident' }).deepStandbyDaemon, 'resident');
+  assert.throws(
+    () => loadConfig({}, { BERTH_DEEP_STANDBY_DAEMON: 'keep' }),
+    /BERTH_DEEP_STANDBY_DAEMON must be resident or swap/,
+  );
+});

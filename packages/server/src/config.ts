@@ -56,6 +56,11 @@ export interface Config {
    * 0 disables; decision 058).
    */
   deepStandbyAfterS: number;
+  /**
+   * Whether a deep sandbox's API daemon stays resident (BERTH_DEEP_STANDBY_DAEMON `resident`: a quicker wake for
+   * ~10 MiB more per sandbox) or goes to swap with the rest (`swap`, the default; decision 058).
+   */
+  deepStandbyDaemon: 'resident' | 'swap';
   /** MB of the swap file Berth makes under the data dir for deep standby when the host has no swap (BERTH_SWAP_MB;
    *  default 0: only the host's own swap is used, and a host without swap has deep standby off, said at start). */
   swapMb: number;
@@ -249,6 +254,7 @@ export function loadConfig(
       env.BERTH_DEEP_STANDBY_AFTER ?? String(DEFAULT_DEEP_STANDBY_AFTER_S),
       'BERTH_DEEP_STANDBY_AFTER',
     ),
+    deepStandbyDaemon: deepStandbyDaemon(env.BERTH_DEEP_STANDBY_DAEMON),
     swapMb: nonNegativeInt(env.BERTH_SWAP_MB ?? String(DEFAULT_SWAP_MB), 'BERTH_SWAP_MB'),
     modelTimeoutMs: env.BERTH_MODEL_TIMEOUT_MS ? Number(env.BERTH_MODEL_TIMEOUT_MS) : undefined,
     modelOutputEstimate: env.BERTH_MODEL_OUTPUT_ESTIMATE
@@ -313,6 +319,12 @@ function positiveInt(v: string, name: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not ${v}`);
   return n;
+}
+
+function deepStandbyDaemon(v: string | undefined): 'resident' | 'swap' {
+  if (v === undefined || v === '' || v === 'swap') return 'swap';
+  if (v === 'resident') return 'resident';
+  throw new Error(`BERTH_DEEP_STANDBY_DAEMON must be resident or swap, not ${JSON.stringify(v)}`);
 }
 
 function nonNegativeInt(v: string, name: string): number {

@@ -210,6 +210,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       warmPoolSize: config.warmPoolSize,
       warmPoolMax: config.warmPoolMax,
       deepStandbyAfterS: config.deepStandbyAfterS,
+      deepStandbyKeepDaemon: config.deepStandbyDaemon === 'resident',
       swap: { file: join(dataDir, 'swap', 'berth.swap'), sizeMb: config.swapMb },
       onDeepStandby: (e) => void sayDeepStandby({ resources, driver, logger }, e),
       allowCidrs: config.sandboxAllowCidrs,

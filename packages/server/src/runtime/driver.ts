@@ -162,6 +162,8 @@ export interface RuntimeCapabilities {
   /** Deep standby (a frozen sandbox's memory pushed out to swap) is on; false where the host has no swap to use. */
   deepStandby: boolean;
   deepStandbyReason?: string;
+  /** Why BERTH_DEEP_STANDBY_DAEMON=resident cannot be honoured here (deep standby then pushes the daemon out too). */
+  deepStandbyDaemonReason?: string;
   /** A seccomp filter is applied to sandbox processes. */
   seccomp: boolean;
   seccompReason?: string;

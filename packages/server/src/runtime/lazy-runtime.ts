@@ -56,6 +56,11 @@ export class LazyRuntime implements RuntimeDriver {
             { reason: c.deepStandbyReason },
             'sandbox deep standby is off: sandboxes in standby keep their memory',
           );
+        if (c.deepStandbyDaemonReason)
+          this.logger.warn(
+            { reason: c.deepStandbyDaemonReason },
+            'BERTH_DEEP_STANDBY_DAEMON=resident is not possible here: deep standby pushes the API daemon out too',
+          );
         this.logger.debug(
           { freezer: c.freezer, seccomp: c.seccomp, deepStandby: c.deepStandby },
           'sandbox runtime open',

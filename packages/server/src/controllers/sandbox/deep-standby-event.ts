@@ -9,7 +9,7 @@ const mib = (bytes: number) => (bytes / (1024 * 1024)).toFixed(1);
 export function deepStandbyMessage(e: DeepStandbyEvent): string {
   return (
     `deep standby: ${mib(Math.max(0, e.beforeBytes - e.afterBytes))} MiB of memory pushed out to swap, ` +
-    `${mib(e.afterBytes)} MiB stays (kernel memory of its processes). Processes, files and address are kept; ` +
+    `${mib(e.afterBytes)} MiB stays (kernel memory of its processes, and its API daemon where BERTH_DEEP_STANDBY_DAEMON is resident). Processes, files and address are kept; ` +
     'the next request wakes it as from standby, and its pages come back from swap as they are used'
   );
 }

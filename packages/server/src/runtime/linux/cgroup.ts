@@ -194,6 +194,50 @@ export class SandboxCgroup {
     await writeFileAsync(join(this.v1('memory'), 'memory.force_empty'), '0').catch(() => undefined);
   }
 
+  /**
+   * Frees what a per-process page-out (page-out.ts) left in memory. MADV_PAGEOUT writes the pages to swap and
+   * unmaps them, but they stay in the swap cache, charged to the group, until a reclaim takes them: the limit is
+   * lowered by that much (anonymous pages no process maps, and page cache no process maps) and put back, so the
+   * reclaim finds those clean pages first and the mapped ones (the daemon's) stay. It first waits for the swap
+   * writes to finish (a page under writeback cannot be freed, and the reclaim would take mapped ones instead).
+   */
+  async dropPagedOut(): Promise<void> {
+    if (this.host.layout !== 'hybrid') throw new Error('reclaim needs the cgroup v1 memory controller');
+    const m = this.v1('memory');
+    const stat = () => {
+      const out = new Map<string, number>();
+      for (const line of read(join(m, 'memory.stat')).split('\n')) {
+        const [k, v] = line.split(' ');
+        if (k && v) out.set(k, Number(v));
+      }
+      return (k: string) => out.get(k) ?? 0;
+    };
+    for (let i = 0; i < 300 && stat()('writeback') > 0; i++) await sleep(10);
+    const s = stat();
+    const unmapped =
+      Math.max(0, s('active_anon') + s('inactive_anon') - s('rss') - s('shmem')) +
+      Math.max(0, s('active_file') + s('inactive_file') - s('mapped_file'));
+    // A wake during the wait above: the processes run again and must not meet a lowered limit.
+    if (unmapped <= 0 || !this.isFrozen()) return;
+    const limitFile = join(m, 'memory.limit_in_bytes');
+    const limit = read(limitFile).trim();
+    const target = Number(read(join(m, 'memory.usage_in_bytes')).trim()) - unmapped;
+    // From the frozen check to the limit put back, one synchronous step: no thaw (another request on this event
+    // loop) can run in between, so the sandbox never runs under the lowered limit (a v1 limit write reclaims or
+    // fails with EBUSY; it never calls the OOM killer). EBUSY when the kernel could not get that low: nothing lost.
+    try {
+      write(limitFile, String(Math.max(target, 1 << 20)));
+    } catch {
+    } finally {
+      write(limitFile, limit);
+    }
+  }
+
+  /** The group's path in the v1 memory hierarchy, as /proc/<pid>/cgroup names it. */
+  memoryGroup(): string {
+    return `/${PARENT}/${this.name}`;
+  }
+
   /** SIGKILLs every task (frozen or not) and waits until the group is empty. */
   async kill(): Promise<void> {
     if (!this.exists()) return;

@@ -11,6 +11,7 @@ import type { DeepStandbyEvent, SandboxInfo } from '../driver.js';
 import { detectCgroups } from './cgroup.js';
 import { activeSwaps, prepareSwap } from './deep-standby.js';
 import { sleep } from './exec.js';
+import { daemonPid } from './page-out.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
 import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
 
@@ -20,6 +21,7 @@ const SWAP_FILE = '/var/tmp/berth-test-swap/berth.swap';
 let dataDir: string;
 let codeDir: string;
 let deep: LinuxDriver;
+let deepAll: LinuxDriver;
 let resident: LinuxDriver;
 let swapWasOn = false;
 const events: DeepStandbyEvent[] = [];
@@ -35,12 +37,19 @@ before(async () => {
     deepStandbyAfterS: 1,
     swap: { file: SWAP_FILE, sizeMb: 256 },
     onDeepStandby: (e) => events.push(e),
+    deepStandbyKeepDaemon: true,
+  });
+  deepAll = await createLinuxDriver({
+    ...common,
+    dataDir: join(dataDir, 'deep-all'),
+    deepStandbyAfterS: 1,
+    swap: { file: SWAP_FILE, sizeMb: 256 },
   });
   resident = await createLinuxDriver({ ...common, dataDir: join(dataDir, 'resident'), deepStandbyAfterS: 0 });
 });
 
 after(async () => {
-  for (const d of [deep, resident]) {
+  for (const d of [deep, deepAll, resident]) {
     for (const i of await d.list()) await d.remove(i.id);
     await d.close();
   }
@@ -86,36 +95,60 @@ async function startHolder(driver: LinuxDriver, info: SandboxInfo) {
   return { file, count: () => Number(file('count')) };
 }
 
+const vmSwap = (pid: number) =>
+  Number(/^VmSwap:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) * 1024;
+
+/** Freezes a sandbox running the holder, waits for deep standby, wakes it with a request, checks its bytes. */
+async function deepAndBack(driver: LinuxDriver, id: string, checkDeep: (daemon: number) => void) {
+  const info = await driver.ensure(id, smallSandboxSpec());
+  const holder = await startHolder(driver, info);
+  const cg = driver.cgroup(id)!;
+  const held = cg.stats().memoryBytes;
+  assert.ok(held > 20 << 20, `the holder's 20 MB are resident (${held} bytes)`);
+
+  await driver.freeze(id);
+  const frozenAt = holder.count();
+  await waitFor('deep standby', async () => (await driver.inspect(id))?.deepStandby);
+  const after = cg.stats().memoryBytes;
+  assert.ok(held - after > 20 << 20, `more than 20 MB left memory (${held} → ${after} bytes)`);
+  assert.equal(holder.count(), frozenAt, 'still frozen: the counter did not move');
+  const daemon = daemonPid(cg.pids());
+  assert.ok(daemon, 'the API daemon is found among the sandbox processes');
+  checkDeep(daemon);
+
+  // A request waits for the wake, as for any standby, and is answered.
+  const pending = callSocket(info.socketPath, 'GET', '/health');
+  await driver.thaw(id);
+  assert.equal((await pending).status, 200);
+  assert.equal((await driver.inspect(id))?.deepStandby, undefined, 'awake, no longer deep');
+  await waitFor('the counter to go on', () => holder.count() > frozenAt);
+  await sh(info, 'kill -USR1 $(cat /workspace/pid)');
+  await waitFor('the holder to check its buffer', () => holder.file('check').length === 64);
+  assert.equal(holder.file('check'), holder.file('expect'), 'the 20 MB came back byte-exact');
+}
+
 test(
-  'deep standby pushes a frozen sandbox to swap; a request wakes it with its memory byte-exact',
+  'deep standby pushes a frozen sandbox to swap, API daemon included; a request wakes it with its memory byte-exact',
+  T,
+  async () => {
+    assert.equal(deepAll.capabilities.deepStandby, true, deepAll.capabilities.deepStandbyReason);
+    await deepAndBack(deepAll, 'deep-all', (daemon) => {
+      assert.ok(vmSwap(daemon) > 0, 'the API daemon went to swap with the rest');
+    });
+  },
+);
+
+test(
+  'BERTH_DEEP_STANDBY_DAEMON=resident pushes out the user processes and keeps the API daemon; the wake is byte-exact',
   T,
   async () => {
     assert.equal(deep.capabilities.deepStandby, true, deep.capabilities.deepStandbyReason);
-    const info = await deep.ensure('deep', smallSandboxSpec());
-    const holder = await startHolder(deep, info);
-    const cg = deep.cgroup('deep')!;
-    const held = cg.stats().memoryBytes;
-    assert.ok(held > 20 << 20, `the holder's 20 MB are resident (${held} bytes)`);
-
-    await deep.freeze('deep');
-    const frozenAt = holder.count();
-    await waitFor('deep standby', async () => (await deep.inspect('deep'))?.deepStandby);
-    const after = cg.stats().memoryBytes;
-    assert.ok(held - after > 20 << 20, `more than 20 MB left memory (${held} → ${after} bytes)`);
+    await deepAndBack(deep, 'deep', (daemon) => {
+      assert.equal(vmSwap(daemon), 0, 'the API daemon stayed resident: the wake does not wait for it');
+    });
     assert.equal(events.length, 1);
     assert.equal(events[0].id, 'deep');
     assert.ok(events[0].beforeBytes - events[0].afterBytes > 20 << 20, 'the event says what was pushed out');
-    assert.equal(holder.count(), frozenAt, 'still frozen: the counter did not move');
-
-    // A request waits for the wake, as for any standby, and is answered.
-    const pending = callSocket(info.socketPath, 'GET', '/health');
-    await deep.thaw('deep');
-    assert.equal((await pending).status, 200);
-    assert.equal((await deep.inspect('deep'))?.deepStandby, undefined, 'awake, no longer deep');
-    await waitFor('the counter to go on', () => holder.count() > frozenAt);
-    await sh(info, 'kill -USR1 $(cat /workspace/pid)');
-    await waitFor('the holder to check its buffer', () => holder.file('check').length === 64);
-    assert.equal(holder.file('check'), holder.file('expect'), 'the 20 MB came back byte-exact');
   },
 );
 

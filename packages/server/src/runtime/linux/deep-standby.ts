@@ -10,6 +10,7 @@ import { dirname } from 'node:path';
 import type { SandboxCgroup, CgroupHost } from './cgroup.js';
 import type { DeepStandbyEvent } from '../driver.js';
 import { run } from './exec.js';
+import { canPageOut, daemonPid, pageOut } from './page-out.js';
 
 export type { DeepStandbyEvent };
 
@@ -96,12 +97,18 @@ export async function prepareSwap(
 export class DeepStandby {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly deep = new Set<string>();
+  /** Whether the daemon is kept resident (page-out.ts, where perl is there to make the call); else the whole
+   *  group is reclaimed. */
+  readonly keepDaemon: boolean;
 
   constructor(
     readonly afterMs: number,
     private readonly serial: <T>(id: string, fn: () => Promise<T>) => Promise<T>,
     private readonly onDeep?: (e: DeepStandbyEvent) => void,
-  ) {}
+    keepDaemon = false,
+  ) {
+    this.keepDaemon = keepDaemon && canPageOut();
+  }
 
   get enabled(): boolean {
     return this.afterMs > 0;
@@ -126,7 +133,22 @@ export class DeepStandby {
   async release(id: string, cg: SandboxCgroup): Promise<boolean> {
     if (!cg.isFrozen()) return false;
     const beforeBytes = cg.stats().memoryBytes;
-    await cg.reclaim();
+    // With keepDaemon the user's processes go to swap and the API daemon stays (page-out.ts); else, or when the
+    // daemon or the helper cannot be found, the whole group goes.
+    const pids = cg.pids();
+    const daemon = this.keepDaemon ? daemonPid(pids) : undefined;
+    let perProcess = false;
+    if (daemon !== undefined) {
+      perProcess = await pageOut(
+        cg.memoryGroup(),
+        pids.filter((p) => p !== daemon),
+      ).then(
+        () => true,
+        () => false,
+      );
+      if (perProcess && cg.isFrozen()) await cg.dropPagedOut();
+    }
+    if (!perProcess) await cg.reclaim();
     // A thaw that came in during the reclaim has already run: the sandbox is awake, not deep.
     if (!cg.isFrozen()) return false;
     this.deep.add(id);

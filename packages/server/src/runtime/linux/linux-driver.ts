@@ -88,6 +88,7 @@ import {
   type SwapOptions,
   type SwapState,
 } from './deep-standby.js';
+import { canPageOut } from './page-out.js';
 
 /** Host uids of sandboxes: base + slot. Far above the usual subordinate-uid ranges (100000 + 65536·n). */
 export const DEFAULT_UID_BASE = 1_000_000_000;
@@ -145,6 +146,8 @@ export interface LinuxDriverOptions {
   onEgressEvent?: EgressControlOptions['onEvent'];
   /** Seconds in standby before a sandbox's memory is pushed out to swap (deep-standby.ts); 0 or absent: never. */
   deepStandbyAfterS?: number;
+  /** Deep standby pages out the user's processes and keeps the API daemon resident (page-out.ts). */
+  deepStandbyKeepDaemon?: boolean;
   /** The swap file made for deep standby when the host has no swap (default: none; the host's swap is used). */
   swap?: SwapOptions;
   /** A sandbox went to deep standby: its memory group before and after. */
@@ -198,6 +201,9 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     ...(cgroupHost.freezer ? {} : { reason: cgroupHost.freezerReason }),
     deepStandby: swapState.available,
     ...(swapState.available ? {} : { deepStandbyReason: swapState.reason }),
+    ...(swapState.available && opts.deepStandbyKeepDaemon && !canPageOut()
+      ? { deepStandbyDaemonReason: 'keeping the API daemon resident needs /usr/bin/perl (x86_64 or aarch64)' }
+      : {}),
     seccomp: seccomp.ok,
     ...(seccomp.ok ? {} : { seccompReason: seccomp.reason }),
   };
@@ -241,6 +247,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, {
     afterMs: swapState.available ? deepAfterS * 1000 : 0,
     onDeep: opts.onDeepStandby,
+    keepDaemon: opts.deepStandbyKeepDaemon,
   });
   driver.adoptNetworks();
   // Sandboxes a previous server left in standby go deep on this one's clock (a deep one stays as it is).
@@ -275,11 +282,16 @@ export class LinuxDriver implements RuntimeDriver {
     readonly warmPool: WarmPool,
     readonly images: ImageRoots,
     private readonly demand: PoolDemand = new PoolDemand(warmPool.size, warmPool.size),
-    deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void } = { afterMs: 0 },
+    deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void; keepDaemon?: boolean } = { afterMs: 0 },
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
-    this.deepStandby = new DeepStandby(deep.afterMs, (id, fn) => this.serial(id, fn), deep.onDeep);
+    this.deepStandby = new DeepStandby(
+      deep.afterMs,
+      (id, fn) => this.serial(id, fn),
+      deep.onDeep,
+      deep.keepDaemon === true,
+    );
   }
 
   private dir(id: string): string {
