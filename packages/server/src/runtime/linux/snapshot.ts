@@ -11,7 +11,7 @@
 // directories (which may carry overlayfs' opaque mark, an extended attribute node cannot write) and whiteouts go
 // through tar, one pipe for all of them (changes.ts).
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync, type BigIntStats } from 'node:fs';
-import { copyFile, link, readlink, rm, symlink, utimes } from 'node:fs/promises';
+import { copyFile, link, lutimes, readlink, rm, symlink, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SandboxCgroup } from './cgroup.js';
 import { copyEntries } from './changes.js';
@@ -57,6 +57,7 @@ export async function captureLayer(
     const wasFrozen = cg.isFrozen();
     const t0 = performance.now();
     if (!wasFrozen) await cg.freeze();
+    if (process.env.SNAP2_DEBUG) console.error('SNAP2 freeze', performance.now() - t0);
     try {
       for (const name of overlays) {
         const src = upperDir(rwDir, name);
@@ -67,6 +68,7 @@ export async function captureLayer(
     } finally {
       if (!wasFrozen) cg.thaw();
       pausedMs = performance.now() - t0;
+      if (process.env.SNAP2_DEBUG) console.error('SNAP2 paused', pausedMs);
     }
   })();
   hold(catchUp);
@@ -91,6 +93,7 @@ async function copyTree(
   if (first) mkdirSync(dest, { recursive: true, mode: 0o755 });
   const viaTar: string[] = [];
   const files: { rel: string; st: BigIntStats }[] = [];
+  const dirs: { rel: string; st: BigIntStats }[] = [];
   const walk = (rel: string) => {
     let names: string[];
     try {
@@ -114,6 +117,7 @@ async function copyTree(
       if (changed) {
         seen.set(r, { ino: st.ino, ctimeNs: st.ctimeNs, fresh: st.ctimeNs >= at - CTIME_MARGIN_NS });
         if (st.isDirectory()) {
+          dirs.push({ rel: r, st });
           if (was && was.ino !== st.ino) rmSync(join(dest, r), { recursive: true, force: true });
           if (!first && existsSync(join(dest, r))) chmodSync(join(dest, r), Number(st.mode) & 0o7777);
           else viaTar.push(r);
@@ -143,6 +147,11 @@ async function copyTree(
     }
   };
   await Promise.all(Array.from({ length: PARALLEL_COPIES }, worker));
+  // The copies into a directory moved its times: they are set back, deepest first (as tar does).
+  for (const { rel, st } of dirs.reverse())
+    await utimes(join(dest, rel), Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9).catch((e) => {
+      if (!first) throw e;
+    });
 }
 
 async function copyOne(
@@ -157,6 +166,7 @@ async function copyOne(
   if (!first) await rm(to, { force: true });
   if (st.isSymbolicLink()) {
     await symlink(await readlink(join(src, rel)), to);
+    await lutimes(to, Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9);
     return;
   }
   // Hard links within the layer stay links (tar kept them so too).
