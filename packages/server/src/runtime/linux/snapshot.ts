@@ -132,7 +132,7 @@ async function copyTree(
   };
   walk('');
   if (viaTar.length) await copyEntries(src, dest, viaTar, listFile, first);
-  const linked = new Map<bigint, string>();
+  const linked = new Map<bigint, Promise<string>>();
   let next = 0;
   const worker = async () => {
     while (next < files.length) {
@@ -160,7 +160,8 @@ async function copyOne(
   rel: string,
   st: BigIntStats,
   first: boolean,
-  linked: Map<bigint, string>,
+  /** The first copy of each inode with several links, by inode: its twins are links to it once it is whole. */
+  linked: Map<bigint, Promise<string>>,
 ): Promise<void> {
   const to = join(dest, rel);
   if (!first) await rm(to, { force: true });
@@ -169,15 +170,16 @@ async function copyOne(
     await lutimes(to, Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9);
     return;
   }
-  // Hard links within the layer stay links (tar kept them so too).
+  // Hard links within the layer stay links (tar kept them so too); a twin whose first copy failed is copied.
   const twin = st.nlink > 1n ? linked.get(st.ino) : undefined;
-  if (twin !== undefined) {
-    await link(join(dest, twin), to);
-    return;
-  }
-  await copyFile(join(src, rel), to); // the mode comes along (libuv sets it on the copy)
-  await utimes(to, Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9);
-  if (st.nlink > 1n) linked.set(st.ino, rel);
+  if (twin && (await twin.then((t) => link(join(dest, t), to).then(() => true), () => false))) return;
+  const copied = (async () => {
+    await copyFile(join(src, rel), to); // the mode comes along (libuv sets it on the copy)
+    await utimes(to, Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9);
+    return rel;
+  })();
+  if (st.nlink > 1n && !twin) linked.set(st.ino, copied);
+  await copied;
 }
 
 /** Removes from the copy what the upper no longer has, or has as another kind of file. */
