@@ -172,7 +172,11 @@ async function copyOne(
   }
   // Hard links within the layer stay links (tar kept them so too); a twin whose first copy failed is copied.
   const twin = st.nlink > 1n ? linked.get(st.ino) : undefined;
-  if (twin && (await twin.then((t) => link(join(dest, t), to).then(() => true), () => false))) return;
+  const copy = twin && (await twin.catch(() => undefined));
+  if (copy) {
+    await link(join(dest, copy), to);
+    return;
+  }
   const copied = (async () => {
     await copyFile(join(src, rel), to); // the mode comes along (libuv sets it on the copy)
     await utimes(to, Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9);
