@@ -85,7 +85,7 @@ test('past BERTH_SNAPSHOT_MAX_LAYERS a capture squashes the stack into one layer
     for (const n of ['s1', 's2', 's3', 's4', 's5']) {
       const all = (await call('/v0/sandboxes/sq/snapshots')).body as any[];
       const id = all.find((x) => x.name === n).id;
-      assert.equal((await call(`/v0/sandboxes/sq/snapshots/${id}`, 'DELETE')).status, 200);
+      assert.equal((await call(`/v0/sandboxes/sq/snapshots/${id}`, 'DELETE')).status, 204);
     }
     const layers = readdirSync(join(dataDir, 'snapshots', 'workspaces', 'default', 'layers'));
     assert.ok(layers.length <= 2, `layers left: ${layers.length}`);

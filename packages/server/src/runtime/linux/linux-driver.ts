@@ -261,7 +261,7 @@ export class LinuxDriver implements RuntimeDriver {
   /** Brings the pool back to its base size after a quiet demand window. */
   private shrinkTimer?: NodeJS.Timeout;
   /** Snapshot catch-ups under way (snapshot.ts): a thaw waits for the one of its sandbox. */
-  private readonly captureHolds = new Map<string, Promise<unknown>>();
+  private readonly captureHolds = new Map<string, Promise<void>>();
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
   private readonly thawable = new Map<string, SandboxCgroup>();
   /** Pools of the images used most recently, least recent first (see MAX_IMAGE_POOLS). */
@@ -806,8 +806,7 @@ export class LinuxDriver implements RuntimeDriver {
         new SandboxCgroup(this.cgroupHost, rec.name),
         join(LAYERS_DIR, rec.name),
         dest,
-        (p) => {
-          const held = p.catch(() => undefined);
+        (held) => {
           this.captureHolds.set(id, held);
           void held.then(() => {
             if (this.captureHolds.get(id) === held) this.captureHolds.delete(id);

@@ -139,7 +139,7 @@ test('a wake-up asked during a capture’s frozen catch-up waits for it to end',
   // The capture asks whether the sandbox is frozen as its catch-up begins: a request wakes it at that instant.
   SandboxCgroup.prototype.isFrozen = function (this: SandboxCgroup) {
     const frozen = isFrozen.call(this);
-    if (!thawed)
+    if (!thawed && new Error().stack?.includes('captureLayer'))
       thawed = driver.thaw(info.id).then(() => {
         thawedAfterCapture = captured;
       });

@@ -42,7 +42,7 @@ export async function captureLayer(
   cg: SandboxCgroup,
   rwDir: string,
   dest: string,
-  hold: (catchUp: Promise<unknown>) => void = () => {},
+  hold: (catchUp: Promise<void>) => void = () => {},
 ): Promise<{ pausedMs: number }> {
   const ovl = join(rwDir, 'ovl');
   const overlays = existsSync(ovl) ? readdirSync(ovl) : [];
@@ -52,27 +52,24 @@ export async function captureLayer(
     seen.set(name, s);
     await copyTree(upperDir(rwDir, name), join(dest, name), `${dest}.${name}.list`, s, true);
   }
-  let pausedMs = 0;
-  const catchUp = (async () => {
-    const wasFrozen = cg.isFrozen();
-    const t0 = performance.now();
+  let release = () => {};
+  hold(new Promise<void>((r) => (release = r)));
+  const wasFrozen = cg.isFrozen();
+  const t0 = performance.now();
+  try {
     if (!wasFrozen) await cg.freeze();
-    if (process.env.SNAP2_DEBUG) console.error('SNAP2 freeze', performance.now() - t0);
-    try {
-      for (const name of overlays) {
-        const src = upperDir(rwDir, name);
-        const to = join(dest, name);
-        dropGone(src, to, '');
-        await copyTree(src, to, `${dest}.${name}.list`, seen.get(name) as Map<string, Seen>, false);
-      }
-    } finally {
-      if (!wasFrozen) cg.thaw();
-      pausedMs = performance.now() - t0;
-      if (process.env.SNAP2_DEBUG) console.error('SNAP2 paused', pausedMs);
+    for (const name of overlays) {
+      const src = upperDir(rwDir, name);
+      const to = join(dest, name);
+      dropGone(src, to, '');
+      await copyTree(src, to, `${dest}.${name}.list`, seen.get(name) as Map<string, Seen>, false);
     }
-  })();
-  hold(catchUp);
-  await catchUp;
+  } finally {
+    if (!wasFrozen) cg.thaw();
+    release();
+  }
+  const pausedMs = performance.now() - t0;
+  if (process.env.SNAP2_DEBUG) console.error('SNAP2 paused', pausedMs);
   return { pausedMs };
 }
 
