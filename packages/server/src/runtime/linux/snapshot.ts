@@ -10,7 +10,16 @@
 // inside fs.copyFile, as `cp` does), which is what made the first version's tar pipe twice as slow as `cp`;
 // directories (which may carry overlayfs' opaque mark, an extended attribute node cannot write) and whiteouts go
 // through tar, one pipe for all of them (changes.ts).
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync, type BigIntStats } from 'node:fs';
+import {
+  type BigIntStats,
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { copyFile, link, lutimes, readlink, rm, symlink, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SandboxCgroup } from './cgroup.js';
@@ -22,6 +31,33 @@ import { upperDir } from './disk.js';
  * tick of the kernel's coarse clock (4-10 ms) without its ctime moving: the catch-up copies it again.
  */
 const CTIME_MARGIN_NS = 20_000_000n;
+/**
+ * Whether the layer's filesystem gives a change made after a stat a ctime that stat did not see (multigrain
+ * timestamps: tmpfs since Linux 6.13), so that an unchanged ctime proves an unchanged file and the margin above is
+ * not needed: a file written a moment before the capture is then copied once. Probed once per process: on a coarse
+ * clock, twenty writes each right after a stat leave the ctime unmoved at least once.
+ */
+let fineCtime: boolean | undefined;
+function probeFineCtime(dir: string): boolean {
+  if (fineCtime !== undefined) return fineCtime;
+  const f = join(dir, `.ctime-probe-${process.pid}`);
+  try {
+    writeFileSync(f, '0');
+    let moved = 0;
+    for (let i = 0; i < 20; i++) {
+      const before = lstatSync(f, { bigint: true }).ctimeNs;
+      writeFileSync(f, String(i));
+      if (lstatSync(f, { bigint: true }).ctimeNs !== before) moved++;
+    }
+    fineCtime = moved === 20;
+  } catch {
+    return false; // a full layer, say: the margin for this capture, a probe again for the next
+  } finally {
+    rmSync(f, { force: true });
+  }
+  return fineCtime;
+}
+
 /** Files copied at once: the copies run on libuv's thread pool (4 threads by default). */
 const PARALLEL_COPIES = 4;
 
@@ -47,29 +83,35 @@ export async function captureLayer(
   const ovl = join(rwDir, 'ovl');
   const overlays = existsSync(ovl) ? readdirSync(ovl) : [];
   const seen = new Map<string, Map<string, Seen>>();
+  const margin = probeFineCtime(rwDir) ? -1n : CTIME_MARGIN_NS;
   for (const name of overlays) {
     const s = new Map<string, Seen>();
     seen.set(name, s);
-    await copyTree(upperDir(rwDir, name), join(dest, name), `${dest}.${name}.list`, s, true);
+    await (
+      await copyTree(upperDir(rwDir, name), join(dest, name), `${dest}.${name}.list`, s, true, margin)
+    )();
   }
   let release = () => {};
   hold(new Promise<void>((r) => (release = r)));
   const wasFrozen = cg.isFrozen();
   const t0 = performance.now();
+  const finish: (() => Promise<void>)[] = [];
   try {
     if (!wasFrozen) await cg.freeze();
     for (const name of overlays) {
       const src = upperDir(rwDir, name);
       const to = join(dest, name);
       dropGone(src, to, '');
-      await copyTree(src, to, `${dest}.${name}.list`, seen.get(name) as Map<string, Seen>, false);
+      finish.push(
+        await copyTree(src, to, `${dest}.${name}.list`, seen.get(name) as Map<string, Seen>, false, margin),
+      );
     }
   } finally {
     if (!wasFrozen) cg.thaw();
     release();
   }
   const pausedMs = performance.now() - t0;
-  if (process.env.SNAP2_DEBUG) console.error('SNAP2 paused', pausedMs);
+  for (const f of finish) await f();
   return { pausedMs };
 }
 
@@ -86,7 +128,9 @@ async function copyTree(
   listFile: string,
   seen: Map<string, Seen>,
   first: boolean,
-): Promise<void> {
+  /** CTIME_MARGIN_NS, or below 0 on a filesystem whose ctime always moves after a stat (probeFineCtime). */
+  margin: bigint,
+): Promise<() => Promise<void>> {
   if (first) mkdirSync(dest, { recursive: true, mode: 0o755 });
   const viaTar: string[] = [];
   const files: { rel: string; st: BigIntStats }[] = [];
@@ -112,12 +156,11 @@ async function copyTree(
       const was = seen.get(r);
       const changed = !was || was.fresh || was.ino !== st.ino || was.ctimeNs !== st.ctimeNs;
       if (changed) {
-        seen.set(r, { ino: st.ino, ctimeNs: st.ctimeNs, fresh: st.ctimeNs >= at - CTIME_MARGIN_NS });
+        seen.set(r, { ino: st.ino, ctimeNs: st.ctimeNs, fresh: margin >= 0n && st.ctimeNs >= at - margin });
         if (st.isDirectory()) {
           dirs.push({ rel: r, st });
           if (was && was.ino !== st.ino) rmSync(join(dest, r), { recursive: true, force: true });
-          if (!first && existsSync(join(dest, r))) chmodSync(join(dest, r), Number(st.mode) & 0o7777);
-          else viaTar.push(r);
+          if (first || !existsSync(join(dest, r))) viaTar.push(r);
         } else if (st.isFile() || st.isSymbolicLink()) files.push({ rel: r, st });
         else {
           if (!first) rmSync(join(dest, r), { force: true });
@@ -144,11 +187,20 @@ async function copyTree(
     }
   };
   await Promise.all(Array.from({ length: PARALLEL_COPIES }, worker));
-  // The copies into a directory moved its times: they are set back, deepest first (as tar does).
-  for (const { rel, st } of dirs.reverse())
-    await utimes(join(dest, rel), Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9).catch((e) => {
-      if (!first) throw e;
-    });
+  // The copies into a directory moved its times: they are set back, deepest first (as tar does), with the modes of
+  // those the catch-up found changed. Left to the caller: after the thaw, since the disk's journal can hold a write
+  // of metadata for as long as it flushes the bytes just copied (a second for a gigabyte, measured).
+  return async () => {
+    for (const { rel, st } of dirs.reverse()) {
+      const to = join(dest, rel);
+      try {
+        if (!first) chmodSync(to, Number(st.mode) & 0o7777);
+        await utimes(to, Number(st.atimeNs) / 1e9, Number(st.mtimeNs) / 1e9);
+      } catch (e) {
+        if (!first) throw e;
+      }
+    }
+  };
 }
 
 async function copyOne(
