@@ -188,8 +188,8 @@ async function copyTree(
   };
   await Promise.all(Array.from({ length: PARALLEL_COPIES }, worker));
   // The copies into a directory moved its times: they are set back, deepest first (as tar does), with the modes of
-  // those the catch-up found changed. Left to the caller: after the thaw, since the disk's journal can hold a write
-  // of metadata for as long as it flushes the bytes just copied (a second for a gigabyte, measured).
+  // those the catch-up found changed. Left to the caller, who runs it after the thaw: what the frozen walk read is
+  // all it needs, so the pause holds only the copies that must be of that instant.
   return async () => {
     for (const { rel, st } of dirs.reverse()) {
       const to = join(dest, rel);
