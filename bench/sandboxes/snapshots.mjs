@@ -9,10 +9,61 @@ import { header, row } from '../lib/report.mjs';
 import { percentile, startSandboxBerth, timed } from './lib.mjs';
 
 const N = Number(process.env.BENCH_SNAPSHOT_SAMPLES ?? 10);
-const SIZES_MB = [10, 100, 1000];
+/** BENCH_SNAPSHOT_SIZES: the MB written before each capture (comma-separated; 100 is the one forked below). */
+const SIZES_MB = (process.env.BENCH_SNAPSHOT_SIZES ?? '10,100,1000').split(',').map(Number);
 const du = (dir) => Number(execFileSync('du', ['-s', '-B1', dir]).toString().split('\t')[0]);
 
+/** BENCH_SNAPSHOT_CYCLES=N: only N rounds of write, snapshot, write, restore checked byte for byte (the SDK script of
+ * the tests), with the stack squashed past BENCH_SNAPSHOT_MAX_LAYERS (default 8) layers. */
+const CYCLES = Number(process.env.BENCH_SNAPSHOT_CYCLES ?? 0);
+
+async function benchCycles() {
+  const maxLayers = process.env.BENCH_SNAPSHOT_MAX_LAYERS ?? '8';
+  const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: '600', BERTH_SNAPSHOT_MAX_LAYERS: maxLayers });
+  try {
+    header(
+      `snapshots: ${CYCLES} snapshot/restore cycles checked byte for byte (stack squashed past ${maxLayers})`,
+    );
+    const script = new URL('../../packages/server/test/sandboxes/blaxel-snapshot-cycles.mjs', import.meta.url)
+      .pathname;
+    const t0 = performance.now();
+    const stdout = execFileSync(process.execPath, [script], {
+      env: {
+        PATH: process.env.PATH,
+        HOME: berth.dataDir,
+        BL_API_URL: `${berth.url}/v0`,
+        BL_RUN_URL: `${berth.url}/run`,
+        BL_WORKSPACE: 'default',
+        BL_API_KEY: berth.key,
+        BL_DISABLE_H2: 'true',
+        SANDBOX_PREFIX: 'cyc',
+        SANDBOX_MEMORY: '512',
+        CYCLES: String(CYCLES),
+      },
+      maxBuffer: 64 << 20,
+    }).toString();
+    const took = performance.now() - t0;
+    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    const r = JSON.parse(line.slice('RESULT '.length));
+    const cycles = r.cycles ?? {};
+    if (cycles.error || cycles.bad?.length) console.log(JSON.stringify(cycles).slice(0, 2000));
+    row(
+      'rounds whose files differed from the snapshot (of all rounds)',
+      cycles.bad?.length ?? CYCLES,
+      0,
+      '',
+      String(cycles.rounds),
+    );
+    row('time per cycle (write, snapshot, write, restore, check)', took / CYCLES, took / CYCLES, 'ms');
+    row('snapshot layers on disk at the end', du(join(berth.dataDir, 'snapshots')) / 1024 ** 2, 0, 'MB');
+    await berth.removeAll();
+  } finally {
+    await berth.stop();
+  }
+}
+
 export async function benchSnapshots() {
+  if (CYCLES > 0) return benchCycles();
   const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: '600', BERTH_QUOTA_MEMORY_MB: '1000000' });
   const exec = async (name, command) => {
     const p = await berth.call('POST', `${berth.sandboxPath(name)}/process`, {
@@ -59,7 +110,8 @@ export async function benchSnapshots() {
       const settled = await berth.call('POST', `/v0/sandboxes/${name}/snapshots`, { name: 'settled' });
       row(`source paused, ${mb} MB written a second before`, settled.spec.pausedMs, cp, 'ms', '<= 50 ms');
     }
-    for (const mb of [10, 1000]) await berth.call('DELETE', `/v0/sandboxes/${snaps[mb].name}`);
+    for (const mb of SIZES_MB.filter((m) => m !== 100))
+      await berth.call('DELETE', `/v0/sandboxes/${snaps[mb].name}`);
 
     header(`snapshots: restore, fork and create -> first exec (${N} samples each; 10 at once)`);
     const src = snaps[100];

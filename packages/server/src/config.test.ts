@@ -103,6 +103,13 @@ test('BERTH_QUOTA_IMAGE_MB: unset leaves the image store its default; a positive
   assert.throws(() => loadConfig({}, { BERTH_QUOTA_IMAGE_MB: '-1' }), /BERTH_QUOTA_IMAGE_MB/);
 });
 
+test('BERTH_SNAPSHOT_MAX_LAYERS: unset leaves 128; 2 to 128 layers; anything else fails', () => {
+  assert.equal(loadConfig({}, {}).snapshotMaxLayers, undefined);
+  assert.equal(loadConfig({}, { BERTH_SNAPSHOT_MAX_LAYERS: '2' }).snapshotMaxLayers, 2);
+  for (const v of ['1', '129', 'x'])
+    assert.throws(() => loadConfig({}, { BERTH_SNAPSHOT_MAX_LAYERS: v }), /BERTH_SNAPSHOT_MAX_LAYERS/);
+});
+
 test('BERTH_METRICS_TOKEN: unset by default; a short or spaced token fails start-up rather than be guessable', () => {
   assert.equal(loadConfig({}, {}).metricsToken, undefined);
   assert.equal(

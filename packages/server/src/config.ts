@@ -101,6 +101,11 @@ export interface Config {
    */
   snapshotQuotaMb?: number;
   /**
+   * Layers a snapshot's stack may have before a capture squashes it into one (BERTH_SNAPSHOT_MAX_LAYERS, 2 to 128);
+   * unset: 128 (runtime/snapshot-layers.ts MAX_SNAPSHOT_DEPTH).
+   */
+  snapshotMaxLayers?: number;
+  /**
    * DNS servers (`a.b.c.d` or `a.b.c.d:port`) the egress proxy and Berth's DNS ask for the names a sandbox's
    * egress policy allows: BERTH_EGRESS_RESOLVERS, comma-separated. Default: the host's resolver (/etc/hosts too).
    */
@@ -282,6 +287,7 @@ export function loadConfig(
     imageMaxLayerBytes: env.BERTH_IMAGE_MAX_LAYER_BYTES ? Number(env.BERTH_IMAGE_MAX_LAYER_BYTES) : undefined,
     imageQuotaMb: positiveMb(env.BERTH_QUOTA_IMAGE_MB, 'BERTH_QUOTA_IMAGE_MB'),
     snapshotQuotaMb: positiveMb(env.BERTH_QUOTA_SNAPSHOT_MB, 'BERTH_QUOTA_SNAPSHOT_MB'),
+    snapshotMaxLayers: snapshotMaxLayers(env.BERTH_SNAPSHOT_MAX_LAYERS),
     egressResolvers: parseResolvers(env.BERTH_EGRESS_RESOLVERS ?? ''),
     domainResolvers: parseResolvers(env.BERTH_DOMAIN_RESOLVERS ?? '', 'BERTH_DOMAIN_RESOLVERS'),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
@@ -331,6 +337,13 @@ function nonNegativeInt(v: string, name: string): number {
   const n = Number(v);
   if (v.trim() === '' || !Number.isInteger(n) || n < 0)
     throw new Error(`${name} must be a whole number, 0 or more, not ${JSON.stringify(v)}`);
+  return n;
+}
+
+function snapshotMaxLayers(v: string | undefined): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = positiveInt(v, 'BERTH_SNAPSHOT_MAX_LAYERS');
+  if (n < 2 || n > 128) throw new Error(`BERTH_SNAPSHOT_MAX_LAYERS must be from 2 to 128, not ${v}`);
   return n;
 }
 

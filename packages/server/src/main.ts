@@ -235,7 +235,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   // Every runtime instance starts, goes and is collected here, owned by an object (decision 044).
   const instances = new Instances({ driver, logger });
   // Snapshot layers (decision 053): what captures a killed server left half-written goes before anything reads them.
-  const snapshotLayers = new SnapshotLayers(config.dataDir);
+  const snapshotLayers = new SnapshotLayers(config.dataDir, config.snapshotMaxLayers);
   snapshotLayers.sweep();
   const snapshots = new Snapshots({
     resources,

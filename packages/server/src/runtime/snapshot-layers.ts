@@ -10,13 +10,20 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { join } from 'node:path';
 import { NAME_PATTERN } from '../kinds/common.js';
 import type { RuntimeDriver } from './driver.js';
+import { squashLayers } from './linux/squash.js';
 
 const WORKSPACE_NAME = new RegExp(NAME_PATTERN);
 const LAYER_ID = /^l-[0-9a-f]{20}$/;
 
+/** Layers a stack may have by default: each is a lower of the root overlay (the mount helper takes 400). */
+export const MAX_SNAPSHOT_DEPTH = 128;
+
 export interface CapturedLayer {
   /** Undefined when the sandbox had written nothing over its stack: no layer is added. */
   layer?: string;
+  /** The stack the sandbox now shows, topmost first: the new layer over `below`, or the new layer alone (squashed). */
+  stack: string[];
+  /** Bytes the capture wrote (a squash links what the layers below hold: none of their bytes is written again). */
   bytes: number;
   pausedMs: number;
 }
@@ -25,7 +32,11 @@ export class SnapshotLayers {
   /** Layers captured that no record names yet (settle() ends that): collect() leaves them. */
   private readonly inFlight = new Set<string>();
 
-  constructor(private readonly dataDir: string) {}
+  constructor(
+    private readonly dataDir: string,
+    /** Past this many layers, a capture squashes the stack into one layer (BERTH_SNAPSHOT_MAX_LAYERS). */
+    readonly maxLayers = MAX_SNAPSHOT_DEPTH,
+  ) {}
 
   private root(): string {
     return join(this.dataDir, 'snapshots', 'workspaces');
@@ -52,23 +63,40 @@ export class SnapshotLayers {
     });
   }
 
-  /** Captures what the runtime sandbox `id` wrote over its stack as a new layer of `workspace`. */
-  async capture(driver: RuntimeDriver, id: string, workspace: string): Promise<CapturedLayer> {
+  /**
+   * Captures what the runtime sandbox `id` wrote over its stack `below` (topmost first) as a new layer of
+   * `workspace`. When the stack would pass `maxLayers`, the new layer is the whole stack squashed into one (the
+   * layers below are left to collect() once nothing stands on them): restore→snapshot cycles go on for ever.
+   */
+  async capture(
+    driver: RuntimeDriver,
+    id: string,
+    workspace: string,
+    below: string[],
+  ): Promise<CapturedLayer> {
     const layer = `l-${randomBytes(10).toString('hex')}`;
     const tmp = join(this.dir(workspace), 'tmp', layer);
-    mkdirSync(tmp, { recursive: true, mode: 0o700 });
+    const top = `${tmp}.top`;
+    mkdirSync(top, { recursive: true, mode: 0o700 });
     try {
-      const { pausedMs } = await driver.captureChanges(id, tmp);
-      if (isEmptyLayer(tmp)) {
-        rmSync(tmp, { recursive: true, force: true });
-        return { bytes: 0, pausedMs };
+      const { pausedMs } = await driver.captureChanges(id, top);
+      if (isEmptyLayer(top)) {
+        rmSync(top, { recursive: true, force: true });
+        return { stack: below, bytes: 0, pausedMs };
       }
-      const bytes = await diskBytes(tmp);
+      const bytes = await diskBytes(top);
+      const squash = below.length + 1 > this.maxLayers;
+      if (squash) {
+        mkdirSync(tmp, { mode: 0o700 });
+        await squashLayers([top, ...this.paths(workspace, below)], tmp);
+        rmSync(top, { recursive: true, force: true });
+      } else renameSync(top, tmp);
       mkdirSync(join(this.dir(workspace), 'layers'), { recursive: true, mode: 0o700 });
       this.inFlight.add(layer);
       renameSync(tmp, this.path(workspace, layer));
-      return { layer, bytes, pausedMs };
+      return { layer, stack: squash ? [layer] : [layer, ...below], bytes, pausedMs };
     } catch (e) {
+      rmSync(top, { recursive: true, force: true });
       rmSync(tmp, { recursive: true, force: true });
       throw e;
     }

@@ -186,8 +186,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     let stack: string[] = o.body.rootLayers ?? [];
     let top: string | undefined;
     if (info && info.state !== 'dead') {
-      top = (await layers.capture(driver, id, o.workspace)).layer;
-      if (top) stack = [top, ...stack];
+      ({ layer: top, stack } = await layers.capture(driver, id, o.workspace, stack));
     }
     try {
       const d = await resources.updateStatus(keyOf(o), {

@@ -10,14 +10,12 @@ import { SNAPSHOT_KIND } from '../../kinds/sandbox.js';
 import { isGone } from '../../kinds/status.js';
 import type { Instances } from '../../runtime/instances.js';
 import { sandboxId } from '../../runtime/sandbox-id.js';
-import type { SnapshotLayers } from '../../runtime/snapshot-layers.js';
+import type { CapturedLayer, SnapshotLayers } from '../../runtime/snapshot-layers.js';
 import type { Resources } from '../../store/resources.js';
 import { keyOf, type ResourceKey, StoreError, type StoredObject } from '../../store/store.js';
 
 /** Bytes of snapshot layers a workspace may hold by default (BERTH_QUOTA_SNAPSHOT_MB). */
 export const DEFAULT_SNAPSHOT_QUOTA_BYTES = 20 * 1024 ** 3;
-/** Layers one snapshot may stand on: each is a lower of the root overlay (the mount helper takes 400). */
-export const MAX_SNAPSHOT_DEPTH = 128;
 
 /** What a snapshot holds, in its own spec: the kernel here cannot checkpoint memory (RUNTIME-FACTS.md). */
 export const SNAPSHOT_HOLDS = {
@@ -169,14 +167,9 @@ export class Snapshots {
           { code: 'SNAPSHOT_ALREADY_EXISTS' },
         );
       const below: string[] = o.body.rootLayers ?? [];
-      if (below.length >= MAX_SNAPSHOT_DEPTH)
-        throw new ApiError(
-          'INVALID_STATE',
-          `sandbox ${JSON.stringify(source)} stands on ${below.length} snapshot layers, the most a snapshot may have (${MAX_SNAPSHOT_DEPTH}): fork it into a new sandbox from an image instead`,
-        );
       const before = await this.deps.layers.usage(workspace);
       if (before >= this.quotaBytes) throw this.quotaError(workspace, before);
-      let top: { layer?: string; bytes: number; pausedMs: number } = { bytes: 0, pausedMs: 0 };
+      let top: CapturedLayer = { stack: below, bytes: 0, pausedMs: 0 };
       if (o.body.status !== 'ARCHIVED') {
         const info = await this.deps.instances.driver.inspect(sandboxId(workspace, source));
         if (!info || info.state === 'dead')
@@ -184,7 +177,7 @@ export class Snapshots {
             'INVALID_STATE',
             `sandbox ${JSON.stringify(source)} is not running (${o.body.status}): nothing to capture`,
           );
-        top = await this.deps.layers.capture(this.deps.instances.driver, info.id, workspace);
+        top = await this.deps.layers.capture(this.deps.instances.driver, info.id, workspace, below);
       }
       try {
         if (before + top.bytes > this.quotaBytes) throw this.quotaError(workspace, before + top.bytes);
@@ -196,7 +189,7 @@ export class Snapshots {
           ...(actor ? { createdBy: actor } : {}),
           status: 'ready',
           source: { kind: 'sandbox', name: source },
-          layers: top.layer ? [top.layer, ...below] : below,
+          layers: top.stack,
           bytes: top.bytes,
           pausedMs: Math.round(top.pausedMs * 10) / 10,
           sourceSpec: o.body.spec,

@@ -37,12 +37,28 @@ export async function copyEntries(
   dest: string,
   list: string[],
   listFile: string,
+  /** The sandbox still runs: an entry changed or removed while read is no failure (the catch-up settles it). */
+  live = false,
 ): Promise<void> {
+  mkdirSync(dest, { recursive: true, mode: 0o755 });
   writeFileSync(listFile, `${list.map((r) => `./${r}`).join('\0')}\0`, { mode: 0o600 });
   try {
     await pipeTar(
-      ['-C', src, ...XATTRS, '--numeric-owner', '--no-recursion', '--null', '-T', listFile, '-cf', '-'],
+      [
+        '-C',
+        src,
+        ...(live ? LIVE : []),
+        ...XATTRS,
+        '--numeric-owner',
+        '--no-recursion',
+        '--null',
+        '-T',
+        listFile,
+        '-cf',
+        '-',
+      ],
       ['-C', dest, ...XATTRS, '--no-same-owner', '--same-permissions', '-xf', '-'],
+      live ? [0, 1] : [0],
     );
   } finally {
     rmSync(listFile, { force: true });

@@ -267,6 +267,8 @@ export class LinuxDriver implements RuntimeDriver {
   private refillTimer?: NodeJS.Timeout;
   /** Brings the pool back to its base size after a quiet demand window. */
   private shrinkTimer?: NodeJS.Timeout;
+  /** Snapshot catch-ups under way (snapshot.ts): a thaw waits for the one of its sandbox. */
+  private readonly captureHolds = new Map<string, Promise<void>>();
   /** Cgroups of sandboxes thawed before: a wake-up then costs one write, not a record read (~60 µs). */
   private readonly thawable = new Map<string, SandboxCgroup>();
   /** Pools of the images used most recently, least recent first (see MAX_IMAGE_POOLS). */
@@ -550,7 +552,10 @@ export class LinuxDriver implements RuntimeDriver {
 
   thaw(id: string): Promise<void> {
     // Not serialised behind a slow ensure: a thaw is what a waiting request needs right now. A deep sandbox's
-    // thaw is the same write: its pages come back from swap as its processes touch them.
+    // thaw is the same write: its pages come back from swap as its processes touch them. Only a snapshot's frozen
+    // catch-up holds it (tens of ms): a write let through then would be caught half-way (decision 053).
+    const held = this.captureHolds.get(id);
+    if (held) return held.then(() => this.thaw(id));
     this.deepStandby.cancel(id);
     let cg = this.thawable.get(id);
     if (!cg) {
@@ -809,7 +814,17 @@ export class LinuxDriver implements RuntimeDriver {
       const rec = readRecord(this.dir(id));
       if (!rec) throw new SandboxNotFoundError(id);
       if (!this.alive(rec)) throw new Error(`sandbox ${id} is not running`);
-      return captureLayer(new SandboxCgroup(this.cgroupHost, rec.name), join(LAYERS_DIR, rec.name), dest);
+      return captureLayer(
+        new SandboxCgroup(this.cgroupHost, rec.name),
+        join(LAYERS_DIR, rec.name),
+        dest,
+        (held) => {
+          this.captureHolds.set(id, held);
+          void held.then(() => {
+            if (this.captureHolds.get(id) === held) this.captureHolds.delete(id);
+          });
+        },
+      );
     });
   }
 
