@@ -98,8 +98,9 @@ describe('@blaxel/core snapshots, restore, fork and archive', () => {
     assert.deepEqual(r.delete, { after: 404 });
   });
 
-  it('a preview request and a log stream held open across a snapshot are not dropped', () => {
+  it('a preview request, a WebSocket and a log stream held open across a snapshot are not dropped', () => {
     assert.deepEqual(held.held, {
+      websocket: { state: 'open', framesAfterSnapshot: true, inOrder: true },
       status: 'ready',
       answer: '200 slow-ok',
       ticksAfterSnapshot: true,
