@@ -11,7 +11,7 @@ import { type SnapshotRecord, type Snapshots, snapshotView } from '../controller
 import { ApiError, invalid, notFound } from '../errors.js';
 import { NAME_PATTERN } from '../kinds/common.js';
 import { isDefaultImage } from '../kinds/image-reference.js';
-import { isGone } from '../kinds/status.js';
+import { isGone, type Status } from '../kinds/status.js';
 import { imageFromLayers } from '../runtime/images/from-layers.js';
 import type { ImageStore } from '../runtime/images/image-store.js';
 import { imageView } from './image-view.js';
@@ -248,37 +248,23 @@ export function register(v0: FastifyInstance, deps: SnapshotRouteDeps) {
     return { name: object.name, snapshotId: rec.id, type: 'sandbox' };
   }
 
-  v0.post('/sandboxes/:sandboxName/archive', async (req) => {
+  /** Archive and unarchive: a state change the sandbox reconciler carries out, asked only from the state it leaves. */
+  const transition = (from: Status, to: Status, verb: string) => async (req: FastifyRequest) => {
     const a = requireRole(req, 'member');
     const o = await sandboxOf(req, a.workspace);
-    if (o.body.status !== 'DEPLOYED')
+    if (o.body.status !== from)
       throw new ApiError(
         'INVALID_STATE',
-        `sandbox ${JSON.stringify(o.name)} is ${o.body.status}: only a DEPLOYED sandbox is archived`,
+        `sandbox ${JSON.stringify(o.name)} is ${o.body.status}: only a ${from} sandbox is ${verb}d`,
       );
     const d = await resources.updateStatus(keyOf(o), {
-      to: 'ARCHIVING',
-      message: `archive asked by ${a.principal.subject}`,
-      when: (cur) => cur.body.status === 'DEPLOYED',
+      to,
+      message: `${verb} asked by ${a.principal.subject}`,
+      when: (cur) => cur.body.status === from,
     });
     if (!d) throw new ApiError('CONFLICT', `sandbox ${JSON.stringify(o.name)} changed meanwhile; ask again`);
     return resources.view(sandboxKind, d);
-  });
-
-  v0.post('/sandboxes/:sandboxName/unarchive', async (req) => {
-    const a = requireRole(req, 'member');
-    const o = await sandboxOf(req, a.workspace);
-    if (o.body.status !== 'ARCHIVED')
-      throw new ApiError(
-        'INVALID_STATE',
-        `sandbox ${JSON.stringify(o.name)} is ${o.body.status}: only an ARCHIVED sandbox is unarchived`,
-      );
-    const d = await resources.updateStatus(keyOf(o), {
-      to: 'UNARCHIVING',
-      message: `unarchive asked by ${a.principal.subject}`,
-      when: (cur) => cur.body.status === 'ARCHIVED',
-    });
-    if (!d) throw new ApiError('CONFLICT', `sandbox ${JSON.stringify(o.name)} changed meanwhile; ask again`);
-    return resources.view(sandboxKind, d);
-  });
+  };
+  v0.post('/sandboxes/:sandboxName/archive', transition('DEPLOYED', 'ARCHIVING', 'archive'));
+  v0.post('/sandboxes/:sandboxName/unarchive', transition('ARCHIVED', 'UNARCHIVING', 'unarchive'));
 }

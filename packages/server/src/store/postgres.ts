@@ -11,9 +11,11 @@ import {
   EVERY_WORKSPACE,
   type ListQuery,
   type ResourceKey,
+  type Row,
   type Store,
   StoreError,
   type StoredObject,
+  toObject,
   type WriteOp,
 } from './store.js';
 
@@ -29,24 +31,6 @@ const FEED_PAGE = 1000;
  * (a server that starts reads from the newest row; one cut off from the database for longer is not promised more).
  */
 const CHANGE_LOG_KEEP = 100_000;
-
-interface Row {
-  kind: string;
-  workspace: string;
-  parent: string;
-  name: string;
-  rv: number;
-  body: string;
-}
-
-const toObject = (r: Row): StoredObject => ({
-  kind: r.kind,
-  workspace: r.workspace,
-  parent: r.parent,
-  name: r.name,
-  resourceVersion: r.rv,
-  body: JSON.parse(r.body),
-});
 
 /** BIGINT (oid 20) as a number: resource versions and sequences stay far below 2^53. */
 const types = {

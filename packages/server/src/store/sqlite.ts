@@ -11,10 +11,12 @@ import {
   EVERY_WORKSPACE,
   type ListQuery,
   type ResourceKey,
+  type Row,
   type Store,
   keyString,
   StoreError,
   type StoredObject,
+  toObject,
   type WriteOp,
 } from './store.js';
 
@@ -29,24 +31,6 @@ const LIST_STATEMENTS_MAX = 256;
 
 /** The change log keeps this many recent rows; watchers are in-process, the log is for debugging. */
 const CHANGE_LOG_KEEP = 10_000;
-
-interface Row {
-  kind: string;
-  workspace: string;
-  parent: string;
-  name: string;
-  rv: number;
-  body: string;
-}
-
-const toObject = (r: Row): StoredObject => ({
-  kind: r.kind,
-  workspace: r.workspace,
-  parent: r.parent,
-  name: r.name,
-  resourceVersion: r.rv,
-  body: JSON.parse(r.body),
-});
 
 export interface SqliteStoreOptions {
   /** How the WAL is synced (tests hold it back to see what waits for it); fsync on the thread pool by default. */

@@ -81,6 +81,25 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** An object as both SQL backends keep it: the key's columns, the version as `rv`, the body as JSON text. */
+export interface Row {
+  kind: string;
+  workspace: string;
+  parent: string;
+  name: string;
+  rv: number;
+  body: string;
+}
+
+export const toObject = (r: Row): StoredObject => ({
+  kind: r.kind,
+  workspace: r.workspace,
+  parent: r.parent,
+  name: r.name,
+  resourceVersion: r.rv,
+  body: JSON.parse(r.body),
+});
+
 export const keyOf = (o: ResourceKey): ResourceKey => ({
   kind: o.kind,
   workspace: o.workspace,
