@@ -19,6 +19,7 @@ import {
   debuggable,
   likelyCause,
 } from './debug-report.js';
+import { lastLines } from '../sandbox-api/last-output.js';
 
 /** One probe of a daemon: it answers /health from memory in a millisecond; a slower one is the finding. */
 export const DEBUG_PROBE_MS = 300;
@@ -35,13 +36,7 @@ export interface DebugDeps {
   replicas: ReplicaSet;
 }
 
-const lastLines = (text: string | undefined, n = DEBUG_LOG_LINES) =>
-  (text ?? '')
-    .split('\n')
-    .map((l) => l.trimEnd())
-    .filter(Boolean)
-    .slice(-n)
-    .map((l) => (l.length > 300 ? `${l.slice(0, 300)}…` : l));
+const debugLines = (text: string | undefined) => lastLines(text, DEBUG_LOG_LINES, 300);
 
 const withTimeout = <T>(p: Promise<T>, ms: number, what: string) =>
   new Promise<T>((resolve, reject) => {
@@ -66,7 +61,7 @@ async function instance(
   replica?: Replica,
 ): Promise<DebugInstance> {
   const info = await driver.inspect(id);
-  const daemonLog = lastLines(await driver.daemonLog(id).catch(() => undefined));
+  const daemonLog = debugLines(await driver.daemonLog(id).catch(() => undefined));
   if (!info) return { id, role, state: 'gone', daemon: { answered: false, error: 'no instance' }, daemonLog };
   const out: DebugInstance = {
     id,
@@ -121,7 +116,7 @@ async function instance(
       DEBUG_PROBE_MS,
       'the daemon',
     ).catch(() => undefined);
-    if (p) out.app = { status: p.status, exitCode: p.exitCode, lastOutput: lastLines(p.logs) };
+    if (p) out.app = { status: p.status, exitCode: p.exitCode, lastOutput: debugLines(p.logs) };
   }
   return out;
 }
