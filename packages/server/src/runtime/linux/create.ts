@@ -229,7 +229,22 @@ function imageEnv(image: StoredImage): Record<string, string> {
 }
 
 /** Kill, then delete cgroups, netns, layer, socket dir, state dir and slot; tolerant of each being gone. */
-export async function teardownSandbox(ctx: HostContext, dir: string, paths: SandboxPaths): Promise<void> {
+/**
+ * Teardowns under way, by sandbox dir. A second teardown of the same sandbox (a warm pool trimmed while a take finds
+ * the same one dead) shares the first: run on its own, it could pass the slot check before the first released the
+ * slot and then delete, by slot name, the network of whoever claimed that slot next.
+ */
+const tearingDown = new Map<string, Promise<void>>();
+
+export function teardownSandbox(ctx: HostContext, dir: string, paths: SandboxPaths): Promise<void> {
+  const running = tearingDown.get(dir);
+  if (running) return running;
+  const once = teardownOnce(ctx, dir, paths).finally(() => tearingDown.delete(dir));
+  tearingDown.set(dir, once);
+  return once;
+}
+
+async function teardownOnce(ctx: HostContext, dir: string, paths: SandboxPaths): Promise<void> {
   const rec = readRecord(dir);
   // After a reboot /run is empty and the record's slot may belong to a newer sandbox by now: its
   // kernel objects are only ours while the slot still points at us (or at no one).

@@ -144,7 +144,12 @@ test(
   async () => {
     assert.equal(deep.capabilities.deepStandby, true, deep.capabilities.deepStandbyReason);
     await deepAndBack(deep, 'deep', (daemon) => {
-      assert.equal(vmSwap(daemon), 0, 'the API daemon stayed resident: the wake does not wait for it');
+      // The host's own reclaim may swap a few pages of any process (other tests use the swap file too); pushed out
+      // with the sandbox, the daemon's tens of MB would be there.
+      assert.ok(
+        vmSwap(daemon) < 2 * 1024 * 1024,
+        'the API daemon stayed resident: the wake does not wait for it',
+      );
     });
     assert.equal(events.length, 1);
     assert.equal(events[0].id, 'deep');
