@@ -45,8 +45,9 @@ test('volume data and attachments survive kill -9 of the server after every step
       headers: headers(),
       body: JSON.stringify({ command, waitForCompletion: true }),
     });
-    assert.equal(r.status, 200);
-    return (await r.json()).stdout as string;
+    const text = await r.text();
+    assert.equal(r.status, 200, text);
+    return JSON.parse(text).stdout as string;
   };
   try {
     await restart();

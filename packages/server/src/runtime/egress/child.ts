@@ -8,6 +8,7 @@ import { DENY_ALL, type EgressPolicy } from './policy.js';
 import type { ChildConfig, FromChild, ToChild } from './protocol.js';
 import { EgressProxy } from './proxy.js';
 import { GuardedResolver } from './resolve.js';
+import { holdEgressPorts, releaseEgressPorts } from '../linux/network.js';
 
 const send = (m: FromChild) => process.send?.(m);
 
@@ -38,10 +39,19 @@ async function main(): Promise<void> {
     proxy.revalidate(m.source);
     if (m.type === 'policy' && m.seq !== undefined) send({ type: 'applied', seq: m.seq });
   });
+  let held = false;
+  const stop = () => {
+    // Ports released before the sockets close: a next child can only listen (and hold them) after this exit.
+    const released = held ? releaseEgressPorts(config.ports) : Promise.resolve();
+    void released.finally(() => process.exit(0));
+  };
   // The server gone means no one restarts or feeds us: stop, and the sandboxes' egress with us.
-  process.on('disconnect', () => process.exit(0));
+  process.on('disconnect', stop);
+  process.on('SIGTERM', stop);
   await proxy.listen(config.ports);
   await dns.listen(config.ports.dns);
+  await holdEgressPorts(config.ports);
+  held = true;
   send({ type: 'ready' });
 }
 

@@ -66,8 +66,19 @@ before(async () => {
   });
 });
 
+const heldPorts = async () => {
+  const { ports } = (driver as unknown as { ctx: { egress: { ports: Record<string, number> } } }).ctx.egress;
+  const set = await run('nft', ['list', 'set', 'inet', 'berth_egress', 'server_ports']);
+  return Object.values(ports).filter((p) => new RegExp(`\\b${p}\\b`).test(set));
+};
+
 after(async () => {
   await driver?.close();
+  assert.deepEqual(
+    await heldPorts(),
+    [],
+    "a stopped server's egress ports are no longer refused to the host",
+  );
   await up?.stop();
   rmSync(dataDir, { recursive: true, force: true });
 });
@@ -192,6 +203,7 @@ test('the egress child is restarted after a crash and its sandboxes keep their p
     const sup = (driver as unknown as { ctx: { egress: { supervisor: { pid?: number; starts: number } } } })
       .ctx.egress.supervisor;
     const starts = sup.starts;
+    assert.equal((await heldPorts()).length, 4, "the child's four ports are refused to all but sandboxes");
     process.kill(sup.pid ?? 0, 'SIGKILL');
     assert.notEqual(await curl(info, "--noproxy '*' https://denied.test/"), '200 0', 'while down: refused');
     for (let i = 0; sup.starts === starts || !sup.pid; i++) {
@@ -201,6 +213,7 @@ test('the egress child is restarted after a crash and its sandboxes keep their p
     await sleep(100);
     assert.equal(await curl(info, 'https://allowed.test/'), '200 0');
     assert.equal(await curl(info, 'https://denied.test/'), '000 56');
+    assert.equal((await heldPorts()).length, 4, 'the restarted child holds them again');
   });
 });
 

@@ -180,7 +180,6 @@ add rule ${t} ${srv} tcp dport 443 ${mark} redirect to :${ports.tls}
 add rule ${t} ${srv} tcp dport 80 ${mark} redirect to :${ports.http}
 add rule ${t} ${srv} meta l4proto { tcp, udp } th dport 53 ${mark} redirect to :${ports.dns}
 add rule ${t} ${srv} tcp dport ${ports.explicit} ${mark}
-add element ${t} server_ports { ${[ports.explicit, ports.tls, ports.http, ports.dns].join(', ')} }
 `;
 }
 
@@ -273,12 +272,73 @@ function nftRange(v: any): string {
   throw new Error(`unexpected nft set element ${JSON.stringify(v)}`);
 }
 
-/** At a server's stop: its ports are no longer kept from the rest of the host. */
+const portList = (p: EgressPorts) => [...new Set([p.explicit, p.tls, p.http, p.dns])].join(', ');
+
+/**
+ * Keeps an egress child's ports from everything but sandbox interfaces. The child calls it once it listens on
+ * them and releases them when it stops, so an element of the set always has a live listener behind it: a port
+ * left in the set by a process that died would drop the connections of whatever binds it next (the test servers'
+ * ports are ephemeral ones).
+ */
+export async function holdEgressPorts(ports: EgressPorts): Promise<void> {
+  await run('nft', ['add', 'element', 'inet', 'berth_egress', 'server_ports', `{ ${portList(ports)} }`]);
+}
+
+/** At a server's or its egress child's stop: its ports are no longer kept from the rest of the host. */
 export async function releaseEgressPorts(ports: EgressPorts): Promise<void> {
-  const list = [ports.explicit, ports.tls, ports.http, ports.dns].join(', ');
-  await run('nft', ['delete', 'element', 'inet', 'berth_egress', 'server_ports', `{ ${list} }`]).catch(
-    () => undefined,
-  );
+  await run('nft', [
+    'delete',
+    'element',
+    'inet',
+    'berth_egress',
+    'server_ports',
+    `{ ${portList(ports)} }`,
+  ]).catch(() => undefined);
+}
+
+/**
+ * Removes the ports of `server_ports` no socket of the host listens on: ones left by an egress child killed with
+ * SIGKILL together with its server. Each server start runs it; a live child's ports are never removed (it adds
+ * them only once it listens).
+ */
+export async function sweepEgressPorts(): Promise<number[]> {
+  const listed = JSON.parse(await run('nft', ['-j', 'list', 'set', 'inet', 'berth_egress', 'server_ports']));
+  const elems: unknown[] = listed.nftables?.find((x: any) => x.set)?.set?.elem ?? [];
+  const ports = elems.filter((e): e is number => typeof e === 'number');
+  if (!ports.length) return [];
+  const bound = boundPorts();
+  const stale = ports.filter((p) => !bound.has(p));
+  if (stale.length)
+    await run('nft', [
+      'delete',
+      'element',
+      'inet',
+      'berth_egress',
+      'server_ports',
+      `{ ${stale.join(', ')} }`,
+    ]).catch(() => undefined);
+  return stale;
+}
+
+/** The local ports of the host's listening TCP sockets and bound UDP sockets (the DNS port is both). */
+export function boundPorts(): Set<number> {
+  const out = new Set<number>();
+  for (const f of ['tcp', 'tcp6', 'udp', 'udp6']) {
+    let text = '';
+    try {
+      text = readFileSync(`/proc/net/${f}`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length < 4) continue;
+      // TCP: 0A is LISTEN; UDP: 07 is an unconnected bound socket.
+      if (cols[3] !== (f.startsWith('tcp') ? '0A' : '07')) continue;
+      out.add(Number.parseInt(cols[1].split(':')[1], 16));
+    }
+  }
+  return out;
 }
 
 /** Installs the tables and turns IPv4 forwarding on, remembering whether it was off. Safe to repeat, and
@@ -292,6 +352,7 @@ export async function setupHostNetwork(opts: HostNetworkOptions = {}): Promise<v
     ['-f', '-'],
     rulesetText(wasOff) + privateTableText(opts.dnsServers) + egressTableText(opts.egressPorts),
   );
+  await sweepEgressPorts();
   writeFileSync(IP_FORWARD, '1');
 }
 
