@@ -46,7 +46,11 @@ test('volume data and attachments survive kill -9 of the server after every step
       body: JSON.stringify({ command, waitForCompletion: true }),
     });
     const text = await r.text();
-    assert.equal(r.status, 200, text);
+    if (r.status !== 200) {
+      // What the server knew of the sandbox then (its events name a restart or an end), to tell a flake apart.
+      const o = await (await api(`/sandboxes/${sandbox}`)).text();
+      assert.fail(`exec answered ${r.status}: ${text}\nthe sandbox: ${o}`);
+    }
     return JSON.parse(text).stdout as string;
   };
   try {
