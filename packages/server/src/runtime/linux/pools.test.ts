@@ -14,6 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SandboxCgroup } from './cgroup.js';
+import { sandboxPaths } from './host.js';
+import { readRecord, writeRecord } from './state.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
 import { claimedSlots, transferSlot } from './slots.js';
 import { callSocket, makeMiniDaemonCodeDir, sandboxExec } from './test-support/mini-daemon.js';
@@ -153,3 +155,46 @@ test('a warm sandbox left by a killed process is adopted only if its API socket 
   }
   assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
 });
+
+test(
+  'a warm sandbox killed with its server after its daemon listened makes a finished sandbox, kept as it is',
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-pending-'));
+    const opts = { dataDir, codeDir: makeMiniDaemonCodeDir(dataDir), netPoolSize: 0, warmPoolSize: 1 };
+    let driver = await createLinuxDriver(opts);
+    try {
+      await driver.poolsIdle();
+      const [rec] = driver.warmPool.readyRecords();
+      assert.ok(rec, `a warm sandbox (${driver.warmPool.lastError?.message})`);
+      // As a kill -9 of the server leaves one between the daemon's first answer and the record's last write: the
+      // socket answers, the record still says it is pending. Moved under a dead process's name, socket included.
+      const name = readdirSync(join(dataDir, 'warm'))[0];
+      const from = join(dataDir, 'warm', name);
+      const to = join(dataDir, 'warm', '1.1.0');
+      writeRecord(from, { ...readRecord(from)!, socketPending: true });
+      renameSync(from, to);
+      renameSync(
+        sandboxPaths(dataDir, `warm/${name}`).socketPath,
+        sandboxPaths(dataDir, 'warm/1.1.0').socketPath,
+      );
+      transferSlot(rec.slot, from, to);
+      await driver.close();
+      driver = await createLinuxDriver(opts);
+      assert.ok(
+        driver.warmPool.readyRecords().some((r) => r.pid === rec.pid),
+        'adopted: its socket answers',
+      );
+      const first = await driver.ensure('p1', spec());
+      assert.equal(first.pid, rec.pid, 'the create took the adopted warm sandbox');
+      assert.equal((await driver.inspect('p1'))?.unfinished, undefined, 'not a start cut short');
+      // What its controller does next (a recheck, a restart of the server): the same sandbox, not a fresh one.
+      assert.equal((await driver.ensure('p1', spec())).pid, rec.pid);
+      assert.equal((await callSocket(first.socketPath, 'GET', '/health')).status, 200);
+      await driver.remove('p1');
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);

@@ -13,7 +13,7 @@ import { type HostContext, startSandbox, teardownSandbox } from './create.js';
 import { type SandboxPaths, sandboxPaths } from './host.js';
 import { canConnect, pingHealth } from './launch.js';
 import { setAllowedRanges, setupNamespace, slotNet } from './network.js';
-import { isProcessAlive, processStartTime, readRecord, type SandboxRecord } from './state.js';
+import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
 /** Limits a warm sandbox waits with; assignment rewrites them to the real spec. */
 export const WARM_SPEC: SandboxSpec = {
@@ -89,6 +89,13 @@ export class WarmPool {
       ) {
         await setAllowedRanges(rec.address, this.ctx.allowCidrs); // this run's setting, not the dead one's
         await setupNamespace(slotNet(rec.slot, rec.name)); // one started by an older server may lack some of it
+        if (rec.socketPending) {
+          // Killed after its daemon listened but before its record said so: the socket answered just now. Left
+          // pending, the sandbox a create makes of it would read as a start cut short, and its controller would
+          // start it again, fresh, under the requests it had begun to serve.
+          rec.socketPending = undefined;
+          writeRecord(w.dir, rec);
+        }
         this.ready.push({ ...w, rec });
       } else await teardownSandbox(this.ctx, w.dir, w.paths);
     }
