@@ -18,9 +18,12 @@ export const FORWARDED_BY = 'x-berth-forwarded-by';
 /** Where a request is served: here, at the peer holding the instances, or nowhere yet (no server holds them). */
 export type HolderDecision = { here: true } | { peer: URL } | { unavailable: string };
 
-/** The cluster's holder of instances as a server sees it, and this server's node id. */
+/** The cluster's holders of instances as a server sees them, and this server's node id. */
 export interface Holder {
+  /** Where what the controllers' leader holds is served (replicas, tasks, builds, images, uploads). */
   decide(): HolderDecision;
+  /** Where a sandbox's requests are served: on the node it is placed on (docs/decisions/059-cluster-placement.md). */
+  decideSandbox(workspace: string, name: string): HolderDecision;
   self: string;
 }
 
@@ -110,12 +113,17 @@ export function forwardUpgradeToPeer(
 /**
  * A Fastify onRequest hook for API routes whose state lies on the holder's machine: on another server, the request
  * is sent there before its body is read. `only`: the requests of the routes it is added to that it sends (default
- * every one).
+ * every one). `sandboxOf`: the sandbox a request concerns, whose node holds it (else the controllers' leader does).
  */
-export function forwardHeldRoutes(holder: Holder | undefined, only?: (req: FastifyRequest) => boolean) {
+export function forwardHeldRoutes(
+  holder: Holder | undefined,
+  only?: (req: FastifyRequest) => boolean,
+  sandboxOf?: (req: FastifyRequest) => { workspace: string; name: string } | undefined,
+) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     if (!holder || forwardedAlready(req.raw) || (only && !only(req))) return;
-    const w = holder.decide();
+    const sandbox = sandboxOf?.(req);
+    const w = sandbox ? holder.decideSandbox(sandbox.workspace, sandbox.name) : holder.decide();
     if ('here' in w) return;
     if ('unavailable' in w) throw new ApiError('UNAVAILABLE', w.unavailable);
     reply.hijack();
