@@ -15,7 +15,7 @@ export interface InstanceHolder {
   /** Where what node `node` holds is served (here when it is this one, or when `node` is undefined). */
   decideNode(node: string | undefined): HolderDecision;
   /** The node a new sandbox is placed on (body as it is to be stored). */
-  place(body: { rootLayers?: unknown[]; spec?: { volumes?: unknown[] } }): string;
+  place(body: { rootLayers?: unknown[]; spec?: { volumes?: unknown[]; [field: string]: unknown } }): string;
   /**
    * Whether the sandboxes placed on `node` must be placed again: the node list was read, and that node is not on
    * it, its lease lapsed (stopped cleanly or not: one restarted within its lease keeps them), or it was drained;
