@@ -73,11 +73,14 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
 
   before(async () => {
     env.BERTH_DATABASE_URL = await (await testPostgres()).database();
-    for (const id of ['node-a', 'node-b', 'node-c']) {
+    const start = async (id: string) => {
       const dir = mkdtempSync(join(tmpdir(), `berth-place-${id}-`));
-      procs.push({ id, dir, ...(await serve(dir, { ...env, BERTH_NODE_ID: id })) });
-      if (id === 'node-a') key = readFileSync(join(dir, 'admin.key'), 'utf8').trim();
-    }
+      return { id, dir, ...(await serve(dir, { ...env, BERTH_NODE_ID: id })) };
+    };
+    // node-a first: it makes the admin key (and leads); the other two together.
+    procs.push(await start('node-a'));
+    key = readFileSync(join(procs[0].dir, 'admin.key'), 'utf8').trim();
+    procs.push(...(await Promise.all(['node-b', 'node-c'].map(start))));
   });
   after(async () => {
     for (const p of procs) {
@@ -123,6 +126,7 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
 
   it("places a drained node's sandboxes again elsewhere, and no new sandbox on it", async () => {
     const a = byId('node-a');
+    assert.equal(placed.size, NAMES.length);
     const r = await api(a, '/nodes/node-c/drain', { method: 'POST' });
     assert.equal(r.status, 200, await r.text());
     for (const [name, node] of placed) {
@@ -171,6 +175,7 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
     // A node holding a sandbox; the leader (node-a) only if node-b holds none.
     const victim = [...placed.values()].includes('node-b') ? 'node-b' : 'node-a';
     const survivor = victim === 'node-b' ? 'node-a' : 'node-b';
+    assert.ok([...placed.values()].includes(victim), JSON.stringify([...placed]));
     const v = byId(victim);
     v.child.kill('SIGKILL');
     await stopped(v.child);
