@@ -4,6 +4,7 @@ import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
+import { benchClusterPlacement } from './cluster/placement.mjs';
 import { benchApi } from './api/bench.mjs';
 import { benchFuzz } from './api/fuzz.mjs';
 import { benchCliStart } from './cli/start.mjs';
@@ -41,6 +42,7 @@ const all = {
   fuzz: benchFuzz,
   'standby-cycles': benchStandbyCycles,
   'sandbox-snapshots': benchSnapshots,
+  'cluster-placement': benchClusterPlacement,
   chaos: benchChaos,
   soak: benchSoak,
 };

@@ -3693,6 +3693,7 @@ export interface components {
             readyAt?: string;
             rootLayers?: string[];
             restoredFrom?: string;
+            node?: string;
         };
         SandboxInput: {
             metadata: {

@@ -97,10 +97,11 @@ import { EVERY_WORKSPACE } from './store/store.js';
 import { registerNodes } from './api/nodes.js';
 import { DrainedError, postgresLeadership, soleLeadership } from './cluster/leadership.js';
 import { formerLeaders, isDrained, localNodes, nodeId, type Nodes, postgresNodes } from './cluster/nodes.js';
-import { reportLostSandboxes } from './controllers/sandbox/sandbox-lost.js';
+import { placeAgainEvery } from './controllers/sandbox/sandbox-lost.js';
 import { forwardHeldRoutes, type Holder } from './http/peer-forward.js';
-import { heldObjectRequest } from './api/held-crud.js';
+import { heldObjectRequest, heldSandboxOf } from './api/held-crud.js';
 import { type InstanceHolder, instanceHolder } from './cluster/instance-holder.js';
+import { runsHere, SandboxPlacements } from './cluster/placement.js';
 
 const MB = 1024 ** 2;
 
@@ -162,6 +163,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       await store.close();
       throw e;
     });
+  // In a cluster, each sandbox runs on the node it is placed on (docs/decisions/059-cluster-placement.md): every
+  // server keeps the index of placements; `clusterSelf` is this node's id there (undefined on SQLite: one node).
+  const selfId = nodeId(config.dataDir, config.nodeId);
+  const clusterSelf = config.databaseUrl ? selfId : undefined;
+  const placements = config.databaseUrl ? new SandboxPlacements(store) : undefined;
+  await placements?.start();
+  let holder: InstanceHolder | undefined;
   // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
   const quotas = new QuotaLedger(store, config.quotas);
   await quotas.start();
@@ -179,6 +187,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     egressGateways: config.egressGateways,
     outbound,
     admit: quotaAdmission(quotas),
+    placeOf: (kd, body) => (kd.kind === 'Sandbox' && holder ? { node: holder.place(body) } : undefined),
   });
   // OAuth2 connections' access tokens (decision 049): refreshed through `outbound`, kept fresh for running workloads.
   const tokens = new ConnectionTokens({ resources, outbound, dataDir: config.dataDir, logger });
@@ -294,14 +303,17 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
   let nodes: Nodes | undefined;
-  let holder: InstanceHolder | undefined;
-  const selfId = nodeId(config.dataDir, config.nodeId);
-  // In a cluster, the server leading the controllers holds every instance (and the files they leave: uploaded code,
-  // build and job logs, images, replicas): the others send requests about those there (http/peer-forward.ts).
+  // In a cluster, the server leading the controllers holds the instances they start (and the files they leave:
+  // uploaded code, build and job logs, images, replicas), and each sandbox's node holds it: the other servers send
+  // requests about those there (http/peer-forward.ts).
   const clusterHolder: Holder | undefined = config.databaseUrl
-    ? { decide: () => holder?.decide() ?? { here: true }, self: selfId }
+    ? {
+        decide: () => holder?.decide() ?? { here: true },
+        decideSandbox: (ws, name) => holder?.decideNode(placements?.nodeOf(ws, name)) ?? { here: true },
+        self: selfId,
+      }
     : undefined;
-  const sentToHolder = forwardHeldRoutes(clusterHolder);
+  const sentToHolder = forwardHeldRoutes(clusterHolder, undefined, heldSandboxOf);
   await app.register(async (held) => {
     held.addHook('onRequest', sentToHolder);
     uploads.register(held);
@@ -446,15 +458,14 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     standbyAfterS: config.standbyAfterS,
     inferenceHost: config.inferenceHost,
     onSandboxDown: (key) => wakeController(key),
-    // In a cluster, the server leading the controllers holds every instance: the others send data-plane requests there.
-    holder: config.databaseUrl
-      ? { decide: () => holder?.decide() ?? { here: true }, self: selfId }
-      : undefined,
+    // In a cluster, a sandbox's node, or the controllers' leader, holds what a data-plane request reaches.
+    holder: clusterHolder,
+    runsHere: (o) => runsHere(clusterSelf, o),
   });
   // The instances an earlier server left: each owner kind says which it still wants (sandboxes of objects that
   // exist; replicas of revisions workloads still run, kept for their deploy to take over, decision 029; tasks whose
   // attempts the job runner re-adopts); every other one, builds among them, is removed before anything starts.
-  instances.register(sandboxOwner(store));
+  instances.register(sandboxOwner(store, clusterSelf));
   instances.register(workloadOwner({ store, builder, replicas }));
   instances.register(jobOwner(store));
   await instances.collect();
@@ -481,13 +492,23 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   let stopActing = async () => undefined;
   await leadership.lead('controllers', {
     async start() {
-      // Taking over from a server that died: what it ran is not here; each such sandbox is told, naming it.
+      // Taking over from a server that died: no server sends it requests for the controllers' instances any more.
+      // Its sandboxes are placed again once its lease lapses (placeAgain below), as any node's.
       if (config.databaseUrl) {
         const formerHolders = await formerLeaders(config.databaseUrl, 'controllers', selfId);
-        const told = await reportLostSandboxes({ resources, driver, formerHolders, self: selfId });
-        if (formerHolders.length)
-          logger.warn({ formerHolders, sandboxes: told }, 'took over from a node that stopped');
+        if (formerHolders.length) logger.warn({ formerHolders }, 'took over from a node that stopped');
       }
+      // The sandboxes of a node that left (lease lapsed, drained) go to a healthy one, which starts them fresh.
+      const placing =
+        placements &&
+        placeAgainEvery({
+          resources,
+          placements,
+          mustLeave: (n) => holder?.mustLeave(n) ?? false,
+          place: (body) => holder?.place(body) ?? selfId,
+          everyMs: 500,
+          warn: (err, msg) => logger.warn({ err }, msg),
+        });
       // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
       await jobs.start();
       const jobSchedules = new TriggerSchedules({
@@ -504,17 +525,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         resources,
         logger,
         profiles: CONFIG_PROFILES,
+        // Sandboxes are each node's own (sandboxWork below).
+        only: (kind) => kind !== 'Sandbox',
         reconcilers: {
           ...CONFIG_RECONCILERS,
-          Sandbox: (d) =>
-            sandboxReconciler({
-              ...d,
-              instances,
-              logger,
-              images,
-              layers: snapshotLayers,
-              collectLayers: (ws) => snapshots.collect(ws),
-            }),
           Volume: (d) =>
             volumeReconciler({
               ...d,
@@ -540,7 +554,6 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         },
       });
       builds.onChange(controllers.wake);
-      wakeController = controllers.wake;
       // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
       const scaler = new Scaler({
         replicas,
@@ -550,30 +563,15 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       scaler.start();
       const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
       expiry.start();
-      const faults = new SandboxFaultWatch({
-        resources,
-        driver,
-        logger,
-        sweepMs: config.faultCheckS && config.faultCheckS * 1000,
-      });
-      faults.start();
-      const schedules = new ScheduleRunner({
-        resources,
-        logger,
-        now: Date.now,
-        startProcess: gateway.startProcess,
-      });
-      schedules.start();
       // The other servers' gateways learn that this one now holds the instances at once, not at the next beat.
       void nodes?.beat();
       stopActing = async () => {
-        await schedules.stop();
+        await placing?.stop();
         scaler.stop();
         jobSchedules.stop();
         callbacks.stop();
         await jobs.stop();
         await expiry.stop();
-        await faults.stop();
         await controllers.stop();
       };
     },
@@ -587,6 +585,41 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       await nodes?.handOver('controllers');
     },
   });
+  // What runs on this node's runtime for the sandboxes placed on it (every one on SQLite): their reconciles (start,
+  // adopt, wake, release), fault watch and schedules. Every server of a cluster runs its own.
+  const sandboxControllers = startControllers({
+    resources,
+    logger,
+    only: (kind) => kind === 'Sandbox',
+    reconcilers: {
+      Sandbox: (d) =>
+        sandboxReconciler({
+          ...d,
+          instances,
+          logger,
+          images,
+          layers: snapshotLayers,
+          collectLayers: (ws) => snapshots.collect(ws),
+          self: clusterSelf,
+        }),
+    },
+  });
+  wakeController = sandboxControllers.wake;
+  const faults = new SandboxFaultWatch({
+    resources,
+    driver,
+    logger,
+    sweepMs: config.faultCheckS && config.faultCheckS * 1000,
+  });
+  faults.start();
+  const schedules = new ScheduleRunner({
+    resources,
+    logger,
+    now: Date.now,
+    startProcess: gateway.startProcess,
+    holds: (ws, name) => clusterSelf === undefined || placements?.nodeOf(ws, name) === clusterSelf,
+  });
+  schedules.start();
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
@@ -611,6 +644,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     holder = await instanceHolder({
       nodes,
       leadership,
+      placements: placements as SandboxPlacements,
       role: 'controllers',
       warn: (err, msg) => logger.warn({ err }, msg),
     });
@@ -623,6 +657,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
       holder?.close();
+      await schedules.stop();
+      await faults.stop();
+      await sandboxControllers.stop();
       await leadership.close();
       await nodes?.close();
       await gateway.close();
@@ -632,6 +669,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       tokens.close();
       await outbound.close();
       quotas.close();
+      placements?.close();
       await store.close();
       logger.flush?.();
     },

@@ -2,7 +2,8 @@
 // postgres.md), although the object itself lives in the shared store: what they answer also comes from the holder's
 // memory. A write with `?upload=true` of an agent, function or job: its upload URL's token is kept by the server
 // that issues it, and the zip PUT to it lands on the holder's disk (where builds run), so the holder issues it. A
-// read of an agent, function or application: it shows the replicas running, which only the holder knows.
+// read of an agent, function or application: it shows the replicas running, which only the holder knows. The held
+// routes about one sandbox go to the node it is placed on instead (heldSandboxOf).
 import type { FastifyRequest } from 'fastify';
 
 const UPLOAD_ISSUING = /^\/v0\/(agents|functions|jobs)(\/[^/?]+)?$/;
@@ -14,4 +15,22 @@ export function heldObjectRequest(req: FastifyRequest): boolean {
   if (req.method === 'GET') return REPLICA_COUNTED.test(path);
   if (req.method !== 'PUT' && req.method !== 'POST') return false;
   return UPLOAD_ISSUING.test(path) && new URLSearchParams(req.url.slice(q + 1)).get('upload') === 'true';
+}
+
+const SANDBOX_ROUTE = /^\/v0\/sandboxes\/([^/?]+)/;
+
+/**
+ * The sandbox a held route's request concerns (its debug report, snapshots, archive, fork: what lies on the node it
+ * is placed on), in the caller's workspace as its credential says; undefined for any other route.
+ */
+export function heldSandboxOf(req: FastifyRequest): { workspace: string; name: string } | undefined {
+  const m = SANDBOX_ROUTE.exec(req.url);
+  if (!m || !req.access) return undefined;
+  let name: string;
+  try {
+    name = decodeURIComponent(m[1]);
+  } catch {
+    return undefined;
+  }
+  return { workspace: req.access.workspace, name };
 }

@@ -28,6 +28,11 @@ export interface NodeView extends NodeSelf {
   heartbeatAt: string;
   /** Its lease holds: it heartbeated within its lease and did not stop. */
   healthy: boolean;
+  /**
+   * It heartbeated within its lease, stopped or not: what is placed on it stays placed there (a server restarted
+   * within its lease adopts its sandboxes as they are); once this is false they are placed again elsewhere.
+   */
+  leased: boolean;
   /** It stopped cleanly (a restart brings it back). */
   stopped: boolean;
   /** An operator drained it (`berth node drain`): it leads no role until undrained. */
@@ -160,6 +165,7 @@ export function localNodes(o: NodesOptions): Nodes {
           startedAt,
           heartbeatAt: new Date().toISOString(),
           healthy: true,
+          leased: true,
           stopped: false,
           drained: false,
         },
@@ -186,13 +192,15 @@ interface NodeRow {
   started_at: Date;
   heartbeat_at: Date;
   healthy: boolean;
+  leased: boolean;
   stopped: boolean;
   drained: boolean;
 }
 
 const SELECT_NODES = `SELECT id, address, region, cores, memory_mb::float8 AS memory_mb, instances, leads,
     epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained,
-    (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy
+    (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy,
+    (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
 
 const viewOf = (r: NodeRow): NodeView => ({
@@ -207,6 +215,7 @@ const viewOf = (r: NodeRow): NodeView => ({
   startedAt: r.started_at.toISOString(),
   heartbeatAt: r.heartbeat_at.toISOString(),
   healthy: r.healthy,
+  leased: r.leased,
   stopped: r.stopped,
   drained: r.drained,
 });

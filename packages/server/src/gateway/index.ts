@@ -20,7 +20,7 @@ import {
 import type { RuntimeDriver } from '../runtime/driver.js';
 import { HostLabelIndex } from '../store/host-labels.js';
 import type { Resources } from '../store/resources.js';
-import type { ResourceKey } from '../store/store.js';
+import type { ResourceKey, StoredObject } from '../store/store.js';
 import { Activator } from './activator.js';
 import type { Admission } from './admission.js';
 import { DriveMounts } from './drive-mounts.js';
@@ -60,6 +60,8 @@ export interface GatewayDeps {
    * not hold the instances for is sent there (peer.ts); absent, every request is served here.
    */
   holder?: Holder;
+  /** Whether this node runs a sandbox (in a cluster, the one it is placed on); default every one. */
+  runsHere?: (o: StoredObject) => boolean;
 }
 
 export interface Gateway {
@@ -74,13 +76,29 @@ export interface Gateway {
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
+const HERE: HolderDecision = { here: true };
+
+/** The sandbox an address reaches, as far as its form says (a label not in the table: none). */
+function sandboxOfAddress(
+  a: Address,
+  labels: HostLabelIndex,
+): { workspace: string; name: string } | undefined {
+  if (a.kind === 'sandbox') return a;
+  if (a.kind === 'preview') return { workspace: a.preview.workspace, name: a.preview.sandbox };
+  if (a.kind === 'sandbox-host') {
+    const owner = labels.resolve(a.label);
+    return owner?.kind === 'Sandbox' ? owner : undefined;
+  }
+  return undefined;
+}
+
 /** Address kinds a WebSocket (or other) upgrade may reach: a tunnel to a sandbox's daemon or one of its ports. */
 const TUNNELLED = new Set<Address['kind']>(['sandbox', 'sandbox-host', 'preview']);
 
 export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const { server, resources, driver, logger } = deps;
   const now = Date.now;
-  const targets = new Targets({ store: resources.store, driver, logger, now });
+  const targets = new Targets({ store: resources.store, driver, logger, now, runsHere: deps.runsHere });
   // The writer reads run state from the activator; the activator tells the writer when it changed.
   const usage = new UsageWriter({ resources, logger, now, run: (t) => activator.view(t) });
   const activator = new Activator({ driver, logger, now, onStateChange: (t) => usage.record(t) });
@@ -106,10 +124,10 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     // Read when a target is idle, by which time the runtime is open (it says so in the log when it cannot freeze).
     canFreeze: () => driver.capabilities.freezer,
     targets: function* () {
-      // A server that does not hold the instances has nothing to freeze, and must not write their run state.
-      if (deps.holder && !('here' in deps.holder.decide())) return;
+      // The table holds only the sandboxes this node runs (the runtime here has no other); replicas are the
+      // controllers' leader's: another server has none to freeze, and must not write their run state.
       yield* targets.values();
-      if (workloads) yield* workloads.targets();
+      if (workloads && (!deps.holder || 'here' in deps.holder.decide())) yield* workloads.targets();
     },
   });
   await targets.start();
@@ -157,13 +175,20 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const api = server.listeners('request')[0] as RequestListener | undefined;
   if (!api) throw new Error('the gateway must be started after the API created its HTTP server');
   server.removeListener('request', api);
-  /** Where a data-plane request is served: here unless a peer holds the instances (one sent on is served here). */
-  const where = (req: IncomingMessage): HolderDecision =>
-    deps.holder && !forwardedAlready(req) ? deps.holder.decide() : { here: true };
+  /**
+   * Where a data-plane request is served: a sandbox's on the node it is placed on, any other on the server holding
+   * the controllers' instances; here on SQLite (one sent on by a peer is served here too).
+   */
+  const where = (req: IncomingMessage, a: Address): HolderDecision => {
+    const h = deps.holder;
+    if (!h || forwardedAlready(req)) return HERE;
+    const s = sandboxOfAddress(a, labels);
+    return s ? h.decideSandbox(s.workspace, s.name) : h.decide();
+  };
   const onRequest: RequestListener = (req, res) => {
     const a = parseAddress(req, parseCtx);
     if (a && serves(a)) {
-      const w = where(req);
+      const w = where(req, a);
       if ('peer' in w) return forwardToPeer(req, res, w.peer, deps.holder?.self ?? '');
       if ('unavailable' in w) return sendProblem(res, new ApiError('UNAVAILABLE', w.unavailable), req.url);
       return void pipeline.serve(req, res, a);
@@ -181,7 +206,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
         rejectUpgrade(socket, new ApiError('NOT_FOUND', `no route for ${req.url}`));
       return;
     }
-    const w = where(req);
+    const w = where(req, a);
     if ('peer' in w) return forwardUpgradeToPeer(req, socket, head, w.peer, deps.holder?.self ?? '');
     if ('unavailable' in w) return rejectUpgrade(socket, new ApiError('UNAVAILABLE', w.unavailable));
     pipeline.upgrade(req, socket, head, a);

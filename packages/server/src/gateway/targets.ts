@@ -97,6 +97,8 @@ export interface TargetsDeps {
   logger: Logger;
   /** The clock a never-used sandbox's last use starts from. */
   now?: () => number;
+  /** Whether this node runs the sandbox (in a cluster, the one it is placed on); default every one. */
+  runsHere?: (o: StoredObject) => boolean;
 }
 
 const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
@@ -201,6 +203,8 @@ export class Targets {
     // The object may have changed while the runtime was asked (a DELETE whose watch event has passed).
     const now = await this.deps.store.get(keyOf(o));
     if (!now || !serving(now.body.status)) return undefined;
+    // An instance left here by a node the sandbox was placed away from is not served (its reconcile removes it).
+    if (this.deps.runsHere && !this.deps.runsHere(now)) return undefined;
     const k = nameKey(o.workspace, o.name);
     const existing = this.byName.get(k);
     if (existing) return existing;

@@ -246,6 +246,11 @@ export const sandbox = {
     rootLayers: Type.Array(Type.String()),
     /** The snapshot the sandbox was last restored or forked from. */
     restoredFrom: Type.String(),
+    /**
+     * In a cluster, the node the sandbox is placed on (its id as `berth get nodes` lists it): set when it is created,
+     * changed only when that node leaves (docs/decisions/059-cluster-placement.md).
+     */
+    node: Type.String(),
   },
   secrets: [
     envSecrets('runtime', 'envs'),

@@ -72,6 +72,11 @@ export interface ResourcesOptions {
    * (checks) written in the same transaction as the object, which decide a race.
    */
   admit?: (kd: KindDescriptor, key: ResourceKey, body: any, prev?: StoredObject) => WriteOp[];
+  /**
+   * Read-only fields the server sets on every new object of a kind, from the body as it is to be stored: a cluster
+   * records the node a new sandbox is placed on (cluster/placement.ts). Undefined for kinds it does not place.
+   */
+  placeOf?: (kd: KindDescriptor, body: any) => Record<string, unknown> | undefined;
 }
 
 export class Resources {
@@ -141,7 +146,7 @@ export class Resources {
         {
           op: 'create',
           key,
-          body: { ...this.stamp(kd, ctx, body, undefined), ...this.serverFields(kd, ctx) },
+          body: this.newBody(kd, ctx, body),
         },
         ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
         ...admitted,
@@ -154,11 +159,14 @@ export class Resources {
     }
   }
 
-  private serverFields(kd: KindDescriptor, ctx: WriteContext): Record<string, unknown> {
-    const out = ctx.serverFields ?? {};
-    for (const k of Object.keys(out))
+  /** A new object's body as stored: the prepared body, the create's server fields, then its placement. */
+  private newBody(kd: KindDescriptor, ctx: WriteContext, body: any): any {
+    const out = { ...this.stamp(kd, ctx, body, undefined), ...(ctx.serverFields ?? {}) };
+    const placed = this.opts.placeOf?.(kd, out);
+    const fields = { ...ctx.serverFields, ...placed };
+    for (const k of Object.keys(fields))
       if (!(k in (kd.readOnly ?? {}))) throw new Error(`${kd.kind} ${k} is not a field the server writes`);
-    return out;
+    return { ...out, ...placed };
   }
 
   /** PUT: creates or replaces. The name in the path wins; a different `metadata.name` is a 422. */
@@ -210,7 +218,7 @@ export class Resources {
             {
               op: 'create',
               key,
-              body: { ...this.stamp(kd, ctx, body, undefined), ...this.serverFields(kd, ctx) },
+              body: this.newBody(kd, ctx, body),
             },
             ...(await claimLabelOps(this.store, this.labelsOf(key, body), key)),
             ...admitted,

@@ -22,13 +22,15 @@ export interface ControllersDeps {
   /** Configuration-only kinds: what each checks before it counts as deployed (config/config-kinds.ts). */
   profiles?: Record<string, ConfigProfile>;
   queue?: QueueOptions;
+  /** The kinds these controllers reconcile (default every kind with status): another set runs the others. */
+  only?: (kind: string) => boolean;
 }
 
 /** Every kind with status gets a reconciler: its runtime's, a configuration lifecycle, or "awaiting a runtime". */
 export function reconcilersFor(deps: ControllersDeps & ControllerDeps): Map<string, Reconciler> {
   const out = new Map<string, Reconciler>();
   for (const kd of deps.resources.kinds) {
-    if (!kd.hasStatus) continue;
+    if (!kd.hasStatus || (deps.only && !deps.only(kd.kind))) continue;
     const make = deps.reconcilers?.[kd.kind];
     const profile = deps.profiles?.[kd.kind];
     out.set(kd.kind, make ? make(deps) : profile ? configLifecycle(deps, profile) : awaitingRuntime(deps));

@@ -1,30 +1,64 @@
-// A cluster's new leader (docs/decisions/056-cluster-postgres.md) takes over sandboxes whose instances ran on the
-// server that led before it: their processes and memory stayed on that machine. Each such sandbox is told so in an
-// event naming that node, before the controllers start it again here (fresh, as after a host reboot).
-import type { RuntimeDriver } from '../../runtime/driver.js';
-import { sandboxId } from '../../runtime/sandbox-id.js';
+// A cluster's sandboxes on a node that left (docs/decisions/059-cluster-placement.md): its lease lapsed (killed, cut
+// off from the database, stopped for longer than its lease) or an operator drained it. Their processes and memory
+// stayed on that machine. The controllers' leader places each again on a healthy node, which starts it fresh, after
+// telling a running one so in an event naming the node that held it. A sandbox not placed yet (created before
+// placement existed) is placed here too.
+import type { SandboxPlacements } from '../../cluster/placement.js';
 import type { Resources } from '../../store/resources.js';
-import { EVERY_WORKSPACE, keyOf } from '../../store/store.js';
+import type { ResourceKey } from '../../store/store.js';
 
-/** Records the loss on every running sandbox this server does not hold; returns how many it told. */
-export async function reportLostSandboxes(deps: {
+/** The run states a sandbox loses its processes and memory from. */
+const RUNNING = new Set(['DEPLOYED', 'DEPLOYING', 'UNARCHIVING']);
+
+export interface PlaceAgainDeps {
   resources: Resources;
-  driver: Pick<RuntimeDriver, 'inspect'>;
-  /** The nodes that led before this one (they held the instances). */
-  formerHolders: string[];
-  self: string;
-}): Promise<number> {
-  if (!deps.formerHolders.length) return 0;
-  let told = 0;
-  const from = deps.formerHolders.join(', ');
-  for (const o of await deps.resources.store.list({ kind: 'Sandbox', workspace: EVERY_WORKSPACE })) {
-    if (o.body.status !== 'DEPLOYED') continue;
-    if (await deps.driver.inspect(sandboxId(o.workspace, o.name))) continue;
-    await deps.resources.recordEvent(
-      keyOf(o),
-      `lost: node ${from}, which ran this sandbox, stopped; its processes, memory and files are gone. Node ${deps.self} starts it again, fresh`,
-    );
-    told++;
+  placements: SandboxPlacements;
+  /** Whether the sandboxes on `node` must go elsewhere (instance-holder.ts); `''`: not placed yet. */
+  mustLeave: (node: string) => boolean;
+  place: (body: any) => string;
+}
+
+/** One pass; returns how many sandboxes were placed (again). */
+export async function placeAgain(deps: PlaceAgainDeps): Promise<number> {
+  const moves: [ResourceKey, string][] = [];
+  for (const [workspace, name, node] of deps.placements.placed())
+    if (deps.mustLeave(node)) moves.push([{ kind: 'Sandbox', workspace, parent: '', name }, node]);
+  let placed = 0;
+  for (const [key, from] of moves) {
+    const o = await deps.resources.store.get(key);
+    if (!o || (o.body.node ?? '') !== from || o.body.status === 'TERMINATED') continue;
+    const to = deps.place(o.body);
+    if (from && RUNNING.has(o.body.status))
+      await deps.resources.recordEvent(
+        key,
+        `lost: node ${from}, which ran this sandbox, stopped; its processes, memory and files are gone. Node ${to} starts it again, fresh`,
+      );
+    // Only if no other pass moved it meanwhile: one node starts it.
+    const d = await deps.resources.updateStatus(key, {
+      extras: { node: to },
+      when: (cur) => (cur.body.node ?? '') === from,
+    });
+    if (d) placed++;
   }
-  return told;
+  return placed;
+}
+
+/** Runs `placeAgain` every `everyMs` until stopped. */
+export function placeAgainEvery(
+  deps: PlaceAgainDeps & { everyMs: number; warn: (err: unknown, msg: string) => void },
+): { stop(): Promise<void> } {
+  let pass: Promise<unknown> | undefined;
+  const timer = setInterval(() => {
+    pass ??= placeAgain(deps)
+      .catch((err) => deps.warn(err, 'placing the sandboxes of a node that left failed'))
+      .finally(() => {
+        pass = undefined;
+      });
+  }, deps.everyMs);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await pass;
+    },
+  };
 }

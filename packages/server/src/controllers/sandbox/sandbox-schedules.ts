@@ -29,6 +29,11 @@ export interface ScheduleRunnerDeps {
   startProcess: StartProcess;
   now: () => number;
   logger?: Logger;
+  /**
+   * Whether this server fires the schedules of a sandbox: in a cluster, the node it is placed on (its processes are
+   * there); default every one.
+   */
+  holds?: (workspace: string, sandbox: string) => boolean;
 }
 
 /** Execution ids sort newest first by name (lists are ordered by name): the time counts down. */
@@ -54,6 +59,7 @@ export class ScheduleRunner {
     const nowMs = this.deps.now();
     let soonest: number | undefined;
     for (const o of await resources.store.list({ workspace: EVERY_WORKSPACE, kind: SCHEDULE_KIND })) {
+      if (this.deps.holds && !this.deps.holds(o.workspace, o.parent)) continue;
       const at = Date.parse(o.body.nextAt ?? '');
       if (!Number.isFinite(at)) continue;
       if (at > nowMs) {

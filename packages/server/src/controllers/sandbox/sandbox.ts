@@ -19,6 +19,7 @@ import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../../sto
 import { type ControllerDeps, stillDeploying, transition } from '../core/events.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from '../core/reconciler.js';
+import { runsHere } from '../../cluster/placement.js';
 import { stoppedMessage } from './sandbox-faults.js';
 import {
   sandboxRuntimeSpec,
@@ -59,6 +60,11 @@ export interface SandboxControllerDeps extends ControllerDeps {
   layers?: SnapshotLayers;
   /** Frees the workspace's snapshot layers nothing stands on any more (once a sandbox is TERMINATED). */
   collectLayers?: (workspace: string) => Promise<unknown>;
+  /**
+   * In a cluster, this server's node id: it reconciles only the sandboxes placed on it (cluster/placement.ts), and
+   * removes an instance of one placed elsewhere (it was placed again while this node was cut off: fencing).
+   */
+  self?: string;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -214,6 +220,15 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
       let o = await resources.store.get(key);
       if (!o) return DONE;
       const id = sandboxId(key.workspace, key.name);
+      if (!runsHere(deps.self, o)) {
+        // Another node's (or nobody's yet): nothing of it may run here. Its status, volumes and events are that
+        // node's to write.
+        if (await driver.inspect(id)) {
+          await instances.remove(id);
+          log(o, 'sandbox placed on another node: its instance here removed', { node: o.body.node });
+        }
+        return DONE;
+      }
       // The volumes are free for another holder only once no process of this sandbox can write them.
       const release = async () => {
         await instances.remove(id);
@@ -313,16 +328,21 @@ export function outOfMemoryMessage(end: SandboxEnd): string {
 /**
  * Sandboxes as the owner of their runtime instances (runtime/instances.ts): an instance is wanted while a Sandbox
  * object of its name exists in its workspace, whatever its status (its own reconcile releases it). One left by a
- * sandbox deleted while the server was down, or by a crash between removal and the record's deletion, is not.
+ * sandbox deleted while the server was down, or by a crash between removal and the record's deletion, is not; nor,
+ * in a cluster (`self`), one placed on another node.
  */
-export function sandboxOwner(store: Store): OwnerRegistration {
+export function sandboxOwner(store: Store, self?: string): OwnerRegistration {
   return {
     kinds: ['Sandbox'],
     // Sandbox ids are `<workspace>.<name>` or `h-<hash>` (runtime/sandbox-id.ts): no other owner's ids are.
     legacyRole: (id) => (id.includes('.') || id.startsWith('h-') ? 'sandbox' : undefined),
     async keep() {
       const objects = await store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' });
-      return objects.map((o) => sandboxId(o.workspace, o.name));
+      // In a cluster, a node keeps only what the database places on it (one not placed yet is kept until it is):
+      // a node back after its sandboxes were placed elsewhere removes its copies (fencing).
+      return objects
+        .filter((o) => o.body.node === undefined || runsHere(self, o))
+        .map((o) => sandboxId(o.workspace, o.name));
     },
   };
 }

@@ -1,0 +1,86 @@
+// Best of two by load, and the placement index every server keeps from the change feed (placement.ts).
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { SqliteStore } from '../store/sqlite.js';
+import { bestOf, type Load, SandboxPlacements } from './placement.js';
+
+const nodes = [
+  { id: 'a', cores: 2, memoryMb: 4096 },
+  { id: 'b', cores: 8, memoryMb: 4096 },
+];
+
+test('best of two takes the less loaded of the two drawn, by sandboxes per core or memory, whichever is busier', () => {
+  // Draws a then b.
+  const draws = [0, 0.9];
+  const random = () => draws.shift() ?? 0;
+  const loads: Record<string, Load> = { a: { sandboxes: 2, memoryMb: 0 }, b: { sandboxes: 4, memoryMb: 0 } };
+  // a: 2 per 2 cores = 1; b: 4 per 8 cores = 0.5.
+  assert.equal(
+    bestOf(nodes, (id) => loads[id], 2, random),
+    'b',
+  );
+  // Memory is the busier resource of b now.
+  loads.b = { sandboxes: 0, memoryMb: 4096 };
+  draws.push(0, 0.9);
+  assert.equal(
+    bestOf(nodes, (id) => loads[id], 2, random),
+    'a',
+  );
+  assert.equal(
+    bestOf([], () => loads.a),
+    undefined,
+  );
+  assert.equal(
+    bestOf([nodes[0]], () => loads.a),
+    'a',
+  );
+});
+
+test('the index follows each sandbox to its node, counts its load, and forgets it once TERMINATED or deleted', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-placement-'));
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  try {
+    const key = (name: string, workspace = 'default') => ({ kind: 'Sandbox', workspace, parent: '', name });
+    const body = (node: string | undefined, status = 'DEPLOYED') => ({
+      metadata: {},
+      spec: { runtime: { memory: 512 } },
+      status,
+      ...(node ? { node } : {}),
+    });
+    await store.write([{ op: 'create', key: key('one'), body: body('a') }]);
+    const p = new SandboxPlacements(store);
+    await p.start();
+    await store.write([
+      { op: 'create', key: key('two'), body: body('a') },
+      { op: 'create', key: key('two', 'other'), body: body('b') },
+      { op: 'create', key: key('old'), body: body(undefined) },
+    ]);
+    assert.equal(p.nodeOf('default', 'two'), 'a');
+    assert.equal(p.nodeOf('other', 'two'), 'b', 'keyed by workspace');
+    assert.equal(p.nodeOf('default', 'old'), undefined);
+    assert.deepEqual(p.load('a'), { sandboxes: 2, memoryMb: 1024 });
+    assert.deepEqual([...p.placed()].sort(), [
+      ['default', 'old', ''],
+      ['default', 'one', 'a'],
+      ['default', 'two', 'a'],
+      ['other', 'two', 'b'],
+    ]);
+    await store.write([{ op: 'update', key: key('two'), body: body('b') }]);
+    assert.deepEqual(p.load('a'), { sandboxes: 1, memoryMb: 512 });
+    assert.deepEqual(p.load('b'), { sandboxes: 2, memoryMb: 1024 });
+    await store.write([
+      { op: 'update', key: key('one'), body: body('a', 'TERMINATED') },
+      { op: 'delete', key: key('two', 'other') },
+    ]);
+    assert.deepEqual(p.load('a'), { sandboxes: 0, memoryMb: 0 });
+    assert.deepEqual(p.load('b'), { sandboxes: 1, memoryMb: 512 });
+    assert.equal(p.nodeOf('default', 'one'), undefined);
+    p.close();
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,123 @@
+// Where a cluster's sandboxes run (docs/decisions/059-cluster-placement.md). Each sandbox records the node it is
+// placed on (its read-only `node` field), set once when it is created and changed only when that node dies or is
+// drained. Every server keeps the same in-memory index of those fields from the change feed, so deciding where a new
+// sandbox goes, and which server a request for a sandbox belongs to, costs a request no database round trip.
+import { EVERY_WORKSPACE, type Store, type StoredObject } from '../store/store.js';
+
+/** A node a sandbox may be placed on: healthy and not drained. */
+export interface Candidate {
+  id: string;
+  cores: number;
+  memoryMb: number;
+}
+
+export interface Load {
+  /** Sandboxes placed on the node. */
+  sandboxes: number;
+  /** The memory they ask for (spec.runtime.memory), MB. */
+  memoryMb: number;
+}
+
+const NO_LOAD: Load = { sandboxes: 0, memoryMb: 0 };
+
+/** The busier of a node's two resources, as a share of what it has: sandboxes per core, memory asked per memory. */
+export const loadScore = (c: Candidate, l: Load) =>
+  Math.max(l.sandboxes / Math.max(1, c.cores), l.memoryMb / Math.max(1, c.memoryMb));
+
+/**
+ * Best of K (the power of K choices): K candidates drawn at random, the least loaded wins. Against least-loaded over
+ * every node, it costs K lookups whatever the cluster's size, and servers placing at once with the same slightly
+ * stale view do not all pick the same node.
+ */
+export function bestOf(
+  candidates: readonly Candidate[],
+  load: (id: string) => Load,
+  k = 2,
+  random: () => number = Math.random,
+): string | undefined {
+  const n = candidates.length;
+  if (n === 0) return undefined;
+  if (n === 1) return candidates[0].id;
+  let best: Candidate | undefined;
+  let bestScore = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < Math.min(k, n); i++) {
+    const c = candidates[Math.floor(random() * n)];
+    const s = loadScore(c, load(c.id));
+    if (s < bestScore) {
+      best = c;
+      bestScore = s;
+    }
+  }
+  return best?.id;
+}
+
+/**
+ * Whether node `self` runs a sandbox: on SQLite (`self` undefined) it runs every one; in a cluster, those placed on
+ * it (one not placed yet runs nowhere until the controllers' leader places it).
+ */
+export const runsHere = (self: string | undefined, o: StoredObject): boolean =>
+  self === undefined || o.body.node === self;
+
+const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
+const memoryOf = (o: StoredObject) => Number(o.body.spec?.runtime?.memory) || 0;
+
+/** Every sandbox's node and each node's load, kept from the store's change feed. */
+export class SandboxPlacements {
+  private readonly byName = new Map<string, { node: string; memoryMb: number }>();
+  private readonly loads = new Map<string, Load>();
+  private unwatch?: () => void;
+
+  constructor(private readonly store: Store) {}
+
+  async start(): Promise<void> {
+    const seen = new Set<string>();
+    this.unwatch = this.store.watch((c) => {
+      if (c.object.kind !== 'Sandbox') return;
+      const k = nameKey(c.object.workspace, c.object.name);
+      seen.add(k);
+      this.set(k, c.type === 'DELETED' ? undefined : c.object);
+    });
+    for (const o of await this.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' })) {
+      const k = nameKey(o.workspace, o.name);
+      // A change that arrived during the listing is newer than what the listing read.
+      if (!seen.has(k)) this.set(k, o);
+    }
+  }
+
+  /** The node a sandbox is placed on; undefined when it has none (not placed yet, or not in a cluster). */
+  nodeOf(workspace: string, name: string): string | undefined {
+    return this.byName.get(nameKey(workspace, name))?.node || undefined;
+  }
+
+  load = (node: string): Load => this.loads.get(node) ?? NO_LOAD;
+
+  /** Every sandbox not TERMINATED, with its node ('' when not placed yet). */
+  *placed(): IterableIterator<[workspace: string, name: string, node: string]> {
+    for (const [k, v] of this.byName) {
+      const i = k.indexOf('/');
+      yield [k.slice(0, i), k.slice(i + 1), v.node];
+    }
+  }
+
+  close(): void {
+    this.unwatch?.();
+  }
+
+  private set(k: string, o: StoredObject | undefined) {
+    const prev = this.byName.get(k);
+    if (prev?.node) {
+      const l = this.load(prev.node);
+      this.loads.set(prev.node, { sandboxes: l.sandboxes - 1, memoryMb: l.memoryMb - prev.memoryMb });
+    }
+    this.byName.delete(k);
+    // A TERMINATED sandbox's record may stay a while (its retention): it holds nothing.
+    if (!o || o.body.status === 'TERMINATED') return;
+    // '': not placed yet (created before placement existed); the controllers' leader places it.
+    const node = typeof o.body.node === 'string' ? o.body.node : '';
+    const v = { node, memoryMb: memoryOf(o) };
+    this.byName.set(k, v);
+    if (!node) return;
+    const l = this.load(node);
+    this.loads.set(node, { sandboxes: l.sandboxes + 1, memoryMb: l.memoryMb + v.memoryMb });
+  }
+}
