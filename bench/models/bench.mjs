@@ -156,8 +156,10 @@ async function loopStats(berth) {
   const gc = {};
   for (const [, what, kind, v] of text.matchAll(
     /^nodejs_gc_duration_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$/gm,
-  ))
-    (gc[kind] ??= { sum: 0, count: 0 })[what] = Number(v);
+  )) {
+    gc[kind] ??= { sum: 0, count: 0 };
+    gc[kind][what] = Number(v);
+  }
   return { stallMs: m ? Math.max(0, Number(m[1]) * 1000 - LAG_RESOLUTION_MS) : Number.NaN, gc };
 }
 
