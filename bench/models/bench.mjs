@@ -139,11 +139,40 @@ async function fixedRate(url, headers, rate, seconds) {
   return out;
 }
 
-/** The server's longest event-loop stall (prom-client's default series) since the last scrape, in ms. */
-async function loopStallMs(berth) {
+/**
+ * prom-client samples the event loop with a 10 ms timer (`monitorEventLoopDelay`, its default precision) and
+ * records the whole interval between ticks, so an idle loop reads 10 ms: a stall is what a tick took beyond it.
+ */
+const LAG_RESOLUTION_MS = 10;
+
+/**
+ * The server's longest event-loop stall since the last scrape (prom-client's default series, in ms beyond the
+ * sampling interval), and its garbage collections by kind so far (count and seconds, cumulative).
+ */
+async function loopStats(berth) {
   const r = await fetch(`${berth.url}/metrics`, { headers: { authorization: `Bearer ${berth.key}` } });
-  const m = /^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(await r.text());
-  return m ? Number(m[1]) * 1000 : Number.NaN;
+  const text = await r.text();
+  const m = /^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text);
+  const gc = {};
+  for (const [, what, kind, v] of text.matchAll(
+    /^nodejs_gc_duration_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$/gm,
+  )) {
+    gc[kind] ??= { sum: 0, count: 0 };
+    gc[kind][what] = Number(v);
+  }
+  return { stallMs: m ? Math.max(0, Number(m[1]) * 1000 - LAG_RESOLUTION_MS) : Number.NaN, gc };
+}
+
+/** Garbage collections between two `loopStats` readings: `major 2 (14.1 ms), minor 31 (22.0 ms)`. */
+function gcBetween(a, b) {
+  return Object.entries(b)
+    .map(([kind, v]) => {
+      const n = v.count - (a[kind]?.count ?? 0);
+      const ms = (v.sum - (a[kind]?.sum ?? 0)) * 1000;
+      return n ? `${kind} ${n} (${ms.toFixed(1)} ms)` : '';
+    })
+    .filter(Boolean)
+    .join(', ');
 }
 
 async function deploy(berth, fakeUrl) {
@@ -227,9 +256,13 @@ export async function benchModels() {
     // Last, at a fixed rate (not the most the path takes): what a caller sees of the gateway's stalls, the usage
     // flush's among them (Berth runs with a budget on, so every call is reserved and metered).
     for (const k of ['direct', 'bare', 'berth']) {
-      if (k === 'berth') await loopStallMs(berth);
+      const before = k === 'berth' && (await loopStats(berth));
       r[k].fixed = await fixedRate(paths[k].url, paths[k].headers, FIXED_RATE, DURATION_S);
-      if (k === 'berth') r[k].stallMs = await loopStallMs(berth);
+      if (before) {
+        const after = await loopStats(berth);
+        r[k].stallMs = after.stallMs;
+        r[k].gc = gcBetween(before.gc, after.gc);
+      }
     }
     header(
       `models (autocannon, ${CONNECTIONS} connections, ${DURATION_S}s each; TTFT over ${TTFT_SAMPLES} sequential calls)`,
@@ -257,7 +290,8 @@ export async function benchModels() {
       `at a fixed ${FIXED_RATE} req/s: direct p50 ${pct(d.fixed, 50).toFixed(2)} / p99 ${pct(d.fixed, 99).toFixed(2)} ms; ` +
         `Berth adds p50 +${(pct(b.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(b.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms, ` +
         `the bare proxy p50 +${(pct(x.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(x.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms; ` +
-        `Berth's longest event-loop stall during it ${b.stallMs.toFixed(2)} ms`,
+        `Berth's longest event-loop stall during it ${b.stallMs.toFixed(2)} ms (beyond the ${LAG_RESOLUTION_MS} ms sampling tick); ` +
+        `its garbage collections during it: ${b.gc || 'none'}`,
     );
     row('chat req/s direct to the provider', d.chat.requests.average, d.chat.requests.average, 'req/s');
     row(

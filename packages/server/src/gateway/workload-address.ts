@@ -3,7 +3,7 @@
 // `<region>.<inference_host>`: the inference addresses of agents, functions and applications (DESIGN.md §4). Matched before the sandbox addresses; names are DNS labels,
 // taken as they are; a host label is looked up whole in the address table, never split (decision 016).
 import type { ResourceKey } from '../store/store.js';
-import { MAX_PATH_SEGMENTS } from '../kinds/trigger-path.js';
+import { MAX_PATH_SEGMENTS, RESERVED_RUN_SEGMENTS } from '../kinds/trigger-path.js';
 import {
   AGENT_LABEL_PREFIX,
   APPLICATION_LABEL_PREFIX,
@@ -29,6 +29,9 @@ export interface WorkloadAddress {
 }
 
 const SEGMENTS = { agents: 'Agent', functions: 'Function', applications: 'Application' } as const;
+
+/** Reserved first segments no trigger path can take (the own addresses of agents and functions excepted). */
+const NOT_TRIGGER_FIRST = new Set(RESERVED_RUN_SEGMENTS.filter((s) => s !== 'agents' && s !== 'functions'));
 
 export function matchWorkloadPath(url: string): WorkloadAddress | undefined {
   if (!url.startsWith(RUN_PREFIX)) return undefined;
@@ -98,6 +101,9 @@ export function matchTriggerPath(
   if (wsEnd <= RUN_PREFIX.length) return undefined;
   const workspace = path.slice(RUN_PREFIX.length, wsEnd);
   const segs = path.slice(wsEnd + 1).split('/');
+  // No trigger path starts with a reserved segment other than an object's own address (kinds/trigger-path.ts):
+  // model calls, which reach here on every request, skip the lookups.
+  if (NOT_TRIGGER_FIRST.has(segs[0])) return undefined;
   for (let n = Math.min(segs.length, MAX_PATH_SEGMENTS); n > 0; n--) {
     const held = segs.slice(0, n).join('/');
     const owner = labels.resolve(pathLabel(workspace, held));

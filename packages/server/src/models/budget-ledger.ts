@@ -27,6 +27,8 @@ export const LEASE_SHARE = 20;
 const CLAIM_ATTEMPTS = 4;
 
 export const blockOf = (limit: number) => Math.max(1, Math.ceil(limit / LEASE_SHARE));
+/** A lease with less than this left is topped up in the background. */
+const halfBlock = (limit: number) => blockOf(limit) / 2;
 
 type Refusal = Extract<ReserveResult, { ok: false }>;
 
@@ -153,9 +155,9 @@ export class BudgetLedger {
    * after it do not wait for the store.
    */
   private topUp(policies: BudgetPolicy[]) {
-    if (this.toppingUp) return;
+    if (this.toppingUp || !this.budget.leaseLow(policies, halfBlock)) return;
     const low = this.budget
-      .shortfall(policies, { input: 0, output: 0 }, (l) => blockOf(l) / 2)
+      .shortfall(policies, { input: 0, output: 0 }, halfBlock)
       .filter((s) => DIMENSIONS.some((d) => (s.need[d] ?? 0) > 0 && !exhausted(s, d)));
     if (!low.length) return;
     this.toppingUp = true;

@@ -74,3 +74,11 @@ test('models outside OpenAI’s family get a margin on their input estimate', ()
   assert.equal(estimateInputTokens(body, 'claude-sonnet-4-5'), Math.ceil(17 * OTHER_FAMILY_INPUT_MARGIN));
   assert.equal(estimateInputTokens(body, 'gpt-4o'), 17);
 });
+
+test('a prompt holding a special token’s text is counted as ordinary text, not refused by the tokenizer', () => {
+  // gpt-tokenizer throws on `<|endoftext|>` by default; a user may well write it (a question about tokenizers),
+  // and providers read it in user content as plain text: 15 tokens in o200k_base, as tiktoken's encode_ordinary.
+  const text = '<|endoftext|> and <|endofprompt|>';
+  const n = estimateInputTokens({ model: 'gpt-4o', messages: [{ role: 'user', content: text }] });
+  assert.equal(n, 15 + 4 + 3);
+});

@@ -9,20 +9,25 @@ import { createRequire } from 'node:module';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 
 const require = createRequire(import.meta.url);
-let counter: ((text: string) => number) | undefined;
+type CountTokens = (text: string, options?: { disallowedSpecial?: Set<string> }) => number;
+let counter: CountTokens | undefined;
+/**
+ * A special token's text (`<|endoftext|>`) in a prompt is counted as the ordinary text providers read it as; the
+ * tokenizer's default throws on it, which refused such a call with a 500.
+ */
+const ORDINARY = { disallowedSpecial: new Set<string>() };
 
 /**
  * Loads the tokenizer's tables (0.3–0.6 s of blocking work, 60 MB). The gateway calls it when a maxToken
  * policy exists or is written, so no model call waits behind it; a call before that loads it itself.
  */
 export function loadTokenizer(): void {
-  counter ??= (require('gpt-tokenizer/cjs/encoding/o200k_base') as { countTokens: (t: string) => number })
-    .countTokens;
+  counter ??= (require('gpt-tokenizer/cjs/encoding/o200k_base') as { countTokens: CountTokens }).countTokens;
 }
 
 function countTokens(text: string): number {
   if (!counter) loadTokenizer();
-  return counter!(text);
+  return counter!(text, ORDINARY);
 }
 
 /**

@@ -104,8 +104,11 @@ const DROP_PREFIX = ['x-service-', 'x-blaxel-', 'x-forwarded-'];
 
 function forwardHeaders(h: IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(h)) {
-    if (v === undefined || DROP.has(k) || DROP_PREFIX.some((p) => k.startsWith(p))) continue;
+  for (const k in h) {
+    const v = h[k];
+    // Every dropped prefix starts with `x-`: the others are not compared against them.
+    if (v === undefined || DROP.has(k) || (k.startsWith('x-') && DROP_PREFIX.some((p) => k.startsWith(p))))
+      continue;
     out[k] = Array.isArray(v) ? v.join(', ') : v;
   }
   return out;

@@ -64,12 +64,21 @@ export class ModelMetrics {
     if (s) return s;
     if (this.children.size >= CHILDREN_MAX) this.children.clear();
     const requests = this.requests;
+    // The status varies per call: its child is looked up by label hash once per status, not on every call.
+    const byStatus = new Map<string, { inc(): void }>();
     s = {
       inputTokens: this.tokens.labels(workspace, model, key, 'input'),
       outputTokens: this.tokens.labels(workspace, model, key, 'output'),
       latency: this.latency.labels(workspace, model),
       firstByte: this.firstByte.labels(workspace, model),
-      request: (status) => requests.labels(workspace, model, key, status).inc(),
+      request: (status) => {
+        let c = byStatus.get(status);
+        if (!c) {
+          c = requests.labels(workspace, model, key, status);
+          byStatus.set(status, c);
+        }
+        c.inc();
+      },
     };
     this.children.set(k, s);
     return s;

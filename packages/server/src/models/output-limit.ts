@@ -42,8 +42,13 @@ const SHAPES: [RegExp, Shape][] = [
   [/^\/v[12]\/chat$/, { fields: ['max_tokens'], choices: [] }],
 ];
 
+/** Chat first without a regex: nearly every call is one (the first entry of SHAPES says the same). */
 const shapeOf = (method: string, path: string) =>
-  method === 'POST' ? SHAPES.find(([re]) => re.test(path))?.[1] : undefined;
+  method !== 'POST'
+    ? undefined
+    : path.endsWith('/chat/completions')
+      ? CHAT
+      : SHAPES.find(([re]) => re.test(path))?.[1];
 
 /** A count as a provider reads it: an integer, or a string of digits (Python servers coerce those). */
 function count(v: unknown): number | undefined {

@@ -103,8 +103,31 @@ const UNIT_MS: Record<Exclude<Granularity, 'month'>, number> = {
   day: 86_400_000,
 };
 
-/** The window holding `nowMs`: epoch-aligned UTC for minute/hour/day, calendar months (UTC) for month. */
+/**
+ * The last window computed per granularity and step: every call asks for the current window of each of its
+ * policies several times (output room, reserve, top-up), and a month's bounds take two Date computations.
+ */
+const lastWindow = new Map<string, { start: number; end: number }>();
+
+/**
+ * The window holding `nowMs`: epoch-aligned UTC for minute/hour/day, calendar months (UTC) for month. The result
+ * is shared between callers: read it, never change it.
+ */
 export function windowAt(
+  granularity: Granularity,
+  step: number,
+  nowMs: number,
+): { start: number; end: number } {
+  const k = `${granularity}:${step}`;
+  const last = lastWindow.get(k);
+  if (last && nowMs >= last.start && nowMs < last.end) return last;
+  const w = computeWindow(granularity, step, nowMs);
+  if (lastWindow.size >= 64) lastWindow.clear();
+  lastWindow.set(k, w);
+  return w;
+}
+
+function computeWindow(
   granularity: Granularity,
   step: number,
   nowMs: number,
@@ -239,6 +262,25 @@ export class TokenBudget {
     }
   }
 
+  /**
+   * Whether a durable window of `policies` has less than `margin(limit)` tokens of its lease left in a dimension
+   * whose limit is not wholly claimed yet: `shortfall` with that margin would name it. Allocates nothing, so the
+   * check every reserved call makes costs no garbage.
+   */
+  leaseLow(policies: BudgetPolicy[], margin: (limit: number) => number): boolean {
+    const t = this.now();
+    for (const p of policies) {
+      const w = this.current(p, t);
+      for (const dim of DIMENSIONS) {
+        const limit = p.limits[dim];
+        if (limit === undefined) continue;
+        const need = heldOf(w, dim) + margin(limit) - (w.leased?.[dim] ?? 0);
+        if (need > 0 && (w.claimed?.[dim] ?? 0) < limit) return true;
+      }
+    }
+    return false;
+  }
+
   /** Durable windows not claimed from yet by this server: their first claim also learns what others hold. */
   unclaimed(policies: BudgetPolicy[]): BudgetPolicy[] {
     const t = this.now();
@@ -327,7 +369,15 @@ export class TokenBudget {
   private current(p: BudgetPolicy, t: number): WindowState {
     const { start, end } = windowAt(p.granularity, p.step, t);
     const k = windowKey(p, start);
-    const w = this.windows.get(k) ?? {
+    const known = this.windows.get(k);
+    if (known) {
+      // A policy edited mid-window applies its new limits at once (copied only when they changed).
+      const l = known.limits;
+      if (l.input !== p.limits.input || l.output !== p.limits.output || l.total !== p.limits.total)
+        known.limits = { ...p.limits };
+      return known;
+    }
+    const w: WindowState = {
       policy: p.name,
       granularity: p.granularity,
       step: p.step,
@@ -338,7 +388,6 @@ export class TokenBudget {
       reserved: zero(),
       ...(this.durable ? { leased: {} } : {}),
     };
-    // A policy edited mid-window applies its new limits at once.
     w.limits = { ...p.limits };
     return w;
   }
@@ -349,8 +398,25 @@ export class TokenBudget {
   }
 }
 
-const windowKey = (p: BudgetPolicy, start: number) =>
-  `${p.id}\u0000${p.granularity}\u0000${p.step}\u0000${start}`;
+/** The key of each policy's last window, so a call does not build the same string several times. */
+const lastKey = new WeakMap<
+  BudgetPolicy,
+  { id: string; granularity: Granularity; step: number; start: number; key: string }
+>();
+const windowKey = (p: BudgetPolicy, start: number) => {
+  const last = lastKey.get(p);
+  if (
+    last &&
+    last.start === start &&
+    last.id === p.id &&
+    last.granularity === p.granularity &&
+    last.step === p.step
+  )
+    return last.key;
+  const key = `${p.id}\u0000${p.granularity}\u0000${p.step}\u0000${start}`;
+  lastKey.set(p, { id: p.id, granularity: p.granularity, step: p.step, start, key });
+  return key;
+};
 
 const wantOf = (a: Amount, dim: keyof Limits) => (dim === 'total' ? total(a) : a[dim]);
 const heldOf = (w: WindowState, dim: keyof Limits) =>

@@ -77,5 +77,9 @@ export async function stream(ctx: StreamContext, res: ServerResponse, frames: st
  */
 export function openaiPromptTokens(messages: any[]) {
   const list = Array.isArray(messages) ? messages : [];
-  return list.reduce((n: number, m: any) => n + countTokens(textOf(m?.content)) + 3, 3);
+  // A provider reads a special token's text in user content as ordinary text (the tokenizer's default throws).
+  return list.reduce(
+    (n: number, m: any) => n + countTokens(textOf(m?.content), { disallowedSpecial: new Set() }) + 3,
+    3,
+  );
 }

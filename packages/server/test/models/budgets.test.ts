@@ -150,3 +150,33 @@ test('a non-JSON upload to a non-inference path is judged but not refused for it
     'the one-token reservation released',
   );
 });
+
+test('a prompt holding a special token’s text runs under a budget, counted as ordinary text (it got a 500)', async () => {
+  await ok(
+    w.server.api('/policies', {
+      method: 'POST',
+      json: { metadata: { name: 'special' }, spec: { type: 'maxToken', maxTokens: { total: 10_000 } } },
+    }),
+  );
+  await model(w.server, 'special', {
+    integrationConnections: ['oa'],
+    policies: ['special'],
+    runtime: { type: 'openai', model: 'gpt-4o-mini' },
+  });
+  const r = await fetch(`${runUrl(w.server, 'special')}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${w.server.adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: 'What does <|endoftext|> mean to a tokenizer?' }],
+      max_tokens: MAX_TOKENS,
+    }),
+  });
+  assert.equal(r.status, 200, await r.clone().text());
+  await r.arrayBuffer();
+  const [win] = await eventually(
+    () => ok(w.server.api('/policies/special/usages')),
+    (ws: any[]) => ws[0]?.reserved.input === 0 && ws[0]?.used.output > 0,
+    'the call settled',
+  );
+  assert.ok(win.used.input > 0, `input metered: ${JSON.stringify(win.used)}`);
+});
