@@ -236,7 +236,7 @@ export class EgressProxy {
       line('deny', verdict.reason);
       return void deny(403, 'blocked-by-allowlist');
     }
-    const r = await this.resolver.resolve(normalizeHost(host) ?? host);
+    const r = await this.resolver.resolve(source, normalizeHost(host) ?? host);
     if (!r.addresses.length) {
       const reason = 'reason' in r ? r.reason : 'name-not-resolved';
       line('deny', reason);
