@@ -202,13 +202,17 @@ export class EgressProxy {
         this.audit({ source, host: '', port, mode, decision: 'deny', rule: 'no-server-name' });
         return void client.destroy();
       }
-      const upstream = await this.open(source, host, port, mode, client, () => client.destroy());
-      if (!upstream) return;
+      const deny = () => client.destroy();
+      const address = await this.vet(source, host, port, mode, deny);
+      if (!address) return;
       if (mode === 'transparent-tls' && this.interceptor?.wants(source, host)) {
-        const address = upstream.remoteAddress ?? '';
-        upstream.destroy();
+        // Not dialled here: the interceptor's agent for this sandbox sends the requests, on a socket it keeps
+        // open when it has one (a connection made here only to be closed cost a round trip to the upstream).
+        this.track(source, host, client);
         return this.interceptor.take(client, first.buf, { source, host, port, address });
       }
+      const upstream = await this.dial(source, host, port, mode, address, client, deny);
+      if (!upstream) return;
       splice(client, upstream, first.buf);
     });
   }
@@ -257,6 +261,19 @@ export class EgressProxy {
   ): Promise<Socket | undefined> {
     const address = await this.vet(source, host, port, mode, deny);
     if (!address) return undefined;
+    return this.dial(source, host, port, mode, address, client, deny);
+  }
+
+  /** Connects to a vetted address; the connected upstream socket, tracked against the sandbox's policy. */
+  private async dial(
+    source: string,
+    host: string,
+    port: number,
+    mode: Mode,
+    address: string,
+    client: Socket,
+    deny: (status: number, reason: string) => void,
+  ): Promise<Socket | undefined> {
     const t = this.track(source, host, client);
     const localAddress = this.policyOf(source).egressAddress;
     const upstream = connect({ host: address, port, timeout: CONNECT_TIMEOUT_MS, localAddress });
