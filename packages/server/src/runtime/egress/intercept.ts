@@ -77,6 +77,11 @@ export class Interceptor {
     private readonly policyOf: (source: string) => EgressPolicy,
     private readonly caOf: (source: string) => CaMaterial | undefined,
     private readonly audit: (a: InterceptAudit) => void = () => undefined,
+    /**
+     * What every upstream connection verifies with: the default roots and NODE_EXTRA_CA_CERTS, built once rather
+     * than per connection. It holds no key and no session: sessions stay in each sandbox's own agent.
+     */
+    private readonly upstreamTls: SecureContext = createSecureContext(),
   ) {
     this.server.on('upgrade', (_req, sock: Socket) => {
       sock.end(
@@ -251,7 +256,7 @@ export class Interceptor {
         timeout: UPSTREAM_TIMEOUT_MS,
         // Verified against `servername` (the name the sandbox asked for), whatever address was dialled.
         // (tls.connect takes secureContext; the https typings do not list it.)
-        ...({ secureContext: upstreamContext() } as object),
+        ...({ secureContext: this.upstreamTls } as object),
       },
       (ur) => {
         this.audit({
@@ -331,16 +336,6 @@ function routeFor(policy: EgressPolicy, host: string): Route {
   if (byHost.size >= ROUTES_PER_POLICY) byHost.delete(byHost.keys().next().value as string);
   byHost.set(host, route);
   return route;
-}
-
-let sharedUpstreamContext: SecureContext | undefined;
-/**
- * The context every upstream connection verifies with (the default roots, NODE_EXTRA_CA_CERTS): built once rather
- * than per connection. It holds no key and no session: sessions stay in each sandbox's own agent.
- */
-function upstreamContext(): SecureContext {
-  sharedUpstreamContext ??= createSecureContext();
-  return sharedUpstreamContext;
 }
 
 /** Bearer files read, by path: read again only when the file was replaced (a refresh renames a new one in). */
