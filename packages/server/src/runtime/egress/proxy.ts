@@ -355,7 +355,8 @@ function firstBytes<T>(
       resolve(v);
     };
     const onData = (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
+      // A hello or request head nearly always comes whole in one read: kept as it came, not copied.
+      buf = buf.length ? Buffer.concat([buf, d]) : d;
       const r = parse(buf);
       if (r !== undefined) done({ buf, result: r });
       else if (buf.length > MAX_HELLO_BYTES) done(undefined);
