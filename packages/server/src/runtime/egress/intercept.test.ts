@@ -1,6 +1,6 @@
 // Interception's caches across sandboxes, in process on loopback (two sandboxes are two source addresses): each
 // sandbox's TLS ends with a leaf of its own CA, its requests carry its own secret and travel on upstream sockets
-// no other sandbox's requests use, and a policy change is in force for the next request and the next connection
+// no other sandbox's requests use (and no upstream connection is made only to be closed), and a policy change is in force for the next request and the next connection
 // even while the name's resolution is cached.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -30,6 +30,8 @@ let proxy: EgressProxy;
 let explicit: number;
 /** What the upstream saw: per request, the upstream socket's port and the injected header. */
 const seen: { socket: number; key: string | undefined }[] = [];
+/** TCP connections the upstream accepted. */
+let upstreamConnections = 0;
 const policies = new Map<string, EgressPolicy>();
 const cas = new Map<string, CaMaterial>();
 
@@ -69,6 +71,7 @@ before(async () => {
     seen.push({ socket: q.socket.remotePort ?? 0, key: q.headers['x-key'] as string | undefined });
     r.end('ok');
   });
+  upstream.on('connection', () => upstreamConnections++);
   await new Promise<void>((resolve) => upstream.listen(0, OPENED, () => resolve()));
   upstreamPort = (upstream.address() as { port: number }).port;
   resolver = await startFakeResolver({ 'ok.test': OPENED });
@@ -164,6 +167,7 @@ test("two sandboxes on one routed host: each its own CA's leaf, its own secret, 
   for (const keys of keysBySocket.values())
     assert.equal(keys.size, 1, 'no upstream socket served both sandboxes');
   assert.equal(keysBySocket.size, 2, "each sandbox's requests reused its own kept-alive upstream socket");
+  assert.equal(upstreamConnections, 2, 'no connection dialled only to be closed: one per sandbox, its agent');
   // B's connection to the host A has a leaf for: presented with B's CA's leaf, which A's trust refuses.
   const { sock } = await connectFrom(B);
   await assert.rejects(
