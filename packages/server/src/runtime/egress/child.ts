@@ -36,6 +36,8 @@ async function main(): Promise<void> {
       cas.delete(m.source);
       interceptor.forget(m.source);
     }
+    // Answers cached for a sandbox go with any change: a narrowed or removed policy, or an address given back.
+    resolver.forget(m.source);
     proxy.revalidate(m.source);
     if (m.type === 'policy' && m.seq !== undefined) send({ type: 'applied', seq: m.seq });
   });

@@ -4,7 +4,7 @@
 import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
 import { createServer, type Server } from 'node:net';
 import * as packet from 'dns-packet';
-import { decide, type EgressPolicy } from './policy.js';
+import { decide, type EgressPolicy, normalizeHost } from './policy.js';
 import type { GuardedResolver } from './resolve.js';
 
 /** Answers are cached by the sandbox's resolver this long: short, so a narrowed policy bites soon. */
@@ -104,7 +104,7 @@ export class EgressDns {
     // Allowed: IPv4 addresses only (sandboxes have no IPv6 route); other types get an empty answer, so nothing
     // but the address lookup the proxy repeats anyway ever reaches the upstream resolver.
     if (question.type !== 'A') return reply('NOERROR');
-    const r = await this.resolver.resolve(question.name);
+    const r = await this.resolver.resolve(source, normalizeHost(question.name) ?? question.name);
     if (!r.addresses.length) return reply('NXDOMAIN');
     return reply(
       'NOERROR',

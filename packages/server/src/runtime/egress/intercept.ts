@@ -10,7 +10,7 @@ import { Agent, request } from 'node:https';
 import type { Socket } from 'node:net';
 import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
 import { type CaMaterial, LeafMinter } from './ca.js';
-import { decide, type EgressPolicy, fillSecrets, ruleFor } from './policy.js';
+import { decide, type EgressPolicy, fillSecrets, type RoutingRule, ruleFor } from './policy.js';
 
 /** A JSON body larger than this is not buffered for merging: the request is refused (413), never sent unmerged. */
 export const MAX_MERGE_BODY_BYTES = 8 * 1024 * 1024;
@@ -27,6 +27,8 @@ const HOP_BY_HOP = [
   'trailer',
   'upgrade',
 ];
+/** Hosts whose routes are memoised per policy (a sandbox calling more names than this recomputes the oldest). */
+const ROUTES_PER_POLICY = 256;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 /**
  * Upstream agents kept (one per sandbox, host and dialled address): a sandbox's next connection to a routed host
@@ -75,6 +77,11 @@ export class Interceptor {
     private readonly policyOf: (source: string) => EgressPolicy,
     private readonly caOf: (source: string) => CaMaterial | undefined,
     private readonly audit: (a: InterceptAudit) => void = () => undefined,
+    /**
+     * What every upstream connection verifies with: the default roots and NODE_EXTRA_CA_CERTS, built once rather
+     * than per connection. It holds no key and no session: sessions stay in each sandbox's own agent.
+     */
+    private readonly upstreamTls: SecureContext = createSecureContext(),
   ) {
     this.server.on('upgrade', (_req, sock: Socket) => {
       sock.end(
@@ -178,36 +185,44 @@ export class Interceptor {
       res.writeHead(status, { 'x-proxy-error': reason, 'content-length': 0 }).end();
       req.resume();
     };
-    // Read at every request: a policy update (narrowed, secrets rotated) applies from the next request on.
+    // Read at every request: a policy update (narrowed, secrets rotated) applies from the next request on (the
+    // route is memoised on the policy object, which an update replaces).
     const policy = this.policyOf(c.source);
-    if (!decide(policy, c.host).allow) return fail(403, 'blocked-by-allowlist');
-    const rule = ruleFor(policy, c.host);
-    const headers: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(req.headers))
-      if (v !== undefined && !HOP_BY_HOP.includes(k)) headers[k] = v;
-    headers.host = c.port === 443 ? c.host : `${c.host}:${c.port}`;
-    let injected = 0;
-    for (const [name, template] of Object.entries(rule?.headers ?? {})) {
-      const value = fillSecrets(String(template), rule?.secrets);
-      if (value === undefined) return fail(503, 'secret-unavailable');
-      headers[name.toLowerCase()] = value; // replaces whatever the client sent under any case
-      injected++;
-    }
+    const route = routeFor(policy, c.host);
+    if (!route.allow) return fail(403, 'blocked-by-allowlist');
+    if (!route.headers) return fail(503, 'secret-unavailable');
+    const rule = route.rule;
+    let bearer: string | undefined;
     if (rule?.bearerFile) {
-      const bearer = readBearer(rule.bearerFile.path);
+      bearer = readBearer(rule.bearerFile.path);
       if (!bearer) return fail(503, 'token-unavailable');
-      headers.authorization = `Bearer ${bearer}`;
       token = rule.bearerFile.id;
+    }
+    const merge =
+      !!rule?.body &&
+      Object.keys(rule.body).length > 0 &&
+      BODY_METHODS.has(req.method ?? '') &&
+      /application\/json/i.test(String(req.headers['content-type']));
+    // The client's headers as it sent them (names, order, repeats), less hop-by-hop ones and those Berth sets:
+    // one flat array, the only per-request allocation besides the values the rule fills in.
+    const headers: string[] = [];
+    const raw = req.rawHeaders;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i].toLowerCase();
+      if (route.replaced.has(name) || (merge && (name === 'content-length' || name === 'transfer-encoding')))
+        continue;
+      headers.push(raw[i], raw[i + 1]);
+    }
+    headers.push('host', route.hostHeader(c.port));
+    for (const h of route.headers) headers.push(h[0], h[1]);
+    let injected = route.headers.length;
+    if (bearer) {
+      headers.push('authorization', `Bearer ${bearer}`);
       injected++;
     }
-    headers['x-berth-request-id'] = requestId;
+    headers.push('x-berth-request-id', requestId);
     let body: Buffer | undefined;
-    const merge = rule?.body && Object.keys(rule.body).length > 0;
-    if (
-      merge &&
-      BODY_METHODS.has(req.method ?? '') &&
-      /application\/json/i.test(String(req.headers['content-type']))
-    ) {
+    if (merge) {
       const raw = await readCapped(req, MAX_MERGE_BODY_BYTES);
       if (!raw) return fail(413, 'body-too-large-to-merge');
       let doc: unknown;
@@ -225,8 +240,7 @@ export class Interceptor {
         }
         body = Buffer.from(JSON.stringify(doc));
       } else body = raw; // not a JSON object: sent as it came
-      delete headers['transfer-encoding'];
-      headers['content-length'] = String(body.length);
+      headers.push('content-length', String(body.length));
     }
     const path = (req.url ?? '/').startsWith('/') ? (req.url ?? '/') : originForm(req.url ?? '/');
     const up = request(
@@ -241,6 +255,8 @@ export class Interceptor {
         localAddress: policy.egressAddress,
         timeout: UPSTREAM_TIMEOUT_MS,
         // Verified against `servername` (the name the sandbox asked for), whatever address was dialled.
+        // (tls.connect takes secureContext; the https typings do not list it.)
+        ...({ secureContext: this.upstreamTls } as object),
       },
       (ur) => {
         this.audit({
@@ -270,6 +286,56 @@ export class Interceptor {
     if (body) up.end(body);
     else req.pipe(up);
   }
+}
+
+interface Route {
+  allow: boolean;
+  rule?: RoutingRule;
+  /** The rule's headers, lower-case, secrets filled in; undefined when one names a secret the rule does not hold. */
+  headers?: [string, string][];
+  /** Header names never passed on from the client: hop-by-hop ones and every one Berth sets. */
+  replaced: Set<string>;
+  hostHeader(port: number): string;
+}
+
+/**
+ * What a policy says for a host, worked out once per policy object: the child replaces a sandbox's object on every
+ * update, so a narrowed list or a rotated secret is in force from the next request. A route is a function of the
+ * policy's content and the host alone, so it can answer for no other policy than its own.
+ */
+const routes = new WeakMap<EgressPolicy, Map<string, Route>>();
+
+function routeFor(policy: EgressPolicy, host: string): Route {
+  let byHost = routes.get(policy);
+  if (!byHost) {
+    byHost = new Map();
+    routes.set(policy, byHost);
+  }
+  let route = byHost.get(host);
+  if (route) return route;
+  const rule = ruleFor(policy, host);
+  const replaced = new Set([...HOP_BY_HOP, 'host', 'x-berth-request-id']);
+  let headers: [string, string][] | undefined = [];
+  for (const [name, template] of Object.entries(rule?.headers ?? {})) {
+    const value = fillSecrets(String(template), rule?.secrets);
+    if (value === undefined) {
+      headers = undefined;
+      break;
+    }
+    headers.push([name.toLowerCase(), value]); // replaces whatever the client sent under any case
+    replaced.add(name.toLowerCase());
+  }
+  if (rule?.bearerFile) replaced.add('authorization');
+  route = {
+    allow: decide(policy, host).allow,
+    rule,
+    headers,
+    replaced,
+    hostHeader: (port) => (port === 443 ? host : `${host}:${port}`),
+  };
+  if (byHost.size >= ROUTES_PER_POLICY) byHost.delete(byHost.keys().next().value as string);
+  byHost.set(host, route);
+  return route;
 }
 
 /** Bearer files read, by path: read again only when the file was replaced (a refresh renames a new one in). */

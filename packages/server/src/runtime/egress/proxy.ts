@@ -104,35 +104,45 @@ export class EgressProxy {
     const target = parseHostPort(req.url ?? '');
     const source = client.remoteAddress ?? '';
     if (!target) return refuse(client, 400, 'bad-connect-target');
-    const upstream = await this.open(source, target.host, target.port, 'connect', client, (status, reason) =>
-      refuse(client, status, reason),
-    );
-    if (!upstream) return;
+    const { host, port } = target;
+    const deny = (status: number, reason: string) => refuse(client, status, reason);
+    const address = await this.vet(source, host, port, 'connect', deny);
+    if (!address) return;
+    // A host the interceptor wants is not dialled before the first bytes: TLS goes to the interceptor's agent for
+    // this sandbox (a kept-alive socket when it has one), and only anything else needs a connection of its own.
+    const intercepting = !!this.interceptor?.wants(source, host);
+    let upstream: Socket | undefined;
+    if (!intercepting) {
+      upstream = await this.dial(source, host, port, 'connect', address, client, deny);
+      if (!upstream) return;
+    }
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     // Whatever the client sends first decides: a TLS hello must name the host it CONNECTed to.
     const first = await firstBytes(client, head, (b) => {
       const r = parseClientHello(b);
       return r.complete ? r : undefined;
     });
-    if (!first) return void upstream.destroy();
+    if (!first) return void upstream?.destroy();
     const { buf, result } = first;
-    if (result.tls && result.sni !== undefined && normalizeHost(result.sni) !== normalizeHost(target.host)) {
+    if (result.tls && result.sni !== undefined && normalizeHost(result.sni) !== normalizeHost(host)) {
       this.audit({
         source,
-        host: target.host,
-        port: target.port,
+        host,
+        port,
         mode: 'connect',
         decision: 'deny',
         rule: `sni-mismatch:${result.sni}`,
       });
       client.destroy();
-      return void upstream.destroy();
+      return void upstream?.destroy();
     }
-    if (result.tls && this.interceptor?.wants(source, target.host)) {
-      const address = upstream.remoteAddress ?? '';
-      upstream.destroy();
-      return this.interceptor.take(client, buf, { source, host: target.host, port: target.port, address });
+    if (result.tls && this.interceptor?.wants(source, host)) {
+      upstream?.destroy();
+      if (!upstream) this.track(source, host, client);
+      return this.interceptor.take(client, buf, { source, host, port, address });
     }
+    upstream ??= await this.dial(source, host, port, 'connect', address, client, () => client.destroy());
+    if (!upstream) return;
     splice(client, upstream, buf);
   }
 
@@ -202,13 +212,17 @@ export class EgressProxy {
         this.audit({ source, host: '', port, mode, decision: 'deny', rule: 'no-server-name' });
         return void client.destroy();
       }
-      const upstream = await this.open(source, host, port, mode, client, () => client.destroy());
-      if (!upstream) return;
+      const deny = () => client.destroy();
+      const address = await this.vet(source, host, port, mode, deny);
+      if (!address) return;
       if (mode === 'transparent-tls' && this.interceptor?.wants(source, host)) {
-        const address = upstream.remoteAddress ?? '';
-        upstream.destroy();
+        // Not dialled here: the interceptor's agent for this sandbox sends the requests, on a socket it keeps
+        // open when it has one (a connection made here only to be closed cost a round trip to the upstream).
+        this.track(source, host, client);
         return this.interceptor.take(client, first.buf, { source, host, port, address });
       }
+      const upstream = await this.dial(source, host, port, mode, address, client, deny);
+      if (!upstream) return;
       splice(client, upstream, first.buf);
     });
   }
@@ -236,7 +250,7 @@ export class EgressProxy {
       line('deny', verdict.reason);
       return void deny(403, 'blocked-by-allowlist');
     }
-    const r = await this.resolver.resolve(normalizeHost(host) ?? host);
+    const r = await this.resolver.resolve(source, normalizeHost(host) ?? host);
     if (!r.addresses.length) {
       const reason = 'reason' in r ? r.reason : 'name-not-resolved';
       line('deny', reason);
@@ -246,17 +260,16 @@ export class EgressProxy {
     return r.addresses[0];
   }
 
-  /** Vets, then connects; the connected upstream socket, tracked against the sandbox's policy. */
-  private async open(
+  /** Connects to a vetted address; the connected upstream socket, tracked against the sandbox's policy. */
+  private async dial(
     source: string,
     host: string,
     port: number,
     mode: Mode,
+    address: string,
     client: Socket,
     deny: (status: number, reason: string) => void,
   ): Promise<Socket | undefined> {
-    const address = await this.vet(source, host, port, mode, deny);
-    if (!address) return undefined;
     const t = this.track(source, host, client);
     const localAddress = this.policyOf(source).egressAddress;
     const upstream = connect({ host: address, port, timeout: CONNECT_TIMEOUT_MS, localAddress });
@@ -338,7 +351,8 @@ function firstBytes<T>(
       resolve(v);
     };
     const onData = (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
+      // A hello or request head nearly always comes whole in one read: kept as it came, not copied.
+      buf = buf.length ? Buffer.concat([buf, d]) : d;
       const r = parse(buf);
       if (r !== undefined) done({ buf, result: r });
       else if (buf.length > MAX_HELLO_BYTES) done(undefined);

@@ -9,10 +9,14 @@ export interface FakeResolver {
   close(): void;
 }
 
-/** `txt`: TXT records by name (a test may change it while the server runs), e.g. a custom domain's challenge. */
+/**
+ * `table`: A records by name and `txt`: TXT records by name (a test may change either while the server runs, e.g. a
+ * custom domain's challenge); `ttl`: the A records' TTL in seconds.
+ */
 export async function startFakeResolver(
   table: Record<string, string>,
   txt: Record<string, string[]> = {},
+  ttl = 5,
 ): Promise<FakeResolver> {
   const udp = createSocket('udp4');
   const queries: string[] = [];
@@ -27,7 +31,7 @@ export async function startFakeResolver(
       question.type === 'TXT'
         ? (records ?? []).map((r) => ({ type: 'TXT', name: question.name, ttl: 0, data: r }))
         : data && question.type === 'A'
-          ? [{ type: 'A', name: question.name, ttl: 5, data }]
+          ? [{ type: 'A', name: question.name, ttl, data }]
           : [];
     udp.send(
       packet.encode({

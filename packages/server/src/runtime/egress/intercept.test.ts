@@ -1,0 +1,198 @@
+// Interception's caches across sandboxes, in process on loopback (two sandboxes are two source addresses): each
+// sandbox's TLS ends with a leaf of its own CA, its requests carry its own secret and travel on upstream sockets
+// no other sandbox's requests use (and no upstream connection is made only to be closed), and a policy change is in force for the next request and the next connection
+// even while the name's resolution is cached.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpsServer, type Server } from 'node:https';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { createSecureContext, connect as tlsConnect, type TLSSocket } from 'node:tls';
+import { AddressPolicy } from '../../outbound/index.js';
+import { type CaMaterial, mintCa } from './ca.js';
+import { Interceptor } from './intercept.js';
+import { DENY_ALL, type EgressPolicy } from './policy.js';
+import { EgressProxy } from './proxy.js';
+import { GuardedResolver } from './resolve.js';
+import { type FakeResolver, startFakeResolver } from './test-support.js';
+
+const OPENED = '127.0.0.2';
+const A = '127.0.0.3';
+const B = '127.0.0.4';
+let dir: string;
+let upstream: Server;
+let upstreamPort: number;
+let resolver: FakeResolver;
+let proxy: EgressProxy;
+let explicit: number;
+/** What the upstream saw: per request, the upstream socket's port and the injected header. */
+const seen: { socket: number; key: string | undefined }[] = [];
+/** TCP connections the upstream accepted. */
+let upstreamConnections = 0;
+const policies = new Map<string, EgressPolicy>();
+const cas = new Map<string, CaMaterial>();
+
+const routed = (secret: string): EgressPolicy => ({
+  allowedDomains: ['ok.test'],
+  forbiddenDomains: [],
+  routing: [{ destinations: ['ok.test'], headers: { 'x-key': '{{SECRET:k}}' }, secrets: { k: secret } }],
+});
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'berth-intercept-test-'));
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-subj',
+      '/CN=ok.test',
+      '-addext',
+      'subjectAltName=DNS:ok.test',
+    ],
+    { stdio: 'ignore' },
+  );
+  const cert = readFileSync(join(dir, 'cert.pem'));
+  upstream = createHttpsServer({ key: readFileSync(join(dir, 'key.pem')), cert }, (q, r) => {
+    seen.push({ socket: q.socket.remotePort ?? 0, key: q.headers['x-key'] as string | undefined });
+    r.end('ok');
+  });
+  upstream.on('connection', () => upstreamConnections++);
+  await new Promise<void>((resolve) => upstream.listen(0, OPENED, () => resolve()));
+  upstreamPort = (upstream.address() as { port: number }).port;
+  resolver = await startFakeResolver({ 'ok.test': OPENED });
+  cas.set(A, await mintCa('a', ['ok.test']));
+  cas.set(B, await mintCa('b', ['ok.test']));
+  const policyOf = (s: string) => policies.get(s) ?? DENY_ALL;
+  const interceptor = new Interceptor(
+    policyOf,
+    (s) => cas.get(s),
+    undefined,
+    createSecureContext({ ca: cert }),
+  );
+  proxy = new EgressProxy(
+    policyOf,
+    new GuardedResolver({
+      servers: [resolver.server],
+      policy: new AddressPolicy({ allowCidrs: [`${OPENED}/32`], loopback: 'when-listed' }),
+    }),
+    undefined,
+    interceptor,
+  );
+  explicit = (await proxy.listen({ explicit: 0, tls: 0, http: 0 }, '127.0.0.1')).explicit;
+});
+
+after(() => {
+  proxy.close();
+  resolver.close();
+  upstream.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** CONNECT from `source` through the explicit proxy: the status line, and the socket when it was 200. */
+function connectFrom(source: string): Promise<{ status: string; sock: Socket }> {
+  return new Promise((resolve, reject) => {
+    const sock = connect({ port: explicit, host: '127.0.0.1', localAddress: source });
+    let buf = '';
+    sock.on('error', reject);
+    sock.on('data', function onData(d) {
+      buf += d;
+      if (!buf.includes('\r\n\r\n')) return;
+      sock.off('data', onData);
+      resolve({ status: buf.split('\r\n')[0], sock });
+    });
+    sock.write(`CONNECT ok.test:${upstreamPort} HTTP/1.1\r\nHost: ok.test\r\n\r\n`);
+  });
+}
+
+/** TLS over a CONNECTed socket, trusting only `ca`. */
+function tlsOver(sock: Socket, ca: CaMaterial): Promise<TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const t = tlsConnect({ socket: sock, servername: 'ok.test', ca: ca.certPem }, () => resolve(t));
+    t.on('error', reject);
+  });
+}
+
+/** One keep-alive GET on an open TLS connection; the response status line. */
+function get(t: TLSSocket): Promise<string> {
+  return new Promise((resolve) => {
+    let buf = '';
+    const onData = (d: Buffer) => {
+      buf += d;
+      const end = buf.indexOf('\r\n\r\n');
+      const len = Number(/content-length: (\d+)/i.exec(buf)?.[1] ?? 0);
+      if (end >= 0 && buf.length >= end + 4 + len) {
+        t.off('data', onData);
+        resolve(buf.split('\r\n')[0]);
+      }
+    };
+    t.on('data', onData);
+    t.write('GET / HTTP/1.1\r\nHost: ok.test\r\nX-Key: from-the-client\r\n\r\n');
+  });
+}
+
+test("two sandboxes on one routed host: each its own CA's leaf, its own secret, never the other's upstream socket", async () => {
+  policies.set(A, routed('secret-a'));
+  policies.set(B, routed('secret-b'));
+  seen.length = 0;
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  const b = await tlsOver((await connectFrom(B)).sock, cas.get(B) as CaMaterial);
+  for (let i = 0; i < 3; i++) {
+    assert.match(await get(a), / 200 /);
+    assert.match(await get(b), / 200 /);
+  }
+  a.destroy();
+  b.destroy();
+  assert.deepEqual(
+    seen.map((s) => s.key),
+    ['secret-a', 'secret-b', 'secret-a', 'secret-b', 'secret-a', 'secret-b'],
+    "each request carries its sandbox's secret, never the client's own header",
+  );
+  const keysBySocket = new Map<number, Set<string | undefined>>();
+  for (const s of seen) keysBySocket.set(s.socket, (keysBySocket.get(s.socket) ?? new Set()).add(s.key));
+  for (const keys of keysBySocket.values())
+    assert.equal(keys.size, 1, 'no upstream socket served both sandboxes');
+  assert.equal(keysBySocket.size, 2, "each sandbox's requests reused its own kept-alive upstream socket");
+  assert.equal(upstreamConnections, 2, 'no connection dialled only to be closed: one per sandbox, its agent');
+  // B's connection to the host A has a leaf for: presented with B's CA's leaf, which A's trust refuses.
+  const { sock } = await connectFrom(B);
+  await assert.rejects(
+    tlsOver(sock, cas.get(A) as CaMaterial),
+    /self[- ]signed|unable to verify|certificate/i,
+  );
+  sock.destroy();
+});
+
+test('a policy change is in force on the next request and the next connection, the resolution cached or not', async () => {
+  policies.set(A, routed('before'));
+  seen.length = 0;
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  assert.match(await get(a), / 200 /);
+  policies.set(A, routed('rotated'));
+  assert.match(await get(a), / 200 /);
+  assert.deepEqual(
+    seen.map((s) => s.key),
+    ['before', 'rotated'],
+    'the rotated secret is used from the next request',
+  );
+  policies.set(A, { ...routed('rotated'), allowedDomains: ['other.test'] });
+  assert.match(await get(a), / 403 /, 'a request on an open connection to a host no longer allowed');
+  a.destroy();
+  const again = await connectFrom(A);
+  again.sock.destroy();
+  assert.match(again.status, / 403 /, 'a new connection to it (its address still cached) is refused');
+});
