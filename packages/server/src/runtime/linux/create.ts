@@ -25,7 +25,7 @@ import { imageUser } from '../images/image-user.js';
 import { hostUserland, rootfsPlan } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
 import { mountRoot, mountViews, unmountViews, viewsDir } from './views.js';
-import { claimSlot, releaseSlot, slotOwner } from './slots.js';
+import { claimFreeSlot, claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
 /** Inside the sandbox: the spec's envs as JSON, which the daemon merges into every process it starts. */
@@ -248,8 +248,10 @@ async function teardownOnce(ctx: HostContext, dir: string, paths: SandboxPaths):
   const rec = readRecord(dir);
   // After a reboot /run is empty and the record's slot may belong to a newer sandbox by now: its
   // kernel objects are only ours while the slot still points at us (or at no one).
+  // A claim gone (a reboot, or the host sweep removed a dead sandbox's: host-sweep.ts) is taken again first, so
+  // that nobody claims the slot and makes its names while they are deleted here.
   const owner = rec ? slotOwner(rec.slot) : undefined;
-  if (rec && (owner === dir || owner === undefined)) {
+  if (rec && (owner === dir || (owner === undefined && claimFreeSlot(rec.slot, dir)))) {
     const cg = new SandboxCgroup(ctx.cgroupHost, rec.name);
     await cg.kill();
     if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL'); // died before joining

@@ -66,6 +66,8 @@ import { copyChanges } from './changes.js';
 import { captureLayer } from './snapshot.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { transferSlot } from './slots.js';
+import { registerServer, unregisterServer } from './servers.js';
+import { type SweepReport, sweepHost } from './host-sweep.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
 import {
@@ -180,7 +182,15 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   ensureRunDirs();
   mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
   const egressPorts = await egressPortsFor(opts.dataDir);
+  // Before anything else of this data dir is touched: a sweep running from here on keeps its slots (host-sweep.ts).
+  const registration = registerServer(opts.dataDir, egressPorts);
   await setupHostNetwork({ dnsServers: sandboxResolvers(), egressPorts });
+  // What servers killed before left on the host (their data dirs deleted, or their sandboxes dead); a failure only
+  // leaves it for the next start or `berth host sweep`.
+  const swept = await sweepHost(cgroupHost).then(
+    (report) => ({ report }),
+    (error: Error) => ({ error }),
+  );
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();
   let seccompFile: string | undefined;
@@ -209,7 +219,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   };
   const allowCidrs = opts.allowCidrs ?? [];
   const netPool = new NetPool(opts.dataDir, opts.netPoolSize ?? DEFAULT_NET_POOL, allowCidrs);
-  await netPool.sweep();
+  netPool.sweep();
   const ctx: HostContext = {
     dataDir: opts.dataDir,
     cgroupHost,
@@ -244,7 +254,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
   const demand = new PoolDemand(opts.warmPoolSize ?? 0, opts.warmPoolMax ?? opts.warmPoolSize ?? 0);
-  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, {
+  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, registration, swept, {
     afterMs: swapState.available ? deepAfterS * 1000 : 0,
     onDeep: opts.onDeepStandby,
     keepDaemon: opts.deepStandbyKeepDaemon,
@@ -284,6 +294,10 @@ export class LinuxDriver implements RuntimeDriver {
     readonly warmPool: WarmPool,
     readonly images: ImageRoots,
     private readonly demand: PoolDemand = new PoolDemand(warmPool.size, warmPool.size),
+    /** This driver's entry in /run/berth/servers (servers.ts). */
+    private readonly registration?: string,
+    /** What the host sweep at this driver's start removed, or why it failed. */
+    readonly swept?: { report?: SweepReport; error?: Error },
     deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void; keepDaemon?: boolean } = { afterMs: 0 },
   ) {
     this.cgroupHost = ctx.cgroupHost;
@@ -845,6 +859,7 @@ export class LinuxDriver implements RuntimeDriver {
     await this.ctx.egress.close();
     this.deepStandby.close();
     await unexposeUnder(this.ctx.dataDir);
+    if (this.registration) unregisterServer(this.registration);
   }
 }
 

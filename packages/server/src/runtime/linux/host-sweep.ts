@@ -1,0 +1,510 @@
+// The host-wide collector of what dead servers left (decision 062). Kernel names, addresses and uids are the
+// machine's, not a data dir's (slots.ts): a server killed with SIGKILL whose data dir is then deleted leaves its
+// sandboxes' namespaces, veths, cgroups, mounts, nftables elements and processes to nobody. Each server start runs
+// this (linux-driver.ts), operators run it as `berth host sweep`. It removes only what provably belongs to no live
+// server, from facts (a process named by pid and start time, a directory that exists, a cgroup that is empty),
+// never from age; and a slot's objects only while it holds the slot's claim itself, so no server can be creating or
+// tearing down the same names meanwhile.
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { type CgroupHost, SandboxCgroup } from './cgroup.js';
+import { mountsUnder, unmountLayer } from './disk.js';
+import { run } from './exec.js';
+import { LAYERS_DIR, RUN_DIR, SOCKETS_DIR, sandboxPaths, VIEWS_DIR } from './host.js';
+import { readMountInfo } from './mountinfo.js';
+import { slotName } from './net-pool.js';
+import {
+  boundPorts,
+  deleteSlotNetwork,
+  egressTableText,
+  setEgressControl,
+  setRawEgress,
+  slotNet,
+} from './network.js';
+import { entryAlive, type ServerEntry, serverEntries } from './servers.js';
+import { claimedSlots, claimFreeSlot, MAX_SLOTS, releaseSlot, transferSlot } from './slots.js';
+import { isProcessAlive, processStartTime, readRecord } from './state.js';
+import { unmountViews } from './views.js';
+
+/** Where a sweep names itself while it holds slots: `<pid>.<start>`, stale once that process is dead. */
+const SWEEP_DIR = `${RUN_DIR}/sweep`;
+
+export interface SweepReport {
+  /** Slot claims removed, and kept (a live server's or a sandbox waiting for its restarted server). */
+  claims: number;
+  kept: number;
+  /** Network namespaces and host veth ends deleted. */
+  networks: number;
+  cgroups: number;
+  processes: number;
+  /** Elements of `inet berth_egress` (policed, owners, raw_allowed, snat_to) and `inet berth_private` allowed. */
+  nftElements: number;
+  /** Per-server chains `server_<port>` of `inet berth_egress`. */
+  chains: number;
+  /** Layers, views, volume mounts and exposures unmounted. */
+  mounts: number;
+  loopDevices: number;
+  sockets: number;
+  /** Entries of /run/berth/servers of dead drivers. */
+  servers: number;
+}
+
+/** What a claim's owner path says: the data dir it belongs to, and the process it names (pools and sweeps). */
+interface Owner {
+  kind: 'sandbox' | 'pool' | 'warm' | 'sweep';
+  dataDir?: string;
+  id?: string;
+  tag?: { pid: number; start: number };
+}
+
+export function parseOwner(path: string): Owner | undefined {
+  let m = /^(\/.*)\/sandboxes\/([^/]+)$/.exec(path);
+  if (m) return { kind: 'sandbox', dataDir: m[1], id: m[2] };
+  m = /^(\/.*)\/(pool|warm|warm-img\/[^/]+)\/((\d+)\.(\d+)\.\d+)$/.exec(path);
+  if (m)
+    return {
+      kind: m[2] === 'pool' ? 'pool' : 'warm',
+      dataDir: m[1],
+      id: m[2] === 'pool' ? undefined : `${m[2]}/${m[3]}`,
+      tag: { pid: Number(m[4]), start: Number(m[5]) },
+    };
+  m = /^\/run\/berth\/sweep\/(\d+)\.(\d+)$/.exec(path);
+  if (m) return { kind: 'sweep', tag: { pid: Number(m[1]), start: Number(m[2]) } };
+  return undefined;
+}
+
+/**
+ * A data dir is gone when its `sandboxes` directory is (every driver makes it at start): deleted, or its deletion
+ * stopped at a mount point still held (a volume's), which leaves the directories above it.
+ */
+const dataDirGone = (dir: string) => !existsSync(join(dir, 'sandboxes'));
+
+export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
+  const report: SweepReport = {
+    claims: 0,
+    kept: 0,
+    networks: 0,
+    cgroups: 0,
+    processes: 0,
+    nftElements: 0,
+    chains: 0,
+    mounts: 0,
+    loopDevices: 0,
+    sockets: 0,
+    servers: 0,
+  };
+  const me = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
+  const sweeper = join(SWEEP_DIR, me);
+  mkdirSync(sweeper, { recursive: true, mode: 0o700 });
+  const facts = new HostFacts();
+  try {
+    const claimed = new Set<number>();
+    for (const { slot, owner } of claimedSlots()) {
+      claimed.add(slot);
+      if (owner === sweeper) continue;
+      const verdict = judge(owner, slot, cgroupHost, facts);
+      if (verdict === 'keep') {
+        report.kept++;
+        continue;
+      }
+      // Compared and replaced under the slots' lock: the claim is ours only if it still names that owner.
+      if (!transferSlot(slot, owner, sweeper)) continue;
+      const o = parseOwner(owner);
+      // Judged again now that nobody can start or tear down anything under this slot: a server of that data dir
+      // may have started in between (a restart adopting its sandboxes): then the claim goes back to its owner.
+      if (verdict === 'if-still-dead' && judge(owner, slot, cgroupHost, new HostFacts()) === 'keep') {
+        if (existsSync(owner)) {
+          transferSlot(slot, sweeper, owner);
+          report.kept++;
+          continue;
+        }
+      }
+      await cleanSlot(slot, cgroupHost, report);
+      if (o?.dataDir && o.id && dataDirGone(o.dataDir))
+        rmSync(sandboxPaths(o.dataDir, o.id).socketPath, { force: true });
+      // A pool's or warm pool's directory of a dead driver holds nothing a restart adopts once its slot is gone;
+      // a sandbox's record stays for its restarted server, which reports the sandbox dead and replaces it.
+      if (o?.kind === 'pool' || o?.kind === 'warm') rmSync(owner, { recursive: true, force: true });
+      releaseSlot(slot, sweeper);
+      report.claims++;
+    }
+    // Objects named after a slot nobody holds: left by a teardown cut short, or by a claim removed by hand.
+    for (const slot of await slotsWithObjects(cgroupHost)) {
+      if (claimed.has(slot) || !claimFreeSlot(slot, sweeper)) continue;
+      await cleanSlot(slot, cgroupHost, report);
+      releaseSlot(slot, sweeper);
+    }
+    await sweepChains(facts, report);
+    await sweepDataDirMounts(report);
+    await sweepSockets(report);
+    for (const e of facts.entries) {
+      if (entryAlive(e)) continue;
+      rmSync(e.file, { force: true });
+      report.servers++;
+    }
+    for (const n of existsSync(SWEEP_DIR) ? readdirSync(SWEEP_DIR) : []) {
+      const [pid, start] = n.split('.').map(Number);
+      if (n !== me && !isProcessAlive(pid, start))
+        rmSync(join(SWEEP_DIR, n), { recursive: true, force: true });
+    }
+  } finally {
+    rmSync(sweeper, { recursive: true, force: true });
+  }
+  return report;
+}
+
+/**
+ * Whether a claim may go: 'keep'; 'gone' (its data dir or its process is gone: nothing can adopt it); or
+ * 'if-still-dead' (its data dir exists but no driver serves it, and its sandbox is dead: a restarted server would
+ * only replace it).
+ */
+function judge(
+  owner: string,
+  slot: number,
+  cgroupHost: CgroupHost,
+  facts: HostFacts,
+): 'keep' | 'gone' | 'if-still-dead' {
+  const o = parseOwner(owner);
+  if (!o) return 'keep'; // not a name Berth writes: not ours to judge
+  if (o.kind === 'sweep') return isProcessAlive(o.tag!.pid, o.tag!.start) ? 'keep' : 'gone';
+  const dir = o.dataDir!;
+  if (dataDirGone(dir)) return 'gone';
+  // A pooled network is its driver's alone (net-pool.ts): with that process gone, nothing adopts it.
+  if (o.kind === 'pool') return isProcessAlive(o.tag!.pid, o.tag!.start) ? 'keep' : 'gone';
+  if (facts.served(dir)) return 'keep';
+  if (sandboxAlive(slot, owner, cgroupHost)) return 'keep'; // its server's restart adopts it
+  return 'if-still-dead';
+}
+
+function sandboxAlive(slot: number, owner: string, cgroupHost: CgroupHost): boolean {
+  const cg = new SandboxCgroup(cgroupHost, slotName(slot));
+  if (cg.dirs().some((d) => procsOf(d).length > 0)) return true;
+  const rec = readRecord(owner);
+  return !!rec && rec.slot === slot && rec.pid > 0 && isProcessAlive(rec.pid, rec.pidStart);
+}
+
+function procsOf(cgroupDir: string): number[] {
+  try {
+    return readFileSync(join(cgroupDir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** Facts about the host's live drivers, read once per pass. */
+class HostFacts {
+  readonly entries: ServerEntry[] = serverEntries();
+  private procRefs?: string[][];
+
+  /**
+   * Some live driver serves `dir`: a registered one (servers.ts); or, for a server that predates registration, a
+   * live driver's pool named by its process, or a process that is not a sandbox's with `dir` in its command line,
+   * as its working directory or among its open files.
+   */
+  served(dir: string): boolean {
+    if (this.entries.some((e) => e.dataDir === dir && entryAlive(e))) return true;
+    for (const sub of ['pool', 'warm'])
+      for (const n of existsSync(join(dir, sub)) ? readdirSync(join(dir, sub)) : []) {
+        const [pid, start] = n.split('.').map(Number);
+        if (isProcessAlive(pid, start)) return true;
+      }
+    this.procRefs ??= processReferences();
+    const under = (p: string) => p === dir || p.startsWith(`${dir}/`) || p === `--data-dir=${dir}`;
+    return this.procRefs.some((refs) => refs.some(under));
+  }
+
+  /** The data dirs live processes were started with (`--data-dir`), for servers that predate registration. */
+  dataDirArgs(): string[] {
+    this.procRefs ??= processReferences();
+    const out: string[] = [];
+    for (const refs of this.procRefs)
+      for (let i = 0; i < refs.length; i++) {
+        if (refs[i] === '--data-dir' && refs[i + 1]) out.push(refs[i + 1]);
+        else if (refs[i].startsWith('--data-dir=')) out.push(refs[i].slice('--data-dir='.length));
+      }
+    return out;
+  }
+}
+
+/** For each live process outside Berth's sandbox cgroups: its command line, working directory and open files. */
+function processReferences(): string[][] {
+  const out: string[][] = [];
+  for (const p of readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      if (/:\/berth\/sb\d+$/m.test(readFileSync(`/proc/${p}/cgroup`, 'utf8'))) continue;
+      const refs = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      try {
+        refs.push(readlinkSync(`/proc/${p}/cwd`));
+      } catch {}
+      try {
+        for (const fd of readdirSync(`/proc/${p}/fd`))
+          try {
+            refs.push(readlinkSync(`/proc/${p}/fd/${fd}`));
+          } catch {}
+      } catch {}
+      out.push(refs);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+/** Kills and deletes everything named after `slot`; the caller holds its claim. Idempotent. */
+async function cleanSlot(slot: number, cgroupHost: CgroupHost, report: SweepReport): Promise<void> {
+  const name = slotName(slot);
+  const net = slotNet(slot, name);
+  const cg = new SandboxCgroup(cgroupHost, name);
+  // Every process of the sandbox: its cgroups', and any in its network namespace outside them.
+  const pids = new Set(cg.dirs().flatMap(procsOf));
+  for (const pid of processesInNetns(net.netnsPath)) pids.add(pid);
+  for (const pid of pids)
+    try {
+      process.kill(pid, 'SIGKILL');
+      report.processes++;
+    } catch {}
+  const dirs = cg.dirs().filter((d) => existsSync(d));
+  if (dirs.length) {
+    await cg.kill();
+    for (const d of dirs)
+      for (let i = 0; procsOf(d).length && i < 1000; i++) await new Promise((r) => setTimeout(r, 5));
+    await cg.remove();
+    report.cgroups++;
+  }
+  if (existsSync(net.netnsPath) || existsSync(`/sys/class/net/${net.hostIf}`)) report.networks++;
+  report.nftElements += await countElements(net.address);
+  await deleteSlotNetwork(net);
+  await setEgressControl(net.address, undefined);
+  await setRawEgress(net.address, undefined);
+  const layer = join(LAYERS_DIR, name);
+  report.mounts += mountsUnder(join(VIEWS_DIR, name)).length + mountsUnder(layer).length;
+  await unmountViews(name);
+  await unmountLayer(layer);
+}
+
+function processesInNetns(netnsPath: string): number[] {
+  let ino: number;
+  try {
+    ino = statSync(netnsPath).ino;
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const p of readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      if (statSync(`/proc/${p}/ns/net`).ino === ino) out.push(Number(p));
+    } catch {}
+  }
+  return out;
+}
+
+/** The elements keyed by `address` in the sets and maps a sandbox's teardown empties. */
+async function countElements(address: string): Promise<number> {
+  const sets: Array<[string, string]> = [
+    ['berth_egress', 'policed'],
+    ['berth_egress', 'owners'],
+    ['berth_egress', 'raw_allowed'],
+    ['berth_egress', 'snat_to'],
+    ['berth_private', 'allowed'],
+  ];
+  let n = 0;
+  for (const [table, set] of sets) n += (await setKeys(table, set)).filter((k) => k === address).length;
+  return n;
+}
+
+/** The first address of each element of a set or map (the whole key of a plain one). */
+async function setKeys(table: string, set: string): Promise<string[]> {
+  let listed: any;
+  try {
+    listed = JSON.parse(await run('nft', ['-j', 'list', 'set', 'inet', table, set]));
+  } catch {
+    try {
+      listed = JSON.parse(await run('nft', ['-j', 'list', 'map', 'inet', table, set]));
+    } catch {
+      return [];
+    }
+  }
+  const item = listed.nftables?.find((x: any) => x.set || x.map);
+  const elems: any[] = (item?.set ?? item?.map)?.elem ?? [];
+  return elems.map((e) => {
+    const key = Array.isArray(e) ? e[0] : (e?.elem?.val ?? e);
+    return Array.isArray(key?.concat) ? key.concat[0] : key;
+  });
+}
+
+const NET_BASE = (10 << 24) | (200 << 16);
+const slotOfAddress = (a: unknown): number | undefined => {
+  if (typeof a !== 'string' || !/^10\.200\.\d+\.\d+$/.test(a)) return undefined;
+  const n = a.split('.').reduce((x, o) => x * 256 + Number(o), 0);
+  const slot = Math.floor((n - NET_BASE) / 4);
+  return slot < MAX_SLOTS ? slot : undefined;
+};
+
+/** Slots that have a cgroup, a namespace, a veth, a layer, views or nftables elements on this host. */
+async function slotsWithObjects(cgroupHost: CgroupHost): Promise<Set<number>> {
+  const out = await slotsWithElements();
+  const add = (dir: string, re: RegExp) => {
+    for (const n of existsSync(dir) ? readdirSync(dir) : []) {
+      const m = re.exec(n);
+      if (m) out.add(Number(m[1]));
+    }
+  };
+  for (const d of new SandboxCgroup(cgroupHost, 'x').dirs()) add(join(d, '..'), /^sb(\d+)$/);
+  add('/run/netns', /^berth-sb(\d+)$/);
+  add('/sys/class/net', /^bh(\d+)$/);
+  add(LAYERS_DIR, /^sb(\d+)$/);
+  add(VIEWS_DIR, /^sb(\d+)$/);
+  return out;
+}
+
+/** Slots with nftables elements keyed by their address (a sandbox address of SANDBOX_NET). */
+async function slotsWithElements(): Promise<Set<number>> {
+  const out = new Set<number>();
+  for (const [t, s] of [
+    ['berth_egress', 'policed'],
+    ['berth_egress', 'owners'],
+    ['berth_egress', 'raw_allowed'],
+    ['berth_egress', 'snat_to'],
+    ['berth_private', 'allowed'],
+  ])
+    for (const k of await setKeys(t, s)) {
+      const slot = slotOfAddress(k);
+      if (slot !== undefined) out.add(slot);
+    }
+  return out;
+}
+
+/**
+ * Per-server chains of `inet berth_egress` no live server uses: no `owners` element jumps to it, no socket of the
+ * host listens on its port, no live registered driver has it, and no live server started with `--data-dir` records
+ * it. A server starting meanwhile (registered after the list was read) gets its chain back at once.
+ */
+async function sweepChains(facts: HostFacts, report: SweepReport): Promise<void> {
+  let ruleset: any;
+  try {
+    ruleset = JSON.parse(await run('nft', ['-j', 'list', 'table', 'inet', 'berth_egress']));
+  } catch {
+    return;
+  }
+  const items: any[] = ruleset.nftables ?? [];
+  const chains = items
+    .map((x) => x.chain?.name as string | undefined)
+    .filter((n): n is string => !!n && /^server_\d+$/.test(n));
+  const owners = items.find((x) => x.map?.name === 'owners')?.map?.elem ?? [];
+  const jumped = new Set<string>(
+    owners.map((e: any) => (Array.isArray(e) ? e[1]?.jump?.target : undefined)).filter(Boolean),
+  );
+  const used = new Set<number>(facts.entries.filter(entryAlive).map((e) => e.egressPort));
+  for (const dir of facts.dataDirArgs()) {
+    try {
+      used.add(JSON.parse(readFileSync(join(dir, 'egress-ports.json'), 'utf8')).explicit);
+    } catch {}
+  }
+  const bound = boundPorts();
+  for (const chain of chains) {
+    const port = Number(chain.slice('server_'.length));
+    if (jumped.has(chain) || used.has(port) || bound.has(port)) continue;
+    try {
+      await run('nft', ['delete', 'chain', 'inet', 'berth_egress', chain]);
+      report.chains++;
+    } catch {
+      continue; // an owner jumped to it meanwhile: in use
+    }
+    const started = serverEntries().find((e) => entryAlive(e) && e.egressPort === port);
+    if (started?.egressPorts) {
+      await run('nft', ['-f', '-'], egressTableText(started.egressPorts));
+      report.chains--;
+    }
+  }
+}
+
+/**
+ * Volume and drive mounts (`<data dir>/volumes|drives/<ws>/<name>/mnt`) of gone data dirs, the loop devices behind
+ * them, and exposures (host.ts exposeDir) whose source directory no longer exists.
+ */
+async function sweepDataDirMounts(report: SweepReport): Promise<void> {
+  for (const m of readMountInfo()) {
+    const v = /^(\/.*)\/(volumes|drives)\/[^/]+\/[^/]+\/mnt$/.exec(m.mountPoint);
+    if (!v || !dataDirGone(v[1])) continue;
+    await run('umount', ['-l', m.mountPoint]).then(
+      () => report.mounts++,
+      () => undefined,
+    );
+  }
+  for (const dev of existsSync('/sys/block') ? readdirSync('/sys/block') : []) {
+    if (!dev.startsWith('loop')) continue;
+    let backing: string;
+    try {
+      backing = readFileSync(`/sys/block/${dev}/loop/backing_file`, 'utf8')
+        .trim()
+        .replace(/ \(deleted\)$/, '');
+    } catch {
+      continue; // not attached
+    }
+    const v = /^(\/.*)\/(volumes|drives)\/[^/]+\/[^/]+\/disk\.img$/.exec(backing);
+    if (!v || !dataDirGone(v[1])) continue;
+    if (readdirSync(`/sys/block/${dev}/holders`).length) continue;
+    if (readMountInfo().some((m) => m.mountPoint.startsWith(`${v[1]}/`))) continue;
+    await run('losetup', ['-d', `/dev/${dev}`]).then(
+      () => report.loopDevices++,
+      () => undefined,
+    );
+  }
+  // Per data dir (`expose/<key>/<hash>`), and flat (`expose/<hash>`) as servers made them before.
+  const expose = join(RUN_DIR, 'expose');
+  const parents = [expose];
+  for (const n of existsSync(expose) ? readdirSync(expose) : [])
+    if (!n.endsWith('.src') && existsSync(join(expose, `${n}.src`)) === false) parents.push(join(expose, n));
+  for (const own of parents) {
+    let names: string[];
+    try {
+      names = readdirSync(own);
+    } catch {
+      continue;
+    }
+    for (const f of names.filter((n) => n.endsWith('.src'))) {
+      let src: string;
+      try {
+        src = readFileSync(join(own, f), 'utf8');
+      } catch {
+        continue;
+      }
+      if (existsSync(src)) continue;
+      const target = join(own, f.slice(0, -'.src'.length));
+      for (const mp of mountsUnder(target))
+        await run('umount', ['-l', mp]).then(
+          () => report.mounts++,
+          () => undefined,
+        );
+      rmSync(target, { recursive: true, force: true });
+      rmSync(join(own, f), { force: true });
+    }
+  }
+}
+
+/**
+ * API sockets (`/run/berth/sock`) nothing listens on: a connection refused is the kernel's word that the daemon
+ * behind it is gone (a frozen one's socket still accepts). A live server re-creates none of them: a sandbox's
+ * socket is linked once, at its start.
+ */
+async function sweepSockets(report: SweepReport): Promise<void> {
+  for (const n of existsSync(SOCKETS_DIR) ? readdirSync(SOCKETS_DIR) : []) {
+    if (!n.endsWith('.sock')) continue;
+    const path = join(SOCKETS_DIR, n);
+    const refused = await new Promise<boolean>((resolve) => {
+      const s = connect(path);
+      s.once('connect', () => {
+        s.destroy();
+        resolve(false);
+      });
+      s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED'));
+    });
+    if (refused) {
+      rmSync(path, { force: true });
+      report.sockets++;
+    }
+  }
+}
