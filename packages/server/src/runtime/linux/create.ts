@@ -1,9 +1,9 @@
 // Creating and tearing down one sandbox's host resources, in the order that keeps a crash at any
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
-import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, rmSync, statfsSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
-import { MIN_PIDS, type SandboxSpec } from '../driver.js';
+import { MIN_PIDS, type SandboxEnd, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
 import { mountWritableLayer, unmountLayer } from './disk.js';
 import {
@@ -264,4 +264,21 @@ async function teardownOnce(ctx: HostContext, dir: string, paths: SandboxPaths):
   rmSync(paths.socketPath, { force: true });
   rmSync(dir, { recursive: true, force: true });
   if (rec) releaseSlot(rec.slot, dir);
+}
+
+/** What a dead sandbox's cgroup and layer still say about its end; undefined once they are removed. */
+export function sandboxEnd(cgroupHost: CgroupHost, name: string): SandboxEnd | undefined {
+  const cg = new SandboxCgroup(cgroupHost, name);
+  if (!cg.exists()) return undefined;
+  try {
+    const s = cg.stats();
+    const fs = statfsSync(join(LAYERS_DIR, name));
+    return {
+      oomKills: s.oomKills,
+      memoryLimitBytes: s.memoryLimitBytes,
+      diskUsedBytes: (fs.blocks - fs.bfree) * fs.bsize,
+    };
+  } catch {
+    return undefined; // torn down meanwhile
+  }
 }

@@ -24,7 +24,8 @@ import {
 } from './network.js';
 import { entryAlive, type ServerEntry, serverEntries } from './servers.js';
 import { claimedSlots, claimFreeSlot, MAX_SLOTS, releaseSlot, transferSlot } from './slots.js';
-import { isProcessAlive, processStartTime, readRecord } from './state.js';
+import { isProcessAlive, processStartTime, readRecord, writeRecord } from './state.js';
+import { sandboxEnd } from './create.js';
 import { unmountViews } from './views.js';
 
 /** Where a sweep names itself while it holds slots: `<pid>.<start>`, stale once that process is dead. */
@@ -48,6 +49,10 @@ export interface SweepReport {
   sockets: number;
   /** Entries of /run/berth/servers of dead drivers. */
   servers: number;
+  /** Slots with objects but no claim (a teardown cut short), cleaned. */
+  orphans: number;
+  /** What could not be removed, and why (left for the next sweep). */
+  failures: string[];
 }
 
 /** What a claim's owner path says: the data dir it belongs to, and the process it names (pools and sweeps). */
@@ -93,6 +98,8 @@ export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
     loopDevices: 0,
     sockets: 0,
     servers: 0,
+    orphans: 0,
+    failures: [],
   };
   const me = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
   const sweeper = join(SWEEP_DIR, me);
@@ -120,7 +127,12 @@ export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
           continue;
         }
       }
-      await cleanSlot(slot, cgroupHost, report);
+      // Its restarted server reports how it ended (out of memory: FAILED, not started again) from its record.
+      if (verdict === 'if-still-dead' && o?.kind === 'sandbox') recordEnd(owner, slot, cgroupHost);
+      if (!(await cleanSlot(slot, cgroupHost, report))) {
+        releaseSlot(slot, sweeper);
+        continue;
+      }
       if (o?.dataDir && o.id && dataDirGone(o.dataDir))
         rmSync(sandboxPaths(o.dataDir, o.id).socketPath, { force: true });
       // A pool's or warm pool's directory of a dead driver holds nothing a restart adopts once its slot is gone;
@@ -132,12 +144,14 @@ export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
     // Objects named after a slot nobody holds: left by a teardown cut short, or by a claim removed by hand.
     for (const slot of await slotsWithObjects(cgroupHost)) {
       if (claimed.has(slot) || !claimFreeSlot(slot, sweeper)) continue;
-      await cleanSlot(slot, cgroupHost, report);
+      if (await cleanSlot(slot, cgroupHost, report)) report.orphans++;
       releaseSlot(slot, sweeper);
     }
-    await sweepChains(facts, report);
-    await sweepDataDirMounts(report);
-    await sweepSockets(report);
+    const step = (what: string, fn: () => Promise<void>) =>
+      fn().catch((e: Error) => void report.failures.push(`${what}: ${e.message}`));
+    await step('egress chains', () => sweepChains(facts, report));
+    await step('mounts', () => sweepDataDirMounts(report));
+    await step('sockets', () => sweepSockets(report));
     for (const e of facts.entries) {
       if (entryAlive(e)) continue;
       rmSync(e.file, { force: true });
@@ -167,7 +181,9 @@ function judge(
 ): 'keep' | 'gone' | 'if-still-dead' {
   const o = parseOwner(owner);
   if (!o) return 'keep'; // not a name Berth writes: not ours to judge
-  if (o.kind === 'sweep') return isProcessAlive(o.tag!.pid, o.tag!.start) ? 'keep' : 'gone';
+  // Another sweep at work (its directory exists while it runs).
+  if (o.kind === 'sweep')
+    return isProcessAlive(o.tag!.pid, o.tag!.start) && existsSync(owner) ? 'keep' : 'gone';
   const dir = o.dataDir!;
   if (dataDirGone(dir)) return 'gone';
   // A pooled network is its driver's alone (net-pool.ts): with that process gone, nothing adopts it.
@@ -175,6 +191,17 @@ function judge(
   if (facts.served(dir)) return 'keep';
   if (sandboxAlive(slot, owner, cgroupHost)) return 'keep'; // its server's restart adopts it
   return 'if-still-dead';
+}
+
+function recordEnd(owner: string, slot: number, cgroupHost: CgroupHost): void {
+  const rec = readRecord(owner);
+  const ended = sandboxEnd(cgroupHost, slotName(slot));
+  if (!rec || rec.slot !== slot || !ended) return;
+  try {
+    writeRecord(owner, { ...rec, ended });
+  } catch {
+    // Torn down meanwhile by its restarted server.
+  }
 }
 
 function sandboxAlive(slot: number, owner: string, cgroupHost: CgroupHost): boolean {
@@ -252,8 +279,22 @@ function processReferences(): string[][] {
   return out;
 }
 
-/** Kills and deletes everything named after `slot`; the caller holds its claim. Idempotent. */
-async function cleanSlot(slot: number, cgroupHost: CgroupHost, report: SweepReport): Promise<void> {
+/**
+ * Kills and deletes everything named after `slot`; the caller holds its claim. Idempotent. A failure is reported
+ * and the claim released all the same: whoever claims the slot next deletes what is left under its names first
+ * (create.ts, network.ts createSlotNetwork).
+ */
+async function cleanSlot(slot: number, cgroupHost: CgroupHost, report: SweepReport): Promise<boolean> {
+  try {
+    await cleanSlotObjects(slot, cgroupHost, report);
+    return true;
+  } catch (e) {
+    report.failures.push(`slot ${slot}: ${(e as Error).message}`);
+    return false;
+  }
+}
+
+async function cleanSlotObjects(slot: number, cgroupHost: CgroupHost, report: SweepReport): Promise<void> {
   const name = slotName(slot);
   const net = slotNet(slot, name);
   const cg = new SandboxCgroup(cgroupHost, name);

@@ -35,6 +35,7 @@ import { type CgroupHost, detectCgroups, SandboxCgroup } from './cgroup.js';
 import {
   DAEMON_LOG,
   type HostContext,
+  sandboxEnd,
   sandboxEnv,
   startSandbox,
   teardownSandbox,
@@ -65,7 +66,7 @@ import { ensureBaseEtc, ensureInitLayer, sandboxResolvers } from './rootfs.js';
 import { copyChanges } from './changes.js';
 import { captureLayer } from './snapshot.js';
 import { seccompFilterForHost } from './seccomp.js';
-import { transferSlot } from './slots.js';
+import { slotOwner, transferSlot } from './slots.js';
 import { registerServer, unregisterServer } from './servers.js';
 import { type SweepReport, sweepHost } from './host-sweep.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
@@ -368,21 +369,13 @@ export class LinuxDriver implements RuntimeDriver {
     };
   }
 
-  /** What a dead sandbox leaves to read until its teardown: its cgroup's counters and its layer's use. */
+  /**
+   * What a dead sandbox leaves to read until its teardown: its cgroup's counters and its layer's use, while its slot
+   * is still its own (once released, the names may be another sandbox's); else what the host sweep recorded.
+   */
   private endOf(rec: SandboxRecord): SandboxEnd | undefined {
-    const cg = new SandboxCgroup(this.cgroupHost, rec.name);
-    if (!cg.exists()) return undefined;
-    try {
-      const s = cg.stats();
-      const fs = statfsSync(join(LAYERS_DIR, rec.name));
-      return {
-        oomKills: s.oomKills,
-        memoryLimitBytes: s.memoryLimitBytes,
-        diskUsedBytes: (fs.blocks - fs.bfree) * fs.bsize,
-      };
-    } catch {
-      return undefined; // torn down meanwhile
-    }
+    if (slotOwner(rec.slot) !== this.dir(rec.id)) return rec.ended;
+    return sandboxEnd(this.cgroupHost, rec.name) ?? rec.ended;
   }
 
   ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {
