@@ -105,6 +105,7 @@ export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
   const sweeper = join(SWEEP_DIR, me);
   mkdirSync(sweeper, { recursive: true, mode: 0o700 });
   const facts = new HostFacts();
+  const tables = await Tables.read();
   try {
     const claimed = new Set<number>();
     for (const { slot, owner } of claimedSlots()) {
@@ -129,7 +130,7 @@ export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
       }
       // Its restarted server reports how it ended (out of memory: FAILED, not started again) from its record.
       if (verdict === 'if-still-dead' && o?.kind === 'sandbox') recordEnd(owner, slot, cgroupHost);
-      if (!(await cleanSlot(slot, cgroupHost, report))) {
+      if (!(await cleanSlot(slot, cgroupHost, tables, report))) {
         releaseSlot(slot, sweeper);
         continue;
       }
@@ -142,18 +143,28 @@ export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
       report.claims++;
     }
     // Objects named after a slot nobody holds: left by a teardown cut short, or by a claim removed by hand.
-    for (const slot of await slotsWithObjects(cgroupHost)) {
+    for (const slot of slotsWithObjects(cgroupHost, tables)) {
       if (claimed.has(slot) || !claimFreeSlot(slot, sweeper)) continue;
-      if (await cleanSlot(slot, cgroupHost, report)) report.orphans++;
+      if (await cleanSlot(slot, cgroupHost, tables, report)) report.orphans++;
       releaseSlot(slot, sweeper);
     }
     const step = (what: string, fn: () => Promise<void>) =>
       fn().catch((e: Error) => void report.failures.push(`${what}: ${e.message}`));
-    await step('egress chains', () => sweepChains(facts, report));
+    const cleaned = report.claims + report.orphans > 0;
+    await step('egress chains', async () =>
+      sweepChains(facts, cleaned ? await Tables.read() : tables, report),
+    );
     await step('mounts', () => sweepDataDirMounts(report));
     await step('sockets', () => sweepSockets(report));
+    // A dead driver's entry says its data dir is served by nobody (no scan of the processes needed) until its data
+    // dir goes or a new driver of it starts.
     for (const e of facts.entries) {
       if (entryAlive(e)) continue;
+      if (
+        !dataDirGone(e.dataDir) &&
+        !facts.entries.some((o) => o !== e && o.dataDir === e.dataDir && entryAlive(o))
+      )
+        continue;
       rmSync(e.file, { force: true });
       report.servers++;
     }
@@ -225,12 +236,13 @@ class HostFacts {
   private procRefs?: string[][];
 
   /**
-   * Some live driver serves `dir`: a registered one (servers.ts); or, for a server that predates registration, a
-   * live driver's pool named by its process, or a process that is not a sandbox's with `dir` in its command line,
-   * as its working directory or among its open files.
+   * Some live driver serves `dir`: the entries of its drivers decide when it has any (servers.ts); else (a server
+   * that predates them) a live driver's pool named by its process, or a process that is not a sandbox's with `dir`
+   * in its command line, as its working directory or among its open files.
    */
   served(dir: string): boolean {
-    if (this.entries.some((e) => e.dataDir === dir && entryAlive(e))) return true;
+    const named = this.entries.filter((e) => e.dataDir === dir);
+    if (named.length) return named.some(entryAlive);
     for (const sub of ['pool', 'warm'])
       for (const n of existsSync(join(dir, sub)) ? readdirSync(join(dir, sub)) : []) {
         const [pid, start] = n.split('.').map(Number);
@@ -284,9 +296,14 @@ function processReferences(): string[][] {
  * and the claim released all the same: whoever claims the slot next deletes what is left under its names first
  * (create.ts, network.ts createSlotNetwork).
  */
-async function cleanSlot(slot: number, cgroupHost: CgroupHost, report: SweepReport): Promise<boolean> {
+async function cleanSlot(
+  slot: number,
+  cgroupHost: CgroupHost,
+  tables: Tables,
+  report: SweepReport,
+): Promise<boolean> {
   try {
-    await cleanSlotObjects(slot, cgroupHost, report);
+    await cleanSlotObjects(slot, cgroupHost, tables, report);
     return true;
   } catch (e) {
     report.failures.push(`slot ${slot}: ${(e as Error).message}`);
@@ -294,7 +311,12 @@ async function cleanSlot(slot: number, cgroupHost: CgroupHost, report: SweepRepo
   }
 }
 
-async function cleanSlotObjects(slot: number, cgroupHost: CgroupHost, report: SweepReport): Promise<void> {
+async function cleanSlotObjects(
+  slot: number,
+  cgroupHost: CgroupHost,
+  tables: Tables,
+  report: SweepReport,
+): Promise<void> {
   const name = slotName(slot);
   const net = slotNet(slot, name);
   const cg = new SandboxCgroup(cgroupHost, name);
@@ -315,7 +337,7 @@ async function cleanSlotObjects(slot: number, cgroupHost: CgroupHost, report: Sw
     report.cgroups++;
   }
   if (existsSync(net.netnsPath) || existsSync(`/sys/class/net/${net.hostIf}`)) report.networks++;
-  report.nftElements += await countElements(net.address);
+  report.nftElements += tables.count(net.address);
   await deleteSlotNetwork(net);
   await setEgressControl(net.address, undefined);
   await setRawEgress(net.address, undefined);
@@ -342,38 +364,70 @@ function processesInNetns(netnsPath: string): number[] {
   return out;
 }
 
-/** The elements keyed by `address` in the sets and maps a sandbox's teardown empties. */
-async function countElements(address: string): Promise<number> {
-  const sets: Array<[string, string]> = [
-    ['berth_egress', 'policed'],
-    ['berth_egress', 'owners'],
-    ['berth_egress', 'raw_allowed'],
-    ['berth_egress', 'snat_to'],
-    ['berth_private', 'allowed'],
-  ];
-  let n = 0;
-  for (const [table, set] of sets) n += (await setKeys(table, set)).filter((k) => k === address).length;
-  return n;
-}
+/** The sets and maps whose elements are keyed by a sandbox's address (its teardown empties them). */
+const KEYED: Array<[string, string]> = [
+  ['berth_egress', 'policed'],
+  ['berth_egress', 'owners'],
+  ['berth_egress', 'raw_allowed'],
+  ['berth_egress', 'snat_to'],
+  ['berth_private', 'allowed'],
+];
 
-/** The first address of each element of a set or map (the whole key of a plain one). */
-async function setKeys(table: string, set: string): Promise<string[]> {
-  let listed: any;
-  try {
-    listed = JSON.parse(await run('nft', ['-j', 'list', 'set', 'inet', table, set]));
-  } catch {
-    try {
-      listed = JSON.parse(await run('nft', ['-j', 'list', 'map', 'inet', table, set]));
-    } catch {
-      return [];
+/** Berth's two shared tables as one pass reads them (two `nft` runs, not one per set and slot). */
+class Tables {
+  /** `table/set` → the first address of each element. */
+  readonly keys = new Map<string, string[]>();
+  readonly chains: string[] = [];
+  /** Chains an `owners` element jumps to. */
+  readonly jumped = new Set<string>();
+
+  static async read(): Promise<Tables> {
+    const t = new Tables();
+    for (const table of ['berth_egress', 'berth_private']) {
+      let items: any[] = [];
+      try {
+        items = JSON.parse(await run('nft', ['-j', 'list', 'table', 'inet', table])).nftables ?? [];
+      } catch {
+        continue; // not made yet on this host
+      }
+      for (const x of items) {
+        if (x.chain?.name) t.chains.push(x.chain.name);
+        const set = x.set ?? x.map;
+        if (!set?.name) continue;
+        const elems: any[] = set.elem ?? [];
+        t.keys.set(
+          `${table}/${set.name}`,
+          elems.map((e) => {
+            const key = e?.elem?.val ?? e;
+            const k = Array.isArray(key) ? key[0] : key;
+            return Array.isArray(k?.concat) ? k.concat[0] : k;
+          }),
+        );
+        if (set.name === 'owners')
+          for (const e of elems) if (Array.isArray(e) && e[1]?.jump?.target) t.jumped.add(e[1].jump.target);
+      }
     }
+    return t;
   }
-  const item = listed.nftables?.find((x: any) => x.set || x.map);
-  const elems: any[] = (item?.set ?? item?.map)?.elem ?? [];
-  return elems.map((e) => {
-    const key = Array.isArray(e) ? e[0] : (e?.elem?.val ?? e);
-    return Array.isArray(key?.concat) ? key.concat[0] : key;
-  });
+
+  /** The elements keyed by `address`. */
+  count(address: string): number {
+    return KEYED.reduce(
+      (n, [t, s]) => n + (this.keys.get(`${t}/${s}`) ?? []).filter((k) => k === address).length,
+      0,
+    );
+  }
+
+  /** Slots whose sandbox address keys an element. */
+  slots(): Set<number> {
+    const out = new Set<number>();
+    for (const [t, s] of KEYED)
+      for (const k of this.keys.get(`${t}/${s}`) ?? []) {
+        const slot = slotOfAddress(k);
+        if (slot !== undefined) out.add(slot);
+      }
+    return out;
+  }
 }
 
 const NET_BASE = (10 << 24) | (200 << 16);
@@ -385,8 +439,8 @@ const slotOfAddress = (a: unknown): number | undefined => {
 };
 
 /** Slots that have a cgroup, a namespace, a veth, a layer, views or nftables elements on this host. */
-async function slotsWithObjects(cgroupHost: CgroupHost): Promise<Set<number>> {
-  const out = await slotsWithElements();
+function slotsWithObjects(cgroupHost: CgroupHost, tables: Tables): Set<number> {
+  const out = tables.slots();
   const add = (dir: string, re: RegExp) => {
     for (const n of existsSync(dir) ? readdirSync(dir) : []) {
       const m = re.exec(n);
@@ -401,53 +455,29 @@ async function slotsWithObjects(cgroupHost: CgroupHost): Promise<Set<number>> {
   return out;
 }
 
-/** Slots with nftables elements keyed by their address (a sandbox address of SANDBOX_NET). */
-async function slotsWithElements(): Promise<Set<number>> {
-  const out = new Set<number>();
-  for (const [t, s] of [
-    ['berth_egress', 'policed'],
-    ['berth_egress', 'owners'],
-    ['berth_egress', 'raw_allowed'],
-    ['berth_egress', 'snat_to'],
-    ['berth_private', 'allowed'],
-  ])
-    for (const k of await setKeys(t, s)) {
-      const slot = slotOfAddress(k);
-      if (slot !== undefined) out.add(slot);
-    }
-  return out;
-}
-
 /**
  * Per-server chains of `inet berth_egress` no live server uses: no `owners` element jumps to it, no socket of the
  * host listens on its port, no live registered driver has it, and no live server started with `--data-dir` records
  * it. A server starting meanwhile (registered after the list was read) gets its chain back at once.
  */
-async function sweepChains(facts: HostFacts, report: SweepReport): Promise<void> {
-  let ruleset: any;
-  try {
-    ruleset = JSON.parse(await run('nft', ['-j', 'list', 'table', 'inet', 'berth_egress']));
-  } catch {
-    return;
-  }
-  const items: any[] = ruleset.nftables ?? [];
-  const chains = items
-    .map((x) => x.chain?.name as string | undefined)
-    .filter((n): n is string => !!n && /^server_\d+$/.test(n));
-  const owners = items.find((x) => x.map?.name === 'owners')?.map?.elem ?? [];
-  const jumped = new Set<string>(
-    owners.map((e: any) => (Array.isArray(e) ? e[1]?.jump?.target : undefined)).filter(Boolean),
-  );
+async function sweepChains(facts: HostFacts, tables: Tables, report: SweepReport): Promise<void> {
+  const chains = tables.chains.filter((n) => /^server_\d+$/.test(n));
+  const jumped = tables.jumped;
   const used = new Set<number>(facts.entries.filter(entryAlive).map((e) => e.egressPort));
-  for (const dir of facts.dataDirArgs()) {
-    try {
-      used.add(JSON.parse(readFileSync(join(dir, 'egress-ports.json'), 'utf8')).explicit);
-    } catch {}
-  }
   const bound = boundPorts();
-  for (const chain of chains) {
+  const unused = chains.filter((c) => {
+    const port = Number(c.slice('server_'.length));
+    return !jumped.has(c) && !used.has(port) && !bound.has(port);
+  });
+  if (unused.length)
+    for (const dir of facts.dataDirArgs()) {
+      try {
+        used.add(JSON.parse(readFileSync(join(dir, 'egress-ports.json'), 'utf8')).explicit);
+      } catch {}
+    }
+  for (const chain of unused) {
     const port = Number(chain.slice('server_'.length));
-    if (jumped.has(chain) || used.has(port) || bound.has(port)) continue;
+    if (used.has(port)) continue;
     try {
       await run('nft', ['delete', 'chain', 'inet', 'berth_egress', chain]);
       report.chains++;
