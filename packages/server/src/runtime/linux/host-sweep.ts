@@ -85,7 +85,17 @@ export function parseOwner(path: string): Owner | undefined {
  */
 const dataDirGone = (dir: string) => !existsSync(join(dir, 'sandboxes'));
 
-export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
+/** The pass under way in this process: drivers starting together share it (they would share its name too). */
+let inflight: Promise<SweepReport> | undefined;
+
+export function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
+  inflight ??= sweepOnce(cgroupHost).finally(() => {
+    inflight = undefined;
+  });
+  return inflight;
+}
+
+async function sweepOnce(cgroupHost: CgroupHost): Promise<SweepReport> {
   const report: SweepReport = {
     claims: 0,
     kept: 0,
@@ -105,8 +115,8 @@ export async function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
   const sweeper = join(SWEEP_DIR, me);
   mkdirSync(sweeper, { recursive: true, mode: 0o700 });
   const facts = new HostFacts();
-  const tables = await Tables.read();
   try {
+    const tables = await Tables.read();
     const claimed = new Set<number>();
     for (const { slot, owner } of claimedSlots()) {
       claimed.add(slot);
