@@ -358,9 +358,9 @@ async function cleanSlotObjects(
 }
 
 function processesInNetns(netnsPath: string): number[] {
-  let ino: number;
+  let ns: { dev: number; ino: number };
   try {
-    ino = statSync(netnsPath).ino;
+    ns = statSync(netnsPath);
   } catch {
     return [];
   }
@@ -368,7 +368,9 @@ function processesInNetns(netnsPath: string): number[] {
   for (const p of readdirSync('/proc')) {
     if (!/^\d+$/.test(p)) continue;
     try {
-      if (statSync(`/proc/${p}/ns/net`).ino === ino) out.push(Number(p));
+      const st = statSync(`/proc/${p}/ns/net`);
+      // Both: a namespace file left unmounted is a plain file of /run, whose inode number means nothing here.
+      if (st.ino === ns.ino && st.dev === ns.dev) out.push(Number(p));
     } catch {}
   }
   return out;
