@@ -5,6 +5,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
+import { entryAlive, serverEntries } from './servers.js';
 
 /** The host ports of one server's egress child. */
 export interface EgressPorts {
@@ -29,7 +30,10 @@ export async function egressPortsFor(dataDir: string): Promise<EgressPorts> {
     const p = JSON.parse(readFileSync(file, 'utf8')) as EgressPorts;
     if ([p.explicit, p.tls, p.http, p.dns].every((n) => Number.isInteger(n) && n > 0 && n < 65536)) return p;
   }
-  const ports = (await allFree(DEFAULT_EGRESS_PORTS)) ? DEFAULT_EGRESS_PORTS : await freePorts();
+  // Free means more than unbound: another live server may have recorded them and not started its egress child yet
+  // (it starts on the first policy), and two children on one port fail each other.
+  const taken = serverEntries().some((e) => e.egressPort === DEFAULT_EGRESS_PORTS.explicit && entryAlive(e));
+  const ports = !taken && (await allFree(DEFAULT_EGRESS_PORTS)) ? DEFAULT_EGRESS_PORTS : await freePorts();
   writeFileSync(file, `${JSON.stringify(ports)}\n`, { mode: 0o644 });
   return ports;
 }
