@@ -5,7 +5,6 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
-import { entryAlive, serverEntries } from './servers.js';
 
 /** The host ports of one server's egress child. */
 export interface EgressPorts {
@@ -23,8 +22,14 @@ export interface EgressPorts {
 export const DEFAULT_EGRESS_PORTS: EgressPorts = { explicit: 15128, tls: 15443, http: 15080, dns: 15053 };
 const FILE = 'egress-ports.json';
 
-/** This data dir's ports: the recorded ones, else the defaults when all are free, else four free ports. */
-export async function egressPortsFor(dataDir: string): Promise<EgressPorts> {
+/**
+ * This data dir's ports: the recorded ones, else the defaults when all are free and not `recorded` by another live
+ * server (servers.ts), else four free ports.
+ */
+export async function egressPortsFor(
+  dataDir: string,
+  recorded: (p: EgressPorts) => boolean = () => false,
+): Promise<EgressPorts> {
   const file = join(dataDir, FILE);
   if (existsSync(file)) {
     const p = JSON.parse(readFileSync(file, 'utf8')) as EgressPorts;
@@ -32,7 +37,7 @@ export async function egressPortsFor(dataDir: string): Promise<EgressPorts> {
   }
   // Free means more than unbound: another live server may have recorded them and not started its egress child yet
   // (it starts on the first policy), and two children on one port fail each other.
-  const taken = serverEntries().some((e) => e.egressPort === DEFAULT_EGRESS_PORTS.explicit && entryAlive(e));
+  const taken = recorded(DEFAULT_EGRESS_PORTS);
   const ports = !taken && (await allFree(DEFAULT_EGRESS_PORTS)) ? DEFAULT_EGRESS_PORTS : await freePorts();
   writeFileSync(file, `${JSON.stringify(ports)}\n`, { mode: 0o644 });
   return ports;

@@ -67,7 +67,7 @@ import { copyChanges } from './changes.js';
 import { captureLayer } from './snapshot.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { slotOwner, transferSlot } from './slots.js';
-import { registerServer, unregisterServer } from './servers.js';
+import { entryAlive, registerServer, serverEntries, unregisterServer } from './servers.js';
 import { type SweepReport, sweepHost } from './host-sweep.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
@@ -182,7 +182,9 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   const cgroupHost = detectCgroups();
   ensureRunDirs();
   mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
-  const egressPorts = await egressPortsFor(opts.dataDir);
+  const egressPorts = await egressPortsFor(opts.dataDir, (p) =>
+    serverEntries().some((e) => e.egressPort === p.explicit && entryAlive(e)),
+  );
   // Before anything else of this data dir is touched: a sweep running from here on keeps its slots (host-sweep.ts).
   const registration = registerServer(opts.dataDir, egressPorts);
   await setupHostNetwork({ dnsServers: sandboxResolvers(), egressPorts });
