@@ -28,6 +28,7 @@ const MODULES: Record<string, () => Promise<Registrar>[]> = {
   status: () => [import('./status.js').then((m) => m.registerStatus)],
   debug: () => [import('./debug.js').then((m) => m.registerDebug)],
   node: () => [import('./nodes.js').then((m) => m.registerNode)],
+  host: () => [import('./host.js').then((m) => m.registerHost)],
   completion: () => [import('./completion.js').then((m) => m.registerCompletion)],
 };
 /** Other names of a command, and commands declared by another command's module. */

@@ -1,9 +1,9 @@
 // Creating and tearing down one sandbox's host resources, in the order that keeps a crash at any
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
-import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, rmSync, statfsSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
-import { MIN_PIDS, type SandboxSpec } from '../driver.js';
+import { MIN_PIDS, type SandboxEnd, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
 import { mountWritableLayer, unmountLayer } from './disk.js';
 import {
@@ -25,7 +25,7 @@ import { imageUser } from '../images/image-user.js';
 import { hostUserland, rootfsPlan } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
 import { mountRoot, mountViews, unmountViews, viewsDir } from './views.js';
-import { claimSlot, releaseSlot, slotOwner } from './slots.js';
+import { claimFreeSlot, claimSlot, releaseSlot, slotOwner } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
 /** Inside the sandbox: the spec's envs as JSON, which the daemon merges into every process it starts. */
@@ -248,8 +248,10 @@ async function teardownOnce(ctx: HostContext, dir: string, paths: SandboxPaths):
   const rec = readRecord(dir);
   // After a reboot /run is empty and the record's slot may belong to a newer sandbox by now: its
   // kernel objects are only ours while the slot still points at us (or at no one).
+  // A claim gone (a reboot, or the host sweep removed a dead sandbox's: host-sweep.ts) is taken again first, so
+  // that nobody claims the slot and makes its names while they are deleted here.
   const owner = rec ? slotOwner(rec.slot) : undefined;
-  if (rec && (owner === dir || owner === undefined)) {
+  if (rec && (owner === dir || (owner === undefined && claimFreeSlot(rec.slot, dir)))) {
     const cg = new SandboxCgroup(ctx.cgroupHost, rec.name);
     await cg.kill();
     if (isProcessAlive(rec.pid, rec.pidStart)) process.kill(rec.pid, 'SIGKILL'); // died before joining
@@ -262,4 +264,21 @@ async function teardownOnce(ctx: HostContext, dir: string, paths: SandboxPaths):
   rmSync(paths.socketPath, { force: true });
   rmSync(dir, { recursive: true, force: true });
   if (rec) releaseSlot(rec.slot, dir);
+}
+
+/** What a dead sandbox's cgroup and layer still say about its end; undefined once they are removed. */
+export function sandboxEnd(cgroupHost: CgroupHost, name: string): SandboxEnd | undefined {
+  const cg = new SandboxCgroup(cgroupHost, name);
+  if (!cg.exists()) return undefined;
+  try {
+    const s = cg.stats();
+    const fs = statfsSync(join(LAYERS_DIR, name));
+    return {
+      oomKills: s.oomKills,
+      memoryLimitBytes: s.memoryLimitBytes,
+      diskUsedBytes: (fs.blocks - fs.bfree) * fs.bsize,
+    };
+  } catch {
+    return undefined; // torn down meanwhile
+  }
 }

@@ -22,14 +22,23 @@ export interface EgressPorts {
 export const DEFAULT_EGRESS_PORTS: EgressPorts = { explicit: 15128, tls: 15443, http: 15080, dns: 15053 };
 const FILE = 'egress-ports.json';
 
-/** This data dir's ports: the recorded ones, else the defaults when all are free, else four free ports. */
-export async function egressPortsFor(dataDir: string): Promise<EgressPorts> {
+/**
+ * This data dir's ports: the recorded ones, else the defaults when all are free and not `recorded` by another live
+ * server (servers.ts), else four free ports.
+ */
+export async function egressPortsFor(
+  dataDir: string,
+  recorded: (p: EgressPorts) => boolean = () => false,
+): Promise<EgressPorts> {
   const file = join(dataDir, FILE);
   if (existsSync(file)) {
     const p = JSON.parse(readFileSync(file, 'utf8')) as EgressPorts;
     if ([p.explicit, p.tls, p.http, p.dns].every((n) => Number.isInteger(n) && n > 0 && n < 65536)) return p;
   }
-  const ports = (await allFree(DEFAULT_EGRESS_PORTS)) ? DEFAULT_EGRESS_PORTS : await freePorts();
+  // Free means more than unbound: another live server may have recorded them and not started its egress child yet
+  // (it starts on the first policy), and two children on one port fail each other.
+  const taken = recorded(DEFAULT_EGRESS_PORTS);
+  const ports = !taken && (await allFree(DEFAULT_EGRESS_PORTS)) ? DEFAULT_EGRESS_PORTS : await freePorts();
   writeFileSync(file, `${JSON.stringify(ports)}\n`, { mode: 0o644 });
   return ports;
 }

@@ -35,6 +35,7 @@ import { type CgroupHost, detectCgroups, SandboxCgroup } from './cgroup.js';
 import {
   DAEMON_LOG,
   type HostContext,
+  sandboxEnd,
   sandboxEnv,
   startSandbox,
   teardownSandbox,
@@ -65,7 +66,9 @@ import { ensureBaseEtc, ensureInitLayer, sandboxResolvers } from './rootfs.js';
 import { copyChanges } from './changes.js';
 import { captureLayer } from './snapshot.js';
 import { seccompFilterForHost } from './seccomp.js';
-import { transferSlot } from './slots.js';
+import { slotOwner, transferSlot } from './slots.js';
+import { entryAlive, registerServer, serverEntries, unregisterServer } from './servers.js';
+import { type SweepReport, sweepHost } from './host-sweep.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
 import { checkSpec } from './spec-check.js';
 import {
@@ -179,8 +182,18 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   const cgroupHost = detectCgroups();
   ensureRunDirs();
   mkdirSync(join(opts.dataDir, 'sandboxes'), { recursive: true, mode: 0o700 });
-  const egressPorts = await egressPortsFor(opts.dataDir);
+  const egressPorts = await egressPortsFor(opts.dataDir, (p) =>
+    serverEntries().some((e) => e.egressPort === p.explicit && entryAlive(e)),
+  );
+  // Before anything else of this data dir is touched: a sweep running from here on keeps its slots (host-sweep.ts).
+  const registration = registerServer(opts.dataDir, egressPorts);
   await setupHostNetwork({ dnsServers: sandboxResolvers(), egressPorts });
+  // What servers killed before left on the host (their data dirs deleted, or their sandboxes dead); a failure only
+  // leaves it for the next start or `berth host sweep`.
+  const swept = await sweepHost(cgroupHost).then(
+    (report) => ({ report }),
+    (error: Error) => ({ error }),
+  );
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();
   let seccompFile: string | undefined;
@@ -209,7 +222,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   };
   const allowCidrs = opts.allowCidrs ?? [];
   const netPool = new NetPool(opts.dataDir, opts.netPoolSize ?? DEFAULT_NET_POOL, allowCidrs);
-  await netPool.sweep();
+  netPool.sweep();
   const ctx: HostContext = {
     dataDir: opts.dataDir,
     cgroupHost,
@@ -244,7 +257,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
   const demand = new PoolDemand(opts.warmPoolSize ?? 0, opts.warmPoolMax ?? opts.warmPoolSize ?? 0);
-  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, {
+  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, registration, swept, {
     afterMs: swapState.available ? deepAfterS * 1000 : 0,
     onDeep: opts.onDeepStandby,
     keepDaemon: opts.deepStandbyKeepDaemon,
@@ -284,6 +297,10 @@ export class LinuxDriver implements RuntimeDriver {
     readonly warmPool: WarmPool,
     readonly images: ImageRoots,
     private readonly demand: PoolDemand = new PoolDemand(warmPool.size, warmPool.size),
+    /** This driver's entry in /run/berth/servers (servers.ts). */
+    private readonly registration?: string,
+    /** What the host sweep at this driver's start removed, or why it failed. */
+    readonly swept?: { report?: SweepReport; error?: Error },
     deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void; keepDaemon?: boolean } = { afterMs: 0 },
   ) {
     this.cgroupHost = ctx.cgroupHost;
@@ -354,21 +371,13 @@ export class LinuxDriver implements RuntimeDriver {
     };
   }
 
-  /** What a dead sandbox leaves to read until its teardown: its cgroup's counters and its layer's use. */
+  /**
+   * What a dead sandbox leaves to read until its teardown: its cgroup's counters and its layer's use, while its slot
+   * is still its own (once released, the names may be another sandbox's); else what the host sweep recorded.
+   */
   private endOf(rec: SandboxRecord): SandboxEnd | undefined {
-    const cg = new SandboxCgroup(this.cgroupHost, rec.name);
-    if (!cg.exists()) return undefined;
-    try {
-      const s = cg.stats();
-      const fs = statfsSync(join(LAYERS_DIR, rec.name));
-      return {
-        oomKills: s.oomKills,
-        memoryLimitBytes: s.memoryLimitBytes,
-        diskUsedBytes: (fs.blocks - fs.bfree) * fs.bsize,
-      };
-    } catch {
-      return undefined; // torn down meanwhile
-    }
+    if (slotOwner(rec.slot) !== this.dir(rec.id)) return rec.ended;
+    return sandboxEnd(this.cgroupHost, rec.name) ?? rec.ended;
   }
 
   ensure(id: string, spec: SandboxSpec): Promise<SandboxInfo> {
@@ -845,6 +854,7 @@ export class LinuxDriver implements RuntimeDriver {
     await this.ctx.egress.close();
     this.deepStandby.close();
     await unexposeUnder(this.ctx.dataDir);
+    if (this.registration) unregisterServer(this.registration);
   }
 }
 

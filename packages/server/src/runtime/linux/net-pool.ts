@@ -6,7 +6,7 @@ import { BackgroundFill } from './background-fill.js';
 import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSlotNetwork, deleteSlotNetwork, slotNet, slotNetworkExists } from './network.js';
-import { claimedSlots, claimSlot, releaseSlot, transferSlot } from './slots.js';
+import { claimSlot, releaseSlot, transferSlot } from './slots.js';
 import { isProcessAlive, processStartTime } from './state.js';
 
 export const slotName = (slot: number) => `sb${slot}`;
@@ -39,17 +39,11 @@ export class NetPool {
   }
 
   /**
-   * Deletes networks pooled by driver processes that no longer run (a crash or kill -9), whatever
-   * their data dir: a pool owner names its process (pid and start time), so the test is exact.
+   * Deletes the directories of networks pooled by driver processes of this data dir that no longer run (a crash or
+   * kill -9); their slots and networks, whatever their data dir, are the host sweep's (host-sweep.ts), which runs
+   * first.
    */
-  async sweep(): Promise<void> {
-    for (const { slot, owner } of claimedSlots()) {
-      const m = /\/pool\/(\d+)\.(\d+)\.\d+$/.exec(owner);
-      if (!m || isProcessAlive(Number(m[1]), Number(m[2]))) continue;
-      await deleteSlotNetwork(slotNet(slot, slotName(slot))).catch(() => undefined);
-      releaseSlot(slot, owner);
-      rmSync(owner, { recursive: true, force: true });
-    }
+  sweep(): void {
     if (!existsSync(this.dir)) return;
     for (const n of readdirSync(this.dir)) {
       const [pid, start] = n.split('.').map(Number);

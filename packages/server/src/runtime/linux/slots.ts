@@ -55,36 +55,61 @@ function isStale(slot: number): boolean {
   return o !== undefined && !existsSync(o);
 }
 
-/** Replaces a stale claim under a lock, re-checking staleness once the lock is held. */
+/** Replaces a stale claim under the lock, re-checking staleness once the lock is held. */
 function reclaim(slot: number, ownerDir: string): boolean {
-  const lock = join(SLOTS_DIR, '.reclaim.lock');
-  try {
-    mkdirSync(lock);
-  } catch {
+  // Busy: the next slot, rather than wait behind whoever holds it.
+  return (
+    withLock(
+      () => {
+        if (!isStale(slot)) return false;
+        unlinkSync(slotPath(slot));
+        symlinkSync(ownerDir, slotPath(slot));
+        return true;
+      },
+      { wait: false },
+    ) ?? false
+  );
+}
+
+const LOCK = join(SLOTS_DIR, '.reclaim.lock');
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Runs `fn` holding the slots' lock (a directory: made atomically, gone with rmdir), under which every change to an
+ * existing claim happens: a reclaim, a release, a transfer and the host sweep's take-over (host-sweep.ts). So a
+ * claim is compared and replaced in one step: nobody releases it between a check and a replacement. Held for a few
+ * system calls; one left by a process killed while holding it is broken after STALE_LOCK_MS. Undefined when
+ * `wait` is false and the lock is busy.
+ */
+function withLock<T>(fn: () => T, opts: { wait: boolean } = { wait: true }): T | undefined {
+  mkdirSync(SLOTS_DIR, { recursive: true, mode: 0o700 });
+  for (;;) {
     try {
-      if (Date.now() - statSync(lock).mtimeMs > STALE_LOCK_MS) rmdirSync(lock);
-    } catch {}
-    return false;
+      mkdirSync(LOCK);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      try {
+        if (Date.now() - statSync(LOCK).mtimeMs > STALE_LOCK_MS) rmdirSync(LOCK);
+      } catch {}
+      if (!opts.wait) return undefined;
+      Atomics.wait(pause, 0, 0, 1);
+    }
   }
   try {
-    if (!isStale(slot)) return false;
-    unlinkSync(slotPath(slot));
-    symlinkSync(ownerDir, slotPath(slot));
-    return true;
+    return fn();
   } catch {
-    return false;
+    return undefined;
   } finally {
-    rmdirSync(lock);
+    rmdirSync(LOCK);
   }
 }
 
 /** Frees a slot if (and only if) `ownerDir` holds it. */
 export function releaseSlot(slot: number, ownerDir: string): void {
-  if (owner(slot) === ownerDir) {
-    try {
-      unlinkSync(slotPath(slot));
-    } catch {}
-  }
+  withLock(() => {
+    if (owner(slot) === ownerDir) unlinkSync(slotPath(slot));
+  });
 }
 
 export function slotOwner(slot: number): string | undefined {
@@ -93,11 +118,27 @@ export function slotOwner(slot: number): string | undefined {
 
 /** Hands a slot from one owner to another in one atomic rename (a pooled network to its sandbox). */
 export function transferSlot(slot: number, from: string, to: string): boolean {
-  if (owner(slot) !== from) return false;
-  const tmp = join(SLOTS_DIR, `.${slot}.${process.pid}.tmp`);
-  symlinkSync(to, tmp);
-  renameSync(tmp, slotPath(slot));
-  return true;
+  return (
+    withLock(() => {
+      if (owner(slot) !== from) return false;
+      const tmp = join(SLOTS_DIR, `.${slot}.${process.pid}.tmp`);
+      symlinkSync(to, tmp);
+      renameSync(tmp, slotPath(slot));
+      return true;
+    }) ?? false
+  );
+}
+
+/** Claims exactly `slot` for `ownerDir` when nobody holds it (a teardown whose claim is gone, the host sweep). */
+export function claimFreeSlot(slot: number, ownerDir: string): boolean {
+  mkdirSync(SLOTS_DIR, { recursive: true, mode: 0o700 });
+  try {
+    symlinkSync(ownerDir, slotPath(slot));
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    return false;
+  }
 }
 
 /** Every claimed slot with its owner directory. */

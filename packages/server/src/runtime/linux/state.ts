@@ -1,6 +1,6 @@
 // The per-sandbox record `<dataDir>/sandboxes/<id>/state.json`: everything needed to find, adopt and
 // tear down a sandbox after the server restarts. It never holds envs (they may be secrets), only a hash.
-import type { InstanceOwner } from '../driver.js';
+import type { InstanceOwner, SandboxEnd } from '../driver.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,6 +39,11 @@ export interface SandboxRecord {
    * server killed in between leaves a live sandbox no request can reach, which a restarted one replaces.
    */
   socketPending?: boolean;
+  /**
+   * How a dead sandbox ended (its cgroup's counters), written by the host sweep (host-sweep.ts) before it removed
+   * the cgroup of a sandbox that died while no server ran: its restarted server still reports it (out of memory).
+   */
+  ended?: SandboxEnd;
 }
 
 export const stateFile = (sandboxDir: string) => join(sandboxDir, 'state.json');
