@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { type Dispatcher, util } from 'undici';
 import { ApiError } from '../errors.js';
-import { HOP_BY_HOP } from '../http/hop-by-hop.js';
+import { HOP_BY_HOP, hasBody } from '../http/hop-by-hop.js';
 import { withoutScopeWidening } from './shared-origin.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
@@ -43,11 +43,6 @@ function downstreamHeaders(h: IncomingHttpHeaders): IncomingHttpHeaders {
   for (const name of HOP_BY_HOP) delete h[name];
   return h;
 }
-
-const hasBody = (req: IncomingMessage) =>
-  req.headers['content-length'] !== undefined
-    ? req.headers['content-length'] !== '0'
-    : req.headers['transfer-encoding'] !== undefined;
 
 /** Maps a failure to reach the daemon to the gateway status DESIGN.md §4 reserves for a down workload. */
 function daemonUnreachable(t: Target, err: Error & { code?: string }): ApiError {

@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type Dispatcher, Pool } from 'undici';
 import { ApiError } from '../errors.js';
-import { HOP_BY_HOP } from './hop-by-hop.js';
+import { HOP_BY_HOP, hasBody } from './hop-by-hop.js';
 import { rejectUpgrade, sendProblem } from './problem.js';
 
 export const FORWARDED_BY = 'x-berth-forwarded-by';
@@ -44,11 +44,6 @@ const DROPPED = new Set([...HOP_BY_HOP, 'expect']);
 
 /** Sent on already (by a peer that judged it is not the holder): never again, or two servers could loop it. */
 export const forwardedAlready = (req: IncomingMessage) => req.headers[FORWARDED_BY] !== undefined;
-
-const hasBody = (req: IncomingMessage) =>
-  req.headers['content-length'] !== undefined
-    ? req.headers['content-length'] !== '0'
-    : req.headers['transfer-encoding'] !== undefined;
 
 export function forwardToPeer(req: IncomingMessage, res: ServerResponse, peer: URL, self: string): void {
   const headers: Record<string, string | string[]> = {};

@@ -3,8 +3,7 @@
 // no other sandbox's requests use (and no upstream connection is made only to be closed), and a policy change is in force for the next request and the next connection
 // even while the name's resolution is cached.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer, type Server } from 'node:https';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,7 +16,7 @@ import { Interceptor } from './intercept.js';
 import { DENY_ALL, type EgressPolicy } from './policy.js';
 import { EgressProxy } from './proxy.js';
 import { GuardedResolver } from './resolve.js';
-import { type FakeResolver, startFakeResolver } from './test-support.js';
+import { type FakeResolver, selfSignedCert, startFakeResolver } from './test-support.js';
 
 const OPENED = '127.0.0.2';
 const A = '127.0.0.3';
@@ -43,31 +42,8 @@ const routed = (secret: string): EgressPolicy => ({
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'berth-intercept-test-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '1',
-      '-keyout',
-      join(dir, 'key.pem'),
-      '-out',
-      join(dir, 'cert.pem'),
-      '-subj',
-      '/CN=ok.test',
-      '-addext',
-      'subjectAltName=DNS:ok.test',
-    ],
-    { stdio: 'ignore' },
-  );
-  const cert = readFileSync(join(dir, 'cert.pem'));
-  upstream = createHttpsServer({ key: readFileSync(join(dir, 'key.pem')), cert }, (q, r) => {
+  const { key, cert } = selfSignedCert(dir, 'ok.test', true);
+  upstream = createHttpsServer({ key, cert }, (q, r) => {
     seen.push({ socket: q.socket.remotePort ?? 0, key: q.headers['x-key'] as string | undefined });
     r.end('ok');
   });

@@ -3,8 +3,7 @@
 // setting opens the range it is in, the explicit proxy answers refusals with a reason, and a CONNECT's TLS hello
 // must name the host that was CONNECTed to.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { connect, type Socket } from 'node:net';
@@ -16,7 +15,7 @@ import { AddressPolicy } from '../../outbound/index.js';
 import type { EgressPolicy } from './policy.js';
 import { type AuditLine, EgressProxy } from './proxy.js';
 import { GuardedResolver } from './resolve.js';
-import { type FakeResolver, startFakeResolver } from './test-support.js';
+import { type FakeResolver, selfSignedCert, startFakeResolver } from './test-support.js';
 
 // The one loopback address opened, standing in for a LAN: sandboxes' egress never opens loopback, so this proxy's
 // rules are built with loopback "when listed" (as the server's own requests have them); `hostProxy` below is
@@ -43,28 +42,7 @@ const listen = (srv: Server, port: number, host: string) =>
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'berth-proxy-test-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '1',
-      '-keyout',
-      join(dir, 'key.pem'),
-      '-out',
-      join(dir, 'cert.pem'),
-      '-subj',
-      '/CN=ok.test',
-    ],
-    { stdio: 'ignore' },
-  );
-  const tls = { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+  const tls = selfSignedCert(dir, 'ok.test');
   // "Services on the host": what a rebinding name would aim at.
   await listen(
     createHttpServer((_q, r) => {

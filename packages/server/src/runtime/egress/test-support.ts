@@ -1,7 +1,39 @@
 // For the egress unit tests: a real DNS server on loopback that answers from a fixed table and records every
 // query it receives, standing in for the upstream resolver (never for Berth's DNS, which the tests run as is).
+import { execFileSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as packet from 'dns-packet';
+
+/** A one-day self-signed P-256 certificate for `name` (with it as subjectAltName when `san`), made in `dir`. */
+export function selfSignedCert(dir: string, name: string, san = false): { key: Buffer; cert: Buffer } {
+  const key = join(dir, 'key.pem');
+  const cert = join(dir, 'cert.pem');
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-subj',
+      `/CN=${name}`,
+      ...(san ? ['-addext', `subjectAltName=DNS:${name}`] : []),
+    ],
+    { stdio: 'ignore' },
+  );
+  return { key: readFileSync(key), cert: readFileSync(cert) };
+}
 
 export interface FakeResolver {
   server: string;
