@@ -126,10 +126,9 @@ test(
       assert.equal((await privateSet()).includes(`${info.address} `), false, 'no berth_private element');
     }
     assert.equal((await ruleset()).includes(`chain server_${port} `), false, 'its chain is gone');
-    assert.ok(
-      report.claims >= 1 + pooled.length && report.processes >= 1 && report.chains >= 1,
-      JSON.stringify(report),
-    );
+    // What this pass counts depends on what another server's sweep (a test file run beside this one) did first: the
+    // state above is the check; the report must only say nothing failed.
+    assert.deepEqual(report.failures, [], JSON.stringify(report));
 
     const still = await live.inspect('keep');
     assert.equal(still?.state, 'running', "the live server's sandbox is untouched");

@@ -160,10 +160,8 @@ async function sweepOnce(cgroupHost: CgroupHost): Promise<SweepReport> {
     }
     const step = (what: string, fn: () => Promise<void>) =>
       fn().catch((e: Error) => void report.failures.push(`${what}: ${e.message}`));
-    const cleaned = report.claims + report.orphans > 0;
-    await step('egress chains', async () =>
-      sweepChains(facts, cleaned ? await Tables.read() : tables, report),
-    );
+    // Read again: what jumps to a chain may have gone since (this pass's cleaning, or another server's sweep).
+    await step('egress chains', async () => sweepChains(facts, await Tables.read(), report));
     await step('mounts', () => sweepDataDirMounts(report));
     await step('sockets', () => sweepSockets(report));
     // A dead driver's entry says its data dir is served by nobody (no scan of the processes needed) until its data
