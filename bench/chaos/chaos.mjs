@@ -44,9 +44,20 @@ export async function benchSoak() {
   header(`soak: ${seconds} s of mixed load without faults`);
   const r = await runTsReport(RUNNER, { CHAOS_MODE: 'soak', CHAOS_SECONDS: String(seconds), ...seedEnv });
   common(r);
-  const base = r.soak.base ?? {};
+  for (const [k, end] of Object.entries(r.soak.end))
+    row(
+      `${k} at the end, median of the last window (baseline: first window after warm-up)`,
+      end,
+      r.soak.base[k],
+      k,
+    );
   for (const [k, peak] of Object.entries(r.soak.peak))
-    row(`${k} peak after warm-up (baseline: at warm-up)`, peak, base[k], k);
+    row(
+      `${k} ${k === 'hostAvailableMb' ? 'lowest' : 'peak'} sample after warm-up (baseline: first window)`,
+      peak,
+      r.soak.base[k],
+      k,
+    );
   console.log('curve (s rssMb fds timers storeMb instances hostAvailableMb):');
   for (const x of r.samples)
     console.log(
