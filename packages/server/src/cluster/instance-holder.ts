@@ -5,7 +5,13 @@
 import type { HolderDecision } from '../http/peer-forward.js';
 import type { Leadership } from './leadership.js';
 import type { NodeView, Nodes } from './nodes.js';
-import { bestOf, type Candidate, type SandboxPlacements } from './placement.js';
+import {
+  bestOf,
+  type Candidate,
+  type PlacedBody,
+  placedOnLeader,
+  type SandboxPlacements,
+} from './placement.js';
 
 const HERE: HolderDecision = { here: true };
 
@@ -15,7 +21,7 @@ export interface InstanceHolder {
   /** Where what node `node` holds is served (here when it is this one, or when `node` is undefined). */
   decideNode(node: string | undefined): HolderDecision;
   /** The node a new sandbox is placed on (body as it is to be stored). */
-  place(body: { rootLayers?: unknown[]; spec?: { volumes?: unknown[]; [field: string]: unknown } }): string;
+  place(body: PlacedBody): string;
   /**
    * Whether the sandboxes placed on `node` must be placed again: the node list was read, and that node is not on
    * it, its lease lapsed (stopped cleanly or not: one restarted within its lease keeps them), or it was drained;
@@ -87,11 +93,9 @@ export async function instanceHolder(o: {
     },
     place(body) {
       // Snapshot layers are on the disk of the server that captured them, which is the one creating the sandbox
-      // (snapshot routes are served by the node holding the snapshotted sandbox); volumes on the leader's, whose
-      // controllers make them.
+      // (snapshot routes are served by the node holding the snapshotted sandbox); volumes and images on the leader's.
       if (body.rootLayers?.length) return self;
-      if (body.spec?.volumes?.length)
-        return o.leadership.leads().includes(o.role) ? self : (leader?.id ?? self);
+      if (placedOnLeader(body)) return o.leadership.leads().includes(o.role) ? self : (leader?.id ?? self);
       return bestOf(candidates, o.placements.load) ?? self;
     },
     mustLeave(node) {

@@ -2,6 +2,7 @@
 // placed on (its read-only `node` field), set once when it is created and changed only when that node dies or is
 // drained. Every server keeps the same in-memory index of those fields from the change feed, so deciding where a new
 // sandbox goes, and which server a request for a sandbox belongs to, costs a request no database round trip.
+import { isDefaultImage } from '../kinds/image-reference.js';
 import { EVERY_WORKSPACE, type Store, type StoredObject } from '../store/store.js';
 
 /** A node a sandbox may be placed on: healthy and not drained. */
@@ -49,6 +50,27 @@ export function bestOf(
     }
   }
   return best?.id;
+}
+
+/** A sandbox's body as the placement reads it (before it is stored). */
+export interface PlacedBody {
+  rootLayers?: unknown[];
+  spec?: {
+    volumes?: unknown[];
+    runtime?: { image?: unknown; [field: string]: unknown };
+    [field: string]: unknown;
+  };
+}
+
+/**
+ * Whether a new sandbox must run on the controllers' leader rather than be drawn, because what it needs is on that
+ * machine's disk: volumes (the volume controller makes them there), and any image but the default one. An image's
+ * name resolves in the workspace's names of the node's own image store first, and names a workspace imported, built or
+ * pushed, and snapshots made into images, are only in the leader's: drawn onto another node, such a sandbox would fail.
+ */
+export function placedOnLeader(body: PlacedBody): boolean {
+  const image = body.spec?.runtime?.image;
+  return !!body.spec?.volumes?.length || !isDefaultImage(typeof image === 'string' ? image : undefined);
 }
 
 /**
