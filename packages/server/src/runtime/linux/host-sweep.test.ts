@@ -16,7 +16,7 @@ import { run } from './exec.js';
 import { sweepHost } from './host-sweep.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
 import { slotName } from './net-pool.js';
-import { setAllowedRanges, setRawEgress, slotNet } from './network.js';
+import { setAllowedRanges, setRawEgress, slotNet, slotOfAddress } from './network.js';
 import { claimedSlots, slotOwner } from './slots.js';
 import { processStartTime, readRecord } from './state.js';
 import { callSocket, makeMiniDaemonCodeDir } from './test-support/mini-daemon.js';
@@ -66,8 +66,7 @@ async function killedServer(dataDir: string, id: string): Promise<SandboxInfo> {
   return JSON.parse(out.split('\n')[0]) as SandboxInfo;
 }
 
-const slotOf = (info: SandboxInfo) =>
-  (Number(info.address.split('.')[2]) * 256 + Number(info.address.split('.')[3]) - 2) / 4;
+const slotOf = (info: SandboxInfo) => slotOfAddress(info.address)!;
 /** Running, not a zombie waiting for a parent that is gone. */
 const alive = (pid: number) => processStartTime(pid) !== undefined;
 const freePort = () =>

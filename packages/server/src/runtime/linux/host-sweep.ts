@@ -6,13 +6,11 @@
 // never from age; and a slot's objects only while it holds the slot's claim itself, so no server can be creating or
 // tearing down the same names meanwhile.
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
 import { mountsUnder, unmountLayer } from './disk.js';
 import { run } from './exec.js';
-import { LAYERS_DIR, RUN_DIR, SOCKETS_DIR, sandboxPaths, VIEWS_DIR } from './host.js';
-import { readMountInfo } from './mountinfo.js';
+import { LAYERS_DIR, RUN_DIR, sandboxPaths, VIEWS_DIR } from './host.js';
 import { slotName } from './net-pool.js';
 import {
   boundPorts,
@@ -23,10 +21,12 @@ import {
   slotNet,
 } from './network.js';
 import { entryAlive, type ServerEntry, serverEntries } from './servers.js';
-import { claimedSlots, claimFreeSlot, MAX_SLOTS, releaseSlot, transferSlot } from './slots.js';
+import { claimedSlots, claimFreeSlot, releaseSlot, transferSlot } from './slots.js';
 import { isProcessAlive, processStartTime, readRecord, writeRecord } from './state.js';
 import { sandboxEnd } from './create.js';
 import { unmountViews } from './views.js';
+import { Tables } from './host-tables.js';
+import { dataDirGone, sweepDataDirMounts, sweepSockets } from './host-sweep-files.js';
 
 /** Where a sweep names itself while it holds slots: `<pid>.<start>`, stale once that process is dead. */
 const SWEEP_DIR = `${RUN_DIR}/sweep`;
@@ -78,12 +78,6 @@ export function parseOwner(path: string): Owner | undefined {
   if (m) return { kind: 'sweep', tag: { pid: Number(m[1]), start: Number(m[2]) } };
   return undefined;
 }
-
-/**
- * A data dir is gone when its `sandboxes` directory is (every driver makes it at start): deleted, or its deletion
- * stopped at a mount point still held (a volume's), which leaves the directories above it.
- */
-const dataDirGone = (dir: string) => !existsSync(join(dir, 'sandboxes'));
 
 /** The pass under way in this process: drivers starting together share it (they would share its name too). */
 let inflight: Promise<SweepReport> | undefined;
@@ -374,80 +368,6 @@ function processesInNetns(netnsPath: string): number[] {
   return out;
 }
 
-/** The sets and maps whose elements are keyed by a sandbox's address (its teardown empties them). */
-const KEYED: Array<[string, string]> = [
-  ['berth_egress', 'policed'],
-  ['berth_egress', 'owners'],
-  ['berth_egress', 'raw_allowed'],
-  ['berth_egress', 'snat_to'],
-  ['berth_private', 'allowed'],
-];
-
-/** Berth's two shared tables as one pass reads them (two `nft` runs, not one per set and slot). */
-class Tables {
-  /** `table/set` → the first address of each element. */
-  readonly keys = new Map<string, string[]>();
-  readonly chains: string[] = [];
-  /** Chains an `owners` element jumps to. */
-  readonly jumped = new Set<string>();
-
-  static async read(): Promise<Tables> {
-    const t = new Tables();
-    for (const table of ['berth_egress', 'berth_private']) {
-      let items: any[] = [];
-      try {
-        items = JSON.parse(await run('nft', ['-j', 'list', 'table', 'inet', table])).nftables ?? [];
-      } catch {
-        continue; // not made yet on this host
-      }
-      for (const x of items) {
-        if (x.chain?.name) t.chains.push(x.chain.name);
-        const set = x.set ?? x.map;
-        if (!set?.name) continue;
-        const elems: any[] = set.elem ?? [];
-        t.keys.set(
-          `${table}/${set.name}`,
-          elems.map((e) => {
-            const key = e?.elem?.val ?? e;
-            const k = Array.isArray(key) ? key[0] : key;
-            return Array.isArray(k?.concat) ? k.concat[0] : k;
-          }),
-        );
-        if (set.name === 'owners')
-          for (const e of elems) if (Array.isArray(e) && e[1]?.jump?.target) t.jumped.add(e[1].jump.target);
-      }
-    }
-    return t;
-  }
-
-  /** The elements keyed by `address`. */
-  count(address: string): number {
-    return KEYED.reduce(
-      (n, [t, s]) => n + (this.keys.get(`${t}/${s}`) ?? []).filter((k) => k === address).length,
-      0,
-    );
-  }
-
-  /** Slots whose sandbox address keys an element. */
-  slots(): Set<number> {
-    const out = new Set<number>();
-    for (const [t, s] of KEYED)
-      for (const k of this.keys.get(`${t}/${s}`) ?? []) {
-        const slot = slotOfAddress(k);
-        if (slot !== undefined) out.add(slot);
-      }
-    return out;
-  }
-}
-
-const NET_BASE = (10 << 24) | (200 << 16);
-const slotOfAddress = (a: unknown): number | undefined => {
-  if (typeof a !== 'string' || !/^10\.200\.\d+\.\d+$/.test(a)) return undefined;
-  const n = a.split('.').reduce((x, o) => x * 256 + Number(o), 0);
-  const slot = Math.floor((n - NET_BASE) / 4);
-  return slot < MAX_SLOTS ? slot : undefined;
-};
-
 /** Slots that have a cgroup, a namespace, a veth, a layer, views or nftables elements on this host. */
 function slotsWithObjects(cgroupHost: CgroupHost, tables: Tables): Set<number> {
   const out = tables.slots();
@@ -498,94 +418,6 @@ async function sweepChains(facts: HostFacts, tables: Tables, report: SweepReport
     if (started?.egressPorts) {
       await run('nft', ['-f', '-'], egressTableText(started.egressPorts));
       report.chains--;
-    }
-  }
-}
-
-/**
- * Volume and drive mounts (`<data dir>/volumes|drives/<ws>/<name>/mnt`) of gone data dirs, the loop devices behind
- * them, and exposures (host.ts exposeDir) whose source directory no longer exists.
- */
-async function sweepDataDirMounts(report: SweepReport): Promise<void> {
-  for (const m of readMountInfo()) {
-    const v = /^(\/.*)\/(volumes|drives)\/[^/]+\/[^/]+\/mnt$/.exec(m.mountPoint);
-    if (!v || !dataDirGone(v[1])) continue;
-    await run('umount', ['-l', m.mountPoint]).then(
-      () => report.mounts++,
-      () => undefined,
-    );
-  }
-  for (const dev of existsSync('/sys/block') ? readdirSync('/sys/block') : []) {
-    if (!dev.startsWith('loop')) continue;
-    let backing: string;
-    try {
-      backing = readFileSync(`/sys/block/${dev}/loop/backing_file`, 'utf8')
-        .trim()
-        .replace(/ \(deleted\)$/, '');
-    } catch {
-      continue; // not attached
-    }
-    const v = /^(\/.*)\/(volumes|drives)\/[^/]+\/[^/]+\/disk\.img$/.exec(backing);
-    if (!v || !dataDirGone(v[1])) continue;
-    if (readdirSync(`/sys/block/${dev}/holders`).length) continue;
-    if (readMountInfo().some((m) => m.mountPoint.startsWith(`${v[1]}/`))) continue;
-    await run('losetup', ['-d', `/dev/${dev}`]).then(
-      () => report.loopDevices++,
-      () => undefined,
-    );
-  }
-  // Per data dir (`expose/<key>/<hash>`), and flat (`expose/<hash>`) as servers made them before.
-  const expose = join(RUN_DIR, 'expose');
-  const parents = [expose];
-  for (const n of existsSync(expose) ? readdirSync(expose) : [])
-    if (!n.endsWith('.src') && existsSync(join(expose, `${n}.src`)) === false) parents.push(join(expose, n));
-  for (const own of parents) {
-    let names: string[];
-    try {
-      names = readdirSync(own);
-    } catch {
-      continue;
-    }
-    for (const f of names.filter((n) => n.endsWith('.src'))) {
-      let src: string;
-      try {
-        src = readFileSync(join(own, f), 'utf8');
-      } catch {
-        continue;
-      }
-      if (existsSync(src)) continue;
-      const target = join(own, f.slice(0, -'.src'.length));
-      for (const mp of mountsUnder(target))
-        await run('umount', ['-l', mp]).then(
-          () => report.mounts++,
-          () => undefined,
-        );
-      rmSync(target, { recursive: true, force: true });
-      rmSync(join(own, f), { force: true });
-    }
-  }
-}
-
-/**
- * API sockets (`/run/berth/sock`) nothing listens on: a connection refused is the kernel's word that the daemon
- * behind it is gone (a frozen one's socket still accepts). A live server re-creates none of them: a sandbox's
- * socket is linked once, at its start.
- */
-async function sweepSockets(report: SweepReport): Promise<void> {
-  for (const n of existsSync(SOCKETS_DIR) ? readdirSync(SOCKETS_DIR) : []) {
-    if (!n.endsWith('.sock')) continue;
-    const path = join(SOCKETS_DIR, n);
-    const refused = await new Promise<boolean>((resolve) => {
-      const s = connect(path);
-      s.once('connect', () => {
-        s.destroy();
-        resolve(false);
-      });
-      s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED'));
-    });
-    if (refused) {
-      rmSync(path, { force: true });
-      report.sockets++;
     }
   }
 }

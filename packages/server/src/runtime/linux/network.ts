@@ -6,6 +6,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { RESERVED_V4 } from '../../outbound/index.js';
 import { run, sleep } from './exec.js';
 import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
+import { MAX_SLOTS } from './slots.js';
 
 /** Private range used only inside this machine; each slot takes one /30 of it. */
 export const SANDBOX_NET = '10.200.0.0/16';
@@ -53,6 +54,14 @@ export interface SlotNet {
 
 const hex = (n: number) => `0x${n.toString(16).padStart(8, '0')}`;
 const ipv4 = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+
+/** The slot whose sandbox has `address` (slotNet's inverse), or undefined for any other value. */
+export function slotOfAddress(address: unknown): number | undefined {
+  if (typeof address !== 'string' || !/^10\.200\.\d+\.\d+$/.test(address)) return undefined;
+  const n = address.split('.').reduce((x, o) => x * 256 + Number(o), 0);
+  const slot = Math.floor((n - NET_BASE) / 4);
+  return slot < MAX_SLOTS ? slot : undefined;
+}
 
 export function slotNet(slot: number, name: string): SlotNet {
   const base = NET_BASE + slot * 4;
