@@ -6,8 +6,14 @@ import { join } from 'node:path';
 import { mountsUnder } from './disk.js';
 import { run } from './exec.js';
 import { RUN_DIR, SOCKETS_DIR } from './host.js';
-import type { SweepReport } from './host-sweep.js';
 import { readMountInfo } from './mountinfo.js';
+
+/** What these sweeps count (host-sweep.ts's report has these fields among its own). */
+export interface FileSweepCounts {
+  mounts: number;
+  loopDevices: number;
+  sockets: number;
+}
 
 /**
  * A data dir is gone when its `sandboxes` directory is (every driver makes it at start): deleted, or its deletion
@@ -19,7 +25,7 @@ export const dataDirGone = (dir: string) => !existsSync(join(dir, 'sandboxes'));
  * Volume and drive mounts (`<data dir>/volumes|drives/<ws>/<name>/mnt`) of gone data dirs, the loop devices behind
  * them, and exposures (host.ts exposeDir) whose source directory no longer exists.
  */
-export async function sweepDataDirMounts(report: SweepReport): Promise<void> {
+export async function sweepDataDirMounts(report: FileSweepCounts): Promise<void> {
   for (const m of readMountInfo()) {
     const v = /^(\/.*)\/(volumes|drives)\/[^/]+\/[^/]+\/mnt$/.exec(m.mountPoint);
     if (!v || !dataDirGone(v[1])) continue;
@@ -84,7 +90,7 @@ export async function sweepDataDirMounts(report: SweepReport): Promise<void> {
  * behind it is gone (a frozen one's socket still accepts). A live server re-creates none of them: a sandbox's
  * socket is linked once, at its start.
  */
-export async function sweepSockets(report: SweepReport): Promise<void> {
+export async function sweepSockets(report: FileSweepCounts): Promise<void> {
   for (const n of existsSync(SOCKETS_DIR) ? readdirSync(SOCKETS_DIR) : []) {
     if (!n.endsWith('.sock')) continue;
     const path = join(SOCKETS_DIR, n);
