@@ -28,15 +28,19 @@ export async function placeAgain(deps: PlaceAgainDeps): Promise<number> {
     const o = await deps.resources.store.get(key);
     if (!o || (o.body.node ?? '') !== from || o.body.status === 'TERMINATED') continue;
     const to = deps.place(o.body);
-    if (from && RUNNING.has(o.body.status))
-      await deps.resources.recordEvent(
-        key,
-        `lost: node ${from}, which ran this sandbox, stopped; its processes, memory and files are gone. Node ${to} starts it again, fresh`,
-      );
-    // Only if no other pass moved it meanwhile: one node starts it.
+    const lost =
+      from && RUNNING.has(o.body.status)
+        ? `lost: node ${from}, which ran this sandbox, stopped; its processes, memory and files are gone. Node ${to} starts it again, fresh`
+        : undefined;
+    // A DEPLOYED one is DEPLOYING in the same write that moves it: read as DEPLOYED on its new node before that node
+    // started it, its address would answer "not running" instead of "starting".
+    const restart = o.body.status === 'DEPLOYED';
+    if (lost && !restart) await deps.resources.recordEvent(key, lost);
+    // Only if no other pass moved it meanwhile, and nothing else changed its status: one node starts it.
     const d = await deps.resources.updateStatus(key, {
+      ...(restart ? { to: 'DEPLOYING', message: lost ?? `placed on node ${to}, which starts it` } : {}),
       extras: { node: to },
-      when: (cur) => (cur.body.node ?? '') === from,
+      when: (cur) => (cur.body.node ?? '') === from && cur.body.status === o.body.status,
     });
     if (d) placed++;
   }
