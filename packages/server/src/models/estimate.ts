@@ -3,58 +3,36 @@
 //
 // Input is counted with a real BPE tokenizer (gpt-tokenizer's o200k_base, OpenAI's current encoding; other
 // providers' tokenizers differ by a few percent) and settled with the provider's own count afterwards. The
-// tokenizer's tables cost 0.3–0.6 s of blocking work and 60 MB to load, so they load once a maxToken policy
-// exists (see loadTokenizer), never on a server without budgets.
-import { createRequire } from 'node:module';
-import { setImmediate as yieldToLoop } from 'node:timers/promises';
-
-const require = createRequire(import.meta.url);
-type CountTokens = (text: string, options?: { disallowedSpecial?: Set<string> }) => number;
-let counter: CountTokens | undefined;
-/**
- * A special token's text (`<|endoftext|>`) in a prompt is counted as the ordinary text providers read it as; the
- * tokenizer's default throws on it, which refused such a call with a 500.
- */
-const ORDINARY = { disallowedSpecial: new Set<string>() };
+// tokenizer runs on its own thread (token-counter.ts, decision 065): counts of texts seen before are answered
+// here at once, from a cache per workspace; a call with a new text waits for one message to the thread and back.
+import { tokenCounter } from './token-counter.js';
 
 /**
- * Loads the tokenizer's tables (0.3–0.6 s of blocking work, 60 MB). The gateway calls it when a maxToken
- * policy exists or is written, so no model call waits behind it; a call before that loads it itself.
- */
-export function loadTokenizer(): void {
-  counter ??= (require('gpt-tokenizer/cjs/encoding/o200k_base') as { countTokens: CountTokens }).countTokens;
-}
-
-function countTokens(text: string): number {
-  if (!counter) loadTokenizer();
-  return counter!(text, ORDINARY);
-}
-
-/**
- * Counts of short texts remembered: system prompts and earlier turns come back on every call of a
- * conversation, and counting even a short text was the gateway's largest cost per call after I/O.
+ * Counts of short texts remembered per workspace: system prompts and earlier turns come back on every call of a
+ * conversation, and a cached count needs no round trip to the tokenizer's thread. Keyed by workspace so that one
+ * tenant cannot learn from a call's latency whether another sent a given text.
  */
 const COUNT_CACHE_MAX = 4_096;
 /** Texts longer than this are counted afresh (a cache of long texts would hold megabytes). */
 const CACHED_TEXT_CHARS = 4_096;
-const counted = new Map<string, number>();
-function countCached(text: string): number {
-  if (text.length > CACHED_TEXT_CHARS) return countTokens(text);
-  let n = counted.get(text);
-  if (n === undefined) {
-    n = countTokens(text);
-    if (counted.size >= COUNT_CACHE_MAX) counted.delete(counted.keys().next().value!);
-    counted.set(text, n);
-  }
-  return n;
-}
+const counted = new Map<string, Map<string, number>>();
+let countedSize = 0;
 
-/**
- * Characters tokenized in one go before yielding to the event loop: about 3 ms of counting, so a 10 MB prompt
- * never holds other callers for longer than that. Slices end at whitespace, where BPE pieces start anyway;
- * the count may differ from the whole text's by at most one token per slice.
- */
-export const COUNT_SLICE_CHARS = 64 * 1024;
+function remember(workspace: string, text: string, n: number) {
+  if (text.length > CACHED_TEXT_CHARS) return;
+  let ws = counted.get(workspace);
+  if (!ws) counted.set(workspace, (ws = new Map()));
+  if (ws.has(text)) return;
+  if (countedSize >= COUNT_CACHE_MAX) {
+    // The oldest entry of the workspace cached longest goes first.
+    const [oldestWs, entries] = counted.entries().next().value!;
+    entries.delete(entries.keys().next().value!);
+    countedSize--;
+    if (!entries.size && oldestWs !== workspace) counted.delete(oldestWs);
+  }
+  ws.set(text, n);
+  countedSize++;
+}
 
 /** Tokens the reply is primed with (`<|start|>assistant<|message|>`), counted once per chat request. */
 const REPLY_PRIMING = 3;
@@ -148,60 +126,49 @@ function collect(body: unknown): { texts: string[]; fixed: number } {
   return { texts, fixed };
 }
 
-/** Counts the tokens of a request body's text; media parts count a flat amount instead of their base64 size. */
-export function estimateInputTokens(body: unknown, model?: string): number {
+/**
+ * The input tokens of a request body: media parts count a flat amount instead of their base64 size. At once when
+ * every text was counted before in this workspace; else a promise of one round trip to the tokenizer's thread
+ * (which rejects with a 503 when the thread cannot answer, see token-counter.ts).
+ */
+export function countInputTokens(
+  body: unknown,
+  model: string | undefined,
+  workspace: string,
+): number | Promise<number> {
   const { texts, fixed } = collect(body);
+  const cache = counted.get(workspace);
   let n = fixed;
-  for (const t of texts) n += countCached(t);
-  return Math.ceil(n * marginFor(model));
+  let missing: string[] | undefined;
+  for (const t of texts) {
+    const c = t.length <= CACHED_TEXT_CHARS ? cache?.get(t) : undefined;
+    if (c === undefined) (missing ??= []).push(t);
+    else n += c;
+  }
+  const margin = marginFor(model);
+  if (!missing) return Math.ceil(n * margin);
+  const asked = missing;
+  return tokenCounter.count(asked).then((counts) => {
+    for (let i = 0; i < asked.length; i++) {
+      n += counts[i];
+      remember(workspace, asked[i], counts[i]);
+    }
+    return Math.ceil(n * margin);
+  });
 }
 
 /**
- * The same count without holding the event loop: a long text is counted in slices of COUNT_SLICE_CHARS
- * with a yield between them, so one caller's 10 MB prompt delays the others by one slice at a time.
+ * The UTF-8 size of a body's texts: no text holds more tokens than bytes (each token stands for at least one),
+ * so this bounds the count from above when the tokenizer's thread cannot answer after a call already ran.
  */
-export function countInputTokens(body: unknown, model?: string): number | Promise<number> {
+export function inputBytesBound(body: unknown): number {
   const { texts, fixed } = collect(body);
-  // The common case, a prompt of less than one slice, is counted at once: no promise, no extra turn of the loop.
-  let chars = 0;
-  for (const t of texts) chars += t.length;
-  if (chars <= COUNT_SLICE_CHARS) {
-    let n = fixed;
-    for (const t of texts) n += countCached(t);
-    return Math.ceil(n * marginFor(model));
-  }
-  return countSliced(texts, fixed, model);
-}
-
-async function countSliced(texts: string[], fixed: number, model?: string): Promise<number> {
   let n = fixed;
-  let sinceYield = 0;
-  for (const text of texts) {
-    if (text.length <= COUNT_SLICE_CHARS) {
-      n += countCached(text);
-      sinceYield += text.length;
-    } else
-      for (let at = 0; at < text.length; ) {
-        let end = Math.min(text.length, at + COUNT_SLICE_CHARS);
-        if (end < text.length) {
-          const ws = text.lastIndexOf(' ', end);
-          if (ws > at) end = ws;
-        }
-        n += countTokens(text.slice(at, end));
-        sinceYield += end - at;
-        at = end;
-        if (sinceYield >= COUNT_SLICE_CHARS) {
-          sinceYield = 0;
-          await yieldToLoop();
-        }
-      }
-    if (sinceYield >= COUNT_SLICE_CHARS) {
-      sinceYield = 0;
-      await yieldToLoop();
-    }
-  }
-  return Math.ceil(n * marginFor(model));
+  for (const t of texts) n += Buffer.byteLength(t);
+  return n;
 }
 
 /** Tokens of text an answer streamed (for a stream cut before the provider reported its usage). */
-export const countTextTokens = (text: string) => (text ? countTokens(text) : 0);
+export async function countTextTokens(text: string): Promise<number> {
+  return text ? (await tokenCounter.count([text]))[0] : 0;
+}

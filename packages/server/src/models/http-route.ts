@@ -12,7 +12,7 @@ import type { Endpoint } from './endpoints.js';
 import { defaultMaxOutput, isEmbeddings } from './estimate.js';
 import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall, MODEL_PATHS } from './forward.js';
 import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
-import { CallMeter } from './meter.js';
+import { type CallSummary, CallMeter } from './meter.js';
 import { pinCall, pinForm } from './model-pin.js';
 import { MIN_CAPPED_OUTPUT, outputLimitOf } from './output-limit.js';
 import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
@@ -318,6 +318,14 @@ function readRequest(req: IncomingMessage): Promise<Buffer | undefined> {
  * `closing` says the server is shutting down.
  */
 export function modelCallHandler(gw: ModelGateway, log: FastifyBaseLogger, closing: () => boolean) {
+  const logged = (summary: CallSummary | undefined) => {
+    if (summary) log.info(summary, 'model call');
+  };
+  const logCall = (summary: ReturnType<CallMeter['finish']>) => {
+    if (summary instanceof Promise)
+      summary.then(logged, (err) => log.error({ err }, 'closing a model call’s accounting failed'));
+    else logged(summary);
+  };
   async function serve(req: IncomingMessage, res: ServerResponse, a: Address) {
     const startedAt = gw.now();
     if (closing()) throw new ApiError('UNAVAILABLE', 'the server is shutting down');
@@ -349,14 +357,12 @@ export function modelCallHandler(gw: ModelGateway, log: FastifyBaseLogger, closi
     res.on('close', () => {
       const completed = res.writableFinished;
       if (!completed) abort.abort();
-      const summary = meter.finish(res.statusCode, completed);
-      if (summary) log.info(summary, 'model call');
+      logCall(meter.finish(res.statusCode, completed));
     });
     // The caller left while its credential or endpoint was being read: 'close' has fired already.
     if (req.socket?.destroyed) {
       abort.abort();
-      const summary = meter.finish(499, false);
-      if (summary) log.info(summary, 'model call');
+      logCall(meter.finish(499, false));
       return;
     }
     const counting = reserve(gw, ep, call, meter);

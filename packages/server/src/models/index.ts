@@ -8,8 +8,9 @@ import type { Resources } from '../store/resources.js';
 import { BudgetLedger } from './budget-ledger.js';
 import { CallerResolver } from './caller.js';
 import { EndpointCache } from './endpoints.js';
-import { DEFAULT_OUTPUT_ESTIMATE, loadTokenizer } from './estimate.js';
+import { DEFAULT_OUTPUT_ESTIMATE } from './estimate.js';
 import { ModelMetrics } from './metrics.js';
+import { tokenCounter } from './token-counter.js';
 import { UnreachableProviders } from './unreachable.js';
 import { UsageRecorder } from './usage-recorder.js';
 import { EVERY_WORKSPACE } from '../store/store.js';
@@ -53,6 +54,8 @@ export interface ModelGateway {
   now: () => number;
   /** Says on a model's object that a provider could not be reached. */
   unreachable: UnreachableProviders;
+  /** Calls whose accounting waits for a token count (meter.ts): closing waits for them before the last flush. */
+  unsettled: Set<Promise<unknown>>;
   close(): Promise<void>;
 }
 
@@ -66,9 +69,10 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     connections: UPSTREAM_CONNECTIONS,
   });
   const endpoints = new EndpointCache(deps.resources);
-  // The tokenizer loads when budgets first exist (start-up, or a maxToken policy written), between requests,
-  // rather than inside the first model call it would hold up for half a second.
-  const warm = () => setImmediate(loadTokenizer);
+  // The tokenizer's thread starts when budgets first exist (start-up, or a maxToken policy written), so that the
+  // first model call does not wait for its tables to load; it stops with the last gateway of the process.
+  tokenCounter.retain();
+  const warm = () => tokenCounter.start();
   const isBudget = (o: { kind: string; body?: any }) =>
     o.kind === 'Policy' && o.body?.spec?.type === 'maxToken';
   const unwatchPolicies = deps.resources.store.watch((c) => {
@@ -80,6 +84,7 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
   );
   const callers = new CallerResolver(deps.authenticator, deps.resources.store, now);
   const budget = new BudgetLedger(deps.resources.store, now, deps.onError);
+  const unsettled = new Set<Promise<unknown>>();
   return {
     resources: deps.resources,
     callers,
@@ -92,12 +97,15 @@ export function createModelGateway(deps: ModelGatewayDeps): ModelGateway {
     outputEstimate: deps.outputEstimate ?? DEFAULT_OUTPUT_ESTIMATE,
     now,
     unreachable: new UnreachableProviders(deps.resources, now, deps.onError),
+    unsettled,
     async close() {
       unwatchPolicies();
       callers.close();
       endpoints.close();
+      await Promise.allSettled(unsettled);
       await recorder.close();
       await budget.close();
+      await tokenCounter.release();
       // In-flight provider calls were aborted with their clients; idle sockets go now.
       await agent.destroy();
     },

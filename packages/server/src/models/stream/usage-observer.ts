@@ -5,7 +5,6 @@
 // stream usage, the usage-only chunk (`choices: []`) is taken out: a client that did not ask for it
 // would read `choices[0]` of it and fail.
 import { Transform, type TransformCallback } from 'node:stream';
-import { countTextTokens } from '../estimate.js';
 import { mergeUsage, type TokenUsage, usageIn, usageInJsonText } from '../usage.js';
 import { SseParser } from './sse.js';
 
@@ -80,8 +79,11 @@ export class UsageObserver extends Transform {
     cb(null, rest || undefined);
   }
 
-  /** Output tokens streamed so far, counted with the tokenizer (undefined for an answer that is no stream). */
-  streamedTokens(): number | undefined {
+  /**
+   * The text streamed so far, to be counted with the tokenizer, and the tokens of what streamed past the text
+   * kept (undefined for an answer that is no stream).
+   */
+  streamed(): { text: string; beyondText: number } | undefined {
     if (!this.sse) return undefined;
     let text: string;
     try {
@@ -89,7 +91,7 @@ export class UsageObserver extends Transform {
     } catch {
       text = this.text.join('');
     }
-    return countTextTokens(text) + Math.ceil(this.overflowChars / CHARS_PER_TOKEN);
+    return { text, beyondText: Math.ceil(this.overflowChars / CHARS_PER_TOKEN) };
   }
 
   /**

@@ -3,7 +3,6 @@
 // fragments, the finish reason, usage when the caller asked for it, then `[DONE]`).
 import { Transform, type TransformCallback } from 'node:stream';
 import { SseParser, sseFrame } from '../stream/sse.js';
-import { countTextTokens } from '../estimate.js';
 import { mergeUsage, normalizeUsage, type TokenUsage } from '../usage.js';
 
 const FINISH: Record<string, string> = {
@@ -91,9 +90,9 @@ export class AnthropicToChatStream extends Transform {
     super();
   }
 
-  /** Output tokens streamed so far, counted with the tokenizer. */
-  streamedTokens(): number {
-    return countTextTokens(this.text.join(''));
+  /** The text streamed so far (for counting a stream cut before its usage). */
+  streamed() {
+    return { text: this.text.join(''), beyondText: 0 };
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback) {

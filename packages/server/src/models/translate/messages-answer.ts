@@ -4,7 +4,6 @@
 // with the stop reason and usage, and message_stop). The stop reason waits for the usage chunk that follows
 // it, so the client's final message carries the provider's counts.
 import { Transform, type TransformCallback } from 'node:stream';
-import { countTextTokens } from '../estimate.js';
 import { SseParser, sseFrame } from '../stream/sse.js';
 import { mergeUsage, normalizeUsage, type TokenUsage } from '../usage.js';
 
@@ -87,9 +86,9 @@ export class ChatToMessagesStream extends Transform {
     super();
   }
 
-  /** Output tokens streamed so far, counted with the tokenizer (for a stream cut before its usage). */
-  streamedTokens(): number {
-    return countTextTokens(this.text.join(''));
+  /** The text streamed so far (for counting a stream cut before its usage). */
+  streamed() {
+    return { text: this.text.join(''), beyondText: 0 };
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback) {
