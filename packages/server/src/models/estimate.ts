@@ -21,7 +21,10 @@ let countedSize = 0;
 function remember(workspace: string, text: string, n: number) {
   if (text.length > CACHED_TEXT_CHARS) return;
   let ws = counted.get(workspace);
-  if (!ws) counted.set(workspace, (ws = new Map()));
+  if (!ws) {
+    ws = new Map();
+    counted.set(workspace, ws);
+  }
   if (ws.has(text)) return;
   if (countedSize >= COUNT_CACHE_MAX) {
     // The oldest entry of the workspace cached longest goes first.
@@ -142,8 +145,9 @@ export function countInputTokens(
   let missing: string[] | undefined;
   for (const t of texts) {
     const c = t.length <= CACHED_TEXT_CHARS ? cache?.get(t) : undefined;
-    if (c === undefined) (missing ??= []).push(t);
-    else n += c;
+    if (c !== undefined) n += c;
+    else if (missing) missing.push(t);
+    else missing = [t];
   }
   const margin = marginFor(model);
   if (!missing) return Math.ceil(n * margin);
