@@ -122,7 +122,7 @@ test('a thread that stops fails the counts in flight with a 503 and is replaced;
   try {
     assert.deepEqual(await counter.count(['before the crash']), [direct('before the crash')]);
     const first = counter.current!;
-    const inFlight = counter.count([longPrompt(2_000_000)]);
+    const inFlight = counter.count([longPrompt(1_000_000)]);
     const exited = once(first, 'exit');
     await first.terminate(); // as if the thread crashed: not through the counter
     await exited;
