@@ -28,7 +28,8 @@ const countTokens = (
  * A run of one class of characters (letters, symbols, whitespace) is one BPE piece, and merging a piece costs the
  * square of its length: 64K of one letter took 3.5 s, 40,000 emoji 18 s, which a single call could send. Runs this
  * long are counted in chunks of LONG_RUN_CHUNK characters, each near-linear; a count then differs from the whole
- * run's by at most a token per chunk. Texts without such a run (prose, code, base64) are counted exactly as before.
+ * run's by about a token per chunk boundary (tested within one per chunk). Texts without such a run (prose, code,
+ * base64) are counted exactly as before.
  */
 const LONG_RUN = /[\p{L}\p{M}]{1024,}|[^\s\p{L}\p{M}\p{N}]{1024,}|\s{1024,}/gu;
 const LONG_RUN_MIN = 1_024;
