@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { selfSignedCert } from '../../packages/server/dist/runtime/egress/test-support.js';
 import { header, row } from '../lib/report.mjs';
 import { startSandboxBerth } from './lib.mjs';
 
@@ -59,25 +60,7 @@ function startUpstream(dir) {
   try {
     sh('ip', ['link', 'del', HOST_IF]);
   } catch {}
-  sh('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-days',
-    '1',
-    '-keyout',
-    join(dir, 'key.pem'),
-    '-out',
-    join(dir, 'cert.pem'),
-    '-subj',
-    '/CN=bench.test',
-    '-addext',
-    'subjectAltName=DNS:bench.test',
-  ]);
+  selfSignedCert(dir, 'bench.test', true);
   sh(
     'ip',
     ['-batch', '-'],

@@ -9,10 +9,11 @@
 // test counts.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { selfSignedCert } from '../../egress/test-support.js';
 import { run, sleep } from '../exec.js';
 
 /**
@@ -153,26 +154,12 @@ export async function startUpstream(
   // Under the lock no other file's upstream is up, so what any of them left behind (a killed run) is stale.
   for (const stale of ALL_NETS) await deleteNs(stale);
   const dir = mkdtempSync(join(tmpdir(), 'berth-egress-up-'));
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
-  await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-    '-days',
-    '1',
-    '-subj',
-    '/CN=allowed.test',
-    '-addext',
-    'subjectAltName=DNS:allowed.test,DNS:denied.test,DNS:other.test,DNS:sub.allowed.test,DNS:mail.test',
+  const tls = selfSignedCert(dir, 'allowed.test', [
+    'allowed.test',
+    'denied.test',
+    'other.test',
+    'sub.allowed.test',
+    'mail.test',
   ]);
   await run(
     'ip',
@@ -212,8 +199,8 @@ export async function startUpstream(
       stdio: ['ignore', 'pipe', 'inherit'],
       env: {
         ...process.env,
-        KEY: key,
-        CERT: cert,
+        KEY: tls.keyPath,
+        CERT: tls.certPath,
         SELF: UPSTREAM.address,
         DNS_PACKET: require_resolve('dns-packet'),
         ...(opts.httpsHandler ? { HTTPS_HANDLER: opts.httpsHandler } : {}),
@@ -233,7 +220,7 @@ export async function startUpstream(
     if (i > 200) throw new Error('the test upstream did not start');
     await sleep(25);
   }
-  const certPem = readFileSync(cert, 'utf8');
+  const certPem = tls.cert.toString('utf8');
   return {
     lines,
     count: (prefix) => lines.filter((l) => l.startsWith(prefix)).length,
