@@ -1,5 +1,5 @@
 // bench/sandboxes egress: what the egress proxy adds. From inside a sandbox to an HTTPS upstream in a network
-// namespace this bench makes (203.0.113.10, TEST-NET-3: nothing leaves the machine), new-connection request
+// namespace this bench makes (198.18.2.10, benchmarking range: nothing leaves the machine), new-connection request
 // latency and requests per second over 100 keep-alive connections, for a sandbox without a policy (direct, the
 // baseline), one under an allow list (opaque tunnel) and one with a routing rule (intercepted, header injected).
 // Targets: added p50 <= 0.5 ms opaque, <= 2 ms intercepted; rps through the proxy >= 70% of direct.
@@ -8,12 +8,15 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { selfSignedCert } from '../../packages/server/dist/runtime/egress/test-support.js';
 import { header, row } from '../lib/report.mjs';
 import { startSandboxBerth } from './lib.mjs';
 
 const NS = 'berth-b-egress';
 const HOST_IF = 'bbeg0';
-const UP = '203.0.113.10';
+const UP = '198.18.2.10';
+const UP_HOST = '198.18.2.1';
+const UP_CIDR = '198.18.2.0/24';
 const LATENCY_N = Number(process.env.BENCH_EGRESS_REQUESTS ?? 300);
 const RPS_SECONDS = 3;
 
@@ -57,34 +60,16 @@ function startUpstream(dir) {
   try {
     sh('ip', ['link', 'del', HOST_IF]);
   } catch {}
-  sh('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-days',
-    '1',
-    '-keyout',
-    join(dir, 'key.pem'),
-    '-out',
-    join(dir, 'cert.pem'),
-    '-subj',
-    '/CN=bench.test',
-    '-addext',
-    'subjectAltName=DNS:bench.test',
-  ]);
+  selfSignedCert(dir, 'bench.test', true);
   sh(
     'ip',
     ['-batch', '-'],
-    `netns add ${NS}\nlink add ${HOST_IF} type veth peer name eth0 netns ${NS}\naddr add 203.0.113.1/24 dev ${HOST_IF}\nlink set ${HOST_IF} up\n`,
+    `netns add ${NS}\nlink add ${HOST_IF} type veth peer name eth0 netns ${NS}\naddr add ${UP_HOST}/24 dev ${HOST_IF}\nlink set ${HOST_IF} up\n`,
   );
   sh(
     'ip',
     ['-n', NS, '-batch', '-'],
-    `link set lo up\naddr add ${UP}/24 dev eth0\nlink set eth0 up\nroute add default via 203.0.113.1\n`,
+    `link set lo up\naddr add ${UP}/24 dev eth0\nlink set eth0 up\nroute add default via ${UP_HOST}\n`,
   );
   // Nothing is sent unless the upstream's address leads into this bench's own namespace.
   if (!sh('ip', ['-o', 'route', 'get', UP]).includes(`dev ${HOST_IF} `))
@@ -107,8 +92,8 @@ export async function benchEgress() {
   const upstream = await startUpstream(dir);
   const berth = await startSandboxBerth({
     BERTH_EGRESS_RESOLVERS: UP,
-    // The upstream sits on a documentation range, reserved: opened as a LAN would be.
-    BERTH_SANDBOX_ALLOW_CIDRS: '203.0.113.0/24',
+    // The upstream sits on the benchmarking range, reserved: opened as a LAN would be.
+    BERTH_SANDBOX_ALLOW_CIDRS: UP_CIDR,
     NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem'),
     BERTH_STANDBY_AFTER: '600',
     BERTH_LOG_LEVEL: 'warn',

@@ -36,6 +36,7 @@ const LAYERS: Record<string, number> = {
   templates: 9,
   gateway: 10,
   api: 10,
+  // The composition root: main.ts and its steps in main/ (one module per thing it wires, decision 017).
   main: 11,
   index: 12,
 };

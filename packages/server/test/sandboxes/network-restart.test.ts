@@ -31,7 +31,7 @@ after(async () => {
 
 test('a restarted server keeps the sandbox under its policy and puts the routing secrets back', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'berth-net-restart-'));
-  // The upstream stands for the internet on a documentation range, which is reserved: opened like a LAN.
+  // The upstream stands for the internet on the benchmarking range, which is reserved: opened like a LAN.
   const env = { BERTH_EGRESS_RESOLVERS: UPSTREAM.address, BERTH_SANDBOX_ALLOW_CIDRS: UPSTREAM.cidr };
   const secret = 'sk-survives-a-restart-4410';
   let s = await startSandboxServer(env, dir);

@@ -30,7 +30,7 @@ before(async () => {
   server = await startSandboxServer({
     BERTH_EGRESS_RESOLVERS: UPSTREAM.address,
     BERTH_EGRESS_GATEWAYS: `office=${UPSTREAM.gateway},${UPSTREAM.host}`,
-    // The upstream stands for the internet on a documentation range, which is reserved: opened like a LAN.
+    // The upstream stands for the internet on the benchmarking range, which is reserved: opened like a LAN.
     BERTH_SANDBOX_ALLOW_CIDRS: UPSTREAM.cidr,
   });
 });

@@ -6,10 +6,19 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as packet from 'dns-packet';
 
-/** A one-day self-signed P-256 certificate for `name` (with it as subjectAltName when `san`), made in `dir`. */
-export function selfSignedCert(dir: string, name: string, san = false): { key: Buffer; cert: Buffer } {
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
+/**
+ * A one-day self-signed P-256 certificate for `name`, made in `dir` (key.pem, cert.pem). `san`: its subjectAltName
+ * names (`true`: `name` alone). The one maker of test certificates: the egress tests' upstreams and the egress
+ * bench (bench/sandboxes/egress.mjs, through dist/) use it too.
+ */
+export function selfSignedCert(
+  dir: string,
+  name: string,
+  san: boolean | string[] = false,
+): { key: Buffer; cert: Buffer; keyPath: string; certPath: string } {
+  const keyPath = join(dir, 'key.pem');
+  const certPath = join(dir, 'cert.pem');
+  const sans = san === true ? [name] : san || [];
   execFileSync(
     'openssl',
     [
@@ -23,16 +32,16 @@ export function selfSignedCert(dir: string, name: string, san = false): { key: B
       '-days',
       '1',
       '-keyout',
-      key,
+      keyPath,
       '-out',
-      cert,
+      certPath,
       '-subj',
       `/CN=${name}`,
-      ...(san ? ['-addext', `subjectAltName=DNS:${name}`] : []),
+      ...(sans.length ? ['-addext', `subjectAltName=${sans.map((n) => `DNS:${n}`).join(',')}`] : []),
     ],
     { stdio: 'ignore' },
   );
-  return { key: readFileSync(key), cert: readFileSync(cert) };
+  return { key: readFileSync(keyPath), cert: readFileSync(certPath), keyPath, certPath };
 }
 
 export interface FakeResolver {

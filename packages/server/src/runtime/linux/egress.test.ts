@@ -1,6 +1,6 @@
 // Egress policy end to end: a real sandbox under a policy, upstreams in a namespace this test makes (upstream
-// address on TEST-NET-3, see test-support/egress-upstream.ts). Allowed names work through the explicit proxy and
-// transparently; everything else, including every way around the proxy, fails and the upstream counts no hit.
+// address in the benchmarking range, see test-support/egress-upstream.ts). Allowed names work through the explicit
+// proxy and transparently; everything else, including every way around the proxy, fails and the upstream counts no hit.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -61,7 +61,7 @@ before(async () => {
     netPoolSize: 0,
     egressResolvers: [UPSTREAM.address],
     egressGateways: { gw: [UPSTREAM.gateway] },
-    allowCidrs: [UPSTREAM.cidr], // a documentation range, standing for the internet
+    allowCidrs: [UPSTREAM.cidr], // a benchmarking range, reserved, standing for the internet
     onEgressEvent: (e) => events.push(e),
   });
 });

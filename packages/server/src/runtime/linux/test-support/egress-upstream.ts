@@ -1,19 +1,24 @@
-// Upstreams for egress tests, inside a network namespace the test makes: a documentation address (TEST-NET-3)
-// on a veth whose host end is the only route to it, so nothing a test sends can leave this machine. Documentation
-// ranges are reserved (outbound/reserved-ranges.ts): a test opens its upstream's `cidr` as a server opens a LAN. One process
-// in the namespace serves HTTPS (443, a test certificate), HTTP (80), raw TCP (22, 853), and DNS (53) that answers
-// every `*.test` name with the upstream's own address; it prints one line per hit, which the test counts.
+// Upstreams for egress tests, inside a network namespace the test makes: an address of the benchmarking range
+// (198.18.0.0/15, RFC 2544: set aside for test networks, so no real service sits there) on a veth whose host end is
+// the only route to it, so nothing a test sends can leave this machine. Not a documentation range: a host may reach
+// real services there (the npm registry resolves into 203.0.113.0/24 on one of ours), and while a test's route
+// stood, or after a killed run left it, the host could not reach them. The benchmarking range is reserved
+// (outbound/reserved-ranges.ts) like the documentation ones: a test opens its upstream's `cidr` as a server opens a
+// LAN. One process in the namespace serves HTTPS (443, a test certificate), HTTP (80), raw TCP (22, 853), and DNS
+// (53) that answers every `*.test` name with the upstream's own address; it prints one line per hit, which the
+// test counts.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { selfSignedCert } from '../../egress/test-support.js';
 import { run, sleep } from '../exec.js';
 
 /**
- * One test file's upstream network: its own namespace, link and documentation /24, so two files running at once
- * never share one. host: the host end of the link; gateway: a second host-local address (an egress address).
+ * One test file's upstream network: its own namespace, link and /24 of the benchmarking range, so two files running
+ * at once never share one. host: the host end of the link; gateway: a second host-local address (an egress address).
  */
 export interface UpstreamNet {
   ns: string;
@@ -27,21 +32,23 @@ export interface UpstreamNet {
 
 export const UPSTREAM: UpstreamNet = {
   ns: 'berth-t-egress',
-  cidr: '203.0.113.0/24',
+  cidr: '198.18.0.0/24',
   hostIf: 'bteg0',
-  host: '203.0.113.1',
-  gateway: '203.0.113.2',
-  address: '203.0.113.10',
+  host: '198.18.0.1',
+  gateway: '198.18.0.2',
+  address: '198.18.0.10',
 };
-/** TEST-NET-2, for a second test file. */
+/** For a second test file. */
 export const UPSTREAM_2: UpstreamNet = {
   ns: 'berth-t-egress2',
-  cidr: '198.51.100.0/24',
+  cidr: '198.18.1.0/24',
   hostIf: 'bteg1',
-  host: '198.51.100.1',
-  gateway: '198.51.100.2',
-  address: '198.51.100.10',
+  host: '198.18.1.1',
+  gateway: '198.18.1.2',
+  address: '198.18.1.10',
 };
+/** Every upstream network of this file: a run killed mid-test leaves its namespace and route behind. */
+const ALL_NETS = [UPSTREAM, UPSTREAM_2];
 
 const SERVER = `
 const fs = require('node:fs'), net = require('node:net'), http = require('node:http'), https = require('node:https');
@@ -85,6 +92,13 @@ export interface Upstream {
 }
 
 async function deleteNs(net: UpstreamNet): Promise<void> {
+  // A killed run's upstream process would keep the namespace (and the test runner's stderr) alive.
+  const pids = await run('ip', ['netns', 'pids', net.ns]).catch(() => '');
+  for (const pid of pids.split(/\s+/).filter(Boolean)) {
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+    } catch {}
+  }
   await run('ip', ['netns', 'del', net.ns]).catch(() => undefined);
   await run('ip', ['link', 'del', net.hostIf]).catch(() => undefined);
 }
@@ -92,27 +106,33 @@ async function deleteNs(net: UpstreamNet): Promise<void> {
 /**
  * Egress tests of different files must not overlap: the egress child's ports are the host's (one server per host),
  * so a second driver's child would take over the first's sandboxes. A lock held by a `flock` child for the life
- * of the upstream; bounded, so a crashed test process does not hold it for long.
+ * of the upstream. The holder watches the test process: once it is gone however it ended (SIGKILL included), the
+ * holder kills the upstream process, deletes `net`'s namespace and link and lets go, so a killed run neither keeps
+ * a route nor holds the lock (nor the test runner, waiting on the stderr the upstream shares).
+ * Bounded, so a test process that hangs does not hold it for long.
  */
 const EGRESS_TEST_LOCK = '/tmp/berth-egress-tests.lock';
 const LOCK_HOLD_MAX_S = 900;
 
-async function egressTestLock(): Promise<ChildProcess> {
-  // --no-fork: the lock's holder is the process we kill, not a grandchild that would outlive it.
-  const lock = spawn(
-    'flock',
-    ['--no-fork', EGRESS_TEST_LOCK, 'sh', '-c', `echo locked; exec sleep ${LOCK_HOLD_MAX_S}`],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
+async function egressTestLock(net: UpstreamNet): Promise<ChildProcess> {
+  const watch = [
+    'echo locked',
+    'i=0',
+    `while kill -0 ${process.pid} 2>/dev/null && [ $i -lt ${LOCK_HOLD_MAX_S} ]; do sleep 1; i=$((i+1)); done`,
+    `kill -0 ${process.pid} 2>/dev/null || { ip netns pids ${net.ns} | xargs -r kill -9; ip netns del ${net.ns}; ip link del ${net.hostIf}; } 2>/dev/null`,
+    'true',
+  ].join('\n');
+  // --no-fork: the lock's holder is the process we kill, not a grandchild that would outlive it (its `sleep 1`
+  // holds it a second at most).
+  const lock = spawn('flock', ['--no-fork', EGRESS_TEST_LOCK, 'sh', '-c', watch], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
     lock.stdout?.once('data', () => resolve());
     lock.once('exit', (code) => reject(new Error(`flock exited ${code}`)));
   });
   lock.stdout?.destroy();
   lock.unref();
-  process.once('exit', () => lock.kill('SIGKILL'));
   return lock;
 }
 
@@ -127,32 +147,19 @@ export async function startUpstream(
   net: UpstreamNet = UPSTREAM,
   opts: UpstreamOptions = {},
 ): Promise<Upstream> {
-  const lock = await egressTestLock();
+  const lock = await egressTestLock(net);
   const UPSTREAM = net;
   const UPSTREAM_NS = net.ns;
   const HOST_IF = net.hostIf;
-  await deleteNs(net);
+  // Under the lock no other file's upstream is up, so what any of them left behind (a killed run) is stale.
+  for (const stale of ALL_NETS) await deleteNs(stale);
   const dir = mkdtempSync(join(tmpdir(), 'berth-egress-up-'));
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
-  await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-    '-days',
-    '1',
-    '-subj',
-    '/CN=allowed.test',
-    '-addext',
-    'subjectAltName=DNS:allowed.test,DNS:denied.test,DNS:other.test,DNS:sub.allowed.test,DNS:mail.test',
+  const tls = selfSignedCert(dir, 'allowed.test', [
+    'allowed.test',
+    'denied.test',
+    'other.test',
+    'sub.allowed.test',
+    'mail.test',
   ]);
   await run(
     'ip',
@@ -192,8 +199,8 @@ export async function startUpstream(
       stdio: ['ignore', 'pipe', 'inherit'],
       env: {
         ...process.env,
-        KEY: key,
-        CERT: cert,
+        KEY: tls.keyPath,
+        CERT: tls.certPath,
         SELF: UPSTREAM.address,
         DNS_PACKET: require_resolve('dns-packet'),
         ...(opts.httpsHandler ? { HTTPS_HANDLER: opts.httpsHandler } : {}),
@@ -213,7 +220,7 @@ export async function startUpstream(
     if (i > 200) throw new Error('the test upstream did not start');
     await sleep(25);
   }
-  const certPem = readFileSync(cert, 'utf8');
+  const certPem = tls.cert.toString('utf8');
   return {
     lines,
     count: (prefix) => lines.filter((l) => l.startsWith(prefix)).length,

@@ -1,0 +1,195 @@
+// The controllers: the cluster-wide ones under leadership (one server leads them at a time) and each node's own
+// sandbox controllers, fault watch and schedules.
+import type pino from 'pino';
+import type { Config } from '../config.js';
+import { CONFIG_PROFILES, CONFIG_RECONCILERS } from '../controllers/config/index.js';
+import { startControllers } from '../controllers/core/index.js';
+import { sandboxReconciler } from '../controllers/sandbox/sandbox.js';
+import { SandboxExpiry } from '../controllers/sandbox/sandbox-expiry.js';
+import { ScheduleRunner } from '../controllers/sandbox/sandbox-schedules.js';
+import { volumeReconciler } from '../controllers/volume/volume.js';
+import { SandboxFaultWatch } from '../controllers/sandbox/sandbox-faults.js';
+import { existingArchive } from '../runtime/volume-archives.js';
+import { applicationReconciler } from '../controllers/workload/application.js';
+import { deployReconciler } from '../controllers/workload/deploy.js';
+import { jobRevisionReconciler } from '../controllers/job/job-revision.js';
+import { agentScheduling } from '../controllers/workload/agent-schedules.js';
+import { jobScheduling } from '../controllers/job/job-schedules.js';
+import { TriggerSchedules } from '../controllers/code/trigger-schedules.js';
+import { Scaler } from '../controllers/workload/scaler.js';
+import { DrainedError, postgresLeadership, soleLeadership } from '../cluster/leadership.js';
+import { formerLeaders, isDrained } from '../cluster/nodes.js';
+import { placeAgainEvery } from '../controllers/sandbox/sandbox-lost.js';
+import type { Late, StartOptions } from './context.js';
+import type { Gateway } from './gateway.js';
+import type { Http } from './http.js';
+import type { Runtime } from './runtime.js';
+import type { Core } from './store.js';
+import type { Workloads } from './workloads.js';
+
+/** The default `onFenced`: a server that lost its lead exits rather than risk acting beside the new leader. */
+const fenced = (logger: pino.Logger) => (role: string, err: unknown) => {
+  if (err instanceof DrainedError)
+    logger.warn({ role }, 'drained: handed the lead over, exiting (started again, this server only follows)');
+  else logger.fatal({ err, role }, 'lost the database session this server led with: exiting');
+  logger.flush?.();
+  process.exit(75);
+};
+
+export async function startAllControllers(
+  config: Config,
+  opts: StartOptions,
+  late: Late,
+  gateway: Gateway,
+  parts: Core & Runtime & Http & Workloads,
+) {
+  const { logger, resources, quotas, placements, selfId, clusterSelf, tokens } = parts;
+  const { images, driver, instances, snapshotLayers, snapshots } = parts;
+  const { capacity } = parts;
+  const { builder, builds, replicas, callbacks, jobs } = parts;
+  // The controllers and sweeps act on every workspace's objects: one server of a cluster leads them at a time
+  // (cluster/leadership.ts; on SQLite this one, at once). Today the leader also holds every instance they start.
+  const leadership = config.databaseUrl
+    ? postgresLeadership({
+        url: config.databaseUrl,
+        warn: (err, msg) => logger.warn({ err }, msg),
+        info: (msg) => logger.info(msg),
+        onLost: (name, err) => (opts.onFenced ?? fenced(logger))(name, err),
+        mayLead: async (session) => !(await isDrained(session, selfId)),
+      })
+    : soleLeadership();
+  let stopActing = async () => undefined;
+  await leadership.lead('controllers', {
+    async start() {
+      // Taking over from a server that died: no server sends it requests for the controllers' instances any more.
+      // Its sandboxes are placed again once its lease lapses (placeAgain below), as any node's.
+      if (config.databaseUrl) {
+        const formerHolders = await formerLeaders(config.databaseUrl, 'controllers', selfId);
+        if (formerHolders.length) logger.warn({ formerHolders }, 'took over from a node that stopped');
+      }
+      // The sandboxes of a node that left (lease lapsed, drained) go to a healthy one, which starts them fresh.
+      const placing =
+        placements &&
+        placeAgainEvery({
+          resources,
+          placements,
+          mustLeave: (n) => late.holder?.mustLeave(n) ?? false,
+          place: (body) => late.holder?.place(body) ?? selfId,
+          everyMs: 500,
+          warn: (err, msg) => logger.warn({ err }, msg),
+        });
+      // Unfinished executions go on: running attempts are re-adopted, lost ones run again (decision 025).
+      await jobs.start();
+      const jobSchedules = new TriggerSchedules({
+        resources,
+        logger,
+        kinds: {
+          Job: jobScheduling(resources, jobs, Date.now),
+          Agent: agentScheduling((ws, name, body) => gateway.invoke(ws, name, body), logger),
+        },
+      });
+      jobSchedules.start();
+      await callbacks.start();
+      const controllers = startControllers({
+        resources,
+        logger,
+        profiles: CONFIG_PROFILES,
+        // Sandboxes are each node's own (sandboxWork below).
+        only: (kind) => kind !== 'Sandbox',
+        reconcilers: {
+          ...CONFIG_RECONCILERS,
+          Volume: (d) =>
+            volumeReconciler({
+              ...d,
+              driver,
+              logger,
+              archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
+              capacity,
+            }),
+          Drive: (d) =>
+            volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
+          Agent: (d) =>
+            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
+          Function: (d) =>
+            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
+          Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas }),
+          Job: (d) =>
+            jobRevisionReconciler({
+              ...d,
+              builder,
+              builds,
+              cancelExecutions: (ws, job) => jobs.cancelAll(ws, job),
+            }),
+        },
+      });
+      builds.onChange(controllers.wake);
+      // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
+      const scaler = new Scaler({
+        replicas,
+        logger,
+        removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
+      });
+      scaler.start();
+      const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
+      expiry.start();
+      // The other servers' gateways learn that this one now holds the instances at once, not at the next beat.
+      void late.nodes?.beat();
+      stopActing = async () => {
+        await placing?.stop();
+        scaler.stop();
+        jobSchedules.stop();
+        callbacks.stop();
+        await jobs.stop();
+        await expiry.stop();
+        await controllers.stop();
+      };
+    },
+    stop: () => stopActing(),
+    // Drained (`berth node drain`): what ran here goes, as on a dead node; the next leader starts it again, fresh.
+    async handOver() {
+      for (const i of await instances.list())
+        await instances
+          .remove(i.id)
+          .catch((err) => logger.warn({ err, id: i.id }, 'could not remove an instance'));
+      await late.nodes?.handOver('controllers');
+    },
+  });
+  // What runs on this node's runtime for the sandboxes placed on it (every one on SQLite): their reconciles (start,
+  // adopt, wake, release), fault watch and schedules. Every server of a cluster runs its own.
+  const sandboxControllers = startControllers({
+    resources,
+    logger,
+    only: (kind) => kind === 'Sandbox',
+    reconcilers: {
+      Sandbox: (d) =>
+        sandboxReconciler({
+          ...d,
+          instances,
+          logger,
+          images,
+          layers: snapshotLayers,
+          collectLayers: (ws) => snapshots.collect(ws),
+          self: clusterSelf,
+        }),
+    },
+  });
+  late.wakeController = sandboxControllers.wake;
+  const faults = new SandboxFaultWatch({
+    resources,
+    driver,
+    logger,
+    sweepMs: config.faultCheckS && config.faultCheckS * 1000,
+  });
+  faults.start();
+  const schedules = new ScheduleRunner({
+    resources,
+    logger,
+    now: Date.now,
+    startProcess: gateway.startProcess,
+    holds: (ws, name) => clusterSelf === undefined || placements?.nodeOf(ws, name) === clusterSelf,
+  });
+  schedules.start();
+  return { leadership, sandboxControllers, faults, schedules };
+}
+
+export type Controllers = Awaited<ReturnType<typeof startAllControllers>>;

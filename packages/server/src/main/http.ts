@@ -1,0 +1,211 @@
+// The HTTP server: authentication, the app, and the management API's routes (/v0, identity, console, metrics, the
+// model gateway), with the cluster's forwarding of requests to the server that holds what they are about.
+import { createApp } from '../api/app.js';
+import { registerCrud } from '../api/crud.js';
+import { replicaCount } from '../api/workload-replicas.js';
+import { registerIdentityPublicRoutes, registerIdentityRoutes } from '../api/identity.js';
+import { registerMetrics } from '../api/metrics.js';
+import { metricsAccess } from '../api/metrics-access.js';
+import { sandboxSampler } from '../api/sandbox-metrics.js';
+import { registerOpenApi } from '../api/openapi.js';
+import * as debug from '../api/debug.js';
+import * as egressUsage from '../api/egress-usage.js';
+import * as previewTokens from '../api/preview-tokens.js';
+import * as templateVersions from '../api/volume-template-versions.js';
+import * as sandboxSchedules from '../api/sandbox-schedules.js';
+import * as scheduleLists from '../api/schedule-lists.js';
+import { registerCatalogs } from '../api/catalogs.js';
+import { createAuth } from '../auth/index.js';
+import { K, keys as authKeys } from '../auth/records.js';
+import type { Config } from '../config.js';
+import { terminatedRetentionMs } from '../controllers/sandbox/sandbox.js';
+import { deleteWhenDone } from '../api/wait.js';
+import { referencedImages, register as registerImages } from '../api/images.js';
+import { register as registerImageBuilds } from '../api/image-builds.js';
+import { register as registerImageShares } from '../api/image-shares.js';
+import { register as registerSnapshots } from '../api/snapshots.js';
+import { LayerCache } from '../builds/dockerfile/layer-cache.js';
+import { sandboxCreateHook, sandboxReplaceHook } from '../api/sandboxes.js';
+import { volumeCreateHook } from '../api/volumes.js';
+import { KINDS } from '../kinds/index.js';
+import { registerTemplates } from '../templates/routes.js';
+import { modelGateway } from '../models/http-route.js';
+import { UPLOAD_URL_HEADER } from '../api/code-upload.js';
+import { registerRevisionRoutes } from '../api/revisions.js';
+import { registerCustomDomains } from '../api/custom-domains.js';
+import { txtLookup } from '../outbound/dns-txt.js';
+import { registerDriveTokenRoutes } from '../api/drive-tokens.js';
+import { registerWorkloadLogRoutes } from '../api/workload-logs.js';
+import { registerJobExecutionRoutes } from '../api/job-executions.js';
+import { registerQuotas } from '../api/quotas.js';
+import { registerWatch } from '../api/watch.js';
+import { WatchLimit } from '../api/watch-stream.js';
+import { registerCaller } from '../api/caller.js';
+import { registerWorkloadReplicaRoutes } from '../api/workload-replicas.js';
+import { registerConsole } from '../api/console.js';
+import { registerNodes } from '../api/nodes.js';
+import { forwardHeldRoutes, type Holder } from '../http/peer-forward.js';
+import { heldObjectRequest, heldSandboxOf } from '../api/held-crud.js';
+import type { Late } from './context.js';
+import type { Runtime } from './runtime.js';
+import type { Core } from './store.js';
+import type { Workloads } from './workloads.js';
+
+const MB = 1024 ** 2;
+
+export async function createHttp(config: Config, parts: Core) {
+  const { store, logger, box, baseUrl } = parts;
+  const capacity = { totalMb: config.volumeCapacityMb, workspaceMb: config.workspaceVolumeCapacityMb };
+  const auth = await createAuth({
+    store,
+    dataDir: config.dataDir,
+    logger,
+    shared: config.databaseUrl ? box : undefined,
+  });
+  auth.setIssuer(baseUrl);
+  const app = createApp({ bodyLimit: config.bodyLimit, logger, authenticator: auth.authenticator });
+  const routes: { method: string; url: string }[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ method, url: r.url });
+  });
+  return { capacity, auth, app, routes };
+}
+
+export type Http = Awaited<ReturnType<typeof createHttp>>;
+
+export async function registerRoutes(config: Config, late: Late, parts: Core & Runtime & Http & Workloads) {
+  const { store, logger, outbound, resources, quotas, placements, selfId } = parts;
+  const { images, driver, instances, snapshotLayers, snapshots } = parts;
+  const { capacity, auth, app } = parts;
+  const { builder, replicas, uploads, executions, jobs } = parts;
+  // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
+  const uploadUrl = (req: any, reply: any, o: any) => {
+    if ((req.query as Record<string, string>)?.upload === 'true')
+      reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
+  };
+  // In a cluster, the server leading the controllers holds the instances they start (and the files they leave:
+  // uploaded code, build and job logs, images, replicas), and each sandbox's node holds it: the other servers send
+  // requests about those there (http/peer-forward.ts).
+  const clusterHolder: Holder | undefined = config.databaseUrl
+    ? {
+        decide: () => late.holder?.decide() ?? { here: true },
+        decideSandbox: (ws, name) => late.holder?.decideNode(placements?.nodeOf(ws, name)) ?? { here: true },
+        self: selfId,
+      }
+    : undefined;
+  const sentToHolder = forwardHeldRoutes(clusterHolder, undefined, heldSandboxOf);
+  await app.register(async (held) => {
+    held.addHook('onRequest', sentToHolder);
+    uploads.register(held);
+  });
+  // What a deleted workspace left on this machine: removed before its deletion is answered, and by every other server
+  // of a cluster (the holder of its builds among them) when the deletion reaches it through the change feed.
+  const removeWorkspaceFiles = async (ws: string) => {
+    snapshotLayers.removeWorkspace(ws);
+    await builder.removeWorkspace(ws);
+  };
+  store.watch((c) => {
+    if (c.type === 'DELETED' && c.object.kind === K.workspace)
+      removeWorkspaceFiles(c.object.name).catch((err) =>
+        logger.warn({ err, workspace: c.object.name }, "could not remove a deleted workspace's files"),
+      );
+  });
+  // Open watches per workspace, whichever route streams them (api/watch-stream.ts).
+  const watches = new WatchLimit();
+  await app.register(
+    async (v0) => {
+      v0.addHook('onRequest', forwardHeldRoutes(clusterHolder, heldObjectRequest));
+      registerCrud(v0, KINDS, {
+        resources,
+        watch: { authenticator: auth.authenticator, limit: watches },
+        createHooks: {
+          Sandbox: sandboxCreateHook({ resources, images }),
+          Volume: volumeCreateHook({ resources, capacity }),
+          Drive: volumeCreateHook({ resources, capacity }, 'Drive'),
+        },
+        replaceHooks: { Sandbox: sandboxReplaceHook({ resources, images }) },
+        deleteHooks: {
+          Sandbox: deleteWhenDone(resources, (o) => terminatedRetentionMs(o.body) > 0),
+          Volume: deleteWhenDone(resources),
+          Drive: deleteWhenDone(resources),
+        },
+        afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
+        decorate: {
+          Agent: replicaCount(replicas),
+          Function: replicaCount(replicas),
+          Application: replicaCount(replicas),
+        },
+      });
+      registerDriveTokenRoutes(v0, { resources });
+      for (const m of [previewTokens, sandboxSchedules, scheduleLists, egressUsage])
+        m.register(v0, { resources });
+      await v0.register(async (held) => {
+        held.addHook('onRequest', sentToHolder);
+        registerRevisionRoutes(held, { resources, builder, executions });
+        registerWorkloadLogRoutes(held, { resources, replicas, driver });
+        debug.register(held, { resources, replicas, driver }, KINDS);
+        registerJobExecutionRoutes(held, { resources, runner: jobs });
+        templateVersions.register(held, { resources, dataDir: config.dataDir });
+        registerImages(held, {
+          images,
+          resources,
+          referenced: (ws) => referencedImages(store, ws),
+          clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+        });
+        registerImageShares(held, {
+          images,
+          workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+        });
+        registerImageBuilds(held, { dataDir: config.dataDir, instances, images });
+        registerQuotas(held, {
+          store,
+          ledger: quotas,
+          authenticator: auth.authenticator,
+          volumes: capacity,
+          images: (ws) => {
+            const u = images.usage(ws);
+            return {
+              usedMb: Math.ceil(u.usedBytes / MB),
+              limitMb: u.limitBytes && Math.floor(u.limitBytes / MB),
+            };
+          },
+        });
+        registerWorkloadReplicaRoutes(held, { resources, replicas });
+        registerSnapshots(held, { resources, snapshots, images });
+      });
+      registerCustomDomains(v0, {
+        store,
+        lookupTxt: txtLookup(config.domainResolvers),
+        workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+        inferenceHost: config.inferenceHost,
+      });
+      registerIdentityRoutes(v0, auth.context, { deleted: removeWorkspaceFiles });
+      registerTemplates(v0);
+      registerCatalogs(v0, {
+        regions: config.regions,
+        egressGateways: config.egressGateways,
+        inferenceHost: config.inferenceHost,
+      });
+      registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator, limit: watches });
+      registerCaller(v0);
+      registerNodes(v0, { nodes: () => late.nodes });
+      registerOpenApi(v0, KINDS);
+    },
+    { prefix: '/v0' },
+  );
+  registerIdentityPublicRoutes(app, auth.context);
+  registerConsole(app);
+  const metrics = registerMetrics(app, undefined, {
+    sandboxes: sandboxSampler({ store, driver }),
+    access: metricsAccess({ token: config.metricsToken, authenticator: auth.authenticator, store }),
+  });
+  await app.register(modelGateway, {
+    resources,
+    authenticator: auth.authenticator,
+    outbound,
+    registry: metrics,
+    upstreamTimeoutMs: config.modelTimeoutMs,
+    outputEstimate: config.modelOutputEstimate,
+  });
+  return { clusterHolder };
+}

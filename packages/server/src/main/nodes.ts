@@ -1,0 +1,58 @@
+// Listening, then this server's place among the nodes: the first admin key, its node record and, in a cluster, the
+// holder of the controllers' instances.
+import { cpus, hostname, totalmem } from 'node:os';
+import type { Config } from '../config.js';
+import { localNodes, postgresNodes } from '../cluster/nodes.js';
+import { instanceHolder } from '../cluster/instance-holder.js';
+import type { SandboxPlacements } from '../cluster/placement.js';
+import type { Late } from './context.js';
+import type { Controllers } from './controllers.js';
+import type { Http } from './http.js';
+import type { Runtime } from './runtime.js';
+import type { Core } from './store.js';
+
+const MB = 1024 ** 2;
+
+/** A listen address others can reach: a wildcard one stands for the machine's name. */
+const peerHost = (host: string) =>
+  host === '0.0.0.0' || host === '::' ? hostname() : host.includes(':') ? `[${host}]` : host;
+
+export async function listenAndJoin(
+  config: Config,
+  late: Late,
+  parts: Core & Runtime & Http & Pick<Controllers, 'leadership'>,
+) {
+  const { logger, placements, selfId } = parts;
+  const { instances } = parts;
+  const { auth, app } = parts;
+  const { leadership } = parts;
+  await app.listen({ host: config.host, port: config.port });
+  const addr = app.server.address();
+  late.actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
+  const bootstrap = await auth.bootstrap();
+  const nodeOpts = {
+    self: {
+      id: selfId,
+      // Not the public URL: in a cluster that is the address in front of every server, and a request sent on must
+      // reach this one.
+      address: config.peerUrl ?? `http://${peerHost(config.host)}:${late.actualPort}`,
+      region: config.regions[0],
+      cores: cpus().length,
+      memoryMb: Math.floor(totalmem() / MB),
+    },
+    instances: async () => (await instances.list()).filter((i) => i.state !== 'dead').length,
+    leads: () => leadership.leads(),
+    leaseMs: (config.nodeLeaseS ?? 10) * 1000,
+    warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
+  };
+  late.nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
+  if (config.databaseUrl)
+    late.holder = await instanceHolder({
+      nodes: late.nodes,
+      leadership,
+      placements: placements as SandboxPlacements,
+      role: 'controllers',
+      warn: (err, msg) => logger.warn({ err }, msg),
+    });
+  return bootstrap;
+}

@@ -1,0 +1,38 @@
+// The server's stop, in this order: what acts (the holder, schedules, fault watch, controllers, the lead, the node
+// record) first, then the gateway, builds, the HTTP server, the runtime, tokens, the outbound client and the store.
+import type { Late } from './context.js';
+import type { Controllers } from './controllers.js';
+import type { Gateway } from './gateway.js';
+import type { Http } from './http.js';
+import type { Runtime } from './runtime.js';
+import type { Core } from './store.js';
+import type { Workloads } from './workloads.js';
+
+export async function closeServer(
+  late: Late,
+  gateway: Gateway,
+  parts: Core & Runtime & Http & Workloads & Controllers,
+) {
+  const { logger, outbound, store, quotas, placements, tokens } = parts;
+  const { driver } = parts;
+  const { app } = parts;
+  const { builds } = parts;
+  const { leadership, sandboxControllers, faults, schedules } = parts;
+  // Sandboxes keep running: a restarted server adopts them as they are.
+  late.holder?.close();
+  await schedules.stop();
+  await faults.stop();
+  await sandboxControllers.stop();
+  await leadership.close();
+  await late.nodes?.close();
+  await gateway.close();
+  await builds.stop();
+  await app.close();
+  await driver.close();
+  tokens.close();
+  await outbound.close();
+  quotas.close();
+  placements?.close();
+  await store.close();
+  logger.flush?.();
+}

@@ -1,0 +1,91 @@
+// The server's foundations, first at start: logger, data dir and keys, the outbound client, the store and this node's
+// place in a cluster, quotas, the resources pipeline and the OAuth2 connection tokens.
+import pino from 'pino';
+import { loadMasterKey } from '../crypto/master-key.js';
+import { SecretBox } from '../crypto/secret-box.js';
+import { type Config, regionNames } from '../config.js';
+import { SANDBOX_NET } from '../runtime/index.js';
+import { Outbound } from '../outbound/index.js';
+import { hostLabelsOf, LABELED_KINDS, runUrlOf } from '../gateway/address.js';
+import { KINDS } from '../kinds/index.js';
+import { LOG_REDACT_PATHS } from '../log-redact.js';
+import { secureDataDir } from '../store/data-dir.js';
+import { backfillLabels } from '../store/host-labels.js';
+import { Resources } from '../store/resources.js';
+import { agreeOnMasterKey } from '../store/master-key-check.js';
+import { openStore } from '../store/open.js';
+import { ConnectionTokens } from '../oauth/connection-tokens.js';
+import { QuotaLedger } from '../controllers/core/quota-ledger.js';
+import { quotaAdmission } from '../controllers/core/quota-admission.js';
+import { nodeId } from '../cluster/nodes.js';
+import { SandboxPlacements } from '../cluster/placement.js';
+import type { Late, StartOptions } from './context.js';
+
+export async function openCore(config: Config, opts: StartOptions, late: Late) {
+  const loosened = secureDataDir(config.dataDir);
+  const logger = pino(
+    { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
+    (opts.logStream as pino.DestinationStream | undefined) ?? pino.destination(2),
+  );
+  if (loosened.length)
+    logger.warn({ paths: loosened }, 'data dir was readable by other users: made 0700, its files 0600');
+  const masterKey = loadMasterKey(config);
+  const box = new SecretBox(masterKey);
+  // Every request sent outward for a user goes through this one client and its address rules (outbound/).
+  const outbound = new Outbound({
+    allowCidrs: config.outboundAllowCidrs,
+    hostRanges: [SANDBOX_NET],
+    lookup: opts.outboundLookup,
+  });
+  const store = await openStore(config, logger);
+  if (config.databaseUrl)
+    await agreeOnMasterKey(store, masterKey).catch(async (e) => {
+      await store.close();
+      throw e;
+    });
+  // In a cluster, each sandbox runs on the node it is placed on (docs/decisions/059-cluster-placement.md): every
+  // server keeps the index of placements; `clusterSelf` is this node's id there (undefined on SQLite: one node).
+  const selfId = nodeId(config.dataDir, config.nodeId);
+  const clusterSelf = config.databaseUrl ? selfId : undefined;
+  const placements = config.databaseUrl ? new SandboxPlacements(store) : undefined;
+  await placements?.start();
+  // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
+  const quotas = new QuotaLedger(store, config.quotas);
+  await quotas.start();
+  const baseUrl = () => config.publicUrl ?? `http://${config.host}:${late.actualPort}`;
+  const urlOf = runUrlOf({
+    baseUrl,
+    inferenceHost: config.inferenceHost,
+    defaultRegion: config.regions[0],
+  });
+  const resources = new Resources(store, KINDS, box, {
+    regions: regionNames(config),
+    urlOf,
+    labelsOf: hostLabelsOf,
+    egressGateways: config.egressGateways,
+    outbound,
+    admit: quotaAdmission(quotas),
+    placeOf: (kd, body) =>
+      kd.kind === 'Sandbox' && late.holder ? { node: late.holder.place(body) } : undefined,
+  });
+  // OAuth2 connections' access tokens (decision 049): refreshed through `outbound`, kept fresh for running workloads.
+  const tokens = new ConnectionTokens({ resources, outbound, dataDir: config.dataDir, logger });
+  tokens.start();
+  // Objects stored before the address table existed get their labels (a no-op on every later start).
+  await backfillLabels(store, LABELED_KINDS, hostLabelsOf, (o, msg) => logger.warn(o, msg));
+  return {
+    logger,
+    box,
+    outbound,
+    store,
+    selfId,
+    clusterSelf,
+    placements,
+    quotas,
+    baseUrl,
+    resources,
+    tokens,
+  };
+}
+
+export type Core = Awaited<ReturnType<typeof openCore>>;

@@ -1,0 +1,56 @@
+// What agents, functions and jobs run on: the code store, the builder and its build steps, replicas, uploads,
+// callbacks, executions and the job runner.
+import { join } from 'node:path';
+import type { Config } from '../config.js';
+import { CodeUploads } from '../api/code-upload.js';
+import { Builder } from '../builds/builder.js';
+import { CodeStore } from '../builds/code-store.js';
+import { ReplicaSet } from '../controllers/workload/replicas.js';
+import { BuildSteps } from '../controllers/code/build-step.js';
+import { JobRunner } from '../controllers/job/job-runner.js';
+import { Callbacks } from '../controllers/code/callbacks.js';
+import { JobCallbacks } from '../controllers/job/job-callbacks.js';
+import { Executions } from '../controllers/workload/executions.js';
+import { workloadEvent } from '../controllers/core/events.js';
+import type { Runtime } from './runtime.js';
+import type { Core } from './store.js';
+
+export function startWorkloads(config: Config, parts: Core & Runtime) {
+  const { logger, outbound, resources, quotas, baseUrl } = parts;
+  const { images, instances } = parts;
+  const code = new CodeStore(config.dataDir);
+  const builder = new Builder({
+    dataDir: config.dataDir,
+    instances,
+    code,
+    logger,
+    gitAllowLocal: config.gitAllowLocal,
+    outbound,
+    images,
+  });
+  // Builds run as their own step, outside the reconcile slots, and wake the objects they are for (decision 044).
+  const builds = new BuildSteps({ builder, quota: quotas, logger });
+  const replicas = new ReplicaSet({
+    instances,
+    logger,
+    quota: quotas,
+    onEvent: workloadEvent({ resources, logger }),
+  });
+  const uploads = new CodeUploads({ resources, code, baseUrl });
+  const callbacks = new Callbacks({ resources, logger, outbound });
+  const executions = new Executions({ logger, callbacks });
+  const jobCallbacks = new JobCallbacks({ resources, callbacks, logger });
+  const jobs = new JobRunner({
+    onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
+    resources,
+    builder,
+    instances,
+    logger,
+    logsDir: join(config.dataDir, 'jobs', 'logs'),
+    maxTasks: config.jobMaxTasks,
+    quota: quotas,
+  });
+  return { code, builder, builds, replicas, uploads, callbacks, executions, jobCallbacks, jobs };
+}
+
+export type Workloads = ReturnType<typeof startWorkloads>;
