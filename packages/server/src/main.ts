@@ -24,7 +24,12 @@ import { SecretBox } from './crypto/secret-box.js';
 import { type Config, regionNames } from './config.js';
 import { CONFIG_PROFILES, CONFIG_RECONCILERS } from './controllers/config/index.js';
 import { startControllers } from './controllers/core/index.js';
-import { sandboxOwner, sandboxReconciler, terminatedRetentionMs } from './controllers/sandbox/sandbox.js';
+import {
+  keepPlaced,
+  sandboxOwner,
+  sandboxReconciler,
+  terminatedRetentionMs,
+} from './controllers/sandbox/sandbox.js';
 import { deleteWhenDone } from './api/wait.js';
 import { SandboxExpiry } from './controllers/sandbox/sandbox-expiry.js';
 import { ScheduleRunner } from './controllers/sandbox/sandbox-schedules.js';
@@ -101,6 +106,7 @@ import { placeAgainEvery } from './controllers/sandbox/sandbox-lost.js';
 import { forwardHeldRoutes, type Holder } from './http/peer-forward.js';
 import { heldObjectRequest, heldSandboxOf } from './api/held-crud.js';
 import { type InstanceHolder, instanceHolder } from './cluster/instance-holder.js';
+import { fencedStore } from './cluster/fencing.js';
 import { runsHere, SandboxPlacements } from './cluster/placement.js';
 
 const MB = 1024 ** 2;
@@ -170,6 +176,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const placements = config.databaseUrl ? new SandboxPlacements(store) : undefined;
   await placements?.start();
   let holder: InstanceHolder | undefined;
+  let nodes: Nodes | undefined;
   // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
   const quotas = new QuotaLedger(store, config.quotas);
   await quotas.start();
@@ -189,6 +196,18 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     admit: quotaAdmission(quotas),
     placeOf: (kd, body) => (kd.kind === 'Sandbox' && holder ? { node: holder.place(body) } : undefined),
   });
+  // What a node writes as the holder of a sandbox is fenced on its placement and the node's lease (decision 064); a
+  // node without a lease starts, wakes and writes nothing for its sandboxes.
+  const held = clusterSelf
+    ? resources.withStore(
+        fencedStore(
+          store,
+          { fence: () => nodes?.fence(), refused: () => nodes?.refused() },
+          (k) => k.kind === 'Sandbox',
+        ),
+      )
+    : resources;
+  const holding = () => clusterSelf === undefined || nodes?.fence() !== undefined;
   // OAuth2 connections' access tokens (decision 049): refreshed through `outbound`, kept fresh for running workloads.
   const tokens = new ConnectionTokens({ resources, outbound, dataDir: config.dataDir, logger });
   tokens.start();
@@ -221,7 +240,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       deepStandbyAfterS: config.deepStandbyAfterS,
       deepStandbyKeepDaemon: config.deepStandbyDaemon === 'resident',
       swap: { file: join(dataDir, 'swap', 'berth.swap'), sizeMb: config.swapMb },
-      onDeepStandby: (e) => void sayDeepStandby({ resources, driver, logger }, e),
+      onDeepStandby: (e) => void sayDeepStandby({ resources: held, driver, logger }, e),
       allowCidrs: config.sandboxAllowCidrs,
       egressResolvers: config.egressResolvers,
       egressGateways: config.egressGateways,
@@ -234,7 +253,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           if (e.request.status === 401 && e.request.token) tokens.unauthorized(e.request.token);
         } else if (e.type === 'proxy') {
           logger.warn({ proxy: e.state, sandboxes: e.sources.length }, `egress proxy ${e.state}`);
-          void sayEgressProxy({ resources, driver }, e).catch((err) =>
+          void sayEgressProxy({ resources: held, driver }, e).catch((err) =>
             logger.warn({ err }, 'could not record the egress proxy event'),
           );
         } else logger.debug({ dns: e.decision }, 'egress dns');
@@ -302,7 +321,6 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     if ((req.query as Record<string, string>)?.upload === 'true')
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
-  let nodes: Nodes | undefined;
   // In a cluster, the server leading the controllers holds the instances they start (and the files they leave:
   // uploaded code, build and job logs, images, replicas), and each sandbox's node holds it: the other servers send
   // requests about those there (http/peer-forward.ts).
@@ -451,7 +469,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     },
     jobTriggers: { resources, runner: jobs },
     server: app.server,
-    resources,
+    resources: held,
     driver,
     authenticator: auth.authenticator,
     logger,
@@ -460,7 +478,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     onSandboxDown: (key) => wakeController(key),
     // In a cluster, a sandbox's node, or the controllers' leader, holds what a data-plane request reaches.
     holder: clusterHolder,
-    runsHere: (o) => runsHere(clusterSelf, o),
+    runsHere: (o) => runsHere(clusterSelf, o) && holding(),
   });
   // The instances an earlier server left: each owner kind says which it still wants (sandboxes of objects that
   // exist; replicas of revisions workloads still run, kept for their deploy to take over, decision 029; tasks whose
@@ -588,7 +606,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   // What runs on this node's runtime for the sandboxes placed on it (every one on SQLite): their reconciles (start,
   // adopt, wake, release), fault watch and schedules. Every server of a cluster runs its own.
   const sandboxControllers = startControllers({
-    resources,
+    resources: held,
     logger,
     only: (kind) => kind === 'Sandbox',
     reconcilers: {
@@ -601,19 +619,20 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
           layers: snapshotLayers,
           collectLayers: (ws) => snapshots.collect(ws),
           self: clusterSelf,
+          holding: clusterSelf === undefined ? undefined : holding,
         }),
     },
   });
   wakeController = sandboxControllers.wake;
   const faults = new SandboxFaultWatch({
-    resources,
+    resources: held,
     driver,
     logger,
     sweepMs: config.faultCheckS && config.faultCheckS * 1000,
   });
   faults.start();
   const schedules = new ScheduleRunner({
-    resources,
+    resources: held,
     logger,
     now: Date.now,
     startProcess: gateway.startProcess,
@@ -624,6 +643,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const addr = app.server.address();
   actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
   const bootstrap = await auth.bootstrap();
+  let placedHere: ResourceKey[] = [];
   const nodeOpts = {
     self: {
       id: selfId,
@@ -638,7 +658,19 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     leads: () => leadership.leads(),
     leaseMs: (config.nodeLeaseS ?? 10) * 1000,
     warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
+    info: (msg: string) => logger.info(msg),
+    // Before it acts under a (new) lease: what the database places here is kept, the rest removed, then taken up.
+    settle: async () => {
+      const kept = await keepPlaced(store, instances, selfId);
+      placedHere = kept.placed;
+      if (kept.removed.length)
+        logger.warn({ instances: kept.removed }, 'removed the instances of sandboxes placed on other nodes');
+    },
+    held: () => {
+      for (const k of placedHere) sandboxControllers.wake(k);
+    },
   };
+
   nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
   if (config.databaseUrl)
     holder = await instanceHolder({

@@ -9,6 +9,7 @@ import {
   type Change,
   type ChangeType,
   EVERY_WORKSPACE,
+  FencedError,
   type ListQuery,
   type ResourceKey,
   type Row,
@@ -51,6 +52,16 @@ const UPDATE = `${CHANGE} UPDATE resources r SET rv = c.seq, body = $6 FROM c
   WHERE r.kind = $2 AND r.workspace = $3 AND r.parent = $4 AND r.name = $5 RETURNING r.rv`;
 const DELETE = `${CHANGE}, d AS (DELETE FROM resources WHERE kind = $2 AND workspace = $3 AND parent = $4 AND name = $5)
   SELECT seq AS rv FROM c`;
+
+/**
+ * A holder's fence (the `fence` op): where the object is placed, and whether the node's lease (the `nodes` table
+ * that cluster/nodes.ts keeps in this database) is held at this epoch. `clock_timestamp()`, not `now()`: the
+ * transaction began before it waited for the write lock, and the lease is judged at this statement.
+ */
+const FENCE = `SELECT (SELECT body::json ->> 'node' FROM resources
+    WHERE kind = $1 AND workspace = $2 AND parent = $3 AND name = $4) AS node,
+  EXISTS (SELECT 1 FROM nodes WHERE id = $5 AND epoch = $6
+    AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased`;
 
 export interface PostgresStoreOptions {
   /** How a failure outside any caller's request (the listener, the feed) is reported. */
@@ -274,6 +285,17 @@ export class PostgresStore implements Store {
     for (const op of ops) {
       if (op.op === 'check') {
         op.judge(await this.listOn(client, op.list));
+        continue;
+      }
+      if (op.op === 'fence') {
+        const k = op.key;
+        const { rows } = await client.query<{ node: string | null; leased: boolean }>({
+          name: 'berth_fence',
+          text: FENCE,
+          values: [k.kind, k.workspace, k.parent, k.name, op.node, op.epoch],
+        });
+        if (!rows[0].leased) throw new FencedError(k, 'lease');
+        if (rows[0].node !== op.node) throw new FencedError(k, 'placement');
         continue;
       }
       const k = op.key;
