@@ -669,6 +669,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     held: () => {
       for (const k of placedHere) sandboxControllers.wake(k);
     },
+    lost: () => gateway.forgetSandboxes(),
   };
 
   nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);

@@ -75,6 +75,8 @@ export interface NodesOptions {
   settle?: () => Promise<void>;
   /** The node holds its lease again and acts as holder: what `settle` kept is taken up (its reconciles woken). */
   held?: () => void;
+  /** The node lost its lease: it stops serving its sandboxes' instances at once. */
+  lost?: () => void;
 }
 
 const SCHEMA_LOCK = 0x62657274_0003n;
@@ -281,6 +283,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   const lose = (why: string) => {
     if (state !== 'holding' && state !== 'settling') return;
     state = 'lost';
+    o.lost?.();
     o.warn(
       undefined,
       `node ${o.self.id} lost its lease (${why}): it starts, wakes and writes nothing for its sandboxes until it has registered again`,
@@ -317,6 +320,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   const supersede = () => {
     if (state === 'superseded') return;
     state = 'superseded';
+    o.lost?.();
     // Another server started with this node's id (a copied data dir, or a second process on it).
     o.warn(
       undefined,

@@ -71,6 +71,8 @@ export interface Gateway {
   startProcess: StartProcess;
   /** Sends a POST body to a deployed agent as a caller's request goes (its schedules). */
   invoke: WorkloadGateway['invoke'];
+  /** This node lost its lease (decision 064): no request reaches its sandboxes' instances until it holds them again. */
+  forgetSandboxes(): void;
   close(): Promise<void>;
 }
 
@@ -219,6 +221,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       workloads
         ? workloads.invoke(ws, name, body, timeoutMs)
         : Promise.resolve({ error: 'agents are not served by this gateway' }),
+    forgetSandboxes: () => targets.evictAll(),
     lastUsedMs: (workspace, name) => {
       const t = targets.get(workspace, name);
       return t && activator.view(t).lastUsedMs;

@@ -225,6 +225,14 @@ export class Targets {
     return t;
   }
 
+  /**
+   * Drops every sandbox from the table: this node no longer holds them (its lease lapsed, decision 064). A request
+   * loads one again only once `runsHere` says so.
+   */
+  evictAll(): void {
+    for (const [k, t] of this.byName) this.evict(k, t);
+  }
+
   private evict(k: string, t: Entry) {
     this.byName.delete(k);
     t.evicted = true;
