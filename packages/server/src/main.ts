@@ -479,6 +479,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     // In a cluster, a sandbox's node, or the controllers' leader, holds what a data-plane request reaches.
     holder: clusterHolder,
     runsHere: (o) => runsHere(clusterSelf, o) && holding(),
+    holding: clusterSelf === undefined ? undefined : holding,
   });
   // The instances an earlier server left: each owner kind says which it still wants (sandboxes of objects that
   // exist; replicas of revisions workloads still run, kept for their deploy to take over, decision 029; tasks whose
