@@ -62,6 +62,7 @@ describe('a node that stalled past its lease is fenced off from the sandboxes pl
     try {
       // The leader places them on the other nodes, each told it was lost on the victim, and they answer there.
       const moved = new Map<string, any>();
+      const lastUsed = new Map<string, string>();
       for (const name of mine) {
         let sb = await get(a(), name);
         for (let i = 0; i < 200 && !(sb.status === 'DEPLOYED' && sb.node !== victim); i++) {
@@ -74,7 +75,9 @@ describe('a node that stalled past its lease is fenced off from the sandboxes pl
           new RegExp(`^lost: node ${victim}, which ran this sandbox, stopped`),
         );
         assert.equal(await stdout(a(), name, 'cat /tmp/instance 2>/dev/null || echo -n fresh'), 'fresh');
-        moved.set(name, truth(await get(a(), name)));
+        const now = await get(a(), name);
+        moved.set(name, truth(now));
+        lastUsed.set(name, now.lastUsedAt);
       }
       // A request for the first sandbox reaches the victim while it is stopped: it is read as soon as it resumes.
       const early = cluster.exec(b, mine[0], 'cat /tmp/instance 2>/dev/null || echo -n fresh');
@@ -87,8 +90,13 @@ describe('a node that stalled past its lease is fenced off from the sandboxes pl
       else assert.equal(r.status, 503, body);
 
       // For a bounded window after it resumed, what the database says of them is the new nodes' alone.
+      // (Its last use only moves forward: the victim's own, older, would move it back.)
       for (const until = Date.now() + 4000; Date.now() < until; await sleep(200))
-        for (const [name, t] of moved) assert.deepEqual(truth(await get(a(), name)), t, name);
+        for (const [name, t] of moved) {
+          const sb = await get(a(), name);
+          assert.deepEqual(truth(sb), t, name);
+          assert.ok(Date.parse(sb.lastUsedAt) >= Date.parse(lastUsed.get(name)), name);
+        }
 
       // It registered again with a higher epoch, holds none of their instances, and sends their requests on.
       let now = await epochOf(victim);
