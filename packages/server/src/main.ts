@@ -668,7 +668,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         logger.warn({ instances: kept.removed }, 'removed the instances of sandboxes placed on other nodes');
     },
     held: () => {
+      // And what the feed placed here while it re-read (its reconcile found the node not holding yet).
+      for (const [workspace, name, node] of placements?.placed() ?? [])
+        if (node === selfId) placedHere.push({ kind: 'Sandbox', workspace, parent: '', name });
       for (const k of placedHere) sandboxControllers.wake(k);
+      placedHere = [];
     },
     lost: () => gateway.forgetSandboxes(),
   };

@@ -354,7 +354,6 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       if (lapsed()) lose('it could not renew its lease for longer than the lease lasts');
     }
   };
-  await settle(epoch);
   const timer = setInterval(
     () => {
       beating = beating.then(beat);
@@ -362,6 +361,8 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     Math.max(200, Math.floor(o.leaseMs / 4)),
   );
   timer.unref();
+  // Heartbeating meanwhile: re-reading (and removing what is placed elsewhere) may outlast a lease.
+  await settle(epoch);
   return {
     self: o.self,
     beat: schedule,
