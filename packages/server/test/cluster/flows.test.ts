@@ -335,6 +335,8 @@ describe('a cluster of three servers serves the SDK flows through each, and surv
       p.child.once('exit', async (code, signal) => {
         if (!supervising) return;
         exits.push(`${p.id} ${code ?? signal}`);
+        if (code !== 75)
+          process.stdout.write(`# ${p.id} exited ${code ?? signal}:\n${p.stderr().replace(/^/gm, '# ')}\n`);
         for (let i = 0; i < 60 && supervising; i++) {
           try {
             supervise(await cluster.start(p.id));
