@@ -70,6 +70,7 @@ import { txtLookup } from './outbound/dns-txt.js';
 import { registerDriveTokenRoutes } from './api/drive-tokens.js';
 import { registerWorkloadLogRoutes } from './api/workload-logs.js';
 import { Builder } from './builds/builder.js';
+import { CodeCopies, peerToken } from './builds/code-copies.js';
 import { CodeStore } from './builds/code-store.js';
 import { upgradeLegacyBuilds } from './builds/legacy.js';
 import { ReplicaSet } from './controllers/workload/replicas.js';
@@ -321,6 +322,19 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     if ((req.query as Record<string, string>)?.upload === 'true')
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
+  // In a cluster every server keeps a copy of each source, so whichever server leads next can build it again.
+  const codeCopies = config.databaseUrl
+    ? new CodeCopies({
+        store,
+        code,
+        token: peerToken(masterKey),
+        logger,
+        peers: async () =>
+          ((await nodes?.list()) ?? []).filter((n) => n.healthy && n.id !== selfId).map((n) => n.address),
+      })
+    : undefined;
+  codeCopies?.register(app);
+  await codeCopies?.start();
   // In a cluster, the server leading the controllers holds the instances they start (and the files they leave:
   // uploaded code, build and job logs, images, replicas), and each sandbox's node holds it: the other servers send
   // requests about those there (http/peer-forward.ts).
@@ -695,6 +709,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     async close() {
       // Sandboxes keep running: a restarted server adopts them as they are.
       holder?.close();
+      codeCopies?.close();
       await schedules.stop();
       await faults.stop();
       await sandboxControllers.stop();

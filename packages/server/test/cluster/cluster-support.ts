@@ -19,6 +19,8 @@ export interface Proc {
   child: ChildProcess;
   url: string;
   dir: string;
+  /** The tail of what it wrote on stderr. */
+  stderr: () => string;
 }
 
 export type ApiInit = RequestInit & { json?: unknown; key?: string };
