@@ -7,6 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { keepClientErrors } from '../store/postgres.js';
 
 export interface NodeSelf {
   id: string;
@@ -226,6 +227,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   pool.on('error', (err) =>
     o.warn(err, 'a PostgreSQL connection of the node registry failed; it is replaced'),
   );
+  keepClientErrors(pool);
   const c = await pool.connect();
   let epoch: number;
   try {
