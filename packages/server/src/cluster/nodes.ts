@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+import { keepClientErrors } from '../store/postgres.js';
 import type { Fence, HolderLease } from './fencing.js';
 
 export interface NodeSelf {
@@ -240,6 +241,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   pool.on('error', (err) =>
     o.warn(err, 'a PostgreSQL connection of the node registry failed; it is replaced'),
   );
+  keepClientErrors(pool);
   const c = await pool.connect();
   let epoch: number;
   const registering = performance.now();

@@ -78,6 +78,16 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
+/**
+ * Gives each connection of `pool` its own error listener. The pool listens only to idle ones: a connection that
+ * breaks while checked out but between two queries (a write's transaction when the database restarts) emitted
+ * 'error' with no listener, which ended the process — a follower of a cluster exited 1 under a database restart.
+ * The failure shows as that connection's next query's, and the pool drops it on release.
+ */
+export function keepClientErrors(pool: pg.Pool): void {
+  pool.on('connect', (client) => client.on('error', () => undefined));
+}
+
 export class PostgresStore implements Store {
   private readonly watchers = new Set<(c: Change) => void>();
   private pending: Pending[] = [];
@@ -112,6 +122,7 @@ export class PostgresStore implements Store {
     // An idle pooled connection that breaks (the database restarted) is dropped by the pool; its error must not
     // end the process.
     pool.on('error', (err) => store.warn(err, 'a pooled PostgreSQL connection failed; it is replaced'));
+    keepClientErrors(pool);
     try {
       await store.migrate();
       const { rows } = await pool.query<{ seq: number | null }>('SELECT max(seq) AS seq FROM changes');
