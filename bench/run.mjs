@@ -5,6 +5,7 @@ import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchClusterPlacement } from './cluster/placement.mjs';
+import { benchClusterScale } from './cluster/scale.mjs';
 import { benchApi } from './api/bench.mjs';
 import { benchFuzz } from './api/fuzz.mjs';
 import { benchCliStart } from './cli/start.mjs';
@@ -43,6 +44,7 @@ const all = {
   'standby-cycles': benchStandbyCycles,
   'sandbox-snapshots': benchSnapshots,
   'cluster-placement': benchClusterPlacement,
+  'cluster-scale': benchClusterScale,
   chaos: benchChaos,
   soak: benchSoak,
 };

@@ -35,11 +35,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const http = await createHttp(config, core);
   const workloads = startWorkloads(config, { ...core, ...runtime });
   const parts = { ...core, ...runtime, ...http, ...workloads };
-  const { clusterHolder } = await registerRoutes(config, late, parts);
+  const { clusterHolder, codeCopies } = await registerRoutes(config, late, parts);
   const gateway = await startDataPlane(config, late, clusterHolder, parts);
   await collectLeftovers(config, parts);
   const controllers = await startAllControllers(config, opts, late, gateway, parts);
-  const bootstrap = await listenAndJoin(config, late, { ...parts, ...controllers });
+  const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
   return {
     url: `http://${config.host}:${late.actualPort}`,
     port: late.actualPort,
@@ -47,7 +47,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     store: core.store,
     routes: http.routes,
     async close() {
-      await closeServer(late, gateway, { ...parts, ...controllers });
+      await closeServer(late, gateway, { ...parts, ...controllers, codeCopies });
     },
   };
 }

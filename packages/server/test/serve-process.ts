@@ -11,7 +11,7 @@ const BIN = join(import.meta.dirname, '../../cli/bin/berth.mjs');
 export async function serve(
   dataDir: string,
   env: Record<string, string> = {},
-): Promise<{ child: ChildProcess; url: string }> {
+): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
     env: { ...process.env, BERTH_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -30,7 +30,8 @@ export async function serve(
     });
   });
   child.removeAllListeners('exit');
-  return { child, url };
+  // What it said on stderr, its last 16 kB (why it exited, when it did).
+  return { child, url, stderr: () => err.slice(-16_384) };
 }
 
 /** Resolves once the process has exited (at once if it already has). */

@@ -7,9 +7,8 @@
 // copied into every workspace whose records name it, so that the rebuild has it.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { WORKLOAD_READ_ONLY } from '../kinds/agent.js';
-import { KINDS } from '../kinds/index.js';
 import type { Store } from '../store/store.js';
+import { CODE_KINDS, sourceDigests } from './code-copies.js';
 import type { CodeStore } from './code-store.js';
 import { EVERY_WORKSPACE } from '../store/store.js';
 
@@ -17,8 +16,6 @@ import { EVERY_WORKSPACE } from '../store/store.js';
 const LEGACY_DIRS = ['apps', 'logs', 'deps', 'deps-images'];
 /** Where they wait while a job task of an earlier server may still run a legacy app (its /app is bound there). */
 const WAITING = 'legacy';
-/** The kinds built from code: their records carry a source and revisions. */
-const CODE_KINDS = KINDS.filter((k) => k.readOnly === WORKLOAD_READ_ONLY).map((k) => k.kind);
 
 export interface LegacyUpgrade {
   /** Sources copied into a workspace. */
@@ -44,13 +41,7 @@ export async function upgradeLegacyBuilds(o: {
   if (existsSync(legacyCode)) {
     for (const kind of CODE_KINDS)
       for (const obj of await o.store.list({ workspace: EVERY_WORKSPACE, kind })) {
-        const digests = new Set<string>(
-          [
-            obj.body.source?.digest,
-            ...(obj.body.revisions ?? []).map((r: { source?: string }) => r.source),
-          ].filter((d): d is string => typeof d === 'string' && /^sha256:[0-9a-f]{64}$/.test(d)),
-        );
-        for (const digest of digests) {
+        for (const digest of sourceDigests(obj.body)) {
           const from = join(legacyCode, `${digest.slice('sha256:'.length)}.zip`);
           if (!existsSync(from) || o.code.has(obj.workspace, digest)) continue;
           mkdirSync(o.code.dirOf(obj.workspace), { recursive: true, mode: 0o700 });

@@ -6,7 +6,10 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+import { keepClientErrors } from '../store/postgres.js';
+import type { Fence, HolderLease } from './fencing.js';
 
 export interface NodeSelf {
   id: string;
@@ -39,7 +42,7 @@ export interface NodeView extends NodeSelf {
   drained: boolean;
 }
 
-export interface Nodes {
+export interface Nodes extends HolderLease {
   readonly self: NodeSelf;
   list(): Promise<NodeView[]>;
   /** Heartbeats now (the roles led changed: the other servers learn it without waiting a beat). */
@@ -65,6 +68,16 @@ export interface NodesOptions {
   /** A node not heard from for this long is unhealthy (BERTH_NODE_LEASE_S). */
   leaseMs: number;
   warn: (err: unknown, msg: string) => void;
+  info?: (msg: string) => void;
+  /**
+   * Run each time the node has (again) a lease of its own, before it acts as holder under it: re-reads what the
+   * database places on it and removes the rest (a rejection fails the attempt; the next beat registers again).
+   */
+  settle?: () => Promise<void>;
+  /** The node holds its lease again and acts as holder: what `settle` kept is taken up (its reconciles woken). */
+  held?: () => void;
+  /** The node lost its lease: it stops serving its sandboxes' instances at once. */
+  lost?: () => void;
 }
 
 const SCHEMA_LOCK = 0x62657274_0003n;
@@ -177,6 +190,8 @@ export function localNodes(o: NodesOptions): Nodes {
     },
     async handOver() {},
     async close() {},
+    fence: () => ({ node: o.self.id, epoch: 1 }),
+    refused() {},
   };
 }
 
@@ -226,8 +241,10 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   pool.on('error', (err) =>
     o.warn(err, 'a PostgreSQL connection of the node registry failed; it is replaced'),
   );
+  keepClientErrors(pool);
   const c = await pool.connect();
   let epoch: number;
+  const registering = performance.now();
   try {
     await ensureSchema(c);
     const { rows } = await c.query<{ epoch: string }>(
@@ -253,24 +270,90 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     throw e;
   }
   c.release();
+  // holding: acts as holder under `epoch`; settling: registered again, re-reading what is placed here; lost: its
+  // lease lapsed (it registers again at the next beat); superseded: another process registered with this id.
+  let state: 'holding' | 'settling' | 'lost' | 'superseded' = 'settling';
+  // When the last renewal that took was sent (this process's monotonic clock): the database's lease runs from a
+  // moment after that, so measuring from here finds a lapse no later than the database does.
+  let renewedAt = registering;
+  const lapsed = () => performance.now() - renewedAt >= o.leaseMs;
   let beating = Promise.resolve();
-  let superseded = false;
-  const beat = async () => {
+  const schedule = () => {
+    beating = beating.then(beat);
+    return beating;
+  };
+  const lose = (why: string) => {
+    if (state !== 'holding' && state !== 'settling') return;
+    state = 'lost';
+    o.lost?.();
+    o.warn(
+      undefined,
+      `node ${o.self.id} lost its lease (${why}): it starts, wakes and writes nothing for its sandboxes until it has registered again`,
+    );
+    void schedule();
+  };
+  const settle = async (at: number) => {
     try {
+      await o.settle?.();
+    } catch (err) {
+      o.warn(err, 'could not re-read what the database places on this node; registering again');
+      if (state === 'settling' && epoch === at) state = 'lost';
+      return;
+    }
+    if (state !== 'settling' || epoch !== at) return;
+    state = 'holding';
+    o.held?.();
+  };
+  const registerAgain = async () => {
+    const sent = performance.now();
+    // Only over this process's own registration: a process that took this id meanwhile is not fought.
+    const r = await pool.query<{ epoch: string }>(
+      `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3, leads = $4
+       WHERE id = $1 AND epoch = $2 RETURNING epoch`,
+      [o.self.id, epoch, await o.instances(), o.leads().join(',')],
+    );
+    if (r.rowCount === 0) return supersede();
+    epoch = Number(r.rows[0].epoch);
+    renewedAt = sent;
+    state = 'settling';
+    o.info?.(`node ${o.self.id} registered again with epoch ${epoch}`);
+    void settle(epoch);
+  };
+  const supersede = () => {
+    if (state === 'superseded') return;
+    state = 'superseded';
+    o.lost?.();
+    // Another server started with this node's id (a copied data dir, or a second process on it).
+    o.warn(
+      undefined,
+      `node ${o.self.id} was registered again by another server: this one no longer heartbeats nor acts for its sandboxes`,
+    );
+  };
+  const beat = async () => {
+    if (state === 'superseded') return;
+    try {
+      if (state === 'lost') return await registerAgain();
+      const sent = performance.now();
+      // Renews only a lease still held: once lapsed (the leader may be placing its sandboxes elsewhere) it is never
+      // revived under the same epoch, so a fence the database refused once stays refused.
       const r = await pool.query(
-        'UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = $4 WHERE id = $1 AND epoch = $2',
+        `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = $4 WHERE id = $1 AND epoch = $2
+           AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()`,
         [o.self.id, epoch, await o.instances(), o.leads().join(',')],
       );
-      // Another server started with this node's id (a copied data dir, or a second process on it).
-      if (r.rowCount === 0 && !superseded) {
-        superseded = true;
-        o.warn(
-          undefined,
-          `node ${o.self.id} was registered again by another server: this one no longer heartbeats`,
-        );
+      if (r.rowCount === 1) {
+        renewedAt = sent;
+        return;
       }
+      const { rows } = await pool.query<{ epoch: string }>('SELECT epoch FROM nodes WHERE id = $1', [
+        o.self.id,
+      ]);
+      if (rows.length && Number(rows[0].epoch) !== epoch) return supersede();
+      lose('its lease lapsed in the database');
+      await registerAgain();
     } catch (err) {
       o.warn(err, 'could not renew the node lease');
+      if (lapsed()) lose('it could not renew its lease for longer than the lease lasts');
     }
   };
   const timer = setInterval(
@@ -280,11 +363,19 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     Math.max(200, Math.floor(o.leaseMs / 4)),
   );
   timer.unref();
+  // Heartbeating meanwhile: re-reading (and removing what is placed elsewhere) may outlast a lease.
+  await settle(epoch);
   return {
     self: o.self,
-    beat() {
-      beating = beating.then(beat);
-      return beating;
+    beat: schedule,
+    fence(): Fence | undefined {
+      if (state !== 'holding') return undefined;
+      if (!lapsed()) return { node: o.self.id, epoch };
+      lose('it could not renew its lease for longer than the lease lasts');
+      return undefined;
+    },
+    refused() {
+      void schedule();
     },
     async list() {
       return (await pool.query<NodeRow>(`${SELECT_NODES} ORDER BY id`)).rows.map(viewOf);

@@ -62,6 +62,8 @@ export interface GatewayDeps {
   holder?: Holder;
   /** Whether this node runs a sandbox (in a cluster, the one it is placed on); default every one. */
   runsHere?: (o: StoredObject) => boolean;
+  /** In a cluster, whether this node holds its lease: without it, it serves none of its sandboxes (decision 064). */
+  holding?: () => boolean;
 }
 
 export interface Gateway {
@@ -71,6 +73,8 @@ export interface Gateway {
   startProcess: StartProcess;
   /** Sends a POST body to a deployed agent as a caller's request goes (its schedules). */
   invoke: WorkloadGateway['invoke'];
+  /** This node lost its lease (decision 064): no request reaches its sandboxes' instances until it holds them again. */
+  forgetSandboxes(): void;
   close(): Promise<void>;
 }
 
@@ -98,7 +102,14 @@ const TUNNELLED = new Set<Address['kind']>(['sandbox', 'sandbox-host', 'preview'
 export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const { server, resources, driver, logger } = deps;
   const now = Date.now;
-  const targets = new Targets({ store: resources.store, driver, logger, now, runsHere: deps.runsHere });
+  const targets = new Targets({
+    store: resources.store,
+    driver,
+    logger,
+    now,
+    runsHere: deps.runsHere,
+    holding: deps.holding,
+  });
   // The writer reads run state from the activator; the activator tells the writer when it changed.
   const usage = new UsageWriter({ resources, logger, now, run: (t) => activator.view(t) });
   const activator = new Activator({ driver, logger, now, onStateChange: (t) => usage.record(t) });
@@ -219,6 +230,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       workloads
         ? workloads.invoke(ws, name, body, timeoutMs)
         : Promise.resolve({ error: 'agents are not served by this gateway' }),
+    forgetSandboxes: () => targets.evictAll(),
     lastUsedMs: (workspace, name) => {
       const t = targets.get(workspace, name);
       return t && activator.view(t).lastUsedMs;

@@ -99,6 +99,11 @@ export interface TargetsDeps {
   now?: () => number;
   /** Whether this node runs the sandbox (in a cluster, the one it is placed on); default every one. */
   runsHere?: (o: StoredObject) => boolean;
+  /**
+   * In a cluster, whether this node holds its lease (decision 064): without it, it serves none of its sandboxes. Asked
+   * at each request: a node that stalled reads the requests that waited for it before it hears from the database.
+   */
+  holding?: () => boolean;
 }
 
 const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
@@ -165,6 +170,7 @@ export class Targets {
 
   /** The hot path: one Map lookup. */
   get(workspace: string, name: string): Target | undefined {
+    if (this.deps.holding && !this.deps.holding()) return undefined;
     return this.byName.get(nameKey(workspace, name));
   }
 
@@ -180,7 +186,8 @@ export class Targets {
       throw new ApiError('NOT_FOUND', `sandbox ${JSON.stringify(name)} not found in workspace ${workspace}`);
     const status = o.body.status;
     if (!serving(status)) throw notServing(o);
-    const t = this.byName.get(nameKey(workspace, name)) ?? (await this.load(o));
+    const held = !this.deps.holding || this.deps.holding();
+    const t = (held ? this.byName.get(nameKey(workspace, name)) : undefined) ?? (await this.load(o));
     if (!t) throw notServing(o);
     t.status = status;
     return t;
@@ -223,6 +230,14 @@ export class Targets {
     };
     this.byName.set(k, t);
     return t;
+  }
+
+  /**
+   * Drops every sandbox from the table: this node no longer holds them (its lease lapsed, decision 064). A request
+   * loads one again only once `runsHere` says so.
+   */
+  evictAll(): void {
+    for (const [k, t] of this.byName) this.evict(k, t);
   }
 
   private evict(k: string, t: Entry) {

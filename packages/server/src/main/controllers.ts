@@ -43,7 +43,7 @@ export async function startAllControllers(
   gateway: Gateway,
   parts: Core & Runtime & Http & Workloads,
 ) {
-  const { logger, resources, quotas, placements, selfId, clusterSelf, tokens } = parts;
+  const { logger, resources, held, holding, quotas, placements, selfId, clusterSelf, tokens } = parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity } = parts;
   const { builder, builds, replicas, callbacks, jobs } = parts;
@@ -157,7 +157,7 @@ export async function startAllControllers(
   // What runs on this node's runtime for the sandboxes placed on it (every one on SQLite): their reconciles (start,
   // adopt, wake, release), fault watch and schedules. Every server of a cluster runs its own.
   const sandboxControllers = startControllers({
-    resources,
+    resources: held,
     logger,
     only: (kind) => kind === 'Sandbox',
     reconcilers: {
@@ -170,19 +170,20 @@ export async function startAllControllers(
           layers: snapshotLayers,
           collectLayers: (ws) => snapshots.collect(ws),
           self: clusterSelf,
+          holding: clusterSelf === undefined ? undefined : holding,
         }),
     },
   });
   late.wakeController = sandboxControllers.wake;
   const faults = new SandboxFaultWatch({
-    resources,
+    resources: held,
     driver,
     logger,
     sweepMs: config.faultCheckS && config.faultCheckS * 1000,
   });
   faults.start();
   const schedules = new ScheduleRunner({
-    resources,
+    resources: held,
     logger,
     now: Date.now,
     startProcess: gateway.startProcess,

@@ -15,7 +15,7 @@ export async function startDataPlane(
   clusterHolder: Holder | undefined,
   parts: Core & Runtime & Http & Workloads,
 ) {
-  const { store, logger, resources, baseUrl, clusterSelf } = parts;
+  const { store, logger, resources, held, holding, baseUrl, clusterSelf } = parts;
   const { driver } = parts;
   const { auth, app } = parts;
   const { replicas, executions, jobs } = parts;
@@ -41,7 +41,7 @@ export async function startDataPlane(
     },
     jobTriggers: { resources, runner: jobs },
     server: app.server,
-    resources,
+    resources: held,
     driver,
     authenticator: auth.authenticator,
     logger,
@@ -50,7 +50,8 @@ export async function startDataPlane(
     onSandboxDown: (key) => late.wakeController(key),
     // In a cluster, a sandbox's node, or the controllers' leader, holds what a data-plane request reaches.
     holder: clusterHolder,
-    runsHere: (o) => runsHere(clusterSelf, o),
+    runsHere: (o) => runsHere(clusterSelf, o) && holding(),
+    holding: clusterSelf === undefined ? undefined : holding,
   });
   return gateway;
 }

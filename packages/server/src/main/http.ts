@@ -31,6 +31,7 @@ import { KINDS } from '../kinds/index.js';
 import { registerTemplates } from '../templates/routes.js';
 import { modelGateway } from '../models/http-route.js';
 import { UPLOAD_URL_HEADER } from '../api/code-upload.js';
+import { CodeCopies, peerToken } from '../builds/code-copies.js';
 import { registerRevisionRoutes } from '../api/revisions.js';
 import { registerCustomDomains } from '../api/custom-domains.js';
 import { txtLookup } from '../outbound/dns-txt.js';
@@ -74,15 +75,28 @@ export async function createHttp(config: Config, parts: Core) {
 export type Http = Awaited<ReturnType<typeof createHttp>>;
 
 export async function registerRoutes(config: Config, late: Late, parts: Core & Runtime & Http & Workloads) {
-  const { store, logger, outbound, resources, quotas, placements, selfId } = parts;
+  const { store, logger, outbound, resources, quotas, placements, selfId, masterKey } = parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity, auth, app } = parts;
-  const { builder, replicas, uploads, executions, jobs } = parts;
+  const { code, builder, replicas, uploads, executions, jobs } = parts;
   // `?upload=true` on a write of an agent or function answers where to PUT the zip (the service's CLI flow).
   const uploadUrl = (req: any, reply: any, o: any) => {
     if ((req.query as Record<string, string>)?.upload === 'true')
       reply.header(UPLOAD_URL_HEADER, uploads.urlFor(o));
   };
+  // In a cluster every server keeps a copy of each source, so whichever server leads next can build it again.
+  const codeCopies = config.databaseUrl
+    ? new CodeCopies({
+        store,
+        code,
+        token: peerToken(masterKey),
+        logger,
+        peers: async () =>
+          ((await late.nodes?.list()) ?? []).filter((n) => n.healthy && n.id !== selfId).map((n) => n.address),
+      })
+    : undefined;
+  codeCopies?.register(app);
+  await codeCopies?.start();
   // In a cluster, the server leading the controllers holds the instances they start (and the files they leave:
   // uploaded code, build and job logs, images, replicas), and each sandbox's node holds it: the other servers send
   // requests about those there (http/peer-forward.ts).
@@ -207,5 +221,5 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     upstreamTimeoutMs: config.modelTimeoutMs,
     outputEstimate: config.modelOutputEstimate,
   });
-  return { clusterHolder };
+  return { clusterHolder, codeCopies };
 }

@@ -5,8 +5,11 @@ import type { Config } from '../config.js';
 import { localNodes, postgresNodes } from '../cluster/nodes.js';
 import { instanceHolder } from '../cluster/instance-holder.js';
 import type { SandboxPlacements } from '../cluster/placement.js';
+import { keepPlaced } from '../controllers/sandbox/sandbox.js';
+import type { ResourceKey } from '../store/store.js';
 import type { Late } from './context.js';
 import type { Controllers } from './controllers.js';
+import type { Gateway } from './gateway.js';
 import type { Http } from './http.js';
 import type { Runtime } from './runtime.js';
 import type { Core } from './store.js';
@@ -20,16 +23,18 @@ const peerHost = (host: string) =>
 export async function listenAndJoin(
   config: Config,
   late: Late,
-  parts: Core & Runtime & Http & Pick<Controllers, 'leadership'>,
+  gateway: Gateway,
+  parts: Core & Runtime & Http & Pick<Controllers, 'leadership' | 'sandboxControllers'>,
 ) {
-  const { logger, placements, selfId } = parts;
+  const { logger, store, placements, selfId } = parts;
   const { instances } = parts;
   const { auth, app } = parts;
-  const { leadership } = parts;
+  const { leadership, sandboxControllers } = parts;
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   late.actualPort = typeof addr === 'object' && addr ? addr.port : config.port;
   const bootstrap = await auth.bootstrap();
+  let placedHere: ResourceKey[] = [];
   const nodeOpts = {
     self: {
       id: selfId,
@@ -44,6 +49,22 @@ export async function listenAndJoin(
     leads: () => leadership.leads(),
     leaseMs: (config.nodeLeaseS ?? 10) * 1000,
     warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
+    info: (msg: string) => logger.info(msg),
+    // Before it acts under a (new) lease: what the database places here is kept, the rest removed, then taken up.
+    settle: async () => {
+      const kept = await keepPlaced(store, instances, selfId);
+      placedHere = kept.placed;
+      if (kept.removed.length)
+        logger.warn({ instances: kept.removed }, 'removed the instances of sandboxes placed on other nodes');
+    },
+    held: () => {
+      // And what the feed placed here while it re-read (its reconcile found the node not holding yet).
+      for (const [workspace, name, node] of placements?.placed() ?? [])
+        if (node === selfId) placedHere.push({ kind: 'Sandbox', workspace, parent: '', name });
+      for (const k of placedHere) sandboxControllers.wake(k);
+      placedHere = [];
+    },
+    lost: () => gateway.forgetSandboxes(),
   };
   late.nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
   if (config.databaseUrl)

@@ -14,7 +14,7 @@ import { EVERY_WORKSPACE } from '../store/store.js';
 import type { Core } from './store.js';
 
 export async function openRuntime(config: Config, parts: Core) {
-  const { outbound, store, logger, resources, tokens } = parts;
+  const { outbound, store, logger, resources, held, tokens } = parts;
   const images = new ImageStore({
     dataDir: config.dataDir,
     insecure: config.insecureRegistries,
@@ -42,7 +42,7 @@ export async function openRuntime(config: Config, parts: Core) {
       deepStandbyAfterS: config.deepStandbyAfterS,
       deepStandbyKeepDaemon: config.deepStandbyDaemon === 'resident',
       swap: { file: join(dataDir, 'swap', 'berth.swap'), sizeMb: config.swapMb },
-      onDeepStandby: (e) => void sayDeepStandby({ resources, driver, logger }, e),
+      onDeepStandby: (e) => void sayDeepStandby({ resources: held, driver, logger }, e),
       allowCidrs: config.sandboxAllowCidrs,
       egressResolvers: config.egressResolvers,
       egressGateways: config.egressGateways,
@@ -55,7 +55,7 @@ export async function openRuntime(config: Config, parts: Core) {
           if (e.request.status === 401 && e.request.token) tokens.unauthorized(e.request.token);
         } else if (e.type === 'proxy') {
           logger.warn({ proxy: e.state, sandboxes: e.sources.length }, `egress proxy ${e.state}`);
-          void sayEgressProxy({ resources, driver }, e).catch((err) =>
+          void sayEgressProxy({ resources: held, driver }, e).catch((err) =>
             logger.warn({ err }, 'could not record the egress proxy event'),
           );
         } else logger.debug({ dns: e.decision }, 'egress dns');

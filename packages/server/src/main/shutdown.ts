@@ -1,5 +1,6 @@
 // The server's stop, in this order: what acts (the holder, schedules, fault watch, controllers, the lead, the node
 // record) first, then the gateway, builds, the HTTP server, the runtime, tokens, the outbound client and the store.
+import type { CodeCopies } from '../builds/code-copies.js';
 import type { Late } from './context.js';
 import type { Controllers } from './controllers.js';
 import type { Gateway } from './gateway.js';
@@ -11,15 +12,16 @@ import type { Workloads } from './workloads.js';
 export async function closeServer(
   late: Late,
   gateway: Gateway,
-  parts: Core & Runtime & Http & Workloads & Controllers,
+  parts: Core & Runtime & Http & Workloads & Controllers & { codeCopies?: CodeCopies },
 ) {
   const { logger, outbound, store, quotas, placements, tokens } = parts;
   const { driver } = parts;
   const { app } = parts;
-  const { builds } = parts;
+  const { builds, codeCopies } = parts;
   const { leadership, sandboxControllers, faults, schedules } = parts;
   // Sandboxes keep running: a restarted server adopts them as they are.
   late.holder?.close();
+  codeCopies?.close();
   await schedules.stop();
   await faults.stop();
   await sandboxControllers.stop();

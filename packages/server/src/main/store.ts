@@ -19,6 +19,7 @@ import { QuotaLedger } from '../controllers/core/quota-ledger.js';
 import { quotaAdmission } from '../controllers/core/quota-admission.js';
 import { nodeId } from '../cluster/nodes.js';
 import { SandboxPlacements } from '../cluster/placement.js';
+import { fencedStore } from '../cluster/fencing.js';
 import type { Late, StartOptions } from './context.js';
 
 export async function openCore(config: Config, opts: StartOptions, late: Late) {
@@ -68,6 +69,18 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     placeOf: (kd, body) =>
       kd.kind === 'Sandbox' && late.holder ? { node: late.holder.place(body) } : undefined,
   });
+  // What a node writes as the holder of a sandbox is fenced on its placement and the node's lease (decision 064); a
+  // node without a lease starts, wakes and writes nothing for its sandboxes.
+  const held = clusterSelf
+    ? resources.withStore(
+        fencedStore(
+          store,
+          { fence: () => late.nodes?.fence(), refused: () => late.nodes?.refused() },
+          (k) => k.kind === 'Sandbox',
+        ),
+      )
+    : resources;
+  const holding = () => clusterSelf === undefined || late.nodes?.fence() !== undefined;
   // OAuth2 connections' access tokens (decision 049): refreshed through `outbound`, kept fresh for running workloads.
   const tokens = new ConnectionTokens({ resources, outbound, dataDir: config.dataDir, logger });
   tokens.start();
@@ -84,6 +97,9 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     quotas,
     baseUrl,
     resources,
+    held,
+    holding,
+    masterKey,
     tokens,
   };
 }

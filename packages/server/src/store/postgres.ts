@@ -9,6 +9,7 @@ import {
   type Change,
   type ChangeType,
   EVERY_WORKSPACE,
+  FencedError,
   type ListQuery,
   type ResourceKey,
   type Row,
@@ -52,6 +53,16 @@ const UPDATE = `${CHANGE} UPDATE resources r SET rv = c.seq, body = $6 FROM c
 const DELETE = `${CHANGE}, d AS (DELETE FROM resources WHERE kind = $2 AND workspace = $3 AND parent = $4 AND name = $5)
   SELECT seq AS rv FROM c`;
 
+/**
+ * A holder's fence (the `fence` op): where the object is placed, and whether the node's lease (the `nodes` table
+ * that cluster/nodes.ts keeps in this database) is held at this epoch. `clock_timestamp()`, not `now()`: the
+ * transaction began before it waited for the write lock, and the lease is judged at this statement.
+ */
+const FENCE = `SELECT (SELECT body::json ->> 'node' FROM resources
+    WHERE kind = $1 AND workspace = $2 AND parent = $3 AND name = $4) AS node,
+  EXISTS (SELECT 1 FROM nodes WHERE id = $5 AND epoch = $6
+    AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased`;
+
 export interface PostgresStoreOptions {
   /** How a failure outside any caller's request (the listener, the feed) is reported. */
   warn?: (err: unknown, msg: string) => void;
@@ -65,6 +76,16 @@ interface Pending {
   ops: WriteOp[];
   resolve: (o: StoredObject[]) => void;
   reject: (e: unknown) => void;
+}
+
+/**
+ * Gives each connection of `pool` its own error listener. The pool listens only to idle ones: a connection that
+ * breaks while checked out but between two queries (a write's transaction when the database restarts) emitted
+ * 'error' with no listener, which ended the process — a follower of a cluster exited 1 under a database restart.
+ * The failure shows as that connection's next query's, and the pool drops it on release.
+ */
+export function keepClientErrors(pool: pg.Pool): void {
+  pool.on('connect', (client) => client.on('error', () => undefined));
 }
 
 export class PostgresStore implements Store {
@@ -101,6 +122,7 @@ export class PostgresStore implements Store {
     // An idle pooled connection that breaks (the database restarted) is dropped by the pool; its error must not
     // end the process.
     pool.on('error', (err) => store.warn(err, 'a pooled PostgreSQL connection failed; it is replaced'));
+    keepClientErrors(pool);
     try {
       await store.migrate();
       const { rows } = await pool.query<{ seq: number | null }>('SELECT max(seq) AS seq FROM changes');
@@ -274,6 +296,17 @@ export class PostgresStore implements Store {
     for (const op of ops) {
       if (op.op === 'check') {
         op.judge(await this.listOn(client, op.list));
+        continue;
+      }
+      if (op.op === 'fence') {
+        const k = op.key;
+        const { rows } = await client.query<{ node: string | null; leased: boolean }>({
+          name: 'berth_fence',
+          text: FENCE,
+          values: [k.kind, k.workspace, k.parent, k.name, op.node, op.epoch],
+        });
+        if (!rows[0].leased) throw new FencedError(k, 'lease');
+        if (rows[0].node !== op.node) throw new FencedError(k, 'placement');
         continue;
       }
       const k = op.key;

@@ -90,6 +90,11 @@ export class Resources {
     this.now = opts.now ?? (() => new Date());
   }
 
+  /** The same resources over another store: a cluster node's fenced writes as a holder (cluster/fencing.ts). */
+  withStore(store: Store): Resources {
+    return new Resources(store, this.kinds, this.box, this.opts);
+  }
+
   /** Regions a spec may name (controllers re-check stored specs against them). */
   get regions(): string[] {
     return this.opts.regions;

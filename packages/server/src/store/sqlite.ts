@@ -274,6 +274,8 @@ export class SqliteStore implements Store {
         op.judge(this.listNow(op.list));
         continue;
       }
+      // One server, no leases: it holds every object (a fence is for a cluster's nodes).
+      if (op.op === 'fence') continue;
       const k = op.key;
       const cur = this.stmts.get.get(k.kind, k.workspace, k.parent, k.name);
       if (op.op === 'create' && cur) throw new StoreError('exists', k);

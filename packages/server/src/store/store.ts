@@ -58,7 +58,15 @@ export type WriteOp =
    * serialises it with every write that could change that list (SQLite has one writer; a shared backend takes a
    * lock per listed kind and workspace first), so two writes judged at once can never both pass.
    */
-  | { op: 'check'; list: ListQuery; judge: (objects: StoredObject[]) => void };
+  | { op: 'check'; list: ListQuery; judge: (objects: StoredObject[]) => void }
+  /**
+   * The holder's fence (docs/decisions/064-cluster-fencing.md): the write applies only while the object at `key` is
+   * placed on node `node` (its body's `node`) and that node still holds its lease at `epoch`, not lapsed by the
+   * backend's clock; otherwise the whole write is refused with `FencedError`. Judged inside the transaction, under
+   * the same serialisation as every write, so a read-then-write race cannot pass it. A backend with one server and
+   * no leases (SQLite) has nothing to fence: the op always holds there.
+   */
+  | { op: 'fence'; key: ResourceKey; node: string; epoch: number };
 
 export type StoreErrorReason = 'exists' | 'not_found' | 'conflict';
 
@@ -68,6 +76,21 @@ export class StoreError extends Error {
     readonly key: ResourceKey,
   ) {
     super(`${reason}: ${key.kind} ${key.workspace}/${key.parent ? `${key.parent}/` : ''}${key.name}`);
+  }
+}
+
+/**
+ * A write refused by its `fence` op: the object is placed on another node now (`placement`), or the writer's lease
+ * is gone (`lease`: a stale epoch, or lapsed). Not a failure to retry: the writer no longer holds the object.
+ */
+export class FencedError extends Error {
+  constructor(
+    readonly key: ResourceKey,
+    readonly lost: 'placement' | 'lease',
+  ) {
+    super(
+      `fenced: ${key.kind} ${key.workspace}/${key.name} ${lost === 'placement' ? 'is placed on another node' : "is not this node's to write: its lease is gone"}`,
+    );
   }
 }
 

@@ -3,57 +3,20 @@
 // and answers through both; after a kill -9 of the leader the other takes the lead within seconds and acts, and the
 // dead node is shown unhealthy once its lease lapses.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
-import { testPostgres } from '../../src/test-support/store-drivers.js';
+import { before, describe, it } from 'node:test';
 import { newTenant } from '../../src/test-support/tenants.js';
-import type { TestServer } from '../../src/test-support/server.js';
 import { berth } from '../berth-cli.js';
-import { serve, stopped } from '../serve-process.js';
-
-interface Proc {
-  child: ChildProcess;
-  url: string;
-  dir: string;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { type Proc, sleep, useCluster } from './cluster-support.js';
 
 describe('a cluster of two servers on PostgreSQL', () => {
-  const env: Record<string, string> = {
-    BERTH_MASTER_KEY: randomBytes(32).toString('base64'),
-    BERTH_NODE_LEASE_S: '2',
-    // The one address in front of the cluster: the issuer of its tokens, whichever server signs them.
-    BERTH_PUBLIC_URL: 'http://berth.cluster.test',
-  };
+  // The one address in front of the cluster: the issuer of its tokens, whichever server signs them.
+  const cluster = useCluster(['node-a', 'node-b'], {
+    env: { BERTH_PUBLIC_URL: 'http://berth.cluster.test' },
+  });
+  const { api } = cluster;
   let a: Proc;
   let b: Proc;
-  let key: string;
-  const start = async (name: string) => {
-    const dir = mkdtempSync(join(tmpdir(), `berth-cluster-${name}-`));
-    const p = await serve(dir, { ...env, BERTH_NODE_ID: name });
-    return { ...p, dir };
-  };
-  const api = (p: Proc, path: string, init: RequestInit & { json?: unknown; key?: string } = {}) =>
-    fetch(`${p.url}/v0${path}`, {
-      ...init,
-      headers: {
-        ...(init.headers as Record<string, string>),
-        authorization: `Bearer ${init.key ?? key}`,
-        'content-type': 'application/json',
-      },
-      body: init.json === undefined ? undefined : JSON.stringify(init.json),
-    });
-  const nodes = async (p: Proc) => {
-    const r = await api(p, '/nodes');
-    assert.equal(r.status, 200);
-    return (await r.json()) as any[];
-  };
+  const nodes = (p: Proc) => cluster.nodes(p);
   /** Polls the model until the controllers have judged it (no connection: FAILED with the reason). */
   const judged = async (p: Proc, name: string) => {
     for (let i = 0; i < 200; i++) {
@@ -71,22 +34,9 @@ describe('a cluster of two servers on PostgreSQL', () => {
     assert.equal(r.status, 200, await r.text());
   };
 
-  before(async () => {
-    env.BERTH_DATABASE_URL = await (await testPostgres()).database();
-    a = await start('node-a');
-    key = readFileSync(join(a.dir, 'admin.key'), 'utf8').trim();
-    b = await start('node-b');
-  });
-  after(async () => {
-    for (const p of [a, b]) {
-      if (!p) continue;
-      if (p.child.exitCode === null && p.child.signalCode === null) {
-        p.child.kill('SIGTERM');
-        await stopped(p.child);
-      }
-      await removeSandboxesIn(p.dir);
-      rmSync(p.dir, { recursive: true, force: true });
-    }
+  before(() => {
+    a = cluster.node('node-a');
+    b = cluster.node('node-b');
   });
 
   it('lists both nodes, healthy, the first leading the controllers; `berth get nodes` shows them', async () => {
@@ -100,15 +50,14 @@ describe('a cluster of two servers on PostgreSQL', () => {
     );
     assert.equal(list[0].address, a.url);
     assert.ok(list[0].cores > 0 && list[0].memoryMb > 0);
-    const cli = await berth({ url: b.url, adminKey: key }, ['get', 'nodes']);
+    const cli = await berth({ url: b.url, adminKey: cluster.key }, ['get', 'nodes']);
     assert.equal(cli.code, 0, cli.out);
     assert.match(cli.stdout, /node-a\s+Ready\s+local\s+\d+\s+\d+ MB\s+\d+\s+controllers/);
     assert.match(cli.stdout, /node-b \(this\)\s+Ready/);
   });
 
   it("refuses the node list to a tenant's admin", async () => {
-    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
-    const t = await newTenant(server as unknown as TestServer, 'tenant-nodes');
+    const t = await newTenant(cluster.server(a), 'tenant-nodes');
     const r = await api(b, '/nodes', { key: t.key });
     assert.equal(r.status, 403);
     assert.match((await r.json()).detail, /admins of workspace default/);
@@ -150,11 +99,7 @@ describe('a cluster of two servers on PostgreSQL', () => {
     assert.ok(['node-a', 'node-b'].includes(sb.node), JSON.stringify(sb));
     placedOn = sb.node;
     for (const p of [b, a]) {
-      const run = await fetch(`${p.url}/run/default/sandboxes/sbx-cluster/process`, {
-        method: 'POST',
-        headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ command: 'echo -n $((6 * 7))', waitForCompletion: true }),
-      });
+      const run = await cluster.exec(p, 'sbx-cluster', 'echo -n $((6 * 7))');
       const out = await run.json();
       assert.equal(run.status, 200, JSON.stringify(out));
       assert.equal(out.stdout, '42');
@@ -173,14 +118,9 @@ describe('a cluster of two servers on PostgreSQL', () => {
   });
 
   it("refuses another tenant's sandbox address through the follower as the leader does", async () => {
-    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
-    const t = await newTenant(server as unknown as TestServer, 'tenant-sbx');
+    const t = await newTenant(cluster.server(a), 'tenant-sbx');
     for (const p of [b, a]) {
-      const run = await fetch(`${p.url}/run/default/sandboxes/sbx-cluster/process`, {
-        method: 'POST',
-        headers: { 'x-blaxel-authorization': `Bearer ${t.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ command: 'id', waitForCompletion: true }),
-      });
+      const run = await cluster.exec(p, 'sbx-cluster', 'id', t.key);
       assert.ok(
         [403, 404].includes(run.status),
         `${run.status} through ${p === a ? 'the leader' : 'the follower'}`,
@@ -189,8 +129,7 @@ describe('a cluster of two servers on PostgreSQL', () => {
   });
 
   it('after a kill -9 of the leader the other server leads and acts, and the dead node turns unhealthy', async () => {
-    a.child.kill('SIGKILL');
-    await stopped(a.child);
+    await cluster.kill('node-a');
     const killedAt = Date.now();
     let list = await nodes(b);
     for (let i = 0; i < 200 && !list.find((n) => n.id === 'node-b')?.leads.includes('controllers'); i++) {
@@ -218,11 +157,7 @@ describe('a cluster of two servers on PostgreSQL', () => {
       );
     else assert.equal(lost, undefined, JSON.stringify(sb.events));
     for (let i = 0; i < 100; i++) {
-      const run = await fetch(`${b.url}/run/default/sandboxes/sbx-cluster/process`, {
-        method: 'POST',
-        headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ command: 'echo -n again', waitForCompletion: true }),
-      });
+      const run = await cluster.exec(b, 'sbx-cluster', 'echo -n again');
       const out = await run.json();
       if (run.status === 200) {
         assert.equal(out.stdout, 'again');

@@ -3,28 +3,16 @@
 // follower cleaned from the holder's disk, and `berth node drain` of the leader: the other server leads, the
 // sandbox is told it was lost on the drained node and answers again through both servers.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import yazl from 'yazl';
 import { workspaceBuildsDir } from '../../src/builds/layout.js';
-import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
-import type { TestServer } from '../../src/test-support/server.js';
-import { testPostgres } from '../../src/test-support/store-drivers.js';
 import { newTenant, type Tenant } from '../../src/test-support/tenants.js';
 import { berth } from '../berth-cli.js';
-import { serve, stopped } from '../serve-process.js';
+import { stopped } from '../serve-process.js';
+import { type Proc, sleep, useCluster } from './cluster-support.js';
 
-interface Proc {
-  child: ChildProcess;
-  url: string;
-  dir: string;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TEMPLATE = join(import.meta.dirname, '../../../../templates/agent-python');
 
 async function templateZip(extra?: string): Promise<Blob> {
@@ -38,75 +26,34 @@ async function templateZip(extra?: string): Promise<Blob> {
 }
 
 describe('a cluster of two servers: answers from the holder, drain', () => {
-  const env: Record<string, string> = {
-    BERTH_MASTER_KEY: randomBytes(32).toString('base64'),
-    BERTH_NODE_LEASE_S: '2',
-    BERTH_PUBLIC_URL: 'http://berth.cluster.test',
-  };
+  const cluster = useCluster(['node-a', 'node-b'], {
+    env: { BERTH_PUBLIC_URL: 'http://berth.cluster.test' },
+  });
+  const { api, run } = cluster;
   let a: Proc;
   let b: Proc;
   let key: string;
   let tenant: Tenant;
-  const start = async (name: string, dir = mkdtempSync(join(tmpdir(), `berth-cluster-${name}-`))) => {
-    const p = await serve(dir, { ...env, BERTH_NODE_ID: name });
-    return { ...p, dir };
-  };
-  const api = (p: Proc, path: string, init: RequestInit & { json?: unknown; key?: string } = {}) =>
-    fetch(`${p.url}/v0${path}`, {
-      ...init,
-      headers: {
-        'content-type': 'application/json',
-        ...(init.headers as Record<string, string>),
-        authorization: `Bearer ${init.key ?? key}`,
-      },
-      body: init.json === undefined ? init.body : JSON.stringify(init.json),
-    });
   /** The upload URL as the follower `p` answers it (the public address is a name the tests do not resolve). */
   const through = (p: Proc, url: string) => `${p.url}${new URL(url).pathname}`;
   const putZip = (url: string, body: Blob) =>
     fetch(url, { method: 'PUT', headers: { 'content-type': 'application/zip' }, body });
-  const run = (p: Proc, path: string, json: unknown) =>
-    fetch(`${p.url}/run/default/${path}`, {
-      method: 'POST',
-      headers: { 'x-blaxel-authorization': `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify(json),
-    });
   const exec = async (p: Proc, sandbox: string, word: string) => {
     for (let i = 0; ; i++) {
-      const r = await run(p, `sandboxes/${sandbox}/process`, {
-        command: `echo -n ${word}`,
-        waitForCompletion: true,
-      });
+      const r = await cluster.exec(p, sandbox, `echo -n ${word}`);
       const out = await r.json();
       if (r.status === 200) return out.stdout;
       assert.ok(i < 150, `${r.status} ${JSON.stringify(out)}`);
       await sleep(100);
     }
   };
-  const node = async (p: Proc, id: string) => {
-    const r = await api(p, '/nodes');
-    assert.equal(r.status, 200);
-    return ((await r.json()) as any[]).find((n) => n.id === id);
-  };
+  const node = async (p: Proc, id: string) => (await cluster.nodes(p)).find((n) => n.id === id);
 
   before(async () => {
-    env.BERTH_DATABASE_URL = await (await testPostgres()).database();
-    a = await start('node-a');
-    key = readFileSync(join(a.dir, 'admin.key'), 'utf8').trim();
-    b = await start('node-b');
-    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
-    tenant = await newTenant(server as unknown as TestServer, 'tenant-c2');
-  });
-  after(async () => {
-    for (const p of [a, b]) {
-      if (!p) continue;
-      if (p.child.exitCode === null && p.child.signalCode === null) {
-        p.child.kill('SIGTERM');
-        await stopped(p.child);
-      }
-      await removeSandboxesIn(p.dir);
-      rmSync(p.dir, { recursive: true, force: true });
-    }
+    a = cluster.node('node-a');
+    b = cluster.node('node-b');
+    key = cluster.key;
+    tenant = await newTenant(cluster.server(a), 'tenant-c2');
   });
 
   it('an upload URL issued through the follower takes the code through the follower; the agent deploys', async () => {
@@ -192,10 +139,7 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
   });
 
   it('refuses drain and undrain to the admin of another workspace', async () => {
-    const other = await newTenant(
-      { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) } as any,
-      'tenant-c2b',
-    );
+    const other = await newTenant(cluster.server(a), 'tenant-c2b');
     for (const verb of ['drain', 'undrain'])
       for (const p of [b, a]) {
         const r = await api(p, `/nodes/node-a/${verb}`, { method: 'POST', key: other.key });
@@ -235,7 +179,7 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
       );
     else assert.equal(lost, undefined, JSON.stringify(sb.events));
     // Started again, the drained node follows: it does not lead, and it sends the sandbox's requests on.
-    a = await start('node-a', a.dir);
+    a = await cluster.start('node-a');
     await sleep(1500);
     const drained = await node(a, 'node-a');
     assert.equal(drained.drained, true);

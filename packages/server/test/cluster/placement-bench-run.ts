@@ -69,6 +69,8 @@ async function decisions() {
       drain: async () => undefined,
       handOver: async () => undefined,
       close: async () => undefined,
+      fence: () => ({ node: views[0].id, epoch: 1 }),
+      refused: () => undefined,
     };
     const leadership: Leadership = {
       lead: async () => undefined,

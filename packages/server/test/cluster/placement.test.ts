@@ -5,55 +5,20 @@
 // them through any server; after a kill -9 of a node, its sandboxes carry the `lost:` event naming it and run again
 // on a healthy node.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { runBlaxelScript } from '../../src/test-support/blaxel.js';
-import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
-import { testPostgres } from '../../src/test-support/store-drivers.js';
-import type { TestServer } from '../../src/test-support/server.js';
 import { newTenant } from '../../src/test-support/tenants.js';
 import { TEST_MEMORY_MB } from '../sandboxes/support.js';
-import { serve, stopped } from '../serve-process.js';
+import { type Proc, sleep, useCluster } from './cluster-support.js';
 
-interface Proc {
-  id: string;
-  child: ChildProcess;
-  url: string;
-  dir: string;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const NAMES = ['place-1', 'place-2', 'place-3', 'place-4', 'place-5'];
 
 describe('a cluster of three servers places sandboxes across its nodes', () => {
-  const env: Record<string, string> = {
-    BERTH_MASTER_KEY: randomBytes(32).toString('base64'),
-    BERTH_NODE_LEASE_S: '2',
-  };
-  const procs: Proc[] = [];
-  let key: string;
-  const byId = (id: string) => procs.find((p) => p.id === id) as Proc;
-  const api = (p: Proc, path: string, init: RequestInit & { json?: unknown; key?: string } = {}) =>
-    fetch(`${p.url}/v0${path}`, {
-      ...init,
-      headers: {
-        ...(init.headers as Record<string, string>),
-        authorization: `Bearer ${init.key ?? key}`,
-        'content-type': 'application/json',
-      },
-      body: init.json === undefined ? undefined : JSON.stringify(init.json),
-    });
+  const cluster = useCluster(['node-a', 'node-b', 'node-c'], { prefix: 'place' });
+  const { procs, api, exec } = cluster;
+  const byId = (id: string) => cluster.node(id);
   const get = async (p: Proc, name: string) => (await api(p, `/sandboxes/${name}`)).json();
-  const exec = (p: Proc, name: string, command: string, k = key) =>
-    fetch(`${p.url}/run/default/sandboxes/${name}/process`, {
-      method: 'POST',
-      headers: { 'x-blaxel-authorization': `Bearer ${k}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ command, waitForCompletion: true }),
-    });
   /** Waits until the sandbox is DEPLOYED on a node `ok` accepts; returns it. */
   const deployedOn = async (p: Proc, name: string, ok: (node: string) => boolean) => {
     let sb = await get(p, name);
@@ -70,28 +35,6 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
     assert.equal(r.status, 200, JSON.stringify(out));
     assert.equal(out.stdout, word);
   };
-
-  before(async () => {
-    env.BERTH_DATABASE_URL = await (await testPostgres()).database();
-    const start = async (id: string) => {
-      const dir = mkdtempSync(join(tmpdir(), `berth-place-${id}-`));
-      return { id, dir, ...(await serve(dir, { ...env, BERTH_NODE_ID: id })) };
-    };
-    // node-a first: it makes the admin key (and leads); the other two together.
-    procs.push(await start('node-a'));
-    key = readFileSync(join(procs[0].dir, 'admin.key'), 'utf8').trim();
-    procs.push(...(await Promise.all(['node-b', 'node-c'].map(start))));
-  });
-  after(async () => {
-    for (const p of procs) {
-      if (p.child.exitCode === null && p.child.signalCode === null) {
-        p.child.kill('SIGTERM');
-        await stopped(p.child);
-      }
-      await removeSandboxesIn(p.dir);
-      rmSync(p.dir, { recursive: true, force: true });
-    }
-  });
 
   const placed = new Map<string, string>();
   it('places sandboxes created through one server on more than one node, each running on its node only', async () => {
@@ -145,7 +88,7 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
     const c = byId('node-c');
     const stdout = await runBlaxelScript(
       join(import.meta.dirname, 'blaxel-cluster.mjs'),
-      { url: c.url, adminKey: key },
+      { url: c.url, adminKey: cluster.key },
       { SANDBOX_NAME: 'place-sdk', SANDBOX_MEMORY: String(TEST_MEMORY_MB) },
     );
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
@@ -159,8 +102,7 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
 
   it("refuses another tenant the first one's sandboxes through every server", async () => {
     const a = byId('node-a');
-    const server = { url: a.url, adminKey: key, api: (path: string, init: any = {}) => api(a, path, init) };
-    const t = await newTenant(server as unknown as TestServer, 'tenant-place');
+    const t = await newTenant(cluster.server(a), 'tenant-place');
     for (const p of procs)
       for (const name of placed.keys()) {
         const run = await exec(p, name, 'id', t.key);
@@ -176,9 +118,7 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
     const victim = [...placed.values()].includes('node-b') ? 'node-b' : 'node-a';
     const survivor = victim === 'node-b' ? 'node-a' : 'node-b';
     assert.ok([...placed.values()].includes(victim), JSON.stringify([...placed]));
-    const v = byId(victim);
-    v.child.kill('SIGKILL');
-    await stopped(v.child);
+    await cluster.kill(victim);
     const c = byId('node-c');
     for (const [name, node] of placed) {
       if (node !== victim) continue;

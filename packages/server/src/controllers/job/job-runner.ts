@@ -83,6 +83,8 @@ interface LiveExecution {
   cred?: Promise<TaskCredential>;
   /** Its tasks wait for the workspace's quotas, and the job's object says so (once, until one starts). */
   held?: boolean;
+  /** Its app is built on this server (undefined: not looked yet; false: it waits, and the job's object said so). */
+  appHere?: boolean;
 }
 
 export interface JobRunnerDeps extends TaskDeps {
@@ -257,7 +259,7 @@ export class JobRunner {
   /** Starts whatever the caps allow now. */
   schedule(): void {
     if (this.stopping.signal.aborted || !this.started) return;
-    const execs = [...this.live.values()].filter((x) => !x.cancelling);
+    const execs = [...this.live.values()].filter((x) => !x.cancelling && this.hasApp(x));
     const held = new Set<string>();
     const picks = pickStarts(
       execs.map((x) => ({
@@ -287,6 +289,27 @@ export class JobRunner {
       const x = this.live.get(id);
       if (x && !x.held) this.noteHeld(x);
     }
+  }
+
+  /**
+   * Whether the app the execution runs is built on this server. A server that took over the lead of a cluster builds
+   * a job's app again from its source (every server keeps a copy: builds/code-copies.ts); until then the tasks wait,
+   * rather than spend an attempt on an app that is not here yet.
+   */
+  private hasApp(x: LiveExecution): boolean {
+    if (x.appHere) return true;
+    const said = x.appHere === false;
+    x.appHere = this.deps.builder.builtByKey(x.key.workspace, x.rec.app) !== undefined;
+    if (!x.appHere && !said) {
+      const job = { kind: 'Job', workspace: x.key.workspace, parent: '', name: x.rec.job };
+      void this.deps.resources
+        .recordEvent(
+          job,
+          `execution ${x.rec.id}: its tasks wait for app ${x.rec.app} to be built on this server`,
+        )
+        .catch((err) => this.deps.logger?.warn({ err, execution: x.rec.id }, 'could not record an app wait'));
+    }
+    return x.appHere;
   }
 
   /** What each workspace with executions here may still start, by its quotas. */

@@ -8,7 +8,7 @@ import type { ProxyEvent } from '../../runtime/egress/supervisor.js';
 import { sandboxId } from '../../runtime/sandbox-id.js';
 import { lastOutput } from '../../sandbox-api/last-output.js';
 import type { Resources } from '../../store/resources.js';
-import { EVERY_WORKSPACE, keyOf } from '../../store/store.js';
+import { EVERY_WORKSPACE, FencedError, keyOf, type ResourceKey } from '../../store/store.js';
 
 /**
  * Sweep period: an event a few seconds after the fault, at the cost of reading two cgroup files and one statfs per
@@ -111,8 +111,8 @@ export class SandboxFaultWatch {
       const stillFull = !!before?.diskFull && !!disk && disk.usedBytes > disk.limitBytes * DISK_CLEARED_SHARE;
       this.seen.set(instance, { oomKills: s.oomKills, diskFull: full || stillFull });
       const say = async (message: string) => {
-        await resources.recordEvent(keyOf(o), message);
-        out.push(`${o.workspace}/${o.name}: ${message}`);
+        // Refused when the sandbox is placed on another node now (its reconcile removes this instance).
+        if (await recordHeld(resources, keyOf(o), message)) out.push(`${o.workspace}/${o.name}: ${message}`);
       };
       if (before && s.oomKills > before.oomKills)
         await say(oomKilledMessage(s.oomKills - before.oomKills, s));
@@ -157,5 +157,16 @@ export async function sayEgressProxy(deps: Omit<FaultDeps, 'sweepMs'>, e: ProxyE
   if (!ids.size) return;
   const message = egressProxyMessage(e);
   for (const o of await deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' }))
-    if (ids.has(sandboxId(o.workspace, o.name))) await deps.resources.recordEvent(keyOf(o), message);
+    if (ids.has(sandboxId(o.workspace, o.name))) await recordHeld(deps.resources, keyOf(o), message);
+}
+
+/** An event a holder records about its sandbox; false when the store fenced it off (decision 064). */
+async function recordHeld(resources: Resources, key: ResourceKey, message: string): Promise<boolean> {
+  try {
+    await resources.recordEvent(key, message);
+    return true;
+  } catch (err) {
+    if (err instanceof FencedError) return false;
+    throw err;
+  }
 }

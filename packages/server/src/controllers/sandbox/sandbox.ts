@@ -15,7 +15,14 @@ import type { ImageStore } from '../../runtime/images/image-store.js';
 import type { Instances, OwnerRegistration } from '../../runtime/instances.js';
 import { sandboxId } from '../../runtime/sandbox-id.js';
 import type { SnapshotLayers } from '../../runtime/snapshot-layers.js';
-import { keyOf, type Store, type StoredObject, EVERY_WORKSPACE } from '../../store/store.js';
+import {
+  EVERY_WORKSPACE,
+  FencedError,
+  keyOf,
+  type ResourceKey,
+  type Store,
+  type StoredObject,
+} from '../../store/store.js';
 import { type ControllerDeps, stillDeploying, transition } from '../core/events.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from '../core/reconciler.js';
@@ -65,6 +72,11 @@ export interface SandboxControllerDeps extends ControllerDeps {
    * removes an instance of one placed elsewhere (it was placed again while this node was cut off: fencing).
    */
   self?: string;
+  /**
+   * In a cluster, whether this node holds its lease (cluster/nodes.ts): while it does not, it starts, wakes and
+   * writes nothing for its sandboxes; its reconciles are woken again once it has registered again (decision 064).
+   */
+  holding?: () => boolean;
 }
 
 const enabled = (o: StoredObject) => o.body.spec?.enabled !== false;
@@ -217,96 +229,120 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
 
   return {
     async reconcile(key, signal): Promise<ReconcileResult> {
-      let o = await resources.store.get(key);
-      if (!o) return DONE;
-      const id = sandboxId(key.workspace, key.name);
-      if (!runsHere(deps.self, o)) {
-        // Another node's (or nobody's yet): nothing of it may run here. Its status, volumes and events are that
-        // node's to write.
-        if (await driver.inspect(id)) {
+      try {
+        return await reconcileHeld(key, signal);
+      } catch (err) {
+        if (!(err instanceof FencedError)) throw err;
+        // Not a failure to retry: this node no longer holds the sandbox (decision 064).
+        const id = sandboxId(key.workspace, key.name);
+        if (err.lost === 'placement') {
           await instances.remove(id);
-          log(o, 'sandbox placed on another node: its instance here removed', { node: o.body.node });
-        }
+          deps.logger?.warn(
+            { workspace: key.workspace, name: key.name },
+            'a write about a sandbox now placed on another node was refused: its instance here removed',
+          );
+        } else
+          deps.logger?.warn(
+            { workspace: key.workspace, name: key.name },
+            'a write about a sandbox was refused: this node has no lease; it takes the sandbox up again once registered again',
+          );
         return DONE;
       }
-      // The volumes are free for another holder only once no process of this sandbox can write them.
-      const release = async () => {
-        await instances.remove(id);
-        await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
-      };
-      if (isGone(o))
-        return finishDeletion(deps, o, {
-          release,
-          message: 'terminated: processes stopped and files released',
-          extras: { state: undefined },
-          retentionMs: terminatedRetentionMs(o.body),
-          done: (t) => {
-            log(t, 'sandbox terminated');
-            if (t.body.rootLayers?.length)
-              void deps
-                .collectLayers?.(t.workspace)
-                .catch((err) =>
-                  deps.logger?.warn({ err, workspace: t.workspace }, 'freeing snapshot layers failed'),
-                );
-          },
-        });
-      if (!enabled(o)) {
-        await deactivate(deps, o, {
-          release,
-          message: 'deactivated: processes stopped and files released',
-          extras: { state: undefined },
-          done: (d) => log(d, 'sandbox deactivated'),
-        });
-        return DONE;
-      }
-      if (o.body.status === 'ARCHIVED') return DONE;
-      if (o.body.status === 'ARCHIVING') return archive(o, id, release);
-      if (o.body.status === 'UNARCHIVING') {
-        o = await transition(deps, o, 'DEPLOYING', 'unarchiving: starting on its archived files', enabled);
-        if (!o) return DONE;
-        return start(o, id, signal);
-      }
-      // FAILED stays until the spec changes (a PUT moves it back to DEPLOYING).
-      if (o.body.status === 'FAILED') {
-        // Whatever it claimed is released (a start that failed after attaching, a restart mid-way).
-        await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
-        return DONE;
-      }
-      if (o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING') {
-        o = await transition(deps, o, 'DEPLOYING', 'enabled again', enabled);
-        if (!o) return DONE;
-      }
-      const info = await driver.inspect(id);
-      if (info?.state === 'dead' && info.ended?.oomKills && o.body.status === 'DEPLOYED')
-        return outOfMemory(o, id, info.ended);
-      // A start a killed server left unfinished (no daemon reachable, volumes missing) is made again, never adopted.
-      if (info?.unfinished && info.state !== 'dead' && o.body.status !== 'DEPLOYED')
-        await resources.recordEvent(keyOf(o), await stoppedMessage(driver, id));
-      if (!info || info.state === 'dead' || info.unfinished) return start(o, id, signal);
-      if (o.body.status !== 'DEPLOYED') {
-        // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
-        // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
-        const spec = onLayers(o, await sandboxRuntimeSpec(resources, o.workspace, o.body.spec));
-        // What the name stands for in the workspace now (an image not had yet is a change: start pulls it).
-        const now = withImageNow(images, o.workspace, spec);
-        if (!now || info.specHash !== specHash(now)) return start(o, id, signal);
-        // The egress policy applies at once, to running processes too (connections it no longer allows close).
-        await driver.setEgress(id, spec.egress);
-        const d = await resources.updateStatus(key, {
-          to: 'DEPLOYED',
-          message: `deployed: sandbox running (kept as it was)${unenforcedNote(o.body.spec)}`,
-          extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
-          when: stillDeploying,
-        });
-        if (d) log(d, 'sandbox deployed', { ms: deployMs(d), adopted: true });
-      } else if (o.body.spec?.network) {
-        // Records never hold routing secrets: after a restart the runtime has the policy without them until
-        // this puts them back (a no-op when the runtime's policy is already this one).
-        await driver.setEgress(id, (await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)).egress);
-      }
-      return { requeueAfterMs: LIVE_RECHECK_MS };
     },
   };
+
+  async function reconcileHeld(key: ResourceKey, signal: AbortSignal): Promise<ReconcileResult> {
+    let o = await resources.store.get(key);
+    if (!o) return DONE;
+    const id = sandboxId(key.workspace, key.name);
+    if (!runsHere(deps.self, o)) {
+      // Another node's (or nobody's yet): nothing of it may run here. Its status, volumes and events are that
+      // node's to write.
+      if (await driver.inspect(id)) {
+        await instances.remove(id);
+        log(o, 'sandbox placed on another node: its instance here removed', { node: o.body.node });
+      }
+      return DONE;
+    }
+    // Without a lease this node acts for none of its sandboxes; it wakes them once registered again.
+    if (deps.holding && !deps.holding()) return DONE;
+    // The volumes are free for another holder only once no process of this sandbox can write them.
+    const release = async () => {
+      await instances.remove(id);
+      await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
+    };
+    if (isGone(o))
+      return finishDeletion(deps, o, {
+        release,
+        message: 'terminated: processes stopped and files released',
+        extras: { state: undefined },
+        retentionMs: terminatedRetentionMs(o.body),
+        done: (t) => {
+          log(t, 'sandbox terminated');
+          if (t.body.rootLayers?.length)
+            void deps
+              .collectLayers?.(t.workspace)
+              .catch((err) =>
+                deps.logger?.warn({ err, workspace: t.workspace }, 'freeing snapshot layers failed'),
+              );
+        },
+      });
+    if (!enabled(o)) {
+      await deactivate(deps, o, {
+        release,
+        message: 'deactivated: processes stopped and files released',
+        extras: { state: undefined },
+        done: (d) => log(d, 'sandbox deactivated'),
+      });
+      return DONE;
+    }
+    if (o.body.status === 'ARCHIVED') return DONE;
+    if (o.body.status === 'ARCHIVING') return archive(o, id, release);
+    if (o.body.status === 'UNARCHIVING') {
+      o = await transition(deps, o, 'DEPLOYING', 'unarchiving: starting on its archived files', enabled);
+      if (!o) return DONE;
+      return start(o, id, signal);
+    }
+    // FAILED stays until the spec changes (a PUT moves it back to DEPLOYING).
+    if (o.body.status === 'FAILED') {
+      // Whatever it claimed is released (a start that failed after attaching, a restart mid-way).
+      await detachVolumes(resources, key.workspace, holderName('sandbox', key.name));
+      return DONE;
+    }
+    if (o.body.status === 'DEACTIVATED' || o.body.status === 'DEACTIVATING') {
+      o = await transition(deps, o, 'DEPLOYING', 'enabled again', enabled);
+      if (!o) return DONE;
+    }
+    const info = await driver.inspect(id);
+    if (info?.state === 'dead' && info.ended?.oomKills && o.body.status === 'DEPLOYED')
+      return outOfMemory(o, id, info.ended);
+    // A start a killed server left unfinished (no daemon reachable, volumes missing) is made again, never adopted.
+    if (info?.unfinished && info.state !== 'dead' && o.body.status !== 'DEPLOYED')
+      await resources.recordEvent(keyOf(o), await stoppedMessage(driver, id));
+    if (!info || info.state === 'dead' || info.unfinished) return start(o, id, signal);
+    if (o.body.status !== 'DEPLOYED') {
+      // Live already: a spec update, or a restart mid-way. New envs restart the sandbox, as the service does
+      // (processes and files of the writable layer go; volumes stay); anything else keeps it as it is.
+      const spec = onLayers(o, await sandboxRuntimeSpec(resources, o.workspace, o.body.spec));
+      // What the name stands for in the workspace now (an image not had yet is a change: start pulls it).
+      const now = withImageNow(images, o.workspace, spec);
+      if (!now || info.specHash !== specHash(now)) return start(o, id, signal);
+      // The egress policy applies at once, to running processes too (connections it no longer allows close).
+      await driver.setEgress(id, spec.egress);
+      const d = await resources.updateStatus(key, {
+        to: 'DEPLOYED',
+        message: `deployed: sandbox running (kept as it was)${unenforcedNote(o.body.spec)}`,
+        extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
+        when: stillDeploying,
+      });
+      if (d) log(d, 'sandbox deployed', { ms: deployMs(d), adopted: true });
+    } else if (o.body.spec?.network) {
+      // Records never hold routing secrets: after a restart the runtime has the policy without them until
+      // this puts them back (a no-op when the runtime's policy is already this one).
+      await driver.setEgress(id, (await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)).egress);
+    }
+    return { requeueAfterMs: LIVE_RECHECK_MS };
+  }
 }
 
 const mb = (bytes: number) => Math.round(bytes / (1024 * 1024));
@@ -345,4 +381,29 @@ export function sandboxOwner(store: Store, self?: string): OwnerRegistration {
         .map((o) => sandboxId(o.workspace, o.name));
     },
   };
+}
+
+/**
+ * A node that holds a lease again (registered anew after its lease lapsed, or at its start; decision 064): re-reads
+ * which sandboxes the database places on it now, removes its instances of every other one (placed elsewhere while
+ * it was away, or deleted), and returns the keys of those placed on it, for their reconciles to take them up.
+ */
+export async function keepPlaced(
+  store: Store,
+  instances: Instances,
+  self: string,
+): Promise<{ placed: ResourceKey[]; removed: string[] }> {
+  const objects = await store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' });
+  const kept = new Set(
+    objects
+      .filter((o) => o.body.node === undefined || runsHere(self, o))
+      .map((o) => sandboxId(o.workspace, o.name)),
+  );
+  const removed: string[] = [];
+  for (const i of await instances.list()) {
+    if (i.role !== 'sandbox' || kept.has(i.id)) continue;
+    await instances.remove(i.id);
+    removed.push(i.id);
+  }
+  return { placed: objects.filter((o) => runsHere(self, o)).map(keyOf), removed };
 }

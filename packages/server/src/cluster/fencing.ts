@@ -1,0 +1,48 @@
+// Fenced writes of a cluster's nodes (docs/decisions/064-cluster-fencing.md). What a node writes as the holder of a
+// sandbox (its status, run state, events, the record's deletion) carries the store's `fence` op: the write lands only
+// while the database still places that sandbox on this node and this node still holds its lease at this process's
+// epoch. A node that stalled past its lease (a long pause, a cut to the database that healed) can then no longer
+// overwrite what the sandbox's new node wrote, whatever it had in flight.
+import { FencedError, keyString, type ResourceKey, type Store, type WriteOp } from '../store/store.js';
+
+export interface Fence {
+  node: string;
+  epoch: number;
+}
+
+export interface HolderLease {
+  /** This node's fence while it holds its lease; undefined while it does not (lapsed, registering again, superseded). */
+  fence(): Fence | undefined;
+  /** The database refused a fenced write for the lease: the node looks at its lease now rather than at its next beat. */
+  refused(): void;
+}
+
+/**
+ * `store` as a holder writes through it: every write touching an object `held` says a holder writes (a sandbox) is
+ * fenced on each such object, in the same transaction. Reads, watches and other writes pass through. A write made
+ * while the node holds no lease is refused here, without asking the database.
+ */
+export function fencedStore(store: Store, lease: HolderLease, held: (key: ResourceKey) => boolean): Store {
+  return {
+    get: (key) => store.get(key),
+    list: (q) => store.list(q),
+    watch: (fn) => store.watch(fn),
+    close: () => store.close(),
+    async write(ops) {
+      const keys = new Map<string, ResourceKey>();
+      for (const op of ops)
+        if (op.op !== 'check' && op.op !== 'fence' && held(op.key)) keys.set(keyString(op.key), op.key);
+      if (!keys.size) return store.write(ops);
+      const f = lease.fence();
+      const first = keys.values().next().value as ResourceKey;
+      if (!f) throw new FencedError(first, 'lease');
+      const fences: WriteOp[] = [...keys.values()].map((key) => ({ op: 'fence', key, ...f }));
+      try {
+        return await store.write([...fences, ...ops]);
+      } catch (err) {
+        if (err instanceof FencedError && err.lost === 'lease') lease.refused();
+        throw err;
+      }
+    },
+  };
+}

@@ -1,0 +1,35 @@
+// The PostgreSQL store across a database restart (decision 063): a pooled connection that a write holds between two
+// of its statements when the database shuts down must not end the process — a follower of a cluster exited 1 so
+// under test/cluster/flows.test.ts's database restart — and writes go on, on fresh connections, once it is back.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { testPostgres } from '../test-support/store-drivers.js';
+import { PostgresStore } from './postgres.js';
+
+describe('the PostgreSQL store when the database restarts', () => {
+  it('survives a connection broken while checked out between queries, and writes again', async () => {
+    const pg = await testPostgres();
+    const store = await PostgresStore.open(await pg.database(), { pollMs: 200 });
+    try {
+      // As a write's transaction holds it, between two statements.
+      const held = await (store as unknown as { pool: import('pg').Pool }).pool.connect();
+      await pg.restart();
+      // The shutdown's FATAL reached the held connection while no query ran on it: its next one fails.
+      await assert.rejects(held.query('SELECT 1'));
+      held.release(true);
+      const key = { kind: 'Policy', workspace: 'default', parent: '', name: 'after-restart' };
+      let written = false;
+      for (let i = 0; i < 50 && !written; i++) {
+        written = await store
+          .write([{ op: 'create', key, body: { metadata: { name: 'after-restart' } } }])
+          .then(() => true)
+          .catch(() => false);
+        if (!written) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(written, 'a write succeeds once the database is back');
+      assert.equal((await store.get(key))?.body.metadata.name, 'after-restart');
+    } finally {
+      await store.close();
+    }
+  });
+});
