@@ -92,7 +92,9 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         token: peerToken(masterKey),
         logger,
         peers: async () =>
-          ((await late.nodes?.list()) ?? []).filter((n) => n.healthy && n.id !== selfId).map((n) => n.address),
+          ((await late.nodes?.list()) ?? [])
+            .filter((n) => n.healthy && n.id !== selfId)
+            .map((n) => n.address),
       })
     : undefined;
   codeCopies?.register(app);
