@@ -49,6 +49,11 @@ export class SqliteStore implements Store {
     [];
   private readonly groupTx;
   private readonly applyTx;
+  /**
+   * The rows written by the group being committed, by key (undefined: deleted), before they reach `rows` at its
+   * commit: a later write of the same group reads them here, as SQLite would show them inside the transaction.
+   */
+  private groupRows?: Map<string, Row | undefined>;
   /** Syncs the WAL for committed groups; absent for an in-memory database (nothing to make durable). */
   private readonly walSync?: FsyncBatch;
   private walFd?: number;
@@ -194,14 +199,18 @@ export class SqliteStore implements Store {
     this.pending = [];
     if (!batch.length) return;
     const outcomes: (
-      | { ok: true; out: StoredObject[]; changes: Change[]; rows: [string, Row | undefined][] }
+      | { ok: true; out: StoredObject[]; changes: Change[]; rows: Map<string, Row | undefined> }
       | { ok: false; error: unknown }
     )[] = [];
+    const groupRows = new Map<string, Row | undefined>();
+    this.groupRows = groupRows;
     try {
       this.groupTx.immediate(() => {
         for (const w of batch) {
           try {
-            outcomes.push({ ok: true, ...this.applyTx(w.ops) });
+            const o = this.applyTx(w.ops);
+            for (const [k, row] of o.rows) groupRows.set(k, row);
+            outcomes.push({ ok: true, ...o });
           } catch (error) {
             outcomes.push({ ok: false, error });
           }
@@ -210,6 +219,8 @@ export class SqliteStore implements Store {
     } catch (error) {
       for (const w of batch) w.reject(error);
       return;
+    } finally {
+      this.groupRows = undefined;
     }
     const acks: { changes: Change[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
     batch.forEach((w, i) => {
@@ -264,18 +275,30 @@ export class SqliteStore implements Store {
     }
   }
 
+  /**
+   * A row as the transaction sees it: written earlier by this caller's ops, or by an earlier caller of the group,
+   * or as last committed (the row cache holds exactly that: one process owns the database), or read from SQLite.
+   * Reading it from memory saves a statement per write (decision 066).
+   */
+  private current(k: ResourceKey, ks: string, mine: Map<string, Row | undefined>): Row | undefined {
+    if (mine.has(ks)) return mine.get(ks);
+    if (this.groupRows?.has(ks)) return this.groupRows.get(ks);
+    return this.rows.get(ks) ?? this.stmts.get.get(k.kind, k.workspace, k.parent, k.name);
+  }
+
   /** Applies one caller's ops; run inside the group transaction it becomes a savepoint. */
   private applyOps(ops: WriteOp[]) {
     const out: StoredObject[] = [];
     const changes: Change[] = [];
-    const rows: [string, Row | undefined][] = [];
+    const rows = new Map<string, Row | undefined>();
     for (const op of ops) {
       if (op.op === 'check') {
         op.judge(this.listNow(op.list));
         continue;
       }
       const k = op.key;
-      const cur = this.stmts.get.get(k.kind, k.workspace, k.parent, k.name);
+      const ks = keyString(k);
+      const cur = this.current(k, ks, rows);
       if (op.op === 'create' && cur) throw new StoreError('exists', k);
       if (op.op !== 'create') {
         if (!cur) throw new StoreError('not_found', k);
@@ -289,16 +312,13 @@ export class SqliteStore implements Store {
       if (op.op === 'delete') {
         this.stmts.delete.run(k.kind, k.workspace, k.parent, k.name);
         obj = toObject(cur as Row);
-        rows.push([keyString(k), undefined]);
+        rows.set(ks, undefined);
       } else {
         const body = JSON.stringify('mutate' in op ? op.mutate(toObject(cur as Row)) : op.body);
         if (op.op === 'create') this.stmts.insert.run(k.kind, k.workspace, k.parent, k.name, seq, body);
         else this.stmts.update.run(seq, body, k.kind, k.workspace, k.parent, k.name);
         obj = { ...k, resourceVersion: seq, body: JSON.parse(body) };
-        rows.push([
-          keyString(k),
-          { kind: k.kind, workspace: k.workspace, parent: k.parent, name: k.name, rv: seq, body },
-        ]);
+        rows.set(ks, { kind: k.kind, workspace: k.workspace, parent: k.parent, name: k.name, rv: seq, body });
       }
       out.push(obj);
       changes.push({ seq, type, object: obj });
