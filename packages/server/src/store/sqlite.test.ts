@@ -219,3 +219,18 @@ test('a write whose row left the read cache reads it from the database', async (
   await again.close();
   db.done();
 });
+
+test('each read gets its own object: changing one changes neither the store nor the next read', async () => {
+  const store = new SqliteStore(':memory:');
+  await create(store, key('r'), { spec: { list: [{ x: 1 }] } });
+  for (let i = 0; i < 2; i++) {
+    // The first read parses the cached row, the second copies what the first parsed.
+    const o = await store.get(key('r'));
+    assert.ok(o);
+    o.body.spec.list[0].x = 99;
+    o.body.spec.list.push('more');
+    o.body.extra = true;
+  }
+  assert.deepEqual((await store.get(key('r')))?.body, { spec: { list: [{ x: 1 }] } });
+  await store.close();
+});

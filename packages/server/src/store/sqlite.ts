@@ -4,6 +4,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { copyJson } from '../kinds/json-values.js';
 import { FsyncBatch, type SyncFn } from './fsync-batch.js';
 import { MIGRATIONS } from './migrations.js';
 import {
@@ -32,6 +33,9 @@ const LIST_STATEMENTS_MAX = 256;
 /** The change log keeps this many recent rows; watchers are in-process, the log is for debugging. */
 const CHANGE_LOG_KEEP = 10_000;
 
+/** A cached row, with its body parsed on the first read of it: never handed out, only copies of it. */
+type CachedRow = Row & { parsed?: Record<string, any> };
+
 export interface SqliteStoreOptions {
   /** How the WAL is synced (tests hold it back to see what waits for it); fsync on the thread pool by default. */
   sync?: SyncFn;
@@ -43,7 +47,7 @@ export class SqliteStore implements Store {
   private readonly stmts;
   private writes = 0;
   private lastSeq = 0;
-  private readonly rows = new Map<string, Row>();
+  private readonly rows = new Map<string, CachedRow>();
   private readonly listStatements = new Map<string, Database.Statement<unknown[], Row>>();
   private pending: { ops: WriteOp[]; resolve: (o: StoredObject[]) => void; reject: (e: unknown) => void }[] =
     [];
@@ -123,18 +127,29 @@ export class SqliteStore implements Store {
     }
   }
 
-  async get(key: ResourceKey) {
+  async get(key: ResourceKey): Promise<StoredObject | undefined> {
     const k = keyString(key);
     let row = this.rows.get(k);
     if (!row) {
       row = this.stmts.get.get(key.kind, key.workspace, key.parent, key.name);
       if (row) this.remember(k, row);
     }
-    return row ? toObject(row) : undefined;
+    if (!row) return undefined;
+    // Parsed once per cached row, and each caller gets its own copy (a copy costs well under a parse: decision 066).
+    row.parsed ??= JSON.parse(row.body) as Record<string, any>;
+    const parsed = row.parsed;
+    return {
+      kind: row.kind,
+      workspace: row.workspace,
+      parent: row.parent,
+      name: row.name,
+      resourceVersion: row.rv,
+      body: copyJson(parsed),
+    };
   }
 
   /** Rows as last committed, so point reads (every API GET, every auth lookup) skip SQLite. */
-  private remember(k: string, row: Row | undefined) {
+  private remember(k: string, row: CachedRow | undefined) {
     this.rows.delete(k);
     if (!row) return;
     this.rows.set(k, row);
