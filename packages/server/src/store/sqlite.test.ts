@@ -234,3 +234,36 @@ test('each read gets its own object: changing one changes neither the store nor 
   assert.deepEqual((await store.get(key('r')))?.body, { spec: { list: [{ x: 1 }] } });
   await store.close();
 });
+
+test('a one-object write refused by its mutate writes nothing, beside writes of its group that are stored', async () => {
+  const db = tempDb();
+  const store = new SqliteStore(db.file);
+  const seen: string[] = [];
+  store.watch((c) => seen.push(`${c.type} ${c.object.name} ${c.object.resourceVersion}`));
+  const [first] = await create(store, key('x'), { v: 1 }).then((o) => [o]);
+  const results = await Promise.allSettled([
+    store.write([
+      {
+        op: 'update',
+        key: key('x'),
+        mutate: () => {
+          throw new StoreError('conflict', key('x'));
+        },
+      },
+    ]),
+    create(store, key('y'), { v: 2 }),
+  ]);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['rejected', 'fulfilled'],
+  );
+  const y = (results[1] as PromiseFulfilledResult<{ resourceVersion: number }>).value;
+  // The refused write took no version: the next one stored is the one after the first.
+  assert.equal(y.resourceVersion, first.resourceVersion + 1);
+  assert.deepEqual(seen, [`ADDED x ${first.resourceVersion}`, `ADDED y ${y.resourceVersion}`]);
+  await store.close();
+  const again = new SqliteStore(db.file);
+  assert.deepEqual((await again.get(key('x')))?.body, { v: 1 });
+  await again.close();
+  db.done();
+});
