@@ -29,6 +29,10 @@ interface PendingWake {
   named: Map<Watch, Set<string>>;
 }
 
+/** Whether a dependant's list of names (as stored: not trusted to be a list) holds one of `changed`. */
+const namesAny = (named: readonly string[] | undefined, changed: Set<string>) =>
+  Array.isArray(named) && named.some((n) => changed.has(n));
+
 export class ControllerManager {
   private readonly queue: WorkQueue;
   private unwatch?: () => void;
@@ -106,7 +110,7 @@ export class ControllerManager {
       if (this.stopped) return;
       try {
         for (const o of await this.deps.resources.store.list({ kind: p.kind, workspace: p.workspace }))
-          if (p.all || [...p.named].some(([w, names]) => w.names(o.body)?.some((n) => names.has(n))))
+          if (p.all || [...p.named].some(([w, names]) => namesAny(w.names(o.body), names)))
             this.queue.add(nameOf(o));
       } catch (err) {
         this.deps.logger.warn(
