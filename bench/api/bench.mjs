@@ -1,5 +1,7 @@
 // bench/api: autocannon against GET and PUT /v0/policies/{name}, beside a bare Fastify route in the same run.
-// Targets: GET >= 60% of the bare route's throughput; PUT p99 < 10 ms at 100 connections.
+// Targets: GET >= 60% and PUT >= 50% of the bare route's throughput; PUT p99 < 10 ms at 100 connections. Also printed: each
+// server's CPU per request (utime+stime from /proc), which a loaded machine disturbs far less than req/s.
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { startBerth, startScript } from '../lib/berth.mjs';
 import { header, row } from '../lib/report.mjs';
@@ -15,6 +17,20 @@ const run = (opts) =>
       err ? reject(err) : resolve(res),
     ),
   );
+
+/** The process's CPU time so far in µs (user + system, clock ticks of 10 ms). */
+const cpuUs = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10_000;
+};
+
+/** A run against the server `pid`, with that server's CPU per request. */
+async function measured(pid, opts) {
+  const before = cpuUs(pid);
+  const res = await run(opts);
+  res.cpuPerRequestUs = (cpuUs(pid) - before) / Math.max(1, res.requests.total);
+  return res;
+}
 
 export async function benchApi() {
   const berth = await startBerth();
@@ -34,15 +50,15 @@ export async function benchApi() {
   try {
     const path = '/v0/policies/bench';
     await run({ url: berth.url + path, headers: auth, duration: 1 }); // warm-up
-    const bareGet = await run({ url: bare.url + path });
-    const get = await run({ url: berth.url + path, headers: auth });
-    const put = await run({
+    const bareGet = await measured(bare.pid, { url: bare.url + path });
+    const get = await measured(berth.pid, { url: berth.url + path, headers: auth });
+    const put = await measured(berth.pid, {
       url: berth.url + path,
       method: 'PUT',
       headers: auth,
       body: JSON.stringify(policy),
     });
-    const barePut = await run({
+    const barePut = await measured(bare.pid, {
       url: bare.url + path,
       method: 'PUT',
       headers: auth,
@@ -59,9 +75,12 @@ export async function benchApi() {
     );
     row('GET p50 latency', get.latency.p50, bareGet.latency.p50, 'ms');
     row('GET p99 latency', get.latency.p99, bareGet.latency.p99, 'ms');
-    row('PUT /v0/policies/{name} req/s', put.requests.average, barePut.requests.average, 'req/s');
+    row('PUT /v0/policies/{name} req/s', put.requests.average, barePut.requests.average, 'req/s', '>= 0.50');
     row('PUT p50 latency', put.latency.p50, barePut.latency.p50, 'ms');
     row('PUT p99 latency', put.latency.p99, barePut.latency.p99, 'ms', '< 10 ms');
+    row('GET server CPU per request', get.cpuPerRequestUs, bareGet.cpuPerRequestUs, 'µs');
+    row('PUT server CPU per request', put.cpuPerRequestUs, barePut.cpuPerRequestUs, 'µs');
+    console.log(`load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
     if (errs) console.log(`WARNING: ${errs} non-2xx responses or errors during the run`);
     return { getRatio: ratio, putP99: put.latency.p99 };
   } finally {

@@ -74,6 +74,7 @@ export async function startScript(path, env = {}) {
   child.removeAllListeners('exit');
   return {
     url,
+    pid: child.pid,
     async stop() {
       const done = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');

@@ -37,6 +37,11 @@ export const atLeast = (have: Role, need: Role) => RANK[have] >= RANK[need];
 export interface Authenticator {
   /** Without `route` (the gateways), a scoped credential is refused: it reads its own execution, nothing else. */
   resolve(headers: Record<string, string | string[] | undefined>, route?: Route): Promise<Access>;
+  /**
+   * What `resolve` would answer, when it can be told from the caches alone (a fresh credential and role, unscoped);
+   * undefined otherwise, and then `resolve` decides. Saves the API's hook a promise per request (decision 066).
+   */
+  resolveCached?(headers: Record<string, string | string[] | undefined>): Access | undefined;
   /** Same, but only the principal: for calls that do not address a workspace (e.g. creating one). */
   principal(headers: Record<string, string | string[] | undefined>): Promise<Principal>;
 }

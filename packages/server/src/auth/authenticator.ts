@@ -1,7 +1,7 @@
 // Resolves a request's credential (API key or JWT) to a principal, and the addressed workspace to a role.
 // Hot path: an API key is one sha256 and one store get; both lookups are cached for a few seconds (a cached key
-// costs neither) and the caches are dropped on any change to an identity record, so a deleted key stops working
-// at once.
+// costs neither, and `resolveCached` answers it without a promise) and the caches are dropped on any change to an
+// identity record, so a deleted key stops working at once.
 import { ApiError } from '../errors.js';
 import type { Role } from '../kinds/types.js';
 import type { Store } from '../store/store.js';
@@ -26,6 +26,7 @@ interface CachedPrincipal {
 }
 
 export interface AuthenticatorImpl extends Authenticator {
+  resolveCached(headers: Headers): Access | undefined;
   /** The role of a principal in a workspace; 404 when it does not exist or the principal is not a member. */
   accessIn(principal: Principal, workspace: string): Promise<Access>;
   /** Drops every cached lookup (the store watch does this on identity changes). */
@@ -105,17 +106,22 @@ export function createAuthenticator(deps: {
     };
   }
 
+  // Keyed by the credential itself, as tokens already were: a hit costs no sha256 (decision 052). The map
+  // lives in this process only, is bounded (CACHE_MAX) and emptied by every identity change.
+  const cacheKeyOf = (cred: string, jwt: boolean) => (jwt ? `j:${cred}` : `k:${cred}`);
+  const roleKeyOf = (subject: string, workspace: string) => `${subject}\u0000${workspace}`;
+  const fresh = <V extends { until: number }>(hit: V | undefined, t: number) =>
+    hit && hit.until > t ? hit : undefined;
+
   async function principal(headers: Headers): Promise<Principal> {
     const cred = bearer(headers);
     if (!cred)
       throw unauthenticated('a bearer credential is required (Authorization: Bearer <API key or token>)');
     const jwt = looksLikeJwt(cred);
-    // Keyed by the credential itself, as tokens already were: a hit costs no sha256 (decision 052). The map
-    // lives in this process only, is bounded (CACHE_MAX) and emptied by every identity change.
-    const cacheKey = jwt ? `j:${cred}` : `k:${cred}`;
+    const cacheKey = cacheKeyOf(cred, jwt);
     const t = now();
-    let hit = principals.get(cacheKey);
-    if (!hit || hit.until <= t) {
+    let hit = fresh(principals.get(cacheKey), t);
+    if (!hit) {
       const gen = generation;
       hit = jwt ? await fromJwt(cred) : await fromApiKey(cred);
       remember(principals, cacheKey, hit, gen);
@@ -129,10 +135,10 @@ export function createAuthenticator(deps: {
 
   async function accessIn(p: Principal, workspace: string): Promise<Access> {
     if (p.scope) throw new ApiError('FORBIDDEN', SCOPED_ONLY);
-    const rk = `${p.subject}\u0000${workspace}`;
+    const rk = roleKeyOf(p.subject, workspace);
     const t = now();
-    let hit = roles.get(rk);
-    if (!hit || hit.until <= t) {
+    let hit = fresh(roles.get(rk), t);
+    if (!hit) {
       const gen = generation;
       const m = await store.get(keys.member(workspace, p.subject));
       hit = { role: (m?.body as MemberRecord | undefined)?.role, until: t + AUTH_CACHE_TTL_MS };
@@ -157,6 +163,19 @@ export function createAuthenticator(deps: {
       if (!route || !scopeAllows(p.scope, route)) throw new ApiError('FORBIDDEN', SCOPED_ONLY);
       if (workspace !== p.homeWorkspace) throw new ApiError('NOT_FOUND', `workspace ${workspace} not found`);
       return { principal: p, workspace, role: 'viewer' };
+    },
+    resolveCached(headers) {
+      // Only a fresh, valid, unscoped credential whose role in the addressed workspace is cached too; anything else
+      // (a miss, a refusal, a scoped credential) is left to `resolve`, which reads, refuses and words it.
+      const cred = bearer(headers);
+      if (!cred) return undefined;
+      const t = now();
+      const hit = fresh(principals.get(cacheKeyOf(cred, looksLikeJwt(cred))), t);
+      const p = hit?.principal;
+      if (!p || p.scope || (hit.expiresAt !== undefined && hit.expiresAt <= t)) return undefined;
+      const workspace = workspaceHeader(headers) ?? p.homeWorkspace;
+      const role = fresh(roles.get(roleKeyOf(p.subject, workspace)), t)?.role;
+      return role ? { principal: p, workspace, role } : undefined;
     },
     invalidate,
     close: unwatch,

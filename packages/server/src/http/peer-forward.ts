@@ -185,8 +185,10 @@ export function forwardHeldRoutes(
   only?: (req: FastifyRequest) => boolean,
   sandboxOf?: (req: FastifyRequest) => { workspace: string; name: string } | undefined,
 ) {
+  // A single server holds everything: a hook that returns at once, without the promise an async hook costs each request.
+  if (!holder) return (_req: FastifyRequest, _reply: FastifyReply, done: () => void) => done();
   return async (req: FastifyRequest, reply: FastifyReply) => {
-    if (!holder || forwardedAlready(req.raw) || (only && !only(req))) return;
+    if (forwardedAlready(req.raw) || (only && !only(req))) return;
     const sandbox = sandboxOf?.(req);
     const w = sandbox ? holder.decideSandbox(sandbox.workspace, sandbox.name) : holder.decide();
     if ('here' in w) return;

@@ -5,6 +5,7 @@ import { type TObject, type TSchema, Type } from '@sinclair/typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FieldIssue } from '../errors.js';
+import { copyJson } from './json-values.js';
 import { Event, MESSAGE_KEY, MetadataInput, MetadataReadOnly, Status, TIMESTAMP_MESSAGE } from './common.js';
 import { unknownFieldMessage } from './field-suggestions.js';
 import type { KindDescriptor } from './types.js';
@@ -18,6 +19,8 @@ export interface KindSchemas {
   output: TObject;
   /** Fields a client may echo back from a response (JSON pointers); dropped without a warning. */
   readOnlyPaths: Set<string>;
+  /** `readOnlyPaths` split into segments once: a body check drops each of them. */
+  readOnlySegments: string[][];
   check: ValidateFunction;
 }
 
@@ -57,7 +60,13 @@ export function schemasOf(kd: KindDescriptor): KindSchemas {
     ...Object.keys({ ...MetadataReadOnly, ...(kd.metadataExtra ?? {}) }).map((k) => `/metadata/${k}`),
     ...(kd.readOnlySpec ?? []).map((p) => `/spec${p}`),
   ]);
-  s = { input, output, readOnlyPaths, check: ajv.compile(stripIds(input)) };
+  s = {
+    input,
+    output,
+    readOnlyPaths,
+    readOnlySegments: [...readOnlyPaths].map((p) => p.split('/').slice(1)),
+    check: ajv.compile(stripIds(input)),
+  };
   cache.set(kd, s);
   return s;
 }
@@ -100,14 +109,16 @@ export function prune(schema: TSchema, value: unknown, at = '', out: string[] = 
   const obj = value as Record<string, unknown>;
   if (s.properties) {
     for (const k of Object.keys(obj)) {
+      // The pointer is only made for what is dropped or walked into: most fields are known scalars.
+      const v = obj[k];
+      if (k in s.properties) {
+        if (v !== null && typeof v === 'object') prune(s.properties[k], v, `${at}/${escapePointer(k)}`, out);
+        continue;
+      }
       const p = `${at}/${escapePointer(k)}`;
-      if (k in s.properties) prune(s.properties[k], obj[k], p, out);
-      else if (
-        s.patternProperties ||
-        (s.additionalProperties && typeof s.additionalProperties === 'object')
-      ) {
+      if (s.patternProperties || (s.additionalProperties && typeof s.additionalProperties === 'object')) {
         const vs = s.additionalProperties ?? Object.values(s.patternProperties)[0];
-        prune(vs, obj[k], p, out);
+        prune(vs, v, p, out);
       } else if (s.additionalProperties === true || s.additionalProperties === undefined) {
         if (s.additionalProperties === undefined && s.properties) {
           out.push(p);
@@ -236,9 +247,9 @@ export function checkBody(
   const s = schemasOf(kd);
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
     return { ok: false, issues: [{ pointer: '', message: 'must be a JSON object' }] };
-  const body = structuredClone(raw) as Record<string, any>;
+  const body = copyJson(raw) as Record<string, any>;
   dropNulls(body);
-  for (const p of s.readOnlyPaths) deletePointer(body, p);
+  for (const segs of s.readOnlySegments) deletePointer(body, segs);
   const unknown = prune(s.input, body);
   if (!s.check(body)) return { ok: false, issues: issuesOf(s.check.errors ?? [], s.input) };
   return { ok: true, value: { body, unknown } };
@@ -254,14 +265,14 @@ function dropNulls(obj: Record<string, any>) {
   }
 }
 
-function deletePointer(obj: Record<string, any>, pointer: string) {
-  const segs = pointer.split('/').slice(1);
+function deletePointer(obj: Record<string, any>, segs: string[]) {
   let cur: any = obj;
-  for (const k of segs.slice(0, -1)) {
-    cur = cur?.[k];
+  const last = segs.length - 1;
+  for (let i = 0; i < last; i++) {
+    cur = cur[segs[i]];
     if (cur === null || typeof cur !== 'object') return;
   }
-  delete cur[segs.at(-1)!];
+  delete cur[segs[last]];
 }
 
 /** Validates any value against a TypeBox schema, with the same issue shape (for sub-resources). */

@@ -5,6 +5,7 @@
 import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { unknownFieldIssues } from '../kinds/field-suggestions.js';
+import { copyJson, sameJson } from '../kinds/json-values.js';
 import { checkBody, schemasOf } from '../kinds/schema.js';
 import {
   dropEmptied,
@@ -494,7 +495,7 @@ export class Resources {
    */
   private defaulted(kd: KindDescriptor, spec: any) {
     if (!kd.defaults || !spec) return spec;
-    const out = structuredClone(spec);
+    const out = copyJson(spec);
     kd.defaults(out, { regions: this.opts.regions });
     return out;
   }
@@ -511,7 +512,8 @@ export class Resources {
   }
 
   private stamp(kd: KindDescriptor, ctx: WriteContext, body: any, prev: StoredObject | undefined) {
-    const now = this.now().toISOString();
+    const at = this.now();
+    const now = at.toISOString();
     const meta: Record<string, unknown> = {
       ...body.metadata,
       workspace: ctx.workspace,
@@ -527,7 +529,7 @@ export class Resources {
     for (const k of Object.keys(kd.metadataInput ?? {}))
       if (meta[k] === undefined && prev?.body.metadata?.[k] !== undefined) meta[k] = prev.body.metadata[k];
     kd.stampMetadata?.(meta);
-    const specChanged = !prev || JSON.stringify(prev.body.spec) !== JSON.stringify(body.spec);
+    const specChanged = !prev || !sameJson(prev.body.spec, body.spec);
     meta.generation = (prev?.body.metadata.generation ?? 0) + (specChanged ? 1 : 0);
     meta.resourceVersion = String(Number(prev ? userVersion(prev) : 0) + 1);
     const out: any = { ...body, metadata: meta };
@@ -535,11 +537,11 @@ export class Resources {
     if (!kd.hasStatus) return out;
     out.events = prev?.body.events ?? [];
     out.status = prev?.body.status;
-    if (!prev) return withEvent(out, 'DEPLOYING', `created by ${ctx.actor}`, this.now());
+    if (!prev) return withEvent(out, 'DEPLOYING', `created by ${ctx.actor}`, at);
     // A changed spec is a new generation: the controller deploys it again.
     if (specChanged && out.status !== 'FAILED')
-      return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}`, this.now());
-    if (specChanged) return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}; retrying`, this.now());
+      return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}`, at);
+    if (specChanged) return withEvent(out, 'DEPLOYING', `updated by ${ctx.actor}; retrying`, at);
     return out;
   }
 }

@@ -158,3 +158,112 @@ test('an in-memory store acknowledges without a WAL to sync', async () => {
   assert.equal((await create(store, key('m'), { v: 1 })).body.v, 1);
   await store.close();
 });
+
+test('a write reads the rows earlier writes of its group left, and none of a write that failed', async () => {
+  const db = tempDb();
+  const store = new SqliteStore(db.file);
+  await create(store, key('n'), { v: 0 });
+  await create(store, key('gone'), { v: 0 });
+  const bump = (by: number) =>
+    store.write([{ op: 'update', key: key('n'), mutate: (cur) => ({ v: cur.body.v + by }) }]);
+  // Issued in one turn: one transaction, so each mutate must see the ones before it (as SQLite shows them).
+  const results = await Promise.allSettled([
+    bump(1),
+    // Updates the row, then is refused by its own check: rolled back, so the next write must not see +100.
+    store.write([
+      { op: 'update', key: key('n'), mutate: (cur) => ({ v: cur.body.v + 100 }) },
+      {
+        op: 'check',
+        list: { kind: 'Widget', workspace: 'ws' },
+        judge: () => {
+          throw new Error('refused');
+        },
+      },
+    ]),
+    bump(10),
+    store.write([{ op: 'delete', key: key('gone') }]),
+    store.write([{ op: 'update', key: key('gone'), mutate: (cur) => cur.body }]),
+    create(store, key('gone'), { v: 7 }),
+  ]);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled'],
+  );
+  const values = results.map((r) => (r.status === 'fulfilled' ? (r.value as any)[0]?.body.v : undefined));
+  assert.deepEqual([values[0], values[2]], [1, 11]);
+  const notFound = (results[4] as PromiseRejectedResult).reason;
+  assert.ok(
+    notFound instanceof StoreError && notFound.reason === 'not_found',
+    'the delete before it is seen',
+  );
+  assert.equal((await store.get(key('n')))?.body.v, 11);
+  await store.close();
+  const again = new SqliteStore(db.file);
+  assert.equal((await again.get(key('n')))?.body.v, 11);
+  assert.equal((await again.get(key('gone')))?.body.v, 7);
+  await again.close();
+  db.done();
+});
+
+test('a write whose row left the read cache reads it from the database', async () => {
+  const db = tempDb();
+  const store = new SqliteStore(db.file);
+  await create(store, key('old'), { v: 1 });
+  await store.close();
+  // A fresh store has nothing cached: the update must still find the row and its version.
+  const again = new SqliteStore(db.file);
+  const [o] = await again.write([
+    { op: 'update', key: key('old'), expectVersion: 1, mutate: (cur) => ({ v: cur.body.v + 1 }) },
+  ]);
+  assert.equal(o.body.v, 2);
+  await again.close();
+  db.done();
+});
+
+test('each read gets its own object: changing one changes neither the store nor the next read', async () => {
+  const store = new SqliteStore(':memory:');
+  await create(store, key('r'), { spec: { list: [{ x: 1 }] } });
+  for (let i = 0; i < 2; i++) {
+    // The first read parses the cached row, the second copies what the first parsed.
+    const o = await store.get(key('r'));
+    assert.ok(o);
+    o.body.spec.list[0].x = 99;
+    o.body.spec.list.push('more');
+    o.body.extra = true;
+  }
+  assert.deepEqual((await store.get(key('r')))?.body, { spec: { list: [{ x: 1 }] } });
+  await store.close();
+});
+
+test('a one-object write refused by its mutate writes nothing, beside writes of its group that are stored', async () => {
+  const db = tempDb();
+  const store = new SqliteStore(db.file);
+  const seen: string[] = [];
+  store.watch((c) => seen.push(`${c.type} ${c.object.name} ${c.object.resourceVersion}`));
+  const [first] = await create(store, key('x'), { v: 1 }).then((o) => [o]);
+  const results = await Promise.allSettled([
+    store.write([
+      {
+        op: 'update',
+        key: key('x'),
+        mutate: () => {
+          throw new StoreError('conflict', key('x'));
+        },
+      },
+    ]),
+    create(store, key('y'), { v: 2 }),
+  ]);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['rejected', 'fulfilled'],
+  );
+  const y = (results[1] as PromiseFulfilledResult<{ resourceVersion: number }>).value;
+  // The refused write took no version: the next one stored is the one after the first.
+  assert.equal(y.resourceVersion, first.resourceVersion + 1);
+  assert.deepEqual(seen, [`ADDED x ${first.resourceVersion}`, `ADDED y ${y.resourceVersion}`]);
+  await store.close();
+  const again = new SqliteStore(db.file);
+  assert.deepEqual((await again.get(key('x')))?.body, { v: 1 });
+  await again.close();
+  db.done();
+});

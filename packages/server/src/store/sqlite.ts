@@ -4,6 +4,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { copyJson } from '../kinds/json-values.js';
 import { FsyncBatch, type SyncFn } from './fsync-batch.js';
 import { MIGRATIONS } from './migrations.js';
 import {
@@ -32,6 +33,9 @@ const LIST_STATEMENTS_MAX = 256;
 /** The change log keeps this many recent rows; watchers are in-process, the log is for debugging. */
 const CHANGE_LOG_KEEP = 10_000;
 
+/** A cached row, with its body parsed on the first read of it: never handed out, only copies of it. */
+type CachedRow = Row & { parsed?: Record<string, any> };
+
 export interface SqliteStoreOptions {
   /** How the WAL is synced (tests hold it back to see what waits for it); fsync on the thread pool by default. */
   sync?: SyncFn;
@@ -43,12 +47,17 @@ export class SqliteStore implements Store {
   private readonly stmts;
   private writes = 0;
   private lastSeq = 0;
-  private readonly rows = new Map<string, Row>();
+  private readonly rows = new Map<string, CachedRow>();
   private readonly listStatements = new Map<string, Database.Statement<unknown[], Row>>();
   private pending: { ops: WriteOp[]; resolve: (o: StoredObject[]) => void; reject: (e: unknown) => void }[] =
     [];
   private readonly groupTx;
   private readonly applyTx;
+  /**
+   * The rows written by the group being committed, by key (undefined: deleted), before they reach `rows` at its
+   * commit: a later write of the same group reads them here, as SQLite would show them inside the transaction.
+   */
+  private groupRows?: Map<string, Row | undefined>;
   /** Syncs the WAL for committed groups; absent for an in-memory database (nothing to make durable). */
   private readonly walSync?: FsyncBatch;
   private walFd?: number;
@@ -118,18 +127,29 @@ export class SqliteStore implements Store {
     }
   }
 
-  async get(key: ResourceKey) {
+  async get(key: ResourceKey): Promise<StoredObject | undefined> {
     const k = keyString(key);
     let row = this.rows.get(k);
     if (!row) {
       row = this.stmts.get.get(key.kind, key.workspace, key.parent, key.name);
       if (row) this.remember(k, row);
     }
-    return row ? toObject(row) : undefined;
+    if (!row) return undefined;
+    // Parsed once per cached row, and each caller gets its own copy (a copy costs well under a parse: decision 066).
+    row.parsed ??= JSON.parse(row.body) as Record<string, any>;
+    const parsed = row.parsed;
+    return {
+      kind: row.kind,
+      workspace: row.workspace,
+      parent: row.parent,
+      name: row.name,
+      resourceVersion: row.rv,
+      body: copyJson(parsed),
+    };
   }
 
   /** Rows as last committed, so point reads (every API GET, every auth lookup) skip SQLite. */
-  private remember(k: string, row: Row | undefined) {
+  private remember(k: string, row: CachedRow | undefined) {
     this.rows.delete(k);
     if (!row) return;
     this.rows.set(k, row);
@@ -194,14 +214,21 @@ export class SqliteStore implements Store {
     this.pending = [];
     if (!batch.length) return;
     const outcomes: (
-      | { ok: true; out: StoredObject[]; changes: Change[]; rows: [string, Row | undefined][] }
+      | { ok: true; out: StoredObject[]; changes: Change[]; rows: Map<string, Row | undefined> }
       | { ok: false; error: unknown }
     )[] = [];
+    const groupRows = new Map<string, Row | undefined>();
+    this.groupRows = groupRows;
     try {
       this.groupTx.immediate(() => {
         for (const w of batch) {
           try {
-            outcomes.push({ ok: true, ...this.applyTx(w.ops) });
+            // A write of one object needs no savepoint: every check and its `mutate` run before its first statement
+            // writes anything (see applyOps), so a refusal leaves nothing to roll back. Two statements fewer a write.
+            const o =
+              w.ops.length === 1 && w.ops[0].op !== 'check' ? this.applyOps(w.ops) : this.applyTx(w.ops);
+            for (const [k, row] of o.rows) groupRows.set(k, row);
+            outcomes.push({ ok: true, ...o });
           } catch (error) {
             outcomes.push({ ok: false, error });
           }
@@ -210,6 +237,8 @@ export class SqliteStore implements Store {
     } catch (error) {
       for (const w of batch) w.reject(error);
       return;
+    } finally {
+      this.groupRows = undefined;
     }
     const acks: { changes: Change[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
     batch.forEach((w, i) => {
@@ -264,11 +293,25 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Applies one caller's ops; run inside the group transaction it becomes a savepoint. */
+  /**
+   * A row as the transaction sees it: written earlier by this caller's ops, or by an earlier caller of the group,
+   * or as last committed (the row cache holds exactly that: one process owns the database), or read from SQLite.
+   * Reading it from memory saves a statement per write (decision 066).
+   */
+  private current(k: ResourceKey, ks: string, mine: Map<string, Row | undefined>): Row | undefined {
+    if (mine.has(ks)) return mine.get(ks);
+    if (this.groupRows?.has(ks)) return this.groupRows.get(ks);
+    return this.rows.get(ks) ?? this.stmts.get.get(k.kind, k.workspace, k.parent, k.name);
+  }
+
+  /**
+   * Applies one caller's ops; run inside the group transaction, in a savepoint when there are several. Each op's
+   * checks and new body come before its statements, so a single op that is refused has written nothing.
+   */
   private applyOps(ops: WriteOp[]) {
     const out: StoredObject[] = [];
     const changes: Change[] = [];
-    const rows: [string, Row | undefined][] = [];
+    const rows = new Map<string, Row | undefined>();
     for (const op of ops) {
       if (op.op === 'check') {
         op.judge(this.listNow(op.list));
@@ -277,13 +320,18 @@ export class SqliteStore implements Store {
       // One server, no leases: it holds every object (a fence is for a cluster's nodes).
       if (op.op === 'fence') continue;
       const k = op.key;
-      const cur = this.stmts.get.get(k.kind, k.workspace, k.parent, k.name);
+      const ks = keyString(k);
+      const cur = this.current(k, ks, rows);
       if (op.op === 'create' && cur) throw new StoreError('exists', k);
       if (op.op !== 'create') {
         if (!cur) throw new StoreError('not_found', k);
         if (op.expectVersion !== undefined && op.expectVersion !== cur.rv)
           throw new StoreError('conflict', k);
       }
+      // The new body is made before anything is written: a `mutate` that refuses must leave no statement behind.
+      const body =
+        op.op === 'delete' ? '' : JSON.stringify('mutate' in op ? op.mutate(toObject(cur as Row)) : op.body);
+      if (typeof body !== 'string') throw new Error(`a write of ${k.kind} ${k.name} has no body`);
       const type = op.op === 'create' ? 'ADDED' : op.op === 'update' ? 'MODIFIED' : 'DELETED';
       const { seq } = this.stmts.change.get(type, k.kind, k.workspace, k.parent, k.name) as { seq: number };
       this.lastSeq = seq;
@@ -291,16 +339,12 @@ export class SqliteStore implements Store {
       if (op.op === 'delete') {
         this.stmts.delete.run(k.kind, k.workspace, k.parent, k.name);
         obj = toObject(cur as Row);
-        rows.push([keyString(k), undefined]);
+        rows.set(ks, undefined);
       } else {
-        const body = JSON.stringify('mutate' in op ? op.mutate(toObject(cur as Row)) : op.body);
         if (op.op === 'create') this.stmts.insert.run(k.kind, k.workspace, k.parent, k.name, seq, body);
         else this.stmts.update.run(seq, body, k.kind, k.workspace, k.parent, k.name);
         obj = { ...k, resourceVersion: seq, body: JSON.parse(body) };
-        rows.push([
-          keyString(k),
-          { kind: k.kind, workspace: k.workspace, parent: k.parent, name: k.name, rv: seq, body },
-        ]);
+        rows.set(ks, { kind: k.kind, workspace: k.workspace, parent: k.parent, name: k.name, rv: seq, body });
       }
       out.push(obj);
       changes.push({ seq, type, object: obj });

@@ -217,3 +217,67 @@ test('a change to a watched kind wakes only the dependants naming it when the wa
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a burst of changes to a watched kind lists its dependants once per workspace, and wakes every one named', async () => {
+  const gadget: KindDescriptor = {
+    ...widget,
+    kind: 'Gadget',
+    plural: 'gadgets',
+    path: '/gadgets',
+    spec: Type.Object({ notes: Type.Optional(Type.Array(Type.String())) }),
+  };
+  const dir = mkdtempSync(join(tmpdir(), 'berth-manager-'));
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  const resources = new Resources(store, [widget, note, gadget], new SecretBox(randomBytes(32)), {
+    regions: ['local'],
+  });
+  const make = (kd: KindDescriptor, workspace: string, name: string, spec: object = {}) =>
+    resources.create(kd, { workspace, parents: [], actor: 'test' }, { metadata: { name }, spec });
+  await make(gadget, 'ws', 'g-a', { notes: ['n3'] });
+  await make(gadget, 'ws', 'g-b', { notes: ['n17'] });
+  await make(gadget, 'ws', 'g-none', { notes: ['elsewhere'] });
+  await make(gadget, 'other', 'g-other', { notes: ['n3'] });
+  const seen: string[] = [];
+  const c = startControllers({
+    resources,
+    logger,
+    reconcilers: {
+      Gadget: () => ({
+        watches: [namedIn('Note', 'notes')],
+        async reconcile(key) {
+          seen.push(`${key.workspace}/${key.name}`);
+          return { done: true };
+        },
+      }),
+    },
+  });
+  const lists: string[] = [];
+  const list = store.list.bind(store);
+  store.list = (q) => {
+    if (q.kind === 'Gadget' && typeof q.workspace === 'string') lists.push(q.workspace);
+    return list(q);
+  };
+  try {
+    await until(() => seen.length >= 4);
+    seen.length = 0;
+    // Twenty writes issued in one turn: one group commit, so twenty changes heard together.
+    const key = (name: string) => ({ kind: 'Note', workspace: 'ws', parent: '', name });
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        store.write([{ op: 'create', key: key(`n${i}`), body: { metadata: { name: `n${i}` }, spec: {} } }]),
+      ),
+    );
+    await until(() => seen.includes('ws/g-a') && seen.includes('ws/g-b'));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(lists, ['ws'], 'one list of the dependants for twenty changes');
+    assert.deepEqual(
+      [...seen].sort(),
+      ['ws/g-a', 'ws/g-b'],
+      "neither the unnamed one nor another workspace's",
+    );
+  } finally {
+    await c.stop();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
