@@ -276,21 +276,26 @@ describe('a cluster of three servers serves the SDK flows through each, and surv
         await sleep(100);
       }
     })();
-    await load.more(20);
-    await cluster.kill('node-b');
-    await load.more(20);
-    await cluster.kill('node-a');
-    const killedAt = Date.now();
-    for (let i = 0; i < 200 && !(await cluster.nodes(c)).find((n) => n.id === 'node-c')?.leads.length; i++)
-      await sleep(100);
-    const tookOver = Date.now() - killedAt;
-    assert.deepEqual((await cluster.nodes(c)).find((n) => n.id === 'node-c')?.leads, ['controllers']);
-    await load.more(20);
-    await agentAnswers(c);
-    const answered = Date.now() - killedAt;
-    calling = false;
-    await caller;
-    await load.stop();
+    let tookOver = 0;
+    let answered = 0;
+    try {
+      await load.more(20);
+      await cluster.kill('node-b');
+      await load.more(20);
+      await cluster.kill('node-a');
+      const killedAt = Date.now();
+      for (let i = 0; i < 200 && !(await cluster.nodes(c)).find((n) => n.id === 'node-c')?.leads.length; i++)
+        await sleep(100);
+      tookOver = Date.now() - killedAt;
+      assert.deepEqual((await cluster.nodes(c)).find((n) => n.id === 'node-c')?.leads, ['controllers']);
+      await load.more(20);
+      await agentAnswers(c);
+      answered = Date.now() - killedAt;
+    } finally {
+      calling = false;
+      await caller;
+      await load.stop();
+    }
     const figures = `node-c led after ${tookOver} ms, the agent answered again after ${answered} ms`;
     const counts = `${load.count} writes acknowledged, agent calls ${calls.ok} ok / ${calls.failed} failed`;
     process.stdout.write(
@@ -348,41 +353,44 @@ describe('a cluster of three servers serves the SDK flows through each, and surv
       });
     for (const p of procs) supervise(p);
     const load = writeLoad('db');
-    await load.more(20);
-    const leader = (await cluster.nodes(cluster.node('node-a'))).find((n) => n.leads.length)?.id;
-    await cluster.pg.restart();
-    await load.more(30);
-    // Every server serves again and one of them leads; only the leader exited, and it was started again.
-    let list: any[] = [];
-    for (let i = 0; i < 300; i++) {
-      list = await cluster.nodes(alive()[0]).catch(() => []);
-      if (
-        alive().length === 3 &&
-        list.filter((n) => n.healthy).length === 3 &&
-        list.some((n) => n.leads.length)
-      )
-        break;
-      await sleep(100);
+    try {
+      await load.more(20);
+      const leader = (await cluster.nodes(cluster.node('node-a'))).find((n) => n.leads.length)?.id;
+      await cluster.pg.restart();
+      // The leader's session ended with the restart: it exits (75) once it notices, and is started again.
+      for (let i = 0; i < 300 && !exits.length; i++) await sleep(100);
+      assert.deepEqual(exits, [`${leader} 75`], 'the leader exits when its database session fails');
+      await load.more(30);
+      // Every server serves again and one of them leads.
+      let list: any[] = [];
+      for (let i = 0; i < 300; i++) {
+        list = alive().length === 3 ? await cluster.nodes(cluster.node('node-a')).catch(() => []) : [];
+        if (list.filter((n) => n.healthy).length === 3 && list.some((n) => n.leads.length)) break;
+        await sleep(100);
+      }
+      await load.more(10);
+      await load.stop();
+      assert.deepEqual(
+        list.map((n) => [n.id, n.healthy]),
+        [
+          ['node-a', true],
+          ['node-b', true],
+          ['node-c', true],
+        ],
+      );
+      assert.ok(
+        exits.every((e) => e === `${leader} 75`),
+        `only the leader (${leader}) exits, with 75: ${exits}`,
+      );
+      for (const p of procs) await load.check(p);
+      for (const p of procs) await agentAnswers(p);
+      process.stdout.write(
+        `# database restart: ${load.count} writes acknowledged; exits: ${exits.join(', ')}\n`,
+      );
+    } finally {
+      await load.stop();
+      // The after hook's SIGTERMs are not to be answered with a restart.
+      supervising = false;
     }
-    await load.more(10);
-    await load.stop();
-    supervising = false;
-    assert.deepEqual(
-      list.map((n) => [n.id, n.healthy]),
-      [
-        ['node-a', true],
-        ['node-b', true],
-        ['node-c', true],
-      ],
-    );
-    assert.ok(
-      exits.every((e) => e === `${leader} 75`),
-      `only the leader (${leader}) exits, with 75: ${exits}`,
-    );
-    for (const p of procs) await load.check(p);
-    for (const p of procs) await agentAnswers(p);
-    process.stdout.write(
-      `# database restart: ${load.count} writes acknowledged; exits: ${exits.join(', ')}\n`,
-    );
   });
 });
