@@ -1,8 +1,9 @@
 // The one mapping from what a handler threw to what the client sees, shared by both HTTP edges (the /v0 API and
-// the gateways): ApiErrors as they are, store races (StoreError) to 404/409 with the kind-specific code,
-// Fastify's own request errors to their 4xx, and anything else to a 500 whose cause goes to the log only.
+// the gateways): ApiErrors as they are, store races (StoreError) to 404/409 with the kind-specific code, a database
+// out of reach to a 503 with Retry-After, Fastify's own request errors to their 4xx, and anything else to a 500
+// whose cause goes to the log only.
 import { ApiError, alreadyExists, notFound } from '../errors.js';
-import { StoreError } from '../store/store.js';
+import { StoreError, StoreUnavailableError } from '../store/store.js';
 
 export interface WireErrorContext {
   /** Where a 500's cause is logged. */
@@ -25,6 +26,12 @@ export function wireErrorOf(err: any, ctx: WireErrorContext = {}): ApiError {
       'CONFLICT',
       `${kind} ${JSON.stringify(name)} was changed since it was read; read it again and retry`,
     );
+  }
+  if (err instanceof StoreUnavailableError) {
+    ctx.log?.error({ err: err.cause }, 'the database is not reachable');
+    return new ApiError('UNAVAILABLE', 'the database is not reachable; retry in a moment', {
+      headers: { 'retry-after': '1' },
+    });
   }
   if (err?.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
     return new ApiError(

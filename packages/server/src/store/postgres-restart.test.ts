@@ -3,8 +3,10 @@
 // under test/cluster/flows.test.ts's database restart — and writes go on, on fresh connections, once it is back.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { wireErrorOf } from '../http/wire-error.js';
 import { testPostgres } from '../test-support/store-drivers.js';
 import { PostgresStore } from './postgres.js';
+import { StoreUnavailableError } from './store.js';
 
 describe('the PostgreSQL store when the database restarts', () => {
   it('survives a connection broken while checked out between queries, and writes again', async () => {
@@ -28,6 +30,36 @@ describe('the PostgreSQL store when the database restarts', () => {
       }
       assert.ok(written, 'a write succeeds once the database is back');
       assert.equal((await store.get(key))?.body.metadata.name, 'after-restart');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('answers reads and writes with StoreUnavailableError while the database is down (a 503 to retry), and writes again once it is up', async () => {
+    const pg = await testPostgres();
+    const store = await PostgresStore.open(await pg.database(), { pollMs: 200 });
+    const key = { kind: 'Policy', workspace: 'default', parent: '', name: 'while-down' };
+    try {
+      await pg.down();
+      const write = store.write([{ op: 'create', key, body: { metadata: { name: 'while-down' } } }]);
+      await assert.rejects(write, StoreUnavailableError);
+      await assert.rejects(store.get(key), StoreUnavailableError);
+      await assert.rejects(store.list({ kind: 'Policy', workspace: 'default' }), StoreUnavailableError);
+      const answer = wireErrorOf(await write.catch((e) => e));
+      assert.equal(answer.status, 503);
+      assert.equal(answer.headers['retry-after'], '1');
+      await pg.up();
+      let written = false;
+      for (let i = 0; i < 50 && !written; i++) {
+        written = await store
+          .write([{ op: 'create', key, body: { metadata: { name: 'while-down' } } }])
+          .then(() => true)
+          .catch(() => false);
+        if (!written) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(written, 'a write succeeds once the database is back');
+      // The refused write left nothing: the one object is the later write's.
+      assert.equal((await store.list({ kind: 'Policy', workspace: 'default' })).length, 1);
     } finally {
       await store.close();
     }

@@ -16,6 +16,7 @@ import {
   type Store,
   StoreError,
   type StoredObject,
+  StoreUnavailableError,
   toObject,
   type WriteOp,
 } from './store.js';
@@ -62,6 +63,36 @@ const FENCE = `SELECT (SELECT body::json ->> 'node' FROM resources
     WHERE kind = $1 AND workspace = $2 AND parent = $3 AND name = $4) AS node,
   EXISTS (SELECT 1 FROM nodes WHERE id = $5 AND epoch = $6
     AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased`;
+
+/** Socket errors of a connection that could not be made or was cut. */
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+/** SQLSTATEs of a server shutting down, starting, or out of connections (class 08 is every connection exception). */
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/**
+ * A failure of the database's reachability, not of the call: `StoreUnavailableError` (answered 503, retried by
+ * clients); anything else as it is. pg reports a connection lost mid-query only by its message.
+ */
+export function unreachable(err: unknown): unknown {
+  const e = err as { code?: unknown; message?: unknown };
+  const code = typeof e?.code === 'string' ? e.code : '';
+  if (
+    CONNECTION_CODES.has(code) ||
+    UNAVAILABLE_STATES.has(code) ||
+    code.startsWith('08') ||
+    (typeof e?.message === 'string' &&
+      /^Connection terminated|^timeout exceeded when trying to connect/.test(e.message))
+  )
+    return new StoreUnavailableError(err);
+  return err;
+}
 
 export interface PostgresStoreOptions {
   /** How a failure outside any caller's request (the listener, the feed) is reported. */
@@ -191,16 +222,22 @@ export class PostgresStore implements Store {
   }
 
   async get(key: ResourceKey) {
-    const { rows } = await this.pool.query<Row>({
-      name: 'berth_get',
-      text: GET,
-      values: [key.kind, key.workspace, key.parent, key.name],
-    });
+    const { rows } = await this.pool
+      .query<Row>({
+        name: 'berth_get',
+        text: GET,
+        values: [key.kind, key.workspace, key.parent, key.name],
+      })
+      .catch((err) => {
+        throw unreachable(err);
+      });
     return rows[0] ? toObject(rows[0]) : undefined;
   }
 
   async list(q: ListQuery) {
-    return this.listOn(this.pool, q);
+    return this.listOn(this.pool, q).catch((err) => {
+      throw unreachable(err);
+    });
   }
 
   private async listOn(db: pg.Pool | pg.PoolClient, q: ListQuery): Promise<StoredObject[]> {
@@ -275,7 +312,7 @@ export class PostgresStore implements Store {
     } catch (error) {
       // The connection failed or the COMMIT did: nothing of the batch is acknowledged.
       client?.release(error as Error);
-      for (const w of batch) w.reject(error);
+      for (const w of batch) w.reject(unreachable(error));
       return;
     }
     await this.catchUp().catch((err) => this.warn(err, 'could not read the change feed after a write'));

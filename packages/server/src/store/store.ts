@@ -94,6 +94,16 @@ export class FencedError extends Error {
   }
 }
 
+/**
+ * The database could not be reached (refused, reset, shutting down, out of connections): nothing of the call was
+ * applied, and the same call may succeed in a moment. The API answers it with 503 and `Retry-After`, not a 500.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(readonly cause: unknown) {
+    super(`the database is not reachable: ${(cause as Error)?.message ?? cause}`);
+  }
+}
+
 export interface Store {
   get(key: ResourceKey): Promise<StoredObject | undefined>;
   list(q: ListQuery): Promise<StoredObject[]>;

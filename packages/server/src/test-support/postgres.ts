@@ -17,6 +17,9 @@ export interface TestPostgres {
   database(): Promise<string>;
   /** Stops the server (a fast shutdown: every session ends) and starts it again on the same data and port. */
   restart(): Promise<void>;
+  /** Stops the server (a fast shutdown) until `up`: the database is out of reach meanwhile. */
+  down(): Promise<void>;
+  up(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -128,6 +131,8 @@ export async function startPostgres(): Promise<TestPostgres> {
       await halt();
       await run();
     },
+    down: halt,
+    up: run,
     async database() {
       const name = `t${process.pid}_${++counter}`;
       const c = new pg.Client({ connectionString: admin });
