@@ -6,7 +6,20 @@ import { describe, it } from 'node:test';
 import { wireErrorOf } from '../http/wire-error.js';
 import { testPostgres } from '../test-support/store-drivers.js';
 import { PostgresStore } from './postgres.js';
-import { StoreUnavailableError } from './store.js';
+import { type ResourceKey, StoreUnavailableError } from './store.js';
+
+/** Creates `key` once the database accepts writes again (tried for 5 s); fails the test if it never does. */
+async function createWhenBack(store: PostgresStore, key: ResourceKey) {
+  for (let i = 0; i < 50; i++) {
+    const written = await store
+      .write([{ op: 'create', key, body: { metadata: { name: key.name } } }])
+      .then(() => true)
+      .catch(() => false);
+    if (written) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail('a write succeeds once the database is back');
+}
 
 describe('the PostgreSQL store when the database restarts', () => {
   it('survives a connection broken while checked out between queries, and writes again', async () => {
@@ -20,15 +33,7 @@ describe('the PostgreSQL store when the database restarts', () => {
       await assert.rejects(held.query('SELECT 1'));
       held.release(true);
       const key = { kind: 'Policy', workspace: 'default', parent: '', name: 'after-restart' };
-      let written = false;
-      for (let i = 0; i < 50 && !written; i++) {
-        written = await store
-          .write([{ op: 'create', key, body: { metadata: { name: 'after-restart' } } }])
-          .then(() => true)
-          .catch(() => false);
-        if (!written) await new Promise((r) => setTimeout(r, 100));
-      }
-      assert.ok(written, 'a write succeeds once the database is back');
+      await createWhenBack(store, key);
       assert.equal((await store.get(key))?.body.metadata.name, 'after-restart');
     } finally {
       await store.close();
@@ -49,15 +54,7 @@ describe('the PostgreSQL store when the database restarts', () => {
       assert.equal(answer.status, 503);
       assert.equal(answer.headers['retry-after'], '1');
       await pg.up();
-      let written = false;
-      for (let i = 0; i < 50 && !written; i++) {
-        written = await store
-          .write([{ op: 'create', key, body: { metadata: { name: 'while-down' } } }])
-          .then(() => true)
-          .catch(() => false);
-        if (!written) await new Promise((r) => setTimeout(r, 100));
-      }
-      assert.ok(written, 'a write succeeds once the database is back');
+      await createWhenBack(store, key);
       // The refused write left nothing: the one object is the later write's.
       assert.equal((await store.list({ kind: 'Policy', workspace: 'default' })).length, 1);
     } finally {
