@@ -117,4 +117,50 @@ describe('copies of uploaded sources between servers', () => {
       'the wrong bytes were dropped',
     );
   });
+
+  it('drops a copy that arrives after its workspace was deleted', async () => {
+    const bytes = Buffer.from("a deleted workspace's zip");
+    const digest = digestOf(bytes);
+    let release = () => {};
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    let onAsked = () => {};
+    const askedOnce = new Promise<void>((r) => {
+      onAsked = r;
+    });
+    // A peer that answers only once the test lets it: the workspace is deleted while the copy travels.
+    const slow = Fastify();
+    slow.get('/peer/code/:workspace/:digest', async (_req, reply) => {
+      onAsked();
+      await released;
+      reply.header('content-type', 'application/zip');
+      return reply.send(bytes);
+    });
+    const slowUrl = await slow.listen({ host: '127.0.0.1', port: 0 });
+    const workspaceKey = { kind: 'Workspace', workspace: '_', parent: '', name: 'gone' };
+    await store.write([{ op: 'create', key: workspaceKey, body: { metadata: { name: 'gone' } } }]);
+    await store.write([
+      {
+        op: 'create',
+        key: { kind: 'Agent', workspace: 'gone', parent: '', name: 'late' },
+        body: { metadata: { name: 'late' }, source: { digest } },
+      },
+    ]);
+    const here = new CodeStore(join(dir, 'late'));
+    const c = new CodeCopies({ store, code: here, token, peers: async () => [slowUrl] });
+    started.push(c);
+    try {
+      await c.start();
+      await askedOnce;
+      await store.write([{ op: 'delete', key: workspaceKey }]);
+      release();
+      const inFlight = (c as unknown as { fetching: Set<string> }).fetching;
+      for (let i = 0; i < 100 && inFlight.size; i++) await sleep(50);
+      assert.equal(inFlight.size, 0, 'the copy finished');
+      assert.equal(here.has('gone', digest), false, "the deleted workspace's source came back");
+    } finally {
+      await slow.close();
+    }
+  });
 });

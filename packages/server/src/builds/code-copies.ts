@@ -135,6 +135,12 @@ export class CodeCopies {
           continue;
         }
         const got = await this.deps.code.put(workspace, Readable.fromWeb(r.body as WebReadableStream));
+        if (!this.wanted.has(id)) {
+          // Its workspace was deleted while the copy travelled: what that deletion removed must not come back for a
+          // new workspace of the same name to find.
+          await rm(this.deps.code.pathOf(workspace, got.digest), { force: true });
+          return;
+        }
         if (got.digest === digest) {
           this.wanted.delete(id);
           return;
