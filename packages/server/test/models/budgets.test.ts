@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
 import { after, before, test } from 'node:test';
-import { connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
+import { budget, connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
 
 let w: World;
 
@@ -41,15 +41,7 @@ before(async () => {
     Object.entries(LIMITS).flatMap(([kind, maxTokens]) =>
       Object.keys(SENDS).map(async (send) => {
         const name = nameOf(kind, send);
-        await ok(
-          w.server.api('/policies', {
-            method: 'POST',
-            json: {
-              metadata: { name },
-              spec: { type: 'maxToken', maxTokens: { ...maxTokens, granularity: 'day' } },
-            },
-          }),
-        );
+        await budget(w.server, name, { ...maxTokens, granularity: 'day' });
         await model(w.server, name, {
           integrationConnections: ['oa'],
           policies: [name],
@@ -124,12 +116,7 @@ test('a body that is not JSON is reserved at a token per byte: it cannot slip pa
 });
 
 test('a non-JSON upload to a non-inference path is judged but not refused for its size', async () => {
-  await ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: { metadata: { name: 'uploads' }, spec: { type: 'maxToken', maxTokens: { input: 100 } } },
-    }),
-  );
+  await budget(w.server, 'uploads', { input: 100 });
   await model(w.server, 'uploads', {
     integrationConnections: ['oa'],
     policies: ['uploads'],
@@ -152,12 +139,7 @@ test('a non-JSON upload to a non-inference path is judged but not refused for it
 });
 
 test('a prompt holding a special token’s text runs under a budget, counted as ordinary text (it got a 500)', async () => {
-  await ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: { metadata: { name: 'special' }, spec: { type: 'maxToken', maxTokens: { total: 10_000 } } },
-    }),
-  );
+  await budget(w.server, 'special', { total: 10_000 });
   await model(w.server, 'special', {
     integrationConnections: ['oa'],
     policies: ['special'],

@@ -11,20 +11,12 @@ import { ChatOpenAI } from '@langchain/openai';
 import { generateObject, generateText, streamText } from 'ai';
 import OpenAI from 'openai';
 import { z } from 'zod';
-import { connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
+import { budget, connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
 
 let w: World;
 
 const policy = (name: string, maxTokens: Record<string, number>) =>
-  ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: {
-        metadata: { name },
-        spec: { type: 'maxToken', maxTokens: { ...maxTokens, granularity: 'day' } },
-      },
-    }),
-  );
+  budget(w.server, name, { ...maxTokens, granularity: 'day' });
 
 const windowOf = (name: string) =>
   eventually(

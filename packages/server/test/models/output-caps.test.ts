@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { newTenant } from '../../src/test-support/tenants.js';
-import { connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
+import { budget, connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
 
 let w: World;
 let owner: string;
@@ -21,16 +21,7 @@ const LONG = 'Tell me everything you know. [length 5000]';
 const BUDGET = 2000;
 
 const policy = (name: string, maxTokens: Record<string, number>) =>
-  ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: {
-        metadata: { name },
-        spec: { type: 'maxToken', maxTokens: { ...maxTokens, granularity: 'day' } },
-      },
-      key: owner,
-    }),
-  );
+  budget(w.server, name, { ...maxTokens, granularity: 'day' }, owner);
 
 const endpoint = (name: string, type: string, conn: string, spec: string, policies: string[]) =>
   model(
@@ -89,16 +80,7 @@ before(async () => {
   await endpoint('claude-s', 'anthropic', 'an', 'fake-claude', ['total-claude-s']);
   await endpoint('claude-native', 'anthropic', 'an', 'fake-claude', ['total-claude-native']);
   await endpoint('gem', 'gemini', 'gm', 'gemini-2.5-flash', ['out-gem']);
-  await ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: {
-        metadata: { name: 'hourly-1k' },
-        spec: { type: 'maxToken', maxTokens: { total: 1000, granularity: 'hour' } },
-      },
-      key: owner,
-    }),
-  );
+  await budget(w.server, 'hourly-1k', { total: 1000, granularity: 'hour' }, owner);
   await endpoint('gpt-1k', 'openai', 'oa', 'gpt-4o', ['hourly-1k']);
 });
 after(() => w.close());

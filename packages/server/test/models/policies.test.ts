@@ -2,22 +2,14 @@
 // 429s with Retry-After before the provider is asked, and /v0/policies/{name}/usages shows the window.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
+import { budget, connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
 
 let w: World;
 
 before(async () => {
   w = await startWorld();
   await connection(w.server, 'oa', 'openai', w.fake.url);
-  await ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: {
-        metadata: { name: 'out-1000' },
-        spec: { type: 'maxToken', maxTokens: { output: 1000, granularity: 'hour' } },
-      },
-    }),
-  );
+  await budget(w.server, 'out-1000', { output: 1000, granularity: 'hour' });
   await model(w.server, 'limited', {
     integrationConnections: ['oa'],
     policies: ['out-1000'],
@@ -119,15 +111,7 @@ test('a location policy that excludes this server’s region fails the model wit
 });
 
 test('a streamed call cut short by its caller still settles its reservation', async () => {
-  await ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: {
-        metadata: { name: 'roomy' },
-        spec: { type: 'maxToken', maxTokens: { total: 100000, granularity: 'day' } },
-      },
-    }),
-  );
+  await budget(w.server, 'roomy', { total: 100000, granularity: 'day' });
   await model(w.server, 'cut', {
     integrationConnections: ['oa'],
     policies: ['roomy'],

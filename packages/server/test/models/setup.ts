@@ -52,6 +52,22 @@ export async function connection(
   );
 }
 
+/** Creates a `maxToken` policy (a token budget) of `maxTokens` (its limits and `granularity`, if any). */
+export async function budget(
+  server: TestServer,
+  name: string,
+  maxTokens: Record<string, number | string>,
+  as?: string,
+) {
+  return ok(
+    server.api('/policies', {
+      method: 'POST',
+      json: { metadata: { name }, spec: { type: 'maxToken', maxTokens } },
+      key: as,
+    }),
+  );
+}
+
 /** Creates a model endpoint and waits until it is DEPLOYED (or FAILED when `expect` says so). */
 export async function model(
   server: TestServer,

@@ -8,7 +8,7 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { tokenCounter } from '../../src/models/token-counter.js';
-import { connection, model, ok, PROVIDER_KEY, runUrl, startWorld, type World } from './setup.js';
+import { budget, connection, model, PROVIDER_KEY, runUrl, startWorld, type World } from './setup.js';
 
 const CHILD = new URL('./tokenizer-main-thread.ts', import.meta.url).pathname;
 
@@ -17,15 +17,7 @@ let w: World;
 before(async () => {
   w = await startWorld();
   await connection(w.server, 'oa', 'openai', w.fake.url);
-  await ok(
-    w.server.api('/policies', {
-      method: 'POST',
-      json: {
-        metadata: { name: 'tw-budget' },
-        spec: { type: 'maxToken', maxTokens: { total: 1e9, granularity: 'day' } },
-      },
-    }),
-  );
+  await budget(w.server, 'tw-budget', { total: 1e9, granularity: 'day' });
   await model(w.server, 'tw', {
     integrationConnections: ['oa'],
     policies: ['tw-budget'],
