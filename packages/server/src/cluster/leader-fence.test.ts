@@ -56,8 +56,7 @@ async function setup() {
       await admin.query('SELECT pg_terminate_backend($1)', [pid]);
       await until(
         'the terminated session to go',
-        async () =>
-          (await admin.query('SELECT 1 FROM pg_locks WHERE pid = $1', [pid])).rowCount === 0,
+        async () => (await admin.query('SELECT 1 FROM pg_locks WHERE pid = $1', [pid])).rowCount === 0,
       );
     },
     status: async (key: ResourceKey) => (await store.get(key))?.body.status,
@@ -196,10 +195,7 @@ describe('the leader fence on postgres', () => {
       assert.equal(old.l.fence('controllers'), undefined);
       assert.deepEqual(old.l.leads(), []);
       // Its later writes are refused without asking the database.
-      await assert.rejects(
-        old.store.write([{ op: 'create', key: B, body: { status: 'DEPLOYED' } }]),
-        isLead,
-      );
+      await assert.rejects(old.store.write([{ op: 'create', key: B, body: { status: 'DEPLOYED' } }]), isLead);
       assert.deepEqual((await env.store.get(A))?.body, { status: 'DEPLOYING', by: 'next' });
       assert.equal(await env.store.get(B), undefined);
       assert.deepEqual(next.l.leads(), ['controllers'], 'the next leader leads on');
