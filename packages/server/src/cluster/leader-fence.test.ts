@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pg from 'pg';
 import { PostgresStore } from '../store/postgres.js';
-import { FencedError, type ResourceKey, type Store } from '../store/store.js';
+import { FencedError, type ResourceKey } from '../store/store.js';
 import { testPostgres } from '../test-support/store-drivers.js';
 import { leaderFencedStore } from './fencing.js';
 import { type Leadership, postgresLeadership } from './leadership.js';

@@ -21,7 +21,7 @@ const END_LEADER_SESSION = `SELECT pg_terminate_backend(pid) AS ended FROM pg_lo
 describe('a leader whose lock session is ended behind its back', () => {
   const cluster = useCluster(['node-a', 'node-b'], {
     prefix: 'leader-fence',
-    envOf: (id) =>
+    envOf: (id): Record<string, string> =>
       id === 'node-a' ? { BERTH_LEADER_CHECK_EVERY: '600' } : { BERTH_EGRESS_GATEWAYS: 'gw=127.0.0.1' },
   });
   const { api } = cluster;
@@ -30,6 +30,16 @@ describe('a leader whose lock session is ended behind its back', () => {
     assert.equal(r.status, 200, await r.text());
   };
   const get = async (p: Proc, path: string) => (await api(p, path)).json();
+  /** What `read` answers once `ok` holds of it (10 s at most). */
+  const until = async <T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean) => {
+    for (let i = 0; ; i++) {
+      const v = await read();
+      if (ok(v)) return v;
+      assert.ok(i < 200, `${what}: ${JSON.stringify(v)}`);
+      await sleep(50);
+    }
+  };
+  const deployed = (o: any) => o.status === 'DEPLOYED';
 
   it('has its next controller write refused, stops (exit 75), and the object carries the new leader’s writes only', async () => {
     const a = cluster.node('node-a');
@@ -43,10 +53,11 @@ describe('a leader whose lock session is ended behind its back', () => {
     );
     await post(a, '/vpcs', { metadata: { name: 'net' }, spec: {} });
     await post(a, '/vpcs/net/egressgateways', { metadata: { name: 'gw' }, spec: {} });
-    for (let i = 0; (await get(b, '/vpcs/net/egressgateways/gw')).status !== 'DEPLOYED'; i++) {
-      assert.ok(i < 200, 'the leader never deployed the gateway');
-      await sleep(50);
-    }
+    await until(
+      'the leader never deployed the gateway',
+      () => get(b, '/vpcs/net/egressgateways/gw'),
+      deployed,
+    );
 
     const sql = new pg.Client({ connectionString: cluster.env.BERTH_DATABASE_URL });
     await sql.connect();
@@ -56,12 +67,11 @@ describe('a leader whose lock session is ended behind its back', () => {
     } finally {
       await sql.end();
     }
-    for (let i = 0; ; i++) {
-      const self = (await cluster.nodes(b)).find((n) => n.id === 'node-b');
-      if (self.leads.includes('controllers')) break;
-      assert.ok(i < 200, 'the follower never took the lead');
-      await sleep(50);
-    }
+    await until(
+      'the follower never took the lead',
+      async () => (await cluster.nodes(b)).find((n) => n.id === 'node-b'),
+      (self) => self.leads.includes('controllers'),
+    );
 
     await post(b, '/vpcs/net/egressgateways/gw/ips', { metadata: { name: 'ip1' }, spec: {} });
     // The old leader's controllers act on the change as the new leader's do; the database refuses what they write,
@@ -71,11 +81,11 @@ describe('a leader whose lock session is ended behind its back', () => {
     assert.equal(a.child.exitCode, 75, a.stderr());
     assert.match(a.stderr(), /no longer leads/);
 
-    let ip: any;
-    for (let i = 0; (ip = await get(b, '/vpcs/net/egressgateways/gw/ips/ip1')).status !== 'DEPLOYED'; i++) {
-      assert.ok(i < 200, `the new leader never deployed the egress IP: ${JSON.stringify(ip)}`);
-      await sleep(50);
-    }
+    const ip = await until(
+      'the new leader never deployed the egress IP',
+      () => get(b, '/vpcs/net/egressgateways/gw/ips/ip1'),
+      deployed,
+    );
     assert.equal(ip.spec.publicIp, '127.0.0.1');
     // The old leader, without a pool, would have written FAILED "… has no address pool on this server".
     const messages = (ip.events ?? []).map((e: any) => e.message);
