@@ -4,6 +4,7 @@ import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
+import { benchClusterLeaderFence } from './cluster/leader-fence.mjs';
 import { benchClusterPlacement } from './cluster/placement.mjs';
 import { benchClusterScale } from './cluster/scale.mjs';
 import { benchApi } from './api/bench.mjs';
@@ -45,6 +46,7 @@ const all = {
   'sandbox-snapshots': benchSnapshots,
   'cluster-placement': benchClusterPlacement,
   'cluster-scale': benchClusterScale,
+  'cluster-leader-fence': benchClusterLeaderFence,
   chaos: benchChaos,
   soak: benchSoak,
 };

@@ -97,6 +97,13 @@ test('BERTH_REPLICA_REMOVE_AFTER: unset by default (the gateway keeps its 5 minu
   assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: 'soon' }), /BERTH_REPLICA_REMOVE_AFTER/);
 });
 
+test('BERTH_LEADER_CHECK_EVERY: unset by default (the leadership checks each second); positive seconds or start-up fails', () => {
+  assert.equal(loadConfig({}, {}).leaderCheckS, undefined);
+  assert.equal(loadConfig({}, { BERTH_LEADER_CHECK_EVERY: '600' }).leaderCheckS, 600);
+  assert.throws(() => loadConfig({}, { BERTH_LEADER_CHECK_EVERY: '0' }), /BERTH_LEADER_CHECK_EVERY/);
+  assert.throws(() => loadConfig({}, { BERTH_LEADER_CHECK_EVERY: 'soon' }), /BERTH_LEADER_CHECK_EVERY/);
+});
+
 test('BERTH_QUOTA_IMAGE_MB: unset leaves the image store its default; a positive number of MB; anything else fails', () => {
   assert.equal(loadConfig({}, {}).imageQuotaMb, undefined);
   assert.equal(loadConfig({}, { BERTH_QUOTA_IMAGE_MB: '512' }).imageQuotaMb, 512);

@@ -47,6 +47,11 @@ export interface Config {
    * request then starts one from zero (BERTH_REPLICA_REMOVE_AFTER; default 300).
    */
   replicaRemoveAfterS?: number;
+  /**
+   * Seconds between a cluster leader's checks of its lock session (BERTH_LEADER_CHECK_EVERY; default 1). A leader
+   * cut from that session stops sooner at its first write, which the database refuses (decision 068).
+   */
+  leaderCheckS?: number;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
   /** The most the warm pool grows to while creates come fast: as many as the last minute's (BERTH_WARM_POOL_MAX). */
@@ -247,6 +252,7 @@ export function loadConfig(
     logLevel: env.BERTH_LOG_LEVEL ?? 'info',
     standbyAfterS: standby,
     faultCheckS: positiveSeconds(env.BERTH_FAULT_CHECK_EVERY, 'BERTH_FAULT_CHECK_EVERY'),
+    leaderCheckS: positiveSeconds(env.BERTH_LEADER_CHECK_EVERY, 'BERTH_LEADER_CHECK_EVERY'),
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,

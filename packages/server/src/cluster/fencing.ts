@@ -2,8 +2,18 @@
 // sandbox (its status, run state, events, the record's deletion) carries the store's `fence` op: the write lands only
 // while the database still places that sandbox on this node and this node still holds its lease at this process's
 // epoch. A node that stalled past its lease (a long pause, a cut to the database that healed) can then no longer
-// overwrite what the sandbox's new node wrote, whatever it had in flight.
-import { FencedError, keyString, type ResourceKey, type Store, type WriteOp } from '../store/store.js';
+// overwrite what the sandbox's new node wrote, whatever it had in flight. What the leader of the controllers writes
+// carries the same op on its lock (docs/decisions/068-leader-fence.md): it lands only while the leader's own session
+// still holds the role's advisory lock, so a leader cut from that session writes nothing beside the next one.
+import type { LeaderFence } from './leadership.js';
+import {
+  FencedError,
+  firstKey,
+  keyString,
+  type ResourceKey,
+  type Store,
+  type WriteOp,
+} from '../store/store.js';
 
 export interface Fence {
   node: string;
@@ -41,6 +51,36 @@ export function fencedStore(store: Store, lease: HolderLease, held: (key: Resour
         return await store.write([...fences, ...ops]);
       } catch (err) {
         if (err instanceof FencedError && err.lost === 'lease') lease.refused();
+        throw err;
+      }
+    },
+  };
+}
+
+export interface LeaderLease {
+  /** The lead's fence while this server leads; undefined while it does not (a follower, or the lead lost). */
+  fence(): LeaderFence | undefined;
+  /** The database refused a write for the lead: it is lost, and what the leader runs stops now. */
+  refused(err: FencedError): void;
+}
+
+/**
+ * `store` as what the leader runs writes through it: every write is fenced on the lead's lock, in the same
+ * transaction. A write made while this server does not lead is refused here, without asking the database.
+ */
+export function leaderFencedStore(store: Store, lead: LeaderLease): Store {
+  return {
+    get: (key) => store.get(key),
+    list: (q) => store.list(q),
+    watch: (fn) => store.watch(fn),
+    close: () => store.close(),
+    async write(ops) {
+      const f = lead.fence();
+      if (!f) throw new FencedError(firstKey(ops), 'lead');
+      try {
+        return await store.write([{ op: 'fence', ...f }, ...ops]);
+      } catch (err) {
+        if (err instanceof FencedError && err.lost === 'lead') lead.refused(err);
         throw err;
       }
     },

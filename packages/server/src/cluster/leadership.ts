@@ -3,7 +3,9 @@
 // (its socket closes) or cut off from the database (TCP keepalives, and this side's own ping) frees it, and a waiting
 // server takes it within about a second. A leader that loses its session does not try to lead again in-process: it
 // is fenced (`onLost`; `berth serve` exits so its supervisor restarts it as a follower), because the role's parts
-// are not built to stop and start again and two leaders must not act at once. On SQLite the one server leads.
+// are not built to stop and start again and two leaders must not act at once. Between the session's loss and the
+// leader noticing it, the role's writes are refused by the database (`fence`, docs/decisions/068-leader-fence.md),
+// and the first refusal ends the lead at once. On SQLite the one server leads.
 import pg from 'pg';
 
 export interface Role {
@@ -18,6 +20,15 @@ export interface Role {
   handOver?(): Promise<void>;
 }
 
+/** The one role of a cluster today: every controller and sweep (docs/decisions/056-cluster-postgres.md). */
+export const CONTROLLERS = 'controllers';
+
+/** What a leader's writes are fenced on: its role's advisory lock (the 64-bit key, decimal) and its session's pid. */
+export interface LeaderFence {
+  lock: string;
+  pid: number;
+}
+
 /** Why a leader gave its role up: an operator drained its node (`berth node drain`). */
 export class DrainedError extends Error {}
 
@@ -29,6 +40,13 @@ export interface Leadership {
   lead(name: string, role: Role): Promise<void>;
   /** Names of the roles this server leads now. */
   leads(): string[];
+  /**
+   * The fence of `name`'s writes while this server leads it (and until its role stopped, on a clean close);
+   * undefined otherwise, and at once when the lead is lost. Always undefined on SQLite, whose one server needs none.
+   */
+  fence(name: string): LeaderFence | undefined;
+  /** The database refused a write fenced on `name`'s lock: the lead is lost, and the role stops now. */
+  refused(name: string, err: unknown): void;
   close(): Promise<void>;
 }
 
@@ -41,6 +59,8 @@ export function soleLeadership(): Leadership {
       return started;
     },
     leads: () => [...roles.keys()],
+    fence: () => undefined,
+    refused: () => undefined,
     async close() {
       for (const r of roles.values()) {
         await r.started.catch(() => undefined);
@@ -52,8 +72,10 @@ export function soleLeadership(): Leadership {
 
 export interface PostgresLeadershipOptions {
   url: string;
-  /** How often a follower tries for the lock, and a leader checks its session. */
+  /** How often a follower tries for the lock. */
   retryMs?: number;
+  /** How often a leader checks its session (default `retryMs`); a refused write ends the lead sooner. */
+  checkMs?: number;
   /**
    * The leader lost its session, or gave the role up because its node was drained (a DrainedError): it has stopped
    * acting and must not act again.
@@ -65,18 +87,25 @@ export interface PostgresLeadershipOptions {
   info: (msg: string) => void;
 }
 
-/** The role's lock key: one 64-bit advisory lock per name, in the database's own hash. */
-const LOCK_OF = "SELECT pg_try_advisory_lock(hashtextextended('berth leader ' || $1, 0)) AS held";
+/**
+ * The role's lock key: one 64-bit advisory lock per name, in the database's own hash; with the key and this session's
+ * pid, which the leader's writes are fenced on.
+ */
+const LOCK_OF = `SELECT pg_try_advisory_lock(k) AS held, k::text AS lock, pg_backend_pid() AS pid
+  FROM (SELECT hashtextextended('berth leader ' || $1, 0) AS k) role`;
 
 export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
   const retryMs = o.retryMs ?? 1000;
+  const checkMs = o.checkMs ?? retryMs;
   const held = new Set<string>();
+  const fences = new Map<string, LeaderFence>();
+  const refusals = new Map<string, (err: unknown) => void>();
   const loops: Promise<void>[] = [];
   let closing = false;
   const wakeups = new Set<() => void>();
-  const sleep = () =>
+  const sleep = (ms = retryMs) =>
     new Promise<void>((r) => {
-      const t = setTimeout(done, retryMs);
+      const t = setTimeout(done, ms);
       function done() {
         clearTimeout(t);
         wakeups.delete(done);
@@ -102,15 +131,22 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
 
   const run = async (name: string, role: Role, tried: () => void) => {
     let c: pg.Client | undefined;
+    let fence: LeaderFence | undefined;
     // Follower: try for the lock until it is ours or the server closes.
     while (!closing) {
       try {
         c ??= await session();
-        if (
-          (!o.mayLead || (await o.mayLead(c))) &&
-          (await c.query<{ held: boolean }>(LOCK_OF, [name])).rows[0].held
-        )
-          break;
+        if (!o.mayLead || (await o.mayLead(c))) {
+          const {
+            held: taken,
+            lock,
+            pid,
+          } = (await c.query<{ held: boolean } & LeaderFence>(LOCK_OF, [name])).rows[0];
+          if (taken) {
+            fence = { lock, pid };
+            break;
+          }
+        }
       } catch (err) {
         o.warn(err, `could not try for the ${name} leadership; trying again`);
         await c?.end().catch(() => undefined);
@@ -119,41 +155,56 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
       tried();
       await sleep();
     }
-    if (closing || !c) {
+    if (closing || !c || !fence) {
       await c?.end().catch(() => undefined);
       tried();
       return;
     }
     held.add(name);
+    fences.set(name, fence);
     o.info(`leading ${name}`);
     let lost: unknown;
+    const lose = (err: unknown) => {
+      lost ??= err;
+      for (const w of wakeups) w();
+    };
+    // The session is gone: nothing of the role is written under this lead any more, even while it stops. (Drained,
+    // or a role that failed to start, the lock is still ours until the role stopped.)
+    const gone = (err: unknown) => {
+      fences.delete(name);
+      lose(err);
+    };
+    refusals.set(name, gone);
     const started = role.start();
     started.then(tried, (err) => {
       // A leader that cannot act must not keep the lock from a server that can: it ends as a lost one does.
-      lost = err;
+      lose(err);
       tried();
-      for (const w of wakeups) w();
     });
     // Leader: the session must stay up; a failed ping means the lock may be someone else's already.
     while (!closing && lost === undefined) {
-      await sleep();
+      await sleep(checkMs);
       if (closing || lost !== undefined) break;
       try {
         // Also the session's ping.
         if (o.mayLead && !(await o.mayLead(c)))
-          lost = new DrainedError(`this node was drained: it gives up ${name}`);
+          lose(new DrainedError(`this node was drained: it gives up ${name}`));
         else await c.query('SELECT 1');
       } catch (err) {
-        lost = err;
+        gone(err);
         break;
       }
     }
+    // While the role stops, a refusal only withdraws the fence: the lead is ending already.
+    refusals.set(name, () => fences.delete(name));
     held.delete(name);
     await started.catch((err) => o.warn(err, `the ${name} role failed to start`));
     await role.stop().catch((err) => o.warn(err, `the ${name} role failed to stop`));
     // The lock is still ours: nothing the next leader starts can meet what this one leaves.
     if (lost instanceof DrainedError)
       await role.handOver?.().catch((err) => o.warn(err, `the ${name} role failed to hand over`));
+    refusals.delete(name);
+    fences.delete(name);
     await c.end().catch(() => undefined);
     if (lost !== undefined) o.onLost(name, lost);
   };
@@ -165,6 +216,8 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
       });
     },
     leads: () => [...held],
+    fence: (name) => fences.get(name),
+    refused: (name, err) => refusals.get(name)?.(err),
     async close() {
       closing = true;
       for (const w of wakeups) w();

@@ -3,7 +3,7 @@
 // out of reach to a 503 with Retry-After, Fastify's own request errors to their 4xx, and anything else to a 500
 // whose cause goes to the log only.
 import { ApiError, alreadyExists, notFound } from '../errors.js';
-import { StoreError, StoreUnavailableError } from '../store/store.js';
+import { FencedError, StoreError, StoreUnavailableError } from '../store/store.js';
 
 export interface WireErrorContext {
   /** Where a 500's cause is logged. */
@@ -33,6 +33,16 @@ export function wireErrorOf(err: any, ctx: WireErrorContext = {}): ApiError {
       headers: { 'retry-after': '1' },
     });
   }
+  // A write of this server's refused by the cluster (it stopped leading, or no longer holds the sandbox): another
+  // server answers the same request in a moment.
+  if (err instanceof FencedError)
+    return new ApiError(
+      'UNAVAILABLE',
+      err.lost === 'lead'
+        ? 'this server no longer leads the cluster; retry in a moment'
+        : `this node no longer holds ${err.key.kind} ${JSON.stringify(err.key.name)}; retry in a moment`,
+      { headers: { 'retry-after': '1' } },
+    );
   if (err?.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
     return new ApiError(
       'PAYLOAD_TOO_LARGE',

@@ -1,6 +1,7 @@
 // What the steps of the start (main.ts, main/) share besides their parts: the caller's options, and what is known
 // only later in the start, read through \`Late\` by what is wired before.
 import type { InstanceHolder } from '../cluster/instance-holder.js';
+import type { Leadership } from '../cluster/leadership.js';
 import type { Nodes } from '../cluster/nodes.js';
 import type { Lookup } from '../outbound/index.js';
 import type { ResourceKey } from '../store/store.js';
@@ -22,6 +23,8 @@ export interface Late {
   /** In a cluster, the holder of the controllers' instances and the sandboxes' placements, once joined. */
   holder?: InstanceHolder;
   nodes?: Nodes;
+  /** Who leads the controllers (cluster/leadership.ts), once they started: what the leader's writes are fenced on. */
+  leadership?: Leadership;
   /** The controllers start after the gateway; until then nothing is reported (no request arrives before listen). */
   wakeController: (key: ResourceKey) => void;
 }

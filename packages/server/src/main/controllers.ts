@@ -17,7 +17,7 @@ import { agentScheduling } from '../controllers/workload/agent-schedules.js';
 import { jobScheduling } from '../controllers/job/job-schedules.js';
 import { TriggerSchedules } from '../controllers/code/trigger-schedules.js';
 import { Scaler } from '../controllers/workload/scaler.js';
-import { DrainedError, postgresLeadership, soleLeadership } from '../cluster/leadership.js';
+import { CONTROLLERS, DrainedError, postgresLeadership, soleLeadership } from '../cluster/leadership.js';
 import { formerLeaders, isDrained } from '../cluster/nodes.js';
 import { placeAgainEvery } from '../controllers/sandbox/sandbox-lost.js';
 import type { Late, StartOptions } from './context.js';
@@ -43,7 +43,7 @@ export async function startAllControllers(
   gateway: Gateway,
   parts: Core & Runtime & Http & Workloads,
 ) {
-  const { logger, resources, held, holding, quotas, placements, selfId, clusterSelf, tokens } = parts;
+  const { logger, held, holding, quotas, placements, selfId, clusterSelf, tokens } = parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity } = parts;
   const { builder, builds, replicas, callbacks, jobs } = parts;
@@ -56,11 +56,15 @@ export async function startAllControllers(
         info: (msg) => logger.info(msg),
         onLost: (name, err) => (opts.onFenced ?? fenced(logger))(name, err),
         mayLead: async (session) => !(await isDrained(session, selfId)),
+        checkMs: config.leaderCheckS && config.leaderCheckS * 1000,
       })
     : soleLeadership();
+  late.leadership = leadership;
   let stopActing = async () => undefined;
-  await leadership.lead('controllers', {
+  await leadership.lead(CONTROLLERS, {
     async start() {
+      // What the leader runs writes through `led`: fenced on its lead, refused once it lost it (decision 068).
+      const resources = parts.led;
       // Taking over from a server that died: no server sends it requests for the controllers' instances any more.
       // Its sandboxes are placed again once its lease lapses (placeAgain below), as any node's.
       if (config.databaseUrl) {

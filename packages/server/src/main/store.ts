@@ -19,7 +19,8 @@ import { QuotaLedger } from '../controllers/core/quota-ledger.js';
 import { quotaAdmission } from '../controllers/core/quota-admission.js';
 import { nodeId } from '../cluster/nodes.js';
 import { SandboxPlacements } from '../cluster/placement.js';
-import { fencedStore } from '../cluster/fencing.js';
+import { fencedStore, leaderFencedStore } from '../cluster/fencing.js';
+import { CONTROLLERS } from '../cluster/leadership.js';
 import type { Late, StartOptions } from './context.js';
 
 export async function openCore(config: Config, opts: StartOptions, late: Late) {
@@ -81,6 +82,16 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
       )
     : resources;
   const holding = () => clusterSelf === undefined || late.nodes?.fence() !== undefined;
+  // What the leader of the controllers runs writes only while its lock session holds the lead (decision 068): a
+  // leader cut from that session writes nothing beside the next one, and stops at its first refused write.
+  const led = config.databaseUrl
+    ? resources.withStore(
+        leaderFencedStore(store, {
+          fence: () => late.leadership?.fence(CONTROLLERS),
+          refused: (err) => late.leadership?.refused(CONTROLLERS, err),
+        }),
+      )
+    : resources;
   // OAuth2 connections' access tokens (decision 049): refreshed through `outbound`, kept fresh for running workloads.
   const tokens = new ConnectionTokens({ resources, outbound, dataDir: config.dataDir, logger });
   tokens.start();
@@ -99,6 +110,7 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     resources,
     held,
     holding,
+    led,
     masterKey,
     tokens,
   };

@@ -16,7 +16,7 @@ import type { Runtime } from './runtime.js';
 import type { Core } from './store.js';
 
 export function startWorkloads(config: Config, parts: Core & Runtime) {
-  const { logger, outbound, resources, quotas, baseUrl } = parts;
+  const { logger, outbound, resources, led, quotas, baseUrl } = parts;
   const { images, instances } = parts;
   const code = new CodeStore(config.dataDir);
   const builder = new Builder({
@@ -34,15 +34,16 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
     instances,
     logger,
     quota: quotas,
-    onEvent: workloadEvent({ resources, logger }),
+    onEvent: workloadEvent({ resources: led, logger }),
   });
   const uploads = new CodeUploads({ resources, code, baseUrl });
-  const callbacks = new Callbacks({ resources, logger, outbound });
+  // Replicas, callbacks and job runs are the leader's: what they write is fenced on its lead (decision 068).
+  const callbacks = new Callbacks({ resources: led, logger, outbound });
   const executions = new Executions({ logger, callbacks });
-  const jobCallbacks = new JobCallbacks({ resources, callbacks, logger });
+  const jobCallbacks = new JobCallbacks({ resources: led, callbacks, logger });
   const jobs = new JobRunner({
     onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
-    resources,
+    resources: led,
     builder,
     instances,
     logger,

@@ -10,6 +10,7 @@ import {
   type ChangeType,
   EVERY_WORKSPACE,
   FencedError,
+  firstKey,
   type ListQuery,
   type ResourceKey,
   type Row,
@@ -63,6 +64,15 @@ const FENCE = `SELECT (SELECT body::json ->> 'node' FROM resources
     WHERE kind = $1 AND workspace = $2 AND parent = $3 AND name = $4) AS node,
   EXISTS (SELECT 1 FROM nodes WHERE id = $5 AND epoch = $6
     AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased`;
+
+/**
+ * The leader's fence (the `fence` op with a `lock`): whether advisory lock `$1` (a bigint key, which PostgreSQL shows
+ * as its high and low 32 bits, `objsubid` 1) is granted to the session of backend `$2`. The pid names one live session
+ * of one database, so the database's oid is not needed. Read at this statement, under the write lock.
+ */
+const LEADER_FENCE = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+    AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid
+    AND objsubid = 1 AND pid = $2 AND granted) AS held`;
 
 /** Socket errors of a connection that could not be made or was cut. */
 const CONNECTION_CODES = new Set([
@@ -333,6 +343,15 @@ export class PostgresStore implements Store {
     for (const op of ops) {
       if (op.op === 'check') {
         op.judge(await this.listOn(client, op.list));
+        continue;
+      }
+      if (op.op === 'fence' && 'lock' in op) {
+        const { rows } = await client.query<{ held: boolean }>({
+          name: 'berth_leader_fence',
+          text: LEADER_FENCE,
+          values: [op.lock, op.pid],
+        });
+        if (!rows[0].held) throw new FencedError(firstKey(ops), 'lead');
         continue;
       }
       if (op.op === 'fence') {

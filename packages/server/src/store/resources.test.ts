@@ -20,7 +20,7 @@ for (const driver of STORE_DRIVERS)
         const race = racing;
         racing = undefined;
         const last = ops.at(-1);
-        if (race && last && last.op !== 'check') await race(last.key);
+        if (race && last && 'key' in last) await race(last.key);
         return store.write(ops);
       };
       const resources = new Resources(racy, [widget, note], new SecretBox(randomBytes(32)), {

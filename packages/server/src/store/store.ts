@@ -66,7 +66,14 @@ export type WriteOp =
    * the same serialisation as every write, so a read-then-write race cannot pass it. A backend with one server and
    * no leases (SQLite) has nothing to fence: the op always holds there.
    */
-  | { op: 'fence'; key: ResourceKey; node: string; epoch: number };
+  | { op: 'fence'; key: ResourceKey; node: string; epoch: number }
+  /**
+   * The leader's fence (docs/decisions/068-leader-fence.md), the same rule for the server leading a cluster's
+   * controllers: the write applies only while the advisory lock `lock` (its 64-bit key, in decimal) is granted to
+   * the database session whose backend pid is `pid` (the session the leader took it on); otherwise the whole write is
+   * refused with `FencedError` (`lead`). Judged inside the transaction like the holder's. Always holds on SQLite.
+   */
+  | { op: 'fence'; lock: string; pid: number };
 
 export type StoreErrorReason = 'exists' | 'not_found' | 'conflict';
 
@@ -79,18 +86,23 @@ export class StoreError extends Error {
   }
 }
 
+const FENCED_BECAUSE = {
+  placement: 'is placed on another node',
+  lease: "is not this node's to write: its lease is gone",
+  lead: 'is not written: this server no longer leads (its lock session is gone)',
+};
+
 /**
- * A write refused by its `fence` op: the object is placed on another node now (`placement`), or the writer's lease
- * is gone (`lease`: a stale epoch, or lapsed). Not a failure to retry: the writer no longer holds the object.
+ * A write refused by its `fence` op: the object is placed on another node now (`placement`), the writer's lease is
+ * gone (`lease`: a stale epoch, or lapsed), or the writer no longer leads (`lead`: its lock session ended; `key` is
+ * then the first object the write names). Not a failure to retry: the writer no longer holds the object.
  */
 export class FencedError extends Error {
   constructor(
     readonly key: ResourceKey,
-    readonly lost: 'placement' | 'lease',
+    readonly lost: 'placement' | 'lease' | 'lead',
   ) {
-    super(
-      `fenced: ${key.kind} ${key.workspace}/${key.name} ${lost === 'placement' ? 'is placed on another node' : "is not this node's to write: its lease is gone"}`,
-    );
+    super(`fenced: ${key.kind} ${key.workspace}/${key.name} ${FENCED_BECAUSE[lost]}`);
   }
 }
 
@@ -139,6 +151,12 @@ export const keyOf = (o: ResourceKey): ResourceKey => ({
   parent: o.parent,
   name: o.name,
 });
+
+/** The first object a write names: what a refused leader's write is reported by (its fence names none). */
+export function firstKey(ops: WriteOp[]): ResourceKey {
+  for (const op of ops) if ('key' in op) return op.key;
+  return { kind: 'write', workspace: '', parent: '', name: '' };
+}
 
 export const keyString = (k: ResourceKey) => `${k.kind}\u0000${k.workspace}\u0000${k.parent}\u0000${k.name}`;
 

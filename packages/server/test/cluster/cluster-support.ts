@@ -60,7 +60,12 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export function useCluster(
   ids: string[],
-  opts: { env?: Record<string, string>; prefix?: string } = {},
+  opts: {
+    env?: Record<string, string>;
+    /** Settings of one server's own, beside `env`. */
+    envOf?: (id: string) => Record<string, string>;
+    prefix?: string;
+  } = {},
 ): Cluster {
   const env: Record<string, string> = {
     BERTH_MASTER_KEY: randomBytes(32).toString('base64'),
@@ -83,7 +88,11 @@ export function useCluster(
       dir = mkdtempSync(join(tmpdir(), `berth-${opts.prefix ?? 'cluster'}-${id}-`));
       dirs.set(id, dir);
     }
-    const p: Proc = { id, dir, ...(await serve(dir, { ...env, BERTH_NODE_ID: id })) };
+    const p: Proc = {
+      id,
+      dir,
+      ...(await serve(dir, { ...env, ...opts.envOf?.(id), BERTH_NODE_ID: id })),
+    };
     const i = procs.findIndex((x) => x.id === id);
     if (i >= 0) procs[i] = p;
     else procs.push(p);

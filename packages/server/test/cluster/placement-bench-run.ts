@@ -75,6 +75,8 @@ async function decisions() {
     const leadership: Leadership = {
       lead: async () => undefined,
       leads: () => ['controllers'],
+      fence: () => undefined,
+      refused: () => undefined,
       close: async () => {},
     };
     const holder = await instanceHolder({
