@@ -223,5 +223,5 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     upstreamTimeoutMs: config.modelTimeoutMs,
     outputEstimate: config.modelOutputEstimate,
   });
-  return { clusterHolder, codeCopies };
+  return { clusterHolder, codeCopies, metrics };
 }
