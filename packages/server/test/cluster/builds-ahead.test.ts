@@ -54,15 +54,19 @@ describe('followers build ahead; a failover is waited out, not refused', () => {
     assert.equal(await aheadCount(cluster.node('node-a'), 'built'), 0);
   });
 
-  it('kill -9 of the leader: the new leader starts the agent without building, and calls through a follower are held, then answered', async () => {
+  /** When the leader was killed, and node-b's build log of the app as it was then (none: never built there). */
+  let killedAt = 0;
+  let logBefore: number | undefined;
+  const logOf = (p: Proc) => join(appDir(p), 'logs', `${app}.log`);
+
+  it('kill -9 of the leader: calls sent through a follower during the failover are held, then answered', async () => {
     const [b, c] = [cluster.node('node-b'), cluster.node('node-c')];
     // node-c may not lead: it stays a follower, whose calls must wait for node-b.
     assert.equal((await api(c, '/nodes/node-c/drain', { method: 'POST' })).status, 200);
     assert.equal((await cluster.run(c, `agents/${AGENT}`, { inputs: 'before' })).status, 200);
-    const log = join(appDir(b), 'logs', `${app}.log`);
-    const logBefore = statSync(log).mtimeMs;
+    logBefore = existsSync(logOf(b)) ? statSync(logOf(b)).mtimeMs : undefined;
     await cluster.kill('node-a');
-    const killedAt = Date.now();
+    killedAt = Date.now();
     // Calls through the follower in the failover window, every 200 ms for 3 s, each awaited on its own.
     const calls: Promise<{ status: number; body: string; at: number }>[] = [];
     for (let i = 0; i < 15; i++) {
@@ -83,14 +87,29 @@ describe('followers build ahead; a failover is waited out, not refused', () => {
       assert.equal(JSON.parse(a.body).output, `HELD ${i}`);
     }
     assert.equal((await cluster.nodes(b)).find((n) => n.id === 'node-b')?.leads.join(), 'controllers');
-    const o = await (await api(b, `/agents/${AGENT}`)).json();
+  });
+
+  it('the new leader started the agent without building it: no build event since the kill, its build log untouched', async () => {
+    assert.ok(killedAt > 0, 'the leader was not killed');
+    const b = cluster.node('node-b');
+    let o: any;
+    for (let i = 0; i < 600; i++) {
+      o = await (await api(b, `/agents/${AGENT}`)).json();
+      if (
+        o.status === 'DEPLOYED' &&
+        (await cluster.run(b, `agents/${AGENT}`, { inputs: 'x' })).status === 200
+      )
+        break;
+      await sleep(100);
+    }
+    assert.equal(o.status, 'DEPLOYED', JSON.stringify(o.events));
     const since = (o.events ?? []).filter((e: any) => Date.parse(e.time) >= killedAt - 1000);
     assert.deepEqual(
       since.filter((e: any) => /^build(ing|t) /.test(e.message)),
       [],
       JSON.stringify(o.events),
     );
-    assert.equal(statSync(log).mtimeMs, logBefore, 'node-b built the agent again');
-    assert.equal(o.status, 'DEPLOYED');
+    assert.ok(logBefore !== undefined, 'node-b had not built the app before the kill');
+    assert.equal(statSync(logOf(b)).mtimeMs, logBefore, 'node-b built the agent again');
   });
 });

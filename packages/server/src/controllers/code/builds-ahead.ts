@@ -71,9 +71,13 @@ export class BuildsAhead {
   async start(): Promise<void> {
     this.unwatch = this.deps.store.watch((c) => {
       if (!CODE_KINDS.includes(c.object.kind)) return;
-      if (c.type === 'DELETED') this.wanted.delete(objectId(c.object));
-      else this.want(c.object);
-      this.next();
+      try {
+        if (c.type === 'DELETED') this.wanted.delete(objectId(c.object));
+        else this.want(c.object);
+        this.next();
+      } catch (err) {
+        this.deps.logger?.warn({ err, name: c.object.name }, 'could not look at an object to build ahead');
+      }
     });
     for (const kind of CODE_KINDS)
       for (const o of await this.deps.store.list({ workspace: EVERY_WORKSPACE, kind })) this.want(o);
