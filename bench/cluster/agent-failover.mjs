@@ -9,7 +9,7 @@ const RUNNER = new URL('../../packages/server/test/cluster/agent-failover-bench-
 
 export async function benchClusterAgentFailover() {
   const r = await runTsReport(RUNNER);
-  header('cluster: an agent after kill -9 of the leader, through the other server');
+  header(`cluster: the ${r.template} agent after kill -9 of the leader, through the other server`);
   for (const [i, x] of r.runs.entries())
     row(`run ${i + 1}: answers again after (load ${x.load})`, x.answeredMs, undefined, 'ms', '<= 5000 ms');
   return r;

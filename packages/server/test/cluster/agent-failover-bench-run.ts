@@ -3,11 +3,14 @@
 // PostgreSQL, the stdlib-only agent template deployed through the leader; once the follower holds the agent's code (and
 // reports its build ahead, where it does), the leader is killed and the agent is called through the follower every
 // 100 ms until it answers 200. Each run on a fresh cluster, so no run finds an app built by an earlier one.
+// AGENT_FAILOVER_TEMPLATE=agent-typescript: the TypeScript template (npm ci and tsc, from each server's dependency
+// cache seeded as a build with network would have filled it) instead of the stdlib-only Python one.
 import { randomBytes } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CodeStore } from '../../src/builds/code-store.js';
+import { seedNodeCache } from '../../src/test-support/dependency-cache.js';
 import { startPostgres } from '../../src/test-support/postgres.js';
 import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
 import { berth } from '../berth-cli.js';
@@ -15,7 +18,7 @@ import { serve, stopped } from '../serve-process.js';
 
 const RUNS = Number(process.env.AGENT_FAILOVER_RUNS ?? 3);
 const REPO = join(import.meta.dirname, '../../../..');
-const AGENT = 'agent-python';
+const AGENT = process.env.AGENT_FAILOVER_TEMPLATE ?? 'agent-python';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const pg = await startPostgres();
@@ -30,6 +33,7 @@ try {
       BERTH_NODE_LEASE_S: '2',
     };
     const dirs = ['a', 'b'].map((id) => mkdtempSync(join(tmpdir(), `berth-agent-failover-${id}-`)));
+    if (AGENT !== 'agent-python') for (const d of dirs) seedNodeCache(d, 'default', join(work, AGENT), REPO);
     const a = await serve(dirs[0], { ...env, BERTH_NODE_ID: 'node-a' });
     const key = readFileSync(join(dirs[0], 'admin.key'), 'utf8').trim();
     const b = await serve(dirs[1], { ...env, BERTH_NODE_ID: 'node-b' });
@@ -79,7 +83,7 @@ try {
       }
     }
   }
-  console.log(JSON.stringify({ runs }));
+  console.log(JSON.stringify({ template: AGENT, runs }));
 } finally {
   rmSync(work, { recursive: true, force: true });
   await pg.stop();
