@@ -97,5 +97,27 @@ describe('requests sent on to the holder wait out a failover', () => {
     const r = await post(f.url, 'fourth');
     assert.equal(r.status, 503);
     assert.equal(f.asked(), 1);
+    const g = await front([{ peer: refusing }, { peer }], false);
+    const refused = await post(g.url, 'fifth');
+    assert.equal(refused.status, 502);
+    assert.equal(g.asked(), 1);
+  });
+
+  it('settles every request it sends on: a refused one not waited for is answered, and settled', async () => {
+    let settled = 0;
+    const holder: Holder = {
+      decide: () => ({ peer: refusing }),
+      decideSandbox: () => ({ here: true }),
+      self: 'front',
+    };
+    const f = await listen(async (req, res) => {
+      await sendToHolder(req, res, holder, () => holder.decide(), false);
+      settled++;
+    });
+    servers.push(f.server);
+    const r = await post(f.url, 'sixth');
+    assert.equal(r.status, 502);
+    for (let i = 0; i < 50 && settled === 0; i++) await new Promise((x) => setTimeout(x, 10));
+    assert.equal(settled, 1);
   });
 });

@@ -57,9 +57,10 @@ const DROPPED = new Set([...HOP_BY_HOP, 'expect']);
 export const forwardedAlready = (req: IncomingMessage) => req.headers[FORWARDED_BY] !== undefined;
 
 /**
- * Forwards `req` to `peer`. `notSent`, if given, is told instead of the client's 502 when the peer failed before any
- * byte of the request was written to it (its connection refused: a server that just died); the request, body unread,
- * may then be sent elsewhere.
+ * Forwards `req` to `peer`. `sending` is told once the relay has the request in hand (it is being written to the peer,
+ * or the relay answered the client itself). `notSent`, if given, is told instead of the client's 502 when the peer
+ * failed before any byte of the request was written to it (its connection refused: a server that just died); the
+ * request, body unread, may then be sent elsewhere.
  */
 export function forwardToPeer(
   req: IncomingMessage,
@@ -151,8 +152,10 @@ class PeerRelay implements Dispatcher.DispatchHandler {
 
   onError(err: Error) {
     this.res.removeListener('close', this.onClientClose);
-    if (this.res.destroyed || this.gone) return this.on.sending?.();
-    if (!this.abort && this.on.notSent) return this.on.notSent(err);
+    if (!this.abort && this.on.notSent && !this.res.destroyed && !this.gone) return this.on.notSent(err);
+    // This relay answers (or the client is gone): the request is settled here.
+    this.on.sending?.();
+    if (this.res.destroyed || this.gone) return;
     if (this.res.headersSent) return void this.res.destroy();
     sendProblem(
       this.res,
