@@ -8,6 +8,7 @@ import { cpSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { newTenant } from '../../src/test-support/tenants.js';
 import { berth } from '../berth-cli.js';
 import { type Proc, sleep, useCluster } from './cluster-support.js';
 
@@ -64,9 +65,12 @@ describe('followers build ahead; a failover is waited out, not refused', () => {
     // node-c may not lead: it stays a follower, whose calls must wait for node-b.
     assert.equal((await api(c, '/nodes/node-c/drain', { method: 'POST' })).status, 200);
     assert.equal((await cluster.run(c, `agents/${AGENT}`, { inputs: 'before' })).status, 200);
+    const other = await newTenant(cluster.server(b), 'tenant-ahead');
     logBefore = existsSync(logOf(b)) ? statSync(logOf(b)).mtimeMs : undefined;
     await cluster.kill('node-a');
     killedAt = Date.now();
+    // Another tenant's call, held the same way, is refused by the new leader.
+    const theirsCall = cluster.run(c, `agents/${AGENT}`, { inputs: 'theirs' }, other.key);
     // Calls through the follower in the failover window, every 200 ms for 3 s, each awaited on its own.
     const calls: Promise<{ status: number; body: string; at: number }>[] = [];
     for (let i = 0; i < 15; i++) {
@@ -78,6 +82,7 @@ describe('followers build ahead; a failover is waited out, not refused', () => {
       await sleep(200);
     }
     const answers = await Promise.all(calls);
+    const theirs = await theirsCall;
     const first = Math.min(...answers.map((a) => a.at));
     process.stdout.write(
       `# kill -9 of the leader: first held call answered after ${first} ms (load ${loadavg()[0].toFixed(1)})\n`,
@@ -86,6 +91,7 @@ describe('followers build ahead; a failover is waited out, not refused', () => {
       assert.equal(a.status, 200, `call ${i}: ${a.status} ${a.body}`);
       assert.equal(JSON.parse(a.body).output, `HELD ${i}`);
     }
+    assert.ok([403, 404].includes(theirs.status), `another tenant's call: ${theirs.status}`);
     assert.equal((await cluster.nodes(b)).find((n) => n.id === 'node-b')?.leads.join(), 'controllers');
   });
 
