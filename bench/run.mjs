@@ -4,6 +4,7 @@ import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
+import { benchClusterAgentFailover } from './cluster/agent-failover.mjs';
 import { benchClusterLeaderFence } from './cluster/leader-fence.mjs';
 import { benchClusterPlacement } from './cluster/placement.mjs';
 import { benchClusterScale } from './cluster/scale.mjs';
@@ -44,6 +45,7 @@ const all = {
   fuzz: benchFuzz,
   'standby-cycles': benchStandbyCycles,
   'sandbox-snapshots': benchSnapshots,
+  'cluster-agent-failover': benchClusterAgentFailover,
   'cluster-placement': benchClusterPlacement,
   'cluster-scale': benchClusterScale,
   'cluster-leader-fence': benchClusterLeaderFence,

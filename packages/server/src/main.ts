@@ -3,6 +3,7 @@
 // main/shutdown.ts's.
 import type { Config } from './config.js';
 import type { Late, StartOptions } from './main/context.js';
+import { startBuildsAhead } from './main/builds-ahead.js';
 import { startAllControllers } from './main/controllers.js';
 import { startDataPlane } from './main/gateway.js';
 import { createHttp, registerRoutes } from './main/http.js';
@@ -35,10 +36,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const http = await createHttp(config, core);
   const workloads = startWorkloads(config, { ...core, ...runtime });
   const parts = { ...core, ...runtime, ...http, ...workloads };
-  const { clusterHolder, codeCopies } = await registerRoutes(config, late, parts);
+  const { clusterHolder, codeCopies, metrics } = await registerRoutes(config, late, parts);
   const gateway = await startDataPlane(config, late, clusterHolder, parts);
   await collectLeftovers(config, parts);
   const controllers = await startAllControllers(config, opts, late, gateway, parts);
+  const buildsAhead = await startBuildsAhead(config, metrics, { ...parts, ...controllers });
   const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
   return {
     url: `http://${config.host}:${late.actualPort}`,
@@ -47,7 +49,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     store: core.store,
     routes: http.routes,
     async close() {
-      await closeServer(late, gateway, { ...parts, ...controllers, codeCopies });
+      await closeServer(late, gateway, { ...parts, ...controllers, codeCopies, buildsAhead });
     },
   };
 }

@@ -28,6 +28,8 @@ export interface InstanceHolder {
    * `''` (not placed yet) must be placed. False until the list was read once.
    */
   mustLeave(node: string): boolean;
+  /** Resolves after the next read of the node list (a request waiting out a failover decides again then). */
+  changed(): Promise<void>;
   close(): void;
 }
 
@@ -53,6 +55,7 @@ export async function instanceHolder(o: {
     }
     return u;
   };
+  let readers: (() => void)[] = [];
   const refresh = async () => {
     try {
       const list = await o.nodes.list();
@@ -63,6 +66,9 @@ export async function instanceHolder(o: {
     } catch (err) {
       o.warn(err, 'could not read the nodes of the cluster');
     }
+    const told = readers;
+    readers = [];
+    for (const r of told) r();
   };
   await refresh();
   let running = false;
@@ -104,6 +110,7 @@ export async function instanceHolder(o: {
       const n = byId.get(node);
       return !n?.leased || n.drained;
     },
+    changed: () => new Promise<void>((r) => readers.push(r)),
     close: () => clearInterval(timer),
   };
 }

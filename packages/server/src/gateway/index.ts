@@ -12,7 +12,7 @@ import { ApiError } from '../errors.js';
 import { rejectUpgrade, sendProblem } from '../http/problem.js';
 import {
   forwardedAlready,
-  forwardToPeer,
+  sendToHolder,
   forwardUpgradeToPeer,
   type Holder,
   type HolderDecision,
@@ -199,10 +199,14 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
   const onRequest: RequestListener = (req, res) => {
     const a = parseAddress(req, parseCtx);
     if (a && serves(a)) {
-      const w = where(req, a);
-      if ('peer' in w) return forwardToPeer(req, res, w.peer, deps.holder?.self ?? '');
-      if ('unavailable' in w) return sendProblem(res, new ApiError('UNAVAILABLE', w.unavailable), req.url);
-      return void pipeline.serve(req, res, a);
+      const h = deps.holder;
+      if (!h || 'here' in where(req, a)) return void pipeline.serve(req, res, a);
+      // Sent on; what the leader holds (not a sandbox) waits out a failover (peer-forward.ts).
+      const wait = !sandboxOfAddress(a, labels);
+      return void sendToHolder(req, res, h, () => where(req, a), wait).then((w) => {
+        if (w === 'here') void pipeline.serve(req, res, a);
+        else if (w instanceof ApiError) sendProblem(res, w, req.url);
+      });
     }
     api.call(server, req, res);
   };

@@ -53,7 +53,13 @@ async function app(at: string, hold?: Promise<void>): Promise<{ close(): void }>
 }
 
 async function setup(
-  opts: { addressOf?: (id: string) => string; standbyAfterS?: number; isPublic?: boolean } = {},
+  opts: {
+    addressOf?: (id: string) => string;
+    standbyAfterS?: number;
+    isPublic?: boolean;
+    /** Not deployed on this server yet (a server that just took the lead), its object DEPLOYED with `revision`. */
+    notYet?: { revision?: string };
+  } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-wlgw-'));
   const logger = pino({ level: 'silent' });
@@ -68,10 +74,20 @@ async function setup(
   );
   const driver = new DaemonDriver({ address: opts.addressOf ?? (() => address(1)) });
   const replicas = new ReplicaSet({ instances: new Instances({ driver }) });
-  await replicas.deploy(
-    { workspace: 'default', kind: 'Agent', name: 'bot', public: opts.isPublic === true },
-    RUN,
-  );
+  const deploy = () =>
+    replicas.deploy(
+      { workspace: 'default', kind: 'Agent', name: 'bot', public: opts.isPublic === true },
+      RUN,
+    );
+  if (opts.notYet)
+    await store.write([
+      {
+        op: 'update',
+        key: { kind: 'Agent', workspace: 'default', parent: '', name: 'bot' },
+        mutate: (cur) => ({ ...cur.body, status: 'DEPLOYED', activeRevision: opts.notYet?.revision }),
+      },
+    ]);
+  else await deploy();
   const server = createServer((_req, res) => res.writeHead(404).end());
   const gateway = await startGateway({
     server,
@@ -87,6 +103,7 @@ async function setup(
   return {
     driver,
     replicas,
+    deploy,
     w: () => replicas.get('default', 'Agent', 'bot') as Workload,
     call: (path: string, key: string | null | undefined = adminKey) =>
       fetch(`${base}${path}`, { headers: key ? { authorization: `Bearer ${key}` } : {} }),
@@ -134,6 +151,38 @@ describe('the workload gateway', () => {
         [200, 200, 200],
       );
       assert.equal(env.driver.creations - before, 1);
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+
+  it('holds a call to a deployed agent whose replicas are not back yet (a new leader), and answers it once they are', async () => {
+    const s = await app(address(1));
+    const env = await setup({ notYet: { revision: 'r1' } });
+    try {
+      const call = env.call('/back');
+      // Refused at once, without waiting: a caller without a credential.
+      assert.equal((await env.call('/back', null)).status, 401);
+      await new Promise((r) => setTimeout(r, 300));
+      await env.deploy();
+      const r = await call;
+      assert.equal(r.status, 200);
+      assert.deepEqual(await r.json(), { path: '/back' });
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+
+  it('answers 503 at once for an agent never deployed: a deploy that follows does not answer it', async () => {
+    const s = await app(address(1));
+    const env = await setup({ notYet: {} });
+    try {
+      const call = env.call('/x');
+      await new Promise((r) => setTimeout(r, 300));
+      await env.deploy();
+      assert.equal((await call).status, 503);
     } finally {
       await env.close();
       s.close();

@@ -19,6 +19,8 @@ import {
 } from '../controllers/workload/replicas.js';
 import { TARGET_CONCURRENCY } from '../controllers/workload/scaler.js';
 import { ApiError } from '../errors.js';
+import { HOLDER_WAIT_MS, MAX_HOLDER_WAITING } from '../http/peer-forward.js';
+import { isGone } from '../kinds/status.js';
 import { ownPathRoute } from '../kinds/trigger-path.js';
 import type { Store } from '../store/store.js';
 import type { Activator } from './activator.js';
@@ -70,6 +72,9 @@ const REPLICA_DOWN_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH
 /** Errors before any byte of a request was written after which it is sent to another replica. */
 const RETRY_CODES = new Set([...REPLICA_DOWN_CODES, 'ECONNRESET']);
 
+/** How often a request waiting for a workload's replicas to come back looks (a map lookup). */
+const COMING_BACK_POLL_MS = 100;
+
 /** Longest an asynchronous invocation runs when its trigger sets no timeout (the service's 15 minutes). */
 export const ASYNC_DEFAULT_TIMEOUT_S = 900;
 /** Largest request body an asynchronous invocation takes (it is held until a replica takes it). */
@@ -87,6 +92,8 @@ export class WorkloadGateway {
   private readonly deadlines: RequestDeadlines;
   private readonly targetsOf = new Map<Replica, Target>();
   private readonly now: () => number;
+  /** Requests waiting for a workload's replicas to come back (comingBack). */
+  private comingBackWaiting = 0;
 
   constructor(private readonly deps: WorkloadGatewayDeps) {
     this.now = deps.now ?? Date.now;
@@ -130,6 +137,29 @@ export class WorkloadGateway {
     return t;
   }
 
+  /**
+   * Whether a workload with no replica set entry got one within HOLDER_WAIT_MS: only one that was deployed (it has an
+   * active revision) and still runs (enabled, not failed, not deleted), whose replicas a new leader's deploy starts
+   * again after a failover (or a server's after its restart) — a first deploy still building is answered 503 at once.
+   */
+  private async comingBack(req: IncomingMessage, a: Pick<WorkloadAddress, 'kind' | 'workspace' | 'name'>) {
+    const o = await this.deps.store.get({ kind: a.kind, workspace: a.workspace, parent: '', name: a.name });
+    if (!o?.body.activeRevision || isGone(o) || o.body.spec?.enabled === false || o.body.status === 'FAILED')
+      return false;
+    if (this.comingBackWaiting >= MAX_HOLDER_WAITING) return false;
+    this.comingBackWaiting++;
+    try {
+      const deadline = this.now() + HOLDER_WAIT_MS;
+      while (!this.deps.replicas.get(a.workspace, a.kind, a.name)) {
+        if (this.now() >= deadline || req.socket.destroyed) return false;
+        await new Promise((r) => setTimeout(r, COMING_BACK_POLL_MS));
+      }
+      return true;
+    } finally {
+      this.comingBackWaiting--;
+    }
+  }
+
   /** Why a workload with no replica set entry does not serve: 404, or 503 naming its status. */
   private async notServing(a: Pick<WorkloadAddress, 'kind' | 'workspace' | 'name'>): Promise<ApiError> {
     const o = await this.deps.store.get({ kind: a.kind, workspace: a.workspace, parent: '', name: a.name });
@@ -167,7 +197,12 @@ export class WorkloadGateway {
     // A trigger path's own authenticationType wins over spec.public there (kinds/trigger-path.ts).
     if (!(tp?.public ?? w?.public))
       await authorize(this.deps.authenticator, req.headers, a.workspace, a.unnamed);
-    if (!w) throw await this.notServing(a);
+    if (!w) {
+      // Deployed, but no replica here yet: this server just took the lead (or started) and its deploy is starting
+      // one. The request waits for it, then is admitted anew (its workload's routes now known).
+      if (await this.comingBack(req, a)) return this.admit(req, addr);
+      throw await this.notServing(a);
+    }
     if (a.kind === 'Agent' && this.deps.executions && (tp?.async || isAsync(a.rest))) {
       const triggerId = tp?.async ? tp.trigger : undefined;
       const to = a;

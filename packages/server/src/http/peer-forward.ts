@@ -26,7 +26,18 @@ export interface Holder {
   /** Where a sandbox's requests are served: on the node it is placed on (docs/decisions/059-cluster-placement.md). */
   decideSandbox(workspace: string, name: string): HolderDecision;
   self: string;
+  /** Resolves after the next read of the cluster's node list, when a decision may have changed. */
+  changed?(): Promise<void>;
 }
+
+/**
+ * How long a request about what the controllers' leader holds waits for a holder while none answers (the leader
+ * died and the next one has not taken over yet, about a second), and how many such requests wait at once on a
+ * server; past either, it gets the 503 (or 502) it got at once before (docs/decisions/067-builds-ahead.md).
+ */
+export const HOLDER_WAIT_MS = 10_000;
+export const MAX_HOLDER_WAITING = 512;
+let holderWaiting = 0;
 
 /** Keep-alive connections to each peer, made on first use (undici: a tenth of a millisecond less per hop). */
 const peers = new Map<string, Pool>();
@@ -45,7 +56,19 @@ const DROPPED = new Set([...HOP_BY_HOP, 'expect']);
 /** Sent on already (by a peer that judged it is not the holder): never again, or two servers could loop it. */
 export const forwardedAlready = (req: IncomingMessage) => req.headers[FORWARDED_BY] !== undefined;
 
-export function forwardToPeer(req: IncomingMessage, res: ServerResponse, peer: URL, self: string): void {
+/**
+ * Forwards `req` to `peer`. `sending` is told once the relay has the request in hand (it is being written to the peer,
+ * or the relay answered the client itself). `notSent`, if given, is told instead of the client's 502 when the peer
+ * failed before any byte of the request was written to it (its connection refused: a server that just died); the
+ * request, body unread, may then be sent elsewhere.
+ */
+export function forwardToPeer(
+  req: IncomingMessage,
+  res: ServerResponse,
+  peer: URL,
+  self: string,
+  on: { sending?: () => void; notSent?: (err: Error) => void } = {},
+): void {
   const headers: Record<string, string | string[]> = {};
   for (const name in req.headers) {
     const v = req.headers[name];
@@ -57,7 +80,7 @@ export function forwardToPeer(req: IncomingMessage, res: ServerResponse, peer: U
     headers['x-forwarded-for'] = req.headers['x-forwarded-for']
       ? `${req.headers['x-forwarded-for']}, ${addr}`
       : addr;
-  const relay = new PeerRelay(res, peer, req.url);
+  const relay = new PeerRelay(res, peer, req.url, on);
   res.once('close', relay.onClientClose);
   poolOf(peer).dispatch(
     {
@@ -80,6 +103,7 @@ class PeerRelay implements Dispatcher.DispatchHandler {
     private readonly res: ServerResponse,
     private readonly peer: URL,
     private readonly url: string | undefined,
+    private readonly on: { sending?: () => void; notSent?: (err: Error) => void },
   ) {}
 
   readonly onClientClose = () => {
@@ -88,9 +112,13 @@ class PeerRelay implements Dispatcher.DispatchHandler {
     this.abort?.(new Error('the client closed the connection'));
   };
 
+  // undici hands `abort` over just before it writes the request: until then, no byte of it left.
   onConnect(abort: (err?: Error) => void) {
     if (this.gone) abort(new Error('the client closed the connection'));
-    else this.abort = abort;
+    else {
+      this.abort = abort;
+      this.on.sending?.();
+    }
   }
 
   onHeaders(statusCode: number, raw: Buffer[], resume: () => void, statusText: string) {
@@ -124,6 +152,9 @@ class PeerRelay implements Dispatcher.DispatchHandler {
 
   onError(err: Error) {
     this.res.removeListener('close', this.onClientClose);
+    if (!this.abort && this.on.notSent && !this.res.destroyed && !this.gone) return this.on.notSent(err);
+    // This relay answers (or the client is gone): the request is settled here.
+    this.on.sending?.();
     if (this.res.destroyed || this.gone) return;
     if (this.res.headersSent) return void this.res.destroy();
     sendProblem(
@@ -176,6 +207,61 @@ export function forwardUpgradeToPeer(
 }
 
 /**
+ * Sends `req` where `decide` says, and says what became of it: `here` (this server serves it), `sent` (on its way to
+ * a peer, whose answer is relayed), or the error to answer. With `wait`, while no server holds what it is about, or
+ * the holder refused the connection before any byte of the request left (it just died), the request waits and is
+ * decided again at each read of the node list, up to HOLDER_WAIT_MS: a failover is waited out, not answered 503. A
+ * request of which a byte reached a peer is never sent again (it may not be idempotent).
+ */
+export async function sendToHolder(
+  req: IncomingMessage,
+  res: ServerResponse,
+  holder: Holder,
+  decide: () => HolderDecision,
+  wait: boolean,
+): Promise<'here' | 'sent' | ApiError> {
+  const deadline = performance.now() + HOLDER_WAIT_MS;
+  let counted = false;
+  try {
+    for (;;) {
+      const w = decide();
+      if ('here' in w) return 'here';
+      let why: ApiError;
+      if ('peer' in w) {
+        const refused = await new Promise<Error | undefined>((settle) =>
+          forwardToPeer(req, res, w.peer, holder.self, {
+            sending: () => settle(undefined),
+            notSent: wait ? settle : undefined,
+          }),
+        );
+        if (!refused) return 'sent';
+        why = new ApiError(
+          'BAD_GATEWAY',
+          `the server holding this address (${w.peer.host}) could not be reached: ${refused.message}`,
+        );
+      } else why = new ApiError('UNAVAILABLE', w.unavailable);
+      const left = deadline - performance.now();
+      if (!wait || !holder.changed || left <= 0 || res.destroyed) return why;
+      if (!counted) {
+        if (holderWaiting >= MAX_HOLDER_WAITING) return why;
+        holderWaiting++;
+        counted = true;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        holder.changed(),
+        new Promise((r) => {
+          timer = setTimeout(r, left);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+  } finally {
+    if (counted) holderWaiting--;
+  }
+}
+
+/**
  * A Fastify onRequest hook for API routes whose state lies on the holder's machine: on another server, the request
  * is sent there before its body is read. `only`: the requests of the routes it is added to that it sends (default
  * every one). `sandboxOf`: the sandbox a request concerns, whose node holds it (else the controllers' leader does).
@@ -190,10 +276,17 @@ export function forwardHeldRoutes(
   return async (req: FastifyRequest, reply: FastifyReply) => {
     if (forwardedAlready(req.raw) || (only && !only(req))) return;
     const sandbox = sandboxOf?.(req);
-    const w = sandbox ? holder.decideSandbox(sandbox.workspace, sandbox.name) : holder.decide();
-    if ('here' in w) return;
-    if ('unavailable' in w) throw new ApiError('UNAVAILABLE', w.unavailable);
+    // What the leader holds waits out a failover; a sandbox's node that is not answering stays so until its lease
+    // lapses (seconds): answered at once.
+    const w = await sendToHolder(
+      req.raw,
+      reply.raw,
+      holder,
+      sandbox ? () => holder.decideSandbox(sandbox.workspace, sandbox.name) : () => holder.decide(),
+      !sandbox,
+    );
+    if (w === 'here') return;
+    if (w instanceof ApiError) throw w;
     reply.hijack();
-    forwardToPeer(req.raw, reply.raw, w.peer, holder.self);
   };
 }

@@ -107,6 +107,7 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         decide: () => late.holder?.decide() ?? { here: true },
         decideSandbox: (ws, name) => late.holder?.decideNode(placements?.nodeOf(ws, name)) ?? { here: true },
         self: selfId,
+        changed: () => late.holder?.changed() ?? new Promise((r) => setTimeout(r, 500)),
       }
     : undefined;
   const sentToHolder = forwardHeldRoutes(clusterHolder, undefined, heldSandboxOf);
@@ -223,5 +224,5 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     upstreamTimeoutMs: config.modelTimeoutMs,
     outputEstimate: config.modelOutputEstimate,
   });
-  return { clusterHolder, codeCopies };
+  return { clusterHolder, codeCopies, metrics };
 }

@@ -1,6 +1,7 @@
 // The server's stop, in this order: what acts (the holder, schedules, fault watch, controllers, the lead, the node
 // record) first, then the gateway, builds, the HTTP server, the runtime, tokens, the outbound client and the store.
 import type { CodeCopies } from '../builds/code-copies.js';
+import type { BuildsAhead } from '../controllers/code/builds-ahead.js';
 import type { Late } from './context.js';
 import type { Controllers } from './controllers.js';
 import type { Gateway } from './gateway.js';
@@ -12,16 +13,21 @@ import type { Workloads } from './workloads.js';
 export async function closeServer(
   late: Late,
   gateway: Gateway,
-  parts: Core & Runtime & Http & Workloads & Controllers & { codeCopies?: CodeCopies },
+  parts: Core &
+    Runtime &
+    Http &
+    Workloads &
+    Controllers & { codeCopies?: CodeCopies; buildsAhead?: BuildsAhead },
 ) {
   const { logger, outbound, store, quotas, placements, tokens } = parts;
   const { driver } = parts;
   const { app } = parts;
-  const { builds, codeCopies } = parts;
+  const { builds, codeCopies, buildsAhead } = parts;
   const { leadership, sandboxControllers, faults, schedules } = parts;
   // Sandboxes keep running: a restarted server adopts them as they are.
   late.holder?.close();
   codeCopies?.close();
+  await buildsAhead?.close();
   await schedules.stop();
   await faults.stop();
   await sandboxControllers.stop();
