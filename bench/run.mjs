@@ -3,6 +3,7 @@
 import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
+import { benchAgentsColdBuild } from './agents/cold-build.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchClusterPlacement } from './cluster/placement.mjs';
 import { benchClusterScale } from './cluster/scale.mjs';
@@ -35,6 +36,7 @@ const all = {
   'sandbox-volumes': benchVolumes,
   agents: benchAgents,
   'agents-cold': benchAgentsCold,
+  'agents-cold-build': benchAgentsColdBuild,
   'agents-build': benchAgentsBuild,
   'sandbox-images': benchImages,
   'image-build': benchImageBuild,
