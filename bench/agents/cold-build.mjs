@@ -119,7 +119,12 @@ export async function benchAgentsColdBuild() {
     const building = async () => {
       if ((await ids('bld-')).length === 0) throw new Error('the build ended before the samples did');
     };
+    /** CPU seconds the build's sandbox used so far (its cgroup's): it ran beside the samples, not only existed. */
+    const buildCpu = async () =>
+      (await ids('bld-')).reduce((t, i) => t + (driver.cgroup(i.id)?.stats().cpuSeconds ?? 0), 0);
     const loadBefore = loadavg()[0];
+    const cpuBefore = await buildCpu();
+    const wallBefore = performance.now();
     const loaded = await colds(STARTS, building);
     const hostLoaded = [];
     for (let i = 0; i < STARTS; i++) {
@@ -127,6 +132,8 @@ export async function benchAgentsColdBuild() {
       hostLoaded.push(await hostStart());
     }
     await building();
+    const buildShare = (await buildCpu()) - cpuBefore;
+    const wall = (performance.now() - wallBefore) / 1000;
     const loadAfter = loadavg()[0];
 
     header(
@@ -170,6 +177,9 @@ export async function benchAgentsColdBuild() {
       percentile(hostLoaded, 50),
       percentile(hostQuiet, 50),
       'ms',
+    );
+    console.log(
+      `the build used ${buildShare.toFixed(1)} CPU s in the ${wall.toFixed(1)} s of samples beside it`,
     );
     if (process.env.BENCH_COLD_RAW)
       console.log(
