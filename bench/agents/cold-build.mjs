@@ -4,17 +4,56 @@
 // sampled start. The build is CPU- and disk-heavy the way `npm ci` + `tsc` are (a worker per core hashing, writing
 // and syncing small files), so it runs as long as the bench needs, not as long as a registry takes; the bench deletes
 // its agent at the end, which calls the build off. Beside each: the app's own start on the host (cold.mjs
-// hostStart), quiet and beside the same build, so Berth's part is told apart from Node's.
+// hostStart), quiet and beside the same build, so Berth's part is told apart from the app's. BENCH_COLD_APP=mcp
+// cold-starts the MCP template itself instead (its start imports the MCP SDK and zod).
 // Targets (issue): a cold start <= 150 ms p50 quiet, <= 1 s beside a build.
-import { readdirSync, readFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { header, row } from '../lib/report.mjs';
 import { percentile, startSandboxBerth, timed } from '../sandboxes/lib.mjs';
+import { filesOf } from './build.mjs';
 import { ECHO, hostStart } from './cold.mjs';
 import { deployZip, zipOf } from './deploy.mjs';
 
 const STARTS = Number(process.env.BENCH_COLD_STARTS ?? 15);
+const MCP_TEMPLATE = new URL('../../templates/mcp-typescript', import.meta.url).pathname;
+
+/**
+ * The app cold-started: the echo agent, or with BENCH_COLD_APP=mcp the MCP template itself, asked for its /health.
+ * The template is built on the host (npm ci, tsc, then its dev dependencies pruned) and uploaded with its
+ * node_modules and dist, so its Berth build installs nothing: a build sandbox may not reach the npm registry where
+ * the host does. The same built copy is what the host starts for the app's own start.
+ */
+function appUnderTest(work) {
+  if (process.env.BENCH_COLD_APP !== 'mcp')
+    return {
+      name: 'echo agent',
+      plural: 'agents',
+      object: 'echo',
+      files: { 'index.js': ECHO, 'package.json': '{"name":"echo","main":"index.js"}' },
+      path: '/run/default/agents/echo',
+      host: {},
+    };
+  const dir = join(work, 'mcp');
+  cpSync(MCP_TEMPLATE, dir, { recursive: true });
+  const quiet = { cwd: dir, stdio: 'ignore' };
+  execFileSync('npm', ['ci', '--no-audit', '--no-fund'], quiet);
+  execFileSync('npx', ['tsc'], quiet);
+  execFileSync('npm', ['prune', '--omit=dev', '--no-audit', '--no-fund'], quiet);
+  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  pkg.scripts = { start: pkg.scripts.start };
+  writeFileSync(join(dir, 'package.json'), JSON.stringify(pkg));
+  return {
+    name: 'MCP template',
+    plural: 'functions',
+    object: 'mcp',
+    files: filesOf(dir),
+    path: '/run/default/functions/mcp/health',
+    host: { args: ['dist/index.js'], cwd: dir },
+  };
+}
 /** The MCP template's memory (templates/mcp-typescript/berth.toml): what a new user's MCP server runs with. */
 const MEMORY_MB = 512;
 
@@ -56,15 +95,18 @@ export async function benchAgentsColdBuild() {
   const driver = await createLinuxDriver({ dataDir: berth.dataDir, netPoolSize: 0 });
   const ids = async (prefix) => (await driver.list()).filter((i) => i.id.startsWith(prefix));
   const auth = { authorization: `Bearer ${berth.key}` };
+  const work = mkdtempSync(join(tmpdir(), 'berth-bench-cold-build-'));
+  let app;
   try {
-    await deployZip(berth, 'agents', 'echo', {
+    app = appUnderTest(work);
+    await deployZip(berth, app.plural, app.object, {
       spec: { public: true, runtime: { memory: MEMORY_MB, maxScale: 1, minScale: 0 } },
-      files: { 'index.js': ECHO, 'package.json': '{"name":"echo","main":"index.js"}' },
+      files: app.files,
     });
     const get = async () => {
-      const res = await berth.pool.request({ method: 'GET', path: '/run/default/agents/echo' });
+      const res = await berth.pool.request({ method: 'GET', path: app.path });
       const text = await res.body.text();
-      if (text !== 'ok') throw new Error(`${res.statusCode} ${text}`);
+      if (res.statusCode !== 200) throw new Error(`${res.statusCode} ${text}`);
     };
     /** `n` cold starts (each after the idle replica was removed), each checked by `during` before and after. */
     const colds = async (n, during = async () => undefined) => {
@@ -81,7 +123,7 @@ export async function benchAgentsColdBuild() {
     };
     const hostStarts = async (n) => {
       const out = [];
-      for (let i = 0; i < n; i++) out.push(await hostStart());
+      for (let i = 0; i < n; i++) out.push(await hostStart(app.host));
       return out;
     };
 
@@ -129,7 +171,7 @@ export async function benchAgentsColdBuild() {
     const hostLoaded = [];
     for (let i = 0; i < STARTS; i++) {
       await building();
-      hostLoaded.push(await hostStart());
+      hostLoaded.push(await hostStart(app.host));
     }
     await building();
     const buildShare = (await buildCpu()) - cpuBefore;
@@ -137,7 +179,7 @@ export async function benchAgentsColdBuild() {
     const loadAfter = loadavg()[0];
 
     header(
-      `agents: cold start beside a build (echo agent, ${MEMORY_MB} MB, ${STARTS} starts each; load ${loadQuiet.toFixed(2)} quiet, ${loadBefore.toFixed(2)}→${loadAfter.toFixed(2)} with the build)`,
+      `agents: cold start beside a build (${app.name}, ${MEMORY_MB} MB, ${STARTS} starts each; load ${loadQuiet.toFixed(2)} quiet, ${loadBefore.toFixed(2)}→${loadAfter.toFixed(2)} with the build)`,
     );
     row(
       'cold, quiet, p50 (vs the app started on the host)',
@@ -188,14 +230,18 @@ export async function benchAgentsColdBuild() {
         ),
       );
   } finally {
-    for (const name of ['echo', 'builder'])
-      await fetch(`${berth.url}/v0/agents/${name}`, { method: 'DELETE', headers: auth }).catch(
+    for (const [plural, name] of [
+      [app?.plural ?? 'agents', app?.object ?? 'echo'],
+      ['agents', 'builder'],
+    ])
+      await fetch(`${berth.url}/v0/${plural}/${name}`, { method: 'DELETE', headers: auth }).catch(
         () => undefined,
       );
     for (let i = 0; i < 600 && (await driver.list()).some((s) => /^(wl|bld)-/.test(s.id)); i++)
       await new Promise((r) => setTimeout(r, 100));
     await driver.close();
     await berth.stop();
+    rmSync(work, { recursive: true, force: true });
   }
 }
 

@@ -12,10 +12,15 @@ const STARTS = Number(process.env.BENCH_COLD_STARTS ?? 15);
 export const ECHO =
   "require('http').createServer((q, s) => s.end('ok')).listen(process.env.PORT, process.env.HOST)";
 
-/** The echo app started on the host until its port accepts a connection: what the app's own start costs. */
-export async function hostStart(port = 20000 + Math.floor(Math.random() * 20000)) {
+/**
+ * An app (the echo app unless `args` and `cwd` say another) started on the host until its port accepts a connection:
+ * what the app's own start costs.
+ */
+export async function hostStart({ args = ['-e', ECHO], cwd = undefined } = {}) {
+  const port = 20000 + Math.floor(Math.random() * 20000);
   const t = performance.now();
-  const child = spawn(process.execPath, ['-e', ECHO], {
+  const child = spawn(process.execPath, args, {
+    cwd,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: 'ignore',
   });
