@@ -3,6 +3,7 @@
 import { benchAgents } from './agents/bench.mjs';
 import { benchAgentsBuild } from './agents/build.mjs';
 import { benchAgentsCold } from './agents/cold.mjs';
+import { benchAgentsColdBuild } from './agents/cold-build.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchClusterAgentFailover } from './cluster/agent-failover.mjs';
 import { benchClusterLeaderFence } from './cluster/leader-fence.mjs';
@@ -37,6 +38,7 @@ const all = {
   'sandbox-volumes': benchVolumes,
   agents: benchAgents,
   'agents-cold': benchAgentsCold,
+  'agents-cold-build': benchAgentsColdBuild,
   'agents-build': benchAgentsBuild,
   'sandbox-images': benchImages,
   'image-build': benchImageBuild,

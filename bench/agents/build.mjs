@@ -24,7 +24,7 @@ import { deployZip } from './deploy.mjs';
 
 const TEMPLATE = new URL('../../templates/agent-typescript', import.meta.url).pathname;
 
-function filesOf(dir) {
+export function filesOf(dir) {
   const out = {};
   const walk = (d) => {
     for (const e of readdirSync(d, { withFileTypes: true })) {

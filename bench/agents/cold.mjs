@@ -9,12 +9,18 @@ import { BENCH_MEMORY_MB, percentile, startSandboxBerth, timed } from '../sandbo
 import { deployZip } from './deploy.mjs';
 
 const STARTS = Number(process.env.BENCH_COLD_STARTS ?? 15);
-const ECHO = "require('http').createServer((q, s) => s.end('ok')).listen(process.env.PORT, process.env.HOST)";
+export const ECHO =
+  "require('http').createServer((q, s) => s.end('ok')).listen(process.env.PORT, process.env.HOST)";
 
-/** The echo app started on the host until its port accepts a connection: what the app's own start costs. */
-async function hostStart(port) {
+/**
+ * An app (the echo app unless `args` and `cwd` say another) started on the host until its port accepts a connection:
+ * what the app's own start costs.
+ */
+export async function hostStart({ args = ['-e', ECHO], cwd = undefined } = {}) {
+  const port = 20000 + Math.floor(Math.random() * 20000);
   const t = performance.now();
-  const child = spawn(process.execPath, ['-e', ECHO], {
+  const child = spawn(process.execPath, args, {
+    cwd,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: 'ignore',
   });
@@ -61,7 +67,7 @@ export async function benchAgentsCold() {
       warm.push(await timed(get));
     }
     const alone = [];
-    for (let i = 0; i < STARTS; i++) alone.push(await hostStart(20000 + Math.floor(Math.random() * 20000)));
+    for (let i = 0; i < STARTS; i++) alone.push(await hostStart());
     header(`agents: cold start of a new replica (echo agent, ${BENCH_MEMORY_MB} MB, ${STARTS} starts)`);
     row(
       'cold new replica, p50 (vs a warm request)',

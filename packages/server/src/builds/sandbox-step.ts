@@ -1,7 +1,7 @@
 // One step of a build run in a sandbox of its own (never on the host): the install step (dependency-cache.ts) and
 // the build step (builder.ts) both go through here. The sandbox is removed before this returns, whatever happened,
 // so nothing it started can still write into the directories it had mounted once the server reads them.
-import { defaultCpuShares, type InstanceOwner, type VolumeMount } from '../runtime/driver.js';
+import { BACKGROUND_CPU_SHARES, type InstanceOwner, type VolumeMount } from '../runtime/driver.js';
 import type { Instances } from '../runtime/instances.js';
 import type { ProcessJson } from '../sandbox-api/schema.js';
 import { APP_MOUNT, shq } from './build-script.js';
@@ -53,7 +53,9 @@ export async function runStep(deps: StepDeps, step: Step): Promise<ProcessJson> 
       spec: {
         memoryMb: BUILD_MEMORY_MB,
         pidsMax: 1024,
-        cpuShares: defaultCpuShares(BUILD_MEMORY_MB),
+        // A build is background work a user waits minutes for; a replica starting beside it is a request someone
+        // waits on now (decision 070).
+        cpuShares: BACKGROUND_CPU_SHARES,
         diskMb: BUILD_MEMORY_MB,
         envs: { HOME: '/home/user' },
         image: step.image,

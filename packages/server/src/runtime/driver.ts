@@ -97,6 +97,13 @@ export const SCRATCH_IMAGE = 'scratch';
 /** Node needs about 7 tasks and hangs (does not fail) below its need, so never go under this. */
 export const MIN_PIDS = 64;
 
+/**
+ * The lowest CPU weight the kernel takes (cgroup v1 cpu.shares 2; cgroup2 cpu.weight 1): work nobody waits on now
+ * (a build, a warm sandbox waiting in its pool) runs on what serving sandboxes leave and never delays their start or
+ * their requests. Idle cores are still used in full: a weight divides only contended CPU.
+ */
+export const BACKGROUND_CPU_SHARES = 2;
+
 /** One CPU's worth of shares (1024) per 2 GiB of memory, the service's memory-to-CPU ratio. */
 export function defaultCpuShares(memoryMb: number): number {
   return Math.max(2, Math.round((1024 * memoryMb) / 2048));

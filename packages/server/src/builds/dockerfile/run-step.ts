@@ -3,7 +3,7 @@
 // the sandbox's API daemon like every build step, and what it changed is read back (RuntimeDriver.exportChanges)
 // before the sandbox is removed, whatever happened.
 import { randomBytes } from 'node:crypto';
-import { defaultCpuShares, type EgressPolicy, type InstanceOwner } from '../../runtime/driver.js';
+import { BACKGROUND_CPU_SHARES, type EgressPolicy, type InstanceOwner } from '../../runtime/driver.js';
 import type { Instances } from '../../runtime/instances.js';
 import { shq } from '../build-script.js';
 import { BUILD_ID_PREFIX, BUILD_MEMORY_MB, BUILD_TIMEOUT_S, stepFailure } from '../sandbox-step.js';
@@ -43,7 +43,8 @@ export async function runInSandbox(
       spec: {
         memoryMb: BUILD_MEMORY_MB,
         pidsMax: 1024,
-        cpuShares: defaultCpuShares(BUILD_MEMORY_MB),
+        // Background work, below every serving sandbox (decision 070).
+        cpuShares: BACKGROUND_CPU_SHARES,
         diskMb: BUILD_MEMORY_MB,
         envs: {},
         image: r.image,

@@ -7,7 +7,7 @@
 import { BackgroundFill } from './background-fill.js';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { SandboxSpec } from '../driver.js';
+import { BACKGROUND_CPU_SHARES, type SandboxSpec } from '../driver.js';
 import type { StoredImage } from '../images/image-store.js';
 import { type HostContext, startSandbox, teardownSandbox } from './create.js';
 import { type SandboxPaths, sandboxPaths } from './host.js';
@@ -20,7 +20,7 @@ export const WARM_SPEC: SandboxSpec = {
   memoryMb: 512,
   pidsMax: 256,
   // The lowest weight: a sandbox waiting in the pool never takes CPU from one in use (assignment resets it).
-  cpuShares: 2,
+  cpuShares: BACKGROUND_CPU_SHARES,
   diskMb: 512,
   envs: {},
   image: '',
