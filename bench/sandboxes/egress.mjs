@@ -65,7 +65,9 @@ const cpuUs = (pid) => {
 /** The server's egress child (runtime/egress/child.js), the process every policed connection goes through. */
 function egressChildPid(serverPid) {
   for (const tid of readdirSync(`/proc/${serverPid}/task`))
-    for (const pid of readFileSync(`/proc/${serverPid}/task/${tid}/children`, 'utf8').split(' ').filter(Boolean))
+    for (const pid of readFileSync(`/proc/${serverPid}/task/${tid}/children`, 'utf8')
+      .split(' ')
+      .filter(Boolean))
       if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('egress/child')) return Number(pid);
   return undefined;
 }
@@ -166,7 +168,7 @@ export async function benchEgress() {
     header('sandbox egress: requests per second over 100 keep-alive connections');
     row('rps, opaque tunnel vs direct', opaque.rps, direct.rps, 'req/s', '>= 0.7');
     row('rps, intercepted vs direct', routed.rps, direct.rps, 'req/s', '>= 0.7');
-    header('sandbox egress: proxy CPU (egress child, /proc) against the upstream\'s own, direct run');
+    header("sandbox egress: proxy CPU (egress child, /proc) against the upstream's own, direct run");
     row('CPU per new connection, opaque', opaque.lat.proxyCpuUs, direct.lat.upstreamCpuUs, 'µs');
     row('CPU per new connection, intercepted', routed.lat.proxyCpuUs, direct.lat.upstreamCpuUs, 'µs');
     row('CPU per kept-alive request, opaque', opaque.ka.proxyCpuUs, direct.ka.upstreamCpuUs, 'µs');
