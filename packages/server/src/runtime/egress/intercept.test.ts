@@ -31,6 +31,9 @@ let explicit: number;
 const seen: { socket: number; key: string | undefined }[] = [];
 /** TCP connections the upstream accepted. */
 let upstreamConnections = 0;
+/** Per upstream TLS connection, in order: whether it resumed an earlier session. */
+const resumed: boolean[] = [];
+let interceptor: Interceptor;
 const policies = new Map<string, EgressPolicy>();
 const cas = new Map<string, CaMaterial>();
 
@@ -45,21 +48,19 @@ before(async () => {
   const { key, cert } = selfSignedCert(dir, 'ok.test', true);
   upstream = createHttpsServer({ key, cert }, (q, r) => {
     seen.push({ socket: q.socket.remotePort ?? 0, key: q.headers['x-key'] as string | undefined });
+    // `/close`: this upstream connection ends with the answer (the next request needs a new one).
+    if (q.url === '/close') r.setHeader('connection', 'close');
     r.end('ok');
   });
   upstream.on('connection', () => upstreamConnections++);
+  upstream.on('secureConnection', (s: TLSSocket) => resumed.push(s.isSessionReused()));
   await new Promise<void>((resolve) => upstream.listen(0, OPENED, () => resolve()));
   upstreamPort = (upstream.address() as { port: number }).port;
   resolver = await startFakeResolver({ 'ok.test': OPENED });
   cas.set(A, await mintCa('a', ['ok.test']));
   cas.set(B, await mintCa('b', ['ok.test']));
   const policyOf = (s: string) => policies.get(s) ?? DENY_ALL;
-  const interceptor = new Interceptor(
-    policyOf,
-    (s) => cas.get(s),
-    undefined,
-    createSecureContext({ ca: cert }),
-  );
+  interceptor = new Interceptor(policyOf, (s) => cas.get(s), undefined, createSecureContext({ ca: cert }));
   proxy = new EgressProxy(
     policyOf,
     new GuardedResolver({
@@ -104,7 +105,7 @@ function tlsOver(sock: Socket, ca: CaMaterial): Promise<TLSSocket> {
 }
 
 /** One keep-alive GET on an open TLS connection; the response status line. */
-function get(t: TLSSocket): Promise<string> {
+function get(t: TLSSocket, path = '/'): Promise<string> {
   return new Promise((resolve) => {
     let buf = '';
     const onData = (d: Buffer) => {
@@ -117,7 +118,7 @@ function get(t: TLSSocket): Promise<string> {
       }
     };
     t.on('data', onData);
-    t.write('GET / HTTP/1.1\r\nHost: ok.test\r\nX-Key: from-the-client\r\n\r\n');
+    t.write(`GET ${path} HTTP/1.1\r\nHost: ok.test\r\nX-Key: from-the-client\r\n\r\n`);
   });
 }
 
@@ -171,4 +172,39 @@ test('a policy change is in force on the next request and the next connection, t
   const again = await connectFrom(A);
   again.sock.destroy();
   assert.match(again.status, / 403 /, 'a new connection to it (its address still cached) is refused');
+});
+
+test("a sandbox's new upstream connection resumes its own TLS session, never another sandbox's", async () => {
+  // Nothing kept from the tests before: both sandboxes start without an upstream socket or session.
+  interceptor.forget(A);
+  interceptor.forget(B);
+  policies.set(A, routed('secret-a'));
+  policies.set(B, routed('secret-b'));
+  seen.length = 0;
+  resumed.length = 0;
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  assert.match(
+    await get(a, '/close'),
+    / 200 /,
+    "A's first request; the upstream then closes that connection",
+  );
+  assert.match(await get(a), / 200 /, "A's next request, on a new upstream connection");
+  const b = await tlsOver((await connectFrom(B)).sock, cas.get(B) as CaMaterial);
+  assert.match(
+    await get(b),
+    / 200 /,
+    "B's first request, after A holds a session for the same host and address",
+  );
+  a.destroy();
+  b.destroy();
+  assert.deepEqual(
+    resumed,
+    [false, true, false],
+    "A's second upstream connection resumed A's session; B's first did a full handshake",
+  );
+  assert.deepEqual(
+    seen.map((s) => s.key),
+    ['secret-a', 'secret-a', 'secret-b'],
+    "each request carries its own sandbox's secret",
+  );
 });

@@ -19,8 +19,8 @@ const LEAF_CACHE_PER_SANDBOX = 256;
 /** An upstream that does not answer within this long fails the request (502). */
 const UPSTREAM_TIMEOUT_MS = 60_000;
 /**
- * Request headers never passed on: hop-by-hop ones (http/hop-by-hop.ts is the server's list; runtime/ may not
- * import it), and `expect`, which this server already answered (100 Continue) and undici refuses to send.
+ * Headers never passed on, either way: hop-by-hop ones (http/hop-by-hop.ts is the server's list; runtime/ may not
+ * import it), and a request's `expect`, which this server already answered (100 Continue) and undici refuses.
  */
 const HOP_BY_HOP = [
   'connection',
@@ -286,6 +286,8 @@ export class Interceptor {
             injected,
             ...(token ? { token } : {}),
           });
+          // The upstream connection's own headers (its keep-alive, a close) say nothing of the sandbox's.
+          for (const name of HOP_BY_HOP) delete upHeaders[name];
           res.writeHead(statusCode, upHeaders);
           return res;
         },
