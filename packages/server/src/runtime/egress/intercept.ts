@@ -59,6 +59,8 @@ interface Conn {
   port: number;
   address: string;
   agent: Pool;
+  /** The egress address `agent` binds (a policy update may name another: the next request uses its pool). */
+  egress?: string;
 }
 
 export interface InterceptAudit {
@@ -109,7 +111,7 @@ export class Interceptor {
   }
 
   /** Takes over a client connection whose ClientHello (`hello`) was already read. */
-  async take(client: Socket, hello: Buffer, c: Omit<Conn, 'agent'>): Promise<void> {
+  async take(client: Socket, hello: Buffer, c: Omit<Conn, 'agent' | 'egress'>): Promise<void> {
     let context: SecureContext;
     try {
       context = await this.leafContext(c.source, c.host);
@@ -124,7 +126,8 @@ export class Interceptor {
       ALPNProtocols: ['http/1.1'],
     });
     tls.on('error', () => client.destroy());
-    this.conns.set(tls, { ...c, agent: this.agentFor(c, this.policyOf(c.source).egressAddress) });
+    const egress = this.policyOf(c.source).egressAddress;
+    this.conns.set(tls, { ...c, egress, agent: this.agentFor(c, egress) });
     this.server.emit('connection', tls);
   }
 
@@ -151,7 +154,7 @@ export class Interceptor {
    * request it builds no ClientRequest, agent bookkeeping or socket listeners, the largest share of the child's
    * JavaScript per intercepted request after the TLS writes themselves.
    */
-  private agentFor(c: Omit<Conn, 'agent'>, egress: string | undefined): Pool {
+  private agentFor(c: Omit<Conn, 'agent' | 'egress'>, egress: string | undefined): Pool {
     const key = `${c.source}|${c.host}|${c.port}|${c.address}|${egress ?? ''}`;
     let agent = this.agents.get(key);
     if (agent) {
@@ -231,8 +234,13 @@ export class Interceptor {
     // one flat array, the only per-request allocation besides the values the rule fills in.
     const headers: string[] = [];
     const raw = req.rawHeaders;
+    // Whether a body follows (a length other than 0, or a transfer coding): undici sends a stream body without a
+    // length chunked, so a request without one must get none. Read here rather than from the header object.
+    let hasBody = false;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i].toLowerCase();
+      if (name === 'content-length') hasBody = raw[i + 1] !== '0';
+      else if (name === 'transfer-encoding') hasBody = true;
       if (route.replaced.has(name) || (merge && (name === 'content-length' || name === 'transfer-encoding')))
         continue;
       headers.push(raw[i], raw[i + 1]);
@@ -267,14 +275,14 @@ export class Interceptor {
       headers.push('content-length', String(body.length));
     }
     const path = (req.url ?? '/').startsWith('/') ? (req.url ?? '/') : originForm(req.url ?? '/');
+    const agent = policy.egressAddress === c.egress ? c.agent : this.agentFor(c, policy.egressAddress);
     try {
-      await c.agent.stream(
+      await agent.stream(
         {
           path,
           method: req.method as 'GET',
           headers,
-          // undici sends a stream without a length chunked: a request without a body gets none.
-          body: body ?? (hasBody(req) ? req : null),
+          body: body ?? (hasBody ? req : null),
         },
         ({ statusCode, headers: upHeaders }) => {
           this.audit({
@@ -304,12 +312,6 @@ export class Interceptor {
     }
   }
 }
-
-/** Whether a request carries a body to pass on (http/hop-by-hop.ts has the server's copy). */
-const hasBody = (req: IncomingMessage) =>
-  req.headers['content-length'] !== undefined
-    ? req.headers['content-length'] !== '0'
-    : req.headers['transfer-encoding'] !== undefined;
 
 interface Route {
   allow: boolean;
