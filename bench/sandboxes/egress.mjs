@@ -3,8 +3,11 @@
 // latency and requests per second over 100 keep-alive connections, for a sandbox without a policy (direct, the
 // baseline), one under an allow list (opaque tunnel) and one with a routing rule (intercepted, header injected).
 // Targets: added p50 <= 0.5 ms opaque, <= 2 ms intercepted; rps through the proxy >= 70% of direct.
+// Wall-clock ratios move with whatever else the machine runs; beside them, the CPU time the egress child (the
+// process that proxies) spends per new connection and per kept-alive request, read from /proc, against the
+// upstream's own CPU per request in the direct run: a loaded machine disturbs these far less.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,7 +35,7 @@ udp.on('message', (m, r) => { const q = dnsPacket.decode(m);
 udp.bind(53, () => console.log('READY'));
 `;
 
-/** Runs inside a sandbox: latency of LATENCY_N new-connection GETs, then rps over 100 keep-alive connections. */
+/** Runs inside a sandbox: `lat`: latency of LATENCY_N new-connection GETs; `rps`: over 100 keep-alive connections. */
 const CLIENT = `
 const https = require('node:https'), fs = require('node:fs');
 const ca = [fs.readFileSync('/tmp/up-ca.pem')];
@@ -40,15 +43,34 @@ try { ca.push(fs.readFileSync('/run/berth/egress-ca.pem')); } catch {}
 const base = { host: '${UP}', port: 443, servername: 'bench.test', headers: { host: 'bench.test' }, ca, path: '/' };
 const get = (agent) => new Promise((ok, ko) => https.get({ ...base, agent }, (r) => { r.resume(); r.on('end', ok); }).on('error', ko));
 (async () => {
+  if (process.argv[2] === 'lat') {
   const lat = [];
   for (let i = 0; i < ${LATENCY_N}; i++) { const t = performance.now(); await get(false); lat.push(performance.now() - t); }
   lat.sort((a, b) => a - b);
+  return console.log(JSON.stringify({ n: lat.length, p50: lat[Math.floor(lat.length / 2)], p90: lat[Math.floor(lat.length * 0.9)] }));
+  }
   const agent = new https.Agent({ keepAlive: true, maxSockets: 100 });
   let n = 0; const end = Date.now() + ${RPS_SECONDS * 1000};
   await Promise.all(Array.from({ length: 100 }, async () => { while (Date.now() < end) { await get(agent); n++; } }));
-  console.log(JSON.stringify({ p50: lat[Math.floor(lat.length / 2)], p90: lat[Math.floor(lat.length * 0.9)], rps: n / ${RPS_SECONDS} }));
+  console.log(JSON.stringify({ n, rps: n / ${RPS_SECONDS} }));
 })().catch((e) => { console.log(JSON.stringify({ error: String(e) })); });
 `;
+
+/** A process's CPU time so far in µs (user + system, clock ticks of 10 ms). */
+const cpuUs = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10_000;
+};
+
+/** The server's egress child (runtime/egress/child.js), the process every policed connection goes through. */
+function egressChildPid(serverPid) {
+  for (const tid of readdirSync(`/proc/${serverPid}/task`))
+    for (const pid of readFileSync(`/proc/${serverPid}/task/${tid}/children`, 'utf8')
+      .split(' ')
+      .filter(Boolean))
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('egress/child')) return Number(pid);
+  return undefined;
+}
 
 const sh = (cmd, args, input) =>
   execFileSync(cmd, args, { input, stdio: ['pipe', 'pipe', 'pipe'] }).toString();
@@ -109,11 +131,23 @@ export async function benchEgress() {
           timeout: 120,
         });
       await exec(`cat > /tmp/up-ca.pem <<'EOF'\n${certPem}EOF\ncat > /tmp/b.js <<'EOF'\n${CLIENT}\nEOF`);
-      const out = await exec('node /tmp/b.js');
-      const r = JSON.parse(out.stdout.trim().split('\n').at(-1));
-      if (r.error) throw new Error(`${name}: ${r.error}`);
-      return r;
+      const proxyPid = egressChildPid(berth.pid);
+      // CPU per request of the proxy (the egress child; none on the direct path) and of the upstream.
+      const phase = async (arg) => {
+        const p0 = proxyPid ? cpuUs(proxyPid) : 0;
+        const u0 = cpuUs(upstream.pid);
+        const out = await exec(`node /tmp/b.js ${arg}`);
+        const r = JSON.parse(out.stdout.trim().split('\n').at(-1));
+        if (r.error) throw new Error(`${name}: ${r.error}`);
+        r.proxyCpuUs = proxyPid ? (cpuUs(proxyPid) - p0) / r.n : 0;
+        r.upstreamCpuUs = (cpuUs(upstream.pid) - u0) / r.n;
+        return r;
+      };
+      const lat = await phase('lat');
+      const rps = await phase('rps');
+      return { p50: lat.p50, p90: lat.p90, rps: rps.rps, lat, ka: rps };
     };
+    const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
     const direct = await run('bench-direct');
     const opaque = await run('bench-opaque', { allowedDomains: ['bench.test'] });
     const routed = await run('bench-routed', {
@@ -124,6 +158,7 @@ export async function benchEgress() {
         ],
       },
     });
+    console.log(`load average at start ${load}`);
     header('sandbox egress: new-connection HTTPS GET from inside a sandbox');
     row('p50 latency, direct (no policy)', direct.p50, direct.p50, 'ms');
     row('p50 latency, opaque tunnel (allow list)', opaque.p50, direct.p50, 'ms', 'added <= 0.5 ms');
@@ -133,6 +168,15 @@ export async function benchEgress() {
     header('sandbox egress: requests per second over 100 keep-alive connections');
     row('rps, opaque tunnel vs direct', opaque.rps, direct.rps, 'req/s', '>= 0.7');
     row('rps, intercepted vs direct', routed.rps, direct.rps, 'req/s', '>= 0.7');
+    header("sandbox egress: proxy CPU (egress child, /proc) against the upstream's own, direct run");
+    row('CPU per new connection, opaque', opaque.lat.proxyCpuUs, direct.lat.upstreamCpuUs, 'µs');
+    row('CPU per new connection, intercepted', routed.lat.proxyCpuUs, direct.lat.upstreamCpuUs, 'µs');
+    row('CPU per kept-alive request, opaque', opaque.ka.proxyCpuUs, direct.ka.upstreamCpuUs, 'µs');
+    row('CPU per kept-alive request, intercepted', routed.ka.proxyCpuUs, direct.ka.upstreamCpuUs, 'µs');
+    // The same against the upstream's CPU in the same phase: both slowed alike by whatever else runs.
+    header("sandbox egress: proxy CPU against the upstream's in the same phase");
+    row('CPU per kept-alive request, opaque', opaque.ka.proxyCpuUs, opaque.ka.upstreamCpuUs, 'µs');
+    row('CPU per kept-alive request, intercepted', routed.ka.proxyCpuUs, routed.ka.upstreamCpuUs, 'µs');
   } finally {
     await berth.stop();
     upstream.kill('SIGKILL');

@@ -5,12 +5,28 @@ import type { CaMaterial } from './ca.js';
 import { EgressDns } from './dns-server.js';
 import { Interceptor } from './intercept.js';
 import { DENY_ALL, type EgressPolicy } from './policy.js';
-import type { ChildConfig, FromChild, ToChild } from './protocol.js';
+import type { ChildConfig, FromChild, ToChild, TrafficEvent } from './protocol.js';
 import { EgressProxy } from './proxy.js';
 import { GuardedResolver } from './resolve.js';
 import { holdEgressPorts, releaseEgressPorts } from '../linux/network.js';
 
 const send = (m: FromChild) => process.send?.(m);
+
+/**
+ * Traffic events wait for the end of the event loop's turn and go as one message: an IPC write per event (a JSON
+ * line and a pipe write each, per connection and per intercepted request) was the child's largest single cost
+ * under load after TLS itself. Nothing waits longer than the turn that produced it.
+ */
+let traffic: TrafficEvent[] = [];
+const flushTraffic = () => {
+  if (!traffic.length) return;
+  const events = traffic;
+  traffic = [];
+  send({ type: 'traffic', events });
+};
+const report = (e: TrafficEvent) => {
+  if (traffic.push(e) === 1) setImmediate(flushTraffic);
+};
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.BERTH_EGRESS_CONFIG ?? '{}') as ChildConfig;
@@ -22,10 +38,10 @@ async function main(): Promise<void> {
   const interceptor = new Interceptor(
     policyOf,
     (s) => cas.get(s),
-    (request) => send({ type: 'request', request }),
+    (request) => report({ type: 'request', request }),
   );
-  const proxy = new EgressProxy(policyOf, resolver, (line) => send({ type: 'audit', line }), interceptor);
-  const dns = new EgressDns(policyOf, resolver, (decision) => send({ type: 'dns', decision }));
+  const proxy = new EgressProxy(policyOf, resolver, (line) => report({ type: 'audit', line }), interceptor);
+  const dns = new EgressDns(policyOf, resolver, (decision) => report({ type: 'dns', decision }));
   process.on('message', (m: ToChild) => {
     if (m.type === 'policy') {
       policies.set(m.source, m.policy);
@@ -43,6 +59,7 @@ async function main(): Promise<void> {
   });
   let held = false;
   const stop = () => {
+    flushTraffic();
     // Ports released before the sockets close: a next child can only listen (and hold them) after this exit.
     const released = held ? releaseEgressPorts(config.ports) : Promise.resolve();
     void released.finally(() => process.exit(0));

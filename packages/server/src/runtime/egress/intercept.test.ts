@@ -27,10 +27,13 @@ let upstreamPort: number;
 let resolver: FakeResolver;
 let proxy: EgressProxy;
 let explicit: number;
-/** What the upstream saw: per request, the upstream socket's port and the injected header. */
-const seen: { socket: number; key: string | undefined }[] = [];
+/** What the upstream saw: per request, the upstream socket's port, the injected header and the body. */
+const seen: { socket: number; key: string | undefined; body: string }[] = [];
 /** TCP connections the upstream accepted. */
 let upstreamConnections = 0;
+/** Per upstream TLS connection, in order: whether it resumed an earlier session. */
+const resumed: boolean[] = [];
+let interceptor: Interceptor;
 const policies = new Map<string, EgressPolicy>();
 const cas = new Map<string, CaMaterial>();
 
@@ -43,23 +46,23 @@ const routed = (secret: string): EgressPolicy => ({
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'berth-intercept-test-'));
   const { key, cert } = selfSignedCert(dir, 'ok.test', true);
-  upstream = createHttpsServer({ key, cert }, (q, r) => {
-    seen.push({ socket: q.socket.remotePort ?? 0, key: q.headers['x-key'] as string | undefined });
+  upstream = createHttpsServer({ key, cert }, async (q, r) => {
+    let body = '';
+    for await (const d of q) body += d;
+    seen.push({ socket: q.socket.remotePort ?? 0, key: q.headers['x-key'] as string | undefined, body });
+    // `/close`: this upstream connection ends with the answer (the next request needs a new one).
+    if (q.url === '/close') r.setHeader('connection', 'close');
     r.end('ok');
   });
   upstream.on('connection', () => upstreamConnections++);
+  upstream.on('secureConnection', (s: TLSSocket) => resumed.push(s.isSessionReused()));
   await new Promise<void>((resolve) => upstream.listen(0, OPENED, () => resolve()));
   upstreamPort = (upstream.address() as { port: number }).port;
   resolver = await startFakeResolver({ 'ok.test': OPENED });
   cas.set(A, await mintCa('a', ['ok.test']));
   cas.set(B, await mintCa('b', ['ok.test']));
   const policyOf = (s: string) => policies.get(s) ?? DENY_ALL;
-  const interceptor = new Interceptor(
-    policyOf,
-    (s) => cas.get(s),
-    undefined,
-    createSecureContext({ ca: cert }),
-  );
+  interceptor = new Interceptor(policyOf, (s) => cas.get(s), undefined, createSecureContext({ ca: cert }));
   proxy = new EgressProxy(
     policyOf,
     new GuardedResolver({
@@ -103,8 +106,8 @@ function tlsOver(sock: Socket, ca: CaMaterial): Promise<TLSSocket> {
   });
 }
 
-/** One keep-alive GET on an open TLS connection; the response status line. */
-function get(t: TLSSocket): Promise<string> {
+/** One keep-alive request (a GET, or `head` and `body` as given) on an open TLS connection; the status line. */
+function get(t: TLSSocket, path = '/', head = 'GET', body = ''): Promise<string> {
   return new Promise((resolve) => {
     let buf = '';
     const onData = (d: Buffer) => {
@@ -117,7 +120,8 @@ function get(t: TLSSocket): Promise<string> {
       }
     };
     t.on('data', onData);
-    t.write('GET / HTTP/1.1\r\nHost: ok.test\r\nX-Key: from-the-client\r\n\r\n');
+    const length = body ? `Content-Length: ${body.length}\r\n` : '';
+    t.write(`${head} ${path} HTTP/1.1\r\nHost: ok.test\r\nX-Key: from-the-client\r\n${length}\r\n${body}`);
   });
 }
 
@@ -171,4 +175,59 @@ test('a policy change is in force on the next request and the next connection, t
   const again = await connectFrom(A);
   again.sock.destroy();
   assert.match(again.status, / 403 /, 'a new connection to it (its address still cached) is refused');
+});
+
+test("a sandbox's new upstream connection resumes its own TLS session, never another sandbox's", async () => {
+  // Nothing kept from the tests before: both sandboxes start without an upstream socket or session.
+  interceptor.forget(A);
+  interceptor.forget(B);
+  policies.set(A, routed('secret-a'));
+  policies.set(B, routed('secret-b'));
+  seen.length = 0;
+  resumed.length = 0;
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  assert.match(
+    await get(a, '/close'),
+    / 200 /,
+    "A's first request; the upstream then closes that connection",
+  );
+  assert.match(await get(a), / 200 /, "A's next request, on a new upstream connection");
+  const b = await tlsOver((await connectFrom(B)).sock, cas.get(B) as CaMaterial);
+  assert.match(
+    await get(b),
+    / 200 /,
+    "B's first request, after A holds a session for the same host and address",
+  );
+  a.destroy();
+  b.destroy();
+  assert.deepEqual(
+    resumed,
+    [false, true, false],
+    "A's second upstream connection resumed A's session; B's first did a full handshake",
+  );
+  assert.deepEqual(
+    seen.map((s) => s.key),
+    ['secret-a', 'secret-a', 'secret-b'],
+    "each request carries its own sandbox's secret",
+  );
+});
+
+test('request bodies go upstream as the client sent them, with a length or chunked', async () => {
+  policies.set(A, routed('secret-a'));
+  seen.length = 0;
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  assert.match(await get(a, '/', 'POST', 'hello'), / 200 /);
+  assert.match(await get(a, '/', 'GET'), / 200 /);
+  a.destroy();
+  const b = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  b.write(
+    'PUT / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n',
+  );
+  assert.match(await new Promise<string>((resolve) => b.once('data', (d) => resolve(String(d)))), / 200 /);
+  b.destroy();
+  // How the body is framed upstream is the proxy's (hop by hop); its bytes are the client's.
+  assert.deepEqual(
+    seen.map((s) => s.body),
+    ['hello', '', 'abcde'],
+  );
 });

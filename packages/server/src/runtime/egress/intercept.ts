@@ -6,9 +6,9 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { Agent, request } from 'node:https';
 import type { Socket } from 'node:net';
 import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
+import { Pool } from 'undici';
 import { type CaMaterial, LeafMinter } from './ca.js';
 import { decide, type EgressPolicy, fillSecrets, type RoutingRule, ruleFor } from './policy.js';
 
@@ -18,38 +18,49 @@ export const MAX_MERGE_BODY_BYTES = 8 * 1024 * 1024;
 const LEAF_CACHE_PER_SANDBOX = 256;
 /** An upstream that does not answer within this long fails the request (502). */
 const UPSTREAM_TIMEOUT_MS = 60_000;
+/**
+ * Headers never passed on, either way: hop-by-hop ones (http/hop-by-hop.ts is the server's list; runtime/ may not
+ * import it), and a request's `expect`, which this server already answered (100 Continue) and undici refuses.
+ */
 const HOP_BY_HOP = [
   'connection',
   'keep-alive',
   'proxy-connection',
+  'proxy-authenticate',
   'proxy-authorization',
   'te',
   'trailer',
+  'transfer-encoding',
   'upgrade',
+  'expect',
 ];
 /** Hosts whose routes are memoised per policy (a sandbox calling more names than this recomputes the oldest). */
 const ROUTES_PER_POLICY = 256;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 /**
- * Upstream agents kept (one per sandbox, host and dialled address): a sandbox's next connection to a routed host
- * reuses an open upstream socket (or at least its TLS session) instead of a second full handshake. Oldest dropped.
+ * Upstream pools kept (one per sandbox, host, dialled address and egress address): a sandbox's next connection to
+ * a routed host reuses an open upstream socket (or at least its TLS session) instead of a second full handshake.
+ * Oldest dropped.
  */
 const MAX_AGENTS = 1024;
 /**
- * Idle upstream sockets kept per agent: as many as the sandbox may hold client connections. Fewer made a busy
- * sandbox's sockets churn (each freed one past the cap closed, the next request paying a new upstream handshake:
- * 0.23x of direct at 100 connections with 16); the idle timeout bounds what an idle sandbox holds.
+ * Upstream sockets per pool: as many as the sandbox may hold client connections (requests past it wait for one).
+ * Fewer made a busy sandbox's sockets churn; the idle timeout bounds what an idle sandbox holds.
  */
-const AGENT_FREE_SOCKETS = 512; // proxy.ts MAX_TUNNELS_PER_SANDBOX (importing it would close an import cycle)
+const AGENT_SOCKETS = 512; // proxy.ts MAX_TUNNELS_PER_SANDBOX (importing it would close an import cycle)
 /** An idle upstream socket is closed after this long (upstreams close theirs after 5-60 s; ours must go first). */
 const AGENT_IDLE_MS = 4_000;
+/** An upstream that does not accept a connection within this long fails the request (502). */
+const UPSTREAM_CONNECT_TIMEOUT_MS = 10_000;
 
 interface Conn {
   source: string;
   host: string;
   port: number;
   address: string;
-  agent: Agent;
+  agent: Pool;
+  /** The egress address `agent` binds (a policy update may name another: the next request uses its pool). */
+  egress?: string;
 }
 
 export interface InterceptAudit {
@@ -69,8 +80,11 @@ export class Interceptor {
     { ca: CaMaterial; minter: LeafMinter; leaves: Map<string, Promise<SecureContext>> }
   >();
   private readonly conns = new WeakMap<Socket, Conn>();
-  /** Keyed by sandbox first: a sandbox's requests never travel on another sandbox's upstream sockets. */
-  private readonly agents = new Map<string, Agent>();
+  /**
+   * Keyed by sandbox first: a sandbox's requests never travel on another sandbox's upstream sockets, and its TLS
+   * sessions (each pool's connector keeps its own) never resume another sandbox's.
+   */
+  private readonly agents = new Map<string, Pool>();
   private readonly server = createServer((req, res) => void this.onRequest(req, res));
 
   constructor(
@@ -97,7 +111,7 @@ export class Interceptor {
   }
 
   /** Takes over a client connection whose ClientHello (`hello`) was already read. */
-  async take(client: Socket, hello: Buffer, c: Omit<Conn, 'agent'>): Promise<void> {
+  async take(client: Socket, hello: Buffer, c: Omit<Conn, 'agent' | 'egress'>): Promise<void> {
     let context: SecureContext;
     try {
       context = await this.leafContext(c.source, c.host);
@@ -112,11 +126,8 @@ export class Interceptor {
       ALPNProtocols: ['http/1.1'],
     });
     tls.on('error', () => client.destroy());
-    const egress = this.policyOf(c.source).egressAddress ?? '';
-    this.conns.set(tls, {
-      ...c,
-      agent: this.agentFor(`${c.source}|${c.host}|${c.port}|${c.address}|${egress}`),
-    });
+    const egress = this.policyOf(c.source).egressAddress;
+    this.conns.set(tls, { ...c, egress, agent: this.agentFor(c, egress) });
     this.server.emit('connection', tls);
   }
 
@@ -138,21 +149,37 @@ export class Interceptor {
     return ctx;
   }
 
-  private agentFor(key: string): Agent {
+  /**
+   * The upstream pool for a sandbox, host, vetted address and egress address. undici rather than node:https: per
+   * request it builds no ClientRequest, agent bookkeeping or socket listeners, the largest share of the child's
+   * JavaScript per intercepted request after the TLS writes themselves.
+   */
+  private agentFor(c: Omit<Conn, 'agent' | 'egress'>, egress: string | undefined): Pool {
+    const key = `${c.source}|${c.host}|${c.port}|${c.address}|${egress ?? ''}`;
     let agent = this.agents.get(key);
     if (agent) {
       this.agents.delete(key); // re-inserted last: the map's order is least recently used first
     } else {
-      agent = new Agent({
-        keepAlive: true,
-        maxFreeSockets: AGENT_FREE_SOCKETS,
-        timeout: AGENT_IDLE_MS,
-        noDelay: true,
-      } as ConstructorParameters<typeof Agent>[0]);
+      const origin = `https://${c.address.includes(':') ? `[${c.address}]` : c.address}:${c.port}`;
+      agent = new Pool(origin, {
+        connections: AGENT_SOCKETS,
+        keepAliveTimeout: AGENT_IDLE_MS,
+        keepAliveMaxTimeout: AGENT_IDLE_MS,
+        headersTimeout: UPSTREAM_TIMEOUT_MS,
+        bodyTimeout: UPSTREAM_TIMEOUT_MS,
+        ...(egress ? { localAddress: egress } : {}),
+        // Verified against the name the sandbox asked for, whatever address is dialled.
+        connect: {
+          servername: c.host,
+          secureContext: this.upstreamTls,
+          timeout: UPSTREAM_CONNECT_TIMEOUT_MS,
+          ALPNProtocols: ['http/1.1'],
+        },
+      });
       if (this.agents.size >= MAX_AGENTS) {
-        const [oldKey, old] = this.agents.entries().next().value as [string, Agent];
+        const [oldKey, old] = this.agents.entries().next().value as [string, Pool];
         this.agents.delete(oldKey);
-        old.destroy();
+        void old.destroy().catch(() => undefined);
       }
     }
     this.agents.set(key, agent);
@@ -164,7 +191,7 @@ export class Interceptor {
     for (const [key, agent] of this.agents)
       if (key.startsWith(`${source}|`)) {
         this.agents.delete(key);
-        agent.destroy();
+        void agent.destroy().catch(() => undefined);
       }
   }
 
@@ -207,8 +234,13 @@ export class Interceptor {
     // one flat array, the only per-request allocation besides the values the rule fills in.
     const headers: string[] = [];
     const raw = req.rawHeaders;
+    // Whether a body follows (a length other than 0, or a transfer coding): undici sends a stream body without a
+    // length chunked, so a request without one must get none. Read here rather than from the header object.
+    let hasBody = false;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i].toLowerCase();
+      if (name === 'content-length') hasBody = raw[i + 1] !== '0';
+      else if (name === 'transfer-encoding') hasBody = true;
       if (route.replaced.has(name) || (merge && (name === 'content-length' || name === 'transfer-encoding')))
         continue;
       headers.push(raw[i], raw[i + 1]);
@@ -243,37 +275,32 @@ export class Interceptor {
       headers.push('content-length', String(body.length));
     }
     const path = (req.url ?? '/').startsWith('/') ? (req.url ?? '/') : originForm(req.url ?? '/');
-    const up = request(
-      {
-        host: c.address,
-        port: c.port,
-        servername: c.host,
-        method: req.method,
-        path,
-        headers,
-        agent: c.agent,
-        localAddress: policy.egressAddress,
-        timeout: UPSTREAM_TIMEOUT_MS,
-        // Verified against `servername` (the name the sandbox asked for), whatever address was dialled.
-        // (tls.connect takes secureContext; the https typings do not list it.)
-        ...({ secureContext: this.upstreamTls } as object),
-      },
-      (ur) => {
-        this.audit({
-          source: c.source,
-          host: c.host,
-          method: req.method ?? '',
-          status: ur.statusCode ?? 0,
-          requestId,
-          injected,
-          ...(token ? { token } : {}),
-        });
-        res.writeHead(ur.statusCode ?? 502, ur.headers);
-        ur.pipe(res);
-      },
-    );
-    up.on('timeout', () => up.destroy(new Error('upstream timeout')));
-    up.on('error', (e) => {
+    const agent = policy.egressAddress === c.egress ? c.agent : this.agentFor(c, policy.egressAddress);
+    try {
+      await agent.stream(
+        {
+          path,
+          method: req.method as 'GET',
+          headers,
+          body: body ?? (hasBody ? req : null),
+        },
+        ({ statusCode, headers: upHeaders }) => {
+          this.audit({
+            source: c.source,
+            host: c.host,
+            method: req.method ?? '',
+            status: statusCode,
+            requestId,
+            injected,
+            ...(token ? { token } : {}),
+          });
+          // The upstream connection's own headers (its keep-alive, a close) say nothing of the sandbox's.
+          for (const name of HOP_BY_HOP) delete upHeaders[name];
+          res.writeHead(statusCode, upHeaders);
+          return res;
+        },
+      );
+    } catch (e) {
       if (res.headersSent) return void res.destroy();
       const code = (e as NodeJS.ErrnoException).code ?? '';
       fail(
@@ -282,9 +309,7 @@ export class Interceptor {
           ? 'upstream-certificate'
           : 'upstream-unreachable',
       );
-    });
-    if (body) up.end(body);
-    else req.pipe(up);
+    }
   }
 }
 

@@ -21,10 +21,15 @@ export type ToChild =
   | { type: 'policy'; source: string; policy: EgressPolicy; ca?: CaMaterial; seq?: number }
   | { type: 'forget'; source: string };
 
+/** What the child reports about traffic: one line per connection, intercepted request and DNS answer. */
+export type TrafficEvent =
+  | { type: 'audit'; line: AuditLine }
+  | { type: 'request'; request: InterceptAudit }
+  | { type: 'dns'; decision: DnsDecision };
+
 export type FromChild =
   | { type: 'ready' }
   | { type: 'applied'; seq: number }
   | { type: 'failed'; message: string }
-  | { type: 'audit'; line: AuditLine }
-  | { type: 'request'; request: InterceptAudit }
-  | { type: 'dns'; decision: DnsDecision };
+  /** Traffic events of one turn of the child's event loop, in order (one IPC write for all of them). */
+  | { type: 'traffic'; events: TrafficEvent[] };

@@ -5,7 +5,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CaMaterial } from './ca.js';
 import type { EgressPolicy } from './policy.js';
-import type { ChildConfig, FromChild, ToChild } from './protocol.js';
+import type { ChildConfig, FromChild, ToChild, TrafficEvent } from './protocol.js';
 
 /** The child binds four ports and answers: more than this means it cannot start (a port taken, say). */
 const START_TIMEOUT_MS = 10_000;
@@ -26,9 +26,7 @@ export type ProxyEvent =
   | { type: 'proxy'; state: 'down'; sources: string[]; reason: string }
   | { type: 'proxy'; state: 'up'; sources: string[]; downMs: number };
 
-export type EgressEvent =
-  | Exclude<FromChild, { type: 'ready' } | { type: 'failed' } | { type: 'applied' }>
-  | ProxyEvent;
+export type EgressEvent = TrafficEvent | ProxyEvent;
 
 export class EgressSupervisor {
   private child?: ChildProcess;
@@ -131,7 +129,7 @@ export class EgressSupervisor {
         } else if (m.type === 'failed') {
           clearTimeout(timer);
           reject(new Error(`the egress proxy could not start: ${m.message}`));
-        } else this.onEvent(m);
+        } else if (m.type === 'traffic') for (const e of m.events) this.onEvent(e);
       });
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
