@@ -171,6 +171,7 @@ export class WarmPool {
         spec,
         hash: '',
         image: this.image,
+        warm: true,
       });
       await pingHealth(rec.socketPath);
       if (this.closed) await teardownSandbox(this.ctx, dir, paths);
