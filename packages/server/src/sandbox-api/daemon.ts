@@ -99,6 +99,11 @@ function main(): void {
     }
   };
   const listen = () => {
+    // Only from here: a warm-up that cannot listen on its loopback port (warm-up.ts) is no reason to end.
+    server.on('error', (err) => {
+      process.stderr.write(`sandbox-api: ${err.message}\n`);
+      process.exit(1);
+    });
     if (config.socket) {
       rmSync(config.socket, { force: true }); // a socket file left by a previous run
       server.listen(config.socket, ready);
@@ -117,10 +122,6 @@ function main(): void {
       if (process.ppid !== parent) process.kill(process.pid, 'SIGTERM');
     }, PARENT_CHECK_MS).unref();
   }
-  server.on('error', (err) => {
-    process.stderr.write(`sandbox-api: ${err.message}\n`);
-    process.exit(1);
-  });
 }
 
 main();
