@@ -4,6 +4,8 @@ import { K } from '../auth/records.js';
 import type { Config } from '../config.js';
 import { sayEgressProxy } from '../controllers/sandbox/sandbox-faults.js';
 import { sayDeepStandby } from '../controllers/sandbox/deep-standby-event.js';
+import { diskMbFor } from '../controllers/sandbox/sandbox-spec.js';
+import { SANDBOX_MEMORY_MB } from '../kinds/sandbox.js';
 import { Instances } from '../runtime/instances.js';
 import { LazyRuntime } from '../runtime/lazy-runtime.js';
 import { createLinuxDriver, imageRootsInUse, ImageStore } from '../runtime/index.js';
@@ -39,6 +41,8 @@ export async function openRuntime(config: Config, parts: Core) {
       images,
       warmPoolSize: config.warmPoolSize,
       warmPoolMax: config.warmPoolMax,
+      // A sandbox created with the defaults finds its layer's cap already right (no remount on its create).
+      warmDiskMb: diskMbFor(SANDBOX_MEMORY_MB),
       deepStandbyAfterS: config.deepStandbyAfterS,
       deepStandbyKeepDaemon: config.deepStandbyDaemon === 'resident',
       swap: { file: join(dataDir, 'swap', 'berth.swap'), sizeMb: config.swapMb },

@@ -22,6 +22,8 @@ export interface DaemonConfig {
   version: string;
   /** BERTH_SANDBOX_EXIT_WITH_PARENT=1: stop when the process that started the daemon goes away. */
   exitWithParent: boolean;
+  /** BERTH_SANDBOX_WARM_UP=1 (a warm pool's sandbox): run the process path once before listening (warm-up.ts). */
+  warmUp: boolean;
 }
 
 export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env): DaemonConfig {
@@ -47,6 +49,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv = process.env): DaemonCo
     root,
     version: env.BERTH_SANDBOX_VERSION || SANDBOX_API_VERSION,
     exitWithParent: env.BERTH_SANDBOX_EXIT_WITH_PARENT === '1',
+    warmUp: env.BERTH_SANDBOX_WARM_UP === '1',
   };
 }
 

@@ -9,6 +9,7 @@ import { adoptApi, createApi, createHttpServer, serveOn } from './app.js';
 import { loadDaemonConfig } from './config.js';
 import type { SandboxApi } from './context.js';
 import { TAKEOVER_KEY, type Takeover } from './upgrade.js';
+import { warmUpProcessPath } from './process/warm-up.js';
 
 /** How often a daemon started with BERTH_SANDBOX_EXIT_WITH_PARENT checks that its parent is still there. */
 const PARENT_CHECK_MS = 1000;
@@ -97,12 +98,21 @@ function main(): void {
       );
     }
   };
-  if (config.socket) {
-    rmSync(config.socket, { force: true }); // a socket file left by a previous run
-    server.listen(config.socket, ready);
-  } else {
-    server.listen(config.port, '127.0.0.1', ready);
-  }
+  const listen = () => {
+    // Only from here: a warm-up that cannot listen on its loopback port (warm-up.ts) is no reason to end.
+    server.on('error', (err) => {
+      process.stderr.write(`sandbox-api: ${err.message}\n`);
+      process.exit(1);
+    });
+    if (config.socket) {
+      rmSync(config.socket, { force: true }); // a socket file left by a previous run
+      server.listen(config.socket, ready);
+    } else {
+      server.listen(config.port, '127.0.0.1', ready);
+    }
+  };
+  if (config.warmUp) void warmUpProcessPath(server, api).then(listen);
+  else listen();
 
   onStop(server, api);
   if (config.exitWithParent) {
@@ -112,10 +122,6 @@ function main(): void {
       if (process.ppid !== parent) process.kill(process.pid, 'SIGTERM');
     }, PARENT_CHECK_MS).unref();
   }
-  server.on('error', (err) => {
-    process.stderr.write(`sandbox-api: ${err.message}\n`);
-    process.exit(1);
-  });
 }
 
 main();

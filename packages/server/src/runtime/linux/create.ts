@@ -62,6 +62,8 @@ export interface StartRequest {
   hash: string;
   /** The image from the store the spec names (or the empty one); absent for the default image (the host userland). */
   image?: StoredImage;
+  /** A warm pool's sandbox: its daemon runs its process path once before it listens (sandbox-api/process/warm-up.ts). */
+  warm?: boolean;
 }
 
 /** Everything the sandbox's processes may read about themselves, as env vars and as the env file. */
@@ -169,6 +171,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
       ...envs,
       BERTH_SANDBOX_SOCKET: SANDBOX_SOCKET,
       BERTH_SANDBOX_ENV_FILE: SANDBOX_ENV_FILE,
+      ...(req.warm ? { BERTH_SANDBOX_WARM_UP: '1' } : {}),
     },
     command: host ? ctx.command.map(host.rebase) : ctx.command,
     loaders,

@@ -3,8 +3,8 @@
 // write anywhere in the root lands here, and the sandbox's /run/berth. tmpfs because it costs a single mount (~1 ms,
 // no pool needed) against ~50 ms for mkfs + loop mount of an ext4 image; its pages are charged to the memory cgroup of
 // the process that writes them, so a sandbox's files count toward its memory limit (decision 005).
-import { chmodSync, chownSync, mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, chownSync, mkdirSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { run } from './exec.js';
 import { readMountInfo } from './mountinfo.js';
 
@@ -42,8 +42,25 @@ export async function mountWritableLayer(rwDir: string, sizeMb: number, uid: num
 /** Where the sandbox's writes over the overlay `name` of its root are (rootfs.ts RootOverlay). */
 export const upperDir = (rwDir: string, name: string) => join(rwDir, 'ovl', name, 'upper');
 
-/** Changes the cap of a mounted layer (a warm sandbox assigned to a spec); fails below current use. */
+/** The cap of a mounted layer in MB, as the kernel has it (tmpfs: its size in pages); undefined when not mounted. */
+export function layerSizeMb(rwDir: string): number | undefined {
+  try {
+    // A directory that is no mount point would report the file system it sits on.
+    if (statSync(rwDir).dev === statSync(dirname(rwDir)).dev) return undefined;
+    const fs = statfsSync(rwDir);
+    return (fs.blocks * fs.bsize) / (1024 * 1024);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Gives a mounted layer (a warm sandbox assigned to a spec) the cap `sizeMb`; fails below current use. A layer that
+ * has that cap already is left as it is: a remount is a `mount` process on the create's path (a fork of the server,
+ * 5-15 ms on a loaded host), and the warm pools mount their layers at the size creates ask for (warm-pool.ts).
+ */
 export async function resizeWritableLayer(rwDir: string, sizeMb: number): Promise<void> {
+  if (layerSizeMb(rwDir) === Math.floor(sizeMb)) return;
   await run('mount', ['-o', `remount,size=${Math.floor(sizeMb)}m`, rwDir]);
 }
 

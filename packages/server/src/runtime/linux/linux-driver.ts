@@ -82,7 +82,7 @@ import {
 import { driveHelper } from './drive-helper.js';
 import { attachDrive, attachMounts, detachDrive, drivesIn, namespacePid } from './drive-mount.js';
 import { withoutSecrets } from '../egress/policy.js';
-import { WARM_SPEC, WarmPool, type WarmSandbox } from './warm-pool.js';
+import { WarmPool, type WarmSandbox } from './warm-pool.js';
 import { DEMAND_WINDOW_MS, PoolDemand } from './pool-demand.js';
 import {
   DeepStandby,
@@ -129,6 +129,11 @@ export interface LinuxDriverOptions {
   warmPoolSize?: number;
   /** The most the default image's pool grows to while creates come fast (pool-demand.ts; default warmPoolSize). */
   warmPoolMax?: number;
+  /**
+   * The writable layer's cap the pools mount their sandboxes with until a create asks for another (default
+   * WARM_SPEC.diskMb): the disk size of a sandbox created with the defaults, so that its create needs no remount.
+   */
+  warmDiskMb?: number;
   /**
    * IPv4 CIDRs this driver's sandboxes may reach although they are private or reserved (network.ts
    * BLOCKED_DESTINATIONS), e.g. a LAN. Per server: other servers on the host keep their own.
@@ -245,7 +250,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
       onEvent: opts.onEgressEvent,
     }),
   };
-  const warmPool = new WarmPool(ctx, opts.warmPoolSize ?? 0);
+  const warmPool = new WarmPool(ctx, opts.warmPoolSize ?? 0, undefined, undefined, opts.warmDiskMb);
   await warmPool.sweep();
   // Image pools of a driver that no longer runs: their sandboxes are removed (pools are made again on use).
   const imagePoolsDir = join(opts.dataDir, 'warm-img');
@@ -415,7 +420,7 @@ export class LinuxDriver implements RuntimeDriver {
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
     // Volumes are no reason to start cold: they are mounted into the running sandbox either way (mountVolumes).
     checkVolumeDirs(spec);
-    const warm = !spec.egress ? pool?.take() : undefined;
+    const warm = !spec.egress ? pool?.take(spec.diskMb) : undefined;
     const rec = warm
       ? await this.assign(warm, id, spec, hash)
       : await startSandbox(this.ctx, { dir: this.dir(id), id, paths: this.paths(id), spec, hash, image });
@@ -475,7 +480,7 @@ export class LinuxDriver implements RuntimeDriver {
     let pool = this.imagePools.get(key);
     if (pool) this.imagePools.delete(key);
     else {
-      pool = new WarmPool(this.ctx, IMAGE_POOL_SIZE, key, image);
+      pool = new WarmPool(this.ctx, IMAGE_POOL_SIZE, key, image, this.warmPool.layerMb);
       await pool.sweep();
     }
     this.imagePools.set(key, pool);
@@ -496,8 +501,7 @@ export class LinuxDriver implements RuntimeDriver {
         pidsMax: Math.max(MIN_PIDS, spec.pidsMax),
         cpuShares: spec.cpuShares,
       });
-      if (spec.diskMb !== WARM_SPEC.diskMb)
-        await resizeWritableLayer(join(LAYERS_DIR, rec.name), spec.diskMb);
+      await resizeWritableLayer(join(LAYERS_DIR, rec.name), spec.diskMb); // a no-op at the pool's size
       writeEnvFile(sandboxRunDir(rec.name), rec.hostUid, sandboxEnv(id, spec));
     } catch (e) {
       await teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);

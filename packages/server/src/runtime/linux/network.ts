@@ -252,13 +252,17 @@ export async function setAllowedRanges(address: string, cidrs: string[]): Promis
  */
 async function replaceAddressRanges(table: string, set: string, address: string, cidrs: string[]) {
   const listed = JSON.parse(await run('nft', ['-j', 'list', 'set', ...table.split(' '), set]));
-  const elems: unknown[] = listed.nftables?.find((x: any) => x.set)?.set?.elem ?? [];
-  const ops = elems
+  const ops = rangeDeletes(table, set, address, listed.nftables?.find((x: any) => x.set)?.set?.elem ?? []);
+  for (const c of outermostCidrs(cidrs)) ops.push(`add element ${table} ${set} { ${address} . ${c} }\n`);
+  if (ops.length) await run('nft', ['-f', '-'], ops.join(''));
+}
+
+/** Deletions of the `address . range` elements among `elems` (a concatenated interval set as `nft -j` lists it). */
+function rangeDeletes(table: string, set: string, address: string, elems: unknown[]): string[] {
+  return elems
     .map((e: any) => e?.elem?.val ?? e)
     .filter((e: any) => Array.isArray(e?.concat) && e.concat[0] === address)
     .map((e: any) => `delete element ${table} ${set} { ${address} . ${nftRange(e.concat[1])} }\n`);
-  for (const c of outermostCidrs(cidrs)) ops.push(`add element ${table} ${set} { ${address} . ${c} }\n`);
-  if (ops.length) await run('nft', ['-f', '-'], ops.join(''));
 }
 
 /** The ranges of `cidrs` (normalised `a.b.c.d/n`) not inside another one, each once: they cover the same. */
@@ -397,12 +401,44 @@ export async function createSlotNetwork(net: SlotNet, allowCidrs: string[]): Pro
   );
   // A previous holder of this address may have died under an egress policy, or with other private ranges
   // opened, without its teardown running.
-  await Promise.all([
-    setupNamespace(net),
-    setAllowedRanges(net.address, allowCidrs),
-    setEgressControl(net.address, undefined),
-    setRawEgress(net.address, undefined),
-  ]);
+  await Promise.all([setupNamespace(net), resetAddressRules(net.address, allowCidrs)]);
+}
+
+/**
+ * What a fresh slot's address gets in the shared tables: nothing of a previous holder's (egress control, raw ranges
+ * and their source address, private ranges) and this server's private ranges. Both tables are read back from the
+ * kernel, so a holder whose server died without its teardown is cleared too; then one transaction deletes exactly
+ * what is there and adds the ranges. Three nft processes (two of them at once) where setAllowedRanges,
+ * setEgressControl and setRawEgress took six: each is a fork of the server, on every pool start.
+ */
+export async function resetAddressRules(address: string, allowCidrs: string[]): Promise<void> {
+  const [egress, priv] = await Promise.all([listTable('inet berth_egress'), listTable('inet berth_private')]);
+  const keyOf = (e: any) => {
+    const k = Array.isArray(e) ? e[0] : e; // a map's element is [key, value]
+    return k?.elem?.val ?? k;
+  };
+  const ops = [
+    ...rangeDeletes('inet berth_private', 'allowed', address, priv.get('allowed') ?? []),
+    ...outermostCidrs(allowCidrs).map(
+      (c) => `add element inet berth_private allowed { ${address} . ${c} }\n`,
+    ),
+    ...rangeDeletes('inet berth_egress', 'raw_allowed', address, egress.get('raw_allowed') ?? []),
+    ...['policed', 'owners', 'snat_to']
+      .filter((name) => (egress.get(name) ?? []).some((e) => keyOf(e) === address))
+      .map((name) => `delete element inet berth_egress ${name} { ${address} }\n`),
+  ];
+  if (ops.length) await run('nft', ['-f', '-'], ops.join(''));
+}
+
+/** The elements of every set and map of a table, by name, as `nft -j` has them. */
+async function listTable(table: string): Promise<Map<string, unknown[]>> {
+  const listed = JSON.parse(await run('nft', ['-j', 'list', 'table', ...table.split(' ')]));
+  const out = new Map<string, unknown[]>();
+  for (const x of listed.nftables ?? []) {
+    const s = x?.set ?? x?.map;
+    if (s?.name) out.set(s.name, s.elem ?? []);
+  }
+  return out;
 }
 
 /**

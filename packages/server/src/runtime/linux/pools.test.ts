@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SandboxCgroup } from './cgroup.js';
-import { sandboxPaths } from './host.js';
+import { LAYERS_DIR, sandboxPaths } from './host.js';
 import { readRecord, writeRecord } from './state.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
 import { claimedSlots, transferSlot } from './slots.js';
@@ -125,6 +125,67 @@ test('a warm sandbox is assigned to a create with the spec envs, limits and disk
   }
   assert.deepEqual(ownedUnder(dataDir), [], 'warm sandboxes removed on close');
 });
+
+/** The cap (MB) the kernel has for a layer, from the tmpfs's `size=` in /proc/self/mountinfo. */
+function layerCapMb(name: string): number | undefined {
+  const mountPoint = join(LAYERS_DIR, name);
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const f = line.split(' ');
+    if (f[4] !== mountPoint) continue;
+    const superOptions = f[f.indexOf('-', 6) + 3] ?? '';
+    const kb = /(?:^|,)size=(\d+)k(?:,|$)/.exec(superOptions)?.[1];
+    return kb === undefined ? undefined : Number(kb) / 1024;
+  }
+  return undefined;
+}
+
+test(
+  'warm layers wait at the disk size creates ask for: the configured default, then the latest create',
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-disk-'));
+    const driver = await createLinuxDriver({
+      dataDir,
+      codeDir: makeMiniDaemonCodeDir(dataDir),
+      netPoolSize: 0,
+      warmPoolSize: 1,
+      warmDiskMb: 64,
+    });
+    try {
+      await driver.poolsIdle();
+      const [waiting] = driver.warmPool.readyRecords();
+      assert.ok(waiting, `a warm sandbox (${driver.warmPool.lastError?.message})`);
+      assert.equal(layerCapMb(waiting.name), 64, 'mounted at the default sandbox size');
+      // A create of the default size takes it and its layer keeps exactly the spec's cap.
+      const d1 = await driver.ensure('d1', spec({ diskMb: 64 }));
+      assert.equal(d1.pid, waiting.pid, 'the warm sandbox was taken');
+      assert.equal(layerCapMb(driver.cgroup('d1')!.name), 64);
+      assert.equal(
+        (await sandboxExec(d1.socketPath, "df -m /workspace | awk 'NR==2{print $2}'")).stdout,
+        '64\n',
+      );
+      // Another size is still the spec's (remounted), and the pool's next sandboxes wait at that size.
+      await driver.poolsIdle();
+      const d2 = await driver.ensure('d2', spec({ diskMb: 48 }));
+      assert.equal(layerCapMb(driver.cgroup('d2')!.name), 48);
+      assert.equal(
+        (await sandboxExec(d2.socketPath, "df -m /workspace | awk 'NR==2{print $2}'")).stdout,
+        '48\n',
+      );
+      await driver.poolsIdle();
+      const [next] = driver.warmPool.readyRecords();
+      assert.ok(next, `refilled (${driver.warmPool.lastError?.message})`);
+      assert.equal(layerCapMb(next.name), 48, "the refill mounts at the latest create's size");
+      // A create of another size than the one waiting gets its own cap, never the pool's.
+      const d3 = await driver.ensure('d3', spec({ diskMb: 40 }));
+      assert.equal(d3.pid, next.pid);
+      assert.equal(layerCapMb(driver.cgroup('d3')!.name), 40);
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);
 
 test('a warm sandbox left by a killed process is adopted only if its API socket answers', T, async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-adopt-'));

@@ -10,12 +10,16 @@ import { join } from 'node:path';
 import { BACKGROUND_CPU_SHARES, type SandboxSpec } from '../driver.js';
 import type { StoredImage } from '../images/image-store.js';
 import { type HostContext, startSandbox, teardownSandbox } from './create.js';
-import { type SandboxPaths, sandboxPaths } from './host.js';
+import { layerSizeMb } from './disk.js';
+import { LAYERS_DIR, type SandboxPaths, sandboxPaths } from './host.js';
 import { canConnect, pingHealth } from './launch.js';
 import { setAllowedRanges, setupNamespace, slotNet } from './network.js';
 import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
 
-/** Limits a warm sandbox waits with; assignment rewrites them to the real spec. */
+/**
+ * Limits a warm sandbox waits with; assignment rewrites them to the real spec. Its writable layer's cap is the pool's
+ * disk size instead (WarmPool.diskMb), so that a create of that size needs no remount.
+ */
 export const WARM_SPEC: SandboxSpec = {
   memoryMb: 512,
   pidsMax: 256,
@@ -43,6 +47,12 @@ export class WarmPool {
   private closed = false;
   /** How many to keep ready now: `size` at rest, more while creates come fast (pool-demand.ts). */
   private target: number;
+  /**
+   * The cap of the layers the pool mounts: the default sandbox's disk size at first, then the size the latest create
+   * asked for. A tmpfs's size is only a cap (its pages are what costs), so waiting at a sandbox's size costs nothing,
+   * and a create of that size then keeps the layer as it is instead of remounting it (disk.ts resizeWritableLayer).
+   */
+  private diskMb: number;
   private readonly dir: string;
   private readonly tag: string;
   /** Why the last refill failed, for diagnostics (a failed refill only leaves the pool smaller). */
@@ -59,8 +69,10 @@ export class WarmPool {
     readonly size: number,
     private readonly imageKey?: string,
     private readonly image?: StoredImage,
+    diskMb: number = WARM_SPEC.diskMb,
   ) {
     this.target = size;
+    this.diskMb = diskMb;
     this.dir = imageKey ? join(ctx.dataDir, 'warm-img', imageKey) : join(ctx.dataDir, 'warm');
     this.tag = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
   }
@@ -101,14 +113,25 @@ export class WarmPool {
     }
   }
 
-  /** A running warm sandbox, removed from the pool, or undefined. */
-  take(): WarmSandbox | undefined {
+  /**
+   * A running warm sandbox, removed from the pool, or undefined: one whose layer has the cap `diskMb` if there is one
+   * (the kernel's figure, not what the pool meant to mount), else the oldest. The pool's next starts take that size.
+   */
+  take(diskMb: number = this.diskMb): WarmSandbox | undefined {
+    this.diskMb = Math.floor(diskMb);
+    const i = this.ready.findIndex((w) => layerSizeMb(join(LAYERS_DIR, w.rec.name)) === this.diskMb);
+    if (i > 0) this.ready.unshift(...this.ready.splice(i, 1));
     for (let w = this.ready.shift(); w; w = this.ready.shift()) {
       const rec = readRecord(w.dir);
       if (rec && isProcessAlive(rec.pid, rec.pidStart)) return { ...w, rec };
       void teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
     }
     return undefined;
+  }
+
+  /** The cap the pool's next starts mount their layers at. */
+  get layerMb(): number {
+    return this.diskMb;
   }
 
   /** Sets how many to keep ready; those past it are torn down now, missing ones are started by `refill`. */
@@ -140,7 +163,7 @@ export class WarmPool {
     const dir = join(this.dir, name);
     const paths = this.paths(name);
     try {
-      const spec = this.image ? { ...WARM_SPEC, image: this.image.id } : WARM_SPEC;
+      const spec = { ...WARM_SPEC, diskMb: this.diskMb, ...(this.image ? { image: this.image.id } : {}) };
       const rec = await startSandbox(this.ctx, {
         dir,
         id: `warm.${name}`,
@@ -148,6 +171,7 @@ export class WarmPool {
         spec,
         hash: '',
         image: this.image,
+        warm: true,
       });
       await pingHealth(rec.socketPath);
       if (this.closed) await teardownSandbox(this.ctx, dir, paths);

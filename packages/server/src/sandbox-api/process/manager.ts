@@ -46,6 +46,11 @@ export class ProcessManager {
     return this.byName(identifier);
   }
 
+  /** Drops a finished process from the registry (the daemon's own warm-up, process/warm-up.ts). */
+  forget(id: string): void {
+    if (this.procs.get(id)?.running === false) this.procs.delete(id);
+  }
+
   list(): ManagedProcess[] {
     return [...this.procs.values()];
   }
