@@ -104,6 +104,13 @@ test('BERTH_LEADER_CHECK_EVERY: unset by default (the leadership checks each sec
   assert.throws(() => loadConfig({}, { BERTH_LEADER_CHECK_EVERY: 'soon' }), /BERTH_LEADER_CHECK_EVERY/);
 });
 
+test('BERTH_BUILDS_AHEAD: on by default; true/false (or 1/0); anything else fails naming it', () => {
+  assert.equal(loadConfig({}, {}).buildsAhead, true);
+  assert.equal(loadConfig({}, { BERTH_BUILDS_AHEAD: 'false' }).buildsAhead, false);
+  assert.equal(loadConfig({}, { BERTH_BUILDS_AHEAD: '1' }).buildsAhead, true);
+  assert.throws(() => loadConfig({}, { BERTH_BUILDS_AHEAD: 'no' }), /BERTH_BUILDS_AHEAD/);
+});
+
 test('BERTH_QUOTA_IMAGE_MB: unset leaves the image store its default; a positive number of MB; anything else fails', () => {
   assert.equal(loadConfig({}, {}).imageQuotaMb, undefined);
   assert.equal(loadConfig({}, { BERTH_QUOTA_IMAGE_MB: '512' }).imageQuotaMb, 512);

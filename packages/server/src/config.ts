@@ -52,6 +52,11 @@ export interface Config {
    * cut from that session stops sooner at its first write, which the database refuses (decision 068).
    */
   leaderCheckS?: number;
+  /**
+   * Whether a cluster's followers build ahead what the leader built (BERTH_BUILDS_AHEAD, default true; `false` saves
+   * their CPU, and a new leader then builds before it starts replicas: decision 067).
+   */
+  buildsAhead: boolean;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
   /** The most the warm pool grows to while creates come fast: as many as the last minute's (BERTH_WARM_POOL_MAX). */
@@ -253,6 +258,7 @@ export function loadConfig(
     standbyAfterS: standby,
     faultCheckS: positiveSeconds(env.BERTH_FAULT_CHECK_EVERY, 'BERTH_FAULT_CHECK_EVERY'),
     leaderCheckS: positiveSeconds(env.BERTH_LEADER_CHECK_EVERY, 'BERTH_LEADER_CHECK_EVERY'),
+    buildsAhead: onOff(env.BERTH_BUILDS_AHEAD, 'BERTH_BUILDS_AHEAD', true),
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,
@@ -469,4 +475,12 @@ function metricsToken(raw: string | undefined): string | undefined {
       `BERTH_METRICS_TOKEN must be at least ${METRICS_TOKEN_MIN_LENGTH} characters without spaces (e.g. openssl rand -hex 24)`,
     );
   return t;
+}
+
+/** A `true`/`false` setting (also `1`/`0`); unset: `fallback`. Anything else is refused, naming the setting. */
+function onOff(text: string | undefined, name: string, fallback: boolean): boolean {
+  if (text === undefined || text === '') return fallback;
+  if (text === 'true' || text === '1') return true;
+  if (text === 'false' || text === '0') return false;
+  throw new Error(`${name} must be true or false, not ${JSON.stringify(text)}`);
 }

@@ -1,6 +1,7 @@
 // In a cluster, each server that does not lead the controllers builds ahead what the leader built, so that it can
 // take the lead without building (controllers/code/builds-ahead.ts, docs/decisions/067-builds-ahead.md); the builds
-// it made and those that failed are counted in /metrics. On SQLite the one server leads: nothing to build ahead.
+// it made and those that failed are counted in /metrics. On SQLite the one server leads: nothing to build ahead;
+// BERTH_BUILDS_AHEAD=false turns it off (the followers' CPU saved, a new leader building first).
 import { Counter, type Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { BuildsAhead } from '../controllers/code/builds-ahead.js';
@@ -13,7 +14,7 @@ export async function startBuildsAhead(
   registry: Registry,
   parts: Core & Workloads & Pick<Controllers, 'leadership'>,
 ): Promise<BuildsAhead | undefined> {
-  if (!config.databaseUrl) return undefined;
+  if (!config.databaseUrl || !config.buildsAhead) return undefined;
   const { store, logger, builder, code, leadership } = parts;
   const done = new Counter({
     name: 'berth_builds_ahead_total',

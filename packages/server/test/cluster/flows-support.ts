@@ -21,10 +21,11 @@ export const JOB = 'job-typescript';
 
 /**
  * Starts the cluster (nodes a, b, c; a leads) and, before the file's tests, deploys `templates`, the first through
- * node-b, the next through node-c, the next through node-a (followers send the upload on to the leader).
+ * node-b, the next through node-c, the next through node-a (followers send the upload on to the leader). `env` goes to
+ * every server.
  */
-export function useFlowsCluster(prefix: string, templates: string[]) {
-  const cluster = useCluster(['node-a', 'node-b', 'node-c'], { prefix });
+export function useFlowsCluster(prefix: string, templates: string[], env: Record<string, string> = {}) {
+  const cluster = useCluster(['node-a', 'node-b', 'node-c'], { prefix, env });
   const { api, procs } = cluster;
   let work: string;
   let tenant: Tenant;

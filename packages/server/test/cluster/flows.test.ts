@@ -12,13 +12,15 @@ import { type Proc, sleep } from './cluster-support.js';
 import { AGENT, JOB, MCP, useFlowsCluster } from './flows-support.js';
 
 describe('a cluster of three servers serves the SDK flows through each', () => {
+  // No builds ahead here: what they change is tested in flows-failures.test.ts and builds-ahead.test.ts, and six
+  // builds more on two cores would double this file's time.
   const {
     cluster,
     tenant: tenantOf,
     sdkAgent,
     execution,
     ended,
-  } = useFlowsCluster('flows', [AGENT, MCP, JOB]);
+  } = useFlowsCluster('flows', [AGENT, MCP, JOB], { BERTH_BUILDS_AHEAD: 'false' });
   const { api, procs } = cluster;
 
   it('an agent deployed from code answers the unmodified SDK through each server', async () => {
@@ -88,6 +90,8 @@ describe('a cluster of three servers serves the SDK flows through each', () => {
   it("every server keeps a copy of the agent's code; the peer route gives it to no one without the cluster's token", async () => {
     const digest = (await (await api(procs[0], `/agents/${AGENT}`)).json()).source.digest;
     for (const p of procs) {
+      // BERTH_BUILDS_AHEAD=false: the copy is kept, nothing is built ahead of a lead.
+      assert.doesNotMatch(await (await fetch(`${p.url}/metrics`)).text(), /berth_builds_ahead_total/, p.id);
       const copies = new CodeStore(p.dir);
       for (let i = 0; i < 100 && !copies.has('default', digest); i++) await sleep(100);
       assert.ok(copies.has('default', digest), `no copy on ${p.id}`);
