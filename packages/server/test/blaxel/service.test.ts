@@ -114,7 +114,11 @@ describe('@blaxel/core on the rest of the service’s operations', () => {
       assert.ok(entries.length >= 2);
       assert.match(entries[0].date, /^\d{4}-\d{2}-\d{2}$/);
       assert.ok(entries.every((e: any, i: number) => i === 0 || e.date <= entries[i - 1].date));
-      assert.match(entries[0].content, /sdk-operations/);
+      // The newest entry is CHANGELOG.md's first, as written there.
+      const file = readFileSync(join(import.meta.dirname, '../../../../CHANGELOG.md'), 'utf8');
+      const first = file.slice(file.indexOf('\n## ') + 1).split('\n## ')[0];
+      assert.ok(first.includes(entries[0].content.trim().split('\n')[0]), entries[0].content);
+      assert.ok(first.startsWith(`## ${entries[0].date}`), first.split('\n')[0]);
     });
 
     it('integrations: a provider with its config and secret fields, the generic HTTP API, 404 for others', () => {
