@@ -33,28 +33,22 @@ export interface HolderLease {
  * while the node holds no lease is refused here, without asking the database.
  */
 export function fencedStore(store: Store, lease: HolderLease, held: (key: ResourceKey) => boolean): Store {
-  return {
-    get: (key) => store.get(key),
-    list: (q) => store.list(q),
-    watch: (fn) => store.watch(fn),
-    close: () => store.close(),
-    async write(ops) {
-      const keys = new Map<string, ResourceKey>();
-      for (const op of ops)
-        if (op.op !== 'check' && op.op !== 'fence' && held(op.key)) keys.set(keyString(op.key), op.key);
-      if (!keys.size) return store.write(ops);
-      const f = lease.fence();
-      const first = keys.values().next().value as ResourceKey;
-      if (!f) throw new FencedError(first, 'lease');
-      const fences: WriteOp[] = [...keys.values()].map((key) => ({ op: 'fence', key, ...f }));
-      try {
-        return await store.write([...fences, ...ops]);
-      } catch (err) {
-        if (err instanceof FencedError && err.lost === 'lease') lease.refused();
-        throw err;
-      }
-    },
-  };
+  return withWrite(store, async (ops) => {
+    const keys = new Map<string, ResourceKey>();
+    for (const op of ops)
+      if (op.op !== 'check' && op.op !== 'fence' && held(op.key)) keys.set(keyString(op.key), op.key);
+    if (!keys.size) return store.write(ops);
+    const f = lease.fence();
+    const first = keys.values().next().value as ResourceKey;
+    if (!f) throw new FencedError(first, 'lease');
+    const fences: WriteOp[] = [...keys.values()].map((key) => ({ op: 'fence', key, ...f }));
+    try {
+      return await store.write([...fences, ...ops]);
+    } catch (err) {
+      if (err instanceof FencedError && err.lost === 'lease') lease.refused();
+      throw err;
+    }
+  });
 }
 
 export interface LeaderLease {
@@ -69,20 +63,25 @@ export interface LeaderLease {
  * transaction. A write made while this server does not lead is refused here, without asking the database.
  */
 export function leaderFencedStore(store: Store, lead: LeaderLease): Store {
+  return withWrite(store, async (ops) => {
+    const f = lead.fence();
+    if (!f) throw new FencedError(firstKey(ops), 'lead');
+    try {
+      return await store.write([{ op: 'fence', ...f }, ...ops]);
+    } catch (err) {
+      if (err instanceof FencedError && err.lost === 'lead') lead.refused(err);
+      throw err;
+    }
+  });
+}
+
+/** `store` with its writes made by `write`; reads, watches and close pass through. */
+function withWrite(store: Store, write: Store['write']): Store {
   return {
     get: (key) => store.get(key),
     list: (q) => store.list(q),
     watch: (fn) => store.watch(fn),
     close: () => store.close(),
-    async write(ops) {
-      const f = lead.fence();
-      if (!f) throw new FencedError(firstKey(ops), 'lead');
-      try {
-        return await store.write([{ op: 'fence', ...f }, ...ops]);
-      } catch (err) {
-        if (err instanceof FencedError && err.lost === 'lead') lead.refused(err);
-        throw err;
-      }
-    },
+    write,
   };
 }
