@@ -185,5 +185,9 @@ test('a session whose replica was just found dead is told it ended (404); other 
   assert.equal(aff.ended(w, { 'thread-id': 't' }), undefined);
   const e = aff.ended(w, { 'mcp-session-id': 's1' });
   assert.ok(e instanceof ApiError && e.status === 404);
-  assert.equal(aff.ended(w, { 'mcp-session-id': 's1' }), undefined, 'told once, then forgotten');
+  // Every request of that session is told, not the first alone (its SSE GET and next POST race), until the TTL.
+  for (let i = 0; i < 3; i++) {
+    assert.ok(aff.ended(w, { 'mcp-session-id': 's1' }) instanceof ApiError);
+    assert.throws(() => aff.route(w, { 'mcp-session-id': 's1' }, (x) => x), /start a new session/);
+  }
 });

@@ -73,10 +73,10 @@ export class Affinity {
       const key = `${w.key}\n${session}`;
       const r = this.sessions.get(key, MCP_SESSION_TTL_MS);
       if (r && !r.gone) return { w: owner(w, r.revision), replica: r };
-      if (r) {
-        this.sessions.delete(key);
-        throw sessionEnded(session);
-      }
+      // The entry stays until its TTL: an MCP client sends several requests of one session at once (its SSE GET and
+      // its next POST), and each must be told the session ended, not the first alone while the rest are drawn to a
+      // replica that never knew it.
+      if (r) throw sessionEnded(session);
     }
     const thread = threadOf(headers);
     const ttlS = w.route?.stickyTtlS ?? DEFAULT_STICKY_TTL_S;
@@ -95,9 +95,7 @@ export class Affinity {
     if (!session) return undefined;
     const key = `${w.key}\n${session}`;
     const r = this.sessions.get(key, MCP_SESSION_TTL_MS);
-    if (!r?.gone) return undefined;
-    this.sessions.delete(key);
-    return sessionEnded(session);
+    return r?.gone ? sessionEnded(session) : undefined;
   }
 
   /** Called with the replica's answer: an MCP session it opened is pinned to it, one it ended is forgotten. */
