@@ -54,6 +54,10 @@ export class SqliteStore implements Store {
   private lastSeq = 0;
   private readonly rows = new Map<string, CachedRow>();
   private readonly listStatements = new Map<string, Database.Statement<unknown[], Row>>();
+  private readonly keyStatements = new Map<
+    string,
+    Database.Statement<unknown[], [string, string, string, number]>
+  >();
   private pending: { ops: WriteOp[]; resolve: (o: StoredObject[]) => void; reject: (e: unknown) => void }[] =
     [];
   private readonly groupTx;
@@ -202,11 +206,12 @@ export class SqliteStore implements Store {
     // its write's number, so the same version is the same body), the bodies come from there, copied from the parse
     // it keeps. Reading the body text of each row out of SQLite and parsing it was most of a list's time (decision
     // 074). Any row missing from the cache (or changed by the transaction under way) and the rows are read whole.
-    const keys = this.listStatement(`SELECT kind, workspace, parent, name, rv ${tail}`).all(...args);
+    // Rows as arrays (better-sqlite3's raw mode): no object per row, about half the cost of this read.
+    const keys = this.keyStatement(`SELECT workspace, parent, name, rv ${tail}`).all(...args);
     const cached: CachedRow[] = [];
-    for (const k of keys) {
-      const c = this.rows.get(keyString(k));
-      if (c?.rv !== k.rv) break;
+    for (const [workspace, parent, name, rv] of keys) {
+      const c = this.rows.get(keyString({ kind: q.kind, workspace, parent, name }));
+      if (c?.rv !== rv) break;
       cached.push(c);
     }
     if (cached.length === keys.length)
@@ -217,6 +222,16 @@ export class SqliteStore implements Store {
     return this.listStatement(`SELECT * ${tail}`)
       .all(...args)
       .map(objectOf);
+  }
+
+  private keyStatement(sql: string): Database.Statement<unknown[], [string, string, string, number]> {
+    let stmt = this.keyStatements.get(sql);
+    if (!stmt) {
+      stmt = this.db.prepare<unknown[], [string, string, string, number]>(sql).raw(true);
+      if (this.keyStatements.size >= LIST_STATEMENTS_MAX) this.keyStatements.clear();
+      this.keyStatements.set(sql, stmt);
+    }
+    return stmt;
   }
 
   private listStatement(sql: string): Database.Statement<unknown[], Row> {
