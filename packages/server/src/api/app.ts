@@ -9,6 +9,7 @@ import Fastify, {
 import type { Authenticator } from '../auth/access.js';
 import '../auth/request-access.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../http/json-depth.js';
+import { lazyChildLogger } from '../http/lazy-request-logger.js';
 import { wireErrorOf } from '../http/wire-error.js';
 import { ApiError } from '../errors.js';
 import { DRIVE_JWKS_PATH } from './drive-tokens.js';
@@ -46,6 +47,8 @@ export function createApp(opts: AppOptions): FastifyInstance {
     // A log line per request cost a tenth of the API's throughput; /metrics counts and times every request, so
     // the per-request lines are written only when debugging (BERTH_LOG_LEVEL=debug). Errors are always logged.
     logController: new LogController({ disableRequestLogging: !debugEnabled(opts.logger) }),
+    // ...and a request's child logger is made only if something logs through it (decision 074).
+    childLoggerFactory: lazyChildLogger,
     // Keep-alive connections of load generators should not hold shutdown.
     forceCloseConnections: true,
     return503OnClosing: true,
