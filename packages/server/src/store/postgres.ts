@@ -5,6 +5,7 @@
 // every write that could change what it lists, as a per-kind lock would, at the price of one writer at a time.
 import pg from 'pg';
 import { MIGRATIONS } from './migrations.js';
+import { type Outcome, planRun, WRITE_RUN } from './postgres-runs.js';
 import {
   type Change,
   type ChangeType,
@@ -118,6 +119,9 @@ interface Pending {
   resolve: (o: StoredObject[]) => void;
   reject: (e: unknown) => void;
 }
+
+/** Ops that need no judgement of the database beyond the objects they name. */
+const isPlain = (ops: WriteOp[]) => ops.every((op) => op.op !== 'check' && op.op !== 'fence');
 
 /**
  * Gives each connection of `pool` its own error listener. The pool listens only to idle ones: a connection that
@@ -297,24 +301,19 @@ export class PostgresStore implements Store {
   private async flush() {
     const batch = this.pending;
     this.pending = [];
-    const outcomes: ({ ok: true; out: StoredObject[] } | { ok: false; error: unknown })[] = [];
+    const outcomes: Outcome[] = [];
     let client: pg.PoolClient | undefined;
     try {
       client = await this.pool.connect();
-      await client.query('BEGIN');
-      // The notification is sent at COMMIT, once however many changes the transaction holds.
-      await client.query('SELECT pg_advisory_xact_lock($1), pg_notify($2, $3)', [WRITE_LOCK, CHANNEL, '']);
-      const savepoints = batch.length > 1;
-      for (const w of batch) {
-        if (savepoints) await client.query('SAVEPOINT w');
-        try {
-          const out = await this.applyOps(client, w.ops);
-          if (savepoints) await client.query('RELEASE SAVEPOINT w');
-          outcomes.push({ ok: true, out });
-        } catch (error) {
-          if (savepoints) await client.query('ROLLBACK TO SAVEPOINT w');
-          outcomes.push({ ok: false, error });
-        }
+      // One round trip: the transaction, the lock, and the notification (sent at COMMIT, once however many changes
+      // the transaction holds). The values are this file's constants.
+      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK}), pg_notify('${CHANNEL}', '')`);
+      for (let i = 0; i < batch.length; ) {
+        const run: Pending[] = [];
+        while (i < batch.length && isPlain(batch[i].ops)) run.push(batch[i++]);
+        if (run.length) outcomes.push(...(await this.applyRun(client, run, batch.length > 1)));
+        // A write with a check or a fence is judged by the database as it stands after the writes before it.
+        if (i < batch.length) outcomes.push(await this.applyAlone(client, batch[i++], batch.length > 1));
       }
       await client.query(outcomes.some((o) => o.ok) ? 'COMMIT' : 'ROLLBACK');
       client.release();
@@ -335,6 +334,48 @@ export class PostgresStore implements Store {
       void this.pool
         .query('DELETE FROM changes WHERE seq < $1', [this.lastSeq - CHANGE_LOG_KEEP])
         .catch((err) => this.warn(err, 'could not trim the change log'));
+  }
+
+  /** One caller's ops in a savepoint of its own (when it shares the transaction), op by op. */
+  private async applyAlone(client: pg.PoolClient, w: Pending, savepoint: boolean): Promise<Outcome> {
+    if (savepoint) await client.query('SAVEPOINT w');
+    try {
+      const out = await this.applyOps(client, w.ops);
+      if (savepoint) await client.query('RELEASE SAVEPOINT w');
+      return { ok: true, out };
+    } catch (error) {
+      if (savepoint) await client.query('ROLLBACK TO SAVEPOINT w');
+      return { ok: false, error };
+    }
+  }
+
+  /**
+   * Callers whose ops are all creates, updates and deletes, in two statements whatever their number: one reads
+   * every object they name and draws the sequence numbers, the callers' ops are then judged here in order against
+   * what was read and what the callers before them wrote (a caller whose op fails leaves nothing, as its savepoint
+   * would), and one statement writes the change rows and each object's final row. Under the write lock nothing else
+   * writes meanwhile, so this judges exactly as the database would op by op. Should a statement fail (a value the
+   * database refuses), the run is rolled back to its savepoint and applied caller by caller, so one bad write fails
+   * alone.
+   */
+  private async applyRun(client: pg.PoolClient, run: Pending[], shared: boolean): Promise<Outcome[]> {
+    // A write alone in its transaction needs no savepoint: its failure is the transaction's.
+    const savepoint = shared || run.length > 1;
+    if (savepoint) await client.query('SAVEPOINT r');
+    try {
+      const planned = await planRun(client, run);
+      if (planned.values)
+        await client.query({ name: 'berth_write_run', text: WRITE_RUN, values: planned.values });
+      return planned.outcomes;
+    } catch (error) {
+      if (!savepoint) return [{ ok: false, error }];
+      await client.query('ROLLBACK TO SAVEPOINT r').catch(() => {
+        throw error;
+      });
+      const outcomes: Outcome[] = [];
+      for (const w of run) outcomes.push(await this.applyAlone(client, w, true));
+      return outcomes;
+    }
   }
 
   /** Applies one caller's ops inside the open transaction (which holds the write lock). */
