@@ -2,7 +2,9 @@
 // Same semantics as sqlite.ts: every write one transaction, resource versions from one sequence, the change feed in
 // commit order. Every write transaction first takes one cluster-wide advisory lock: sequence numbers are then handed
 // out in commit order (a reader of `seq > n` can never see 11 before 10 commits), and a `check` is serialised with
-// every write that could change what it lists, as a per-kind lock would, at the price of one writer at a time.
+// every write that could change what it lists, as a per-kind lock would, at the price of one writer at a time. The
+// lock is taken once per group of queued writes, and a group's plain writes cost two statements whatever their number
+// (postgres-runs.ts, docs/decisions/076-postgres-write-throughput.md), so it is held for a few round trips and a flush.
 import pg from 'pg';
 import { MIGRATIONS } from './migrations.js';
 import { type Outcome, planRun, WRITE_RUN } from './postgres-runs.js';
@@ -312,7 +314,7 @@ export class PostgresStore implements Store {
         const run: Pending[] = [];
         while (i < batch.length && isPlain(batch[i].ops)) run.push(batch[i++]);
         // One write alone costs less op by op: the run's statements are heavier than a point read and a write.
-        if (run.length > 1) outcomes.push(...(await this.applyRun(client, run, batch.length > 1)));
+        if (run.length > 1) outcomes.push(...(await this.applyRun(client, run)));
         else if (run.length) outcomes.push(await this.applyAlone(client, run[0], batch.length > 1));
         // A write with a check or a fence is judged by the database as it stands after the writes before it.
         if (i < batch.length) outcomes.push(await this.applyAlone(client, batch[i++], batch.length > 1));
@@ -352,7 +354,7 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Callers whose ops are all creates, updates and deletes, in two statements whatever their number: one reads
+   * Two or more callers whose ops are all creates, updates and deletes, in two statements whatever their number: one reads
    * every object they name and draws the sequence numbers, the callers' ops are then judged here in order against
    * what was read and what the callers before them wrote (a caller whose op fails leaves nothing, as its savepoint
    * would), and one statement writes the change rows and each object's final row. Under the write lock nothing else
@@ -360,17 +362,14 @@ export class PostgresStore implements Store {
    * database refuses), the run is rolled back to its savepoint and applied caller by caller, so one bad write fails
    * alone.
    */
-  private async applyRun(client: pg.PoolClient, run: Pending[], shared: boolean): Promise<Outcome[]> {
-    // A write alone in its transaction needs no savepoint: its failure is the transaction's.
-    const savepoint = shared || run.length > 1;
-    if (savepoint) await client.query('SAVEPOINT r');
+  private async applyRun(client: pg.PoolClient, run: Pending[]): Promise<Outcome[]> {
+    await client.query('SAVEPOINT r');
     try {
       const planned = await planRun(client, run);
       if (planned.values)
         await client.query({ name: 'berth_write_run', text: WRITE_RUN, values: planned.values });
       return planned.outcomes;
     } catch (error) {
-      if (!savepoint) return [{ ok: false, error }];
       await client.query('ROLLBACK TO SAVEPOINT r').catch(() => {
         throw error;
       });
