@@ -22,6 +22,9 @@ const key = (name: string, workspace = 'ws', kind = 'Note'): ResourceKey => ({
   name,
 });
 
+/** A body with what array literals and JSON escape: quotes, backslashes, braces, commas, NULL, non-ASCII. */
+const TRICKY = { s: 'a "quoted" \\ back\\slash, {brace} NULL é 🚢\n', n: null };
+
 const reason = (r: string) => (e: unknown) => e instanceof StoreError && e.reason === r;
 
 /** Resolves once `pred` holds over what `changes` collects (a watcher on another server sees changes a bit later). */
@@ -267,7 +270,7 @@ for (const driver of STORE_DRIVERS)
               },
             },
           ]),
-          store.write([{ op: 'create', key: key('g2'), body: {} }]),
+          store.write([{ op: 'create', key: key('g2'), body: TRICKY }]),
           store.write([{ op: 'create', key: key('g2'), body: {} }]),
           store.write([{ op: 'update', key: key('held'), mutate: (c) => ({ n: c.body.n + 1 }) }]),
           store.write([
@@ -284,7 +287,8 @@ for (const driver of STORE_DRIVERS)
         assert.ok(reason('exists')(why(7)));
         for (const gone of ['x1', 'x2', 'g1'])
           assert.equal(await store.get(key(gone)), undefined, `${gone} is not there`);
-        assert.ok((await store.get(key('g2'))) && (await store.get(key('g3'))));
+        assert.deepEqual((await store.get(key('g2')))?.body, TRICKY, 'quotes, backslashes and braces kept');
+        assert.ok(await store.get(key('g3')));
         assert.equal(
           (await store.get(key('held')))?.body.n,
           2,
@@ -295,7 +299,7 @@ for (const driver of STORE_DRIVERS)
           [
             'ADDED g1 {}',
             'MODIFIED held {"n":1}',
-            'ADDED g2 {}',
+            `ADDED g2 ${JSON.stringify(TRICKY)}`,
             'MODIFIED held {"n":2}',
             'ADDED g3 {}',
             'DELETED g1 {}',
