@@ -1,17 +1,20 @@
-// A run of plain writes on PostgreSQL in two statements (docs/decisions/076-postgres-write-throughput.md): the
-// callers of a group commit whose ops are only creates, updates and deletes. Op by op, each caller cost a savepoint,
+// A run of writes on PostgreSQL in two statements (docs/decisions/076-postgres-write-throughput.md): the callers of a
+// group commit whose ops are creates, updates, deletes and fences (no `check`: its list is the database's to answer). Op by op, each caller cost a savepoint,
 // a read and a write per op, and its release — four round trips for a one-op write, each waited for under the
 // cluster's write lock. Here: one statement reads every object the run names and draws its sequence numbers; the ops
 // are judged in memory, caller after caller, exactly as the database would judge them one by one (the write lock is
-// held, so nothing else writes meanwhile); one statement writes every change row and each object's final row.
+// held, so nothing else writes meanwhile); one statement writes every change row and each object's final row. The
+// fences a run names are asked once per distinct leader and per distinct node lease, one statement each.
 import type pg from 'pg';
 import {
   type ChangeType,
+  FencedError,
+  firstKey,
+  keyString,
   type ResourceKey,
   type Row,
   StoreError,
   type StoredObject,
-  keyString,
   toObject,
   type WriteOp,
 } from './store.js';
@@ -45,7 +48,62 @@ export const WRITE_RUN = `WITH c AS (
     WHERE r.kind = g.kind AND r.workspace = g.workspace AND r.parent = g.parent AND r.name = g.name
   ) SELECT 1`;
 
-type DataOp = Exclude<WriteOp, { op: 'check' } | { op: 'fence' }>;
+/** Ops a run takes: every op but a `check`, whose list the database answers. */
+type RunOp = Exclude<WriteOp, { op: 'check' }>;
+
+/** Whether a caller's ops can join a run. */
+export const runnable = (ops: WriteOp[]) => ops.every((op) => op.op !== 'check');
+
+/**
+ * For each (lock, pid) pair, whether the advisory lock is granted to that backend: the leader's fence (`LEADER_FENCE`
+ * in postgres.ts) for every leader a run's callers name, in one statement. Judged under the write lock, as the op by
+ * op fence is: a pair that holds here was the lead when no other server could write.
+ */
+const LEADS_RUN = `SELECT l.i, EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+    AND classid = ((l.lock >> 32) & 4294967295)::oid AND objid = (l.lock & 4294967295)::oid
+    AND objsubid = 1 AND pid = l.pid AND granted) AS held
+  FROM unnest($1::bigint[], $2::int[]) WITH ORDINALITY AS l(lock, pid, i)`;
+
+/** For each (node, epoch) pair, whether the node's lease is held at that epoch by the database's clock now. */
+const LEASES_RUN = `SELECT n.i, EXISTS (SELECT 1 FROM nodes WHERE id = n.node AND epoch = n.epoch
+    AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased
+  FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS n(node, epoch, i)`;
+
+/** Each distinct pair a run's fences name, and the database's answer for it. */
+class Pairs<A, B> {
+  private readonly index = new Map<string, number>();
+  readonly a: A[] = [];
+  readonly b: B[] = [];
+  answers: boolean[] = [];
+  add(a: A, b: B) {
+    const k = JSON.stringify([a, b]);
+    if (!this.index.has(k)) {
+      this.index.set(k, this.a.length);
+      this.a.push(a);
+      this.b.push(b);
+    }
+  }
+  holds(a: A, b: B): boolean {
+    return this.answers[this.index.get(JSON.stringify([a, b])) as number] === true;
+  }
+  async ask(client: pg.PoolClient, name: string, text: string) {
+    if (!this.a.length) return;
+    const { rows } = await client.query<{ i: number; held?: boolean; leased?: boolean }>({
+      name,
+      text,
+      values: [this.a, this.b],
+    });
+    for (const r of rows) this.answers[r.i - 1] = (r.held ?? r.leased) === true;
+  }
+}
+
+/** The object's `node` as the holder's fence reads it (`body::json ->> 'node'`). */
+function placedOn(row: Row | undefined): string | null {
+  if (!row) return null;
+  const node = JSON.parse(row.body)?.node;
+  if (node === undefined || node === null) return null;
+  return typeof node === 'string' ? node : JSON.stringify(node);
+}
 
 /** Columns of rows, one array per column, as `unnest` takes them. */
 class Columns {
@@ -72,12 +130,21 @@ export async function planRun(
   run: { ops: WriteOp[] }[],
 ): Promise<{ outcomes: Outcome[]; values?: unknown[] }> {
   const keys = new Map<string, ResourceKey>();
+  const leads = new Pairs<string, number>();
+  const leases = new Pairs<string, number>();
   let opCount = 0;
   for (const w of run)
-    for (const op of w.ops as DataOp[]) {
+    for (const op of w.ops as RunOp[]) {
+      if (op.op === 'fence' && 'lock' in op) {
+        leads.add(op.lock, op.pid);
+        continue;
+      }
       keys.set(keyString(op.key), op.key);
-      opCount++;
+      if (op.op === 'fence') leases.add(op.node, op.epoch);
+      else opCount++;
     }
+  await leads.ask(client, 'berth_leads_run', LEADS_RUN);
+  await leases.ask(client, 'berth_leases_run', LEASES_RUN);
   const named = [...keys.values()];
   const keyColumns = new Columns(4);
   for (const k of named) keyColumns.push(...keyCols(k));
@@ -109,10 +176,19 @@ export async function planRun(
     const mineChanges = new Columns(8);
     const out: StoredObject[] = [];
     try {
-      for (const op of w.ops as DataOp[]) {
+      for (const op of w.ops as RunOp[]) {
+        if (op.op === 'fence' && 'lock' in op) {
+          if (!leads.holds(op.lock, op.pid)) throw new FencedError(firstKey(w.ops), 'lead');
+          continue;
+        }
         const k = op.key;
         const ks = keyString(k);
         const cur = mine.has(ks) ? mine.get(ks) : state.get(ks);
+        if (op.op === 'fence') {
+          if (!leases.holds(op.node, op.epoch)) throw new FencedError(k, 'lease');
+          if (placedOn(cur) !== op.node) throw new FencedError(k, 'placement');
+          continue;
+        }
         if (op.op === 'create' && cur) throw new StoreError('exists', k);
         if (op.op !== 'create') {
           if (!cur) throw new StoreError('not_found', k);

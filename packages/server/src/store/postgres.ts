@@ -7,7 +7,7 @@
 // (postgres-runs.ts, docs/decisions/076-postgres-write-throughput.md), so it is held for a few round trips and a flush.
 import pg from 'pg';
 import { MIGRATIONS } from './migrations.js';
-import { type Outcome, planRun, WRITE_RUN } from './postgres-runs.js';
+import { type Outcome, planRun, runnable, WRITE_RUN } from './postgres-runs.js';
 import {
   type Change,
   type ChangeType,
@@ -121,9 +121,6 @@ interface Pending {
   resolve: (o: StoredObject[]) => void;
   reject: (e: unknown) => void;
 }
-
-/** Ops that need no judgement of the database beyond the objects they name. */
-const isPlain = (ops: WriteOp[]) => ops.every((op) => op.op !== 'check' && op.op !== 'fence');
 
 /**
  * Gives each connection of `pool` its own error listener. The pool listens only to idle ones: a connection that
@@ -312,11 +309,11 @@ export class PostgresStore implements Store {
       await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK}), pg_notify('${CHANNEL}', '')`);
       for (let i = 0; i < batch.length; ) {
         const run: Pending[] = [];
-        while (i < batch.length && isPlain(batch[i].ops)) run.push(batch[i++]);
+        while (i < batch.length && runnable(batch[i].ops)) run.push(batch[i++]);
         // One write alone costs less op by op: the run's statements are heavier than a point read and a write.
         if (run.length > 1) outcomes.push(...(await this.applyRun(client, run)));
         else if (run.length) outcomes.push(await this.applyAlone(client, run[0], batch.length > 1));
-        // A write with a check or a fence is judged by the database as it stands after the writes before it.
+        // A write with a check is judged by the database as it stands after the writes before it.
         if (i < batch.length) outcomes.push(await this.applyAlone(client, batch[i++], batch.length > 1));
       }
       await client.query(outcomes.some((o) => o.ok) ? 'COMMIT' : 'ROLLBACK');
@@ -354,7 +351,7 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Two or more callers whose ops are all creates, updates and deletes, in two statements whatever their number: one reads
+   * Two or more callers without a `check` (creates, updates, deletes, fences), in two statements whatever their number: one reads
    * every object they name and draws the sequence numbers, the callers' ops are then judged here in order against
    * what was read and what the callers before them wrote (a caller whose op fails leaves nothing, as its savepoint
    * would), and one statement writes the change rows and each object's final row. Under the write lock nothing else
