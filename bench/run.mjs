@@ -9,6 +9,7 @@ import { benchClusterAgentFailover } from './cluster/agent-failover.mjs';
 import { benchClusterLeaderFence } from './cluster/leader-fence.mjs';
 import { benchClusterPlacement } from './cluster/placement.mjs';
 import { benchClusterScale } from './cluster/scale.mjs';
+import { benchClusterStoreWrites } from './cluster/store-writes.mjs';
 import { benchApi } from './api/bench.mjs';
 import { benchFuzz } from './api/fuzz.mjs';
 import { benchCliStart } from './cli/start.mjs';
@@ -51,6 +52,7 @@ const all = {
   'cluster-placement': benchClusterPlacement,
   'cluster-scale': benchClusterScale,
   'cluster-leader-fence': benchClusterLeaderFence,
+  'cluster-store-writes': benchClusterStoreWrites,
   chaos: benchChaos,
   soak: benchSoak,
 };

@@ -165,6 +165,39 @@ describe('on postgres', () => {
     }
   });
 
+  test('in one group, each fence is judged where it stands: after a move written before it, the old holder is refused', async () => {
+    const env = await setup();
+    try {
+      const a = (await env.node('node-a')).fence();
+      const b = (await env.node('node-b')).fence();
+      assert.ok(a && b);
+      const PLAIN: ResourceKey = { ...KEY, kind: 'Note', name: 'plain' };
+      // Started in one tick: one transaction, judged in this order.
+      const outcomes = await Promise.allSettled([
+        fencedWrite(env.store, 'node-a', a.epoch, 'RUNNING-A'),
+        env.store.write([{ op: 'update', key: KEY, mutate: (cur) => ({ ...cur.body, node: 'node-b' }) }]),
+        fencedWrite(env.store, 'node-a', a.epoch, 'LATE-A'),
+        fencedWrite(env.store, 'node-b', b.epoch, 'RUNNING-B'),
+        env.store.write([
+          { op: 'fence', key: OTHER, node: 'node-b', epoch: b.epoch + 1 },
+          { op: 'delete', key: OTHER },
+        ]),
+        env.store.write([{ op: 'create', key: PLAIN, body: {} }]),
+      ]);
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled'],
+      );
+      assert.ok(refused('placement')((outcomes[2] as PromiseRejectedResult).reason));
+      assert.ok(refused('lease')((outcomes[4] as PromiseRejectedResult).reason));
+      assert.deepEqual((await env.store.get(KEY))?.body, { node: 'node-b', status: 'RUNNING-B' });
+      assert.ok(await env.store.get(OTHER), 'the stale epoch deleted nothing');
+      assert.ok(await env.store.get(PLAIN));
+    } finally {
+      await env.close();
+    }
+  });
+
   test('through fencedStore: a node without a lease writes nothing about its sandboxes; other kinds pass', async () => {
     const env = await setup();
     try {

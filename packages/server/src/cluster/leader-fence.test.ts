@@ -135,6 +135,52 @@ describe('the leader fence on postgres', () => {
     }
   });
 
+  test("a deposed leader's write queued among plain writes of two servers is refused alone; the new leader's lands", async () => {
+    const env = await setup();
+    const peer = await PostgresStore.open(env.url, { pollMs: 200 });
+    try {
+      const old = await env.holder();
+      await env.store.write([{ op: 'create', key: A, body: { status: 'DEPLOYED', by: 'old' } }]);
+      await env.terminate(old.pid);
+      const next = await env.holder();
+      const note = (i: number): ResourceKey => ({ ...A, kind: 'Note', name: `n${i}` });
+      // Started in one tick: each store commits its writes in one transaction, plain writes grouped around the
+      // fenced ones.
+      const writes = [
+        env.store.write([{ op: 'create', key: note(0), body: {} }]),
+        env.store.write([
+          { op: 'fence', lock: LOCK, pid: old.pid },
+          { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, status: 'FAILED', by: 'old' }) },
+          { op: 'create', key: B, body: { by: 'old' } },
+        ]),
+        env.store.write([{ op: 'create', key: note(1), body: {} }]),
+        peer.write([{ op: 'create', key: note(2), body: {} }]),
+        peer.write([
+          { op: 'fence', lock: LOCK, pid: next.pid },
+          { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, by: 'new' }) },
+        ]),
+        peer.write([
+          { op: 'fence', lock: LOCK, pid: old.pid },
+          { op: 'create', key: B, body: { by: 'old' } },
+        ]),
+        peer.write([{ op: 'create', key: note(3), body: {} }]),
+      ];
+      const outcomes = await Promise.allSettled(writes);
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled'],
+      );
+      assert.ok(isLead((outcomes[1] as PromiseRejectedResult).reason));
+      assert.ok(isLead((outcomes[5] as PromiseRejectedResult).reason));
+      assert.deepEqual((await env.store.get(A))?.body, { status: 'DEPLOYED', by: 'new' });
+      assert.equal(await env.store.get(B), undefined, "none of the deposed leader's creates landed");
+      for (let i = 0; i < 4; i++) assert.ok(await env.store.get(note(i)), `plain write ${i} landed`);
+    } finally {
+      await peer.close();
+      await env.close();
+    }
+  });
+
   test('a leader whose lock session is ended behind its back writes nothing beside the next leader and stops at its first refused write', async () => {
     const env = await setup();
     const open: Leadership[] = [];

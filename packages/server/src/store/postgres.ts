@@ -2,9 +2,12 @@
 // Same semantics as sqlite.ts: every write one transaction, resource versions from one sequence, the change feed in
 // commit order. Every write transaction first takes one cluster-wide advisory lock: sequence numbers are then handed
 // out in commit order (a reader of `seq > n` can never see 11 before 10 commits), and a `check` is serialised with
-// every write that could change what it lists, as a per-kind lock would, at the price of one writer at a time.
+// every write that could change what it lists, as a per-kind lock would, at the price of one writer at a time. The
+// lock is taken once per group of queued writes, and a group's plain writes cost two statements whatever their number
+// (postgres-runs.ts, docs/decisions/076-postgres-write-throughput.md), so it is held for a few round trips and a flush.
 import pg from 'pg';
 import { MIGRATIONS } from './migrations.js';
+import { type Outcome, planRun, runnable, WRITE_RUN } from './postgres-runs.js';
 import {
   type Change,
   type ChangeType,
@@ -297,24 +300,21 @@ export class PostgresStore implements Store {
   private async flush() {
     const batch = this.pending;
     this.pending = [];
-    const outcomes: ({ ok: true; out: StoredObject[] } | { ok: false; error: unknown })[] = [];
+    const outcomes: Outcome[] = [];
     let client: pg.PoolClient | undefined;
     try {
       client = await this.pool.connect();
-      await client.query('BEGIN');
-      // The notification is sent at COMMIT, once however many changes the transaction holds.
-      await client.query('SELECT pg_advisory_xact_lock($1), pg_notify($2, $3)', [WRITE_LOCK, CHANNEL, '']);
-      const savepoints = batch.length > 1;
-      for (const w of batch) {
-        if (savepoints) await client.query('SAVEPOINT w');
-        try {
-          const out = await this.applyOps(client, w.ops);
-          if (savepoints) await client.query('RELEASE SAVEPOINT w');
-          outcomes.push({ ok: true, out });
-        } catch (error) {
-          if (savepoints) await client.query('ROLLBACK TO SAVEPOINT w');
-          outcomes.push({ ok: false, error });
-        }
+      // One round trip: the transaction, the lock, and the notification (sent at COMMIT, once however many changes
+      // the transaction holds). The values are this file's constants.
+      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK}), pg_notify('${CHANNEL}', '')`);
+      for (let i = 0; i < batch.length; ) {
+        const run: Pending[] = [];
+        while (i < batch.length && runnable(batch[i].ops)) run.push(batch[i++]);
+        // One write alone costs less op by op: the run's statements are heavier than a point read and a write.
+        if (run.length > 1) outcomes.push(...(await this.applyRun(client, run)));
+        else if (run.length) outcomes.push(await this.applyAlone(client, run[0], batch.length > 1));
+        // A write with a check is judged by the database as it stands after the writes before it.
+        if (i < batch.length) outcomes.push(await this.applyAlone(client, batch[i++], batch.length > 1));
       }
       await client.query(outcomes.some((o) => o.ok) ? 'COMMIT' : 'ROLLBACK');
       client.release();
@@ -335,6 +335,45 @@ export class PostgresStore implements Store {
       void this.pool
         .query('DELETE FROM changes WHERE seq < $1', [this.lastSeq - CHANGE_LOG_KEEP])
         .catch((err) => this.warn(err, 'could not trim the change log'));
+  }
+
+  /** One caller's ops in a savepoint of its own (when it shares the transaction), op by op. */
+  private async applyAlone(client: pg.PoolClient, w: Pending, savepoint: boolean): Promise<Outcome> {
+    if (savepoint) await client.query('SAVEPOINT w');
+    try {
+      const out = await this.applyOps(client, w.ops);
+      if (savepoint) await client.query('RELEASE SAVEPOINT w');
+      return { ok: true, out };
+    } catch (error) {
+      if (savepoint) await client.query('ROLLBACK TO SAVEPOINT w');
+      return { ok: false, error };
+    }
+  }
+
+  /**
+   * Two or more callers without a `check` (creates, updates, deletes, fences), in two statements whatever their number: one reads
+   * every object they name and draws the sequence numbers, the callers' ops are then judged here in order against
+   * what was read and what the callers before them wrote (a caller whose op fails leaves nothing, as its savepoint
+   * would), and one statement writes the change rows and each object's final row. Under the write lock nothing else
+   * writes meanwhile, so this judges exactly as the database would op by op. Should a statement fail (a value the
+   * database refuses), the run is rolled back to its savepoint and applied caller by caller, so one bad write fails
+   * alone.
+   */
+  private async applyRun(client: pg.PoolClient, run: Pending[]): Promise<Outcome[]> {
+    await client.query('SAVEPOINT r');
+    try {
+      const planned = await planRun(client, run);
+      if (planned.values)
+        await client.query({ name: 'berth_write_run', text: WRITE_RUN, values: planned.values });
+      return planned.outcomes;
+    } catch (error) {
+      await client.query('ROLLBACK TO SAVEPOINT r').catch(() => {
+        throw error;
+      });
+      const outcomes: Outcome[] = [];
+      for (const w of run) outcomes.push(await this.applyAlone(client, w, true));
+      return outcomes;
+    }
   }
 
   /** Applies one caller's ops inside the open transaction (which holds the write lock). */

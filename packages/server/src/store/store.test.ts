@@ -6,7 +6,14 @@ import { describe, test } from 'node:test';
 import pg from 'pg';
 import { STORE_DRIVERS, testPostgres } from '../test-support/store-drivers.js';
 import { claimLabelOps, hostLabelKey } from './host-labels.js';
-import { type Change, EVERY_WORKSPACE, type ResourceKey, type Store, StoreError } from './store.js';
+import {
+  type Change,
+  EVERY_WORKSPACE,
+  type ResourceKey,
+  type Store,
+  type StoredObject,
+  StoreError,
+} from './store.js';
 
 const key = (name: string, workspace = 'ws', kind = 'Note'): ResourceKey => ({
   kind,
@@ -14,6 +21,9 @@ const key = (name: string, workspace = 'ws', kind = 'Note'): ResourceKey => ({
   parent: '',
   name,
 });
+
+/** A body with what array literals and JSON escape: quotes, backslashes, braces, commas, NULL, non-ASCII. */
+const TRICKY = { s: 'a "quoted" \\ back\\slash, {brace} NULL é 🚢\n', n: null };
 
 const reason = (r: string) => (e: unknown) => e instanceof StoreError && e.reason === r;
 
@@ -226,6 +236,157 @@ for (const driver of STORE_DRIVERS)
           await store.get(key(holder, holder, 'Sandbox')),
           'the label names the object that was written',
         );
+      } finally {
+        await close();
+      }
+    });
+
+    test('writes queued together each stand or fail alone: a failed one leaves nothing, the others land in order', async () => {
+      const { store, close } = await driver.open();
+      try {
+        const [held] = await store.write([{ op: 'create', key: key('held'), body: { n: 0 } }]);
+        await store.write([{ op: 'update', key: key('held'), body: { n: 0 } }]);
+        const seen: Change[] = [];
+        store.watch((c) => seen.push(c));
+        // Started in one tick, so the PostgreSQL store commits them in one transaction.
+        const writes = [
+          store.write([{ op: 'create', key: key('g1'), body: {} }]),
+          store.write([{ op: 'create', key: key('held'), body: {} }]),
+          store.write([
+            { op: 'create', key: key('x1'), body: {} },
+            { op: 'update', key: key('missing'), body: {} },
+          ]),
+          store.write([
+            { op: 'update', key: key('held'), body: { n: -1 }, expectVersion: held.resourceVersion },
+          ]),
+          store.write([{ op: 'update', key: key('held'), mutate: (c) => ({ n: c.body.n + 1 }) }]),
+          store.write([
+            { op: 'create', key: key('x2'), body: {} },
+            {
+              op: 'update',
+              key: key('held'),
+              mutate: () => {
+                throw new Error('refused by its mutate');
+              },
+            },
+          ]),
+          store.write([{ op: 'create', key: key('g2'), body: TRICKY }]),
+          store.write([{ op: 'create', key: key('g2'), body: {} }]),
+          store.write([{ op: 'update', key: key('held'), mutate: (c) => ({ n: c.body.n + 1 }) }]),
+          store.write([
+            { op: 'create', key: key('g3'), body: {} },
+            { op: 'delete', key: key('g1') },
+          ]),
+        ];
+        const outcomes = await Promise.allSettled(writes);
+        const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [i] : []));
+        assert.deepEqual(failed, [1, 2, 3, 5, 7]);
+        const why = (i: number) => (outcomes[i] as PromiseRejectedResult).reason;
+        assert.ok(reason('exists')(why(1)) && reason('not_found')(why(2)) && reason('conflict')(why(3)));
+        assert.match(String(why(5)), /refused by its mutate/);
+        assert.ok(reason('exists')(why(7)));
+        for (const gone of ['x1', 'x2', 'g1'])
+          assert.equal(await store.get(key(gone)), undefined, `${gone} is not there`);
+        assert.deepEqual((await store.get(key('g2')))?.body, TRICKY, 'quotes, backslashes and braces kept');
+        assert.ok(await store.get(key('g3')));
+        assert.equal(
+          (await store.get(key('held')))?.body.n,
+          2,
+          'both increments landed, one after the other',
+        );
+        assert.deepEqual(
+          seen.map((c) => `${c.type} ${c.object.name} ${JSON.stringify(c.object.body)}`),
+          [
+            'ADDED g1 {}',
+            'MODIFIED held {"n":1}',
+            `ADDED g2 ${JSON.stringify(TRICKY)}`,
+            'MODIFIED held {"n":2}',
+            'ADDED g3 {}',
+            'DELETED g1 {}',
+          ],
+          'the feed holds the landed writes only, in the order they were made',
+        );
+        const value = (i: number) => (outcomes.at(i) as PromiseFulfilledResult<StoredObject[]>).value;
+        assert.deepEqual(
+          [value(0)[0], value(4)[0], value(6)[0], value(8)[0], value(-1)[0]].map((o) => o.resourceVersion),
+          seen.filter((c) => c.type !== 'DELETED').map((c) => c.seq),
+          'each landed write is acknowledged with the version its change carries',
+        );
+        if (driver.name === 'postgres') {
+          // A value PostgreSQL refuses (a NUL in text) fails the statement that writes the whole group: the group is
+          // written again write by write, and only the refused one fails.
+          const again = await Promise.allSettled([
+            store.write([{ op: 'create', key: key('g4'), body: {} }]),
+            store.write([{ op: 'create', key: key('bad\u0000name'), body: {} }]),
+            store.write([{ op: 'update', key: key('held'), mutate: (c) => ({ n: c.body.n + 1 }) }]),
+          ]);
+          assert.deepEqual(
+            again.map((o) => o.status),
+            ['fulfilled', 'rejected', 'fulfilled'],
+          );
+          assert.ok(await store.get(key('g4')));
+          assert.equal((await store.get(key('held')))?.body.n, 3);
+        }
+      } finally {
+        await close();
+      }
+    });
+
+    test('writers on two servers at once: a follower sees every change once, in order per object, no version lost or repeated', async () => {
+      const { store, peer, close } = await driver.open();
+      try {
+        const other = (await peer()) ?? store;
+        const follower = (await peer()) ?? store;
+        const seen: Change[] = [];
+        follower.watch((c) => seen.push(c));
+        const HOT = 8;
+        const ROUNDS = 3;
+        const PER_ROUND = 120;
+        /** Every acknowledged change: `type name version`. */
+        const acked: string[] = [];
+        const record = (type: string) => (out: StoredObject[]) => {
+          for (const o of out) acked.push(`${type} ${o.name} ${o.resourceVersion}`);
+        };
+        for (let h = 0; h < HOT; h++)
+          await store.write([{ op: 'create', key: key(`hot${h}`), body: { n: 0 } }]).then(record('ADDED'));
+        const bumps = new Array(HOT).fill(0);
+        for (let round = 0; round < ROUNDS; round++) {
+          const writes: Promise<unknown>[] = [];
+          for (let i = 0; i < PER_ROUND; i++) {
+            const s = i % 2 ? other : store;
+            const h = (i * 7 + round) % HOT;
+            bumps[h]++;
+            writes.push(
+              s
+                .write([{ op: 'update', key: key(`hot${h}`), mutate: (c) => ({ n: c.body.n + 1 }) }])
+                .then(record('MODIFIED')),
+              s.write([{ op: 'create', key: key(`r${round}-${i}`), body: { i } }]).then(record('ADDED')),
+            );
+            // The previous round's objects, deleted from the other server than made them.
+            if (round > 0 && i % 3 === 0)
+              writes.push(
+                (i % 2 ? store : other)
+                  .write([{ op: 'delete', key: key(`r${round - 1}-${i}`) }])
+                  .then(record('DELETED')),
+              );
+          }
+          await Promise.all(writes);
+        }
+        await until(() => seen.length >= acked.length, `the follower saw ${acked.length} changes`);
+        await new Promise((r) => setTimeout(r, 300));
+        const delivered = seen.map((c) => `${c.type} ${c.object.name} ${c.object.resourceVersion}`);
+        assert.equal(new Set(delivered).size, delivered.length, 'no change delivered twice');
+        assert.deepEqual([...delivered].sort(), [...acked].sort(), 'every acknowledged change, nothing else');
+        for (let i = 1; i < seen.length; i++) assert.ok(seen[i].seq > seen[i - 1].seq, 'in sequence order');
+        for (let h = 0; h < HOT; h++) {
+          const mine = seen.filter((c) => c.object.name === `hot${h}` && c.type === 'MODIFIED');
+          assert.deepEqual(
+            mine.map((c) => c.object.body.n),
+            Array.from({ length: bumps[h] }, (_, j) => j + 1),
+            `hot${h}'s updates in the order they were made`,
+          );
+          assert.equal((await follower.get(key(`hot${h}`)))?.body.n, bumps[h]);
+        }
       } finally {
         await close();
       }

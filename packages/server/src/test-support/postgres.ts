@@ -49,7 +49,15 @@ function ids(): { uid: number; gid: number } | undefined {
 
 let counter = 0;
 
-export async function startPostgres(): Promise<TestPostgres> {
+export interface StartPostgresOptions {
+  /**
+   * Runs with PostgreSQL's durable defaults (`fsync`, `synchronous_commit`, full page writes on), as a production
+   * database: for benchmarks of writes, where the flush is part of what is measured. Tests run without.
+   */
+  durable?: boolean;
+}
+
+export async function startPostgres(opts: StartPostgresOptions = {}): Promise<TestPostgres> {
   if (!existsSync(join(BIN, 'initdb')))
     throw new Error(
       `PostgreSQL 15 is not installed (no ${BIN}/initdb): apt-get install postgresql-15, or run scripts/test.sh, which installs it`,
@@ -77,12 +85,9 @@ export async function startPostgres(): Promise<TestPostgres> {
         '-c',
         'listen_addresses=127.0.0.1',
         // A test's database needs no durability across a power cut; it needs to be quick.
-        '-c',
-        'fsync=off',
-        '-c',
-        'synchronous_commit=off',
-        '-c',
-        'full_page_writes=off',
+        ...(opts.durable
+          ? []
+          : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
         '-c',
         'max_connections=200',
       ],
