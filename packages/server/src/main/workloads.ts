@@ -47,7 +47,8 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
     resources: led,
     builder,
     // An execution's app missing here (a new leader, an older revision) is built again, or its tasks end (decision 077).
-    rebuild: (ws, job, app, signal) => rebuildJobApp({ store: resources.store, builder, code }, ws, job, app, signal),
+    rebuild: (ws, job, app, signal) =>
+      rebuildJobApp({ store: resources.store, builder, code }, ws, job, app, signal),
     instances,
     logger,
     logsDir: join(config.dataDir, 'jobs', 'logs'),
