@@ -42,7 +42,9 @@ export async function placeAgain(deps: PlaceAgainDeps): Promise<number> {
       deps.waiting?.add(id);
       await deps.resources.recordEvent(
         key,
-        `${from ? `node ${from}, which ran this sandbox, left; ` : ''}${err.message}: it is started again once a node of its region can take it`,
+        from
+          ? `node ${from}, which holds this sandbox, is leaving (its lease lapsed or it was drained), and ${err.message}: the sandbox stays placed on node ${from} until a node of its region can take it`
+          : `${err.message}: the sandbox is placed once a node of its region can take it`,
       );
       continue;
     }
