@@ -56,25 +56,34 @@ test('the warm pool is preferred among the nodes drawn, while the warm node has 
     ['a'],
   );
   assert.equal(pools.get('us')?.warm.size, 0, 'a node reporting no warm sandbox is in no warm list');
-  // a is busier than b, but holds a warm sandbox: a create there is an assignment.
+  // a is a little busier than b (1 sandbox on 4 cores), but holds a warm sandbox: a create there is an assignment.
   const loads: Record<string, Load> = {
-    a: { sandboxes: 3, memoryMb: 2048 },
+    a: { sandboxes: 1, memoryMb: 1024 },
     b: { sandboxes: 0, memoryMb: 0 },
   };
   const load = (id: string) => loads[id] ?? { sandboxes: 0, memoryMb: 0 };
   const eu = pools.get('eu')!;
   for (let i = 0; i < 20; i++) assert.equal(choose(eu, 'default', 1024, load), 'a');
-  // No warm sandbox of that image anywhere: best of two by load.
+  // No warm sandbox of that image anywhere: best of two by load (b drawn).
   assert.equal(
     choose(eu, 'sha256:0123456789abcdef', 1024, load, 2, () => 0.9),
     'b',
   );
   // a has no room left for 8 GB more: the warm preference yields to the load.
-  const drawB = () => 0.9;
-  assert.equal(choose(eu, 'default', 8192, load, 2, drawB), 'b');
-  // The fallback is best of two over every node of the region, a among them: drawn twice, it is taken.
   assert.equal(
-    choose(eu, 'default', 8192, load, 2, () => 0),
+    choose(eu, 'default', 8192, load, 2, () => 0.9),
+    'b',
+  );
+  // Much busier than b (3 sandboxes on 4 cores: 0.75 against 0), a warm node no longer wins: a burst of creates
+  // spreads instead of piling on the nodes whose last report said warm.
+  loads.a = { sandboxes: 3, memoryMb: 1024 };
+  assert.equal(
+    choose(eu, 'default', 1024, load, 2, () => 0.9),
+    'b',
+  );
+  // Drawn alone (both draws on a), it is taken.
+  assert.equal(
+    choose(eu, 'default', 1024, load, 2, () => 0),
     'a',
   );
   assert.equal(choose({ all: [], warm: new Map() }, 'default', 1, load), undefined);
