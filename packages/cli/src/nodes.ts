@@ -9,6 +9,8 @@ interface NodeView {
   id: string;
   address: string;
   region: string;
+  /** Every region it serves (servers before decision 077 did not say). */
+  regions?: string[];
   cores: number;
   memoryMb: number;
   instances: number;
@@ -31,7 +33,7 @@ export async function getNodes(format: Format = 'table') {
     rows.push([
       n.self ? `${n.id} (this)` : n.id,
       health(n),
-      n.region,
+      (n.regions ?? [n.region]).join(','),
       String(n.cores),
       `${n.memoryMb} MB`,
       String(n.instances),

@@ -4557,11 +4557,18 @@ export interface components {
             id: string;
             /** @description where the other servers reach it */
             address: string;
+            /** @description its first region (BERTH_REGIONS) */
             region: string;
+            /** @description every region it serves: a sandbox asking for one of them may be placed on it */
+            regions: string[];
             cores: number;
             memoryMb: number;
             /** @description runtime instances it holds, as of its last heartbeat */
             instances: number;
+            /** @description sandboxes ready in its warm pools by image (`default`, or `sha256:<id prefix>`), as of its last heartbeat */
+            warm: {
+                [key: string]: number;
+            };
             /** @description the roles it leads (e.g. `controllers`) */
             leads: string[];
             /** @description bumped by each start of a server with this id */

@@ -6,10 +6,17 @@ const Node = Type.Object(
   {
     id: Type.String({ description: 'the node (server) id, BERTH_NODE_ID or made once per data dir' }),
     address: Type.String({ description: 'where the other servers reach it' }),
-    region: Type.String(),
+    region: Type.String({ description: 'its first region (BERTH_REGIONS)' }),
+    regions: Type.Array(Type.String(), {
+      description: 'every region it serves: a sandbox asking for one of them may be placed on it',
+    }),
     cores: Type.Integer(),
     memoryMb: Type.Integer(),
     instances: Type.Integer({ description: 'runtime instances it holds, as of its last heartbeat' }),
+    warm: Type.Record(Type.String(), Type.Integer(), {
+      description:
+        'sandboxes ready in its warm pools by image (`default`, or `sha256:<id prefix>`), as of its last heartbeat',
+    }),
     leads: Type.Array(Type.String(), { description: 'the roles it leads (e.g. `controllers`)' }),
     epoch: Type.Integer({ description: 'bumped by each start of a server with this id' }),
     startedAt: Type.String({ format: 'date-time' }),

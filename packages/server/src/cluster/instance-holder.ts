@@ -6,10 +6,13 @@ import type { HolderDecision } from '../http/peer-forward.js';
 import type { Leadership } from './leadership.js';
 import type { NodeView, Nodes } from './nodes.js';
 import {
-  bestOf,
-  type Candidate,
+  choose,
+  DEFAULT_WARM_KEY,
+  NoNodeError,
   type PlacedBody,
   placedOnLeader,
+  type RegionPool,
+  regionPools,
   type SandboxPlacements,
 } from './placement.js';
 
@@ -20,8 +23,13 @@ export interface InstanceHolder {
   decide(): HolderDecision;
   /** Where what node `node` holds is served (here when it is this one, or when `node` is undefined). */
   decideNode(node: string | undefined): HolderDecision;
-  /** The node a new sandbox is placed on (body as it is to be stored). */
+  /**
+   * The node a new sandbox is placed on (body as it is to be stored): one serving its `spec.region`. Throws
+   * NoNodeError when no node of that region can take it (it is never placed in another region).
+   */
   place(body: PlacedBody): string;
+  /** Every region a node of the cluster serves, as of the last read of the node list (this server's among them). */
+  regions(): ReadonlySet<string>;
   /**
    * Whether the sandboxes placed on `node` must be placed again: the node list was read, and that node is not on
    * it, its lease lapsed (stopped cleanly or not: one restarted within its lease keeps them), or it was drained;
@@ -38,14 +46,34 @@ export async function instanceHolder(o: {
   leadership: Leadership;
   placements: SandboxPlacements;
   role: string;
+  /** This server's region aliases (BERTH_REGION_ALIASES): a name no node serves stands for the region it names. */
+  aliases?: Readonly<Record<string, string>>;
   refreshMs?: number;
   warn: (err: unknown, msg: string) => void;
 }): Promise<InstanceHolder> {
   const self = o.nodes.self.id;
   let leader: NodeView | undefined;
   let byId = new Map<string, NodeView>();
-  let candidates: Candidate[] = [];
+  // Placement's pools by region, and every region named by a node, made at each read of the list.
+  let pools = new Map<string, RegionPool>();
+  let anywhere: RegionPool = { all: [], warm: new Map() };
+  const selfRegions = o.nodes.self.regions?.length ? o.nodes.self.regions : [o.nodes.self.region];
+  let known: ReadonlySet<string> = new Set(selfRegions);
   let read = false;
+  /** The region a sandbox asks for, as the nodes name it: a name no node serves may be an alias of one. */
+  const regionOf = (body: PlacedBody): string | undefined => {
+    const name = body.spec?.region;
+    if (typeof name !== 'string') return undefined;
+    return known.has(name) ? name : (o.aliases?.[name] ?? name);
+  };
+  /** `id` when that node serves `region`; else the sandbox cannot be placed. */
+  const inRegion = (id: string, region: string | undefined, why: string) => {
+    if (region === undefined) return id;
+    const n = id === self ? undefined : byId.get(id);
+    const serves = n ? n.regions.includes(region) : selfRegions.includes(region);
+    if (!serves) throw new NoNodeError(region, why);
+    return id;
+  };
   const addresses = new Map<string, URL>();
   const addressOf = (n: NodeView) => {
     let u = addresses.get(n.address);
@@ -61,7 +89,18 @@ export async function instanceHolder(o: {
       const list = await o.nodes.list();
       byId = new Map(list.map((n) => [n.id, n]));
       leader = list.find((n) => n.healthy && n.leads.includes(o.role));
-      candidates = list.filter((n) => n.healthy && !n.drained);
+      const healthy = list.filter((n) => n.healthy && !n.drained);
+      pools = regionPools(
+        healthy,
+        (n) => n.regions,
+        (n) => n.warm,
+      );
+      anywhere = regionPools(
+        healthy,
+        () => [''],
+        (n) => n.warm,
+      ).get('') ?? { all: [], warm: new Map() };
+      known = new Set([...selfRegions, ...list.flatMap((n) => n.regions)]);
       read = true;
     } catch (err) {
       o.warn(err, 'could not read the nodes of the cluster');
@@ -98,12 +137,35 @@ export async function instanceHolder(o: {
       };
     },
     place(body) {
+      const region = regionOf(body);
       // Snapshot layers are on the disk of the server that captured them, which is the one creating the sandbox
       // (snapshot routes are served by the node holding the snapshotted sandbox); volumes and images on the leader's.
-      if (body.rootLayers?.length) return self;
-      if (placedOnLeader(body)) return o.leadership.leads().includes(o.role) ? self : (leader?.id ?? self);
-      return bestOf(candidates, o.placements.load) ?? self;
+      if (body.rootLayers?.length)
+        return inRegion(self, region, 'its snapshot is on a node of another region');
+      if (placedOnLeader(body)) {
+        const id = o.leadership.leads().includes(o.role) ? self : (leader?.id ?? self);
+        return inRegion(
+          id,
+          region,
+          'a sandbox with volumes or on an image other than the default one runs on the node leading the controllers, which is of another region',
+        );
+      }
+      const memory = Number(body.spec?.runtime?.memory) || 0;
+      // A sandbox made before regions were placed (none in its spec) may go to any node.
+      if (region === undefined) return choose(anywhere, DEFAULT_WARM_KEY, memory, o.placements.load) ?? self;
+      const pool = pools.get(region);
+      const id = pool && choose(pool, DEFAULT_WARM_KEY, memory, o.placements.load);
+      if (id) return id;
+      // Before the first read of the list, this server places on itself when it serves the region.
+      if (!read && selfRegions.includes(region)) return self;
+      throw new NoNodeError(
+        region,
+        known.has(region)
+          ? 'none of its nodes is healthy and undrained; try again once one is'
+          : 'no node of the cluster serves it',
+      );
     },
+    regions: () => known,
     mustLeave(node) {
       if (!read) return false;
       if (node === '') return true;

@@ -15,14 +15,23 @@ export interface NodeSelf {
   id: string;
   /** Where the other servers reach this one (its peer address). */
   address: string;
+  /** Its first region (BERTH_REGIONS' first). */
   region: string;
+  /** Every region it serves (BERTH_REGIONS): a sandbox asking for one of them may be placed on it. */
+  regions?: string[];
   cores: number;
   memoryMb: number;
 }
 
 export interface NodeView extends NodeSelf {
+  regions: string[];
   /** Runtime instances it holds (sandboxes, replicas, tasks, builds), as of its last heartbeat. */
   instances: number;
+  /**
+   * Sandboxes started ahead and waiting in its warm pools, by image (`default`, or `sha256:<id prefix>` of an image of
+   * its store), as of its last heartbeat: placement prefers a node with a warm sandbox of the create's image.
+   */
+  warm: Record<string, number>;
   /** The roles it leads (leadership.ts), as of its last heartbeat. */
   leads: string[];
   /** Bumped by each start of a server with this id: a server that finds a newer one is not this node any more. */
@@ -64,6 +73,8 @@ export interface NodesOptions {
   self: NodeSelf;
   /** What the heartbeat reports. */
   instances: () => Promise<number>;
+  /** The sandboxes waiting in its warm pools, by image (NodeView.warm); none when absent. */
+  warm?: () => Record<string, number>;
   leads: () => string[];
   /** A node not heard from for this long is unhealthy (BERTH_NODE_LEASE_S). */
   leaseMs: number;
@@ -103,6 +114,9 @@ async function ensureSchema(c: pg.ClientBase) {
     )`);
     await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS drained BOOLEAN NOT NULL DEFAULT false,
       ADD COLUMN IF NOT EXISTS handed_over TEXT NOT NULL DEFAULT ''`);
+    // Placement by region and warm pool (decision 077): the regions a node serves, its warm pools at each heartbeat.
+    await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS regions TEXT NOT NULL DEFAULT '',
+      ADD COLUMN IF NOT EXISTS warm TEXT NOT NULL DEFAULT '{}'`);
     await c.query('COMMIT');
   } catch (e) {
     await c.query('ROLLBACK').catch(() => undefined);
@@ -172,7 +186,9 @@ export function localNodes(o: NodesOptions): Nodes {
       return [
         {
           ...o.self,
+          regions: regionsOf(o.self),
           instances: await o.instances(),
+          warm: o.warm?.() ?? {},
           leads: o.leads(),
           epoch: 1,
           startedAt,
@@ -199,6 +215,8 @@ interface NodeRow {
   id: string;
   address: string;
   region: string;
+  regions: string;
+  warm: string;
   cores: number;
   memory_mb: number;
   instances: number;
@@ -212,16 +230,33 @@ interface NodeRow {
   drained: boolean;
 }
 
-const SELECT_NODES = `SELECT id, address, region, cores, memory_mb::float8 AS memory_mb, instances, leads,
+const SELECT_NODES = `SELECT id, address, region, regions, warm, cores, memory_mb::float8 AS memory_mb, instances, leads,
     epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained,
     (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy,
     (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
 
+/** A node's regions: its first, then the others it serves. */
+const regionsOf = (n: NodeSelf) => (n.regions?.length ? n.regions : [n.region]);
+
+/** The warm report as stored; a row written before the column existed (or unreadable) reports none. */
+function warmOf(text: string): Record<string, number> {
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+const warmText = (o: NodesOptions) => JSON.stringify(o.warm?.() ?? {});
+
 const viewOf = (r: NodeRow): NodeView => ({
   id: r.id,
   address: r.address,
   region: r.region,
+  regions: r.regions ? r.regions.split(',') : [r.region],
+  warm: warmOf(r.warm),
   cores: r.cores,
   memoryMb: r.memory_mb,
   instances: r.instances,
@@ -248,10 +283,11 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   try {
     await ensureSchema(c);
     const { rows } = await c.query<{ epoch: string }>(
-      `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped)
-       VALUES ($1, $2, $3, $4, $5, 0, $7, 1, $6, now(), now(), false)
+      `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped, regions, warm)
+       VALUES ($1, $2, $3, $4, $5, 0, $7, 1, $6, now(), now(), false, $8, '{}')
        ON CONFLICT (id) DO UPDATE SET address = $2, region = $3, cores = $4, memory_mb = $5, instances = 0, leads = $7,
-         epoch = nodes.epoch + 1, lease_ms = $6, started_at = now(), heartbeat_at = now(), stopped = false
+         epoch = nodes.epoch + 1, lease_ms = $6, started_at = now(), heartbeat_at = now(), stopped = false,
+         regions = $8, warm = '{}'
        RETURNING epoch`,
       [
         o.self.id,
@@ -261,6 +297,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
         o.self.memoryMb,
         o.leaseMs,
         o.leads().join(','),
+        regionsOf(o.self).join(','),
       ],
     );
     epoch = Number(rows[0].epoch);
@@ -308,9 +345,9 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     const sent = performance.now();
     // Only over this process's own registration: a process that took this id meanwhile is not fought.
     const r = await pool.query<{ epoch: string }>(
-      `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3, leads = $4
+      `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3, leads = $4, warm = $5
        WHERE id = $1 AND epoch = $2 RETURNING epoch`,
-      [o.self.id, epoch, await o.instances(), o.leads().join(',')],
+      [o.self.id, epoch, await o.instances(), o.leads().join(','), warmText(o)],
     );
     if (r.rowCount === 0) return supersede();
     epoch = Number(r.rows[0].epoch);
@@ -337,9 +374,9 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       // Renews only a lease still held: once lapsed (the leader may be placing its sandboxes elsewhere) it is never
       // revived under the same epoch, so a fence the database refused once stays refused.
       const r = await pool.query(
-        `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = $4 WHERE id = $1 AND epoch = $2
+        `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = $4, warm = $5 WHERE id = $1 AND epoch = $2
            AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()`,
-        [o.self.id, epoch, await o.instances(), o.leads().join(',')],
+        [o.self.id, epoch, await o.instances(), o.leads().join(','), warmText(o)],
       );
       if (r.rowCount === 1) {
         renewedAt = sent;

@@ -37,12 +37,14 @@ export function regionIssues(
   region: string | undefined,
   ctx: ValidationContext,
   pointer = '/spec/region',
+  nodeRegions?: ReadonlySet<string>,
 ): FieldIssue[] {
-  if (region === undefined || ctx.regions.includes(region)) return [];
+  if (region === undefined || ctx.regions.includes(region) || nodeRegions?.has(region)) return [];
+  const known = [...new Set([...ctx.regions, ...(nodeRegions ?? [])])];
   return [
     {
       pointer,
-      message: `region ${JSON.stringify(region)} is not served here; known regions: ${ctx.regions.join(', ')} (settings BERTH_REGIONS and BERTH_REGION_ALIASES)`,
+      message: `region ${JSON.stringify(region)} is not served here; known regions: ${known.join(', ')} (settings BERTH_REGIONS and BERTH_REGION_ALIASES${nodeRegions ? ' of the servers of the cluster' : ''})`,
     },
   ];
 }

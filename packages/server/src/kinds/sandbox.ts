@@ -276,7 +276,8 @@ export const sandbox = {
   async validate(next, prev, ctx) {
     const s = next.spec;
     return [
-      ...regionIssues(s.region, ctx),
+      // Placed on a node of its region: any region a node of the cluster serves (cluster/instance-holder.ts).
+      ...regionIssues(s.region, ctx, '/spec/region', ctx.nodeRegions),
       ...envIssues(s.runtime?.envs, '/spec/runtime/envs'),
       ...portIssues(s.runtime?.ports),
       ...lifecycleIssues(s.lifecycle),

@@ -46,6 +46,11 @@ export interface OutboundTarget {
 export interface ValidationContext {
   workspace: string;
   regions: string[];
+  /**
+   * In a cluster, every region a node serves (docs/decisions/077-placement-regions.md): a sandbox, which is placed on
+   * a node of its region, may name one another server serves. Undefined on one server.
+   */
+  nodeRegions?: ReadonlySet<string>;
   /** Looks up another object of the same workspace, e.g. a named volume or connection. */
   exists(kind: string, name: string): Promise<boolean>;
   /** The stored spec of another object of the workspace (secrets still sealed), when it exists. */

@@ -42,10 +42,12 @@ export async function listenAndJoin(
       // reach this one.
       address: config.peerUrl ?? `http://${peerHost(config.host)}:${late.actualPort}`,
       region: config.regions[0],
+      regions: config.regions,
       cores: cpus().length,
       memoryMb: Math.floor(totalmem() / MB),
     },
     instances: async () => (await instances.list()).filter((i) => i.state !== 'dead').length,
+    warm: () => instances.driver.warm?.() ?? {},
     leads: () => leadership.leads(),
     leaseMs: (config.nodeLeaseS ?? 10) * 1000,
     warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
@@ -73,6 +75,7 @@ export async function listenAndJoin(
       leadership,
       placements: placements as SandboxPlacements,
       role: 'controllers',
+      aliases: config.regionAliases,
       warn: (err, msg) => logger.warn({ err }, msg),
     });
   return bootstrap;

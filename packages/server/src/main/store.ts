@@ -18,10 +18,23 @@ import { ConnectionTokens } from '../oauth/connection-tokens.js';
 import { QuotaLedger } from '../controllers/core/quota-ledger.js';
 import { quotaAdmission } from '../controllers/core/quota-admission.js';
 import { nodeId } from '../cluster/nodes.js';
-import { SandboxPlacements } from '../cluster/placement.js';
+import { NoNodeError, SandboxPlacements } from '../cluster/placement.js';
+import type { InstanceHolder } from '../cluster/instance-holder.js';
+import { ApiError } from '../errors.js';
 import { fencedStore, leaderFencedStore } from '../cluster/fencing.js';
 import { CONTROLLERS } from '../cluster/leadership.js';
 import type { Late, StartOptions } from './context.js';
+
+/** The node a new sandbox goes to; none of its region can take it: 503 naming the region (decision 077). */
+function placed(holder: InstanceHolder, body: any): string {
+  try {
+    return holder.place(body);
+  } catch (err) {
+    if (err instanceof NoNodeError)
+      throw new ApiError('UNAVAILABLE', err.message, { headers: { 'retry-after': '5' } });
+    throw err;
+  }
+}
 
 export async function openCore(config: Config, opts: StartOptions, late: Late) {
   const loosened = secureDataDir(config.dataDir);
@@ -68,7 +81,8 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     outbound,
     admit: quotaAdmission(quotas),
     placeOf: (kd, body) =>
-      kd.kind === 'Sandbox' && late.holder ? { node: late.holder.place(body) } : undefined,
+      kd.kind === 'Sandbox' && late.holder ? { node: placed(late.holder, body) } : undefined,
+    nodeRegions: () => late.holder?.regions(),
   });
   // What a node writes as the holder of a sandbox is fenced on its placement and the node's lease (decision 064); a
   // node without a lease starts, wakes and writes nothing for its sandboxes.

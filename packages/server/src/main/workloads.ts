@@ -8,6 +8,7 @@ import { CodeStore } from '../builds/code-store.js';
 import { ReplicaSet } from '../controllers/workload/replicas.js';
 import { BuildSteps } from '../controllers/code/build-step.js';
 import { JobRunner } from '../controllers/job/job-runner.js';
+import { rebuildJobApp } from '../controllers/job/job-rebuild.js';
 import { Callbacks } from '../controllers/code/callbacks.js';
 import { JobCallbacks } from '../controllers/job/job-callbacks.js';
 import { Executions } from '../controllers/workload/executions.js';
@@ -45,6 +46,9 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
     onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
     resources: led,
     builder,
+    // An execution's app missing here (a new leader, an older revision) is built again, or its tasks end (decision 077).
+    rebuild: (ws, job, app, signal) =>
+      rebuildJobApp({ store: resources.store, builder, code }, ws, job, app, signal),
     instances,
     logger,
     logsDir: join(config.dataDir, 'jobs', 'logs'),

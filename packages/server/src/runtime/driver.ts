@@ -239,6 +239,11 @@ export interface RuntimeDriver {
    * memory and processes are not captured. Resolves with how long the sandbox was paused.
    */
   captureChanges(id: string, dest: string): Promise<{ pausedMs: number }>;
+  /**
+   * Sandboxes started ahead and ready in its warm pools, by image: `default` for the default image, `sha256:<id
+   * prefix>` for an image of the store. A node reports it at each heartbeat for placement (cluster/placement.ts).
+   */
+  warm?(): Record<string, number>;
   /** Releases the driver's own resources; sandboxes keep running. */
   close(): Promise<void>;
 }

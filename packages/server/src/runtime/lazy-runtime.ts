@@ -107,6 +107,10 @@ export class LazyRuntime implements RuntimeDriver {
     if (this.holdsNone()) return;
     return (await this.ready()).remove(id);
   }
+  warm(): Record<string, number> {
+    return this.driver?.warm?.() ?? {};
+  }
+
   socketPath(id: string): string {
     if (!this.driver) throw new Error('the sandbox runtime is not open');
     return this.driver.socketPath(id);

@@ -78,6 +78,8 @@ export interface ResourcesOptions {
    * records the node a new sandbox is placed on (cluster/placement.ts). Undefined for kinds it does not place.
    */
   placeOf?: (kd: KindDescriptor, body: any) => Record<string, unknown> | undefined;
+  /** In a cluster, every region a node serves (ValidationContext.nodeRegions). */
+  nodeRegions?: () => ReadonlySet<string> | undefined;
 }
 
 export class Resources {
@@ -504,6 +506,7 @@ export class Resources {
     return {
       workspace,
       regions: this.opts.regions,
+      nodeRegions: this.opts.nodeRegions?.(),
       exists: async (kind: string, name: string) =>
         !!(await this.store.get({ kind, workspace, parent: '', name })),
       specOf: async (kind: string, name: string) =>

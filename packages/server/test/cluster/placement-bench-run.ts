@@ -1,6 +1,7 @@
 // The figures of cluster placement (bench/cluster/placement.mjs, docs/decisions/059-cluster-placement.md), printed as
 // one JSON line:
-// - a placement decision (`place` of the cluster's view: best of two over the healthy nodes by the load the
+// - a placement decision (`place` of the cluster's view: best of two over the healthy nodes of the sandbox's region,
+//   preferring those with a warm sandbox, by the load the
 //   placement index keeps), p50/p99 over PLACE_DECISIONS calls, beside a least-loaded scan of every node (same run);
 // - a request to a sandbox through a server that is not its node beside the same request through its node: two
 //   `berth serve` processes on one PostgreSQL database, the sandbox daemon's `/health` through the gateway,
@@ -35,10 +36,13 @@ async function decisions() {
     const views: NodeView[] = Array.from({ length: NODES }, (_, i) => ({
       id: `node-${i}`,
       address: `http://10.0.0.${i}:8080`,
-      region: 'local',
+      // Two regions; a third of the nodes hold a warm sandbox of the default image (decision 077).
+      region: `r${i % 2}`,
+      regions: [`r${i % 2}`],
       cores: 8,
       memoryMb: 32_768,
       instances: 0,
+      warm: { default: i % 3 === 0 ? 1 : 0 },
       leads: i === 0 ? ['controllers'] : [],
       epoch: 1,
       startedAt: '',
@@ -86,7 +90,7 @@ async function decisions() {
       role: 'controllers',
       warn: () => {},
     });
-    const body = { spec: { runtime: { memory: 256 } } };
+    const body = { spec: { region: 'r1', runtime: { memory: 256 } } };
     const candidates: Candidate[] = views;
     const scan = () => {
       let best: string | undefined;

@@ -3,7 +3,9 @@
 // drained node's sandboxes are placed again elsewhere and new ones avoid it; the unmodified @blaxel/core SDK creates a
 // sandbox, execs and writes and reads a file through a server that is not its node; another tenant reaches none of
 // them through any server; after a kill -9 of a node, its sandboxes carry the `lost:` event naming it and run again
-// on a healthy node.
+// on a healthy node. Regions (decision 077): node-c alone also serves `eu-lon-1`; a sandbox asking for it, created
+// through a server that does not serve it, runs on node-c, stays there when node-c is drained, and a new one is then
+// refused naming the region and nothing else.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -15,7 +17,10 @@ import { type Proc, sleep, useCluster } from './cluster-support.js';
 const NAMES = ['place-1', 'place-2', 'place-3', 'place-4', 'place-5'];
 
 describe('a cluster of three servers places sandboxes across its nodes', () => {
-  const cluster = useCluster(['node-a', 'node-b', 'node-c'], { prefix: 'place' });
+  const cluster = useCluster(['node-a', 'node-b', 'node-c'], {
+    prefix: 'place',
+    envOf: (id) => ({ BERTH_REGIONS: id === 'node-c' ? 'local,eu-lon-1' : 'local' }),
+  });
   const { procs, api, exec } = cluster;
   const byId = (id: string) => cluster.node(id);
   const get = async (p: Proc, name: string) => (await api(p, `/sandboxes/${name}`)).json();
@@ -67,6 +72,25 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
     for (const p of procs) await answers(p, NAMES[0], `via-${p.id}`);
   });
 
+  it('places a sandbox asking for a region on a node serving it, through a server that does not', async () => {
+    const a = byId('node-a');
+    const r = await api(a, '/sandboxes', {
+      method: 'POST',
+      json: {
+        metadata: { name: 'place-eu' },
+        spec: { region: 'eu-lon-1', runtime: { memory: TEST_MEMORY_MB } },
+      },
+    });
+    const sb = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(sb));
+    assert.equal(sb.node, 'node-c');
+    assert.equal(sb.spec.region, 'eu-lon-1');
+    await answers(a, 'place-eu', 'in-eu');
+    const c = (await cluster.nodes(a)).find((n) => n.id === 'node-c');
+    assert.deepEqual(c?.regions, ['local', 'eu-lon-1']);
+    assert.equal(typeof c?.warm, 'object');
+  });
+
   it("places a drained node's sandboxes again elsewhere, and no new sandbox on it", async () => {
     const a = byId('node-a');
     assert.equal(placed.size, NAMES.length);
@@ -81,6 +105,39 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
         );
       placed.set(name, sb.node);
       await answers(byId('node-c'), name, 'moved');
+    }
+    // No other node serves eu-lon-1: that sandbox stays on node-c (still running) and says what it waits for.
+    let eu = await get(a, 'place-eu');
+    for (
+      let i = 0;
+      i < 50 && !eu.events.some((e: any) => /no node of region "eu-lon-1"/.test(e.message));
+      i++
+    ) {
+      await sleep(100);
+      eu = await get(a, 'place-eu');
+    }
+    assert.equal(eu.node, 'node-c');
+    assert.match(
+      eu.events.at(-1).message,
+      /^node node-c, which holds this sandbox, is leaving .*no node of region "eu-lon-1" can take this sandbox now: none of its nodes is healthy and undrained.*stays placed on node node-c/,
+    );
+    await answers(a, 'place-eu', 'still-there');
+    // A new one is refused, to the operator and to a tenant alike: the region is named, no node, nothing of others.
+    const t = await newTenant(cluster.server(a), 'tenant-region');
+    for (const key of [undefined, t.key]) {
+      const r = await api(a, '/sandboxes', {
+        method: 'POST',
+        key,
+        json: {
+          metadata: { name: 'place-eu-2' },
+          spec: { region: 'eu-lon-1', runtime: { memory: TEST_MEMORY_MB } },
+        },
+      });
+      const body = await r.text();
+      assert.equal(r.status, 503, body);
+      assert.match(body, /no node of region \\"eu-lon-1\\" can take this sandbox now/);
+      assert.doesNotMatch(body, /node-|place-eu"|127\.0\.0\.1/);
+      assert.equal((await api(a, '/sandboxes/place-eu-2', { key })).status, 404, 'nothing half-written');
     }
   });
 

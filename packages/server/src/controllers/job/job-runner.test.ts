@@ -17,8 +17,8 @@ import { Resources } from '../../store/resources.js';
 import { SqliteStore } from '../../store/sqlite.js';
 import { DaemonDriver, type Outcome } from '../../test-support/fake-daemon.js';
 import { createExecution } from './job-create.js';
-import { JobRunner } from './job-runner.js';
-import { execKey } from './job-store.js';
+import { JobRunner, type JobRunnerDeps } from './job-runner.js';
+import { execKey, taskKey } from './job-store.js';
 
 const CTX = { workspace: 'ws', parents: [], actor: 'tester' };
 const APP: BuiltApp = {
@@ -31,6 +31,7 @@ const APP: BuiltApp = {
 async function setup(
   runtime: Record<string, number>,
   onTask: (p: ProcessRequest) => Outcome | Promise<Outcome>,
+  app: Pick<JobRunnerDeps, 'rebuild'> & { built?: () => boolean } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-jobrunner-'));
   const store = new SqliteStore(join(dir, 'berth.db'));
@@ -40,7 +41,10 @@ async function setup(
   const driver = new DaemonDriver({ onProcess: (_id, p) => onTask(p) });
   const runner = new JobRunner({
     resources,
-    builder: { builtByKey: (_ws, key) => (key === APP.key ? APP : undefined) },
+    builder: {
+      builtByKey: (_ws, key) => (key === APP.key && (app.built?.() ?? true) ? APP : undefined),
+    },
+    rebuild: app.rebuild,
     instances: new Instances({ driver }),
     logsDir: join(dir, 'logs'),
     now,
@@ -68,6 +72,7 @@ async function setup(
     assert.fail(`execution ${id} never ${status}: ${JSON.stringify(await execution(id))}`);
   };
   return {
+    store,
     driver,
     runner,
     execute,
@@ -167,6 +172,98 @@ describe('the job runner', () => {
       release();
       await env.until(id, 'cancelled');
       assert.deepEqual(env.runner.running('ws', 'nightly'), []);
+    } finally {
+      await env.close();
+    }
+  });
+
+  // A server that took over the lead finds an execution's app not built here (decision 077): it builds it again, and
+  // when that fails the waiting tasks end per the job's retry policy instead of waiting for ever.
+  it('builds an execution app missing here again, then runs its tasks', async () => {
+    let built = false;
+    const asked: string[] = [];
+    let ran = 0;
+    const env = await setup(
+      {},
+      () => {
+        ran++;
+        return { status: 'completed' };
+      },
+      {
+        built: () => built,
+        rebuild: async (ws, job, app) => {
+          asked.push(`${ws}/${job}/${app}`);
+          await new Promise((r) => setTimeout(r, 50));
+          built = true;
+        },
+      },
+    );
+    try {
+      const id = await env.execute([{}, {}]);
+      await env.until(id, 'succeeded');
+      assert.deepEqual(asked, ['ws/nightly/app1'], 'one build for the execution, not one per task');
+      assert.equal(ran, 2);
+    } finally {
+      await env.close();
+    }
+  });
+
+  it("ends the tasks waiting for an app that cannot be built here per the job's retry policy, naming the failure", async () => {
+    let builds = 0;
+    let ran = 0;
+    const env = await setup(
+      { maxRetries: 1 },
+      () => {
+        ran++;
+        return { status: 'completed' };
+      },
+      {
+        built: () => false,
+        rebuild: async () => {
+          builds++;
+          throw new Error(
+            'the build of revision rev1 failed: npm run build exited with code 1\nBUILD_BROKEN is set',
+          );
+        },
+      },
+    );
+    try {
+      const id = await env.execute([{}, {}]);
+      // The first failure spends an attempt of each task; the retry waits for its backoff (the clock moves past it).
+      for (let w = 0; w < 300 && builds < 1; w++) await new Promise((r) => setTimeout(r, 10));
+      for (let w = 0; w < 300 && builds < 2; w++) {
+        env.skew(60_000);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await env.until(id, 'failed');
+      assert.equal(ran, 0, 'no task process ran');
+      assert.equal(builds, 2, 'the first attempt and one retry, as maxRetries says');
+      for (const index of [0, 1]) {
+        const t = (await env.store.get(taskKey('ws', 'nightly', id, index)))?.body;
+        assert.equal(t?.status, 'failed');
+        assert.equal(t?.attempts, 2);
+        assert.deepEqual(
+          t?.conditions.map((c: any) => c.reason),
+          ['build-failed', 'build-failed'],
+        );
+        assert.match(
+          t?.conditions[1].message,
+          /attempt 2: app app1 could not be built on this server: .*BUILD_BROKEN/s,
+        );
+        assert.match(
+          readFileSync(env.runner.logFile('ws', 'nightly', id, index), 'utf8'),
+          /--- attempt 2 ---\n\(no output: app app1 could not be built/,
+        );
+      }
+      const job = await env.store.get({ kind: 'Job', workspace: 'ws', parent: '', name: 'nightly' });
+      const said = job?.body.events.map((e: any) => e.message).join('\n');
+      assert.match(
+        said,
+        new RegExp(
+          `execution ${id}: app app1 could not be built on this server: .*2 waiting task\\(s\\) spent an attempt, 2 of them failed`,
+          's',
+        ),
+      );
     } finally {
       await env.close();
     }

@@ -90,6 +90,12 @@ interface LiveExecution {
 export interface JobRunnerDeps extends TaskDeps {
   resources: Resources;
   builder: Pick<Builder, 'builtByKey'>;
+  /**
+   * Builds an execution's app again on this server (job-rebuild.ts), asked when its tasks find it missing; a
+   * rejection (its message says why) ends one attempt of each task waiting for it, per the job's retry policy.
+   * None: the tasks wait until something else builds it.
+   */
+  rebuild?: (workspace: string, job: string, app: string, signal: AbortSignal) => Promise<void>;
   logsDir: string;
   logger?: Logger;
   maxTasks?: number;
@@ -113,6 +119,8 @@ export class JobRunner {
    */
   private started = false;
   private readonly removing = new Set<Promise<unknown>>();
+  /** Apps being built again here for their executions (`<workspace>\0<app>`). */
+  private readonly rebuilding = new Set<string>();
 
   constructor(private readonly deps: JobRunnerDeps) {
     this.now = deps.now ?? Date.now;
@@ -309,7 +317,99 @@ export class JobRunner {
         )
         .catch((err) => this.deps.logger?.warn({ err, execution: x.rec.id }, 'could not record an app wait'));
     }
+    if (!x.appHere) this.rebuild(x);
     return x.appHere;
+  }
+
+  /**
+   * Builds the execution's app here, once at a time per app, when one of its waiting tasks may start (a task whose
+   * attempt a failed build ended waits out its backoff first, so the build is tried again at the retry's pace).
+   */
+  private rebuild(x: LiveExecution): void {
+    const { rebuild } = this.deps;
+    const id = `${x.key.workspace}\0${x.rec.app}`;
+    if (!rebuild || this.rebuilding.has(id) || x.cancelling) return;
+    const now = this.now();
+    if (!x.tasks.some((t) => t.status === 'pending' && (t.notBeforeMs ?? 0) <= now)) return;
+    this.rebuilding.add(id);
+    void rebuild(x.key.workspace, x.rec.job, x.rec.app, this.stopping.signal)
+      .then(
+        () => undefined,
+        (err) => (this.stopping.signal.aborted ? undefined : this.appFailed(x.key.workspace, x.rec.app, err)),
+      )
+      .catch((err) => this.deps.logger?.warn({ err, app: x.rec.app }, 'could not record a failed app build'))
+      .finally(() => {
+        this.rebuilding.delete(id);
+        this.schedule();
+      });
+  }
+
+  /**
+   * The app could not be built here: each task waiting for it (and not in its backoff) spends an attempt, as a
+   * failed process would — retried after its backoff while the job's maxRetries allow, else failed — and the job's
+   * object says why. The executions whose tasks all ended end.
+   */
+  private async appFailed(workspace: string, app: string, err: unknown): Promise<void> {
+    const why = `app ${app} could not be built on this server: ${(err as Error).message}`;
+    this.deps.logger?.warn(
+      { workspace, app, err: (err as Error).message },
+      'a job execution app could not be built',
+    );
+    const now = this.now();
+    const at = new Date(now).toISOString();
+    for (const x of [...this.live.values()]) {
+      if (x.key.workspace !== workspace || x.rec.app !== app || x.cancelling || x.appHere) continue;
+      const due = x.tasks.filter((t) => t.status === 'pending' && (t.notBeforeMs ?? 0) <= now);
+      if (!due.length) continue;
+      const ends = due.map((t) => {
+        const attempt = t.attempts + 1;
+        const next = afterAttempt(
+          { exitCode: -1, timedOut: false, cancelled: false },
+          attempt - t.lost,
+          x.rec.maxRetries,
+          now,
+        );
+        return { t, attempt, next };
+      });
+      await this.store.write(
+        ends.map(({ t, attempt, next }) => ({
+          op: 'update' as const,
+          key: taskKey(workspace, x.rec.job, x.rec.id, t.index),
+          mutate: (cur: StoredObject) => {
+            if (cur.body.status !== 'pending' || cur.body.attempts !== t.attempts)
+              throw new Error('task moved on');
+            return {
+              ...cur.body,
+              status: next.status,
+              attempts: attempt,
+              notBefore: next.notBeforeMs ? new Date(next.notBeforeMs).toISOString() : undefined,
+              completedAt: isTaskDone(next.status) ? at : undefined,
+              updatedAt: at,
+              conditions: [
+                ...(cur.body.conditions ?? []),
+                { type: 'Attempt', reason: 'build-failed', message: `attempt ${attempt}: ${why}` },
+              ].slice(-10),
+            };
+          },
+        })),
+      );
+      for (const { t, attempt, next } of ends) {
+        this.keepLog(x, t.index, attempt, `(no output: ${why})\n`);
+        t.attempts = attempt;
+        t.status = next.status;
+        t.notBeforeMs = next.notBeforeMs;
+      }
+      const failed = ends.filter((e) => isTaskDone(e.next.status)).length;
+      await this.deps.resources
+        .recordEvent(
+          { kind: 'Job', workspace, parent: '', name: x.rec.job },
+          `execution ${x.rec.id}: ${why}; ${ends.length} waiting task(s) spent an attempt${failed ? `, ${failed} of them failed (no retry left)` : ', retried after their backoff'}`,
+        )
+        .catch((e) =>
+          this.deps.logger?.warn({ err: e, execution: x.rec.id }, 'could not record an app failure'),
+        );
+      await this.settle(x);
+    }
   }
 
   /** What each workspace with executions here may still start, by its quotas. */

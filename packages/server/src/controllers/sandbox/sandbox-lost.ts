@@ -3,7 +3,7 @@
 // stayed on that machine. The controllers' leader places each again on a healthy node, which starts it fresh, after
 // telling a running one so in an event naming the node that held it. A sandbox not placed yet (created before
 // placement existed) is placed here too.
-import type { SandboxPlacements } from '../../cluster/placement.js';
+import { NoNodeError, type SandboxPlacements } from '../../cluster/placement.js';
 import type { Resources } from '../../store/resources.js';
 import type { ResourceKey } from '../../store/store.js';
 
@@ -15,7 +15,10 @@ export interface PlaceAgainDeps {
   placements: SandboxPlacements;
   /** Whether the sandboxes on `node` must go elsewhere (instance-holder.ts); `''`: not placed yet. */
   mustLeave: (node: string) => boolean;
+  /** Throws NoNodeError when no node of the sandbox's region can take it (it then stays where it is). */
   place: (body: any) => string;
+  /** Sandboxes told they wait for a node of their region (`<workspace>/<name>`), so each is told once. */
+  waiting?: Set<string>;
 }
 
 /** One pass; returns how many sandboxes were placed (again). */
@@ -27,7 +30,25 @@ export async function placeAgain(deps: PlaceAgainDeps): Promise<number> {
   for (const [key, from] of moves) {
     const o = await deps.resources.store.get(key);
     if (!o || (o.body.node ?? '') !== from || o.body.status === 'TERMINATED') continue;
-    const to = deps.place(o.body);
+    let to: string;
+    try {
+      to = deps.place(o.body);
+    } catch (err) {
+      if (!(err instanceof NoNodeError)) throw err;
+      // Never started in another region: it stays placed on the node that left until a node of its region can take
+      // it, or that node holds a lease again (it then takes up what is still placed on it).
+      const id = `${key.workspace}/${key.name}`;
+      if (deps.waiting?.has(id)) continue;
+      deps.waiting?.add(id);
+      await deps.resources.recordEvent(
+        key,
+        from
+          ? `node ${from}, which holds this sandbox, is leaving (its lease lapsed or it was drained), and ${err.message}: the sandbox stays placed on node ${from} until a node of its region can take it`
+          : `${err.message}: the sandbox is placed once a node of its region can take it`,
+      );
+      continue;
+    }
+    deps.waiting?.delete(`${key.workspace}/${key.name}`);
     const lost =
       from && RUNNING.has(o.body.status)
         ? `lost: node ${from}, which ran this sandbox, stopped; its processes, memory and files are gone. Node ${to} starts it again, fresh`
@@ -51,6 +72,7 @@ export async function placeAgain(deps: PlaceAgainDeps): Promise<number> {
 export function placeAgainEvery(
   deps: PlaceAgainDeps & { everyMs: number; warn: (err: unknown, msg: string) => void },
 ): { stop(): Promise<void> } {
+  deps.waiting ??= new Set();
   let pass: Promise<unknown> | undefined;
   const timer = setInterval(() => {
     pass ??= placeAgain(deps)

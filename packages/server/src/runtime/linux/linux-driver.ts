@@ -328,6 +328,12 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   /** Deterministic for the id and short (a unix socket path holds at most 107 bytes). */
+  warm(): Record<string, number> {
+    const out: Record<string, number> = { default: this.warmPool.readyCount };
+    for (const [key, pool] of this.imagePools) out[`sha256:${key}`] = pool.readyCount;
+    return out;
+  }
+
   socketPath(id: string): string {
     return this.paths(id).socketPath;
   }

@@ -1,0 +1,237 @@
+// Placement by region and warm pool (docs/decisions/077-placement-regions.md): a sandbox goes to a node of its region
+// only, preferring one with a warm sandbox of its image; a create no node of its region can take is refused naming
+// the region (and nothing of the other nodes or their tenants); validation accepts a region another node serves.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { test } from 'node:test';
+import { SecretBox } from '../crypto/secret-box.js';
+import { KINDS } from '../kinds/index.js';
+import { Resources } from '../store/resources.js';
+import { SqliteStore } from '../store/sqlite.js';
+import { instanceHolder } from './instance-holder.js';
+import type { Leadership } from './leadership.js';
+import type { NodeView, Nodes } from './nodes.js';
+import { choose, type Load, NoNodeError, regionPools, SandboxPlacements } from './placement.js';
+
+const view = (id: string, regions: string[], more: Partial<NodeView> = {}): NodeView => ({
+  id,
+  address: `http://${id}.test:8080`,
+  region: regions[0],
+  regions,
+  cores: 4,
+  memoryMb: 8192,
+  instances: 0,
+  warm: {},
+  leads: [],
+  epoch: 1,
+  startedAt: '',
+  heartbeatAt: '',
+  healthy: true,
+  leased: true,
+  stopped: false,
+  drained: false,
+  ...more,
+});
+
+test('the warm pool is preferred among the nodes drawn, while the warm node has room for the sandbox', () => {
+  const nodes = [view('a', ['eu'], { warm: { default: 1 } }), view('b', ['eu']), view('c', ['us'])];
+  const pools = regionPools(
+    nodes,
+    (n) => n.regions,
+    (n) => n.warm,
+  );
+  assert.deepEqual([...pools.keys()].sort(), ['eu', 'us']);
+  assert.deepEqual(
+    pools.get('eu')?.all.map((n) => n.id),
+    ['a', 'b'],
+  );
+  assert.deepEqual(
+    pools
+      .get('eu')
+      ?.warm.get('default')
+      ?.map((n) => n.id),
+    ['a'],
+  );
+  assert.equal(pools.get('us')?.warm.size, 0, 'a node reporting no warm sandbox is in no warm list');
+  // a is a little busier than b (1 sandbox on 4 cores), but holds a warm sandbox: a create there is an assignment.
+  const loads: Record<string, Load> = {
+    a: { sandboxes: 1, memoryMb: 1024 },
+    b: { sandboxes: 0, memoryMb: 0 },
+  };
+  const load = (id: string) => loads[id] ?? { sandboxes: 0, memoryMb: 0 };
+  const eu = pools.get('eu')!;
+  for (let i = 0; i < 20; i++) assert.equal(choose(eu, 'default', 1024, load), 'a');
+  // No warm sandbox of that image anywhere: best of two by load (b drawn).
+  assert.equal(
+    choose(eu, 'sha256:0123456789abcdef', 1024, load, 2, () => 0.9),
+    'b',
+  );
+  // a has no room left for 8 GB more: the warm preference yields to the load.
+  assert.equal(
+    choose(eu, 'default', 8192, load, 2, () => 0.9),
+    'b',
+  );
+  // Much busier than b (3 sandboxes on 4 cores: 0.75 against 0), a warm node no longer wins: a burst of creates
+  // spreads instead of piling on the nodes whose last report said warm.
+  loads.a = { sandboxes: 3, memoryMb: 1024 };
+  assert.equal(
+    choose(eu, 'default', 1024, load, 2, () => 0.9),
+    'b',
+  );
+  // Drawn alone (both draws on a), it is taken.
+  assert.equal(
+    choose(eu, 'default', 1024, load, 2, () => 0),
+    'a',
+  );
+  assert.equal(choose({ all: [], warm: new Map() }, 'default', 1, load), undefined);
+});
+
+async function holderOf(list: NodeView[], opts: { leader?: string; aliases?: Record<string, string> } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-place-regions-'));
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  const placements = new SandboxPlacements(store);
+  await placements.start();
+  const self = list[0];
+  const nodes: Nodes = {
+    self,
+    list: async () => list,
+    beat: async () => undefined,
+    drain: async () => undefined,
+    handOver: async () => undefined,
+    close: async () => undefined,
+    fence: () => ({ node: self.id, epoch: 1 }),
+    refused: () => undefined,
+  };
+  const leadership: Leadership = {
+    lead: async () => undefined,
+    leads: () => (opts.leader === self.id ? ['controllers'] : []),
+    fence: () => undefined,
+    refused: () => undefined,
+    close: async () => {},
+  };
+  const holder = await instanceHolder({
+    nodes,
+    leadership,
+    placements,
+    role: 'controllers',
+    aliases: opts.aliases,
+    warn: () => {},
+  });
+  return {
+    store,
+    holder,
+    async close() {
+      holder.close();
+      placements.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const sandbox = (region: string | undefined, more: Record<string, unknown> = {}) => ({
+  spec: { ...(region ? { region } : {}), runtime: { memory: 512 }, ...more },
+});
+
+test('a sandbox is placed on a node of its region only, and refused naming the region when none can take it', async () => {
+  const h = await holderOf(
+    [
+      view('node-eu-1', ['eu-lon-1'], { leads: ['controllers'] }),
+      view('node-us-1', ['us-pdx-1']),
+      view('node-us-2', ['us-pdx-1', 'us-was-1'], { warm: { default: 2 } }),
+      view('node-ap-1', ['ap-sg-1'], { drained: true }),
+      view('node-sa-1', ['sa-sp-1'], { healthy: false, leased: false }),
+    ],
+    { leader: 'node-eu-1', aliases: { 'us-east': 'us-was-1', 'eu-lon-1': 'us-pdx-1' } },
+  );
+  try {
+    for (let i = 0; i < 50; i++) {
+      assert.equal(h.holder.place(sandbox('eu-lon-1')), 'node-eu-1', 'a name a node serves is not an alias');
+      assert.match(h.holder.place(sandbox('us-pdx-1')), /^node-us-/);
+      assert.equal(h.holder.place(sandbox('us-was-1')), 'node-us-2', 'a node serves each of its regions');
+      assert.equal(h.holder.place(sandbox('us-east')), 'node-us-2', "this server's alias of a region");
+    }
+    // The warm node is preferred within the region (it reported a warm sandbox of the default image).
+    const us = Array.from({ length: 30 }, () => h.holder.place(sandbox('us-pdx-1')));
+    assert.ok(us.every((n) => n === 'node-us-2'));
+    assert.deepEqual([...h.holder.regions()].sort(), [
+      'ap-sg-1',
+      'eu-lon-1',
+      'sa-sp-1',
+      'us-pdx-1',
+      'us-was-1',
+    ]);
+    const refusal = (body: object) => {
+      try {
+        h.holder.place(body);
+      } catch (err) {
+        assert.ok(err instanceof NoNodeError);
+        return err;
+      }
+      assert.fail('placed');
+    };
+    const drained = refusal(sandbox('ap-sg-1'));
+    assert.equal(drained.region, 'ap-sg-1');
+    assert.match(
+      drained.message,
+      /no node of region "ap-sg-1" can take this sandbox now: none of its nodes is healthy/,
+    );
+    assert.match(refusal(sandbox('sa-sp-1')).message, /region "sa-sp-1"/);
+    assert.match(refusal(sandbox('mars-1')).message, /region "mars-1" .*no node of the cluster serves it/);
+    // What runs on the leader (volumes, an image other than the default) is refused in another region, not moved.
+    assert.match(
+      refusal(sandbox('us-pdx-1', { volumes: [{ name: 'v', mountPath: '/data' }] })).message,
+      /region "us-pdx-1".*node leading the controllers/,
+    );
+    assert.equal(
+      h.holder.place(sandbox('eu-lon-1', { volumes: [{ name: 'v', mountPath: '/d' }] })),
+      'node-eu-1',
+    );
+    // A refusal tells the caller its region only: no node's id, address, load or what else runs there.
+    for (const r of ['ap-sg-1', 'sa-sp-1', 'mars-1'])
+      assert.doesNotMatch(refusal(sandbox(r)).message, /node-|\.test|\d+ sandbox|memory/);
+    // No region (a sandbox made before regions were placed): any node.
+    assert.match(h.holder.place(sandbox(undefined)), /^node-(eu|us)-/);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a sandbox may name a region another node of the cluster serves; one no node serves is a 422 listing them', async () => {
+  const h = await holderOf([view('node-eu-1', ['eu-lon-1']), view('node-us-1', ['us-pdx-1'])]);
+  const dir = mkdtempSync(join(tmpdir(), 'berth-place-validate-'));
+  const store = new SqliteStore(join(dir, 'berth.db'));
+  try {
+    // This server serves eu-lon-1 only (its BERTH_REGIONS); the cluster's nodes serve us-pdx-1 too.
+    const resources = new Resources(store, KINDS, new SecretBox(randomBytes(32)), {
+      regions: ['eu-lon-1'],
+      nodeRegions: () => h.holder.regions(),
+    });
+    const ctx = { workspace: 'ws', parents: [], actor: 'tester' };
+    const kd = resources.kind('Sandbox');
+    const made = await resources.create(kd, ctx, {
+      metadata: { name: 'west' },
+      spec: { region: 'us-pdx-1' },
+    });
+    assert.equal(made.object.body.spec.region, 'us-pdx-1');
+    await assert.rejects(
+      resources.create(kd, ctx, { metadata: { name: 'nowhere' }, spec: { region: 'mars-1' } }),
+      (e: any) => e.status === 422 && /mars-1.*eu-lon-1, us-pdx-1/.test(JSON.stringify(e.toProblem())),
+    );
+    // Other kinds run where the controllers run: a region only another node serves stays refused for them.
+    await assert.rejects(
+      resources.create(resources.kind('Volume'), ctx, {
+        metadata: { name: 'vol' },
+        spec: { region: 'us-pdx-1', size: 64 },
+      }),
+      (e: any) => e.status === 422,
+    );
+  } finally {
+    await h.close();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
