@@ -164,11 +164,10 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
   }
   // A native path other than OpenAI chat needs a connection speaking the endpoint's own API.
   if (!isChat && provider.wire !== ep.provider.wire) return undefined;
-  const headers: Record<string, string> = {
-    ...forwardHeaders(call.headers),
-    'accept-encoding': 'identity',
-    ...cred,
-  };
+  // The forwarded headers' own object, written into (the credential last, so that it wins).
+  const headers = forwardHeaders(call.headers);
+  headers['accept-encoding'] = 'identity';
+  Object.assign(headers, cred);
   if (call.headers['anthropic-version'] && provider.wire === 'anthropic')
     headers['anthropic-version'] = String(call.headers['anthropic-version']);
   let body: string | Buffer | undefined = call.raw;
@@ -192,7 +191,8 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
       : undefined;
   // The caller's bytes go as they came unless something must change.
   if (pin || askUsage || limited) {
-    const j = { ...(limited ?? json) };
+    // withOutputLimit's answer is a copy already.
+    const j = limited ?? { ...json };
     if (pin) {
       if (call.model === undefined) delete j.model;
       else j.model = call.model;
