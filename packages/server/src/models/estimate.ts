@@ -121,7 +121,8 @@ function collect(body: unknown): { texts: string[]; fixed: number } {
     }
     if (v && typeof v === 'object') {
       if (key === 'messages' || key === 'contents' || key === 'input') fixed += TOKENS_PER_MESSAGE;
-      for (const [k, x] of Object.entries(v)) walk(x, k);
+      // A parsed body's objects hold only own properties: `for…in` reads them without an array of pairs each.
+      for (const k in v) walk((v as Record<string, unknown>)[k], k);
     }
   };
   walk(body, undefined);

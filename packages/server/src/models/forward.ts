@@ -2,13 +2,13 @@
 // (credential swapped in, model pinned, translation when needed) and send it; a 429, a 5xx or a failed
 // connection moves on to the next one. Nothing has reached the client yet at that point, so a fallback is
 // invisible to it. The first answer that is neither is returned with its body unread.
-import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
-import { type Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint, Upstream } from './endpoints.js';
 import { type OutputLimit, withOutputLimit } from './output-limit.js';
+import { type Cancel, type ProviderAnswer, type ProviderBody, providerCall } from './provider-call.js';
 import { MAX_ERROR_BODY, providerError, transportError } from './provider-errors.js';
 import { chatToMessages, STRUCTURED_TOOL } from './translate/openai-to-anthropic.js';
 import { messagesToChat } from './translate/messages-request.js';
@@ -73,7 +73,7 @@ export interface Forwarded {
   prepared: Prepared;
   statusCode: number;
   headers: Record<string, string | string[] | undefined>;
-  body: import('undici').Dispatcher.ResponseData['body'];
+  body: ProviderBody;
   /** Connections that failed before this one answered. */
   fellBackFrom: string[];
 }
@@ -164,11 +164,10 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
   }
   // A native path other than OpenAI chat needs a connection speaking the endpoint's own API.
   if (!isChat && provider.wire !== ep.provider.wire) return undefined;
-  const headers: Record<string, string> = {
-    ...forwardHeaders(call.headers),
-    'accept-encoding': 'identity',
-    ...cred,
-  };
+  // The forwarded headers' own object, written into (the credential last, so that it wins).
+  const headers = forwardHeaders(call.headers);
+  headers['accept-encoding'] = 'identity';
+  Object.assign(headers, cred);
   if (call.headers['anthropic-version'] && provider.wire === 'anthropic')
     headers['anthropic-version'] = String(call.headers['anthropic-version']);
   let body: string | Buffer | undefined = call.raw;
@@ -192,7 +191,8 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
       : undefined;
   // The caller's bytes go as they came unless something must change.
   if (pin || askUsage || limited) {
-    const j = { ...(limited ?? json) };
+    // withOutputLimit's answer is a copy already.
+    const j = limited ?? { ...json };
     if (pin) {
       if (call.model === undefined) delete j.model;
       else j.model = call.model;
@@ -211,19 +211,6 @@ export function prepare(ep: Endpoint, up: Upstream, call: IncomingCall): Prepare
   };
 }
 
-/**
- * Cancels a provider call when its caller hangs up. An EventEmitter rather than an AbortController:
- * undici takes either, and this one costs nothing per call (no AbortSignal, no DOMException).
- */
-export class Cancel extends EventEmitter {
-  aborted = false;
-  abort() {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.emit('abort');
-  }
-}
-
 export interface ForwardOptions {
   agent: Agent;
   signal: Cancel;
@@ -233,17 +220,6 @@ export interface ForwardOptions {
   bodyTimeoutMs: number;
   /** A connection could not be reached (`more`: another one is tried next). */
   onUnreachable?: (connection: string, err: ApiError, more: boolean) => void;
-}
-
-async function readText(body: Forwarded['body']): Promise<string> {
-  const parts: Buffer[] = [];
-  let n = 0;
-  for await (const c of body) {
-    const b = c as Buffer;
-    if (n < MAX_ERROR_BODY) parts.push(b.subarray(0, MAX_ERROR_BODY - n));
-    n += b.length;
-  }
-  return Buffer.concat(parts).toString('utf8');
 }
 
 const retriable = (status: number) => status === 429 || status >= 500;
@@ -270,14 +246,14 @@ export async function forward(ep: Endpoint, call: IncomingCall, o: ForwardOption
     const more = i < candidates.length - 1;
     const prepared = prepare(ep, up, call)!;
     const secrets = up.connection.secretValues;
-    let res: Awaited<ReturnType<typeof request>>;
+    let res: ProviderAnswer;
     try {
-      res = await request(prepared.url, {
-        method: call.method as 'POST',
+      res = await providerCall(o.agent, {
+        url: prepared.url,
+        method: call.method,
         headers: prepared.headers,
         body: call.method === 'GET' || call.method === 'HEAD' ? undefined : prepared.body,
         signal: o.signal,
-        dispatcher: o.agent,
         headersTimeout: o.headersTimeoutMs,
         bodyTimeout: o.bodyTimeoutMs,
       });
@@ -300,7 +276,7 @@ export async function forward(ep: Endpoint, call: IncomingCall, o: ForwardOption
         body: res.body,
         fellBackFrom: failed,
       };
-    const text = await readText(res.body);
+    const text = await res.body.head(MAX_ERROR_BODY);
     last = providerError(up.connection.name, res.statusCode, text, res.headers, secrets);
     if (!(retriable(res.statusCode) && more)) throw last;
     failed.push(up.connection.name);

@@ -10,11 +10,12 @@ import { ApiError } from '../errors.js';
 import { HOP_BY_HOP } from '../http/hop-by-hop.js';
 import type { Endpoint } from './endpoints.js';
 import { defaultMaxOutput, isEmbeddings } from './estimate.js';
-import { CHAT_PATH, Cancel, type Forwarded, forward, type IncomingCall, MODEL_PATHS } from './forward.js';
+import { CHAT_PATH, type Forwarded, forward, type IncomingCall, MODEL_PATHS } from './forward.js';
 import { createModelGateway, type ModelGateway, type ModelGatewayDeps } from './index.js';
 import { type CallSummary, CallMeter } from './meter.js';
 import { pinCall, pinForm } from './model-pin.js';
 import { MIN_CAPPED_OUTPUT, outputLimitOf } from './output-limit.js';
+import { Cancel } from './provider-call.js';
 import { MAX_INFERENCE_BODY, readBody } from './request-body.js';
 import { registerModelRoutes } from './routes.js';
 import type { ReserveResult } from './token-budget.js';
@@ -201,7 +202,7 @@ async function send(
       meter.source = t;
       res.setHeader('content-type', 'text/event-stream; charset=utf-8');
       res.setHeader('cache-control', 'no-cache');
-      return sendStream(res, through(fwd.body, t));
+      return sendStream(res, through(fwd.body.stream(), t));
     }
     const chat = (await fwd.body.json()) as any;
     meter.firstByteAt = gw.now();
@@ -221,7 +222,7 @@ async function send(
       meter.source = t;
       res.setHeader('content-type', 'text/event-stream; charset=utf-8');
       res.setHeader('cache-control', 'no-cache');
-      const chat = through(fwd.body, t);
+      const chat = through(fwd.body.stream(), t);
       return sendStream(res, responses ? through(chat, new ChatToResponsesStream(nowS)) : chat);
     }
     const msg = (await fwd.body.json()) as any;
@@ -238,7 +239,7 @@ async function send(
   if (length <= MAX_BUFFERED_ANSWER && !contentType.includes('text/event-stream')) {
     // A whole answer of known, small size: one write of head and body instead of a piped, chunked stream
     // (half the gateway's cost per call at 32 connections). Nothing is held back that a client could use early.
-    const buf = Buffer.from(await fwd.body.arrayBuffer());
+    const buf = await fwd.body.whole();
     meter.firstByteAt = gw.now();
     if (contentType.includes('json')) meter.usage = usageInJsonText(buf.toString('utf8'));
     res.setHeader('content-length', buf.length);
@@ -247,7 +248,7 @@ async function send(
   const observer = new UsageObserver(contentType, gw.now, fwd.prepared.stripUsageChunk);
   meter.source = observer;
   res.removeHeader('content-length');
-  sendStream(res, through(fwd.body, observer));
+  sendStream(res, through(fwd.body.stream(), observer));
 }
 
 /** `/run/<ws>/models/<name>[/<provider path>][?query]`, as Fastify's router read it before (decision 052). */

@@ -105,8 +105,18 @@ export function withOutputLimit(
   const honoured = shape.chat
     ? (provider.chatLimitFields?.(connection) ?? ['max_tokens'])
     : [shape.fields[0]];
-  const set = holders(json, shape).flatMap((h) => shape.fields.filter((f) => f in h).map((f) => [f, h[f]]));
-  if (set.length === 1 && honoured.includes(set[0][0]) && set[0][1] === limit) return undefined;
+  // Which limit fields the body sets (counted without building a list: this runs on every capped call).
+  let setCount = 0;
+  let setField = '';
+  let setValue: unknown;
+  for (const h of holders(json, shape))
+    for (const f of shape.fields)
+      if (f in h) {
+        setCount++;
+        setField = f;
+        setValue = h[f];
+      }
+  if (setCount === 1 && honoured.includes(setField) && setValue === limit) return undefined;
   const out = { ...json };
   let target: Record<string, any> = out;
   if (shape.within) {

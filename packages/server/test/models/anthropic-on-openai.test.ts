@@ -4,7 +4,10 @@
 // OpenAI's real wire and records what reached it.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { createAnthropic } from '@ai-sdk/anthropic';
 import Anthropic from '@anthropic-ai/sdk';
+import { ChatAnthropic } from '@langchain/anthropic';
+import { generateText, streamText } from 'ai';
 import { newTenant } from '../../src/test-support/tenants.js';
 import { connection, eventually, model, ok, PROVIDER_KEY, runUrl, startWorld, type World } from './setup.js';
 
@@ -61,6 +64,38 @@ test('messages.create on an OpenAI-backed endpoint: translated to chat completio
   ]);
   assert.equal(seen.body.max_completion_tokens, 3, 'OpenAI’s own limit field');
   assert.deepEqual(seen.body.stop, ['END']);
+});
+
+test('@ai-sdk/anthropic and LangChain ChatAnthropic on an OpenAI-backed endpoint: translated both ways', async () => {
+  const provider = createAnthropic({ apiKey: owner, baseURL: runUrl(w.server, 'gpt', WS) });
+  const whole = await generateText({
+    model: provider('gpt'),
+    prompt: 'Hi',
+    maxOutputTokens: 3,
+    maxRetries: 0,
+  });
+  assert.equal(whole.text, 'Hello from the');
+  assert.equal(whole.usage.outputTokens, 3);
+  assert.equal(lastRequest().path, '/v1/chat/completions');
+  assert.equal(lastRequest().body.max_completion_tokens, 3);
+  const streamed = streamText({ model: provider('gpt'), prompt: 'Hi', maxOutputTokens: 3, maxRetries: 0 });
+  assert.equal(await streamed.text, 'Hello from the');
+  assert.equal(lastRequest().body.stream, true);
+  const chat = new ChatAnthropic({
+    apiKey: owner,
+    anthropicApiUrl: runUrl(w.server, 'gpt', WS),
+    model: 'gpt',
+    maxTokens: 3,
+    maxRetries: 0,
+  });
+  const answer = await chat.invoke('Hi');
+  assert.equal(answer.content, 'Hello from the');
+  assert.equal(lastRequest().path, '/v1/chat/completions');
+  assert.equal(lastRequest().headers.authorization, `Bearer ${PROVIDER_KEY}`);
+  let text = '';
+  for await (const chunk of await chat.stream('Hi'))
+    text += typeof chunk.content === 'string' ? chunk.content : '';
+  assert.equal(text, 'Hello from the');
 });
 
 test('messages.stream: chat chunks become Anthropic events, final message with the provider’s usage', async () => {

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
 import { after, before, test } from 'node:test';
+import { newTenant } from '../../src/test-support/tenants.js';
 import { budget, connection, eventually, model, ok, runUrl, startWorld, type World } from './setup.js';
 
 let w: World;
@@ -161,4 +162,48 @@ test('a prompt holding a special token’s text runs under a budget, counted as 
     'the call settled',
   );
   assert.ok(win.used.input > 0, `input metered: ${JSON.stringify(win.used)}`);
+});
+
+test('a budget lowered between two calls applies to the very next call, in its workspace only', async () => {
+  // A second tenant holds a policy and a model of the same names, with a limit no call fits: what either
+  // workspace cached (endpoint, policy, window) must never answer for the other.
+  const other = await newTenant(w.server, 'lowered-other');
+  await connection(w.server, 'oa', 'openai', w.fake.url, undefined, other.key);
+  await budget(w.server, 'lowered', { output: 10, granularity: 'day' }, other.key);
+  const spec = {
+    integrationConnections: ['oa'],
+    policies: ['lowered'],
+    runtime: { type: 'openai', model: 'gpt-4o-mini' },
+  };
+  await model(w.server, 'lowered', spec, 'DEPLOYED', other.key);
+  await budget(w.server, 'lowered', { output: 100_000, granularity: 'day' });
+  await model(w.server, 'lowered', spec);
+  const call = (key: string, ws = 'default') =>
+    fetch(`${runUrl(w.server, 'lowered', ws)}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: PROMPT }], max_tokens: MAX_TOKENS }),
+    });
+  const theirs = await call(other.key, other.home);
+  assert.equal(theirs.status, 422, 'their 10-token policy refuses 50');
+  assert.match((await theirs.json()).detail, /policy lowered allows 10/);
+  for (let i = 0; i < 3; i++) {
+    const r = await call(w.server.adminKey);
+    assert.equal(r.status, 200, `the default workspace's own policy allows it: ${await r.clone().text()}`);
+    await r.arrayBuffer();
+  }
+  await ok(
+    w.server.api('/policies/lowered', {
+      method: 'PUT',
+      json: {
+        metadata: { name: 'lowered' },
+        spec: { type: 'maxToken', maxTokens: { output: 20, granularity: 'day' } },
+      },
+    }),
+  );
+  const sent = w.fake.requests.length;
+  const r = await call(w.server.adminKey);
+  assert.equal(r.status, 422, `the lowered limit judged the next call: ${await r.clone().text()}`);
+  assert.match((await r.json()).detail, /policy lowered allows 20 per day/);
+  assert.equal(w.fake.requests.length, sent, 'the provider was not asked');
 });
