@@ -10,6 +10,7 @@ import {
   type MetricValue,
   Registry,
 } from 'prom-client';
+import { PlainHistogram, type PlainSeries } from '../http/plain-histogram.js';
 import type { MetricsAccess, WorkspaceFilter } from './metrics-access.js';
 import { registerSandboxMetrics, type SandboxSampler } from './sandbox-metrics.js';
 
@@ -62,8 +63,9 @@ export function registerMetrics(
         }
     },
   });
-  const latency = new RouteLatency();
+  const latency = routeLatency();
   registry.registerMetric(latency as unknown as Metric);
+  const series = new Map<string, PlainSeries>();
   app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const rk = `${req.method} ${route}`;
@@ -74,7 +76,12 @@ export function registerMetrics(
       counts.set(ck, c);
     }
     c.n++;
-    latency.observe(rk, req.method, route, reply.elapsedTime / 1000);
+    let l = series.get(rk);
+    if (!l) {
+      l = latency.child(rk, { method: req.method, route });
+      series.set(rk, l);
+    }
+    l.observe(reply.elapsedTime / 1000);
     done();
   });
   const refreshSandboxes = opts.sandboxes && registerSandboxMetrics(registry, opts.sandboxes);
@@ -89,47 +96,10 @@ export function registerMetrics(
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
 
-/**
- * berth_http_request_duration_seconds: a histogram per method and route, rendered as prom-client renders its own
- * (cumulative `_bucket` series with `le`, then `+Inf`, `_sum`, `_count`), without its per-observation label hashing.
- */
-export class RouteLatency {
-  readonly name = 'berth_http_request_duration_seconds';
-  readonly help = 'HTTP request latency by method and route';
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  private readonly series = new Map<
-    string,
-    { labels: { method: string; route: string }; buckets: number[]; sum: number; count: number }
-  >();
-
-  observe(key: string, method: string, route: string, seconds: number) {
-    let s = this.series.get(key);
-    if (!s) {
-      s = { labels: { method, route }, buckets: LATENCY_BUCKETS.map(() => 0), sum: 0, count: 0 };
-      this.series.set(key, s);
-    }
-    let i = 0;
-    while (i < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[i]) i++;
-    if (i < LATENCY_BUCKETS.length) s.buckets[i]++;
-    s.sum += seconds;
-    s.count++;
-  }
-
-  async get() {
-    const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
-    for (const s of this.series.values()) {
-      let acc = 0;
-      LATENCY_BUCKETS.forEach((le, i) => {
-        acc += s.buckets[i];
-        values.push({ labels: { le, ...s.labels }, value: acc, metricName: `${this.name}_bucket` });
-      });
-      values.push(
-        { labels: { le: '+Inf', ...s.labels }, value: s.count, metricName: `${this.name}_bucket` },
-        { labels: { ...s.labels }, value: s.sum, metricName: `${this.name}_sum` },
-        { labels: { ...s.labels }, value: s.count, metricName: `${this.name}_count` },
-      );
-    }
-    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
-  }
-}
+/** berth_http_request_duration_seconds per method and route, in plain numbers (decision 066). */
+export const routeLatency = () =>
+  new PlainHistogram(
+    'berth_http_request_duration_seconds',
+    'HTTP request latency by method and route',
+    LATENCY_BUCKETS,
+  );

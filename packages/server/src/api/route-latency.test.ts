@@ -4,11 +4,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import Fastify from 'fastify';
 import { Histogram, type Metric, Registry } from 'prom-client';
-import { RouteLatency, registerMetrics } from './metrics.js';
+import { registerMetrics, routeLatency } from './metrics.js';
 
 test("the latency histogram renders as prom-client's Histogram fed the same observations", async () => {
   const ours = new Registry();
-  const latency = new RouteLatency();
+  const latency = routeLatency();
   ours.registerMetric(latency as unknown as Metric);
   const theirs = new Registry();
   const h = new Histogram({
@@ -27,7 +27,7 @@ test("the latency histogram renders as prom-client's Histogram fed the same obse
     ['GET', '/v0/policies', 1],
   ];
   for (const [method, route, v] of seen) {
-    latency.observe(`${method} ${route}`, method, route, v);
+    latency.child(`${method} ${route}`, { method, route }).observe(v);
     h.labels(method, route).observe(v);
   }
   // The scrape's text is the contract: the same lines in the same order.

@@ -1,7 +1,7 @@
 // A Prometheus histogram observed in plain numbers and rendered by prom-client's registry at scrape time as its own
 // Histogram renders (cumulative `_bucket` series with `le`, then `+Inf`, `_sum`, `_count`). prom-client hashes a
 // child's labels on every observe; a series here is looked up once by its caller and observed with a few adds.
-// The same shape as api/metrics.ts's RouteLatency (decision 066), for any label names.
+// The API's route latency (api/metrics.ts, decision 066) and the model gateway's histograms (decision 075) are these.
 
 type Labels = Record<string, string>;
 
