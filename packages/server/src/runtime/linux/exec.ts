@@ -1,5 +1,10 @@
-// Runs host tools (ip, nft, mount) as child processes; failures carry the tool's own message.
-import { execFile } from 'node:child_process';
+// Runs host tools (ip, nft, mount) for the runtime; failures carry the tool's own message.
+// The tools are spawned by one long-lived small process (exec-child.ts), not by the server: a spawn forks the process
+// that makes it, and the server's fork (a heap of 150+ MB) and its wait for the tool's exec held the event loop
+// 1.5–4 ms per tool quiet and ~20 ms under load, about twenty times per sandbox start (decision 073).
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ToolAnswer, ToolAsk, ToolChildMessage } from './exec-child.js';
 
 export class CommandError extends Error {
   constructor(
@@ -14,22 +19,194 @@ export class CommandError extends Error {
 
 /** A host tool should answer in well under this; a hang must not wedge a reconcile forever. */
 const COMMAND_TIMEOUT_MS = 15_000;
+/**
+ * The host-tool process ends a tool at COMMAND_TIMEOUT_MS and answers; this long after, it is not answering at all
+ * (or the tool ignored its SIGTERM), and the caller is told so rather than left waiting.
+ */
+const ANSWER_GRACE_MS = 5_000;
+/** Node starts in ~50 ms quiet; seconds on a loaded machine. Past this the process is not coming up. */
+const START_TIMEOUT_MS = 10_000;
+
+type Pending = {
+  child: ChildProcess;
+  command: string;
+  resolve: (stdout: string) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+};
+
+/**
+ * The server's side of the host-tool process: started on the first command, restarted by the first command after
+ * it died (commands it had not answered fail with the reason), stopped when the last driver using it closes. It is
+ * reached only through the IPC channel it inherited at its fork, a socket pair no other process holds.
+ */
+export class HostTools {
+  private child?: ChildProcess;
+  private starting?: Promise<ChildProcess>;
+  private readonly pending = new Map<number, Pending>();
+  private readonly stopped = new WeakSet<ChildProcess>();
+  private nextId = 1;
+  private users = 0;
+  /** Times the process was started (a restart is a start after the first). */
+  starts = 0;
+
+  constructor(private readonly timeoutMs = COMMAND_TIMEOUT_MS) {}
+
+  /** A driver uses the process from now on; the last one to `release` it stops it. */
+  retain(): void {
+    this.users++;
+  }
+
+  async release(): Promise<void> {
+    this.users = Math.max(0, this.users - 1);
+    if (!this.users) await this.stop();
+  }
+
+  /** The running process's pid (tests kill it to play a crash). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Runs `cmd args` (stdin `input`) to its end; resolves to its stdout, rejects with a CommandError. */
+  async run(cmd: string, args: string[], input?: string): Promise<string> {
+    const command = `${cmd} ${args.join(' ')}`;
+    let child: ChildProcess;
+    try {
+      child = await this.ready();
+    } catch (err) {
+      throw new CommandError(
+        command,
+        `the host-tool process could not start: ${(err as Error).message}`,
+        null,
+      );
+    }
+    return new Promise((resolve, reject) => {
+      const id = this.nextId++;
+      const waitMs = this.timeoutMs + ANSWER_GRACE_MS;
+      const timer = setTimeout(
+        () => this.settle(id)?.reject(new CommandError(command, `no answer within ${waitMs} ms`, null)),
+        waitMs,
+      );
+      this.pending.set(id, { child, command, resolve, reject, timer });
+      child.channel?.ref(); // a caller awaiting only this answer keeps the server's process alive
+      const ask: ToolAsk = {
+        id,
+        cmd,
+        args,
+        timeoutMs: this.timeoutMs,
+        ...(input === undefined ? {} : { input }),
+      };
+      child.send(ask, (err) => {
+        if (err)
+          this.settle(id)?.reject(
+            new CommandError(command, `the host-tool process is gone: ${err.message}`, null),
+          );
+      });
+    });
+  }
+
+  /** Stops the process; commands it has not answered fail. */
+  async stop(): Promise<void> {
+    const child = this.child ?? (await this.starting?.catch(() => undefined));
+    if (!child) return;
+    this.child = undefined;
+    this.stopped.add(child);
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.ref(); // unref'd at its start: the server waits for this exit
+      child.kill('SIGTERM');
+    });
+  }
+
+  private ready(): Promise<ChildProcess> {
+    if (this.child?.connected) return Promise.resolve(this.child);
+    this.starting ??= this.start().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private start(): Promise<ChildProcess> {
+    const here = fileURLToPath(import.meta.url);
+    const entry = here.replace(/exec(\.[jt]s)$/, 'exec-child$1');
+    const child = fork(entry, [], {
+      // Only the TypeScript loader when running from source (tests): never the server's own flags (--cpu-prof,
+      // --test, a heap size).
+      execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.starts++;
+    child.unref();
+    return new Promise<ChildProcess>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`it did not start within ${START_TIMEOUT_MS} ms`));
+      }, START_TIMEOUT_MS);
+      child.on('message', (m: ToolChildMessage) => {
+        if (!('ready' in m)) return this.answered(child, m);
+        clearTimeout(timer);
+        if (this.stopped.has(child)) return reject(new Error('it was stopped'));
+        this.child = child;
+        if (!this.inFlight(child)) child.channel?.unref();
+        resolve(child);
+      });
+      child.on('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      // Commands go to a new process from here on; this one's unanswered ones fail at its exit, with how it ended.
+      child.on('disconnect', () => {
+        if (this.child === child) this.child = undefined;
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      });
+      child.on('exit', (code, signal) => {
+        clearTimeout(timer);
+        if (this.child === child) this.child = undefined;
+        const how = this.stopped.has(child)
+          ? 'it was stopped'
+          : signal
+            ? `it was killed (${signal})`
+            : `it exited with code ${code}`;
+        reject(new Error(how));
+        for (const [id, p] of this.pending)
+          if (p.child === child)
+            this.settle(id)?.reject(
+              new CommandError(p.command, `the host-tool process ended before answering (${how})`, null),
+            );
+      });
+    });
+  }
+
+  private answered(child: ChildProcess, m: ToolAnswer) {
+    if (this.pending.get(m.id)?.child !== child) return;
+    const p = this.settle(m.id);
+    if (!p) return;
+    if ('failed' in m) p.reject(new CommandError(p.command, m.failed.stderr, m.failed.exitCode));
+    else p.resolve(m.stdout);
+  }
+
+  /** Takes a command off the pending list; the channel stops holding the server's process once none waits. */
+  private settle(id: number): Pending | undefined {
+    const p = this.pending.get(id);
+    if (!p) return undefined;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    if (!this.inFlight(p.child)) p.child.channel?.unref();
+    return p;
+  }
+
+  private inFlight(child: ChildProcess): boolean {
+    for (const p of this.pending.values()) if (p.child === child) return true;
+    return false;
+  }
+}
+
+/** The process's host-tool process: every driver in the process shares it. */
+export const hostTools = new HostTools();
 
 export function run(cmd: string, args: string[], input?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = execFile(
-      cmd,
-      args,
-      { timeout: COMMAND_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        if (err) {
-          const code = typeof err.code === 'number' ? err.code : null;
-          reject(new CommandError(`${cmd} ${args.join(' ')}`, String(stderr || err.message), code));
-        } else resolve(String(stdout));
-      },
-    );
-    if (input !== undefined) child.stdin?.end(input);
-  });
+  return hostTools.run(cmd, args, input);
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

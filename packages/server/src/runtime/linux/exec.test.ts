@@ -1,0 +1,96 @@
+// The host-tool runner: each command's answer or failure (stderr, exit code) reaches its own caller through the
+// long-lived host-tool process, which is restarted after it dies and ended by the last release.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { CommandError, HostTools, sleep } from './exec.js';
+
+const tools = new HostTools();
+after(() => tools.stop());
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test('a failing command rejects with its stderr and exit code', async () => {
+  const err = await tools.run('sh', ['-c', 'echo out; echo "no such table" >&2; exit 3']).catch((e) => e);
+  assert.ok(err instanceof CommandError);
+  assert.equal(err.exitCode, 3);
+  assert.equal(err.stderr, 'no such table\n');
+  assert.equal(err.command, 'sh -c echo out; echo "no such table" >&2; exit 3');
+  assert.match(err.message, /failed \(3\): no such table$/);
+});
+
+test('a missing tool rejects with the spawn error and no exit code', async () => {
+  const err = await tools.run('/nonexistent/berth-tool', ['x']).catch((e) => e);
+  assert.ok(err instanceof CommandError);
+  assert.equal(err.exitCode, null);
+  assert.match(err.stderr, /ENOENT/);
+});
+
+test('input goes to the tool on stdin and its stdout comes back', async () => {
+  assert.equal(await tools.run('cat', [], 'add element x\n'), 'add element x\n');
+});
+
+test('many commands at once each get their own answer', async () => {
+  const n = 40;
+  const fails = (i: number) => i % 4 === 3;
+  const outs = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      fails(i)
+        ? tools
+            .run('sh', ['-c', `echo ${i} >&2; exit ${1 + (i % 7)}`])
+            .catch((e: CommandError) => `err ${e.stderr.trim()} ${e.exitCode}`)
+        : tools.run('sh', ['-c', `sleep 0.0${i % 5}; echo ${i}`]),
+    ),
+  );
+  for (const [i, out] of outs.entries()) assert.equal(out, fails(i) ? `err ${i} ${1 + (i % 7)}` : `${i}\n`);
+});
+
+test('a tool past its timeout is ended and its command fails', async () => {
+  const quick = new HostTools(300);
+  try {
+    const err = await quick.run('sleep', ['10']).catch((e) => e);
+    assert.ok(err instanceof CommandError);
+    assert.equal(err.command, 'sleep 10');
+    assert.equal(err.exitCode, null);
+  } finally {
+    await quick.stop();
+  }
+});
+
+test('a killed host-tool process fails the commands in flight, and the next command runs in a new one', async () => {
+  await tools.run('true', []);
+  const pid = tools.pid;
+  assert.ok(pid);
+  const inFlight = tools.run('sleep', ['10']).catch((e) => e);
+  await sleep(100);
+  process.kill(pid, 'SIGKILL');
+  const err = await inFlight;
+  assert.ok(err instanceof CommandError);
+  assert.match(err.message, /host-tool process ended before answering \(it was killed \(SIGKILL\)\)/);
+  assert.equal(await tools.run('echo', ['again']), 'again\n');
+  assert.ok(tools.pid && tools.pid !== pid);
+});
+
+test('the last release stops the process; a stopped one fails what it had not answered', async () => {
+  const own = new HostTools();
+  own.retain();
+  own.retain();
+  await own.run('true', []);
+  const pid = own.pid;
+  assert.ok(pid && alive(pid));
+  const inFlight = own.run('sleep', ['10']).catch((e) => e);
+  await own.release();
+  assert.ok(alive(pid), 'still used by the other holder');
+  await own.release();
+  assert.equal(own.pid, undefined);
+  assert.equal(alive(pid), false);
+  const err = await inFlight;
+  assert.ok(err instanceof CommandError);
+  assert.match(err.message, /ended before answering \(it was stopped\)/);
+});
