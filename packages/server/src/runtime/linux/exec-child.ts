@@ -1,11 +1,30 @@
 // The host-tool process (exec.ts): the server starts it once and sends it the host tools to run over the IPC
 // channel it inherited; it runs each as its own child and answers with the tool's output or its failure.
 // Kept to Node's built-ins: its spawns are the point, and a fork costs in proportion to the process forking.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { closeSync, constants, openSync } from 'node:fs';
 
-export type ToolAsk = { id: number; cmd: string; args: string[]; input?: string; timeoutMs: number };
+/** A tool run to its end. */
+export type RunAsk = { id: number; cmd: string; args: string[]; input?: string; timeoutMs: number };
+/**
+ * A process started in its own session and left running (a sandbox's launch chain): stdout and stderr appended to
+ * `logFile`, `data` written to fd 3 (then closed), each of `files` opened read-only on fd 4 onwards.
+ */
+export type StartAsk = {
+  id: number;
+  start: {
+    cmd: string;
+    args: string[];
+    env: Record<string, string>;
+    logFile: string;
+    files: string[];
+    data: string;
+  };
+};
+export type ToolAsk = RunAsk | StartAsk;
 export type ToolAnswer =
   | { id: number; stdout: string }
+  | { id: number; pid: number }
   | { id: number; failed: { stderr: string; exitCode: number | null } };
 export type ToolChildMessage = ToolAnswer | { ready: true };
 
@@ -17,7 +36,7 @@ function answer(m: ToolChildMessage) {
   if (process.connected) process.send?.(m);
 }
 
-function runTool(ask: ToolAsk) {
+function runTool(ask: RunAsk) {
   const child = execFile(
     ask.cmd,
     ask.args,
@@ -32,7 +51,37 @@ function runTool(ask: ToolAsk) {
   if (ask.input !== undefined) child.stdin?.end(ask.input);
 }
 
-process.on('message', (ask: ToolAsk) => runTool(ask));
+function startDetached({ id, start }: StartAsk) {
+  const fds: number[] = [];
+  try {
+    const log = openSync(start.logFile, 'a', 0o600);
+    fds.push(log);
+    const files = start.files.map((f) => {
+      const fd = openSync(f, constants.O_RDONLY);
+      fds.push(fd);
+      return fd;
+    });
+    const child = spawn(start.cmd, start.args, {
+      detached: true,
+      stdio: ['ignore', log, log, 'pipe', ...files],
+      env: start.env,
+    });
+    if (!child.pid) throw new Error(`could not spawn ${start.cmd}`);
+    const data = child.stdio[3] as NodeJS.WritableStream & { unref?: () => void };
+    data.on('error', () => undefined); // the process died early; its caller finds out from its log
+    data.end(Buffer.from(start.data));
+    data.unref?.();
+    child.on('error', () => undefined);
+    child.unref(); // still reaped here when it ends
+    answer({ id, pid: child.pid });
+  } catch (err) {
+    answer({ id, failed: { stderr: (err as Error).message, exitCode: null } });
+  } finally {
+    for (const fd of fds) closeSync(fd);
+  }
+}
+
+process.on('message', (ask: ToolAsk) => ('start' in ask ? startDetached(ask) : runTool(ask)));
 // The channel closes when the server stops or dies, however it does: nothing is left to answer.
 process.on('disconnect', () => process.exit(0));
 answer({ ready: true });

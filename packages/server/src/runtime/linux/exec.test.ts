@@ -1,6 +1,9 @@
 // The host-tool runner: each command's answer or failure (stderr, exit code) reaches its own caller through the
 // long-lived host-tool process, which is restarted after it dies and ended by the last release.
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CommandError, HostTools, sleep } from './exec.js';
 
@@ -93,4 +96,55 @@ test('the last release stops the process; a stopped one fails what it had not an
   const err = await inFlight;
   assert.ok(err instanceof CommandError);
   assert.match(err.message, /ended before answering \(it was stopped\)/);
+});
+
+test("a detached start gets its data on fd 3 and its files from fd 4, and returns the running process's pid", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-exec-'));
+  try {
+    const file = join(dir, 'filter');
+    writeFileSync(file, 'from a file');
+    const out = join(dir, 'out');
+    const pid = await tools.startDetached({
+      cmd: '/bin/sh',
+      args: ['-c', 'cat <&3 > "$OUT"; cat <&4 >> "$OUT"; echo logged; sleep 10'],
+      env: { PATH: '/usr/bin:/bin', OUT: out },
+      logFile: join(dir, 'log'),
+      files: [file],
+      data: 'opts\0',
+    });
+    try {
+      assert.ok(alive(pid));
+      for (let i = 0; i < 200 && !readFileSync(join(dir, 'log'), 'utf8'); i++) await sleep(20);
+      assert.equal(readFileSync(out, 'utf8'), 'opts\0from a file');
+      assert.equal(readFileSync(join(dir, 'log'), 'utf8'), 'logged\n');
+      // Its own session: it outlives whatever started it.
+      assert.equal(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[3], String(pid));
+    } finally {
+      process.kill(pid, 'SIGKILL');
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a detached start whose file is missing fails with the open error', async () => {
+  const err = await tools
+    .startDetached({
+      cmd: '/bin/true',
+      args: [],
+      env: {},
+      logFile: '/dev/null',
+      files: ['/nonexistent/f'],
+      data: '',
+    })
+    .catch((e) => e);
+  assert.match(err.message, /ENOENT.*\/nonexistent\/f/);
+});
+
+test("no tool it runs holds the host-tool process's channel", async () => {
+  await tools.run('true', []);
+  const channel = readlinkSync(`/proc/${tools.pid}/fd/3`);
+  assert.match(channel, /^socket:/);
+  const held = await tools.run('sh', ['-c', 'for f in /proc/$$/fd/*; do readlink "$f"; done; true']);
+  assert.ok(!held.split('\n').includes(channel), held);
 });

@@ -4,7 +4,7 @@
 // 1.5–4 ms per tool quiet and ~20 ms under load, about twenty times per sandbox start (decision 073).
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { ToolAnswer, ToolAsk, ToolChildMessage } from './exec-child.js';
+import type { StartAsk, ToolAnswer, ToolAsk, ToolChildMessage } from './exec-child.js';
 
 export class CommandError extends Error {
   constructor(
@@ -24,16 +24,21 @@ const COMMAND_TIMEOUT_MS = 15_000;
  * (or the tool ignored its SIGTERM), and the caller is told so rather than left waiting.
  */
 const ANSWER_GRACE_MS = 5_000;
+/** A detached start answers once the process is spawned (its exec is not waited for); this is a stuck one. */
+const START_ANSWER_MS = 10_000;
 /** Node starts in ~50 ms quiet; seconds on a loaded machine. Past this the process is not coming up. */
 const START_TIMEOUT_MS = 10_000;
 
 type Pending = {
   child: ChildProcess;
   command: string;
-  resolve: (stdout: string) => void;
+  resolve: (answer: ToolAnswer) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
 };
+
+/** What startDetached starts: see StartAsk. */
+export type DetachedStart = StartAsk['start'];
 
 /**
  * The server's side of the host-tool process: started on the first command, restarted by the first command after
@@ -69,7 +74,34 @@ export class HostTools {
 
   /** Runs `cmd args` (stdin `input`) to its end; resolves to its stdout, rejects with a CommandError. */
   async run(cmd: string, args: string[], input?: string): Promise<string> {
-    const command = `${cmd} ${args.join(' ')}`;
+    const answer = await this.ask(`${cmd} ${args.join(' ')}`, this.timeoutMs + ANSWER_GRACE_MS, (id) => ({
+      id,
+      cmd,
+      args,
+      timeoutMs: this.timeoutMs,
+      ...(input === undefined ? {} : { input }),
+    }));
+    if ('failed' in answer)
+      throw new CommandError(answer.command, answer.failed.stderr, answer.failed.exitCode);
+    return (answer as { stdout: string }).stdout;
+  }
+
+  /**
+   * Starts a process in its own session and returns its pid once it runs; it is left running (the host-tool
+   * process reaps it when it ends). Failures are plain errors that do not name the command line.
+   */
+  async startDetached(start: DetachedStart): Promise<number> {
+    const answer = await this.ask(start.cmd, START_ANSWER_MS, (id) => ({ id, start }));
+    if ('failed' in answer) throw new Error(answer.failed.stderr);
+    return (answer as { pid: number }).pid;
+  }
+
+  /** Sends one ask to the running process (started first if none runs) and waits for its answer. */
+  private async ask(
+    command: string,
+    waitMs: number,
+    make: (id: number) => ToolAsk,
+  ): Promise<ToolAnswer & { command: string }> {
     let child: ChildProcess;
     try {
       child = await this.ready();
@@ -82,21 +114,13 @@ export class HostTools {
     }
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
-      const waitMs = this.timeoutMs + ANSWER_GRACE_MS;
       const timer = setTimeout(
         () => this.settle(id)?.reject(new CommandError(command, `no answer within ${waitMs} ms`, null)),
         waitMs,
       );
-      this.pending.set(id, { child, command, resolve, reject, timer });
+      this.pending.set(id, { child, command, resolve: (a) => resolve({ ...a, command }), reject, timer });
       child.channel?.ref(); // a caller awaiting only this answer keeps the server's process alive
-      const ask: ToolAsk = {
-        id,
-        cmd,
-        args,
-        timeoutMs: this.timeoutMs,
-        ...(input === undefined ? {} : { input }),
-      };
-      child.send(ask, (err) => {
+      child.send(make(id), (err) => {
         if (err)
           this.settle(id)?.reject(
             new CommandError(command, `the host-tool process is gone: ${err.message}`, null),
@@ -180,10 +204,7 @@ export class HostTools {
 
   private answered(child: ChildProcess, m: ToolAnswer) {
     if (this.pending.get(m.id)?.child !== child) return;
-    const p = this.settle(m.id);
-    if (!p) return;
-    if ('failed' in m) p.reject(new CommandError(p.command, m.failed.stderr, m.failed.exitCode));
-    else p.resolve(m.stdout);
+    this.settle(m.id)?.resolve(m);
   }
 
   /** Takes a command off the pending list; the channel stops holding the server's process once none waits. */
