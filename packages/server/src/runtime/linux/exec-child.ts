@@ -37,18 +37,27 @@ function answer(m: ToolChildMessage) {
 }
 
 function runTool(ask: RunAsk) {
-  const child = execFile(
-    ask.cmd,
-    ask.args,
-    { timeout: ask.timeoutMs, maxBuffer: MAX_OUTPUT_BYTES },
-    (err, stdout, stderr) => {
-      if (!err) return answer({ id: ask.id, stdout: String(stdout) });
-      const exitCode = typeof err.code === 'number' ? err.code : null;
-      answer({ id: ask.id, failed: { stderr: String(stderr || err.message), exitCode } });
-    },
-  );
-  child.stdin?.on('error', () => undefined); // a tool that exits without reading its input
-  if (ask.input !== undefined) child.stdin?.end(ask.input);
+  const failed = (err: Error & { code?: unknown }, stderr?: unknown) =>
+    answer({
+      id: ask.id,
+      failed: {
+        stderr: String(stderr || err.message),
+        exitCode: typeof err.code === 'number' ? err.code : null,
+      },
+    });
+  try {
+    const child = execFile(
+      ask.cmd,
+      ask.args,
+      { timeout: ask.timeoutMs, maxBuffer: MAX_OUTPUT_BYTES },
+      (err, stdout, stderr) => (err ? failed(err, stderr) : answer({ id: ask.id, stdout: String(stdout) })),
+    );
+    child.stdin?.on('error', () => undefined); // a tool that exits without reading its input
+    if (ask.input !== undefined) child.stdin?.end(ask.input);
+  } catch (err) {
+    // Arguments execFile refuses before spawning (a NUL byte): this command fails, the process goes on.
+    failed(err as Error);
+  }
 }
 
 function startDetached({ id, start }: StartAsk) {

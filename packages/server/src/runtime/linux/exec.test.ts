@@ -148,3 +148,13 @@ test("no tool it runs holds the host-tool process's channel", async () => {
   const held = await tools.run('sh', ['-c', 'for f in /proc/$$/fd/*; do readlink "$f"; done; true']);
   assert.ok(!held.split('\n').includes(channel), held);
 });
+
+test('arguments the spawn refuses fail that command only', async () => {
+  await tools.run('true', []);
+  const pid = tools.pid;
+  const err = await tools.run('echo', ['a\0b']).catch((e) => e);
+  assert.ok(err instanceof CommandError);
+  assert.match(err.stderr, /null bytes/);
+  assert.equal(await tools.run('echo', ['ok']), 'ok\n');
+  assert.equal(tools.pid, pid);
+});
