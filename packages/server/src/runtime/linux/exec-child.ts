@@ -91,6 +91,9 @@ function startDetached({ id, start }: StartAsk) {
 }
 
 process.on('message', (ask: ToolAsk) => ('start' in ask ? startDetached(ask) : runTool(ask)));
-// The channel closes when the server stops or dies, however it does: nothing is left to answer.
+// The channel closes when the server stops or dies, however it does: nothing is left to answer. That is its only
+// end: a Ctrl-C or a service manager's SIGTERM reaches the server's whole process group, and the server's own stop
+// still runs host tools (pools torn down) after it.
 process.on('disconnect', () => process.exit(0));
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
 answer({ ready: true });

@@ -158,3 +158,13 @@ test('arguments the spawn refuses fail that command only', async () => {
   assert.equal(await tools.run('echo', ['ok']), 'ok\n');
   assert.equal(tools.pid, pid);
 });
+
+test("the signals a server's process group gets (Ctrl-C, a service manager's SIGTERM) leave it running", async () => {
+  await tools.run('true', []);
+  const pid = tools.pid;
+  assert.ok(pid);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.kill(pid, signal);
+  await sleep(200);
+  assert.equal(await tools.run('echo', ['still']), 'still\n');
+  assert.equal(tools.pid, pid);
+});

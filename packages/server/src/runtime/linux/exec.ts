@@ -26,6 +26,8 @@ const COMMAND_TIMEOUT_MS = 15_000;
 const ANSWER_GRACE_MS = 5_000;
 /** A detached start answers once the process is spawned (its exec is not waited for); this is a stuck one. */
 const START_ANSWER_MS = 10_000;
+/** A process whose channel is closed exits at once; one that has not after this is stuck, and killed. */
+const STOP_GRACE_MS = 2_000;
 /** Node starts in ~50 ms quiet; seconds on a loaded machine. Past this the process is not coming up. */
 const START_TIMEOUT_MS = 10_000;
 
@@ -137,9 +139,14 @@ export class HostTools {
     this.stopped.add(child);
     if (child.exitCode !== null || child.signalCode !== null) return;
     await new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+      child.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
       child.ref(); // unref'd at its start: the server waits for this exit
-      child.kill('SIGTERM');
+      // Closing its channel is what ends it (it ignores the signals the server's process group gets).
+      if (child.connected) child.disconnect();
     });
   }
 
@@ -182,7 +189,8 @@ export class HostTools {
       // Commands go to a new process from here on; this one's unanswered ones fail at its exit, with how it ended.
       child.on('disconnect', () => {
         if (this.child === child) this.child = undefined;
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        if (!this.stopped.has(child) && child.exitCode === null && child.signalCode === null)
+          child.kill('SIGKILL');
       });
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
