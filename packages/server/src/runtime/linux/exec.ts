@@ -54,9 +54,6 @@ export class HostTools {
   private readonly stopped = new WeakSet<ChildProcess>();
   private nextId = 1;
   private users = 0;
-  /** Times the process was started (a restart is a start after the first). */
-  starts = 0;
-
   constructor(private readonly timeoutMs = COMMAND_TIMEOUT_MS) {}
 
   /** A driver uses the process from now on; the last one to `release` it stops it. */
@@ -167,7 +164,6 @@ export class HostTools {
       execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    this.starts++;
     child.unref();
     return new Promise<ChildProcess>((resolve, reject) => {
       const timer = setTimeout(() => {

@@ -34,39 +34,35 @@ async function cleanUp(driver: LinuxDriver, dataDir: string): Promise<void> {
   rmSync(dataDir, { recursive: true, force: true });
 }
 
-test(
-  'a create takes a ready network from the pool, which refills; close deletes the rest and ends the host-tool process',
-  T,
-  async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'berth-pool-'));
-    let helper: number | undefined;
-    const driver = await createLinuxDriver({
-      dataDir,
-      codeDir: makeMiniDaemonCodeDir(dataDir),
-      netPoolSize: 2,
-    });
-    try {
-      await driver.poolsIdle();
-      assert.equal(driver.netPool.readyCount, 2);
-      const pooled = ownedUnder(join(dataDir, 'pool')).map((s) => s.slot);
-      const info = await driver.ensure('p1', spec());
-      const slot = Number(driver.cgroup('p1')!.name.slice(2));
-      assert.ok(pooled.includes(slot), 'the sandbox got a pooled slot');
-      assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
-      await driver.poolsIdle();
-      assert.equal(driver.netPool.readyCount, 2, `refilled (${driver.netPool.lastError?.message})`);
-      await driver.remove('p1');
-    } finally {
-      helper = hostTools.pid;
-      await cleanUp(driver, dataDir);
-    }
-    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
-    assert.ok(helper, 'the host-tool process ran the pool');
-    assert.equal(hostTools.pid, undefined);
-    assert.ok(!existsSync(`/proc/${helper}`), 'the driver that used it closed: it ended');
-    for (const n of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) assert.ok(!n.includes(dataDir));
-  },
-);
+test('a create takes a pooled network, which refills; close deletes it all, host tools too', T, async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'berth-pool-'));
+  let helper: number | undefined;
+  const driver = await createLinuxDriver({
+    dataDir,
+    codeDir: makeMiniDaemonCodeDir(dataDir),
+    netPoolSize: 2,
+  });
+  try {
+    await driver.poolsIdle();
+    assert.equal(driver.netPool.readyCount, 2);
+    const pooled = ownedUnder(join(dataDir, 'pool')).map((s) => s.slot);
+    const info = await driver.ensure('p1', spec());
+    const slot = Number(driver.cgroup('p1')!.name.slice(2));
+    assert.ok(pooled.includes(slot), 'the sandbox got a pooled slot');
+    assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
+    await driver.poolsIdle();
+    assert.equal(driver.netPool.readyCount, 2, `refilled (${driver.netPool.lastError?.message})`);
+    await driver.remove('p1');
+  } finally {
+    helper = hostTools.pid;
+    await cleanUp(driver, dataDir);
+  }
+  assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  assert.ok(helper, 'the host-tool process ran the pool');
+  assert.equal(hostTools.pid, undefined);
+  assert.ok(!existsSync(`/proc/${helper}`), 'the driver that used it closed: it ended');
+  for (const n of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) assert.ok(!n.includes(dataDir));
+});
 
 test('a warm sandbox is assigned to a create with the spec envs, limits and disk cap', T, async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-'));
