@@ -66,18 +66,33 @@ test('a tool past its timeout is ended and its command fails', async () => {
   }
 });
 
-test('a killed host-tool process fails the commands in flight, and the next command runs in a new one', async () => {
+test('killed host-tool processes fail the commands in flight, and the next command runs in a new one', async () => {
   await tools.run('true', []);
-  const pid = tools.pid;
-  assert.ok(pid);
   const inFlight = tools.run('sleep', ['10']).catch((e) => e);
   await sleep(100);
-  process.kill(pid, 'SIGKILL');
+  const killed = tools.pids;
+  assert.ok(killed.length);
+  for (const pid of killed) process.kill(pid, 'SIGKILL');
   const err = await inFlight;
   assert.ok(err instanceof CommandError);
   assert.match(err.message, /host-tool process ended before answering \(it was killed \(SIGKILL\)\)/);
+  // Each death is seen when its channel closes; a command sent before that goes down with it.
+  while (tools.pids.some((p) => killed.includes(p))) await sleep(10);
   assert.equal(await tools.run('echo', ['again']), 'again\n');
-  assert.ok(tools.pid && tools.pid !== pid);
+  assert.ok(tools.pids.length && tools.pids.every((p) => !killed.includes(p)));
+});
+
+test('commands sent at once are spread over up to the set number of processes', async () => {
+  const spread = new HostTools(undefined, 2);
+  try {
+    const outs = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => spread.run('sh', ['-c', `sleep 0.3; echo ${i}`])),
+    );
+    assert.deepEqual(outs, ['0\n', '1\n', '2\n', '3\n', '4\n', '5\n']);
+    assert.equal(spread.pids.length, 2);
+  } finally {
+    await spread.stop();
+  }
 });
 
 test('the last release stops the process; a stopped one fails what it had not answered', async () => {
@@ -85,13 +100,13 @@ test('the last release stops the process; a stopped one fails what it had not an
   own.retain();
   own.retain();
   await own.run('true', []);
-  const pid = own.pid;
+  const [pid] = own.pids;
   assert.ok(pid && alive(pid));
   const inFlight = own.run('sleep', ['10']).catch((e) => e);
   await own.release();
   assert.ok(alive(pid), 'still used by the other holder');
   await own.release();
-  assert.equal(own.pid, undefined);
+  assert.deepEqual(own.pids, []);
   assert.equal(alive(pid), false);
   const err = await inFlight;
   assert.ok(err instanceof CommandError);
@@ -143,28 +158,29 @@ test('a detached start whose file is missing fails with the open error', async (
 
 test("no tool it runs holds the host-tool process's channel", async () => {
   await tools.run('true', []);
-  const channel = readlinkSync(`/proc/${tools.pid}/fd/3`);
-  assert.match(channel, /^socket:/);
+  const channels = tools.pids.map((pid) => readlinkSync(`/proc/${pid}/fd/3`));
+  for (const c of channels) assert.match(c, /^socket:/);
   const held = await tools.run('sh', ['-c', 'for f in /proc/$$/fd/*; do readlink "$f"; done; true']);
-  assert.ok(!held.split('\n').includes(channel), held);
+  for (const c of channels) assert.ok(!held.split('\n').includes(c), held);
 });
 
 test('arguments the spawn refuses fail that command only', async () => {
   await tools.run('true', []);
-  const pid = tools.pid;
+  const pids = tools.pids;
   const err = await tools.run('echo', ['a\0b']).catch((e) => e);
   assert.ok(err instanceof CommandError);
   assert.match(err.stderr, /null bytes/);
   assert.equal(await tools.run('echo', ['ok']), 'ok\n');
-  assert.equal(tools.pid, pid);
+  assert.deepEqual(tools.pids, pids);
 });
 
 test("the signals a server's process group gets (Ctrl-C, a service manager's SIGTERM) leave it running", async () => {
   await tools.run('true', []);
-  const pid = tools.pid;
-  assert.ok(pid);
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.kill(pid, signal);
+  const pids = tools.pids;
+  assert.ok(pids.length);
+  for (const pid of pids)
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.kill(pid, signal);
   await sleep(200);
   assert.equal(await tools.run('echo', ['still']), 'still\n');
-  assert.equal(tools.pid, pid);
+  assert.deepEqual(tools.pids, pids);
 });

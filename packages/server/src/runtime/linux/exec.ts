@@ -43,18 +43,38 @@ type Pending = {
 export type DetachedStart = StartAsk['start'];
 
 /**
- * The server's side of the host-tool process: started on the first command, restarted by the first command after
- * it died (commands it had not answered fail with the reason), stopped when the last driver using it closes. It is
- * reached only through the IPC channel it inherited at its fork, a socket pair no other process holds.
+ * Host-tool processes at most. A spawn holds the process making it until the tool has exec'd, which on a loaded
+ * machine is the scheduler's latency (17.6 ms per spawn on average in one process at load 13, 752 spawns in a
+ * bench); commands sent at once to different processes wait out those latencies side by side. A second and third
+ * process start only when commands are in flight in every one running.
+ */
+const HOST_TOOL_PROCESSES = 3;
+
+/**
+ * The server's side of the host-tool processes: one started on the first command, more (up to `size`) when
+ * commands arrive while every running one has some in flight; one that died is started again by the first command
+ * sent to its place (commands it had not answered fail with the reason); all stopped when the last driver using
+ * them closes. Each is reached only through the IPC channel it inherited at its fork, a socket pair no other
+ * process holds.
  */
 export class HostTools {
-  private child?: ChildProcess;
-  private starting?: Promise<ChildProcess>;
+  private readonly children: (ChildProcess | undefined)[];
+  private readonly starting: (Promise<ChildProcess> | undefined)[];
+  /** Commands sent to each place and not answered yet, those waiting for its process to start included. */
+  private readonly queued: number[];
   private readonly pending = new Map<number, Pending>();
   private readonly stopped = new WeakSet<ChildProcess>();
   private nextId = 1;
   private users = 0;
-  constructor(private readonly timeoutMs = COMMAND_TIMEOUT_MS) {}
+
+  constructor(
+    private readonly timeoutMs = COMMAND_TIMEOUT_MS,
+    size = HOST_TOOL_PROCESSES,
+  ) {
+    this.children = new Array(size).fill(undefined);
+    this.starting = new Array(size).fill(undefined);
+    this.queued = new Array(size).fill(0);
+  }
 
   /** A driver uses the process from now on; the last one to `release` it stops it. */
   retain(): void {
@@ -66,9 +86,9 @@ export class HostTools {
     if (!this.users) await this.stop();
   }
 
-  /** The running process's pid (tests kill it to play a crash). */
-  get pid(): number | undefined {
-    return this.child?.pid;
+  /** The running processes' pids (tests kill them to play a crash). */
+  get pids(): number[] {
+    return this.children.flatMap((c) => (c?.pid ? [c.pid] : []));
   }
 
   /** Runs `cmd args` (stdin `input`) to its end; resolves to its stdout, rejects with a CommandError. */
@@ -95,15 +115,31 @@ export class HostTools {
     return (answer as { pid: number }).pid;
   }
 
-  /** Sends one ask to the running process (started first if none runs) and waits for its answer. */
+  /** Sends one ask to the process of the place `pick` chooses and waits for its answer. */
   private async ask(
+    command: string,
+    waitMs: number,
+    make: (id: number) => ToolAsk,
+  ): Promise<ToolAnswer & { command: string }> {
+    const slot = this.pick();
+    this.queued[slot]++;
+    try {
+      return await this.send(slot, command, waitMs, make);
+    } finally {
+      this.queued[slot]--;
+    }
+  }
+
+  /** Sends one ask to the process of `slot` (started first if none runs there). */
+  private async send(
+    slot: number,
     command: string,
     waitMs: number,
     make: (id: number) => ToolAsk,
   ): Promise<ToolAnswer & { command: string }> {
     let child: ChildProcess;
     try {
-      child = await this.ready();
+      child = await this.ready(slot);
     } catch (err) {
       throw new CommandError(
         command,
@@ -128,11 +164,15 @@ export class HostTools {
     });
   }
 
-  /** Stops the process; commands it has not answered fail. */
+  /** Stops the processes; commands they have not answered fail. */
   async stop(): Promise<void> {
-    const child = this.child ?? (await this.starting?.catch(() => undefined));
+    await Promise.all(this.children.map((_, slot) => this.stopOne(slot)));
+  }
+
+  private async stopOne(slot: number): Promise<void> {
+    const child = this.children[slot] ?? (await this.starting[slot]?.catch(() => undefined));
     if (!child) return;
-    this.child = undefined;
+    if (this.children[slot] === child) this.children[slot] = undefined;
     this.stopped.add(child);
     if (child.exitCode !== null || child.signalCode !== null) return;
     await new Promise<void>((resolve) => {
@@ -147,15 +187,29 @@ export class HostTools {
     });
   }
 
-  private ready(): Promise<ChildProcess> {
-    if (this.child?.connected) return Promise.resolve(this.child);
-    this.starting ??= this.start().finally(() => {
-      this.starting = undefined;
+  /** The place for the next command: an idle running process, else one not running yet, else the least busy. */
+  private pick(): number {
+    let best = 0;
+    let bestScore = Number.POSITIVE_INFINITY;
+    this.children.forEach((child, slot) => {
+      const running = !!child?.connected || !!this.starting[slot];
+      const busy = this.queued[slot];
+      const score = running ? (busy ? 2 + busy : 0) : 1;
+      if (score < bestScore) [best, bestScore] = [slot, score];
     });
-    return this.starting;
+    return best;
   }
 
-  private start(): Promise<ChildProcess> {
+  private ready(slot: number): Promise<ChildProcess> {
+    const child = this.children[slot];
+    if (child?.connected) return Promise.resolve(child);
+    this.starting[slot] ??= this.start(slot).finally(() => {
+      this.starting[slot] = undefined;
+    });
+    return this.starting[slot];
+  }
+
+  private start(slot: number): Promise<ChildProcess> {
     const here = fileURLToPath(import.meta.url);
     const entry = here.replace(/exec(\.[jt]s)$/, 'exec-child$1');
     const child = fork(entry, [], {
@@ -174,7 +228,7 @@ export class HostTools {
         if (!('ready' in m)) return this.answered(child, m);
         clearTimeout(timer);
         if (this.stopped.has(child)) return reject(new Error('it was stopped'));
-        this.child = child;
+        this.children[slot] = child;
         if (!this.inFlight(child)) child.channel?.unref();
         resolve(child);
       });
@@ -184,13 +238,13 @@ export class HostTools {
       });
       // Commands go to a new process from here on; this one's unanswered ones fail at its exit, with how it ended.
       child.on('disconnect', () => {
-        if (this.child === child) this.child = undefined;
+        if (this.children[slot] === child) this.children[slot] = undefined;
         if (!this.stopped.has(child) && child.exitCode === null && child.signalCode === null)
           child.kill('SIGKILL');
       });
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
-        if (this.child === child) this.child = undefined;
+        if (this.children[slot] === child) this.children[slot] = undefined;
         const how = this.stopped.has(child)
           ? 'it was stopped'
           : signal
@@ -221,9 +275,10 @@ export class HostTools {
     return p;
   }
 
-  private inFlight(child: ChildProcess): boolean {
-    for (const p of this.pending.values()) if (p.child === child) return true;
-    return false;
+  private inFlight(child: ChildProcess): number {
+    let n = 0;
+    for (const p of this.pending.values()) if (p.child === child) n++;
+    return n;
   }
 }
 
