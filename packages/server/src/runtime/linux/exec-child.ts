@@ -1,4 +1,4 @@
-// The host-tool process (exec.ts): the server starts it once and sends it the host tools to run over the IPC
+// A host-tool process (exec.ts): the server starts it (up to three) and sends it the host tools to run over the IPC
 // channel it inherited; it runs each as its own child and answers with the tool's output or its failure.
 // Kept to Node's built-ins: its spawns are the point, and a fork costs in proportion to the process forking.
 import { execFile, spawn } from 'node:child_process';

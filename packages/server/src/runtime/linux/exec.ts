@@ -1,6 +1,6 @@
 // Runs host tools (ip, nft, mount) for the runtime; failures carry the tool's own message.
-// The tools are spawned by one long-lived small process (exec-child.ts), not by the server: a spawn forks the process
-// that makes it, and the server's fork (a heap of 150+ MB) and its wait for the tool's exec held the event loop
+// The tools are spawned by long-lived small processes (exec-child.ts, up to three), not by the server: a spawn forks
+// the process that makes it, and the server's fork (a heap of 150+ MB) and its wait for the tool's exec held the event loop
 // 1.5–4 ms per tool quiet and ~20 ms under load, about twenty times per sandbox start (decision 073).
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +24,7 @@ const COMMAND_TIMEOUT_MS = 15_000;
  * (or the tool ignored its SIGTERM), and the caller is told so rather than left waiting.
  */
 const ANSWER_GRACE_MS = 5_000;
-/** A detached start answers once the process is spawned (its exec is not waited for); this is a stuck one. */
+/** A detached start answers once its first program runs (what that one starts is not waited for): past this, stuck. */
 const START_ANSWER_MS = 10_000;
 /** A process whose channel is closed exits at once; one that has not after this is stuck, and killed. */
 const STOP_GRACE_MS = 2_000;
