@@ -1,7 +1,7 @@
 // Runs host tools (ip, nft, mount) for the runtime; failures carry the tool's own message.
-// The tools are spawned by long-lived small processes (exec-child.ts, up to three), not by the server: a spawn forks
-// the process that makes it, and the server's fork (a heap of 150+ MB) and its wait for the tool's exec held the event loop
-// 1.5–4 ms per tool quiet and ~20 ms under load, about twenty times per sandbox start (decision 073).
+// The tools are spawned by long-lived small processes (exec-child.ts, up to three), not by the server: a spawn
+// forks the process that makes it, and the server's fork (a heap of 150+ MB) and its wait for the tool's exec held
+// the event loop 1.5–4 ms per tool quiet and ~20 ms under load, about thirteen times per sandbox start (decision 073).
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { StartAsk, ToolAnswer, ToolAsk, ToolChildMessage } from './exec-child.js';
