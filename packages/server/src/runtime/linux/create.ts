@@ -151,7 +151,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
   const host = image ? hostUserland() : undefined;
   const loaders = daemonLoaders('/', ctx.command[0]);
   if (image && !loaders) throw new Error("an image root needs the host's node to be dynamically linked");
-  const pid = launch({
+  const pid = await launch({
     id: req.id,
     netnsPath: net.netnsPath,
     hostUid,

@@ -5,7 +5,6 @@
 // process ever escapes the limits, and no pid has to be written after the fact. The chain runs in its
 // own session with stdio on a pipe to a capped logger, so it outlives the server (a crash or kill -9 of
 // `berth serve` leaves sandboxes running for re-adoption).
-import { spawn } from 'node:child_process';
 import {
   closeSync,
   constants,
@@ -22,7 +21,7 @@ import {
 import { basename, join } from 'node:path';
 import { request } from 'node:http';
 import { connect } from 'node:net';
-import { sleep } from './exec.js';
+import { hostTools, sleep } from './exec.js';
 import type { RootBind } from './rootfs.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
 import { isProcessAlive } from './state.js';
@@ -160,7 +159,8 @@ export function bwrapArgs(plan: LaunchPlan, passFd: (path: string) => number): s
   return a;
 }
 
-/** Child fd numbers: 0-2 stdio, 3 carries bwrap's options, 4.. files bwrap reads (the filter). */
+/** Child fd numbers (the layout of a detached start, exec-child.ts): 0-2 stdio, 3 carries bwrap's options, 4..
+ *  files bwrap reads (the filter). */
 const ARGS_FD = 3;
 const FIRST_PASSED_FD = 4;
 
@@ -202,14 +202,17 @@ export function sandboxCommand(plan: Pick<LaunchPlan, 'command' | 'loaders' | 'h
   ];
 }
 
-/** Spawns the chain and returns bwrap's host pid (the same pid as the wrapper: each step execs). */
-export function launch(plan: LaunchPlan): number {
-  const passed: number[] = [];
+/**
+ * Spawns the chain and returns bwrap's host pid (the same pid as the wrapper: each step execs). The host-tool
+ * process spawns it (exec.ts: a fork of the server would hold its event loop) and is its parent; the chain runs in
+ * its own session, so it outlives that process as it outlives the server.
+ */
+export async function launch(plan: LaunchPlan): Promise<number> {
+  const files: string[] = [];
   const passFd = (path: string) => {
-    passed.push(openSync(path, constants.O_RDONLY));
-    return FIRST_PASSED_FD + passed.length - 1;
+    files.push(path);
+    return FIRST_PASSED_FD + files.length - 1;
   };
-  const log = openSync(plan.logFile, 'a', 0o600);
   const env = {
     PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
     BERTH_CGROUP_PROCS: plan.cgroupProcs.join(':'),
@@ -218,46 +221,35 @@ export function launch(plan: LaunchPlan): number {
     BERTH_LOG_CAP: String(DAEMON_LOG_CAP_BYTES),
   };
   const uid = String(plan.hostUid);
-  try {
-    // Options travel through an fd, not argv: envs may hold secrets and argv is world-readable.
-    const args = bwrapArgs(plan, passFd);
-    for (const s of args)
-      if (s.includes('\0')) throw new Error('sandbox arguments may not contain NUL bytes');
-    const child = spawn(
-      '/bin/sh',
-      [
-        '-c',
-        WRAPPER,
-        'berth-launch',
-        'nsenter',
-        `--net=${plan.netnsPath}`,
-        '--',
-        'setpriv',
-        `--reuid=${uid}`,
-        `--regid=${uid}`,
-        '--clear-groups',
-        '--no-new-privs',
-        '--',
-        'bwrap',
-        '--args',
-        String(ARGS_FD),
-        '--',
-        ...sandboxCommand(plan),
-      ],
-      { detached: true, stdio: ['ignore', log, log, 'pipe', ...passed], env },
-    );
-    if (!child.pid) throw new Error('could not spawn the sandbox launcher');
-    const argsStream = child.stdio[ARGS_FD] as NodeJS.WritableStream & { unref?: () => void };
-    argsStream.on('error', () => undefined); // bwrap died early; the socket wait reports it with the log
-    argsStream.end(Buffer.from(args.map((s) => `${s}\0`).join('')));
-    argsStream.unref?.();
-    child.on('error', () => undefined);
-    child.unref();
-    return child.pid;
-  } finally {
-    for (const fd of passed) closeSync(fd);
-    closeSync(log);
-  }
+  // Options travel through an fd, not argv: envs may hold secrets and argv is world-readable.
+  const args = bwrapArgs(plan, passFd);
+  for (const s of args) if (s.includes('\0')) throw new Error('sandbox arguments may not contain NUL bytes');
+  return hostTools.startDetached({
+    cmd: '/bin/sh',
+    args: [
+      '-c',
+      WRAPPER,
+      'berth-launch',
+      'nsenter',
+      `--net=${plan.netnsPath}`,
+      '--',
+      'setpriv',
+      `--reuid=${uid}`,
+      `--regid=${uid}`,
+      '--clear-groups',
+      '--no-new-privs',
+      '--',
+      'bwrap',
+      '--args',
+      String(ARGS_FD),
+      '--',
+      ...sandboxCommand(plan),
+    ],
+    env,
+    logFile: plan.logFile,
+    files,
+    data: args.map((s) => `${s}\0`).join(''),
+  });
 }
 
 /**

@@ -55,7 +55,7 @@ import {
   sandboxRunDir,
   unexposeUnder,
 } from './host.js';
-import { sleep } from './exec.js';
+import { hostTools, sleep } from './exec.js';
 import { egressPortsFor } from './egress-ports.js';
 import { EGRESS_ENV_KEYS, EgressControl, type EgressControlOptions, samePolicy } from './egress-control.js';
 import { NetPool } from './net-pool.js';
@@ -310,6 +310,7 @@ export class LinuxDriver implements RuntimeDriver {
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
+    hostTools.retain();
     this.deepStandby = new DeepStandby(
       deep.afterMs,
       (id, fn) => this.serial(id, fn),
@@ -865,6 +866,7 @@ export class LinuxDriver implements RuntimeDriver {
     this.deepStandby.close();
     await unexposeUnder(this.ctx.dataDir);
     if (this.registration) unregisterServer(this.registration);
+    await hostTools.release();
   }
 }
 

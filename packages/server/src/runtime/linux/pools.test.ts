@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SandboxCgroup } from './cgroup.js';
+import { hostTools } from './exec.js';
 import { LAYERS_DIR, sandboxPaths } from './host.js';
 import { readRecord, writeRecord } from './state.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
@@ -33,8 +34,9 @@ async function cleanUp(driver: LinuxDriver, dataDir: string): Promise<void> {
   rmSync(dataDir, { recursive: true, force: true });
 }
 
-test('a create takes a ready network from the pool, which refills; close deletes the rest', T, async () => {
+test('a create takes a pooled network, which refills; close deletes it all, host tools too', T, async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-pool-'));
+  let helpers: number[] = [];
   const driver = await createLinuxDriver({
     dataDir,
     codeDir: makeMiniDaemonCodeDir(dataDir),
@@ -52,9 +54,14 @@ test('a create takes a ready network from the pool, which refills; close deletes
     assert.equal(driver.netPool.readyCount, 2, `refilled (${driver.netPool.lastError?.message})`);
     await driver.remove('p1');
   } finally {
+    helpers = hostTools.pids;
     await cleanUp(driver, dataDir);
   }
   assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  assert.ok(helpers.length, 'host-tool processes ran the pool');
+  assert.deepEqual(hostTools.pids, []);
+  for (const p of helpers)
+    assert.ok(!existsSync(`/proc/${p}`), 'the driver that used them closed: they ended');
   for (const n of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) assert.ok(!n.includes(dataDir));
 });
 
