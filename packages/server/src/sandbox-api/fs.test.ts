@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { Agent, get as httpGet, type IncomingMessage } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { enc, startSandboxDaemon, type TestDaemon } from '../test-support/sandbox-daemon.js';
 import type {
@@ -32,6 +33,41 @@ describe('files', () => {
     assert.equal(file.size, 6);
     assert.equal(file.permissions, '644');
     assert.ok(file.owner && file.group && file.lastModified);
+  });
+
+  test('a raw read of a file appended meanwhile sends the length it announced; the connection serves the next answer', async () => {
+    const abs = `${d.root}/growing.log`;
+    const size = 32 * 1024 * 1024;
+    writeFileSync(abs, Buffer.alloc(size, 'a'));
+    // One kept-alive connection, so that bytes past the first answer would be read as the second one's.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<IncomingMessage>((resolve, reject) =>
+        httpGet(
+          `${d.url}/filesystem/${enc(abs)}`,
+          { agent, headers: { accept: 'application/octet-stream' } },
+          resolve,
+        ).on('error', reject),
+      );
+    try {
+      const first = await get();
+      assert.equal(first.headers['content-length'], String(size));
+      // Unread, the answer waits on the socket's buffers (far less than 32 MB): the rest is read after the append.
+      appendFileSync(abs, Buffer.alloc(1024 * 1024, 'b'));
+      let got = 0;
+      let foreign = 0;
+      for await (const chunk of first as AsyncIterable<Buffer>) {
+        got += chunk.length;
+        foreign += chunk.filter((b) => b !== 0x61).length;
+      }
+      assert.deepEqual([got, foreign], [size, 0]);
+      const second = await get();
+      assert.equal(second.statusCode, 200);
+      assert.equal(second.headers['content-length'], String(size + 1024 * 1024));
+      second.resume();
+    } finally {
+      agent.destroy();
+    }
   });
 
   test('a relative path is relative to the working directory, ~ is $HOME', async () => {

@@ -2,7 +2,7 @@
 // client asks for them (Accept: application/octet-stream, any Accept that is not JSON, or ?download=true).
 import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basename } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { SandboxApi } from '../context.js';
@@ -31,7 +31,7 @@ export function readPath(api: SandboxApi): Handler {
         'content-length': st.size,
         'content-disposition': `attachment; filename="${basename(abs).replace(/["\\\r\n]/g, '_')}"`,
       });
-      await pipeline(createReadStream(abs), res).catch(() => res.destroy());
+      await sendBytes(abs, st.size, res);
       return;
     }
     sendJson(res, 200, await readFileJson(abs));
@@ -52,6 +52,28 @@ export async function readFileJson(abs: string): Promise<FileWithContent> {
   } catch (err) {
     throw fsError(err, abs);
   }
+}
+
+/**
+ * Exactly the `size` bytes the Content-Length announced. A file another process appends to while it is read (a log,
+ * a record file) would otherwise send more, and the surplus would be read as the next answer on that kept-alive
+ * connection; one that shrank meanwhile would leave the client waiting: its connection is cut instead.
+ */
+async function sendBytes(abs: string, size: number, res: ServerResponse) {
+  if (size === 0) {
+    res.end();
+    return;
+  }
+  let sent = 0;
+  const file = createReadStream(abs, { end: size - 1 }).on('data', (chunk) => {
+    sent += chunk.length;
+  });
+  const whole = await pipeline(file, res, { end: false }).then(
+    () => sent === size,
+    () => false,
+  );
+  if (whole) res.end();
+  else res.destroy();
 }
 
 /** The service's daemon rule: octet-stream asked for, or an Accept naming neither JSON nor anything. */
