@@ -166,7 +166,9 @@ export async function runStandbyCycles(opts: CycleOptions): Promise<CycleReport>
       });
       if (res.status !== 200) {
         r.otherFailures++;
-        r.problems.push(`cycle ${r.cycles}: reading the records answered ${res.status}`);
+        r.problems.push(
+          `cycle ${r.cycles}: reading the records answered ${res.status} ${(await res.text()).slice(0, 300)}`,
+        );
         return;
       }
       const got = Buffer.from(await res.arrayBuffer());
