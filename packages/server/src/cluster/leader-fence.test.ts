@@ -9,7 +9,7 @@ import { PostgresStore } from '../store/postgres.js';
 import { FencedError, type ResourceKey } from '../store/store.js';
 import { testPostgres } from '../test-support/store-drivers.js';
 import { leaderFencedStore } from './fencing.js';
-import { type Leadership, postgresLeadership } from './leadership.js';
+import { type Leadership, markSession, postgresLeadership } from './leadership.js';
 
 const A: ResourceKey = { kind: 'Model', workspace: 'ws', parent: '', name: 'a' };
 const B: ResourceKey = { kind: 'Model', workspace: 'ws', parent: '', name: 'b' };
@@ -42,14 +42,17 @@ async function setup() {
     url,
     store,
     admin,
-    /** A session of its own that takes `lock`; its backend's pid. */
+    client,
+    /** A session of its own that takes `lock` and a mark, as a leader does; its fence. */
     async holder(lock = LOCK) {
       const c = await client();
       const { rows } = await c.query<{ held: boolean; pid: number }>(
         'SELECT pg_try_advisory_lock($1::bigint) AS held, pg_backend_pid() AS pid',
         [lock],
       );
-      return { c, ...rows[0] };
+      const { held, pid } = rows[0];
+      const mark = await markSession(c);
+      return { c, held, pid, mark, fence: { lock, pid, mark } };
     },
     /** Ends session `pid` as an operator or a cut would, and waits until the database freed its locks. */
     async terminate(pid: number) {
@@ -74,7 +77,7 @@ describe('the leader fence on postgres', () => {
       const first = await env.holder();
       assert.equal(first.held, true);
       await env.store.write([
-        { op: 'fence', lock: LOCK, pid: first.pid },
+        { op: 'fence', ...first.fence },
         { op: 'create', key: A, body: { status: 'DEPLOYED' } },
       ]);
       assert.equal(await env.status(A), 'DEPLOYED', 'the fenced write of the lock holder landed');
@@ -85,7 +88,7 @@ describe('the leader fence on postgres', () => {
       // The old leader's multi-op write: an update and a create, fenced on its ended session.
       await assert.rejects(
         env.store.write([
-          { op: 'fence', lock: LOCK, pid: first.pid },
+          { op: 'fence', ...first.fence },
           { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, status: 'FAILED' }) },
           { op: 'create', key: B, body: { status: 'DEPLOYED' } },
         ]),
@@ -96,7 +99,7 @@ describe('the leader fence on postgres', () => {
 
       // The new holder's fence names its own session: its write lands.
       await env.store.write([
-        { op: 'fence', lock: LOCK, pid: next.pid },
+        { op: 'fence', ...next.fence },
         { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, status: 'DEPLOYING' }) },
       ]);
       assert.equal(await env.status(A), 'DEPLOYING');
@@ -112,7 +115,7 @@ describe('the leader fence on postgres', () => {
       await env.store.write([{ op: 'create', key: A, body: { status: 'DEPLOYED' } }]);
       await assert.rejects(
         env.store.write([
-          { op: 'fence', lock: LOCK, pid: other.pid },
+          { op: 'fence', lock: LOCK, pid: other.pid, mark: other.mark },
           { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, status: 'FAILED' }) },
         ]),
         isLead,
@@ -120,7 +123,7 @@ describe('the leader fence on postgres', () => {
       // Written at once, the two share one transaction: the refused one's savepoint goes, the other commits.
       const [refused, plain] = await Promise.allSettled([
         env.store.write([
-          { op: 'fence', lock: '42', pid: 1 },
+          { op: 'fence', lock: '42', pid: 1, mark: 1 },
           { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, status: 'FAILED' }) },
         ]),
         env.store.write([{ op: 'create', key: B, body: { status: 'DEPLOYED' } }]),
@@ -130,6 +133,39 @@ describe('the leader fence on postgres', () => {
       assert.equal(plain.status, 'fulfilled');
       assert.equal(await env.status(A), 'DEPLOYED');
       assert.equal(await env.status(B), 'DEPLOYED');
+    } finally {
+      await env.close();
+    }
+  });
+
+  test("refused for the lock holder's pid with another session's mark (a pid reused by the next leader), alone and in a group", async () => {
+    const env = await setup();
+    try {
+      // The next leader's session: it holds the lock under pid P. A deposed leader's fence names the same P (the
+      // database gave the new session the ended one's pid) with the ended session's mark, which P does not hold.
+      const next = await env.holder();
+      assert.equal(next.held, true);
+      const ended = await markSession(await env.client());
+      assert.notEqual(ended, next.mark);
+      const reused = { op: 'fence' as const, lock: LOCK, pid: next.pid, mark: ended };
+      await env.store.write([{ op: 'create', key: A, body: { status: 'DEPLOYED', by: 'next' } }]);
+      await assert.rejects(
+        env.store.write([reused, { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, by: 'old' }) }]),
+        isLead,
+      );
+      // In a group commit (the run of plain writes and fences judged together): refused alone.
+      const [refused, landed] = await Promise.allSettled([
+        env.store.write([reused, { op: 'create', key: B, body: { by: 'old' } }]),
+        env.store.write([
+          { op: 'fence', ...next.fence },
+          { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, status: 'DEPLOYING' }) },
+        ]),
+      ]);
+      assert.equal(refused.status, 'rejected');
+      assert.ok(isLead((refused as PromiseRejectedResult).reason));
+      assert.equal(landed.status, 'fulfilled', "the holder's own fence, with its own mark, lands");
+      assert.deepEqual((await env.store.get(A))?.body, { status: 'DEPLOYING', by: 'next' });
+      assert.equal(await env.store.get(B), undefined, 'the write under the reused pid did not land');
     } finally {
       await env.close();
     }
@@ -149,18 +185,18 @@ describe('the leader fence on postgres', () => {
       const writes = [
         env.store.write([{ op: 'create', key: note(0), body: {} }]),
         env.store.write([
-          { op: 'fence', lock: LOCK, pid: old.pid },
+          { op: 'fence', ...old.fence },
           { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, status: 'FAILED', by: 'old' }) },
           { op: 'create', key: B, body: { by: 'old' } },
         ]),
         env.store.write([{ op: 'create', key: note(1), body: {} }]),
         peer.write([{ op: 'create', key: note(2), body: {} }]),
         peer.write([
-          { op: 'fence', lock: LOCK, pid: next.pid },
+          { op: 'fence', ...next.fence },
           { op: 'update', key: A, mutate: (cur) => ({ ...cur.body, by: 'new' }) },
         ]),
         peer.write([
-          { op: 'fence', lock: LOCK, pid: old.pid },
+          { op: 'fence', ...old.fence },
           { op: 'create', key: B, body: { by: 'old' } },
         ]),
         peer.write([{ op: 'create', key: note(3), body: {} }]),

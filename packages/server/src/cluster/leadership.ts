@@ -6,27 +6,44 @@
 // are not built to stop and start again and two leaders must not act at once. Between the session's loss and the
 // leader noticing it, the role's writes are refused by the database (`fence`, docs/decisions/068-leader-fence.md),
 // and the first refusal ends the lead at once. On SQLite the one server leads.
+import { randomInt } from 'node:crypto';
 import pg from 'pg';
+import { LEADER_MARK } from '../store/store.js';
+
+/**
+ * The lock's own session (PostgreSQL): a statement run on it lands only while this server holds the lead, since the
+ * lock is freed only once the session ended, after its last transaction. What a role writes about the lead outside
+ * the store (the `nodes` table's claims) runs there (docs/decisions/080-leader-session-mark.md). Its queries queue
+ * behind the leader's own checks, which may run between two statements of the role's: a role runs single statements
+ * there, never a transaction.
+ */
+export type LeadSession = pg.ClientBase;
 
 export interface Role {
-  /** Starts acting; called at most once. */
-  start(): Promise<void>;
+  /** Starts acting; called at most once. `session`: the lock's own session on PostgreSQL, none on SQLite. */
+  start(session?: LeadSession): Promise<void>;
   /** Stops acting (on close, and when fenced). */
   stop(): Promise<void>;
   /**
    * After `stop`, when this server gives the role up because it was drained, before its lock is freed: whatever the
-   * role left running here goes, for the next leader to start again.
+   * role left running here goes, for the next leader to start again. `session` as for `start`: if it ended while the
+   * role stopped (the lead may be another server's already), what runs on it fails.
    */
-  handOver?(): Promise<void>;
+  handOver?(session?: LeadSession): Promise<void>;
 }
 
 /** The one role of a cluster today: every controller and sweep (docs/decisions/056-cluster-postgres.md). */
 export const CONTROLLERS = 'controllers';
 
-/** What a leader's writes are fenced on: its role's advisory lock (the 64-bit key, decimal) and its session's pid. */
+/**
+ * What a leader's writes are fenced on: its role's advisory lock (the 64-bit key, decimal), its session's pid, and
+ * the session's mark (the second key of a two-key advisory lock the session took with the lead): a pid alone could be
+ * the next leader's, should the database give its session the same one (docs/decisions/080-leader-session-mark.md).
+ */
 export interface LeaderFence {
   lock: string;
   pid: number;
+  mark: number;
 }
 
 /** Why a leader gave its role up: an operator drained its node (`berth node drain`). */
@@ -94,6 +111,23 @@ export interface PostgresLeadershipOptions {
 const LOCK_OF = `SELECT pg_try_advisory_lock(k) AS held, k::text AS lock, pg_backend_pid() AS pid
   FROM (SELECT hashtextextended('berth leader ' || $1, 0) AS k) role`;
 
+/**
+ * Marks `session` as the one that took a lead: it takes the two-key advisory lock (`LEADER_MARK`, a random positive
+ * 31-bit number) for as long as it lives, and the number goes into the leader's fence. A session given the pid of an
+ * ended one does not hold that lock, so the ended session's fence stays refused (decision 080). Taken again with
+ * another number in the unlikely case another session holds this one.
+ */
+export async function markSession(session: pg.ClientBase): Promise<number> {
+  for (;;) {
+    const mark = randomInt(1, 2 ** 31);
+    const { rows } = await session.query<{ taken: boolean }>(
+      'SELECT pg_try_advisory_lock($1::int, $2::int) AS taken',
+      [LEADER_MARK, mark],
+    );
+    if (rows[0].taken) return mark;
+  }
+}
+
 export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
   const retryMs = o.retryMs ?? 1000;
   const checkMs = o.checkMs ?? retryMs;
@@ -141,9 +175,9 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
             held: taken,
             lock,
             pid,
-          } = (await c.query<{ held: boolean } & LeaderFence>(LOCK_OF, [name])).rows[0];
+          } = (await c.query<{ held: boolean; lock: string; pid: number }>(LOCK_OF, [name])).rows[0];
           if (taken) {
-            fence = { lock, pid };
+            fence = { lock, pid, mark: await markSession(c) };
             break;
           }
         }
@@ -175,7 +209,7 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
       lose(err);
     };
     refusals.set(name, gone);
-    const started = role.start();
+    const started = role.start(c);
     started.then(tried, (err) => {
       // A leader that cannot act must not keep the lock from a server that can: it ends as a lost one does.
       lose(err);
@@ -202,7 +236,7 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
     await role.stop().catch((err) => o.warn(err, `the ${name} role failed to stop`));
     // The lock is still ours: nothing the next leader starts can meet what this one leaves.
     if (lost instanceof DrainedError)
-      await role.handOver?.().catch((err) => o.warn(err, `the ${name} role failed to hand over`));
+      await role.handOver?.(c).catch((err) => o.warn(err, `the ${name} role failed to hand over`));
     refusals.delete(name);
     fences.delete(name);
     await c.end().catch(() => undefined);

@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { keepClientErrors } from '../store/postgres.js';
+import { leaderHeld } from '../store/postgres-lead.js';
 import type { Fence, HolderLease } from './fencing.js';
+import type { LeaderFence, LeadSession } from './leadership.js';
 
 export interface NodeSelf {
   id: string;
@@ -61,8 +63,10 @@ export interface Nodes extends HolderLease {
   /**
    * This node gave up leading `role` (it was drained): its claim becomes a hand-over, which the server that takes
    * the lead reads as it reads a dead leader's claim (formerLeaders), and no server sends requests here for it.
+   * Written on the lead's own lock session, so only while this node still leads: once that session ended, the next
+   * leader may have read and cleared this node's claim already, and a hand-over written after it would stay.
    */
-  handOver(role: string): Promise<void>;
+  handOver(role: string, session: LeadSession): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -76,6 +80,12 @@ export interface NodesOptions {
   /** The sandboxes waiting in its warm pools, by image (NodeView.warm); none when absent. */
   warm?: () => Record<string, number>;
   leads: () => string[];
+  /**
+   * What each role's claim in `leads` is fenced on (leadership.ts `fence`): a role is written as led only while the
+   * database still grants its lock to this server's lock session, so a leader cut from that session does not claim
+   * it again after the next leader cleared its claim (decision 080). Without it, `leads` is written as it is.
+   */
+  leadFence?: (role: string) => LeaderFence | undefined;
   /** A node not heard from for this long is unhealthy (BERTH_NODE_LEASE_S). */
   leaseMs: number;
   warn: (err: unknown, msg: string) => void;
@@ -157,14 +167,13 @@ export function nodeId(dataDir: string, configured?: string): string {
  * The nodes other than `self` whose last heartbeat said they led `role`, or that handed it over when drained: read
  * by a server that has just taken the lead, they are the ones that held what it now takes over (a node that stopped
  * cleanly cleared its roles). Their claim is cleared as it is read, so no server sends requests there, and the next
- * takeover does not name them again.
+ * takeover does not name them again. Run on the lead's own lock session (leadership.ts `LeadSession`): a server that
+ * lost its lead before this ran clears nothing, not even the claim of the server that leads now (decision 080).
  */
-export async function formerLeaders(url: string, role: string, self: string): Promise<string[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
+export async function formerLeaders(session: LeadSession, role: string, self: string): Promise<string[]> {
   try {
-    await ensureSchema(c);
-    const { rows } = await c.query<{ id: string }>(
+    // One statement, outside any transaction: the session's own checks may run between two of a transaction's.
+    const { rows } = await session.query<{ id: string }>(
       `UPDATE nodes SET leads = array_to_string(array_remove(string_to_array(leads, ','), $2), ','),
          handed_over = array_to_string(array_remove(string_to_array(handed_over, ','), $2), ',')
        WHERE id <> $1 AND ($2 = ANY (string_to_array(leads, ',')) OR $2 = ANY (string_to_array(handed_over, ',')))
@@ -172,8 +181,11 @@ export async function formerLeaders(url: string, role: string, self: string): Pr
       [self, role],
     );
     return rows.map((r) => r.id).sort();
-  } finally {
-    await c.end();
+  } catch (err) {
+    // The table or its column is not made yet (the first start of a cluster, or of this version on it): no node
+    // has claimed anything in it.
+    if (['42P01', '42703'].includes((err as { code?: string }).code ?? '')) return [];
+    throw err;
   }
 }
 
@@ -236,6 +248,34 @@ const SELECT_NODES = `SELECT id, address, region, regions, warm, cores, memory_m
     (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
 
+/**
+ * The `leads` a node writes: the roles of `$roles` whose fence (`$locks`, `$pids`, `$marks`, null where none is
+ * given) holds at this statement, in order. The arguments are the four parameters' numbers.
+ */
+const CLAIMED = (roles: number, locks: number, pids: number, marks: number) =>
+  `(SELECT coalesce(string_agg(c.role, ',' ORDER BY c.i), '')
+    FROM unnest($${roles}::text[], $${locks}::bigint[], $${pids}::int[], $${marks}::int[]) WITH ORDINALITY
+      AS c(role, lock, pid, mark, i)
+    WHERE c.lock IS NULL OR ${leaderHeld('c.lock', 'c.pid', 'c.mark')})`;
+
+/** The four parameters of CLAIMED: the roles this server leads now, each with its fence (none without `leadFence`). */
+function claims(o: NodesOptions): unknown[] {
+  const roles: string[] = [];
+  const fences: (LeaderFence | null)[] = [];
+  for (const role of o.leads()) {
+    const f = o.leadFence ? o.leadFence(role) : null;
+    if (f === undefined) continue; // its lead is known lost: nothing to claim
+    roles.push(role);
+    fences.push(f);
+  }
+  return [
+    roles,
+    fences.map((f) => f?.lock ?? null),
+    fences.map((f) => f?.pid ?? null),
+    fences.map((f) => f?.mark ?? null),
+  ];
+}
+
 /** A node's regions: its first, then the others it serves. */
 const regionsOf = (n: NodeSelf) => (n.regions?.length ? n.regions : [n.region]);
 
@@ -284,10 +324,11 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     await ensureSchema(c);
     const { rows } = await c.query<{ epoch: string }>(
       `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped, regions, warm)
-       VALUES ($1, $2, $3, $4, $5, 0, $7, 1, $6, now(), now(), false, $8, '{}')
-       ON CONFLICT (id) DO UPDATE SET address = $2, region = $3, cores = $4, memory_mb = $5, instances = 0, leads = $7,
+       VALUES ($1, $2, $3, $4, $5, 0, ${CLAIMED(8, 9, 10, 11)}, 1, $6, now(), now(), false, $7, '{}')
+       ON CONFLICT (id) DO UPDATE SET address = $2, region = $3, cores = $4, memory_mb = $5, instances = 0,
+         leads = excluded.leads,
          epoch = nodes.epoch + 1, lease_ms = $6, started_at = now(), heartbeat_at = now(), stopped = false,
-         regions = $8, warm = '{}'
+         regions = $7, warm = '{}'
        RETURNING epoch`,
       [
         o.self.id,
@@ -296,8 +337,8 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
         o.self.cores,
         o.self.memoryMb,
         o.leaseMs,
-        o.leads().join(','),
         regionsOf(o.self).join(','),
+        ...claims(o),
       ],
     );
     epoch = Number(rows[0].epoch);
@@ -341,13 +382,19 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     state = 'holding';
     o.held?.();
   };
+  /** A beat's parameters: `$4` the roles and `$6`-`$8` their fences (CLAIMED), read together. */
+  const beatArgs = async () => {
+    const [roles, locks, pids, marks] = claims(o);
+    return [o.self.id, epoch, await o.instances(), roles, warmText(o), locks, pids, marks];
+  };
   const registerAgain = async () => {
     const sent = performance.now();
     // Only over this process's own registration: a process that took this id meanwhile is not fought.
     const r = await pool.query<{ epoch: string }>(
-      `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3, leads = $4, warm = $5
+      `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3,
+         leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5
        WHERE id = $1 AND epoch = $2 RETURNING epoch`,
-      [o.self.id, epoch, await o.instances(), o.leads().join(','), warmText(o)],
+      await beatArgs(),
     );
     if (r.rowCount === 0) return supersede();
     epoch = Number(r.rows[0].epoch);
@@ -374,9 +421,9 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       // Renews only a lease still held: once lapsed (the leader may be placing its sandboxes elsewhere) it is never
       // revived under the same epoch, so a fence the database refused once stays refused.
       const r = await pool.query(
-        `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = $4, warm = $5 WHERE id = $1 AND epoch = $2
-           AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()`,
-        [o.self.id, epoch, await o.instances(), o.leads().join(','), warmText(o)],
+        `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5
+         WHERE id = $1 AND epoch = $2 AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()`,
+        await beatArgs(),
       );
       if (r.rowCount === 1) {
         renewedAt = sent;
@@ -422,8 +469,8 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       if (r.rowCount === 0) return undefined;
       return viewOf((await pool.query<NodeRow>(`${SELECT_NODES} WHERE id = $1`, [id])).rows[0]);
     },
-    async handOver(role) {
-      await pool.query(
+    async handOver(role, session) {
+      await session.query(
         `UPDATE nodes SET leads = array_to_string(array_remove(string_to_array(leads, ','), $3), ','),
            handed_over = $3 WHERE id = $1 AND epoch = $2`,
         [o.self.id, epoch, role],

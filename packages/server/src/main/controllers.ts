@@ -62,13 +62,14 @@ export async function startAllControllers(
   late.leadership = leadership;
   let stopActing = async () => undefined;
   await leadership.lead(CONTROLLERS, {
-    async start() {
+    async start(session) {
       // What the leader runs writes through `led`: fenced on its lead, refused once it lost it (decision 068).
       const resources = parts.led;
       // Taking over from a server that died: no server sends it requests for the controllers' instances any more.
       // Its sandboxes are placed again once its lease lapses (placeAgain below), as any node's.
-      if (config.databaseUrl) {
-        const formerHolders = await formerLeaders(config.databaseUrl, 'controllers', selfId);
+      // On the lead's own session: a server that lost the lead meanwhile clears no claim (decision 080).
+      if (session) {
+        const formerHolders = await formerLeaders(session, 'controllers', selfId);
         if (formerHolders.length) logger.warn({ formerHolders }, 'took over from a node that stopped');
       }
       // The sandboxes of a node that left (lease lapsed, drained) go to a healthy one, which starts them fresh.
@@ -150,12 +151,12 @@ export async function startAllControllers(
     },
     stop: () => stopActing(),
     // Drained (`berth node drain`): what ran here goes, as on a dead node; the next leader starts it again, fresh.
-    async handOver() {
+    async handOver(session) {
       for (const i of await instances.list())
         await instances
           .remove(i.id)
           .catch((err) => logger.warn({ err, id: i.id }, 'could not remove an instance'));
-      await late.nodes?.handOver('controllers');
+      if (session) await late.nodes?.handOver('controllers', session);
     },
   });
   // What runs on this node's runtime for the sandboxes placed on it (every one on SQLite): their reconciles (start,

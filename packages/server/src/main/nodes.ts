@@ -49,6 +49,8 @@ export async function listenAndJoin(
     instances: async () => (await instances.list()).filter((i) => i.state !== 'dead').length,
     warm: () => instances.driver.warm?.() ?? {},
     leads: () => leadership.leads(),
+    // A role is claimed only while its lock session holds it (decision 080).
+    leadFence: (role: string) => leadership.fence(role),
     leaseMs: (config.nodeLeaseS ?? 10) * 1000,
     warn: (err: unknown, msg: string) => logger.warn({ err }, msg),
     info: (msg: string) => logger.info(msg),

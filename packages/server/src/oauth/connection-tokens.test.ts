@@ -256,6 +256,41 @@ describe('OAuth2 connection tokens', () => {
     }
   });
 
+  it('a refresh that failed on a server cut from the provider does not put back the refresh token another server rotated meanwhile', async () => {
+    await connect('hana-mail', await idp.issueRefreshToken('hana'));
+    await tokens.token(WS, 'hana-mail');
+    const before = (await record('hana-mail'))?.rotations;
+    // A deposed leader still refreshing: it read the record, then its call to the provider fails (it is cut off),
+    // and in between the new leader (`tokens`) rotated the refresh token.
+    const cut = new ConnectionTokens({
+      resources,
+      dataDir: dir,
+      outbound: {
+        fetch: async () => {
+          await tokens.token(WS, 'hana-mail', true);
+          throw new Error('connect ETIMEDOUT');
+        },
+      },
+    });
+    try {
+      const got = await cut.token(WS, 'hana-mail', true);
+      assert.equal((await record('hana-mail'))?.rotations, before + 1, "the new leader's rotation is kept");
+      assert.equal(
+        got.accessToken,
+        (await tokens.token(WS, 'hana-mail')).accessToken,
+        'the record it wrote is used',
+      );
+    } finally {
+      cut.close();
+    }
+    // The refresh token stored is the provider's current one: the next refresh is not refused (a reused one would be,
+    // and the provider would revoke the whole grant).
+    const refused = idp.counts.refused;
+    await tokens.token(WS, 'hana-mail', true);
+    assert.equal(idp.counts.refused, refused);
+    assert.equal((await view('hana-mail')).token.state, 'VALID');
+  });
+
   it('never logs a token', () => {
     const text = Buffer.concat(logs).toString();
     assert.match(text, /oauth2 access token refreshed/);

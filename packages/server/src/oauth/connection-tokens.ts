@@ -21,7 +21,7 @@ import {
 } from '../kinds/oauth2.js';
 import type { Outbound } from '../outbound/index.js';
 import type { Resources } from '../store/resources.js';
-import type { ResourceKey, StoredObject, WriteOp } from '../store/store.js';
+import { type ResourceKey, StoreError, type StoredObject, type WriteOp } from '../store/store.js';
 import { GrantRefused, requestGrant } from './token-client.js';
 import { clearTokenFile, oauthRoot, removeTokenDir, tokenDir, writeTokenFile } from './token-files.js';
 
@@ -213,9 +213,16 @@ export class ConnectionTokens {
   }
 
   private async readRecord(workspace: string, name: string): Promise<TokenRecord | undefined> {
-    return (await this.deps.resources.store.get(this.recordKey(workspace, name)))?.body as
-      | TokenRecord
-      | undefined;
+    return (await this.readStored(workspace, name)).rec;
+  }
+
+  /** The record and its version (null when there is none), which a write judged from it is conditioned on. */
+  private async readStored(
+    workspace: string,
+    name: string,
+  ): Promise<{ rec?: TokenRecord; version: number | null }> {
+    const o = await this.deps.resources.store.get(this.recordKey(workspace, name));
+    return { rec: o?.body as TokenRecord | undefined, version: o?.resourceVersion ?? null };
   }
 
   /** Whether a change of the connection changed what it is (a user's write), not only its token state. */
@@ -227,7 +234,7 @@ export class ConnectionTokens {
   }
   private readonly generations = new Map<string, number>();
 
-  private async obtain(workspace: string, name: string, force: boolean): Promise<AccessToken> {
+  private async obtain(workspace: string, name: string, force: boolean, tries = 0): Promise<AccessToken> {
     const r = this.deps.resources;
     const conn = await this.connection(workspace, name);
     const which = `integration connection ${JSON.stringify(name)}`;
@@ -240,7 +247,14 @@ export class ConnectionTokens {
     const secret = (spec.secret ?? {}) as Record<string, string>;
     const given = secret[REFRESH_TOKEN] ?? '';
     const origin = sha256(given);
-    const stored = await this.readRecord(workspace, name);
+    const { rec: stored, version } = await this.readStored(workspace, name);
+    // A failure is written only over the record it was judged from: another server (a leader deposed, or the next
+    // one) may have rotated the refresh token meanwhile, and the record read here would put back the retired one
+    // (docs/decisions/080-leader-session-mark.md). A record that changed is read again instead.
+    const again = () => {
+      if (tries >= 2) return undefined;
+      return this.obtain(workspace, name, false, tries + 1);
+    };
     // A new REFRESH_TOKEN in the spec (the user connected again) starts afresh; another change keeps the tokens
     // (still the provider's) but lifts a refusal, which the change may have answered.
     const rec: TokenRecord = stored?.origin === origin ? { ...stored } : { origin };
@@ -254,7 +268,11 @@ export class ConnectionTokens {
     const refreshToken = rec.refreshToken ? r.openSecret(rec.refreshToken) : given;
     if (!refreshToken) {
       const message = `${REFRESH_FAILED} (${which}): it holds no REFRESH_TOKEN; ${RECONNECT_ADVICE}`;
-      await this.writeState(workspace, name, { ...rec, failure: { message, generation: gen } }, message);
+      const failed = { ...rec, failure: { message, generation: gen } };
+      if (!(await this.writeOver(version, workspace, name, failed, message))) {
+        const next = await again();
+        if (next) return next;
+      }
       throw new ConnectionTokenFailed(message);
     }
     const started = this.now();
@@ -301,7 +319,12 @@ export class ConnectionTokens {
     } catch (err) {
       if (err instanceof GrantRefused) {
         const message = `${REFRESH_FAILED} (${which}): the provider refused the refresh token: ${err.message}; ${RECONNECT_ADVICE}`;
-        await this.writeState(workspace, name, { ...rec, failure: { message, generation: gen } }, message);
+        const failed = { ...rec, failure: { message, generation: gen } };
+        // The refusal may be of a refresh token another server rotated meanwhile: the record it wrote decides.
+        if (!(await this.writeOver(version, workspace, name, failed, message))) {
+          const next = await again();
+          if (next) return next;
+        }
         try {
           clearTokenFile(this.dirOf(workspace, name));
         } catch {}
@@ -309,7 +332,11 @@ export class ConnectionTokens {
         throw new ConnectionTokenFailed(message);
       }
       const message = `refreshing the access token failed, trying again: ${(err as Error).message}`;
-      await this.writeState(workspace, name, rec, message).catch(() => undefined);
+      const written = await this.writeOver(version, workspace, name, rec, message).catch(() => true);
+      if (!written) {
+        const next = await again()?.catch(() => undefined);
+        if (next) return next;
+      }
       this.deps.logger?.warn(
         { workspace, connection: name, reason: (err as Error).message },
         'oauth2 refresh failed',
@@ -320,11 +347,41 @@ export class ConnectionTokens {
     }
   }
 
-  /** Writes the record and the connection's public token state in one transaction. */
-  private async writeState(workspace: string, name: string, rec: TokenRecord, error?: string): Promise<void> {
+  /**
+   * `writeState` over the record as read (`version`, null: none): false, and nothing written, when it changed
+   * meanwhile. A successful refresh's write is not conditioned: the provider has retired the refresh token it was
+   * given, so the one it returned must be kept whatever was written since.
+   */
+  private async writeOver(
+    version: number | null,
+    workspace: string,
+    name: string,
+    rec: TokenRecord,
+    error?: string,
+  ): Promise<boolean> {
+    try {
+      await this.writeState(workspace, name, rec, error, version);
+      return true;
+    } catch (err) {
+      if (err instanceof StoreError && err.key.kind === CONNECTION_TOKEN_KIND) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Writes the record and the connection's public token state in one transaction; over the record's version
+   * `expect` when given (null: only if there is none).
+   */
+  private async writeState(
+    workspace: string,
+    name: string,
+    rec: TokenRecord,
+    error?: string,
+    expect?: number | null,
+  ): Promise<void> {
     const store = this.deps.resources.store;
     const key = this.recordKey(workspace, name);
-    const exists = !!(await store.get(key));
+    const exists = expect === undefined ? !!(await store.get(key)) : expect !== null;
     const body = JSON.parse(JSON.stringify(rec)) as TokenRecord;
     const state = {
       state: rec.failure ? 'FAILED' : rec.accessToken ? 'VALID' : 'PENDING',
@@ -339,7 +396,9 @@ export class ConnectionTokens {
       ...(rec.rotations ? { rotations: rec.rotations } : {}),
     };
     const ops: WriteOp[] = [
-      exists ? { op: 'update', key, mutate: () => body } : { op: 'create', key, body },
+      exists
+        ? { op: 'update', key, mutate: () => body, ...(expect ? { expectVersion: expect } : {}) }
+        : { op: 'create', key, body },
       {
         op: 'update',
         key: { kind: connectionKind.kind, workspace, parent: '', name },

@@ -6,6 +6,7 @@
 // held, so nothing else writes meanwhile); one statement writes every change row and each object's final row. The
 // fences a run names are asked once per distinct leader and per distinct node lease, one statement each.
 import type pg from 'pg';
+import { leaderHeld } from './postgres-lead.js';
 import {
   type ChangeType,
   FencedError,
@@ -55,43 +56,42 @@ type RunOp = Exclude<WriteOp, { op: 'check' }>;
 export const runnable = (ops: WriteOp[]) => ops.every((op) => op.op !== 'check');
 
 /**
- * For each (lock, pid) pair, whether the advisory lock is granted to that backend: the leader's fence (`LEADER_FENCE`
- * in postgres.ts) for every leader a run's callers name, in one statement. Judged under the write lock, as the op by
- * op fence is: a pair that holds here was the lead when no other server could write.
+ * For each (lock, pid, mark), whether the advisory lock is granted to that backend and the backend holds that mark:
+ * the leader's fence (`LEADER_FENCE` in postgres.ts) for every leader a run's callers name, in one statement. Judged
+ * under the write lock, as the op by op fence is: one that holds here was the lead when no other server could write.
  */
-const LEADS_RUN = `SELECT l.i, EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-    AND classid = ((l.lock >> 32) & 4294967295)::oid AND objid = (l.lock & 4294967295)::oid
-    AND objsubid = 1 AND pid = l.pid AND granted) AS held
-  FROM unnest($1::bigint[], $2::int[]) WITH ORDINALITY AS l(lock, pid, i)`;
+const LEADS_RUN = `SELECT l.i, ${leaderHeld('l.lock', 'l.pid', 'l.mark')} AS held
+  FROM unnest($1::bigint[], $2::int[], $3::int[]) WITH ORDINALITY AS l(lock, pid, mark, i)`;
 
 /** For each (node, epoch) pair, whether the node's lease is held at that epoch by the database's clock now. */
 const LEASES_RUN = `SELECT n.i, EXISTS (SELECT 1 FROM nodes WHERE id = n.node AND epoch = n.epoch
     AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased
   FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS n(node, epoch, i)`;
 
-/** Each distinct pair a run's fences name, and the database's answer for it. */
-class Pairs<A, B> {
+/** Each distinct tuple a run's fences name (a leader's, a node's lease), and the database's answer for it. */
+class Asked {
   private readonly index = new Map<string, number>();
-  readonly a: A[] = [];
-  readonly b: B[] = [];
+  readonly cols: unknown[][];
   answers: boolean[] = [];
-  add(a: A, b: B) {
-    const k = JSON.stringify([a, b]);
+  constructor(width: number) {
+    this.cols = Array.from({ length: width }, () => []);
+  }
+  add(...vals: unknown[]) {
+    const k = JSON.stringify(vals);
     if (!this.index.has(k)) {
-      this.index.set(k, this.a.length);
-      this.a.push(a);
-      this.b.push(b);
+      this.index.set(k, this.cols[0].length);
+      for (let i = 0; i < vals.length; i++) this.cols[i].push(vals[i]);
     }
   }
-  holds(a: A, b: B): boolean {
-    return this.answers[this.index.get(JSON.stringify([a, b])) as number] === true;
+  holds(...vals: unknown[]): boolean {
+    return this.answers[this.index.get(JSON.stringify(vals)) as number] === true;
   }
   async ask(client: pg.PoolClient, name: string, text: string) {
-    if (!this.a.length) return;
+    if (!this.cols[0].length) return;
     const { rows } = await client.query<{ i: number; held?: boolean; leased?: boolean }>({
       name,
       text,
-      values: [this.a, this.b],
+      values: this.cols,
     });
     for (const r of rows) this.answers[r.i - 1] = (r.held ?? r.leased) === true;
   }
@@ -130,13 +130,13 @@ export async function planRun(
   run: { ops: WriteOp[] }[],
 ): Promise<{ outcomes: Outcome[]; values?: unknown[] }> {
   const keys = new Map<string, ResourceKey>();
-  const leads = new Pairs<string, number>();
-  const leases = new Pairs<string, number>();
+  const leads = new Asked(3);
+  const leases = new Asked(2);
   let opCount = 0;
   for (const w of run)
     for (const op of w.ops as RunOp[]) {
       if (op.op === 'fence' && 'lock' in op) {
-        leads.add(op.lock, op.pid);
+        leads.add(op.lock, op.pid, op.mark);
         continue;
       }
       keys.set(keyString(op.key), op.key);
@@ -178,7 +178,7 @@ export async function planRun(
     try {
       for (const op of w.ops as RunOp[]) {
         if (op.op === 'fence' && 'lock' in op) {
-          if (!leads.holds(op.lock, op.pid)) throw new FencedError(firstKey(w.ops), 'lead');
+          if (!leads.holds(op.lock, op.pid, op.mark)) throw new FencedError(firstKey(w.ops), 'lead');
           continue;
         }
         const k = op.key;

@@ -7,6 +7,7 @@
 // (postgres-runs.ts, docs/decisions/076-postgres-write-throughput.md), so it is held for a few round trips and a flush.
 import pg from 'pg';
 import { MIGRATIONS } from './migrations.js';
+import { leaderHeld } from './postgres-lead.js';
 import { type Outcome, planRun, runnable, WRITE_RUN } from './postgres-runs.js';
 import {
   type Change,
@@ -69,13 +70,10 @@ const FENCE = `SELECT (SELECT body::json ->> 'node' FROM resources
     AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased`;
 
 /**
- * The leader's fence (the `fence` op with a `lock`): whether advisory lock `$1` (a bigint key, which PostgreSQL shows
- * as its high and low 32 bits, `objsubid` 1) is granted to the session of backend `$2`. The pid names one live session
- * of one database, so the database's oid is not needed. Read at this statement, under the write lock.
+ * The leader's fence (the `fence` op with a `lock`): the lock granted to that pid, whose session holds that mark
+ * (postgres-lead.ts). Read at this statement, under the write lock.
  */
-const LEADER_FENCE = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-    AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid
-    AND objsubid = 1 AND pid = $2 AND granted) AS held`;
+const LEADER_FENCE = `SELECT ${leaderHeld('$1::bigint', '$2::int', '$3::int')} AS held`;
 
 /** Socket errors of a connection that could not be made or was cut. */
 const CONNECTION_CODES = new Set([
@@ -388,7 +386,7 @@ export class PostgresStore implements Store {
         const { rows } = await client.query<{ held: boolean }>({
           name: 'berth_leader_fence',
           text: LEADER_FENCE,
-          values: [op.lock, op.pid],
+          values: [op.lock, op.pid, op.mark],
         });
         if (!rows[0].held) throw new FencedError(firstKey(ops), 'lead');
         continue;

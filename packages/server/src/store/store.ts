@@ -70,10 +70,18 @@ export type WriteOp =
   /**
    * The leader's fence (docs/decisions/068-leader-fence.md), the same rule for the server leading a cluster's
    * controllers: the write applies only while the advisory lock `lock` (its 64-bit key, in decimal) is granted to
-   * the database session whose backend pid is `pid` (the session the leader took it on); otherwise the whole write is
-   * refused with `FencedError` (`lead`). Judged inside the transaction like the holder's. Always holds on SQLite.
+   * the database session whose backend pid is `pid` (the session the leader took it on) and that session also holds
+   * its mark, the two-key advisory lock (`LEADER_MARK`, `mark`) it took with the lead: a later session given the same
+   * pid does not hold it (docs/decisions/080-leader-session-mark.md). Otherwise the whole write is refused with
+   * `FencedError` (`lead`). Judged inside the transaction like the holder's. Always holds on SQLite.
    */
-  | { op: 'fence'; lock: string; pid: number };
+  | { op: 'fence'; lock: string; pid: number; mark: number };
+
+/**
+ * The first key of a leader's session mark (`pg_advisory_lock(LEADER_MARK, mark)`, shown in `pg_locks` as `classid`
+ * with `objsubid` 2): "bert". Berth takes no other two-key advisory lock, so a mark never meets another lock.
+ */
+export const LEADER_MARK = 0x62657274;
 
 export type StoreErrorReason = 'exists' | 'not_found' | 'conflict';
 

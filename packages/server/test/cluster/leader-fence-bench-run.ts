@@ -5,6 +5,7 @@
 // what the fence's cost could grow with).
 import pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres.js';
+import { markSession } from '../../src/cluster/leadership.js';
 import type { ResourceKey, Store, WriteOp } from '../../src/store/store.js';
 import { startPostgres } from '../../src/test-support/postgres.js';
 
@@ -47,7 +48,9 @@ try {
     `SELECT pg_advisory_lock(k), k::text AS lock, pg_backend_pid() AS pid
        FROM (SELECT hashtextextended('berth leader controllers', 0) AS k) role`,
   );
-  const fence: WriteOp[] = [{ op: 'fence', lock: rows[0].lock, pid: rows[0].pid }];
+  const fence: WriteOp[] = [
+    { op: 'fence', lock: rows[0].lock, pid: rows[0].pid, mark: await markSession(leader) },
+  ];
   await store.write([{ op: 'create', key: KEY, body: { status: 'DEPLOYED' } }]);
   await timed(store, fence); // warm-up: prepared statements, caches
   const plain: number[][] = [];
