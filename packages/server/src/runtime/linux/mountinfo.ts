@@ -1,6 +1,7 @@
 // The kernel's mount table of a process (`/proc/<pid>/mountinfo`, proc(5)): one parser for the host's own table
 // and for a sandbox's, whose mount points read as the sandbox sees them (relative to its root).
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 
 export interface MountEntry {
   /** `major:minor` of the file system's device: the same for every mount of one file system. */
@@ -37,4 +38,9 @@ export function parseMountInfo(text: string): MountEntry[] {
 /** The table of `pid` (this process by default); throws when the process is gone. */
 export function readMountInfo(pid: number | 'self' = 'self'): MountEntry[] {
   return parseMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'utf8'));
+}
+
+/** The same through the thread pool (a table of thousands of lines on a busy host is milliseconds to read). */
+export async function readMountInfoAsync(pid: number | 'self' = 'self'): Promise<MountEntry[]> {
+  return parseMountInfo(await readFile(`/proc/${pid}/mountinfo`, 'utf8'));
 }
