@@ -29,7 +29,7 @@ export async function mountsUnderAsync(dir: string): Promise<string[]> {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw e;
   }
-  return under(await readMountInfoAsync(), dir);
+  return under(await readMountInfoAsync('self', dir), dir);
 }
 
 const under = (table: MountEntry[], dir: string) =>
