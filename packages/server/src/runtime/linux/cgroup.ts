@@ -2,7 +2,7 @@
 // Berth's groups live in a `berth` directory at the root of each hierarchy, beside (never inside)
 // the group of the process running the server, which the machine's own tooling may own.
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { writeFile as writeFileAsync } from 'node:fs/promises';
+import { mkdir, rmdir, writeFile as writeFileAsync } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout } from 'node:timers/promises';
 import { sleep } from './exec.js';
@@ -108,8 +108,9 @@ export class SandboxCgroup {
     return this.dirs().map((d) => join(d, 'cgroup.procs'));
   }
 
-  create(limits: CgroupLimits): void {
-    for (const d of this.dirs()) mkdirSync(d, { recursive: true });
+  /** Through the thread pool: a v1 `mkdir` allocates the group in each hierarchy and can wait on cgroup locks. */
+  async create(limits: CgroupLimits): Promise<void> {
+    for (const d of this.dirs()) await mkdir(d, { recursive: true });
     this.setLimits(limits);
   }
 
@@ -258,13 +259,18 @@ export class SandboxCgroup {
     }
   }
 
-  /** Deletes the directories; the group must be empty (call kill first). */
+  /**
+   * Deletes the directories; the group must be empty (call kill first). Through the thread pool: a v1 `rmdir` can
+   * wait in the kernel (decision 078).
+   */
   async remove(): Promise<void> {
     for (const d of this.dirs()) {
-      for (let attempt = 0; existsSync(d); attempt++) {
+      for (let attempt = 0; ; attempt++) {
         try {
-          rmdirSync(d);
+          await rmdir(d);
+          break;
         } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === 'ENOENT') break;
           // EBUSY for a moment after the last task exits.
           if (attempt > 200) throw e;
           await sleep(5);

@@ -1,7 +1,8 @@
 // Creating and tearing down one sandbox's host resources, in the order that keeps a crash at any
 // point recoverable: the state record is written right after the slot is claimed, so a later
 // teardown always knows which cgroups, namespace and layer to remove.
-import { mkdirSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { mkdirSync, statfsSync, statSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { MIN_PIDS, type SandboxEnd, type SandboxSpec } from '../driver.js';
 import { type CgroupHost, SandboxCgroup } from './cgroup.js';
@@ -26,7 +27,13 @@ import { hostUserland, rootfsPlan } from './rootfs.js';
 import { noDumpLoader } from './nodump.js';
 import { mountRoot, mountViews, unmountViews, viewsDir } from './views.js';
 import { claimFreeSlot, claimSlot, releaseSlot, slotOwner } from './slots.js';
-import { isProcessAlive, processStartTime, readRecord, type SandboxRecord, writeRecord } from './state.js';
+import {
+  isProcessAlive,
+  processStartTimeAsync,
+  readRecord,
+  type SandboxRecord,
+  writeRecordAsync,
+} from './state.js';
 
 /** Inside the sandbox: the spec's envs as JSON, which the daemon merges into every process it starts. */
 export const SANDBOX_ENV_FILE = `${SANDBOX_SOCKET_DIR}/env.json`;
@@ -79,8 +86,8 @@ export function writeEnvFile(runDir: string, uid: number, env: Record<string, st
 export async function startSandbox(ctx: HostContext, req: StartRequest): Promise<SandboxRecord> {
   const { dir, spec } = req;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const pooled = ctx.netPool.take(dir);
-  const slot = pooled ?? claimSlot(dir);
+  const pooled = await ctx.netPool.take(dir);
+  const slot = pooled ?? (await claimSlot(dir));
   const name = slotName(slot);
   const net = slotNet(slot, name);
   const hostUid = ctx.uidBase + slot;
@@ -102,10 +109,10 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     ...(spec.volumes.length ? { mountsPending: true } : {}),
     socketPending: true,
   };
-  writeRecord(dir, rec); // from here on a crash leaves enough to tear everything down
+  await writeRecordAsync(dir, rec); // from here on a crash leaves enough to tear everything down
   const cg = new SandboxCgroup(ctx.cgroupHost, name);
   await cg.kill(); // debris under our slot's name (see createSlotNetwork); a no-op when absent
-  cg.create({
+  await cg.create({
     memoryMb: spec.memoryMb,
     pidsMax: Math.max(MIN_PIDS, spec.pidsMax),
     cpuShares: spec.cpuShares,
@@ -137,7 +144,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
       spec.egress,
     );
     rec.egress = withoutSecrets(spec.egress);
-    writeRecord(dir, rec);
+    await writeRecordAsync(dir, rec);
   }
   const envs = { ...sandboxEnv(req.id, spec), ...egressEnvs };
   writeEnvFile(runDir, hostUid, envs);
@@ -188,8 +195,8 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     logFile,
   });
   rec.pid = pid;
-  rec.pidStart = processStartTime(pid) ?? 0;
-  writeRecord(dir, rec);
+  rec.pidStart = (await processStartTimeAsync(pid)) ?? 0;
+  await writeRecordAsync(dir, rec);
   const timeout = ctx.startTimeoutMs ?? START_TIMEOUT_MS;
   await waitForSocket(
     runDir,
@@ -201,7 +208,7 @@ export async function startSandbox(ctx: HostContext, req: StartRequest): Promise
     timeout,
   );
   rec.socketPending = undefined;
-  writeRecord(dir, rec);
+  await writeRecordAsync(dir, rec);
   return rec;
 }
 
@@ -264,9 +271,9 @@ async function teardownOnce(ctx: HostContext, dir: string, paths: SandboxPaths):
     await unmountViews(rec.name); // the root's overlays first: they hold the layer's file system
     await unmountLayer(join(LAYERS_DIR, rec.name));
   }
-  rmSync(paths.socketPath, { force: true });
-  rmSync(dir, { recursive: true, force: true });
-  if (rec) releaseSlot(rec.slot, dir);
+  await rm(paths.socketPath, { force: true });
+  await rm(dir, { recursive: true, force: true });
+  if (rec) await releaseSlot(rec.slot, dir);
 }
 
 /** What a dead sandbox's cgroup and layer still say about its end; undefined once they are removed. */

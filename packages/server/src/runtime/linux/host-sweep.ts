@@ -121,13 +121,13 @@ async function sweepOnce(cgroupHost: CgroupHost): Promise<SweepReport> {
         continue;
       }
       // Compared and replaced under the slots' lock: the claim is ours only if it still names that owner.
-      if (!transferSlot(slot, owner, sweeper)) continue;
+      if (!(await transferSlot(slot, owner, sweeper))) continue;
       const o = parseOwner(owner);
       // Judged again now that nobody can start or tear down anything under this slot: a server of that data dir
       // may have started in between (a restart adopting its sandboxes): then the claim goes back to its owner.
       if (verdict === 'if-still-dead' && judge(owner, slot, cgroupHost, new HostFacts()) === 'keep') {
         if (existsSync(owner)) {
-          transferSlot(slot, sweeper, owner);
+          await transferSlot(slot, sweeper, owner);
           report.kept++;
           continue;
         }
@@ -135,7 +135,7 @@ async function sweepOnce(cgroupHost: CgroupHost): Promise<SweepReport> {
       // Its restarted server reports how it ended (out of memory: FAILED, not started again) from its record.
       if (verdict === 'if-still-dead' && o?.kind === 'sandbox') recordEnd(owner, slot, cgroupHost);
       if (!(await cleanSlot(slot, cgroupHost, tables, report))) {
-        releaseSlot(slot, sweeper);
+        await releaseSlot(slot, sweeper);
         continue;
       }
       if (o?.dataDir && o.id && dataDirGone(o.dataDir))
@@ -143,14 +143,14 @@ async function sweepOnce(cgroupHost: CgroupHost): Promise<SweepReport> {
       // A pool's or warm pool's directory of a dead driver holds nothing a restart adopts once its slot is gone;
       // a sandbox's record stays for its restarted server, which reports the sandbox dead and replaces it.
       if (o?.kind === 'pool' || o?.kind === 'warm') rmSync(owner, { recursive: true, force: true });
-      releaseSlot(slot, sweeper);
+      await releaseSlot(slot, sweeper);
       report.claims++;
     }
     // Objects named after a slot nobody holds: left by a teardown cut short, or by a claim removed by hand.
     for (const slot of slotsWithObjects(cgroupHost, tables)) {
       if (claimed.has(slot) || !claimFreeSlot(slot, sweeper)) continue;
       if (await cleanSlot(slot, cgroupHost, tables, report)) report.orphans++;
-      releaseSlot(slot, sweeper);
+      await releaseSlot(slot, sweeper);
     }
     const step = (what: string, fn: () => Promise<void>) =>
       fn().catch((e: Error) => void report.failures.push(`${what}: ${e.message}`));

@@ -69,7 +69,7 @@ import { seccompFilterForHost } from './seccomp.js';
 import { slotOwner, transferSlot } from './slots.js';
 import { entryAlive, registerServer, serverEntries, unregisterServer } from './servers.js';
 import { type SweepReport, sweepHost } from './host-sweep.js';
-import { isProcessAlive, readRecord, type SandboxRecord, writeRecord } from './state.js';
+import { isProcessAlive, readRecord, type SandboxRecord, writeRecord, writeRecordAsync } from './state.js';
 import { checkSpec } from './spec-check.js';
 import {
   checkVolumeDirs,
@@ -477,7 +477,7 @@ export class LinuxDriver implements RuntimeDriver {
       })),
     );
     rec.mountsPending = undefined;
-    writeRecord(this.dir(rec.id), rec);
+    await writeRecordAsync(this.dir(rec.id), rec);
   }
 
   /** The pool of an image (made on first use, the least recently used one closed past MAX_IMAGE_POOLS). */
@@ -517,8 +517,14 @@ export class LinuxDriver implements RuntimeDriver {
     // Renames on the host only: the listening socket answers under any name.
     const to = this.paths(id);
     renameSync(w.paths.socketPath, to.socketPath);
-    renameSync(w.dir, this.dir(id));
-    transferSlot(rec.slot, w.dir, this.dir(id));
+    // The state dir moves under the slots' lock with its claim: the claim never names a missing directory.
+    if (!(await transferSlot(rec.slot, w.dir, this.dir(id), { move: true }))) {
+      try {
+        renameSync(to.socketPath, w.paths.socketPath);
+      } catch {}
+      await teardownSandbox(this.ctx, w.dir, w.paths).catch(() => undefined);
+      throw new Error(`the warm sandbox ${rec.name} could not be handed its slot's claim`);
+    }
     Object.assign(rec, {
       id,
       specHash: hash,
@@ -529,7 +535,7 @@ export class LinuxDriver implements RuntimeDriver {
       socketPath: this.socketPath(id),
       createdAt: new Date().toISOString(),
     });
-    writeRecord(this.dir(id), rec);
+    await writeRecordAsync(this.dir(id), rec);
     return rec;
   }
 

@@ -1,7 +1,7 @@
 // The mount table parser both the host's unmounts and the sandboxes' drive lists read through.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseMountInfo, readMountInfo } from './mountinfo.js';
+import { parseMountInfo, readMountInfo, readMountInfoAsync } from './mountinfo.js';
 
 describe('mountinfo', () => {
   it('reads device, root, mount point (octal escapes undone), per-mount options and type, with or without optional fields', () => {
@@ -31,5 +31,13 @@ describe('mountinfo', () => {
 
   it("reads this process's own table, which has a root mount", () => {
     assert.ok(readMountInfo().some((m) => m.mountPoint === '/'));
+  });
+
+  it('reads, naming a path, every mount of the table at or under it (only those lines are parsed)', async () => {
+    const under = (m: { mountPoint: string }) =>
+      m.mountPoint === '/proc' || m.mountPoint.startsWith('/proc/');
+    const all = readMountInfo().filter(under);
+    assert.ok(all.length > 0);
+    assert.deepEqual((await readMountInfoAsync('self', '/proc')).filter(under), all);
   });
 });

@@ -1,6 +1,7 @@
 // The kernel's mount table of a process (`/proc/<pid>/mountinfo`, proc(5)): one parser for the host's own table
 // and for a sandbox's, whose mount points read as the sandbox sees them (relative to its root).
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 
 export interface MountEntry {
   /** `major:minor` of the file system's device: the same for every mount of one file system. */
@@ -38,3 +39,26 @@ export function parseMountInfo(text: string): MountEntry[] {
 export function readMountInfo(pid: number | 'self' = 'self'): MountEntry[] {
   return parseMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'utf8'));
 }
+
+/**
+ * The same through the thread pool (a table of thousands of lines on a busy host is milliseconds to read). With
+ * `naming`, only the lines that contain that path (escaped as the table writes it) are parsed: a teardown looks for
+ * a few mounts among every sandbox's, and the parse runs on the event loop.
+ */
+export async function readMountInfoAsync(
+  pid: number | 'self' = 'self',
+  naming?: string,
+): Promise<MountEntry[]> {
+  const text = await readFile(`/proc/${pid}/mountinfo`, 'utf8');
+  if (naming === undefined) return parseMountInfo(text);
+  const needle = escapeOctal(naming);
+  return parseMountInfo(
+    text
+      .split('\n')
+      .filter((line) => line.includes(needle))
+      .join('\n'),
+  );
+}
+
+const escapeOctal = (s: string) =>
+  s.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);

@@ -4,6 +4,7 @@
 // taking one hands the slot to the sandbox's directory in one atomic rename.
 import { BackgroundFill } from './background-fill.js';
 import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createSlotNetwork, deleteSlotNetwork, slotNet, slotNetworkExists } from './network.js';
 import { claimSlot, releaseSlot, transferSlot } from './slots.js';
@@ -55,11 +56,12 @@ export class NetPool {
    * A ready slot, now owned by `ownerDir`, or undefined when the pool is empty. The caller refills
    * once its sandbox answers: refilling at once would compete with the sandbox's start for the CPU.
    */
-  take(ownerDir: string): number | undefined {
+  async take(ownerDir: string): Promise<number | undefined> {
     for (let p = this.ready.shift(); p; p = this.ready.shift()) {
       const ok =
-        slotNetworkExists(slotNet(p.slot, slotName(p.slot))) && transferSlot(p.slot, p.ownerDir, ownerDir);
-      rmSync(p.ownerDir, { recursive: true, force: true });
+        slotNetworkExists(slotNet(p.slot, slotName(p.slot))) &&
+        (await transferSlot(p.slot, p.ownerDir, ownerDir));
+      await rm(p.ownerDir, { recursive: true, force: true });
       if (ok) return p.slot;
     }
     return undefined;
@@ -74,7 +76,7 @@ export class NetPool {
   private async makeOne(): Promise<void> {
     const ownerDir = join(this.dir, `${this.tag}.${this.seq++}`);
     mkdirSync(ownerDir, { recursive: true, mode: 0o700 });
-    const slot = claimSlot(ownerDir);
+    const slot = await claimSlot(ownerDir);
     try {
       await createSlotNetwork(slotNet(slot, slotName(slot)), this.allowCidrs);
     } catch (e) {
@@ -87,8 +89,8 @@ export class NetPool {
 
   private async discard(p: Pooled): Promise<void> {
     await deleteSlotNetwork(slotNet(p.slot, slotName(p.slot)));
-    releaseSlot(p.slot, p.ownerDir);
-    rmSync(p.ownerDir, { recursive: true, force: true });
+    await releaseSlot(p.slot, p.ownerDir);
+    await rm(p.ownerDir, { recursive: true, force: true });
   }
 
   get readyCount(): number {

@@ -3,6 +3,7 @@
 // interface-name wildcard) that keeps sandboxes away from the host and from each other; `inet berth_private`
 // keeps them from the private networks around the host except the ranges each one's server opens.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { access } from 'node:fs/promises';
 import { RESERVED_V4 } from '../../outbound/index.js';
 import { run, sleep } from './exec.js';
 import { DEFAULT_EGRESS_PORTS, type EgressPorts } from './egress-ports.js';
@@ -496,16 +497,17 @@ export async function deleteSlotNetwork(net: SlotNet): Promise<void> {
 }
 
 async function deleteLinks(net: SlotNet): Promise<void> {
-  if (existsSync(net.netnsPath))
-    await run('ip', ['netns', 'del', net.netns]).catch((err) => {
+  if (await exists(net.netnsPath))
+    await run('ip', ['netns', 'del', net.netns]).catch(async (err) => {
       // Another removal of the same sandbox (a replica dropped while the server closes) got there first.
-      if (existsSync(net.netnsPath)) throw err;
+      if (await exists(net.netnsPath)) throw err;
     });
   // The host end goes with its peer, but the kernel destroys a namespace asynchronously: wait for
-  // it (a new pair of the same name cannot be made before), deleting it ourselves if it lingers.
+  // it (a new pair of the same name cannot be made before), deleting it ourselves if it lingers. Polled through
+  // the thread pool: a sysfs lookup waits on the kernel's network locks while namespaces go (decision 078).
   const hostIf = `/sys/class/net/${net.hostIf}`;
   const deadline = Date.now() + VETH_GONE_TIMEOUT_MS;
-  for (let tried = false; existsSync(hostIf); await sleep(2)) {
+  for (let tried = false; await exists(hostIf); await sleep(2)) {
     if (!tried && Date.now() > deadline - VETH_GONE_TIMEOUT_MS / 2) {
       tried = true;
       await run('ip', ['link', 'del', net.hostIf]).catch(() => undefined);
@@ -513,6 +515,12 @@ async function deleteLinks(net: SlotNet): Promise<void> {
     if (Date.now() > deadline) throw new Error(`${net.hostIf} still exists after its namespace was deleted`);
   }
 }
+
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 export function slotNetworkExists(net: SlotNet): boolean {
   return existsSync(net.netnsPath) && existsSync(`/sys/class/net/${net.hostIf}`);

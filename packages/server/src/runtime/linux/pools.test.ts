@@ -207,7 +207,7 @@ test('a warm sandbox left by a killed process is adopted only if its API socket 
     const from = join(dataDir, 'warm', readdirSync(join(dataDir, 'warm'))[0]);
     const to = join(dataDir, 'warm', '1.1.0');
     renameSync(from, to);
-    transferSlot(rec.slot, from, to);
+    await transferSlot(rec.slot, from, to);
     await driver.close(); // its pool's entry is gone from disk: nothing of it is torn down
     driver = await createLinuxDriver(opts);
     assert.ok(
@@ -246,7 +246,7 @@ test(
         sandboxPaths(dataDir, `warm/${name}`).socketPath,
         sandboxPaths(dataDir, 'warm/1.1.0').socketPath,
       );
-      transferSlot(rec.slot, from, to);
+      await transferSlot(rec.slot, from, to);
       await driver.close();
       driver = await createLinuxDriver(opts);
       assert.ok(

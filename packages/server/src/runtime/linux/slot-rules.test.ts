@@ -29,7 +29,7 @@ test(
       netPoolSize: 0,
     });
     const owner = mkdtempSync(join(dataDir, 'slot-'));
-    const slot = claimSlot(owner);
+    const slot = await claimSlot(owner);
     const { address } = slotNet(slot, slotName(slot));
     const mine = new RegExp(`${address.replaceAll('.', '\\.')}[ ,}\\n]`);
     try {
@@ -63,7 +63,7 @@ test(
       );
     } finally {
       await resetAddressRules(address, []).catch(() => undefined);
-      releaseSlot(slot, owner);
+      await releaseSlot(slot, owner);
       await driver.close();
       rmSync(dataDir, { recursive: true, force: true });
     }

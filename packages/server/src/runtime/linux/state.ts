@@ -3,6 +3,7 @@
 import type { InstanceOwner, SandboxEnd } from '../driver.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 export interface SandboxRecord {
@@ -59,22 +60,49 @@ export function readRecord(sandboxDir: string): SandboxRecord | undefined {
 /** Written by rename so a crash never leaves half a file. */
 export function writeRecord(sandboxDir: string, rec: SandboxRecord): void {
   const tmp = `${stateFile(sandboxDir)}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(rec, null, 2)}\n`, { mode: 0o600 });
+  writeFileSync(tmp, recordText(rec), { mode: 0o600 });
   renameSync(tmp, stateFile(sandboxDir));
 }
+
+let tmpSeq = 0;
+
+/**
+ * The same through the thread pool, for a sandbox's start and assignment (decision 078): the data dir's disk may
+ * make a write or rename wait. Its own temporary name, so that it never renames another writer's half-written file.
+ */
+export async function writeRecordAsync(sandboxDir: string, rec: SandboxRecord): Promise<void> {
+  const tmp = `${stateFile(sandboxDir)}.${process.pid}.${tmpSeq++}.tmp`;
+  await writeFile(tmp, recordText(rec), { mode: 0o600 });
+  await rename(tmp, stateFile(sandboxDir));
+}
+
+const recordText = (rec: SandboxRecord) => `${JSON.stringify(rec, null, 2)}\n`;
 
 /** Field 22 of /proc/<pid>/stat; undefined when the process does not exist. */
 export function processStartTime(pid: number): number | undefined {
   if (!(pid > 0)) return undefined;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // comm (field 2) may hold spaces and parentheses: split after its last ')'.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (rest[0] === 'Z' || rest[0] === 'X') return undefined; // exited, waiting to be reaped
-    return Number(rest[19]);
+    return startTimeOf(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined;
   }
+}
+
+/** The same through the thread pool: for polls on a start's path (launch.ts waitForSocket), off the event loop. */
+export async function processStartTimeAsync(pid: number): Promise<number | undefined> {
+  if (!(pid > 0)) return undefined;
+  try {
+    return startTimeOf(await readFile(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+function startTimeOf(stat: string): number | undefined {
+  // comm (field 2) may hold spaces and parentheses: split after its last ')'.
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (rest[0] === 'Z' || rest[0] === 'X') return undefined; // exited, waiting to be reaped
+  return Number(rest[19]);
 }
 
 export function isProcessAlive(pid: number, startTime: number): boolean {

@@ -6,9 +6,9 @@
 // as the root and "lowerdir=.:/run/berth/empty" as its options (decision 041). Views are made for each sandbox
 // start, not shared: an overlay keeps what it has looked up, so one made before a rebuild replaced files by rename
 // would go on showing the old ones to sandboxes started after it.
-import { chmodSync, mkdirSync, rmSync } from 'node:fs';
+import { chmod, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { mountsUnder } from './disk.js';
+import { mountsUnderAsync } from './disk.js';
 import { run } from './exec.js';
 import { helped } from './drive-mount.js';
 import { EMPTY_DIR, VIEWS_DIR } from './host.js';
@@ -20,8 +20,8 @@ export const viewsDir = (name: string) => join(VIEWS_DIR, name);
 export async function mountViews(name: string, sources: string[]): Promise<string[]> {
   const dir = viewsDir(name);
   await unmountViews(name); // a previous holder of the slot may have died before its teardown
-  mkdirSync(dir, { recursive: true, mode: 0o711 });
-  chmodSync(dir, 0o711); // bwrap resolves the views as the sandbox's uid
+  await mkdir(dir, { recursive: true, mode: 0o711 });
+  await chmod(dir, 0o711); // bwrap resolves the views as the sandbox's uid
   await helped(['view', EMPTY_DIR, dir, ...sources]);
   return sources.map((_, i) => join(dir, String(i)));
 }
@@ -33,7 +33,7 @@ export async function mountViews(name: string, sources: string[]): Promise<strin
  */
 export async function mountRoot(name: string, rwDir: string, uid: number, plan: RootPlan): Promise<string> {
   const root = join(viewsDir(name), 'root');
-  mkdirSync(root, { mode: 0o711 });
+  await mkdir(root, { mode: 0o711 });
   const args = ['root', String(uid), rwDir];
   for (const o of plan.overlays)
     args.push(o.target ? join(root, o.target) : root, o.name, String(o.lowers.length), ...o.lowers);
@@ -47,7 +47,8 @@ export async function mountRoot(name: string, rwDir: string, uid: number, plan: 
  */
 export async function unmountViews(name: string): Promise<void> {
   const dir = viewsDir(name);
-  const mounted = mountsUnder(dir);
+  const mounted = await mountsUnderAsync(dir);
   if (mounted.length) await run('umount', ['-l', ...mounted]);
-  rmSync(dir, { recursive: true, force: true });
+  // The largest synchronous item of a teardown before decision 078 (rmdir of the views' mount points just left).
+  await rm(dir, { recursive: true, force: true });
 }
