@@ -58,9 +58,9 @@ export const LIVE_RECHECK_MS = 30_000;
 /**
  * The fields of a Sandbox whose changes its reconcile has nothing to do for (decision 079): `state` and `lastUsedAt`
  * (the gateway's run state and last use, written as the sandbox is used; the reconcile reads the run state from the
- * runtime and only writes these) and `events` (appended by `recordEvent` alone; read only for a TERMINATED or DELETING
- * one's retention, which a timed requeue re-reads, and for a log line). Everything else triggers: spec, metadata,
- * status, node, rootLayers, restoredFrom, readyAt, and any field added later.
+ * runtime) and `events` (appended alone by `recordEvent`). The reconcile reads `lastUsedAt` and `events` only for a
+ * DELETING or TERMINATED one's retention, which its timed requeue re-reads, and for a log line. Everything else
+ * triggers: spec, metadata, status, node, rootLayers, restoredFrom, readyAt, and any field added later.
  */
 export const SANDBOX_UNREAD = ['state', 'lastUsedAt', 'events'] as const;
 /** How often a sandbox waiting for its volume to be created looks again (a volume is made in ~50 ms). */
