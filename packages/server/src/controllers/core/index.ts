@@ -29,7 +29,7 @@ export interface ControllersDeps {
 
 /**
  * Every kind with status gets a reconciler: its runtime's, a configuration lifecycle, or "awaiting a runtime". With
- * `own`, a reconciler's runtime writes through a store that records its reconciles' own writes (change-filter.ts).
+ * `own`, each reconciler writes through a store that records its reconciles' own writes (change-filter.ts).
  */
 export function reconcilersFor(
   deps: ControllersDeps & ControllerDeps,
