@@ -4,7 +4,8 @@
 import type { Logger } from 'pino';
 import type { ControllerDeps } from './events.js';
 import { awaitingRuntime, type ConfigProfile, configLifecycle } from './lifecycle.js';
-import { ControllerManager } from './manager.js';
+import { OwnWrites } from './change-filter.js';
+import { ControllerManager, nameOf } from './manager.js';
 import type { QueueOptions } from './queue.js';
 import type { Reconciler } from './reconciler.js';
 import type { Resources } from '../../store/resources.js';
@@ -26,14 +27,24 @@ export interface ControllersDeps {
   only?: (kind: string) => boolean;
 }
 
-/** Every kind with status gets a reconciler: its runtime's, a configuration lifecycle, or "awaiting a runtime". */
-export function reconcilersFor(deps: ControllersDeps & ControllerDeps): Map<string, Reconciler> {
+/**
+ * Every kind with status gets a reconciler: its runtime's, a configuration lifecycle, or "awaiting a runtime". With
+ * `own`, each reconciler writes through a store that records its reconciles' own writes (change-filter.ts).
+ */
+export function reconcilersFor(
+  deps: ControllersDeps & ControllerDeps,
+  own?: OwnWrites,
+): Map<string, Reconciler> {
   const out = new Map<string, Reconciler>();
   for (const kd of deps.resources.kinds) {
     if (!kd.hasStatus || (deps.only && !deps.only(kd.kind))) continue;
     const make = deps.reconcilers?.[kd.kind];
     const profile = deps.profiles?.[kd.kind];
-    out.set(kd.kind, make ? make(deps) : profile ? configLifecycle(deps, profile) : awaitingRuntime(deps));
+    const resources = own
+      ? deps.resources.withStore(own.store(deps.resources.store, kd.kind, nameOf))
+      : deps.resources;
+    const d = { ...deps, resources };
+    out.set(kd.kind, make ? make(d) : profile ? configLifecycle(d, profile) : awaitingRuntime(d));
   }
   return out;
 }
@@ -43,7 +54,8 @@ export function startControllers(opts: ControllersDeps): {
   wake(key: ResourceKey): void;
 } {
   const deps = { ...opts, now: opts.now ?? (() => new Date()) };
-  const manager = new ControllerManager({ ...deps, reconcilers: reconcilersFor(deps) });
+  const own = new OwnWrites();
+  const manager = new ControllerManager({ ...deps, own, reconcilers: reconcilersFor(deps, own) });
   manager.start();
   return { stop: () => manager.stop(), wake: (key) => manager.wake(key) };
 }
