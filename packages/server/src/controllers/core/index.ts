@@ -4,8 +4,7 @@
 import type { Logger } from 'pino';
 import type { ControllerDeps } from './events.js';
 import { awaitingRuntime, type ConfigProfile, configLifecycle } from './lifecycle.js';
-import { OwnWrites } from './change-filter.js';
-import { ControllerManager, nameOf } from './manager.js';
+import { ControllerManager } from './manager.js';
 import type { QueueOptions } from './queue.js';
 import type { Reconciler } from './reconciler.js';
 import type { Resources } from '../../store/resources.js';
@@ -27,24 +26,14 @@ export interface ControllersDeps {
   only?: (kind: string) => boolean;
 }
 
-/**
- * Every kind with status gets a reconciler: its runtime's, a configuration lifecycle, or "awaiting a runtime". With
- * `own`, each reconciler writes through a store that records its reconciles' own writes (change-filter.ts).
- */
-export function reconcilersFor(
-  deps: ControllersDeps & ControllerDeps,
-  own?: OwnWrites,
-): Map<string, Reconciler> {
+/** Every kind with status gets a reconciler: its runtime's, a configuration lifecycle, or "awaiting a runtime". */
+export function reconcilersFor(deps: ControllersDeps & ControllerDeps): Map<string, Reconciler> {
   const out = new Map<string, Reconciler>();
   for (const kd of deps.resources.kinds) {
     if (!kd.hasStatus || (deps.only && !deps.only(kd.kind))) continue;
     const make = deps.reconcilers?.[kd.kind];
     const profile = deps.profiles?.[kd.kind];
-    const resources = own
-      ? deps.resources.withStore(own.store(deps.resources.store, kd.kind, nameOf))
-      : deps.resources;
-    const d = { ...deps, resources };
-    out.set(kd.kind, make ? make(d) : profile ? configLifecycle(d, profile) : awaitingRuntime(d));
+    out.set(kd.kind, make ? make(deps) : profile ? configLifecycle(deps, profile) : awaitingRuntime(deps));
   }
   return out;
 }
@@ -54,8 +43,7 @@ export function startControllers(opts: ControllersDeps): {
   wake(key: ResourceKey): void;
 } {
   const deps = { ...opts, now: opts.now ?? (() => new Date()) };
-  const own = new OwnWrites();
-  const manager = new ControllerManager({ ...deps, own, reconcilers: reconcilersFor(deps, own) });
+  const manager = new ControllerManager({ ...deps, reconcilers: reconcilersFor(deps) });
   manager.start();
   return { stop: () => manager.stop(), wake: (key) => manager.wake(key) };
 }

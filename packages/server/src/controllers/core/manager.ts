@@ -2,8 +2,7 @@
 // object of every reconciled kind in every workspace, so a restart re-runs each reconcile and nothing
 // depends on memory surviving a restart.
 import type { Logger } from 'pino';
-import type { Change, ResourceKey } from '../../store/store.js';
-import { type OwnWrites, triggerOf } from './change-filter.js';
+import type { ResourceKey } from '../../store/store.js';
 import { type ControllerDeps, recordFailure } from './events.js';
 import { type QueueOptions, WorkQueue } from './queue.js';
 import { DONE, type Reconciler, TerminalError, type Watch } from './reconciler.js';
@@ -20,8 +19,6 @@ export interface ManagerDeps extends ControllerDeps {
   logger: Logger;
   reconcilers: Map<string, Reconciler>;
   queue?: QueueOptions;
-  /** The writes each reconcile makes to its own object (the stores its reconcilers write through record them). */
-  own?: OwnWrites;
 }
 
 /** The dependants of one kind in one workspace to wake: every one, or those naming one of `names` per watch. */
@@ -43,8 +40,6 @@ export class ControllerManager {
   /** Wakes gathered in this turn of the event loop, by kind and workspace: each is one list, however many changes. */
   private wakes = new Map<string, PendingWake>();
   private stopped = false;
-  /** Of each object of a kind that declares `unread`: what its reconcile can act on, as its last change left it. */
-  private readonly seen = new Map<string, string>();
 
   constructor(private readonly deps: ManagerDeps) {
     this.queue = new WorkQueue((name, signal) => this.handle(name, signal), {
@@ -75,7 +70,7 @@ export class ControllerManager {
       }
     }
     this.unwatch = resources.store.watch((c) => {
-      if (reconcilers.has(c.object.kind)) this.changed(c);
+      if (reconcilers.has(c.object.kind)) this.queue.add(nameOf(c.object));
       for (const { kind, w } of watchers.get(c.object.kind) ?? [])
         this.wakeLater(kind, c.object.workspace, w, c.object.name);
     });
@@ -84,31 +79,6 @@ export class ControllerManager {
         for (const o of await resources.store.list({ workspace: EVERY_WORKSPACE, kind }))
           this.queue.add(nameOf(o));
     })().catch((err) => this.deps.logger.error({ err }, 'listing objects to reconcile at start failed'));
-  }
-
-  /**
-   * Queues the reconcile of a changed object, unless its kind declares `unread` and the change is one its reconcile
-   * has nothing to do for: only unread fields differ from the change before (a sandbox's `lastUsedAt`, written as it
-   * is used), or its reconcile is under way and wrote it (decided when that reconcile ends). A deletion always queues.
-   */
-  private changed(c: Change) {
-    const name = nameOf(c.object);
-    const unread = this.deps.reconcilers.get(c.object.kind)?.unread;
-    if (!unread) {
-      this.queue.add(name);
-      return;
-    }
-    if (c.type === 'DELETED') {
-      this.seen.delete(name);
-      this.queue.add(name);
-      return;
-    }
-    const trigger = triggerOf(c.object.body, unread);
-    const before = this.seen.get(name);
-    this.seen.set(name, trigger);
-    if (trigger === before) return;
-    if (this.deps.own?.hold(name, c.object.resourceVersion)) return;
-    this.queue.add(name);
   }
 
   /**
@@ -167,8 +137,6 @@ export class ControllerManager {
     const key = keyOfName(name);
     const r = this.deps.reconcilers.get(key.kind);
     if (!r) return DONE;
-    const own = r.unread ? this.deps.own : undefined;
-    own?.begin(name);
     try {
       return await r.reconcile(key, signal);
     } catch (err) {
@@ -176,9 +144,6 @@ export class ControllerManager {
       this.deps.logger.info({ object: key, reason: err.message }, 'reconcile failed for good');
       await recordFailure(this.deps, key, err.message);
       return DONE;
-    } finally {
-      // Still running in the queue: an add now runs it once more after this one.
-      if (own?.end(name)) this.queue.add(name);
     }
   }
 }

@@ -16,13 +16,6 @@ export interface Reconciler {
    * timer): every one for a bare kind, only those naming the changed object for a `Watch` with `names`.
    */
   watches?: (string | Watch)[];
-  /**
-   * Top-level body fields this kind's reconcile never acts on (decision 079), e.g. a sandbox's `lastUsedAt`. Declaring
-   * them also says the reconcile finishes in one pass what a change asks for: it never needs its own status write to
-   * run it again. A change that differs from the one before it only in these fields, or that its own reconcile wrote
-   * while it ran, then queues no reconcile. Unset: every change queues one.
-   */
-  unread?: readonly string[];
 }
 
 export interface Watch {

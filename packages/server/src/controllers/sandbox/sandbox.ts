@@ -55,14 +55,6 @@ export function terminatedRetentionMs(body: any): number {
 }
 /** How often a live sandbox is looked at again, so one whose processes all died is started again. */
 export const LIVE_RECHECK_MS = 30_000;
-/**
- * The fields of a Sandbox whose changes its reconcile has nothing to do for (decision 079): `state` and `lastUsedAt`
- * (the gateway's run state and last use, written as the sandbox is used; the reconcile reads the run state from the
- * runtime) and `events` (appended alone by `recordEvent`). The reconcile reads `lastUsedAt` and `events` only for a
- * DELETING or TERMINATED one's retention, which its timed requeue re-reads, and for a log line. Everything else
- * triggers: spec, metadata, status, node, rootLayers, restoredFrom, readyAt, and any field added later.
- */
-export const SANDBOX_UNREAD = ['state', 'lastUsedAt', 'events'] as const;
 /** How often a sandbox waiting for its volume to be created looks again (a volume is made in ~50 ms). */
 export const VOLUME_WAIT_MS = 200;
 
@@ -236,7 +228,6 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
   }
 
   return {
-    unread: SANDBOX_UNREAD,
     async reconcile(key, signal): Promise<ReconcileResult> {
       try {
         return await reconcileHeld(key, signal);
