@@ -15,6 +15,9 @@ const loopsOf = (img: string) =>
 
 describe('volume images', { skip: process.getuid?.() !== 0 && 'needs root' }, () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-volimg-'));
+  // A data dir without `sandboxes/` is a gone server's to the host sweep (host-sweep-files.ts dataDirGone), and a
+  // server another test file starts meanwhile would unmount these volumes under the test.
+  mkdirSync(join(dataDir, 'sandboxes'));
   after(async () => {
     // A path mounted twice is listed twice, and a lazy unmount may take both: a second "not mounted" is no leak.
     for (const mp of mountsUnder(dataDir)) {
