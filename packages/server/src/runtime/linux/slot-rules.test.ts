@@ -31,7 +31,9 @@ test(
     const owner = mkdtempSync(join(dataDir, 'slot-'));
     const slot = await claimSlot(owner);
     const { address } = slotNet(slot, slotName(slot));
-    const mine = new RegExp(`${address.replaceAll('.', '\\.')}[ ,}\\n]`);
+    // Bounded on both sides: 10.x.0.2 must not match 10.x.0.20, another sandbox's address (a run beside this one).
+    const escaped = address.replaceAll('.', '\\.');
+    const mine = new RegExp(`(^|[\\s{,])${escaped}[ ,}\\n]`);
     try {
       await run(
         'nft',
@@ -52,13 +54,12 @@ test(
       assert.doesNotMatch(await list('berth_egress', 'raw_allowed'), mine);
       assert.doesNotMatch(await listMap('snat_to'), mine);
       const allowed = await list('berth_private', 'allowed');
-      assert.match(allowed, new RegExp(`${address.replaceAll('.', '\\.')} \\. 10\\.9\\.0\\.0/16`));
+      assert.match(allowed, new RegExp(`(^|[\\s{,])${escaped} \\. 10\\.9\\.0\\.0/16`));
       assert.doesNotMatch(allowed, /172\.16\.0\.0\/12/, "the previous holder's range is closed");
       // Again on a clean address: nothing to delete, the same ranges (idempotent, as a pool start after a restart).
       await resetAddressRules(address, ['10.9.0.0/16']);
       assert.equal(
-        (await list('berth_private', 'allowed')).match(new RegExp(address.replaceAll('.', '\\.'), 'g'))
-          ?.length,
+        (await list('berth_private', 'allowed')).match(new RegExp(`(^|[\\s{,])${escaped} \\.`, 'g'))?.length,
         1,
       );
     } finally {
