@@ -38,6 +38,13 @@ export function transition(
 export const stillDeploying = (o: StoredObject) =>
   o.body.spec?.enabled !== false && o.body.status === 'DEPLOYING';
 
+/**
+ * As stillDeploying, and the spec is still the generation `o` had when the deploy began: a PUT that landed meanwhile
+ * (its own DEPLOYING) is for the reconcile it queued to deploy, which a DEPLOYED written for the old spec would hide.
+ */
+export const stillDeployingOf = (o: StoredObject) => (cur: StoredObject) =>
+  stillDeploying(cur) && cur.body.metadata?.generation === o.body.metadata?.generation;
+
 /** Records FAILED with `message` (a terminal error): a status change, or a new reason while already FAILED. */
 export async function recordFailure(deps: ControllerDeps, key: ResourceKey, message: string) {
   await deps.resources.recordEvent(key, message, 'FAILED');

@@ -285,6 +285,44 @@ test('a DELETE that lands while the sandbox is starting ends TERMINATED, never D
   }
 });
 
+test('a PUT of new envs that lands while the sandbox is starting is applied: the start of the old spec is not reported DEPLOYED', async () => {
+  const env = await setup();
+  try {
+    await env.create('late', { runtime: { envs: [{ name: 'A', value: '1' }] } });
+    let entered!: () => void;
+    const inEnsure = new Promise<void>((r) => {
+      entered = r;
+    });
+    let finish!: () => void;
+    env.driver.during = () => {
+      entered();
+      return new Promise<void>((r) => {
+        finish = r;
+      });
+    };
+    const first = env.reconcile('late');
+    await inEnsure;
+    const cur = await env.get('late');
+    await env.resources.replace(sandboxKind, CTX, 'late', {
+      metadata: cur.metadata,
+      spec: { ...cur.spec, runtime: { ...cur.spec.runtime, envs: [{ name: 'A', value: '2' }] } },
+    });
+    finish();
+    await first;
+    env.driver.during = undefined;
+    assert.equal((await env.get('late')).status, 'DEPLOYING', "the old spec's start reports nothing");
+    // The reconcile the PUT queued.
+    await env.reconcile('late');
+    const b = await env.get('late');
+    assert.equal(b.status, 'DEPLOYED');
+    assert.equal(env.driver.creations, 2, 'started again with the new envs');
+    assert.match(b.events.at(-1).message, /deployed: sandbox running/);
+    assert.doesNotMatch(b.events.at(-1).message, /kept as it was/);
+  } finally {
+    await env.close();
+  }
+});
+
 test('a sandbox whose start a killed server left unfinished is started again, never adopted DEPLOYED and unreachable', async () => {
   const env = await setup();
   try {

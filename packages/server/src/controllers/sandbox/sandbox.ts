@@ -23,7 +23,7 @@ import {
   type Store,
   type StoredObject,
 } from '../../store/store.js';
-import { type ControllerDeps, stillDeploying, transition } from '../core/events.js';
+import { type ControllerDeps, stillDeployingOf, transition } from '../core/events.js';
 import { deactivate, finishDeletion } from '../core/lifecycle-steps.js';
 import { DONE, type Reconciler, type ReconcileResult, TerminalError } from '../core/reconciler.js';
 import { runsHere } from '../../cluster/placement.js';
@@ -161,7 +161,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
         readyAt: o.body.readyAt ?? deps.now().toISOString(),
       },
       // A restore that landed during this start (another stack) is not this start's to report: its reconcile follows.
-      when: (cur) => stillDeploying(cur) && sameStack(cur, o),
+      when: (cur) => stillDeployingOf(o)(cur) && sameStack(cur, o),
     });
     if (!d) return DONE;
     log(d, 'sandbox deployed', { ms: deployMs(d) });
@@ -333,7 +333,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
         to: 'DEPLOYED',
         message: `deployed: sandbox running (kept as it was)${unenforcedNote(o.body.spec)}`,
         extras: { state: info.state === 'frozen' ? 'STANDBY' : 'RUNNING' },
-        when: stillDeploying,
+        when: stillDeployingOf(o),
       });
       if (d) log(d, 'sandbox deployed', { ms: deployMs(d), adopted: true });
     } else if (o.body.spec?.network) {
