@@ -1,11 +1,12 @@
 // Images across the nodes of a cluster (docs/decisions/081-images-across-nodes.md): two `berth serve` processes on one
 // PostgreSQL; node-a leads (the workspace's images are in its store), node-b alone also serves region `eu-img`, so a
 // sandbox asking for it runs there. An image imported through node-b (held by node-a) runs a sandbox created through
-// node-b on node-b, which copied it from node-a; a registry's image is pulled by node-b itself through its outbound
+// node-b on node-b, which copied it from node-a; a blob that rotted on node-a fails the sandbox naming the image, and an
+// update starts it once the blob is right; a registry's image is pulled by node-b itself through its outbound
 // rules; another tenant naming the first one's image id is refused, and the peer routes answer a caller without the
 // cluster's token 404.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
@@ -19,7 +20,7 @@ import {
 import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { newTenant } from '../../src/test-support/tenants.js';
 import { TEST_MEMORY_MB } from '../sandboxes/support.js';
-import { type Proc, useCluster } from './cluster-support.js';
+import { type Proc, sleep, useCluster } from './cluster-support.js';
 
 const REGION = 'eu-img';
 
@@ -81,6 +82,55 @@ describe('a sandbox on an image only the leader holds runs on another node', () 
     const byId = await create(b, 'img-by-id', id);
     assert.equal(byId.status, 200, await byId.clone().text());
     assert.equal(await output(a, 'img-by-id', 'cat /srv/hello'), 'held by the leader');
+  });
+
+  it('fails a sandbox naming its image when a copied blob has the wrong bytes, and starts it on an update once it is right', async () => {
+    const [a, b] = [cluster.node('node-a'), cluster.node('node-b')];
+    const files = await tarOf([
+      { name: 'srv/', type: 'directory' },
+      { name: 'srv/fixed', body: 'right bytes' },
+    ]);
+    const { tar, id } = await savedImage('local/broken:1', [await busyboxLayer(), files]);
+    const imp = await api(a, '/images/import', {
+      method: 'POST',
+      body: new Uint8Array(tar),
+      headers: { 'content-type': 'application/x-tar' },
+    });
+    assert.equal(imp.status, 200, await imp.clone().text());
+    // The leader's copy of the image's own layer rots on its disk (the busybox layer node-b already has).
+    const [held] = await imp.json();
+    const layer: string = held.layers.at(-1).digest;
+    const blob = join(a.dir, 'images/oci/blobs/sha256', layer.slice(7));
+    const good = readFileSync(blob);
+    writeFileSync(blob, Buffer.alloc(good.length, 7));
+    const spec = { region: REGION, runtime: { image: 'local/broken:1', memory: TEST_MEMORY_MB } };
+    const r = await api(b, '/sandboxes', {
+      method: 'POST',
+      json: { metadata: { name: 'img-broken' }, spec },
+    });
+    assert.equal(r.status, 200, await r.clone().text());
+    let sb = await r.json();
+    for (let i = 0; i < 100 && sb.status !== 'FAILED'; i++) {
+      await sleep(100);
+      sb = await (await api(b, '/sandboxes/img-broken')).json();
+    }
+    assert.equal(sb.status, 'FAILED', JSON.stringify(sb));
+    assert.match(
+      JSON.stringify(sb.events),
+      /the sandbox could not start: image local\/broken:1: blob sha256:[a-f0-9]+ arrived with digest sha256:/,
+    );
+    assert.ok(!rootOn(b, id), 'nothing installed');
+    writeFileSync(blob, good);
+    const put = await api(b, '/sandboxes/img-broken', {
+      method: 'PUT',
+      // FAILED stays until the spec changes (as for any failed start): the update is the retry.
+      json: {
+        metadata: { name: 'img-broken' },
+        spec: { ...spec, runtime: { ...spec.runtime, envs: [{ name: 'RETRY', value: '1' }] } },
+      },
+    });
+    assert.equal(put.status, 200, await put.clone().text());
+    assert.equal(await output(a, 'img-broken', 'cat /srv/fixed'), 'right bytes');
   });
 
   it("pulls a registry's image on the node it is placed on, through that node's outbound rules", async () => {
