@@ -70,6 +70,7 @@ export class PeerImages {
     app.get('/peer/images/:workspace/resolve', async (req: FastifyRequest) => {
       const { workspace } = req.params as { workspace: string };
       const image = heldImage(req, workspace, String((req.query as { name?: unknown }).name ?? ''));
+      if (!images.blobs.has(image.id)) throw notFound('image'); // its config collected under it: nothing to give
       const answer: PeerImage = {
         id: image.id,
         digest: image.digest,
