@@ -36,10 +36,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const http = await createHttp(config, core);
   const workloads = startWorkloads(config, { ...core, ...runtime });
   const parts = { ...core, ...runtime, ...http, ...workloads };
-  const { clusterHolder, codeCopies, metrics } = await registerRoutes(config, late, parts);
+  const { clusterHolder, codeCopies, peerImages, metrics } = await registerRoutes(config, late, parts);
   const gateway = await startDataPlane(config, late, clusterHolder, parts);
   await collectLeftovers(config, parts);
-  const controllers = await startAllControllers(config, opts, late, gateway, parts);
+  const controllers = await startAllControllers(config, opts, late, gateway, { ...parts, peerImages });
   const buildsAhead = await startBuildsAhead(config, metrics, { ...parts, ...controllers });
   const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
   return {

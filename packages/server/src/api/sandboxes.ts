@@ -40,6 +40,8 @@ const nameIn = (body: unknown): string | undefined => {
 export function sandboxCreateHook(deps: {
   resources: Resources;
   images?: ImageStore;
+  /** In a cluster, whether the workspace holds an image id where its images are (runtime/images/peer-images.ts). */
+  holdsImage?: (workspace: string, id: string) => Promise<boolean>;
   waitMs?: number;
 }): CreateHook {
   const { resources } = deps;
@@ -50,7 +52,7 @@ export function sandboxCreateHook(deps: {
     const name = nameIn(req.body);
     let result: { object: StoredObject; dropped: string[]; created: boolean };
     if (name && req.access) await refuseHeldVolumes(resources, req.access.workspace, name, req.body);
-    if (req.access) refuseUnheldImageId(deps.images, req.access.workspace, req.body);
+    if (req.access) await refuseUnheldImageId(deps, req.access.workspace, req.body);
     try {
       result = await create();
     } catch (e) {
@@ -108,10 +110,12 @@ async function makeWay(resources: Resources, kd: KindDescriptor, existing: Store
 export function sandboxReplaceHook(deps: {
   resources: Resources;
   images?: ImageStore;
+  /** In a cluster, whether the workspace holds an image id where its images are (runtime/images/peer-images.ts). */
+  holdsImage?: (workspace: string, id: string) => Promise<boolean>;
   waitMs?: number;
 }): CreateHook {
   return async (req, reply, replace) => {
-    if (req.access) refuseUnheldImageId(deps.images, req.access.workspace, req.body);
+    if (req.access) await refuseUnheldImageId(deps, req.access.workspace, req.body);
     const result = await replace();
     if (!SETTLING.has(result.object.body.status)) return result;
     const { object, settled } = await waitSettled(
@@ -149,9 +153,18 @@ async function refuseHeldVolumes(resources: Resources, workspace: string, name: 
  * resolution is what decides (the image may be let go of meanwhile); this spares a sandbox that is FAILED a moment
  * later.
  */
-function refuseUnheldImageId(images: ImageStore | undefined, workspace: string, body: unknown) {
+async function refuseUnheldImageId(
+  deps: { images?: ImageStore; holdsImage?: (workspace: string, id: string) => Promise<boolean> },
+  workspace: string,
+  body: unknown,
+) {
   const image = (body as { spec?: { runtime?: { image?: unknown } } } | undefined)?.spec?.runtime?.image;
-  if (typeof image !== 'string' || !isImageId(image) || images?.find(workspace, image)) return;
+  if (typeof image !== 'string' || !isImageId(image)) return;
+  // A holder that cannot be asked now lets the create through: the controller's resolution says why it cannot start.
+  const held = deps.holdsImage
+    ? await deps.holdsImage(workspace, image).catch(() => true)
+    : deps.images?.find(workspace, image);
+  if (held) return;
   throw invalid([
     { pointer: '/spec/runtime/image', message: `image ${image} is not among this workspace's images` },
   ]);

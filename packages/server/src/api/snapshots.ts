@@ -111,10 +111,18 @@ export function register(v0: FastifyInstance, deps: SnapshotRouteDeps) {
         'INVALID_STATE',
         `snapshot ${rec.id} is of a sandbox on the default image (the host's userland), which is not in the image store: fork it instead, or snapshot a sandbox started on an image`,
       );
-    const dirs = snapshots.layers
-      .paths(a.workspace, [...rec.layers].reverse())
-      .map((d) => join(d, 'root'))
-      .filter((d) => existsSync(d));
+    let paths: string[];
+    try {
+      paths = snapshots.layers.paths(a.workspace, [...rec.layers].reverse());
+    } catch {
+      // In a cluster, images are made on the leader, and a snapshot's layers are on the node that ran its sandbox
+      // (docs/decisions/081-images-across-nodes.md): an image made without them would silently lack its files.
+      throw new ApiError(
+        'INVALID_STATE',
+        `snapshot ${rec.id}'s layers are not on the server that makes the workspace's images (in a cluster, the one leading the controllers; the snapshot is on the node that ran its sandbox)`,
+      );
+    }
+    const dirs = paths.map((d) => join(d, 'root')).filter((d) => existsSync(d));
     const held = await imageFromLayers(
       deps.images,
       a.workspace,

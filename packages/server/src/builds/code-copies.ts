@@ -6,7 +6,6 @@
 // Copies travel between servers on `GET /peer/code/<workspace>/<digest>`, answered only to a caller showing the
 // cluster's peer token (derived from the master key every server shares: no tenant holds it), and checked against
 // their digest on arrival. Each copy is kept in its workspace's own folder (code-store.ts), as an upload is.
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { Readable } from 'node:stream';
@@ -14,6 +13,7 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { K } from '../auth/records.js';
+import { PEER_TOKEN_HEADER, showsPeerToken } from '../crypto/peer-token.js';
 import { notFound } from '../errors.js';
 import { WORKLOAD_READ_ONLY } from '../kinds/agent.js';
 import { NAME_PATTERN } from '../kinds/common.js';
@@ -26,7 +26,7 @@ export const CODE_KINDS = KINDS.filter((k) => k.readOnly === WORKLOAD_READ_ONLY)
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 const WORKSPACE = new RegExp(NAME_PATTERN);
-export const PEER_TOKEN_HEADER = 'x-berth-peer-token';
+export { PEER_TOKEN_HEADER, peerToken } from '../crypto/peer-token.js';
 /** How often sources no peer could give yet are asked for again, and how many times before giving up. */
 const RETRY_MS = 2_000;
 const MAX_TRIES = 30;
@@ -40,11 +40,6 @@ export function sourceDigests(body: StoredObject['body']): string[] {
       ),
     ),
   ];
-}
-
-/** The token servers of one cluster show each other: only holders of the master key can make it. */
-export function peerToken(masterKey: Buffer): string {
-  return createHmac('sha256', masterKey).update('berth peer: code copies').digest('base64url');
 }
 
 export interface CodeCopiesDeps {
@@ -68,14 +63,11 @@ export class CodeCopies {
 
   /** The peer route: a source of a workspace, to a server of the cluster. */
   register(app: FastifyInstance) {
-    const token = Buffer.from(this.deps.token);
     app.get('/peer/code/:workspace/:digest', async (req: FastifyRequest, reply: FastifyReply) => {
-      const shown = Buffer.from(String(req.headers[PEER_TOKEN_HEADER] ?? ''));
       // One answer for a wrong token and an unknown source: the route tells a stranger nothing.
       const { workspace, digest } = req.params as { workspace: string; digest: string };
       if (
-        shown.length !== token.length ||
-        !timingSafeEqual(shown, token) ||
+        !showsPeerToken(req.headers, this.deps.token) ||
         !WORKSPACE.test(workspace) ||
         !DIGEST.test(digest) ||
         !this.deps.code.has(workspace, digest)

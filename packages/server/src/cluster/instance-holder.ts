@@ -7,13 +7,13 @@ import type { Leadership } from './leadership.js';
 import type { NodeView, Nodes } from './nodes.js';
 import {
   choose,
-  DEFAULT_WARM_KEY,
   NoNodeError,
   type PlacedBody,
   placedOnLeader,
   type RegionPool,
   regionPools,
   type SandboxPlacements,
+  warmKeyOf,
 } from './placement.js';
 
 const HERE: HolderDecision = { here: true };
@@ -139,7 +139,7 @@ export async function instanceHolder(o: {
     place(body) {
       const region = regionOf(body);
       // Snapshot layers are on the disk of the server that captured them, which is the one creating the sandbox
-      // (snapshot routes are served by the node holding the snapshotted sandbox); volumes and images on the leader's.
+      // (snapshot routes are served by the node holding the snapshotted sandbox); volumes on the leader's.
       if (body.rootLayers?.length)
         return inRegion(self, region, 'its snapshot is on a node of another region');
       if (placedOnLeader(body)) {
@@ -147,14 +147,15 @@ export async function instanceHolder(o: {
         return inRegion(
           id,
           region,
-          'a sandbox with volumes or on an image other than the default one runs on the node leading the controllers, which is of another region',
+          'a sandbox with volumes runs on the node leading the controllers, which is of another region',
         );
       }
       const memory = Number(body.spec?.runtime?.memory) || 0;
+      const warm = warmKeyOf(body);
       // A sandbox made before regions were placed (none in its spec) may go to any node.
-      if (region === undefined) return choose(anywhere, DEFAULT_WARM_KEY, memory, o.placements.load) ?? self;
+      if (region === undefined) return choose(anywhere, warm, memory, o.placements.load) ?? self;
       const pool = pools.get(region);
-      const id = pool && choose(pool, DEFAULT_WARM_KEY, memory, o.placements.load);
+      const id = pool && choose(pool, warm, memory, o.placements.load);
       if (id) return id;
       // Before the first read of the list, this server places on itself when it serves the region.
       if (!read && selfRegions.includes(region)) return self;

@@ -181,7 +181,8 @@ test('a sandbox is placed on a node of its region only, and refused naming the r
     );
     assert.match(refusal(sandbox('sa-sp-1')).message, /region "sa-sp-1"/);
     assert.match(refusal(sandbox('mars-1')).message, /region "mars-1" .*no node of the cluster serves it/);
-    // What runs on the leader (volumes, an image other than the default) is refused in another region, not moved.
+    // What runs on the leader (volumes) is refused in another region, not moved; a sandbox on an image is drawn in its
+    // region like any other (decision 081).
     assert.match(
       refusal(sandbox('us-pdx-1', { volumes: [{ name: 'v', mountPath: '/data' }] })).message,
       /region "us-pdx-1".*node leading the controllers/,
@@ -190,6 +191,7 @@ test('a sandbox is placed on a node of its region only, and refused naming the r
       h.holder.place(sandbox('eu-lon-1', { volumes: [{ name: 'v', mountPath: '/d' }] })),
       'node-eu-1',
     );
+    assert.match(h.holder.place(sandbox('us-pdx-1', { runtime: { image: 'local/app:1' } })), /^node-us-/);
     // A refusal tells the caller its region only: no node's id, address, load or what else runs there.
     for (const r of ['ap-sg-1', 'sa-sp-1', 'mars-1'])
       assert.doesNotMatch(refusal(sandbox(r)).message, /node-|\.test|\d+ sandbox|memory/);

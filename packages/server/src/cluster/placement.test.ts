@@ -5,7 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SqliteStore } from '../store/sqlite.js';
-import { bestOf, type Load, placedOnLeader, SandboxPlacements } from './placement.js';
+import {
+  bestOf,
+  DEFAULT_WARM_KEY,
+  type Load,
+  placedOnLeader,
+  SandboxPlacements,
+  warmKeyOf,
+} from './placement.js';
 
 const nodes = [
   { id: 'a', cores: 2, memoryMb: 4096 },
@@ -85,12 +92,14 @@ test('the index follows each sandbox to its node, counts its load, and forgets i
   }
 });
 
-test("a sandbox needing the leader's disk is not drawn: volumes, or any image but the default one", () => {
+test("a sandbox needing the leader's disk is not drawn: volumes; an image is drawn like the default one", () => {
   assert.equal(placedOnLeader({ spec: { runtime: { image: 'blaxel/base-image:latest' } } }), false);
   assert.equal(placedOnLeader({ spec: {} }), false, 'no image: the default one');
   assert.equal(placedOnLeader({ spec: { runtime: { image: 'docker.io/blaxel/base-image:latest' } } }), false);
   assert.equal(placedOnLeader({ spec: { volumes: [{ name: 'v', mountPath: '/data' }] } }), true);
-  // A name the workspace imported or built resolves only in the leader's image store.
-  assert.equal(placedOnLeader({ spec: { runtime: { image: 'local/app:1' } } }), true);
-  assert.equal(placedOnLeader({ spec: { runtime: { image: 'python:3.12-slim' } } }), true);
+  // Its node gets the image from the leader before it starts (decision 081).
+  assert.equal(placedOnLeader({ spec: { runtime: { image: 'local/app:1' } } }), false);
+  assert.equal(placedOnLeader({ spec: { runtime: { image: 'python:3.12-slim' } } }), false);
+  assert.equal(warmKeyOf({ spec: {} }), DEFAULT_WARM_KEY);
+  assert.equal(warmKeyOf({ spec: { runtime: { image: 'local/app:1' } } }), '', 'no pool is keyed by a name');
 });

@@ -157,13 +157,20 @@ export interface PlacedBody {
 
 /**
  * Whether a new sandbox must run on the controllers' leader rather than be drawn, because what it needs is on that
- * machine's disk: volumes (the volume controller makes them there), and any image but the default one. An image's
- * name resolves in the workspace's names of the node's own image store first, and names a workspace imported, built or
- * pushed, and snapshots made into images, are only in the leader's: drawn onto another node, such a sandbox would fail.
+ * machine's disk: volumes (the volume controller makes them there). A sandbox on an image is drawn like any other:
+ * its node gets the image from the leader before it starts (docs/decisions/081-images-across-nodes.md).
  */
 export function placedOnLeader(body: PlacedBody): boolean {
+  return !!body.spec?.volumes?.length;
+}
+
+/**
+ * The warm pool key placement prefers for a sandbox: the default image's. Another image's pools are keyed by its id,
+ * which a name is resolved to only on the node that starts it: no preference (an empty key matches no pool).
+ */
+export function warmKeyOf(body: PlacedBody): string {
   const image = body.spec?.runtime?.image;
-  return !!body.spec?.volumes?.length || !isDefaultImage(typeof image === 'string' ? image : undefined);
+  return isDefaultImage(typeof image === 'string' ? image : undefined) ? DEFAULT_WARM_KEY : '';
 }
 
 /**

@@ -1,5 +1,6 @@
 // The controllers: the cluster-wide ones under leadership (one server leads them at a time) and each node's own
 // sandbox controllers, fault watch and schedules.
+import type { PeerImages } from '../runtime/images/peer-images.js';
 import type pino from 'pino';
 import type { Config } from '../config.js';
 import { CONFIG_PROFILES, CONFIG_RECONCILERS } from '../controllers/config/index.js';
@@ -41,8 +42,9 @@ export async function startAllControllers(
   opts: StartOptions,
   late: Late,
   gateway: Gateway,
-  parts: Core & Runtime & Http & Workloads,
+  parts: Core & Runtime & Http & Workloads & { peerImages?: PeerImages },
 ) {
+  const { peerImages } = parts;
   const { logger, held, holding, quotas, placements, selfId, clusterSelf, tokens } = parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity } = parts;
@@ -172,6 +174,7 @@ export async function startAllControllers(
           instances,
           logger,
           images,
+          imageSource: peerImages,
           layers: snapshotLayers,
           collectLayers: (ws) => snapshots.collect(ws),
           self: clusterSelf,

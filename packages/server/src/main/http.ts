@@ -32,6 +32,7 @@ import { registerTemplates } from '../templates/routes.js';
 import { modelGateway } from '../models/http-route.js';
 import { UPLOAD_URL_HEADER } from '../api/code-upload.js';
 import { CodeCopies, peerToken } from '../builds/code-copies.js';
+import { PeerImages } from '../runtime/images/peer-images.js';
 import { registerRevisionRoutes } from '../api/revisions.js';
 import { registerCustomDomains } from '../api/custom-domains.js';
 import { txtLookup } from '../outbound/dns-txt.js';
@@ -110,6 +111,13 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         changed: () => late.holder?.changed() ?? new Promise((r) => setTimeout(r, 500)),
       }
     : undefined;
+  // In a cluster, a sandbox placed on a node lacking its workspace's image gets it from the leader, whose image store
+  // holds the workspace's images and names (runtime/images/peer-images.ts, decision 081).
+  const peerImages = clusterHolder
+    ? new PeerImages({ images, token: peerToken(masterKey), holder: clusterHolder.decide })
+    : undefined;
+  peerImages?.register(app);
+  const holdsImage = peerImages && ((ws: string, id: string) => peerImages.holds(ws, id));
   const sentToHolder = forwardHeldRoutes(clusterHolder, undefined, heldSandboxOf);
   await app.register(async (held) => {
     held.addHook('onRequest', sentToHolder);
@@ -136,11 +144,11 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         resources,
         watch: { authenticator: auth.authenticator, limit: watches },
         createHooks: {
-          Sandbox: sandboxCreateHook({ resources, images }),
+          Sandbox: sandboxCreateHook({ resources, images, holdsImage }),
           Volume: volumeCreateHook({ resources, capacity }),
           Drive: volumeCreateHook({ resources, capacity }, 'Drive'),
         },
-        replaceHooks: { Sandbox: sandboxReplaceHook({ resources, images }) },
+        replaceHooks: { Sandbox: sandboxReplaceHook({ resources, images, holdsImage }) },
         deleteHooks: {
           Sandbox: deleteWhenDone(resources, (o) => terminatedRetentionMs(o.body) > 0),
           Volume: deleteWhenDone(resources),
@@ -224,5 +232,5 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     upstreamTimeoutMs: config.modelTimeoutMs,
     outputEstimate: config.modelOutputEstimate,
   });
-  return { clusterHolder, codeCopies, metrics };
+  return { clusterHolder, codeCopies, peerImages, metrics };
 }

@@ -67,12 +67,17 @@ export async function sandboxRuntimeSpec(
  * ImageError when the image cannot be had.
  */
 export async function withImage(
-  images: ImageStore,
+  images: ImageSource,
   workspace: string,
   spec: SandboxSpec,
 ): Promise<SandboxSpec> {
   if (isDefaultImage(spec.image)) return spec;
   return { ...spec, image: (await images.resolve(workspace, spec.image)).id };
+}
+
+/** Where withImage has an image from: this server's store, or in a cluster the leader's through it (peer-images.ts). */
+export interface ImageSource {
+  resolve(workspace: string, nameOrId: string): Promise<{ id: string }>;
 }
 
 /** withImage without pulling or recording anything: undefined when the image is not had yet (or never can be). */

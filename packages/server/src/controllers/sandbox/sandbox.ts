@@ -32,6 +32,7 @@ import {
   sandboxRuntimeSpec,
   unappliedRuntimeFields,
   unenforcedNote,
+  type ImageSource,
   withImage,
   withImageNow,
 } from './sandbox-spec.js';
@@ -63,6 +64,11 @@ export interface SandboxControllerDeps extends ControllerDeps {
   instances: Instances;
   /** Where `spec.runtime.image` is resolved, in the sandbox's workspace, before the runtime gets its id. */
   images: ImageStore;
+  /**
+   * In a cluster, where a sandbox's image is had before it starts: the workspace's images are the leader's, copied
+   * here when this node lacks them (runtime/images/peer-images.ts). Default: `images` alone.
+   */
+  imageSource?: ImageSource;
   /** Where the snapshot layers a restored, forked or archived sandbox stands on are (decision 053). */
   layers?: SnapshotLayers;
   /** Frees the workspace's snapshot layers nothing stands on any more (once a sandbox is TERMINATED). */
@@ -124,7 +130,7 @@ export function sandboxReconciler(deps: SandboxControllerDeps): Reconciler {
     try {
       // Before anything is claimed: a pull can take long, and an image that cannot be had fails here.
       spec = await withImage(
-        images,
+        deps.imageSource ?? images,
         o.workspace,
         onLayers(o, await sandboxRuntimeSpec(resources, o.workspace, o.body.spec)),
       );

@@ -2,7 +2,15 @@
 // the size are checked on the stream, renamed into place only when both match. A kill -9 mid-download leaves a
 // `.partial-*` file that is never read and is swept at the next open; concurrent requests share one download.
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -90,6 +98,11 @@ export class BlobStore {
         `${what}: download of ${digest} broke off (${(e as Error).message})`,
       );
     }
+  }
+
+  /** A stored blob's bytes (a peer copying an image reads them so: peer-images.ts). */
+  stream(digest: string): Readable {
+    return createReadStream(this.path(digest));
   }
 
   remove(digest: string): void {

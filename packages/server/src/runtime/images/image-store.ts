@@ -224,16 +224,17 @@ export class ImageStore implements ImageRoots {
   /**
    * The image a sandbox of `workspace` runs for `nameOrId`: the workspace's own; else, for a registry's name, what a
    * pull from that registry got, pulled now if nothing was. Either way the workspace then holds the name (its
-   * sandbox asked for it, and it counts toward its quota). An id must be one the workspace holds.
+   * sandbox asked for it, and it counts toward its quota). An id must be one the workspace holds. `ownNames: false`
+   * skips the workspace's own names (a node of a cluster whose names are the leader's: peer-images.ts).
    */
-  async resolve(workspace: string, nameOrId: string): Promise<HeldImage> {
-    const image = await this.resolveName(workspace, nameOrId);
+  async resolve(workspace: string, nameOrId: string, opts: { ownNames?: boolean } = {}): Promise<HeldImage> {
+    const image = await this.resolveName(workspace, nameOrId, opts.ownNames !== false);
     this.markDeployed(workspace, image.id);
     return image;
   }
 
-  private async resolveName(workspace: string, nameOrId: string): Promise<HeldImage> {
-    const own = this.find(workspace, nameOrId);
+  private async resolveName(workspace: string, nameOrId: string, ownNames: boolean): Promise<HeldImage> {
+    const own = ownNames ? this.find(workspace, nameOrId) : undefined;
     if (own) return own;
     if (isImageId(nameOrId))
       throw new ImageError('NOT_FOUND', `image ${nameOrId} is not among this workspace's images`);
