@@ -24,6 +24,23 @@ const Node = Type.Object(
     healthy: Type.Boolean({ description: 'it heartbeated within its lease and did not stop' }),
     stopped: Type.Boolean({ description: 'it stopped cleanly' }),
     drained: Type.Boolean({ description: 'an operator drained it: it leads no role until undrained' }),
+    holds: Type.Object(
+      {
+        sandboxes: Type.Integer({ description: 'sandboxes placed on it (not TERMINATED)' }),
+        instances: Type.Integer({
+          description:
+            'runtime instances it runs (sandboxes, agent and function replicas, job tasks, builds) as of its last heartbeat; 0 once its lease lapsed',
+        }),
+        leads: Type.Array(Type.String(), {
+          description: 'roles it leads, or handed over when drained and not yet taken over by another server',
+        }),
+      },
+      { description: 'what it still holds: a drain is done when none is left (`empty`)' },
+    ),
+    empty: Type.Boolean({
+      description:
+        'it holds nothing: no sandbox placed on it, no instance running, no role led (`berth node drain --wait` waits for it)',
+    }),
     self: Type.Boolean({ description: 'the server that answered' }),
   },
   { $id: 'ClusterNode' },

@@ -51,6 +51,27 @@ export interface NodeView extends NodeSelf {
   stopped: boolean;
   /** An operator drained it (`berth node drain`): it leads no role until undrained. */
   drained: boolean;
+  /** Roles it gave up when drained that no server has taken over yet (formerLeaders clears them). */
+  handedOver?: string[];
+}
+
+/** What a node still holds, as a drain waits for it to hold nothing (`berth node drain --wait`). */
+export interface Holdings {
+  /** Sandboxes placed on it (not TERMINATED), from the placement index of the server that answers. */
+  sandboxes: number;
+  /**
+   * Runtime instances it runs (sandboxes, replicas, job tasks, builds), as of its last heartbeat; 0 once its lease
+   * lapsed: what a dead or stopped node left is no longer served, and is removed when it starts again.
+   */
+  instances: number;
+  /** Roles it leads, or handed over and not yet taken over by another server. */
+  leads: string[];
+}
+
+export function holdingsOf(n: NodeView, sandboxes: number): Holdings & { empty: boolean } {
+  const leads = [...new Set([...n.leads, ...(n.handedOver ?? [])])];
+  const instances = n.leased ? n.instances : 0;
+  return { sandboxes, instances, leads, empty: sandboxes === 0 && instances === 0 && leads.length === 0 };
 }
 
 export interface Nodes extends HolderLease {
@@ -209,6 +230,7 @@ export function localNodes(o: NodesOptions): Nodes {
           leased: true,
           stopped: false,
           drained: false,
+          handedOver: [],
         },
       ];
     },
@@ -240,10 +262,11 @@ interface NodeRow {
   leased: boolean;
   stopped: boolean;
   drained: boolean;
+  handed_over: string;
 }
 
 const SELECT_NODES = `SELECT id, address, region, regions, warm, cores, memory_mb::float8 AS memory_mb, instances, leads,
-    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained,
+    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over,
     (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy,
     (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
@@ -308,6 +331,7 @@ const viewOf = (r: NodeRow): NodeView => ({
   leased: r.leased,
   stopped: r.stopped,
   drained: r.drained,
+  handedOver: r.handed_over ? r.handed_over.split(',') : [],
 });
 
 /** Registers this server in the database's `nodes` table and heartbeats until closed. */
