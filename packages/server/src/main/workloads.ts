@@ -54,6 +54,7 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
     logsDir: join(config.dataDir, 'jobs', 'logs'),
     maxTasks: config.jobMaxTasks,
     quota: quotas,
+    node: parts.clusterSelf,
   });
   return { code, builder, builds, replicas, uploads, callbacks, executions, jobCallbacks, jobs };
 }

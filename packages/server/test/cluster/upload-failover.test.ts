@@ -1,7 +1,7 @@
 // An upload URL across a failover (decision 082): issued by one server, taken by whichever leads when the zip comes,
 // once; refused (404, saying why) when altered in any part, expired, signed with another key, used already, or
 // turned by another tenant towards its own object. Two `berth serve` processes on one PostgreSQL; the leader is
-// killed between the URL and the upload.
+// killed between the URL and the upload, with an agent's replica running on it: the agent is told, naming it.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -67,8 +67,24 @@ describe('an upload URL issued before a failover', () => {
     tenant = await newTenant(cluster.server(b), 'tenant-upfail');
   });
 
+  const deployed = async (p: Proc, name: string) => {
+    let o: any;
+    for (let i = 0; i < 600; i++) {
+      o = await (await api(p, `/agents/${name}`)).json();
+      if (o.status === 'DEPLOYED' || o.status === 'FAILED') break;
+      await sleep(100);
+    }
+    assert.equal(o.status, 'DEPLOYED', JSON.stringify(o.events));
+    return o;
+  };
+
   it('a URL issued by the leader is taken by the new leader after the old one was killed; the deploy goes on', async () => {
     assert.deepEqual((await cluster.nodes(b)).find((n) => n.id === 'node-a')?.leads, ['controllers']);
+    // The agent runs a replica on the leader, which its heartbeats report (every half second here).
+    const first = await putZip(through(a, await askUrl(a, 'up')), await templateZip('first'));
+    assert.equal(first.status, 200, await first.text());
+    assert.ok((await deployed(a, 'up')).replicas >= 1);
+    await sleep(1200);
     url = await askUrl(a, 'up');
     theirs = await askUrl(b, 'up', tenant.key);
     await cluster.kill('node-a');
@@ -77,14 +93,13 @@ describe('an upload URL issued before a failover', () => {
     const up = await putZip(through(b, url), await templateZip());
     const stored = await up.json();
     assert.equal(up.status, 200, JSON.stringify(stored));
-    let o: any;
-    for (let i = 0; i < 600; i++) {
-      o = await (await api(b, '/agents/up')).json();
-      if (o.status === 'DEPLOYED' || o.status === 'FAILED') break;
-      await sleep(100);
-    }
+    const o = await deployed(b, 'up');
     assert.equal(o.source?.digest, stored.digest);
-    assert.equal(o.status, 'DEPLOYED', JSON.stringify(o.events));
+    // Its replica died with node-a: the new leader said so on the agent, naming the node.
+    assert.match(
+      o.events.find((e: any) => e.message.startsWith('lost:'))?.message ?? JSON.stringify(o.events),
+      /^lost: node node-a, which ran this agent's replicas, stopped; their processes and memory are gone\. Node node-b starts them again/,
+    );
   });
 
   it('refuses the URL used again, altered in any part, expired, or signed with another key', async () => {
