@@ -3131,6 +3131,7 @@ export interface components {
                 digest: string;
                 size: number;
                 uploadedAt: string;
+                uploadedWith?: number;
             };
             activeRevision?: string;
             canaryRevision?: string;
@@ -3303,6 +3304,7 @@ export interface components {
                 digest: string;
                 size: number;
                 uploadedAt: string;
+                uploadedWith?: number;
             };
             activeRevision?: string;
             canaryRevision?: string;
@@ -3487,6 +3489,7 @@ export interface components {
                 digest: string;
                 size: number;
                 uploadedAt: string;
+                uploadedWith?: number;
             };
             activeRevision?: string;
             canaryRevision?: string;
@@ -4583,6 +4586,17 @@ export interface components {
             stopped: boolean;
             /** @description an operator drained it: it leads no role until undrained */
             drained: boolean;
+            /** @description what it still holds: a drain is done when none is left (`empty`) */
+            holds: {
+                /** @description sandboxes placed on it (not TERMINATED) */
+                sandboxes: number;
+                /** @description runtime instances it runs (sandboxes, agent and function replicas, job tasks, builds) as of its last heartbeat; 0 once its lease lapsed */
+                instances: number;
+                /** @description roles it leads, or handed over when drained and not yet taken over by another server */
+                leads: string[];
+            };
+            /** @description it holds nothing: no sandbox placed on it, no instance running, no role led (`berth node drain --wait` waits for it) */
+            empty: boolean;
             /** @description the server that answered */
             self: boolean;
         };
