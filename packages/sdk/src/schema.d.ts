@@ -3131,8 +3131,8 @@ export interface components {
                 digest: string;
                 size: number;
                 uploadedAt: string;
-                uploadedWith?: number;
             };
+            uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
             replicas?: number;
@@ -3304,8 +3304,8 @@ export interface components {
                 digest: string;
                 size: number;
                 uploadedAt: string;
-                uploadedWith?: number;
             };
+            uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
             replicas?: number;
@@ -3489,8 +3489,8 @@ export interface components {
                 digest: string;
                 size: number;
                 uploadedAt: string;
-                uploadedWith?: number;
             };
+            uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
             replicas?: number;

@@ -4,8 +4,9 @@
 // The URL's token is signed, not remembered (decision 082): an HMAC, under a key derived from the master key every
 // server of a cluster shares, of the object it was issued for (workspace, kind, name, creation), the object's store
 // version at the write that asked for it, and its expiry. Any server accepts it, so a URL issued before a failover
-// works after it. Single use is kept in the object: an upload records the token's version on its source
-// (`source.uploadedWith`), and a token is taken only while that is lower than its own, in the upload's own write.
+// works after it. Single use is kept in the object: a token is taken, before its body is read, by a write that
+// records its version on the object (`uploadTaken`) only while the one recorded is lower; taken, it is used, whatever
+// the upload then gives (a refused archive too), and so is every URL issued before it.
 // A refused archive (zip-slip, absolute path, symbolic link, too large) is a 400/413 and nothing is built from it.
 // The source digest is written beside status; the workload controller builds and deploys it
 // (controllers/workload/deploy.ts).
@@ -130,9 +131,21 @@ export class CodeUploads {
       throw new ApiError('NOT_FOUND', `${key.kind.toLowerCase()} ${JSON.stringify(key.name)} not found`);
     if (up.createdAt !== undefined && String(cur.body.metadata?.createdAt ?? '') !== up.createdAt)
       throw refused(`was issued for an earlier ${key.kind.toLowerCase()} of that name`);
-    // Single use: an upload through a URL issued at this version or later was taken already.
-    const unused = (o: StoredObject) => version === undefined || (o.body.source?.uploadedWith ?? 0) < version;
-    if (!unused(cur)) throw refused('was used already');
+    if (version !== undefined) {
+      // Single use: taken in one write (two requests with one URL: one wins), before anything of the upload is read.
+      let used = false;
+      const taken = await resources.updateStatus(key, {
+        extras: { uploadTaken: version },
+        when: (o) => {
+          used = (o.body.uploadTaken ?? 0) >= version;
+          return !isGone(o) && !used;
+        },
+      });
+      if (!taken)
+        throw used
+          ? refused('was used already')
+          : new ApiError('NOT_FOUND', `${key.kind.toLowerCase()} ${JSON.stringify(key.name)} not found`);
+    }
     let stored: Awaited<ReturnType<CodeStore['put']>>;
     try {
       stored = await code.put(key.workspace, body);
@@ -149,26 +162,20 @@ export class CodeUploads {
       throw err;
     }
     const same = cur.body.source?.digest === stored.digest;
-    const source = same
-      ? cur.body.source
-      : { digest: stored.digest, size: stored.size, uploadedAt: new Date(this.now()).toISOString() };
-    let used = false;
-    const d = await resources.updateStatus(key, {
+    await resources.updateStatus(key, {
       to: same && cur.body.status !== 'FAILED' ? undefined : 'BUILDING',
       message: `source uploaded: ${stored.digest} (${stored.size} bytes)`,
-      extras:
-        version !== undefined
-          ? { source: { ...source, uploadedWith: version } }
-          : same
-            ? undefined
-            : { source },
-      when: (o) => {
-        used = !unused(o);
-        return !isGone(o) && !used;
-      },
+      extras: same
+        ? undefined
+        : {
+            source: {
+              digest: stored.digest,
+              size: stored.size,
+              uploadedAt: new Date(this.now()).toISOString(),
+            },
+          },
+      when: (o) => !isGone(o),
     });
-    // Two uploads through one URL at once: the first write wins, the other stored its bytes only.
-    if (!d && used) throw refused('was used already');
     return { digest: stored.digest, size: stored.size, alreadyPresent: same };
   }
 

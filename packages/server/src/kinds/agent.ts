@@ -37,13 +37,9 @@ export const DEFAULT_GENERATION = 'mk3';
 /** Fields beside status that the upload route and the controller write (kept across a client's PUT). */
 export const WORKLOAD_READ_ONLY = {
   /** The last uploaded source, by digest. */
-  source: Type.Object({
-    digest: Type.String(),
-    size: Type.Integer(),
-    uploadedAt: Type.String(),
-    /** The version the upload URL it came through was issued at: URLs issued at or before it are used (082). */
-    uploadedWith: Type.Optional(Type.Integer()),
-  }),
+  source: Type.Object({ digest: Type.String(), size: Type.Integer(), uploadedAt: Type.String() }),
+  /** The version of the last upload URL taken (decision 082): every URL issued at or before it is used. */
+  uploadTaken: Type.Integer(),
   /** The revision taking the traffic (less the canary's share). */
   activeRevision: Type.String(),
   canaryRevision: Type.String(),
