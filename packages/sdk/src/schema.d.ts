@@ -1551,7 +1551,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader) and is not chosen to lead until undrained (admins of workspace `default` only) */
+        /** Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader), its sandboxes are placed on other nodes of their region, and it is not chosen to lead until undrained (admins of workspace `default` only). Answers at once; read the node (`holds`, `empty`) until it holds nothing, as `berth node drain --wait` does */
         post: operations["drainNode"];
         delete?: never;
         options?: never;
@@ -10178,7 +10178,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader) and is not chosen to lead until undrained (admins of workspace `default` only) */
+            /** @description Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader), its sandboxes are placed on other nodes of their region, and it is not chosen to lead until undrained (admins of workspace `default` only). Answers at once; read the node (`holds`, `empty`) until it holds nothing, as `berth node drain --wait` does */
             200: {
                 headers: {
                     [name: string]: unknown;

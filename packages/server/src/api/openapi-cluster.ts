@@ -62,7 +62,7 @@ export const CLUSTER_PATHS: ExtraPaths = {
       tag: 'Cluster',
       operationId: 'drainNode',
       summary:
-        'Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader) and is not chosen to lead until undrained (admins of workspace `default` only)',
+        'Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader), its sandboxes are placed on other nodes of their region, and it is not chosen to lead until undrained (admins of workspace `default` only). Answers at once; read the node (`holds`, `empty`) until it holds nothing, as `berth node drain --wait` does',
       role: 'admin',
       response: Node,
     },
