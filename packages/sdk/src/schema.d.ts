@@ -1551,7 +1551,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader) and is not chosen to lead until undrained (admins of workspace `default` only) */
+        /** Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader), its sandboxes are placed on other nodes of their region, and it is not chosen to lead until undrained (admins of workspace `default` only). Answers at once; read the node (`holds`, `empty`) until it holds nothing, as `berth node drain --wait` does */
         post: operations["drainNode"];
         delete?: never;
         options?: never;
@@ -3132,6 +3132,7 @@ export interface components {
                 size: number;
                 uploadedAt: string;
             };
+            uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
             replicas?: number;
@@ -3304,6 +3305,7 @@ export interface components {
                 size: number;
                 uploadedAt: string;
             };
+            uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
             replicas?: number;
@@ -3488,6 +3490,7 @@ export interface components {
                 size: number;
                 uploadedAt: string;
             };
+            uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
             replicas?: number;
@@ -4583,6 +4586,17 @@ export interface components {
             stopped: boolean;
             /** @description an operator drained it: it leads no role until undrained */
             drained: boolean;
+            /** @description what it still holds: a drain is done when none is left (`empty`) */
+            holds: {
+                /** @description sandboxes placed on it (not TERMINATED) */
+                sandboxes: number;
+                /** @description runtime instances it runs (sandboxes, agent and function replicas, job tasks, builds) as of its last heartbeat; 0 once its lease lapsed */
+                instances: number;
+                /** @description roles it leads, or handed over when drained and not yet taken over by another server */
+                leads: string[];
+            };
+            /** @description it holds nothing: no sandbox placed on it, no instance running, no role led (`berth node drain --wait` waits for it) */
+            empty: boolean;
             /** @description the server that answered */
             self: boolean;
         };
@@ -10164,7 +10178,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader) and is not chosen to lead until undrained (admins of workspace `default` only) */
+            /** @description Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader), its sandboxes are placed on other nodes of their region, and it is not chosen to lead until undrained (admins of workspace `default` only). Answers at once; read the node (`holds`, `empty`) until it holds nothing, as `berth node drain --wait` does */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -1,20 +1,16 @@
 // The object routes a follower of a cluster sends to the server holding the instances (docs/decisions/056-cluster-
 // postgres.md), although the object itself lives in the shared store: what they answer also comes from the holder's
-// memory. A write with `?upload=true` of an agent, function or job: its upload URL's token is kept by the server
-// that issues it, and the zip PUT to it lands on the holder's disk (where builds run), so the holder issues it. A
-// read of an agent, function or application: it shows the replicas running, which only the holder knows. The held
-// routes about one sandbox go to the node it is placed on instead (heldSandboxOf).
+// memory. A read of an agent, function or application: it shows the replicas running, which only the holder knows.
+// (A write with `?upload=true` is answered where it arrives: its URL is signed, and any server takes it, decision
+// 082.) The held routes about one sandbox go to the node it is placed on instead (heldSandboxOf).
 import type { FastifyRequest } from 'fastify';
 
-const UPLOAD_ISSUING = /^\/v0\/(agents|functions|jobs)(\/[^/?]+)?$/;
 const REPLICA_COUNTED = /^\/v0\/(agents|functions|applications)\/[^/]+$/;
 
 export function heldObjectRequest(req: FastifyRequest): boolean {
   const q = req.url.indexOf('?');
   const path = q < 0 ? req.url : req.url.slice(0, q);
-  if (req.method === 'GET') return REPLICA_COUNTED.test(path);
-  if (req.method !== 'PUT' && req.method !== 'POST') return false;
-  return UPLOAD_ISSUING.test(path) && new URLSearchParams(req.url.slice(q + 1)).get('upload') === 'true';
+  return req.method === 'GET' && REPLICA_COUNTED.test(path);
 }
 
 const SANDBOX_ROUTE = /^\/v0\/sandboxes\/([^/?]+)/;

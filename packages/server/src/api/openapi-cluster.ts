@@ -24,6 +24,23 @@ const Node = Type.Object(
     healthy: Type.Boolean({ description: 'it heartbeated within its lease and did not stop' }),
     stopped: Type.Boolean({ description: 'it stopped cleanly' }),
     drained: Type.Boolean({ description: 'an operator drained it: it leads no role until undrained' }),
+    holds: Type.Object(
+      {
+        sandboxes: Type.Integer({ description: 'sandboxes placed on it (not TERMINATED)' }),
+        instances: Type.Integer({
+          description:
+            'runtime instances it runs (sandboxes, agent and function replicas, job tasks, builds) as of its last heartbeat; 0 once its lease lapsed',
+        }),
+        leads: Type.Array(Type.String(), {
+          description: 'roles it leads, or handed over when drained and not yet taken over by another server',
+        }),
+      },
+      { description: 'what it still holds: a drain is done when none is left (`empty`)' },
+    ),
+    empty: Type.Boolean({
+      description:
+        'it holds nothing: no sandbox placed on it, no instance running, no role led (`berth node drain --wait` waits for it)',
+    }),
     self: Type.Boolean({ description: 'the server that answered' }),
   },
   { $id: 'ClusterNode' },
@@ -45,7 +62,7 @@ export const CLUSTER_PATHS: ExtraPaths = {
       tag: 'Cluster',
       operationId: 'drainNode',
       summary:
-        'Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader) and is not chosen to lead until undrained (admins of workspace `default` only)',
+        'Drains a node: it gives up the roles it leads (what it held is started again, fresh, by the next leader), its sandboxes are placed on other nodes of their region, and it is not chosen to lead until undrained (admins of workspace `default` only). Answers at once; read the node (`holds`, `empty`) until it holds nothing, as `berth node drain --wait` does',
       role: 'admin',
       response: Node,
     },

@@ -51,6 +51,27 @@ export interface NodeView extends NodeSelf {
   stopped: boolean;
   /** An operator drained it (`berth node drain`): it leads no role until undrained. */
   drained: boolean;
+  /** Roles it gave up when drained that no server has taken over yet (formerLeaders clears them). */
+  handedOver?: string[];
+}
+
+/** What a node still holds, as a drain waits for it to hold nothing (`berth node drain --wait`). */
+export interface Holdings {
+  /** Sandboxes placed on it (not TERMINATED), from the placement index of the server that answers. */
+  sandboxes: number;
+  /**
+   * Runtime instances it runs (sandboxes, replicas, job tasks, builds), as of its last heartbeat; 0 once its lease
+   * lapsed: what a dead or stopped node left is no longer served, and is removed when it starts again.
+   */
+  instances: number;
+  /** Roles it leads, or handed over and not yet taken over by another server. */
+  leads: string[];
+}
+
+export function holdingsOf(n: NodeView, sandboxes: number): Holdings & { empty: boolean } {
+  const leads = [...new Set([...n.leads, ...(n.handedOver ?? [])])];
+  const instances = n.leased ? n.instances : 0;
+  return { sandboxes, instances, leads, empty: sandboxes === 0 && instances === 0 && leads.length === 0 };
 }
 
 export interface Nodes extends HolderLease {
@@ -80,6 +101,12 @@ export interface NodesOptions {
   /** The sandboxes waiting in its warm pools, by image (NodeView.warm); none when absent. */
   warm?: () => Record<string, number>;
   leads: () => string[];
+  /**
+   * The objects whose instances this node runs for the role it leads (agents', functions' and applications'
+   * replicas: `[kind, workspace, name]`), written at each beat while it leads; undefined: the column is left as it
+   * is (a node that gave the lead up keeps what it reported last, for the next leader to read: takeRan).
+   */
+  ran?: () => [string, string, string][] | undefined;
   /**
    * What each role's claim in `leads` is fenced on (leadership.ts `fence`): a role is written as led only while the
    * database still grants its lock to this server's lock session, so a leader cut from that session does not claim
@@ -127,6 +154,8 @@ async function ensureSchema(c: pg.ClientBase) {
     // Placement by region and warm pool (decision 077): the regions a node serves, its warm pools at each heartbeat.
     await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS regions TEXT NOT NULL DEFAULT '',
       ADD COLUMN IF NOT EXISTS warm TEXT NOT NULL DEFAULT '{}'`);
+    // What a leader ran, for the next leader to tell those objects naming it (decision 082).
+    await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS ran TEXT NOT NULL DEFAULT '[]'`);
     await c.query('COMMIT');
   } catch (e) {
     await c.query('ROLLBACK').catch(() => undefined);
@@ -189,6 +218,32 @@ export async function formerLeaders(session: LeadSession, role: string, self: st
   }
 }
 
+/**
+ * What each of `ids` (former leaders, as formerLeaders named them) last reported it ran (NodesOptions.ran), cleared as
+ * it is read so no later takeover tells it again. On the lead's own lock session, as formerLeaders.
+ */
+export async function takeRan(
+  session: LeadSession,
+  ids: string[],
+): Promise<Map<string, [string, string, string][]>> {
+  const out = new Map<string, [string, string, string][]>();
+  if (!ids.length) return out;
+  const { rows } = await session.query<{ id: string; ran: string }>(
+    `UPDATE nodes n SET ran = '[]' FROM (SELECT id, ran FROM nodes WHERE id = ANY($1) FOR UPDATE) old
+     WHERE n.id = old.id RETURNING n.id, old.ran`,
+    [ids],
+  );
+  for (const r of rows) {
+    try {
+      const v = JSON.parse(r.ran);
+      if (Array.isArray(v)) out.set(r.id, v);
+    } catch {
+      // Unreadable: nothing to tell.
+    }
+  }
+  return out;
+}
+
 /** The one server of an SQLite store. */
 export function localNodes(o: NodesOptions): Nodes {
   const startedAt = new Date().toISOString();
@@ -209,6 +264,7 @@ export function localNodes(o: NodesOptions): Nodes {
           leased: true,
           stopped: false,
           drained: false,
+          handedOver: [],
         },
       ];
     },
@@ -240,10 +296,11 @@ interface NodeRow {
   leased: boolean;
   stopped: boolean;
   drained: boolean;
+  handed_over: string;
 }
 
 const SELECT_NODES = `SELECT id, address, region, regions, warm, cores, memory_mb::float8 AS memory_mb, instances, leads,
-    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained,
+    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over,
     (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy,
     (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
@@ -308,6 +365,7 @@ const viewOf = (r: NodeRow): NodeView => ({
   leased: r.leased,
   stopped: r.stopped,
   drained: r.drained,
+  handedOver: r.handed_over ? r.handed_over.split(',') : [],
 });
 
 /** Registers this server in the database's `nodes` table and heartbeats until closed. */
@@ -382,17 +440,28 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     state = 'holding';
     o.held?.();
   };
-  /** A beat's parameters: `$4` the roles and `$6`-`$8` their fences (CLAIMED), read together. */
+  /** A beat's parameters: `$4` the roles and `$6`-`$8` their fences (CLAIMED), read together; `$9` what it ran. */
   const beatArgs = async () => {
     const [roles, locks, pids, marks] = claims(o);
-    return [o.self.id, epoch, await o.instances(), roles, warmText(o), locks, pids, marks];
+    const ran = o.ran?.();
+    return [
+      o.self.id,
+      epoch,
+      await o.instances(),
+      roles,
+      warmText(o),
+      locks,
+      pids,
+      marks,
+      ran === undefined ? null : JSON.stringify(ran),
+    ];
   };
   const registerAgain = async () => {
     const sent = performance.now();
     // Only over this process's own registration: a process that took this id meanwhile is not fought.
     const r = await pool.query<{ epoch: string }>(
       `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3,
-         leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5
+         leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5, ran = coalesce($9, ran)
        WHERE id = $1 AND epoch = $2 RETURNING epoch`,
       await beatArgs(),
     );
@@ -421,7 +490,8 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       // Renews only a lease still held: once lapsed (the leader may be placing its sandboxes elsewhere) it is never
       // revived under the same epoch, so a fence the database refused once stays refused.
       const r = await pool.query(
-        `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5
+        `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5,
+           ran = coalesce($9, ran)
          WHERE id = $1 AND epoch = $2 AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()`,
         await beatArgs(),
       );

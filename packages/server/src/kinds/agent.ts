@@ -38,6 +38,8 @@ export const DEFAULT_GENERATION = 'mk3';
 export const WORKLOAD_READ_ONLY = {
   /** The last uploaded source, by digest. */
   source: Type.Object({ digest: Type.String(), size: Type.Integer(), uploadedAt: Type.String() }),
+  /** The version of the last upload URL taken (decision 082): every URL issued at or before it is used. */
+  uploadTaken: Type.Integer(),
   /** The revision taking the traffic (less the canary's share). */
   activeRevision: Type.String(),
   canaryRevision: Type.String(),

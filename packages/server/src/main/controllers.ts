@@ -19,8 +19,9 @@ import { jobScheduling } from '../controllers/job/job-schedules.js';
 import { TriggerSchedules } from '../controllers/code/trigger-schedules.js';
 import { Scaler } from '../controllers/workload/scaler.js';
 import { CONTROLLERS, DrainedError, postgresLeadership, soleLeadership } from '../cluster/leadership.js';
-import { formerLeaders, isDrained } from '../cluster/nodes.js';
+import { formerLeaders, isDrained, takeRan } from '../cluster/nodes.js';
 import { placeAgainEvery } from '../controllers/sandbox/sandbox-lost.js';
+import { tellLostReplicas } from '../controllers/workload/replicas-lost.js';
 import type { Late, StartOptions } from './context.js';
 import type { Gateway } from './gateway.js';
 import type { Http } from './http.js';
@@ -73,6 +74,10 @@ export async function startAllControllers(
       if (session) {
         const formerHolders = await formerLeaders(session, 'controllers', selfId);
         if (formerHolders.length) logger.warn({ formerHolders }, 'took over from a node that stopped');
+        // The agents and functions whose replicas ran there are told, naming it (job tasks: the job runner).
+        await tellLostReplicas(resources, selfId, await takeRan(session, formerHolders)).catch((err) =>
+          logger.warn({ err }, 'could not tell the objects whose replicas ran on a node that stopped'),
+        );
       }
       // The sandboxes of a node that left (lease lapsed, drained) go to a healthy one, which starts them fresh.
       const placing =

@@ -213,7 +213,10 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
       });
       registerWatch(v0, { resources, kinds: KINDS, authenticator: auth.authenticator, limit: watches });
       registerCaller(v0);
-      registerNodes(v0, { nodes: () => late.nodes });
+      registerNodes(v0, {
+        nodes: () => late.nodes,
+        sandboxesOn: placements && ((node) => placements.load(node).sandboxes),
+      });
       registerOpenApi(v0, KINDS);
     },
     { prefix: '/v0' },

@@ -13,6 +13,7 @@ import type { Gateway } from './gateway.js';
 import type { Http } from './http.js';
 import type { Runtime } from './runtime.js';
 import type { Core } from './store.js';
+import type { Workloads } from './workloads.js';
 
 const MB = 1024 ** 2;
 
@@ -24,7 +25,11 @@ export async function listenAndJoin(
   config: Config,
   late: Late,
   gateway: Gateway,
-  parts: Core & Runtime & Http & Pick<Controllers, 'leadership' | 'sandboxControllers'>,
+  parts: Core &
+    Runtime &
+    Http &
+    Pick<Workloads, 'replicas'> &
+    Pick<Controllers, 'leadership' | 'sandboxControllers'>,
 ) {
   const { logger, store, placements, selfId } = parts;
   const { instances } = parts;
@@ -49,6 +54,8 @@ export async function listenAndJoin(
     instances: async () => (await instances.list()).filter((i) => i.state !== 'dead').length,
     warm: () => instances.driver.warm?.() ?? {},
     leads: () => leadership.leads(),
+    // The replicas it runs as leader, for the next leader to tell their objects if this node dies or is drained.
+    ran: () => (leadership.leads().includes('controllers') ? parts.replicas.running() : undefined),
     // A role is claimed only while its lock session holds it (decision 080).
     leadFence: (role: string) => leadership.fence(role),
     leaseMs: (config.nodeLeaseS ?? 10) * 1000,

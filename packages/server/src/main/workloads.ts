@@ -17,7 +17,7 @@ import type { Runtime } from './runtime.js';
 import type { Core } from './store.js';
 
 export function startWorkloads(config: Config, parts: Core & Runtime) {
-  const { logger, outbound, resources, led, quotas, baseUrl } = parts;
+  const { logger, outbound, resources, led, quotas, baseUrl, masterKey } = parts;
   const { images, instances } = parts;
   const code = new CodeStore(config.dataDir);
   const builder = new Builder({
@@ -37,7 +37,7 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
     quota: quotas,
     onEvent: workloadEvent({ resources: led, logger }),
   });
-  const uploads = new CodeUploads({ resources, code, baseUrl });
+  const uploads = new CodeUploads({ resources, code, baseUrl, masterKey });
   // Replicas, callbacks and job runs are the leader's: what they write is fenced on its lead (decision 068).
   const callbacks = new Callbacks({ resources: led, logger, outbound });
   const executions = new Executions({ logger, callbacks });
@@ -54,6 +54,7 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
     logsDir: join(config.dataDir, 'jobs', 'logs'),
     maxTasks: config.jobMaxTasks,
     quota: quotas,
+    node: parts.clusterSelf,
   });
   return { code, builder, builds, replicas, uploads, callbacks, executions, jobCallbacks, jobs };
 }

@@ -49,6 +49,7 @@ import {
   tasksParent,
 } from './job-store.js';
 import { EVERY_WORKSPACE } from '../../store/store.js';
+import { lostOnNode } from '../core/lost-node.js';
 
 /** A credential issued for tasks stays valid at least this long beyond the longest attempt (the kill grace, slack). */
 export const CREDENTIAL_MARGIN_MS = 60_000;
@@ -102,6 +103,8 @@ export interface JobRunnerDeps extends TaskDeps {
   /** The workspaces' task slots and memory (decision 040); none: the server's pool only. */
   quota?: QuotaLedger;
   now?: () => number;
+  /** This server's node in a cluster (none on SQLite): recorded on each attempt, named when another loses it. */
+  node?: string;
   /** Told when an execution ends (callbacks). */
   onFinished?: (workspace: string, rec: ExecutionRecord, stats: Record<string, number>) => void;
 }
@@ -147,6 +150,8 @@ export class JobRunner {
       const rec = o.body as ExecutionRecord;
       if (isExecutionEnded(rec.status)) continue;
       const x = await this.load(o);
+      // Tasks whose attempt ran on another node (a leader that died or was drained), by that node.
+      const lostOn = new Map<string, number[]>();
       for (const t of x.tasks) {
         if (t.status !== 'running' || !t.sandbox) continue;
         const info = await this.deps.instances.driver.inspect(t.sandbox);
@@ -155,7 +160,22 @@ export class JobRunner {
           if (t.lease) this.deps.instances.hold(t.sandbox, t.lease);
           t.lease = undefined;
           void this.follow(x, t, t.attempts, t.sandbox, 'adopt');
-        } else await this.lose(x, t);
+        } else {
+          const node = await this.lose(x, t);
+          if (node) lostOn.set(node, [...(lostOn.get(node) ?? []), t.index]);
+        }
+      }
+      for (const [node, tasks] of lostOn) {
+        const job = { kind: 'Job', workspace: x.key.workspace, parent: '', name: x.rec.job };
+        await this.deps.resources.recordEvent(
+          job,
+          lostOnNode(
+            node,
+            `task${tasks.length > 1 ? 's' : ''} ${tasks.join(', ')} of execution ${x.rec.id}`,
+            'their processes are gone',
+            `Node ${this.deps.node} runs them again (not counted against maxRetries)`,
+          ),
+        );
       }
       if (x.cancelling) void this.cancel(x.key.workspace, rec.job, rec.id);
       // A server killed between an execution's last outcome and its end leaves it with nothing left to run.
@@ -497,6 +517,7 @@ export class JobRunner {
               status: 'running',
               attempts: attempt,
               sandbox,
+              node: this.deps.node,
               startedAt: cur.body.startedAt ?? at,
               attemptStartedAt: at,
               updatedAt: at,
@@ -733,34 +754,51 @@ export class JobRunner {
     this.removing.add(p);
   }
 
-  /** An attempt whose sandbox did not survive: back to waiting, not counted against the retries. */
-  private async lose(x: LiveExecution, t: LiveTask) {
+  /**
+   * An attempt whose sandbox did not survive: back to waiting, not counted against the retries. Returns the node it
+   * ran on when that was another node (a cluster's leader that died or was drained).
+   */
+  private async lose(x: LiveExecution, t: LiveTask): Promise<string | undefined> {
     const attempt = t.attempts;
     t.status = 'pending';
     t.lost++;
     t.sandbox = undefined;
     const at = new Date(this.now()).toISOString();
+    let elsewhere: string | undefined;
     await this.store.write([
       {
         op: 'update',
         key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
-        mutate: (cur) => ({
-          ...cur.body,
-          status: 'pending',
-          sandbox: undefined,
-          lost: (cur.body.lost ?? 0) + 1,
-          updatedAt: at,
-          conditions: [
-            ...(cur.body.conditions ?? []),
-            {
-              type: 'Attempt',
-              reason: 'lost',
-              message: `attempt ${attempt} was lost with the server; running it again`,
-            },
-          ].slice(-10),
-        }),
+        mutate: (cur) => {
+          const ranOn: string | undefined = cur.body.node;
+          elsewhere = ranOn && ranOn !== this.deps.node ? ranOn : undefined;
+          return {
+            ...cur.body,
+            status: 'pending',
+            sandbox: undefined,
+            node: undefined,
+            lost: (cur.body.lost ?? 0) + 1,
+            updatedAt: at,
+            conditions: [
+              ...(cur.body.conditions ?? []),
+              {
+                type: 'Attempt',
+                reason: 'lost',
+                message: elsewhere
+                  ? lostOnNode(
+                      elsewhere,
+                      `attempt ${attempt}`,
+                      'its process is gone',
+                      `Node ${this.deps.node} runs it again`,
+                    )
+                  : `attempt ${attempt} was lost with the server; running it again`,
+              },
+            ].slice(-10),
+          };
+        },
       },
     ]);
+    return elsewhere;
   }
 
   /** Ends the execution once no task waits or runs. */

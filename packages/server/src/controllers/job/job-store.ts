@@ -43,6 +43,8 @@ export interface TaskRecord {
   lost?: number;
   exitCode?: number;
   sandbox?: string;
+  /** The cluster node its last attempt ran on (none on SQLite): a lost attempt's condition names it. */
+  node?: string;
   startedAt?: string;
   attemptStartedAt?: string;
   completedAt?: string;

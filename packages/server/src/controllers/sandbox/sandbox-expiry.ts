@@ -63,9 +63,15 @@ export class SandboxExpiry {
 
   start(): void {
     this.timer = setInterval(() => {
-      this.running ??= this.sweep().finally(() => {
-        this.running = undefined;
-      });
+      // A sweep whose listing failed (the database restarting) is tried again at the next tick; unhandled, its
+      // rejection ended the process (exit 1) instead of the leader's exit 75 in flows-failures' database restart.
+      this.running ??= this.sweep()
+        .catch((err) =>
+          this.deps.logger.warn({ err }, 'the sandbox expiry sweep failed; the next one retries'),
+        )
+        .finally(() => {
+          this.running = undefined;
+        });
     }, this.deps.sweepMs ?? EXPIRY_SWEEP_MS);
     this.timer.unref();
   }

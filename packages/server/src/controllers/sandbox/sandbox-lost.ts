@@ -6,6 +6,7 @@
 import { NoNodeError, type SandboxPlacements } from '../../cluster/placement.js';
 import type { Resources } from '../../store/resources.js';
 import type { ResourceKey } from '../../store/store.js';
+import { lostOnNode } from '../core/lost-node.js';
 
 /** The run states a sandbox loses its processes and memory from. */
 const RUNNING = new Set(['DEPLOYED', 'DEPLOYING', 'UNARCHIVING']);
@@ -51,7 +52,12 @@ export async function placeAgain(deps: PlaceAgainDeps): Promise<number> {
     deps.waiting?.delete(`${key.workspace}/${key.name}`);
     const lost =
       from && RUNNING.has(o.body.status)
-        ? `lost: node ${from}, which ran this sandbox, stopped; its processes, memory and files are gone. Node ${to} starts it again, fresh`
+        ? lostOnNode(
+            from,
+            'this sandbox',
+            'its processes, memory and files are gone',
+            `Node ${to} starts it again, fresh`,
+          )
         : undefined;
     // A DEPLOYED one is DEPLOYING in the same write that moves it: read as DEPLOYED on its new node before that node
     // started it, its address would answer "not running" instead of "starting".

@@ -172,6 +172,15 @@ export class ReplicaSet {
     }
   }
 
+  /** The workloads with a replica running (`[kind, workspace, name]`), once each: what a leader reports it runs. */
+  running(): [string, string, string][] {
+    const out = new Map<string, [string, string, string]>();
+    for (const w of this.all())
+      if (w.replicas.some((r) => !r.gone))
+        out.set(w.key.replace(/#canary$/, ''), [w.kind, w.workspace, w.name]);
+    return [...out.values()];
+  }
+
   /** Whether the workload already runs exactly these revisions with this configuration. */
   matches(
     w: Workload | undefined,
