@@ -13,6 +13,7 @@ import { listPage, memoryPage, parseLabels } from './pagination.js';
 import type { DeleteHook } from './wait.js';
 import { wantsWatch, watchAnswer } from './list-watch.js';
 import type { WatchLimit } from './watch-stream.js';
+import { AnswerTexts } from './answer-texts.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
@@ -39,6 +40,9 @@ export interface CrudDeps {
   /** By kind name: adds fields computed at each read (e.g. the replicas an agent runs now) to the answer. */
   decorate?: Record<string, (kind: string, workspace: string, view: Record<string, any>) => void>;
 }
+
+/** What Fastify sends a serialised object as. */
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
 
@@ -129,6 +133,8 @@ export function registerCrud(
     decorate = {},
   }: CrudDeps,
 ) {
+  const { store } = resources;
+  const answers = new AnswerTexts();
   for (const kd of kinds) {
     /** The object as a read answers it: redacted unless `show`, then decorated with what is computed now. */
     const viewOf = (o: StoredObject, show = false) => {
@@ -204,12 +210,26 @@ export function registerCrud(
         return found;
       });
 
+    // An answer without secrets opened and without fields computed at each read is the same text for as long as
+    // the object's version is: kept, and sent again while the store says that version is still the current one.
+    const textsKept = !!store.versionOf && !kd.decorate && !decorate[kd.kind];
     app.get(item, async (req, reply) => {
       const a = requireRole(req, readRole);
       const show = wantsSecrets(req);
       const params = req.params as Record<string, string>;
       const parents = parentsOf(kd, params);
+      const keep = textsKept && !show && !wantsWatch(req);
+      if (keep) {
+        const key = resources.key(kd, a.workspace, parents, params[kd.nameParam]);
+        const text = answers.get(key, store.versionOf?.(key));
+        if (text !== undefined) return reply.type(JSON_TYPE).send(text);
+      }
       const o = await resources.mustGet(kd, a.workspace, parents, params[kd.nameParam]);
+      if (keep) {
+        const text = JSON.stringify(viewOf(o, false));
+        answers.set(o, o.resourceVersion, text);
+        return reply.type(JSON_TYPE).send(text);
+      }
       if (wantsWatch(req))
         return watchAnswer(req, reply, {
           ...watch,

@@ -165,6 +165,10 @@ export class SqliteStore implements Store {
     return objectOf(row);
   }
 
+  versionOf(key: ResourceKey): number | undefined {
+    return this.rows.get(keyString(key))?.rv;
+  }
+
   /** Rows as last committed, so point reads (every API GET, every auth lookup) skip SQLite. */
   private remember(k: string, row: CachedRow | undefined) {
     this.rows.delete(k);
