@@ -49,6 +49,11 @@ describe('GET answers kept as text', () => {
       },
     ]);
     assert.equal(await output('w', a.key), 2);
+    const listed = await (await s.api('/policies', { key: a.key })).json();
+    assert.deepEqual(
+      listed.map((p: any) => p.spec.maxTokens.output),
+      [2],
+    );
     assert.equal(
       (await s.api('/policies/w', { method: 'PUT', json: policy('w', 3), key: a.key })).status,
       200,

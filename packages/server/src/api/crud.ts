@@ -142,6 +142,9 @@ export function registerCrud(
       decorate[kd.kind]?.(kd.kind, o.workspace, v);
       return v;
     };
+    // An answer without secrets opened and without fields computed at each read is the same text for as long as
+    // the object's version is: kept, and sent again while the store says that version is still the current one.
+    const textsKept = !!store.versionOf && !kd.decorate && !decorate[kd.kind];
     const coll = toFastifyPath(kd.path);
     const item = `${coll}/:${kd.nameParam}`;
     const readRole = kd.readRole ?? 'viewer';
@@ -183,7 +186,18 @@ export function registerCrud(
         reply,
         listFilter(kd, req),
       );
-      return page.map((o) => viewOf(o, show));
+      if (!textsKept || show) return page.map((o) => viewOf(o, show));
+      // Each object's text as its GET answers it (kept by version), so a page is the texts joined, as
+      // JSON.stringify writes an array of them.
+      const texts = page.map((o) => {
+        let text = answers.get(o, o.resourceVersion);
+        if (text === undefined) {
+          text = JSON.stringify(viewOf(o, false));
+          answers.set(o, o.resourceVersion, text);
+        }
+        return text;
+      });
+      return reply.type(JSON_TYPE).send(`[${texts.join(',')}]`);
     });
 
     // Every parent's objects at once: ordered by name, then parent (two parents may hold the same name).
@@ -210,9 +224,6 @@ export function registerCrud(
         return found;
       });
 
-    // An answer without secrets opened and without fields computed at each read is the same text for as long as
-    // the object's version is: kept, and sent again while the store says that version is still the current one.
-    const textsKept = !!store.versionOf && !kd.decorate && !decorate[kd.kind];
     app.get(item, async (req, reply) => {
       const a = requireRole(req, readRole);
       const show = wantsSecrets(req);
