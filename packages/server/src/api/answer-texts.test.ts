@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { newTenant, type Tenant } from '../test-support/tenants.js';
 import { startTestServer, type TestServer } from '../test-support/server.js';
+import { AnswerTexts } from './answer-texts.js';
 
 const policy = (name: string, output: number) => ({
   metadata: { name },
@@ -105,5 +106,26 @@ describe('GET answers kept as text', () => {
     assert.equal(shown.spec.secret.apiKey, 'sk-texts-secret-1234');
     const after = await (await s.api(path, { key: a.key })).json();
     assert.notEqual(after.spec.secret.apiKey, 'sk-texts-secret-1234');
+  });
+});
+
+describe('AnswerTexts bounds', () => {
+  it('keeps at most 10,000 texts and 8 Mi characters in all, dropping the oldest, and no text over 16 Ki', () => {
+    const texts = new AnswerTexts();
+    const key = (i: number) => ({ kind: 'Policy', workspace: 'w', parent: '', name: `p${i}` });
+    for (let i = 0; i < 10_050; i++) texts.set(key(i), 1, 'x');
+    assert.deepEqual(texts.size(), { texts: 10_000, chars: 10_000 });
+    assert.equal(texts.get(key(0), 1), undefined);
+    assert.equal(texts.get(key(10_049), 1), 'x');
+    const big = 'y'.repeat(16_000);
+    for (let i = 0; i < 600; i++) texts.set(key(i), 2, big);
+    assert.ok(texts.size().chars <= 8 * 1024 * 1024);
+    assert.equal(texts.get(key(599), 2), big);
+    // A replaced text is counted once; one over the limit is not kept, and leaves no older text behind.
+    texts.set(key(599), 3, 'z');
+    texts.set(key(598), 3, 'z'.repeat(16_385));
+    assert.equal(texts.get(key(598), 2), undefined);
+    assert.equal(texts.get(key(598), 3), undefined);
+    assert.equal(texts.get(key(599), 3), 'z');
   });
 });

@@ -2,8 +2,9 @@
 // the same text again, without copying the stored body, making its view and serialising it (decision 083).
 import { keyString, type ResourceKey } from '../store/store.js';
 
-/** Texts kept; the oldest is dropped past this. */
+/** Texts kept; the oldest are dropped past this many, or past TOTAL_MAX_CHARS characters in all (8 MB of ASCII JSON). */
 const TEXTS_MAX = 10_000;
+const TOTAL_MAX_CHARS = 8 * 1024 * 1024;
 /** A larger answer is not kept (memory): it is made again on each read. */
 const TEXT_MAX_CHARS = 16_384;
 
@@ -16,6 +17,7 @@ const TEXT_MAX_CHARS = 16_384;
  */
 export class AnswerTexts {
   private readonly texts = new Map<string, { version: number; text: string }>();
+  private chars = 0;
 
   /** The text kept for `key` at `version` (the store's current one); undefined when none or another version's. */
   get(key: ResourceKey, version: number | undefined): string | undefined {
@@ -26,9 +28,23 @@ export class AnswerTexts {
 
   set(key: ResourceKey, version: number, text: string) {
     const k = keyString(key);
-    this.texts.delete(k);
+    this.drop(k);
     if (text.length > TEXT_MAX_CHARS) return;
     this.texts.set(k, { version, text });
-    if (this.texts.size > TEXTS_MAX) this.texts.delete(this.texts.keys().next().value as string);
+    this.chars += text.length;
+    while (this.texts.size > TEXTS_MAX || this.chars > TOTAL_MAX_CHARS)
+      this.drop(this.texts.keys().next().value as string);
+  }
+
+  /** How many texts are kept, and their characters in all (for tests of the bounds). */
+  size() {
+    return { texts: this.texts.size, chars: this.chars };
+  }
+
+  private drop(k: string) {
+    const old = this.texts.get(k);
+    if (!old) return;
+    this.chars -= old.text.length;
+    this.texts.delete(k);
   }
 }
