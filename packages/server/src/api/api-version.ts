@@ -63,21 +63,25 @@ export interface ListPageInfo {
   kind?: string;
 }
 
+/** Whether a list is answered as the bare array for the caller's version (and for a kind bare in every version). */
+export function listIsBare(req: FastifyRequest, kind?: string): boolean {
+  const version = apiVersionOf(req);
+  return version === 'baseline' || version < LIST_ENVELOPE_SINCE || (!!kind && bareInEveryVersion(kind));
+}
+
 /**
  * Shapes the array a list handler returns for the caller's version: from LIST_ENVELOPE_SINCE on it is sent as
  * `{data, meta: {hasMore, nextCursor}}`; before, the bare array. The next cursor also rides in `X-Next-Cursor`
  * and `Link` in every version, so header-following clients (the CLI) work whichever version they send.
  */
 export function answerList(req: FastifyRequest, reply: FastifyReply, info: ListPageInfo = {}): void {
-  const version = apiVersionOf(req);
   if (info.nextCursor) {
     const url = new URL(req.url, 'http://x');
     url.searchParams.set('cursor', info.nextCursor);
     reply.header('X-Next-Cursor', info.nextCursor);
     reply.header('Link', `<${url.pathname}${url.search}>; rel="next"`);
   }
-  if (version === 'baseline' || version < LIST_ENVELOPE_SINCE) return;
-  if (info.kind && bareInEveryVersion(info.kind)) return;
+  if (listIsBare(req, info.kind)) return;
   const meta = info.nextCursor ? { hasMore: true, nextCursor: info.nextCursor } : { hasMore: false };
   // Only an array is wrapped: an error answered on this reply afterwards goes out as the problem it is (its
   // handler sets its own type). A custom serializer leaves the type unset, so it is set here.

@@ -13,6 +13,8 @@ import { listPage, memoryPage, parseLabels } from './pagination.js';
 import type { DeleteHook } from './wait.js';
 import { wantsWatch, watchAnswer } from './list-watch.js';
 import type { WatchLimit } from './watch-stream.js';
+import { AnswerTexts } from './answer-texts.js';
+import { listIsBare } from './api-version.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
@@ -39,6 +41,9 @@ export interface CrudDeps {
   /** By kind name: adds fields computed at each read (e.g. the replicas an agent runs now) to the answer. */
   decorate?: Record<string, (kind: string, workspace: string, view: Record<string, any>) => void>;
 }
+
+/** What Fastify sends a serialised object as. */
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
 
@@ -129,6 +134,8 @@ export function registerCrud(
     decorate = {},
   }: CrudDeps,
 ) {
+  const { store } = resources;
+  const answers = new AnswerTexts();
   for (const kd of kinds) {
     /** The object as a read answers it: redacted unless `show`, then decorated with what is computed now. */
     const viewOf = (o: StoredObject, show = false) => {
@@ -136,6 +143,9 @@ export function registerCrud(
       decorate[kd.kind]?.(kd.kind, o.workspace, v);
       return v;
     };
+    // An answer without secrets opened and without fields computed at each read is the same text for as long as
+    // the object's version is: kept, and sent again while the store says that version is still the current one.
+    const textsKept = !!store.versionOf && !kd.decorate && !decorate[kd.kind];
     const coll = toFastifyPath(kd.path);
     const item = `${coll}/:${kd.nameParam}`;
     const readRole = kd.readRole ?? 'viewer';
@@ -177,7 +187,18 @@ export function registerCrud(
         reply,
         listFilter(kd, req),
       );
-      return page.map((o) => viewOf(o, show));
+      // A bare array (the envelope of later API versions is made by the reply's serializer, which a text skips):
+      // each object's text as its GET answers it (kept by version), joined as JSON.stringify writes an array.
+      if (!textsKept || show || !listIsBare(req, kd.kind)) return page.map((o) => viewOf(o, show));
+      const texts = page.map((o) => {
+        let text = answers.get(o, o.resourceVersion);
+        if (text === undefined) {
+          text = JSON.stringify(viewOf(o, false));
+          answers.set(o, o.resourceVersion, text);
+        }
+        return text;
+      });
+      return reply.type(JSON_TYPE).send(`[${texts.join(',')}]`);
     });
 
     // Every parent's objects at once: ordered by name, then parent (two parents may hold the same name).
@@ -209,7 +230,18 @@ export function registerCrud(
       const show = wantsSecrets(req);
       const params = req.params as Record<string, string>;
       const parents = parentsOf(kd, params);
+      const keep = textsKept && !show && !wantsWatch(req);
+      if (keep) {
+        const key = resources.key(kd, a.workspace, parents, params[kd.nameParam]);
+        const text = answers.get(key, store.versionOf?.(key));
+        if (text !== undefined) return reply.type(JSON_TYPE).send(text);
+      }
       const o = await resources.mustGet(kd, a.workspace, parents, params[kd.nameParam]);
+      if (keep) {
+        const text = JSON.stringify(viewOf(o, false));
+        answers.set(o, o.resourceVersion, text);
+        return reply.type(JSON_TYPE).send(text);
+      }
       if (wantsWatch(req))
         return watchAnswer(req, reply, {
           ...watch,

@@ -107,8 +107,8 @@ export function createAuthenticator(deps: {
   }
 
   // Keyed by the credential itself, as tokens already were: a hit costs no sha256 (decision 052). The map
-  // lives in this process only, is bounded (CACHE_MAX) and emptied by every identity change.
-  const cacheKeyOf = (cred: string, jwt: boolean) => (jwt ? `j:${cred}` : `k:${cred}`);
+  // lives in this process only, is bounded (CACHE_MAX) and emptied by every identity change. Whether a credential
+  // is read as a token or a key follows from its text alone (`looksLikeJwt`), so the text is the whole key.
   const roleKeyOf = (subject: string, workspace: string) => `${subject}\u0000${workspace}`;
   const fresh = <V extends { until: number }>(hit: V | undefined, t: number) =>
     hit && hit.until > t ? hit : undefined;
@@ -118,13 +118,12 @@ export function createAuthenticator(deps: {
     if (!cred)
       throw unauthenticated('a bearer credential is required (Authorization: Bearer <API key or token>)');
     const jwt = looksLikeJwt(cred);
-    const cacheKey = cacheKeyOf(cred, jwt);
     const t = now();
-    let hit = fresh(principals.get(cacheKey), t);
+    let hit = fresh(principals.get(cred), t);
     if (!hit) {
       const gen = generation;
       hit = jwt ? await fromJwt(cred) : await fromApiKey(cred);
-      remember(principals, cacheKey, hit, gen);
+      remember(principals, cred, hit, gen);
     }
     if (!hit.principal)
       throw unauthenticated(jwt ? 'the token is invalid or expired' : 'the API key is not valid');
@@ -170,7 +169,7 @@ export function createAuthenticator(deps: {
       const cred = bearer(headers);
       if (!cred) return undefined;
       const t = now();
-      const hit = fresh(principals.get(cacheKeyOf(cred, looksLikeJwt(cred))), t);
+      const hit = fresh(principals.get(cred), t);
       const p = hit?.principal;
       if (!p || p.scope || (hit.expiresAt !== undefined && hit.expiresAt <= t)) return undefined;
       const workspace = workspaceHeader(headers) ?? p.homeWorkspace;

@@ -2,7 +2,7 @@
 // answer exactly as those did for every JSON value.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { copyJson, sameJson } from './json-values.js';
+import { copyJson, copyShallow, sameJson } from './json-values.js';
 
 const cases: unknown[] = [
   null,
@@ -87,5 +87,28 @@ test('copyJson copies every object and array, so changing the copy leaves the or
     copyJson(JSON.parse('{"__proto__": {"polluted": true}}')),
     JSON.parse('{"__proto__": {"polluted": true}}'),
   );
+  assert.equal(({} as Record<string, unknown>).polluted, undefined);
+});
+
+test('copyShallow answers as spreading the object: the same own keys in the same order, values shared', () => {
+  const inner = { a: 1 };
+  const values: unknown[] = [
+    undefined,
+    null,
+    {},
+    { b: 1, a: inner, u: undefined, n: null },
+    JSON.parse('{"x":1,"__proto__":{"polluted":true},"y":[1]}'),
+    ...cases.filter((c) => c !== null && typeof c === 'object'),
+  ];
+  for (const v of values) {
+    const spread = { ...(v as object) };
+    const copy = copyShallow(v);
+    assert.deepEqual(Reflect.ownKeys(copy), Reflect.ownKeys(spread));
+    for (const k of Object.keys(spread)) assert.equal(copy[k], (spread as Record<string, unknown>)[k]);
+    assert.equal(Object.getPrototypeOf(copy), Object.prototype);
+    // Adding to the copy leaves the source alone, as with a spread.
+    copy.added = 1;
+    assert.equal((v as Record<string, unknown> | null)?.added, undefined);
+  }
   assert.equal(({} as Record<string, unknown>).polluted, undefined);
 });

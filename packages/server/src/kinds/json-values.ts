@@ -20,6 +20,25 @@ export function copyJson<T>(v: T): T {
 }
 
 /**
+ * `{ ...o }` for a plain data object (own string keys in order, a `__proto__` key kept a key), made so that adding
+ * properties to the copy stays cheap: on Node 20, properties added to an object made by spread syntax (in the same
+ * literal or after it) cost 0.5-0.8 µs each, about twenty times an assignment to a copy made this way (decision 083).
+ * Null and undefined give an empty object, as spreading them does.
+ */
+export function copyShallow(o: unknown): Record<string, any> {
+  if (o === null || o === undefined) return {};
+  if (typeof o !== 'object') return { ...(o as object) };
+  const out: Record<string, any> = {};
+  for (const k of Object.keys(o)) {
+    const v = (o as Record<string, unknown>)[k];
+    if (k === '__proto__')
+      Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+    else out[k] = v;
+  }
+  return out;
+}
+
+/**
  * Whether two JSON values would serialise the same: properties compared in order (as JSON.stringify does, so a
  * reordered object counts as changed, as before), undefined properties ignored.
  */

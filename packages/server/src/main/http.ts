@@ -139,7 +139,8 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
   const watches = new WatchLimit();
   await app.register(
     async (v0) => {
-      v0.addHook('onRequest', forwardHeldRoutes(clusterHolder, heldObjectRequest));
+      // A single server holds everything: no hook at all (each hook Fastify runs costs every request).
+      if (clusterHolder) v0.addHook('onRequest', forwardHeldRoutes(clusterHolder, heldObjectRequest));
       registerCrud(v0, KINDS, {
         resources,
         watch: { authenticator: auth.authenticator, limit: watches },

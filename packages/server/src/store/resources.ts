@@ -2,10 +2,11 @@
 // check body -> keep stored secrets for redacted echoes -> defaults -> kind rules -> immutables ->
 // seal secrets -> timestamps, creator, initial status -> one transaction.
 // Status and events are written through `updateStatus` and `recordEvent`, never through create/replace.
+import { isoTime } from './iso-time.js';
 import { ApiError, type FieldIssue, invalid, notFound } from '../errors.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import { unknownFieldIssues } from '../kinds/field-suggestions.js';
-import { copyJson, sameJson } from '../kinds/json-values.js';
+import { copyJson, copyShallow, sameJson } from '../kinds/json-values.js';
 import { checkBody, schemasOf } from '../kinds/schema.js';
 import {
   dropEmptied,
@@ -185,7 +186,7 @@ export class Resources {
     raw: unknown,
     attempt = 0,
   ): Promise<WriteResult> {
-    await this.checkParents(kd, ctx.workspace, ctx.parents);
+    if (kd.parents?.length) await this.checkParents(kd, ctx.workspace, ctx.parents);
     const key = this.key(kd, ctx.workspace, ctx.parents, name);
     const prev = await this.store.get(key);
     if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
@@ -370,12 +371,15 @@ export class Resources {
   view(kd: KindDescriptor, o: StoredObject, showSecrets = false, createdNow = false): any {
     // Copies only what this function or a kind's decorate() changes: top-level fields, metadata, spec's top
     // level, and the whole spec when secrets are rewritten in it (a deep clone per read was a tenth of a GET).
+    // Built by assignment to shallow copies, in the order the object literal `{ ...src, metadata: {...}, spec }`
+    // had: properties added to a spread's result are slow on Node 20 (decision 083).
     const src = o.body;
-    const body: any = {
-      ...src,
-      metadata: { ...src.metadata, resourceVersion: userVersion(o), workspace: o.workspace },
-      spec: kd.secrets?.length ? structuredClone(src.spec) : { ...src.spec },
-    };
+    const body = copyShallow(src);
+    const metadata = copyShallow(src.metadata);
+    metadata.resourceVersion = userVersion(o);
+    metadata.workspace = o.workspace;
+    body.metadata = metadata;
+    body.spec = kd.secrets?.length ? structuredClone(src.spec) : copyShallow(src.spec);
     const url = this.opts.urlOf?.(kd, o.workspace, body);
     if (url) body.metadata.url = url;
     visitSecrets(body.spec, kd.secrets, (v, _prev, place) => {
@@ -460,10 +464,11 @@ export class Resources {
     }
     kd.defaults?.(body.spec, { regions: this.opts.regions });
     // Copies made only when something differs from the stored spec (each was a deep clone per replace).
-    const prevView = prev && {
-      ...prev.body,
-      spec: kd.secrets?.length ? this.openSecrets(kd, prev.body.spec) : prev.body.spec,
-    };
+    let prevView: Record<string, any> | undefined;
+    if (prev) {
+      prevView = copyShallow(prev.body);
+      prevView.spec = kd.secrets?.length ? this.openSecrets(kd, prev.body.spec) : prev.body.spec;
+    }
     const issues = [
       ...((await kd.validate?.(body, prevView, this.validationContext(ctx.workspace))) ?? []),
       ...(kd.immutable?.length
@@ -516,15 +521,14 @@ export class Resources {
 
   private stamp(kd: KindDescriptor, ctx: WriteContext, body: any, prev: StoredObject | undefined) {
     const at = this.now();
-    const now = at.toISOString();
-    const meta: Record<string, unknown> = {
-      ...body.metadata,
-      workspace: ctx.workspace,
-      createdAt: prev?.body.metadata.createdAt ?? now,
-      createdBy: prev?.body.metadata.createdBy ?? ctx.actor,
-      updatedAt: now,
-      updatedBy: ctx.actor,
-    };
+    const now = isoTime(at);
+    // Assignments to a shallow copy, not a spread with properties after it (slow on Node 20: decision 083).
+    const meta = copyShallow(body.metadata);
+    meta.workspace = ctx.workspace;
+    meta.createdAt = prev?.body.metadata.createdAt ?? now;
+    meta.createdBy = prev?.body.metadata.createdBy ?? ctx.actor;
+    meta.updatedAt = now;
+    meta.updatedBy = ctx.actor;
     (kd.parents ?? []).forEach((p, i) => {
       meta[p.metadataField] = ctx.parents[i];
     });
@@ -535,7 +539,8 @@ export class Resources {
     const specChanged = !prev || !sameJson(prev.body.spec, body.spec);
     meta.generation = (prev?.body.metadata.generation ?? 0) + (specChanged ? 1 : 0);
     meta.resourceVersion = String(Number(prev ? userVersion(prev) : 0) + 1);
-    const out: any = { ...body, metadata: meta };
+    const out = copyShallow(body);
+    out.metadata = meta;
     for (const k of Object.keys(kd.readOnly ?? {})) if (prev && k in prev.body) out[k] = prev.body[k];
     if (!kd.hasStatus) return out;
     out.events = prev?.body.events ?? [];

@@ -4,7 +4,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
-import { copyJson } from '../kinds/json-values.js';
+import { copyJson, copyShallow } from '../kinds/json-values.js';
 import { FsyncBatch, type SyncFn } from './fsync-batch.js';
 import { MIGRATIONS } from './migrations.js';
 import {
@@ -163,6 +163,10 @@ export class SqliteStore implements Store {
     // Parsed once per cached row, and each caller gets its own copy (a copy costs well under a parse: decision 066).
     row.parsed ??= JSON.parse(row.body) as Record<string, any>;
     return objectOf(row);
+  }
+
+  versionOf(key: ResourceKey): number | undefined {
+    return this.rows.get(keyString(key))?.rv;
   }
 
   /** Rows as last committed, so point reads (every API GET, every auth lookup) skip SQLite. */
@@ -402,7 +406,10 @@ export class SqliteStore implements Store {
         // A row that was read since its last write (its parse kept) is likely read again: the new one keeps its
         // parse too, so the next read or write of it copies instead of parsing. Others stay text only (memory).
         const hot = (cur as CachedRow | undefined)?.parsed !== undefined;
-        obj = { ...k, resourceVersion: seq, body: hot ? copyJson(parsed) : parsed };
+        // Assigned to a shallow copy of the key, as `{ ...k, resourceVersion, body }` had it (decision 083).
+        obj = copyShallow(k) as StoredObject;
+        obj.resourceVersion = seq;
+        obj.body = hot ? copyJson(parsed) : parsed;
         rows.set(ks, {
           kind: k.kind,
           workspace: k.workspace,

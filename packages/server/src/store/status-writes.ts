@@ -2,6 +2,7 @@
 // lastUsedAt, a volume's `state.attachedTo`, an egress IP's `spec.publicIp`) are written, by controllers, the gateway,
 // the upload route and the DELETE verb alike. Each is a read-modify-write inside the store's transaction, so
 // concurrent writers never conflict and no caller needs a retry loop (decision 004).
+import { isoTime } from './iso-time.js';
 import { isGone, type Status } from '../kinds/status.js';
 import { type ResourceKey, type Store, StoreError, type StoredObject } from './store.js';
 
@@ -175,7 +176,7 @@ export function withEvent(body: any, status: string, message: string, now: Date)
   body.status = status;
   body.events = [
     ...(body.events ?? []),
-    { type: 'deployment', status, message, revision, time: now.toISOString() },
+    { type: 'deployment', status, message, revision, time: isoTime(now) },
   ].slice(-MAX_EVENTS);
   return body;
 }

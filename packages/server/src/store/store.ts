@@ -126,6 +126,11 @@ export class StoreUnavailableError extends Error {
 
 export interface Store {
   get(key: ResourceKey): Promise<StoredObject | undefined>;
+  /**
+   * The version of the object as last committed, when this process knows it without a read (SQLite's row cache);
+   * undefined when it does not (not cached, deleted, or a driver that keeps no such cache): then `get` decides.
+   */
+  versionOf?(key: ResourceKey): number | undefined;
   list(q: ListQuery): Promise<StoredObject[]>;
   /** Applies every op or none; returns the written objects (deleted ones as they were; checks add none). */
   write(ops: WriteOp[]): Promise<StoredObject[]>;

@@ -1,0 +1,131 @@
+// GET answers kept as text (api/answer-texts.ts, decision 083): a kept text is sent only while the object is at the
+// version it was made from, only to the workspace it was made in, and never holds or hides an opened secret.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { newTenant, type Tenant } from '../test-support/tenants.js';
+import { startTestServer, type TestServer } from '../test-support/server.js';
+import { AnswerTexts } from './answer-texts.js';
+
+const policy = (name: string, output: number) => ({
+  metadata: { name },
+  spec: { type: 'maxToken', maxTokens: { output, granularity: 'hour' } },
+});
+
+describe('GET answers kept as text', () => {
+  let s: TestServer;
+  let a: Tenant;
+  let b: Tenant;
+  before(async () => {
+    s = await startTestServer();
+    a = await newTenant(s, 'texts-a');
+    b = await newTenant(s, 'texts-b');
+  });
+  after(() => s.close());
+
+  /** The policy's output limit as `key` reads it, read twice so the second answer is the kept text. */
+  const output = async (name: string, key: string) => {
+    const first = await s.api(`/policies/${name}`, { key });
+    if (first.status !== 200) return first.status;
+    const again = await s.api(`/policies/${name}`, { key });
+    assert.equal(again.headers.get('content-type'), 'application/json; charset=utf-8');
+    return (await again.json()).spec.maxTokens.output;
+  };
+
+  it('a write the API did not make (a status-like write keeping the client version) is read at once', async () => {
+    assert.equal(
+      (await s.api('/policies', { method: 'POST', json: policy('w', 1), key: a.key })).status,
+      200,
+    );
+    assert.equal(await output('w', a.key), 1);
+    // Straight to the store, as a controller writes: the client-visible resourceVersion stays the same.
+    const key = { kind: 'Policy', workspace: a.home, parent: '', name: 'w' };
+    await s.store.write([
+      {
+        op: 'update',
+        key,
+        mutate: (cur) => ({
+          ...cur.body,
+          spec: { ...cur.body.spec, maxTokens: { output: 2, granularity: 'hour' } },
+        }),
+      },
+    ]);
+    assert.equal(await output('w', a.key), 2);
+    const listed = await (await s.api('/policies', { key: a.key })).json();
+    assert.deepEqual(
+      listed.map((p: any) => p.spec.maxTokens.output),
+      [2],
+    );
+    assert.equal(
+      (await s.api('/policies/w', { method: 'PUT', json: policy('w', 3), key: a.key })).status,
+      200,
+    );
+    assert.equal(await output('w', a.key), 3);
+    assert.equal((await s.api('/policies/w', { method: 'DELETE', key: a.key })).status, 200);
+    assert.equal(await output('w', a.key), 404);
+    assert.equal(
+      (await s.api('/policies', { method: 'POST', json: policy('w', 4), key: a.key })).status,
+      200,
+    );
+    assert.equal(await output('w', a.key), 4);
+  });
+
+  it("a tenant never gets the text another tenant's object of the same name left", async () => {
+    assert.equal(
+      (await s.api('/policies', { method: 'POST', json: policy('same', 10), key: a.key })).status,
+      200,
+    );
+    assert.equal(await output('same', a.key), 10);
+    assert.equal(await output('same', b.key), 404);
+    assert.equal(
+      (await s.api('/policies', { method: 'POST', json: policy('same', 20), key: b.key })).status,
+      200,
+    );
+    assert.equal(await output('same', b.key), 20);
+    assert.equal(await output('same', a.key), 10);
+    // B naming A's workspace is not a member there: the workspace does not exist for it.
+    const viaHeader = { key: b.key, headers: { 'x-service-workspace': a.home } };
+    assert.equal((await s.api('/policies/same', viaHeader)).status, 404);
+  });
+
+  it('a secret opened for an admin is neither kept for the next read nor hidden by a kept redacted text', async () => {
+    const conn = {
+      metadata: { name: 'llm' },
+      spec: { integration: 'openai', secret: { apiKey: 'sk-texts-secret-1234' } },
+    };
+    const path = '/integrations/connections/llm';
+    assert.equal(
+      (await s.api('/integrations/connections', { method: 'POST', json: conn, key: a.key })).status,
+      200,
+    );
+    for (let i = 0; i < 2; i++) {
+      const redacted = await (await s.api(path, { key: a.key })).json();
+      assert.notEqual(redacted.spec.secret.apiKey, 'sk-texts-secret-1234');
+    }
+    // The tenant's key is its workspace's admin.
+    const shown = await (await s.api(`${path}?show_secrets=true`, { key: a.key })).json();
+    assert.equal(shown.spec.secret.apiKey, 'sk-texts-secret-1234');
+    const after = await (await s.api(path, { key: a.key })).json();
+    assert.notEqual(after.spec.secret.apiKey, 'sk-texts-secret-1234');
+  });
+});
+
+describe('AnswerTexts bounds', () => {
+  it('keeps at most 10,000 texts and 8 Mi characters in all, dropping the oldest, and no text over 16 Ki', () => {
+    const texts = new AnswerTexts();
+    const key = (i: number) => ({ kind: 'Policy', workspace: 'w', parent: '', name: `p${i}` });
+    for (let i = 0; i < 10_050; i++) texts.set(key(i), 1, 'x');
+    assert.deepEqual(texts.size(), { texts: 10_000, chars: 10_000 });
+    assert.equal(texts.get(key(0), 1), undefined);
+    assert.equal(texts.get(key(10_049), 1), 'x');
+    const big = 'y'.repeat(16_000);
+    for (let i = 0; i < 600; i++) texts.set(key(i), 2, big);
+    assert.ok(texts.size().chars <= 8 * 1024 * 1024);
+    assert.equal(texts.get(key(599), 2), big);
+    // A replaced text is counted once; one over the limit is not kept, and leaves no older text behind.
+    texts.set(key(599), 3, 'z');
+    texts.set(key(598), 3, 'z'.repeat(16_385));
+    assert.equal(texts.get(key(598), 2), undefined);
+    assert.equal(texts.get(key(598), 3), undefined);
+    assert.equal(texts.get(key(599), 3), 'z');
+  });
+});
