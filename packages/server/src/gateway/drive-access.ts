@@ -25,10 +25,12 @@ export function driveAccessRefusal(
   const matching = permissions.filter((p) =>
     Object.entries(p.labels ?? {}).every(([k, v]) => k in labels && String(labels[k]) === String(v)),
   );
-  if (!matching.length) return "the sandbox's labels match none of the drive's permissions";
+  // "permission denied" leads each refusal: the words the service's SDK and its users look for in a refused mount.
+  if (!matching.length)
+    return "permission denied: the sandbox's labels match none of the drive's permissions";
   const reaching = matching.filter((p) => within(drivePath, posix.normalize(p.path ?? '/')));
   if (!reaching.length)
-    return `the drive's permissions for this sandbox do not reach ${JSON.stringify(drivePath)}`;
+    return `permission denied: the drive's permissions for this sandbox do not reach ${JSON.stringify(drivePath)}`;
   if (readOnly || reaching.some((p) => (p.mode ?? 'read-write') === 'read-write')) return undefined;
-  return 'the drive grants this sandbox read access only: mount it with readOnly: true';
+  return 'permission denied: the drive grants this sandbox read access only: mount it with readOnly: true';
 }

@@ -135,7 +135,7 @@ describe('drives mounted live into real sandboxes', () => {
     const green = await labelled('green', 'green');
     const refused = await mount(s, green.metadata.url, { driveName: 'team', mountPath: '/home/user/t' });
     assert.equal(refused.status, 403);
-    assert.match((await refused.json()).detail, /labels match none/);
+    assert.match((await refused.json()).detail, /permission denied: .*labels match none/);
     await mounted(s, red.metadata.url, { driveName: 'team', mountPath: '/home/user/t' });
     const blueRw = await mount(s, blue.metadata.url, { driveName: 'team', mountPath: '/home/user/t' });
     assert.equal(blueRw.status, 403);
