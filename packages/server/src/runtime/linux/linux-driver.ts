@@ -130,6 +130,11 @@ export interface LinuxDriverOptions {
   /** The most the default image's pool grows to while creates come fast (pool-demand.ts; default warmPoolSize). */
   warmPoolMax?: number;
   /**
+   * Creates closer together than this are a burst, and the pools refill this long after the last create (default
+   * REFILL_DELAY_MS; refillSoon). Tests lengthen it to make every create of theirs part of one burst.
+   */
+  refillDelayMs?: number;
+  /**
    * The writable layer's cap the pools mount their sandboxes with until a create asks for another (default
    * WARM_SPEC.diskMb): the disk size of a sandbox created with the defaults, so that its create needs no remount.
    */
@@ -262,11 +267,21 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
   const demand = new PoolDemand(opts.warmPoolSize ?? 0, opts.warmPoolMax ?? opts.warmPoolSize ?? 0);
-  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, registration, swept, {
-    afterMs: swapState.available ? deepAfterS * 1000 : 0,
-    onDeep: opts.onDeepStandby,
-    keepDaemon: opts.deepStandbyKeepDaemon,
-  });
+  const driver = new LinuxDriver(
+    ctx,
+    capabilities,
+    warmPool,
+    images,
+    demand,
+    registration,
+    swept,
+    {
+      afterMs: swapState.available ? deepAfterS * 1000 : 0,
+      onDeep: opts.onDeepStandby,
+      keepDaemon: opts.deepStandbyKeepDaemon,
+    },
+    opts.refillDelayMs,
+  );
   driver.adoptNetworks();
   // Sandboxes a previous server left in standby go deep on this one's clock (a deep one stays as it is).
   if (driver.deepStandby.enabled)
@@ -307,6 +322,7 @@ export class LinuxDriver implements RuntimeDriver {
     /** What the host sweep at this driver's start removed, or why it failed. */
     readonly swept?: { report?: SweepReport; error?: Error },
     deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void; keepDaemon?: boolean } = { afterMs: 0 },
+    private readonly refillDelayMs: number = REFILL_DELAY_MS,
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
@@ -737,21 +753,30 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   /**
-   * Tops the pools up REFILL_DELAY_MS after an ensure. Not at once: a user's first calls come right after the
+   * Tops the pools up refillDelayMs (REFILL_DELAY_MS) after an ensure. Not at once: a user's first calls come right after the
    * create, and a refill (spawning bwrap and `ip`, a Node start, a new network namespace) on the same cores
    * doubled create → first exec (measured 58 → 23 ms p50 on 2 cores). In a burst (creates less than the delay
-   * apart) or with a pool already empty, creates outpace the pool: then it refills at once.
+   * apart) the refill waits for the burst's pause; a pool about to run dry refills at once, one start at a time
+   * while creates keep coming (decision 084).
    */
   private refillSoon(): void {
     const now = Date.now();
-    const burst = now - this.lastEnsureMs < REFILL_DELAY_MS;
+    const burst = now - this.lastEnsureMs < this.refillDelayMs;
     this.lastEnsureMs = now;
     this.demand.record(now);
     this.warmPool.setTarget(this.demand.target(now));
     // In a burst the pool grown by the creates before it serves the next ones: starting replacements now would
-    // take the cores those creates run on. Only a pool about to run dry refills at once.
-    const urgent = this.warmPool.readyCount <= 1 || this.netPool.readyCount === 0;
+    // take the cores those creates run on. Only a pool about to run dry refills at once; in a burst, only one that
+    // has run dry (the next creates start cold whatever the refill does: it must not slow them more than that).
+    const urgent = this.warmPool.readyCount <= (burst ? 0 : 1) || this.netPool.readyCount === 0;
     if (this.refillTimer && !urgent && !burst) return;
+    if (urgent && burst) {
+      // Creates are still coming and start cold: four starts beside them (a full refill) made the burst's last
+      // creates wait hundreds of ms for the cores. One at a time keeps a sandbox coming; the full refill follows the
+      // burst's pause (the timer below).
+      this.netPool.refill();
+      this.warmPool.refill(1);
+    }
     clearTimeout(this.refillTimer);
     this.refillTimer = setTimeout(
       () => {
@@ -761,7 +786,7 @@ export class LinuxDriver implements RuntimeDriver {
         for (const p of this.imagePools.values()) p.refill();
         this.shrinkLater();
       },
-      urgent ? 0 : REFILL_DELAY_MS,
+      urgent && !burst ? 0 : this.refillDelayMs,
     );
   }
 

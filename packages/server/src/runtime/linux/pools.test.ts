@@ -133,6 +133,59 @@ test('a warm sandbox is assigned to a create with the spec envs, limits and disk
   assert.deepEqual(ownedUnder(dataDir), [], 'warm sandboxes removed on close');
 });
 
+test(
+  'a burst takes the pool the last minute grew (its base on top), then is served cold with one refill at a time',
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-burst-'));
+    // Every create of this test is within a minute of the one before: one burst, whatever the machine's load.
+    const driver = await createLinuxDriver({
+      dataDir,
+      codeDir: makeMiniDaemonCodeDir(dataDir),
+      netPoolSize: 2,
+      warmPoolSize: 1,
+      warmPoolMax: 8,
+      refillDelayMs: 60_000,
+    });
+    try {
+      await driver.warmPool.whenIdle();
+      assert.equal(driver.warmPool.readyCount, 1, `the base (${driver.warmPool.lastError?.message})`);
+      // A lone create (none before it) refills at once, to the base on top of the window's one create.
+      await driver.ensure('a0', spec());
+      await driver.poolsIdle();
+      assert.equal(
+        driver.warmPool.readyCount,
+        2,
+        `one for the last minute's create and the base (${driver.warmPool.lastError?.message})`,
+      );
+      // Four back to back: two from the pool, two past it. While they come, at most one warm sandbox is started.
+      let mostStarting = 0;
+      const watch = setInterval(() => {
+        mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+      }, 1);
+      const served = [];
+      try {
+        for (const id of ['b1', 'b2', 'b3', 'b4']) {
+          served.push(await driver.ensure(id, spec()));
+          mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+        }
+      } finally {
+        clearInterval(watch);
+      }
+      // Exactly one: the pool, emptied by b2 at the latest, starts a replacement at once (counted right after that
+      // create), and never a second beside it while the creates keep coming.
+      assert.equal(mostStarting, 1, 'one refill beside the burst, never more');
+      for (const info of served) {
+        assert.equal(info.state, 'running');
+        assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
+      }
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);
+
 /** The cap (MB) the kernel has for a layer, from the tmpfs's `size=` in /proc/self/mountinfo. */
 function layerCapMb(name: string): number | undefined {
   const mountPoint = join(LAYERS_DIR, name);
