@@ -292,8 +292,10 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
 
 export class LinuxDriver implements RuntimeDriver {
   private readonly locks = new Map<string, Promise<unknown>>();
-  /** When the last ensure asked for a refill (refillSoon tells a burst from a lone create). */
+  /** When the last create ended (a create starting soon after is part of a burst: refillSoon). */
   private lastEnsureMs = 0;
+  /** Creates under way: the refill of a burst's pause waits for them (refillSoon). */
+  private creating = 0;
   /** The start-up pass of adoptNetworks. */
   private adopting?: Promise<void>;
   /** A refill waiting for its delay (refillSoon). */
@@ -423,13 +425,18 @@ export class LinuxDriver implements RuntimeDriver {
         return this.info(rec);
       }
       if (rec || existsSync(this.dir(id))) await this.teardown(id);
+      // Part of a burst when it follows the end of the previous create closely: a cold start under load takes longer
+      // than the delay, and the burst has not paused meanwhile.
+      const burst = Date.now() - this.lastEnsureMs < this.refillDelayMs;
+      this.creating++;
       try {
         return await this.create(id, spec, hash);
       } catch (e) {
         await this.teardown(id).catch(() => undefined);
         throw e;
       } finally {
-        this.refillSoon();
+        this.creating--;
+        this.refillSoon(burst);
       }
     });
   }
@@ -759,9 +766,8 @@ export class LinuxDriver implements RuntimeDriver {
    * apart) the refill waits for the burst's pause; a pool about to run dry refills at once, one start at a time
    * while creates keep coming (decision 084).
    */
-  private refillSoon(): void {
+  private refillSoon(burst: boolean): void {
     const now = Date.now();
-    const burst = now - this.lastEnsureMs < this.refillDelayMs;
     this.lastEnsureMs = now;
     this.demand.record(now);
     this.warmPool.setTarget(this.demand.target(now));
@@ -781,6 +787,8 @@ export class LinuxDriver implements RuntimeDriver {
     this.refillTimer = setTimeout(
       () => {
         this.refillTimer = undefined;
+        // A create still under way (a cold start past the emptied pool) is the burst going on: its end arms this again.
+        if (this.creating > 0) return;
         this.netPool.refill();
         this.warmPool.refill();
         for (const p of this.imagePools.values()) p.refill();

@@ -186,6 +186,48 @@ test(
   },
 );
 
+test(
+  'a cold start past the emptied pool is part of the burst: the full refill waits for its end',
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-cold-'));
+    // A burst's pause is 300 ms without a create; the cold start below takes 2 s, back-to-back creates far less.
+    const driver = await createLinuxDriver({
+      dataDir,
+      codeDir: makeMiniDaemonCodeDir(dataDir),
+      netPoolSize: 2,
+      warmPoolSize: 3,
+      warmPoolMax: 8,
+      refillDelayMs: 300,
+    });
+    try {
+      await driver.warmPool.whenIdle();
+      assert.equal(driver.warmPool.readyCount, 3, `the base (${driver.warmPool.lastError?.message})`);
+      let mostStarting = 0;
+      const watch = setInterval(() => {
+        mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+      }, 1);
+      const slow = spec({ envs: { MINI_DAEMON_LISTEN_AFTER_MS: '2000' } });
+      try {
+        // Three from the pool (the third empties it and starts one replacement), then one cold and slow.
+        for (const id of ['c1', 'c2', 'c3', 'c4']) {
+          await driver.ensure(id, slow);
+          mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+        }
+      } finally {
+        clearInterval(watch);
+      }
+      assert.equal(mostStarting, 1, 'no full refill while the cold start was under way');
+      // Once the burst has paused, the pool is refilled to the base on top of the window's four creates.
+      await driver.poolsIdle();
+      assert.equal(driver.warmPool.readyCount, 7, `refilled (${driver.warmPool.lastError?.message})`);
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);
+
 /** The cap (MB) the kernel has for a layer, from the tmpfs's `size=` in /proc/self/mountinfo. */
 function layerCapMb(name: string): number | undefined {
   const mountPoint = join(LAYERS_DIR, name);

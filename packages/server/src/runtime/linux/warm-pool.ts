@@ -155,10 +155,11 @@ export class WarmPool {
     this.parallel = parallel;
     const missing = this.target - this.ready.length - this.fill.inflight;
     const room = this.parallel - this.fill.inflight;
-    this.fill.start(Math.min(missing, room), async () => {
-      await this.startOne();
-      this.refill(this.parallel);
-    });
+    this.fill.start(
+      Math.min(missing, room),
+      () => this.startOne(),
+      () => this.refill(this.parallel),
+    );
   }
 
   /** Warm sandboxes being started now (tests look at a burst's refills). */
