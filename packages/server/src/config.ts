@@ -59,7 +59,7 @@ export interface Config {
   buildsAhead: boolean;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
-  /** The most the warm pool grows to while creates come fast: the base more than the last minute's (BERTH_WARM_POOL_MAX). */
+  /** The most the warm pool grows to while creates come fast (BERTH_WARM_POOL_MAX; the base on top of demand). */
   warmPoolMax: number;
   /**
    * Seconds in standby before a sandbox's memory is pushed out to swap (BERTH_DEEP_STANDBY_AFTER; default 300,

@@ -760,8 +760,8 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   /**
-   * Tops the pools up refillDelayMs (REFILL_DELAY_MS) after an ensure. Not at once: a user's first calls come right after the
-   * create, and a refill (spawning bwrap and `ip`, a Node start, a new network namespace) on the same cores
+   * Tops the pools up refillDelayMs (REFILL_DELAY_MS) after a create. Not at once: a user's first calls come right
+   * after the create, and a refill (spawning bwrap and `ip`, a Node start, a new network namespace) on the same cores
    * doubled create → first exec (measured 58 → 23 ms p50 on 2 cores). In a burst (creates less than the delay
    * apart) the refill waits for the burst's pause; a pool about to run dry refills at once, one start at a time
    * while creates keep coming (decision 084).
@@ -787,7 +787,7 @@ export class LinuxDriver implements RuntimeDriver {
     this.refillTimer = setTimeout(
       () => {
         this.refillTimer = undefined;
-        // A create still under way (a cold start past the emptied pool) is the burst going on: its end arms this again.
+        // A create still under way (a cold start past the emptied pool) is the burst going on: its end re-arms this.
         if (this.creating > 0) return;
         this.netPool.refill();
         this.warmPool.refill();
