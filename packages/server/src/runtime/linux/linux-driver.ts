@@ -774,12 +774,14 @@ export class LinuxDriver implements RuntimeDriver {
     // In a burst the pool grown by the creates before it serves the next ones: starting replacements now would
     // take the cores those creates run on. Only a pool about to run dry refills at once; in a burst, only one that
     // has run dry (the next creates start cold whatever the refill does: it must not slow them more than that).
-    const urgent = this.warmPool.readyCount <= (burst ? 0 : 1) || this.netPool.readyCount === 0;
+    const warmLow = this.warmPool.readyCount <= (burst ? 0 : 1);
+    const urgent = warmLow || this.netPool.readyCount === 0;
     if (this.refillTimer && !urgent && !burst) return;
-    if (urgent && burst) {
+    if (warmLow && burst) {
       // Creates are still coming and start cold: four starts beside them (a full refill) made the burst's last
       // creates wait hundreds of ms for the cores. One at a time keeps a sandbox coming; the full refill follows the
-      // burst's pause (the timer below).
+      // burst's pause (the timer below). A burst served by the warm pool needs no network from the net pool: an
+      // empty one waits for the pause too.
       this.netPool.refill();
       this.warmPool.refill(1);
     }
