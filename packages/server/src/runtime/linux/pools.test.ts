@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SandboxCgroup } from './cgroup.js';
-import { hostTools } from './exec.js';
+import { hostTools, sleep } from './exec.js';
 import { LAYERS_DIR, sandboxPaths } from './host.js';
 import { readRecord, writeRecord } from './state.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
@@ -221,6 +221,41 @@ test(
       // Once the burst has paused, the pool is refilled to the base on top of the window's four creates.
       await driver.poolsIdle();
       assert.equal(driver.warmPool.readyCount, 7, `refilled (${driver.warmPool.lastError?.message})`);
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);
+
+test(
+  "after a create of a burst, a gap longer than a lone create's refill delay starts no refill",
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-gap-'));
+    // Networks to spare after the pool's starts took theirs: an empty net pool makes a lone create refill at once.
+    const driver = await createLinuxDriver({
+      dataDir,
+      codeDir: makeMiniDaemonCodeDir(dataDir),
+      netPoolSize: 8,
+      warmPoolSize: 3,
+      warmPoolMax: 8,
+      refillDelayMs: 300,
+    });
+    try {
+      await driver.poolsIdle();
+      assert.ok(driver.netPool.readyCount > 0, 'networks to spare');
+      assert.equal(driver.warmPool.readyCount, 3, `the base (${driver.warmPool.lastError?.message})`);
+      await driver.ensure('g1', spec()); // a lone create: its refill would come 300 ms later
+      await driver.ensure('g2', spec()); // right after it: a burst, whose pause is four times that
+      assert.equal(driver.warmPool.readyCount, 1);
+      // A client's answer, first exec and next POST under load: longer than 300 ms, shorter than the burst's pause.
+      await sleep(600);
+      assert.equal(driver.warmPool.startingCount, 0, 'no refill within the burst');
+      assert.equal(driver.warmPool.readyCount, 1);
+      // The pause, then the full refill: the base on top of the two creates.
+      await driver.poolsIdle();
+      assert.equal(driver.warmPool.readyCount, 5, `refilled (${driver.warmPool.lastError?.message})`);
     } finally {
       await cleanUp(driver, dataDir);
     }
