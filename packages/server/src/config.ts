@@ -59,7 +59,7 @@ export interface Config {
   buildsAhead: boolean;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
-  /** The most the warm pool grows to while creates come fast: as many as the last minute's (BERTH_WARM_POOL_MAX). */
+  /** The most the warm pool grows to while creates come fast (BERTH_WARM_POOL_MAX; the base on top of demand). */
   warmPoolMax: number;
   /**
    * Seconds in standby before a sandbox's memory is pushed out to swap (BERTH_DEEP_STANDBY_AFTER; default 300,
@@ -217,8 +217,9 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** Two warm sandboxes cover a burst of creates on a laptop while the pool refills; each costs ~12 MB idle. */
 export const DEFAULT_WARM_POOL = 2;
 /**
- * Room for a burst of 20 creates (the issue's measure) and a few more: 24 ready sandboxes hold ~200-290 MB while
- * the demand lasts; the pool is back to DEFAULT_WARM_POOL a minute after the last create.
+ * Room for a burst of 20 creates (the issue's measure) and a few more: the pool holds DEFAULT_WARM_POOL more than the
+ * last minute's creates (pool-demand.ts), and 24 ready sandboxes hold ~200-290 MB while the demand lasts; the pool is
+ * back to DEFAULT_WARM_POOL a minute after the last create.
  */
 export const DEFAULT_WARM_POOL_MAX = 24;
 /** Five minutes: past it a sandbox is likely idle for long (its owner left); a wake then pays for its page-ins. */

@@ -97,6 +97,12 @@ import { canPageOut } from './page-out.js';
 export const DEFAULT_UID_BASE = 1_000_000_000;
 /** How long after a create the pools start refilling (see refillSoon). */
 export const REFILL_DELAY_MS = 250;
+/**
+ * After a create of a burst, the full refill waits this many REFILL_DELAY_MS without a create: under load the time a
+ * client spends between two creates (the answer, its first exec, the next POST's way to the driver) passed 250 ms in
+ * the middle of a burst, and four starts then ran beside its rest (decision 084).
+ */
+export const BURST_PAUSE_FACTOR = 4;
 
 /** Sandboxes kept ready per image in recent use (when the default image's pool is on at all). */
 export const IMAGE_POOL_SIZE = 1;
@@ -129,6 +135,11 @@ export interface LinuxDriverOptions {
   warmPoolSize?: number;
   /** The most the default image's pool grows to while creates come fast (pool-demand.ts; default warmPoolSize). */
   warmPoolMax?: number;
+  /**
+   * Creates closer together than this are a burst, and the pools refill this long after the last create (default
+   * REFILL_DELAY_MS; refillSoon). Tests lengthen it to make every create of theirs part of one burst.
+   */
+  refillDelayMs?: number;
   /**
    * The writable layer's cap the pools mount their sandboxes with until a create asks for another (default
    * WARM_SPEC.diskMb): the disk size of a sandbox created with the defaults, so that its create needs no remount.
@@ -262,11 +273,21 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
   warmPool.refill();
   const images = opts.images ?? new ImageStore({ dataDir: opts.dataDir });
   const demand = new PoolDemand(opts.warmPoolSize ?? 0, opts.warmPoolMax ?? opts.warmPoolSize ?? 0);
-  const driver = new LinuxDriver(ctx, capabilities, warmPool, images, demand, registration, swept, {
-    afterMs: swapState.available ? deepAfterS * 1000 : 0,
-    onDeep: opts.onDeepStandby,
-    keepDaemon: opts.deepStandbyKeepDaemon,
-  });
+  const driver = new LinuxDriver(
+    ctx,
+    capabilities,
+    warmPool,
+    images,
+    demand,
+    registration,
+    swept,
+    {
+      afterMs: swapState.available ? deepAfterS * 1000 : 0,
+      onDeep: opts.onDeepStandby,
+      keepDaemon: opts.deepStandbyKeepDaemon,
+    },
+    opts.refillDelayMs,
+  );
   driver.adoptNetworks();
   // Sandboxes a previous server left in standby go deep on this one's clock (a deep one stays as it is).
   if (driver.deepStandby.enabled)
@@ -277,8 +298,10 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
 
 export class LinuxDriver implements RuntimeDriver {
   private readonly locks = new Map<string, Promise<unknown>>();
-  /** When the last ensure asked for a refill (refillSoon tells a burst from a lone create). */
+  /** When the last create ended (a create starting soon after is part of a burst: refillSoon). */
   private lastEnsureMs = 0;
+  /** Creates under way: the refill of a burst's pause waits for them (refillSoon). */
+  private creating = 0;
   /** The start-up pass of adoptNetworks. */
   private adopting?: Promise<void>;
   /** A refill waiting for its delay (refillSoon). */
@@ -307,6 +330,7 @@ export class LinuxDriver implements RuntimeDriver {
     /** What the host sweep at this driver's start removed, or why it failed. */
     readonly swept?: { report?: SweepReport; error?: Error },
     deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void; keepDaemon?: boolean } = { afterMs: 0 },
+    private readonly refillDelayMs: number = REFILL_DELAY_MS,
   ) {
     this.cgroupHost = ctx.cgroupHost;
     this.netPool = ctx.netPool;
@@ -407,13 +431,18 @@ export class LinuxDriver implements RuntimeDriver {
         return this.info(rec);
       }
       if (rec || existsSync(this.dir(id))) await this.teardown(id);
+      // Part of a burst when it follows the end of the previous create closely: a cold start under load takes longer
+      // than the delay, and the burst has not paused meanwhile.
+      const burst = Date.now() - this.lastEnsureMs < this.refillDelayMs;
+      this.creating++;
       try {
         return await this.create(id, spec, hash);
       } catch (e) {
         await this.teardown(id).catch(() => undefined);
         throw e;
       } finally {
-        this.refillSoon();
+        this.creating--;
+        this.refillSoon(burst);
       }
     });
   }
@@ -737,31 +766,43 @@ export class LinuxDriver implements RuntimeDriver {
   }
 
   /**
-   * Tops the pools up REFILL_DELAY_MS after an ensure. Not at once: a user's first calls come right after the
-   * create, and a refill (spawning bwrap and `ip`, a Node start, a new network namespace) on the same cores
+   * Tops the pools up refillDelayMs (REFILL_DELAY_MS) after a create. Not at once: a user's first calls come right
+   * after the create, and a refill (spawning bwrap and `ip`, a Node start, a new network namespace) on the same cores
    * doubled create → first exec (measured 58 → 23 ms p50 on 2 cores). In a burst (creates less than the delay
-   * apart) or with a pool already empty, creates outpace the pool: then it refills at once.
+   * apart) the refill waits for the burst's pause; a pool about to run dry refills at once, one start at a time
+   * while creates keep coming (decision 084).
    */
-  private refillSoon(): void {
+  private refillSoon(burst: boolean): void {
     const now = Date.now();
-    const burst = now - this.lastEnsureMs < REFILL_DELAY_MS;
     this.lastEnsureMs = now;
     this.demand.record(now);
     this.warmPool.setTarget(this.demand.target(now));
     // In a burst the pool grown by the creates before it serves the next ones: starting replacements now would
-    // take the cores those creates run on. Only a pool about to run dry refills at once.
-    const urgent = this.warmPool.readyCount <= 1 || this.netPool.readyCount === 0;
+    // take the cores those creates run on. Only a pool about to run dry refills at once; in a burst, only one that
+    // has run dry (the next creates start cold whatever the refill does: it must not slow them more than that).
+    const warmLow = this.warmPool.readyCount <= (burst ? 0 : 1);
+    const urgent = warmLow || this.netPool.readyCount === 0;
     if (this.refillTimer && !urgent && !burst) return;
+    if (warmLow && burst) {
+      // Creates are still coming and start cold: four starts beside them (a full refill) made the burst's last
+      // creates wait hundreds of ms for the cores. One at a time keeps a sandbox coming; the full refill follows the
+      // burst's pause (the timer below). A burst served by the warm pool needs no network from the net pool: an
+      // empty one waits for the pause too.
+      this.netPool.refill();
+      this.warmPool.refill(1);
+    }
     clearTimeout(this.refillTimer);
     this.refillTimer = setTimeout(
       () => {
         this.refillTimer = undefined;
+        // A create still under way (a cold start past the emptied pool) is the burst going on: its end re-arms this.
+        if (this.creating > 0) return;
         this.netPool.refill();
         this.warmPool.refill();
         for (const p of this.imagePools.values()) p.refill();
         this.shrinkLater();
       },
-      urgent ? 0 : REFILL_DELAY_MS,
+      urgent && !burst ? 0 : burst ? BURST_PAUSE_FACTOR * this.refillDelayMs : this.refillDelayMs,
     );
   }
 

@@ -1,7 +1,10 @@
-// How many warm sandboxes to keep ready (decision 058): as many as were created in the last DEMAND_WINDOW_MS, never
-// fewer than the pool's base size nor more than its ceiling. A burst of creates then finds the pool grown by the
+// How many warm sandboxes to keep ready (decisions 058, 084): the pool's base size on top of as many as were created
+// in the last DEMAND_WINDOW_MS, never more than its ceiling. A burst of creates then finds the pool grown by the
 // creates before it, and a quiet minute shrinks it back to the base (each ready sandbox holds ~8 MB and a network
 // namespace). The recent create rate decides, not a guess: a server that creates one sandbox an hour keeps its base.
+// The base is kept on top, not as a floor: a create takes its sandbox before the refill that replaces it, and a burst
+// defers refills (linux-driver.ts refillSoon), so a pool of exactly the last minute's count enters a burst of that
+// size one or two short, and its last creates started cold beside the refills (decision 084 measured it).
 export const DEMAND_WINDOW_MS = 60_000;
 
 export class PoolDemand {
@@ -22,7 +25,7 @@ export class PoolDemand {
   target(nowMs: number): number {
     this.forget(nowMs);
     if (this.base <= 0) return 0;
-    return Math.min(Math.max(this.base, this.times.length), Math.max(this.base, this.max));
+    return Math.min(this.base + this.times.length, Math.max(this.base, this.max));
   }
 
   private forget(nowMs: number): void {

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SandboxCgroup } from './cgroup.js';
-import { hostTools } from './exec.js';
+import { hostTools, sleep } from './exec.js';
 import { LAYERS_DIR, sandboxPaths } from './host.js';
 import { readRecord, writeRecord } from './state.js';
 import { createLinuxDriver, type LinuxDriver } from './linux-driver.js';
@@ -132,6 +132,136 @@ test('a warm sandbox is assigned to a create with the spec envs, limits and disk
   }
   assert.deepEqual(ownedUnder(dataDir), [], 'warm sandboxes removed on close');
 });
+
+test(
+  'a burst takes the pool the last minute grew (its base on top), then is served cold with one refill at a time',
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-burst-'));
+    // Every create of this test is within a minute of the one before: one burst, whatever the machine's load.
+    const driver = await createLinuxDriver({
+      dataDir,
+      codeDir: makeMiniDaemonCodeDir(dataDir),
+      netPoolSize: 2,
+      warmPoolSize: 1,
+      warmPoolMax: 8,
+      refillDelayMs: 60_000,
+    });
+    try {
+      await driver.warmPool.whenIdle();
+      assert.equal(driver.warmPool.readyCount, 1, `the base (${driver.warmPool.lastError?.message})`);
+      // A lone create (none before it) refills at once, to the base on top of the window's one create.
+      await driver.ensure('a0', spec());
+      await driver.poolsIdle();
+      assert.equal(
+        driver.warmPool.readyCount,
+        2,
+        `one for the last minute's create and the base (${driver.warmPool.lastError?.message})`,
+      );
+      // Four back to back: two from the pool, two past it. While they come, at most one warm sandbox is started.
+      let mostStarting = 0;
+      const watch = setInterval(() => {
+        mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+      }, 1);
+      const served = [];
+      try {
+        for (const id of ['b1', 'b2', 'b3', 'b4']) {
+          served.push(await driver.ensure(id, spec()));
+          mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+        }
+      } finally {
+        clearInterval(watch);
+      }
+      // Exactly one: the pool, emptied by b2 at the latest, starts a replacement at once (counted right after that
+      // create), and never a second beside it while the creates keep coming.
+      assert.equal(mostStarting, 1, 'one refill beside the burst, never more');
+      for (const info of served) {
+        assert.equal(info.state, 'running');
+        assert.equal((await callSocket(info.socketPath, 'GET', '/health')).status, 200);
+      }
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);
+
+test(
+  'a cold start past the emptied pool is part of the burst: the full refill waits for its end',
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-cold-'));
+    // A burst's pause is 300 ms without a create; the cold start below takes 2 s, back-to-back creates far less.
+    const driver = await createLinuxDriver({
+      dataDir,
+      codeDir: makeMiniDaemonCodeDir(dataDir),
+      netPoolSize: 2,
+      warmPoolSize: 3,
+      warmPoolMax: 8,
+      refillDelayMs: 300,
+    });
+    try {
+      await driver.warmPool.whenIdle();
+      assert.equal(driver.warmPool.readyCount, 3, `the base (${driver.warmPool.lastError?.message})`);
+      let mostStarting = 0;
+      const watch = setInterval(() => {
+        mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+      }, 1);
+      const slow = spec({ envs: { MINI_DAEMON_LISTEN_AFTER_MS: '2000' } });
+      try {
+        // Three from the pool (the third empties it and starts one replacement), then one cold and slow.
+        for (const id of ['c1', 'c2', 'c3', 'c4']) {
+          await driver.ensure(id, slow);
+          mostStarting = Math.max(mostStarting, driver.warmPool.startingCount);
+        }
+      } finally {
+        clearInterval(watch);
+      }
+      assert.equal(mostStarting, 1, 'no full refill while the cold start was under way');
+      // Once the burst has paused, the pool is refilled to the base on top of the window's four creates.
+      await driver.poolsIdle();
+      assert.equal(driver.warmPool.readyCount, 7, `refilled (${driver.warmPool.lastError?.message})`);
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);
+
+test(
+  "after a create of a burst, a gap longer than a lone create's refill delay starts no refill",
+  T,
+  async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'berth-warm-gap-'));
+    // Networks to spare after the pool's starts took theirs: an empty net pool makes a lone create refill at once.
+    const driver = await createLinuxDriver({
+      dataDir,
+      codeDir: makeMiniDaemonCodeDir(dataDir),
+      netPoolSize: 8,
+      warmPoolSize: 3,
+      warmPoolMax: 8,
+      refillDelayMs: 300,
+    });
+    try {
+      await driver.poolsIdle();
+      assert.ok(driver.netPool.readyCount > 0, 'networks to spare');
+      assert.equal(driver.warmPool.readyCount, 3, `the base (${driver.warmPool.lastError?.message})`);
+      await driver.ensure('g1', spec()); // a lone create: its refill would come 300 ms later
+      await driver.ensure('g2', spec()); // right after it: a burst, whose pause is four times that
+      assert.equal(driver.warmPool.readyCount, 1);
+      // A client's answer, first exec and next POST under load: longer than 300 ms, shorter than the burst's pause.
+      await sleep(600);
+      assert.equal(driver.warmPool.startingCount, 0, 'no refill within the burst');
+      assert.equal(driver.warmPool.readyCount, 1);
+      // The pause, then the full refill: the base on top of the two creates.
+      await driver.poolsIdle();
+      assert.equal(driver.warmPool.readyCount, 5, `refilled (${driver.warmPool.lastError?.message})`);
+    } finally {
+      await cleanUp(driver, dataDir);
+    }
+    assert.deepEqual(ownedUnder(dataDir), [], 'no slot left claimed');
+  },
+);
 
 /** The cap (MB) the kernel has for a layer, from the tmpfs's `size=` in /proc/self/mountinfo. */
 function layerCapMb(name: string): number | undefined {

@@ -45,6 +45,8 @@ export class WarmPool {
   private readonly fill = new BackgroundFill();
   private seq = 0;
   private closed = false;
+  /** How many starts the current refill runs at once (refill). */
+  private parallel = MAX_PARALLEL_STARTS;
   /** How many to keep ready now: `size` at rest, more while creates come fast (pool-demand.ts). */
   private target: number;
   /**
@@ -144,18 +146,25 @@ export class WarmPool {
   }
 
   /**
-   * Starts missing warm sandboxes in the background, at most MAX_PARALLEL_STARTS at once (each started one calls
-   * this again): a pool grown to 20 that started all its replacements together held two cores for seconds, and a
-   * create arriving meanwhile waited behind them. A failure only leaves the pool smaller.
+   * Starts missing warm sandboxes in the background, at most `parallel` at once (each started one calls this again
+   * at the same pace, until a call sets another): a pool grown to 20 that started all its replacements together held
+   * two cores for seconds, and a create arriving meanwhile waited behind them. A failure only leaves the pool smaller.
    */
-  refill(): void {
+  refill(parallel: number = MAX_PARALLEL_STARTS): void {
     if (this.closed) return;
+    this.parallel = parallel;
     const missing = this.target - this.ready.length - this.fill.inflight;
-    const room = MAX_PARALLEL_STARTS - this.fill.inflight;
-    this.fill.start(Math.min(missing, room), async () => {
-      await this.startOne();
-      this.refill();
-    });
+    const room = this.parallel - this.fill.inflight;
+    this.fill.start(
+      Math.min(missing, room),
+      () => this.startOne(),
+      () => this.refill(this.parallel),
+    );
+  }
+
+  /** Warm sandboxes being started now (tests look at a burst's refills). */
+  get startingCount(): number {
+    return this.fill.inflight;
   }
 
   private async startOne(): Promise<void> {

@@ -44,10 +44,11 @@ const server = http.createServer((req, res) => {
     reply(404, {});
   });
 });
-server.listen(sock, () => {
+// A test may make a cold start slow (the spec's envs reach a cold start's daemon, not a warm one's).
+setTimeout(() => server.listen(sock, () => {
   fs.chmodSync(sock, 0o666); // as the real daemon does, right after listening
   process.stdout.write(JSON.stringify({ event: 'listening', socket: sock }) + '\\n');
-});
+}), Number(process.env.MINI_DAEMON_LISTEN_AFTER_MS ?? 0));
 `;
 
 /** Creates a code dir holding the daemon at DAEMON_ENTRY (the path the driver runs by default). */
