@@ -985,7 +985,7 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a preview token */
+        /** Revoke a preview token, named by its name or by its value */
         delete: operations["deletePreviewToken"];
         options?: never;
         head?: never;
@@ -8959,7 +8959,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Revoke a preview token */
+            /** @description Revoke a preview token, named by its name or by its value */
             200: {
                 headers: {
                     [name: string]: unknown;

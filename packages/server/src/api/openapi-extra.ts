@@ -603,7 +603,7 @@ export const EXTRA_PATHS: ExtraPaths = {
   [`${TOKENS}/{tokenName}`]: {
     delete: {
       operationId: 'deletePreviewToken',
-      summary: 'Revoke a preview token',
+      summary: 'Revoke a preview token, named by its name or by its value',
       tag: 'PreviewToken',
       requiresKind: 'Preview',
       response: PreviewToken,

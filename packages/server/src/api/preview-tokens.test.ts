@@ -26,12 +26,12 @@ describe('preview tokens', () => {
     const expiresAt = inAnHour();
     const r = await s.api(tokens, {
       method: 'POST',
-      json: { metadata: { name: 'token-1' }, spec: { expiresAt } },
+      json: { metadata: { name: 'first' }, spec: { expiresAt } },
     });
     const t = await r.json();
     assert.equal(r.status, 200, JSON.stringify(t));
     assert.deepEqual(t.metadata, {
-      name: 'token-1',
+      name: 'first',
       previewName: 'web',
       resourceName: 'box',
       resourceType: 'Sandbox',
@@ -47,7 +47,7 @@ describe('preview tokens', () => {
     assert.ok(Array.isArray(list));
     assert.deepEqual(
       list.map((t: any) => [t.metadata.name, 'token' in t.spec, t.spec.expired]),
-      [['token-1', false, false]],
+      [['first', false, false]],
     );
   });
 
@@ -69,7 +69,7 @@ describe('preview tokens', () => {
   it('rejects a duplicate name (409), a past expiry and a missing one (422)', async () => {
     const dup = await s.api(tokens, {
       method: 'POST',
-      json: { metadata: { name: 'token-1' }, spec: { expiresAt: inAnHour() } },
+      json: { metadata: { name: 'first' }, spec: { expiresAt: inAnHour() } },
     });
     assert.equal(dup.status, 409);
     assert.equal((await dup.json()).error, 'PREVIEW_TOKEN_ALREADY_EXISTS');
@@ -112,10 +112,10 @@ describe('preview tokens', () => {
   });
 
   it('DELETE removes one token and returns it without its value', async () => {
-    const r = await s.api(`${tokens}/token-1`, { method: 'DELETE' });
+    const r = await s.api(`${tokens}/first`, { method: 'DELETE' });
     const t = await r.json();
     assert.equal(r.status, 200);
-    assert.equal(t.metadata.name, 'token-1');
+    assert.equal(t.metadata.name, 'first');
     assert.equal(t.spec.token, undefined);
     assert.deepEqual(await (await s.api(tokens)).json(), []);
   });

@@ -9,12 +9,26 @@ import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js'
 import { checkValue, prune } from '../kinds/schema.js';
 import { isGone } from '../kinds/status.js';
 import type { Resources } from '../store/resources.js';
-import { type ResourceKey, StoreError, type StoredObject } from '../store/store.js';
-import { hashToken, TOKEN_PREFIX, type TokenRecord, tokenParent } from '../auth/preview-token.js';
+import { keyOf, type ResourceKey, StoreError, type StoredObject } from '../store/store.js';
+import {
+  findTokenByValue,
+  hashToken,
+  TOKEN_PREFIX,
+  type TokenRecord,
+  tokenParent,
+} from '../auth/preview-token.js';
 import { requireRole } from '../auth/require-role.js';
 import { warnDropped } from './crud.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { listPage } from './pagination.js';
+
+/**
+ * A name of the form the SDK makes up itself (`token-<Date.now()>`), not one its caller chose: when it is taken
+ * (tokens created in the same millisecond) the token gets it with a random suffix instead of a 409 (decision 085).
+ */
+const SDK_TOKEN_NAME = /^token-\d+$/;
+/** Attempts at a free suffixed name before the 409: each suffix has 2^32 values. */
+const SUFFIX_TRIES = 5;
 
 /** Tokens one preview may hold; each is checked on every private request, so the list stays short. */
 export const MAX_TOKENS_PER_PREVIEW = 100;
@@ -81,35 +95,40 @@ export function register(v0: FastifyInstance, deps: PreviewTokenDeps) {
         'QUOTA_EXCEEDED',
         `preview ${JSON.stringify(previewName)} already has ${MAX_TOKENS_PER_PREVIEW} tokens; delete some first`,
       );
-    const name: string = body.metadata?.name ?? `token-${randomBytes(4).toString('hex')}`;
+    const asked: string | undefined = body.metadata?.name;
+    const generated = asked === undefined || SDK_TOKEN_NAME.test(asked);
+    const stem = asked ?? 'token';
     const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
-    const record: TokenRecord = {
-      metadata: {
-        name,
-        previewName,
-        resourceName: sandboxName,
-        resourceType: 'Sandbox',
-        workspace: a.workspace,
-      },
-      spec: { expiresAt: new Date(expiresMs).toISOString() },
-      tokenHash: hashToken(token).toString('hex'),
-      previewCreatedAt: p.body.metadata.createdAt,
-      createdAt: at.toISOString(),
-      createdBy: a.principal.subject,
-    };
-    const key: ResourceKey = { kind: PREVIEW_TOKEN_KIND, workspace: a.workspace, parent, name };
-    try {
-      const [o] = await resources.store.write([
-        { op: 'create', key, body: record as unknown as Record<string, any> },
-      ]);
-      warnDropped(reply, dropped);
-      return view(o, at.getTime(), token);
-    } catch (e) {
-      if (e instanceof StoreError && e.reason === 'exists')
-        throw new ApiError('ALREADY_EXISTS', `preview token ${JSON.stringify(name)} already exists`, {
-          code: 'PREVIEW_TOKEN_ALREADY_EXISTS',
-        });
-      throw e;
+    for (let attempt = 0; ; attempt++) {
+      const name = asked !== undefined && attempt === 0 ? asked : `${stem}-${randomBytes(4).toString('hex')}`;
+      const record: TokenRecord = {
+        metadata: {
+          name,
+          previewName,
+          resourceName: sandboxName,
+          resourceType: 'Sandbox',
+          workspace: a.workspace,
+        },
+        spec: { expiresAt: new Date(expiresMs).toISOString() },
+        tokenHash: hashToken(token).toString('hex'),
+        previewCreatedAt: p.body.metadata.createdAt,
+        createdAt: at.toISOString(),
+        createdBy: a.principal.subject,
+      };
+      const key: ResourceKey = { kind: PREVIEW_TOKEN_KIND, workspace: a.workspace, parent, name };
+      try {
+        const [o] = await resources.store.write([
+          { op: 'create', key, body: record as unknown as Record<string, any> },
+        ]);
+        warnDropped(reply, dropped);
+        return view(o, at.getTime(), token);
+      } catch (e) {
+        if (!(e instanceof StoreError && e.reason === 'exists')) throw e;
+        if (!generated || attempt >= SUFFIX_TRIES)
+          throw new ApiError('ALREADY_EXISTS', `preview token ${JSON.stringify(name)} already exists`, {
+            code: 'PREVIEW_TOKEN_ALREADY_EXISTS',
+          });
+      }
     }
   });
 
@@ -121,17 +140,29 @@ export function register(v0: FastifyInstance, deps: PreviewTokenDeps) {
     return page.map((o) => view(o, nowMs));
   });
 
+  /**
+   * A token by its name, or by its value (the SDK's `tokens.delete(token.value)`): a value is found by its hash
+   * among this preview's tokens only, and a miss answers as a missing name does, without echoing the value.
+   */
+  async function tokenOf(workspace: string, parent: string, nameOrValue: string) {
+    if (!nameOrValue.startsWith(TOKEN_PREFIX))
+      return resources.store.get({ kind: PREVIEW_TOKEN_KIND, workspace, parent, name: nameOrValue });
+    return findTokenByValue(resources.store, workspace, parent, nameOrValue);
+  }
+
   v0.delete(`${base}/:tokenName`, async (req) => {
     const a = requireRole(req, 'member');
     const { parent } = await previewOf(req, a.workspace);
     const { tokenName } = req.params as Record<string, string>;
-    const key: ResourceKey = { kind: PREVIEW_TOKEN_KIND, workspace: a.workspace, parent, name: tokenName };
-    const o = await resources.store.get(key);
-    if (!o) throw notFound(`preview token ${JSON.stringify(tokenName)}`);
+    const what = tokenName.startsWith(TOKEN_PREFIX)
+      ? 'preview token (by value)'
+      : `preview token ${JSON.stringify(tokenName)}`;
+    const o = await tokenOf(a.workspace, parent, tokenName);
+    if (!o) throw notFound(what);
     try {
-      await resources.store.write([{ op: 'delete', key, expectVersion: o.resourceVersion }]);
+      await resources.store.write([{ op: 'delete', key: keyOf(o), expectVersion: o.resourceVersion }]);
     } catch (e) {
-      if (e instanceof StoreError) throw notFound(`preview token ${JSON.stringify(tokenName)}`);
+      if (e instanceof StoreError) throw notFound(what);
       throw e;
     }
     return view(o, now().getTime());

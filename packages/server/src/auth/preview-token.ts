@@ -3,7 +3,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js';
 import { isGone } from '../kinds/status.js';
-import type { Store } from '../store/store.js';
+import type { Store, StoredObject } from '../store/store.js';
 
 export const TOKEN_PREFIX = 'bpt_';
 
@@ -27,6 +27,22 @@ export const hashToken = (token: string) => createHash('sha256').update(token).d
 
 export const tokenParent = (sandboxName: string, previewName: string) => `${sandboxName}/${previewName}`;
 
+/** The token record of one preview (`parent`, tokenParent) whose value is `token`: a hash compare, never a scan elsewhere. */
+export async function findTokenByValue(
+  store: Store,
+  workspace: string,
+  parent: string,
+  token: string,
+): Promise<StoredObject | undefined> {
+  if (!token.startsWith(TOKEN_PREFIX)) return undefined;
+  const h = hashToken(token);
+  for (const t of await store.list({ kind: PREVIEW_TOKEN_KIND, workspace, parent })) {
+    const stored = Buffer.from((t.body as TokenRecord).tokenHash, 'hex');
+    if (stored.length === h.length && timingSafeEqual(stored, h)) return t;
+  }
+  return undefined;
+}
+
 /**
  * Whether `token` opens the preview now: the gateway's check for a private preview. The preview must
  * still exist, not be on its way out, and be the one the token was issued for.
@@ -42,16 +58,8 @@ export async function verifyPreviewToken(
   if (!token.startsWith(TOKEN_PREFIX)) return false;
   const p = await store.get({ kind: previewKind.kind, workspace, parent: sandboxName, name: previewName });
   if (!p || isGone(p)) return false;
-  const h = hashToken(token);
-  for (const t of await store.list({
-    kind: PREVIEW_TOKEN_KIND,
-    workspace,
-    parent: tokenParent(sandboxName, previewName),
-  })) {
-    const r = t.body as TokenRecord;
-    const stored = Buffer.from(r.tokenHash, 'hex');
-    if (stored.length === h.length && timingSafeEqual(stored, h))
-      return Date.parse(r.spec.expiresAt) > nowMs && r.previewCreatedAt === p.body.metadata.createdAt;
-  }
-  return false;
+  const t = await findTokenByValue(store, workspace, tokenParent(sandboxName, previewName), token);
+  if (!t) return false;
+  const r = t.body as TokenRecord;
+  return Date.parse(r.spec.expiresAt) > nowMs && r.previewCreatedAt === p.body.metadata.createdAt;
 }

@@ -19,6 +19,7 @@ const OBJECTS: Record<string, { name: string; parent: string }> = {
   Preview: { name: 'web', parent: 'box' },
 };
 const TRIGGER_PATH = 'hooks/in';
+const PREFIX_URL = 'my-prefix';
 
 const table = new Map([
   [workloadLabel('Agent', WS, 'helper'), { kind: 'Agent', workspace: WS, parent: '', name: 'helper' }],
@@ -30,6 +31,7 @@ const table = new Map([
   [sandboxLabel(WS, 'box'), { kind: 'Sandbox', workspace: WS, parent: '', name: 'box' }],
   [previewLabel(WS, 'box', 'web'), { kind: 'Preview', workspace: WS, parent: 'box', name: 'web' }],
   [pathLabel(WS, TRIGGER_PATH), { kind: 'Agent', workspace: WS, parent: '', name: 'helper' }],
+  [pathLabel(WS, PREFIX_URL), { kind: 'Preview', workspace: WS, parent: 'box', name: 'web' }],
 ]);
 const labels = { resolve: (l: string) => table.get(l) };
 const previews = new PreviewHosts(labels as never, INFERENCE_HOST);
@@ -46,7 +48,10 @@ test('every address form of the table is dispatched as that form, to its object'
   ][]) {
     const o = OBJECTS[spec.kind];
     const key = { kind: spec.kind, workspace: WS, parent: o.parent, name: o.name };
-    const r = spec.request({ key, region: 'local', triggerPath: TRIGGER_PATH }, INFERENCE_HOST);
+    const r = spec.request(
+      { key, region: 'local', triggerPath: TRIGGER_PATH, prefixUrl: PREFIX_URL },
+      INFERENCE_HOST,
+    );
     assert.equal(!!r.host, spec.byHost, `${form}: a host form says so`);
     const req = { url: r.path, headers: { host: r.host ?? '127.0.0.1:8080' } } as unknown as IncomingMessage;
     const a = parseAddress(req, ctx);

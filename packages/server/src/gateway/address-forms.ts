@@ -18,6 +18,7 @@ export type AddressForm =
   | 'sandbox-path'
   | 'sandbox-host'
   | 'preview-path'
+  | 'preview-prefix-path'
   | 'preview-host';
 
 const WORKLOAD_FORM = { Agent: 'agent', Function: 'function', Application: 'application' } as const;
@@ -35,6 +36,7 @@ export function formOf(a: Address): AddressForm {
     case 'sandbox-host':
       return 'sandbox-host';
     case 'preview':
+      if (a.preview.prefixed) return 'preview-prefix-path';
       return a.preview.base === '/' ? 'preview-host' : 'preview-path';
   }
 }
@@ -45,6 +47,8 @@ export interface AddressedObject {
   region: string;
   /** An `http` trigger's `configuration.path` (trigger-path form only). */
   triggerPath?: string;
+  /** A preview's `spec.prefixUrl` (preview-prefix-path form only). */
+  prefixUrl?: string;
 }
 
 /** A request line to an address: the path (under the server's own origin) and the Host to send, when not its own. */
@@ -137,6 +141,11 @@ export const ADDRESS_FORMS: Record<AddressForm, AddressFormSpec> = {
     kind: 'Preview',
     byHost: false,
     request: (o) => ({ method: 'GET', path: run(o, `previews/${o.key.parent}/${o.key.name}/`) }),
+  },
+  'preview-prefix-path': {
+    kind: 'Preview',
+    byHost: false,
+    request: (o) => ({ method: 'GET', path: run(o, `${o.prefixUrl ?? ''}/`) }),
   },
   'preview-host': {
     kind: 'Preview',

@@ -1,7 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sandboxId } from '../runtime/sandbox-id.js';
-import { matchSandboxHost, matchSandboxPath, sandboxUrl } from './address.js';
+import {
+  hostLabelsOf,
+  matchSandboxHost,
+  matchSandboxPath,
+  pathLabel,
+  previewLabel,
+  previewUrl,
+  sandboxUrl,
+} from './address.js';
+import { PreviewHosts } from './previews.js';
 
 test('the path form yields workspace, name and the rest of the URL, still encoded', () => {
   assert.deepEqual(matchSandboxPath('/run/default/sandboxes/box/filesystem/%2Ftmp%2Fa?x=1'), {
@@ -66,4 +75,26 @@ test('runtime ids are <workspace>.<name>, hashed when too long, and stable', () 
   assert.match(long, /^h-[0-9a-f]{40}$/);
   assert.equal(long, sandboxId('w'.repeat(40), 'n'.repeat(40)));
   assert.notEqual(long, sandboxId('w'.repeat(40), 'm'.repeat(40)));
+});
+
+test("a preview's prefixUrl is its address in both forms, held as labels of the table", () => {
+  const body = { metadata: { name: 'web', resourceName: 'box' }, spec: { prefixUrl: 'shop' } };
+  const key = { kind: 'Preview', workspace: 'team', parent: 'box', name: 'web' };
+  const base = () => 'http://127.0.0.1:8080';
+  assert.equal(previewUrl({ baseUrl: base }, 'team', body, 'local'), 'http://127.0.0.1:8080/run/team/shop');
+  assert.equal(
+    previewUrl({ baseUrl: base, inferenceHost: 'example.com' }, 'team', body, 'local'),
+    'http://pv-shop-team.local.example.com:8080',
+  );
+  const labels = hostLabelsOf(key, body);
+  assert.deepEqual(labels, [previewLabel('team', 'box', 'web'), 'pv-shop-team', pathLabel('team', 'shop')]);
+  const table = new Map(labels.map((l) => [l, key]));
+  const hosts = new PreviewHosts({ resolve: (l: string) => table.get(l) } as never, 'example.com');
+  assert.deepEqual(hosts.match('pv-shop-team.local.example.com:8080', '/a?b'), {
+    workspace: 'team',
+    sandbox: 'box',
+    preview: 'web',
+    rest: '/a?b',
+    base: '/',
+  });
 });

@@ -147,6 +147,12 @@ export function hostLabelsOf(key: ResourceKey, body?: any): string[] {
     return [
       previewLabel(key.workspace, key.parent, key.name),
       ...(body?.spec?.customDomain ? [appUrlLabel(body.spec.customDomain)] : []),
+      ...(body?.spec?.prefixUrl
+        ? [
+            prefixedPreviewLabel(key.workspace, body.spec.prefixUrl),
+            pathLabel(key.workspace, body.spec.prefixUrl),
+          ]
+        : []),
     ];
   if (key.kind === 'Agent' || key.kind === 'Function')
     return [
@@ -226,6 +232,31 @@ export interface PreviewAddress {
   base: string;
   /** The custom domain the request came by (its Host), checked at admission (custom-domains.ts). */
   domain?: string;
+  /** Reached by its `prefixUrl` path, which shows none of its names: a refusal names none either. */
+  prefixed?: boolean;
+}
+
+/**
+ * `/run/<ws>/<prefix>[/<rest>][?q]` → the preview holding that `prefixUrl` in the address table; undefined when
+ * none does. Asked after the custom trigger paths, which take the longer paths they hold.
+ */
+export function matchPreviewPrefixPath(
+  url: string,
+  labels: { resolve(label: string): ResourceKey | undefined },
+): PreviewAddress | undefined {
+  const m = /^\/run\/([^/?]+)\/([^/?]+)(.*)$/.exec(url);
+  if (!m) return undefined;
+  const owner = labels.resolve(pathLabel(m[1], m[2]));
+  if (owner?.kind !== 'Preview' || owner.workspace !== m[1]) return undefined;
+  const tail = m[3];
+  return {
+    workspace: owner.workspace,
+    sandbox: owner.parent,
+    preview: owner.name,
+    rest: tail === '' ? '/' : tail.startsWith('?') ? `/${tail}` : tail,
+    base: `${RUN_PREFIX}${m[1]}/${m[2]}/`,
+    prefixed: true,
+  };
 }
 
 /** `/run/<ws>/previews/<sandbox>/<preview>[/<rest>][?q]` → its parts; undefined for any other URL. */
@@ -248,11 +279,27 @@ export function previewLabel(workspace: string, sandbox: string, preview: string
   return `${PREVIEW_LABEL_PREFIX}${id}`;
 }
 
-/** `metadata.url` of a preview: the host form when an inference host is configured, else the path form. */
+/**
+ * The host label of a preview with a `prefixUrl` (decision 085): `pv-<prefix>-<workspace>`, the prefix first as
+ * the service puts it. Not unique by construction (`a` in `b-c` and `a-b` in `c` meet): the address table is.
+ */
+export const prefixedPreviewLabel = (workspace: string, prefix: string) =>
+  `${PREVIEW_LABEL_PREFIX}${prefix}-${workspace}`;
+
+/**
+ * `metadata.url` of a preview: the host form when an inference host is configured, else the path form. With a
+ * `prefixUrl` the address carries it: `pv-<prefix>-<ws>.<region>.<inference_host>`, or `{run}/<ws>/<prefix>`.
+ */
 export function previewUrl(o: AddressOptions, workspace: string, body: any, region: string): string {
   const sandbox = body.metadata.resourceName;
   const name = body.metadata.name;
   const base = o.baseUrl().replace(/\/+$/, '');
+  const prefix: string | undefined = body.spec?.prefixUrl;
+  if (prefix) {
+    if (!o.inferenceHost) return `${base}${RUN_PREFIX}${workspace}/${prefix}`;
+    const u = new URL(base);
+    return `${u.protocol}//${prefixedPreviewLabel(workspace, prefix)}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;
+  }
   if (!o.inferenceHost) return `${base}${RUN_PREFIX}${workspace}${PREVIEWS_SEGMENT}${sandbox}/${name}`;
   const u = new URL(base);
   return `${u.protocol}//${previewLabel(workspace, sandbox, name)}.${region}.${o.inferenceHost}${u.port ? `:${u.port}` : ''}`;

@@ -6,6 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ResourceKey } from '../store/store.js';
 import {
   matchPreviewPath,
+  matchPreviewPrefixPath,
   matchSandboxHost,
   matchSandboxPath,
   type PreviewAddress,
@@ -45,7 +46,7 @@ export interface ParseContext {
  * The address of a request to the data plane, or undefined for anything else (the API's). Agents and functions
  * first (by host; then an application's or a preview's custom domain by Host; then by path), then jobs' triggers; a preview's own host owns every path on it, then a sandbox's host
  * (any path), then the sandbox and preview paths; last the custom trigger paths, which only take what no other
- * address did.
+ * address did, and a preview's `prefixUrl` path after them.
  */
 export function parseAddress(req: IncomingMessage, ctx: ParseContext): Address | undefined {
   const url = req.url ?? '/';
@@ -72,5 +73,7 @@ export function parseAddress(req: IncomingMessage, ctx: ParseContext): Address |
   if (preview) return { kind: 'preview', preview };
   const trigger = matchTriggerPath(url, ctx.labels);
   if (trigger) return { kind: 'workload', by: 'trigger-path', workload: trigger };
+  const prefixed = matchPreviewPrefixPath(url, ctx.labels);
+  if (prefixed) return { kind: 'preview', preview: prefixed };
   return undefined;
 }

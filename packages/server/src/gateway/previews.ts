@@ -99,8 +99,8 @@ export async function admitPreview(
     parent: a.sandbox,
     name: a.preview,
   });
-  // By its own host (a hash of the names), a refusal names neither the preview nor its workspace.
-  const byHost = a.base === '/';
+  // By its own host (a hash of the names) or its prefix path, a refusal names neither the preview nor its sandbox.
+  const byHost = a.base === '/' || a.prefixed === true;
   const what = byHost
     ? 'this preview'
     : `preview ${JSON.stringify(a.preview)} of sandbox ${JSON.stringify(a.sandbox)}`;

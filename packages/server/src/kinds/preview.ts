@@ -4,6 +4,7 @@ import type { FieldIssue } from '../errors.js';
 import { Duration, MESSAGE_KEY, opt, StringMap, Timestamp } from './common.js';
 import { verifiedDomainIssues } from './custom-domain.js';
 import { durationMs } from './rules.js';
+import { RESERVED_RUN_SEGMENTS } from './trigger-path.js';
 import type { KindDescriptor } from './types.js';
 
 /** Record kind of preview tokens (api/preview-tokens.ts), stored under `<sandbox>/<preview>`. */
@@ -20,7 +21,17 @@ export const PreviewSpec = Type.Object({
   /** ISO date after which the preview stops answering. */
   expires: opt(Timestamp),
   port: Type.Integer({ minimum: 1, maximum: 65535 }),
-  prefixUrl: opt(Type.String({ maxLength: 63 })),
+  /**
+   * The preview's address starts with it (decision 085): `pv-<prefix>-<workspace>.<region>.<inference_host>`, and
+   * `{run}/<workspace>/<prefix>`; held in the address table, so no two previews share one.
+   */
+  prefixUrl: opt(
+    Type.String({
+      pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$',
+      maxLength: 63,
+      [MESSAGE_KEY]: 'must be a lowercase DNS label like my-app (letters, digits and -)',
+    }),
+  ),
   public: opt(Type.Boolean()),
   requestHeaders: opt(StringMap),
   responseHeaders: opt(StringMap),
@@ -58,6 +69,26 @@ function headerIssues(headers: Record<string, string> | undefined, field: string
   return out;
 }
 
+/** Characters of `pv-<prefix>-<workspace>` (a DNS label, RFC 1035) beside the prefix and the workspace. */
+const PREFIX_LABEL_EXTRA = 'pv--'.length;
+
+/** Why a `prefixUrl` cannot be an address of this workspace (its pattern is the schema's). */
+function prefixIssues(prefix: string | undefined, workspace: string): FieldIssue[] {
+  if (prefix === undefined) return [];
+  const pointer = '/spec/prefixUrl';
+  if (RESERVED_RUN_SEGMENTS.includes(prefix))
+    return [{ pointer, message: `must not be ${prefix}: that part of the run URL serves ${prefix} by name` }];
+  const max = 63 - PREFIX_LABEL_EXTRA - workspace.length;
+  if (prefix.length > max)
+    return [
+      {
+        pointer,
+        message: `must be at most ${max} characters in this workspace: pv-<prefix>-${workspace} is a DNS label (63 at most)`,
+      },
+    ];
+  return [];
+}
+
 export const preview = {
   kind: 'Preview',
   plural: 'previews',
@@ -87,6 +118,7 @@ export const preview = {
         : await verifiedDomainIssues(ctx, [{ domain: s.customDomain, pointer: '/spec/customDomain' }])),
       ...headerIssues(s.requestHeaders, 'requestHeaders'),
       ...headerIssues(s.responseHeaders, 'responseHeaders'),
+      ...prefixIssues(s.prefixUrl, ctx.workspace),
     ];
   },
   decorate(obj) {

@@ -274,6 +274,7 @@ describe('cross-tenant: every operation of the API and every data-plane address'
           key: { kind: spec.kind, workspace: NAMES.a, parent: o.parent, name: o.name },
           region: REGION,
           triggerPath: w.triggerPath,
+          prefixUrl: w.previewPrefix,
         },
         INFERENCE_HOST,
       );
@@ -426,6 +427,7 @@ describe('cross-tenant: every operation of the API and every data-plane address'
           key: { kind: spec.kind, workspace: NAMES.a, parent: o.parent, name: o.name },
           region: REGION,
           triggerPath: w.triggerPath,
+          prefixUrl: w.previewPrefix,
         },
         INFERENCE_HOST,
       );

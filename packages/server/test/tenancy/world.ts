@@ -38,6 +38,8 @@ export interface World {
   objects: Record<string, { name: string; parent: string }>;
   /** A's agent's custom http trigger path. */
   triggerPath: string;
+  /** A's preview's `spec.prefixUrl` (its `{run}/<ws>/<prefix>` address). */
+  previewPrefix: string;
   /** A JWT of an admin account of B's (POST /v0/oauth/token): the other kind of credential. */
   bJwt: string;
   /** B's own private preview and a valid token of it. */
@@ -150,6 +152,7 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
   // One object of every kind, from the samples, labelled, with secrets where the kind keeps some.
   const objects: World['objects'] = {};
   const triggerPath = `${names.a}-hook`;
+  const previewPrefix = `${names.a}-pfx`;
   const externalId = `${names.a}-ext-${tag()}`;
   markers.push(externalId);
   values.externalId = [externalId];
@@ -181,7 +184,10 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
       body.spec.runtime = { memory: MEMORY_MB, envs };
       body.spec.triggers = [{ id: 'run', type: 'http' }];
     }
-    if (kd.kind === 'Preview') body.spec.public = false;
+    if (kd.kind === 'Preview') {
+      body.spec.public = false;
+      body.spec.prefixUrl = previewPrefix;
+    }
     const created = await ok(
       await api(collectionOf(kd, sample.parents), { method: 'POST', json: body, ...asA }),
       `create ${kd.kind}`,
@@ -388,6 +394,7 @@ export async function buildWorld(s: TestServer, names: { a: string; b: string; c
     markers: [...new Set([...markers, ...secrets])],
     objects,
     triggerPath,
+    previewPrefix,
     bPreview: { sandbox: 'bbox', name: 'bweb', token: bToken.spec.token },
   };
 }
