@@ -12,6 +12,7 @@ import { MAX_JSON_DEPTH, nestsDeeperThan } from '../http/json-depth.js';
 import { lazyChildLogger } from '../http/lazy-request-logger.js';
 import { wireErrorOf } from '../http/wire-error.js';
 import { ApiError } from '../errors.js';
+import { redactUrl } from '../log-redact.js';
 import { DRIVE_JWKS_PATH } from './drive-tokens.js';
 import { SERVER_VERSION } from './version.js';
 
@@ -39,7 +40,7 @@ export function createApp(opts: AppOptions): FastifyInstance {
       .code(e.status)
       .headers(e.headers)
       .type('application/problem+json')
-      .send(e.toProblem(req.url.split('?')[0]));
+      .send(e.toProblem(redactUrl(req.url.split('?')[0])));
   };
   const app = Fastify({
     bodyLimit: opts.bodyLimit,

@@ -8,7 +8,7 @@ import { SANDBOX_NET } from '../runtime/index.js';
 import { Outbound } from '../outbound/index.js';
 import { hostLabelsOf, LABELED_KINDS, runUrlOf } from '../gateway/address.js';
 import { KINDS } from '../kinds/index.js';
-import { LOG_REDACT_PATHS } from '../log-redact.js';
+import { LOG_REDACT_PATHS, logRequest } from '../log-redact.js';
 import { secureDataDir } from '../store/data-dir.js';
 import { backfillLabels } from '../store/host-labels.js';
 import { Resources } from '../store/resources.js';
@@ -39,7 +39,12 @@ function placed(holder: InstanceHolder, body: any): string {
 export async function openCore(config: Config, opts: StartOptions, late: Late) {
   const loosened = secureDataDir(config.dataDir);
   const logger = pino(
-    { level: config.logLevel, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
+    {
+      level: config.logLevel,
+      redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' },
+      // Fastify takes a logger's own `req` serializer over its default: request lines never carry a token in the URL.
+      serializers: { req: logRequest },
+    },
     (opts.logStream as pino.DestinationStream | undefined) ?? pino.destination(2),
   );
   if (loosened.length)
