@@ -3,27 +3,15 @@
 // follower cleaned from the holder's disk, and `berth node drain` of the leader: the other server leads, the
 // sandbox is told it was lost on the drained node and answers again through both servers.
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
-import yazl from 'yazl';
 import { workspaceBuildsDir } from '../../src/builds/layout.js';
 import { newTenant, type Tenant } from '../../src/test-support/tenants.js';
 import { berth } from '../berth-cli.js';
 import { stopped } from '../serve-process.js';
 import { type Proc, sleep, useCluster } from './cluster-support.js';
-
-const TEMPLATE = join(import.meta.dirname, '../../../../templates/agent-python');
-
-async function templateZip(extra?: string): Promise<Blob> {
-  const z = new yazl.ZipFile();
-  for (const f of readdirSync(TEMPLATE)) z.addFile(join(TEMPLATE, f), f);
-  if (extra) z.addBuffer(Buffer.from(extra), 'extra.txt');
-  z.end();
-  const chunks: Buffer[] = [];
-  for await (const c of z.outputStream) chunks.push(c as Buffer);
-  return new Blob([new Uint8Array(Buffer.concat(chunks))]);
-}
+import { putZip, templateZip, through } from './upload-support.js';
 
 describe('a cluster of two servers: answers from the holder, drain', () => {
   const cluster = useCluster(['node-a', 'node-b'], {
@@ -34,10 +22,6 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
   let b: Proc;
   let key: string;
   let tenant: Tenant;
-  /** The upload URL as the follower `p` answers it (the public address is a name the tests do not resolve). */
-  const through = (p: Proc, url: string) => `${p.url}${new URL(url).pathname}`;
-  const putZip = (url: string, body: Blob) =>
-    fetch(url, { method: 'PUT', headers: { 'content-type': 'application/zip' }, body });
   const exec = async (p: Proc, sandbox: string, word: string) => {
     for (let i = 0; ; i++) {
       const r = await cluster.exec(p, sandbox, `echo -n ${word}`);

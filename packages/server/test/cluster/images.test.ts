@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import {
   busyboxLayer,
   Pusher,
-  savedImage,
+  savedArchive,
   startRegistry,
   type TestRegistry,
   tarOf,
@@ -59,7 +59,7 @@ describe('a sandbox on an image only the leader holds runs on another node', () 
       { name: 'srv/', type: 'directory' },
       { name: 'srv/hello', body: 'held by the leader' },
     ]);
-    const { tar, id } = await savedImage('local/only-leader:1', [await busyboxLayer(), files]);
+    const { archive: tar, id } = await savedArchive([await busyboxLayer(), files], ['local/only-leader:1']);
     leaderOnly = id;
     // Through node-b: image routes are served by the leader, so the image lands in node-a's store only.
     const imp = await api(b, '/images/import', {
@@ -90,7 +90,7 @@ describe('a sandbox on an image only the leader holds runs on another node', () 
       { name: 'srv/', type: 'directory' },
       { name: 'srv/fixed', body: 'right bytes' },
     ]);
-    const { tar, id } = await savedImage('local/broken:1', [await busyboxLayer(), files]);
+    const { archive: tar, id } = await savedArchive([await busyboxLayer(), files], ['local/broken:1']);
     const imp = await api(a, '/images/import', {
       method: 'POST',
       body: new Uint8Array(tar),

@@ -3,25 +3,11 @@
 // turned by another tenant towards its own object. Two `berth serve` processes on one PostgreSQL; the leader is
 // killed between the URL and the upload, with an agent's replica running on it: the agent is told, naming it.
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
-import yazl from 'yazl';
 import { type UploadClaim, uploadToken } from '../../src/api/code-upload.js';
 import { newTenant, type Tenant } from '../../src/test-support/tenants.js';
 import { type Proc, sleep, useCluster } from './cluster-support.js';
-
-const TEMPLATE = join(import.meta.dirname, '../../../../templates/agent-python');
-
-async function templateZip(extra?: string): Promise<Blob> {
-  const z = new yazl.ZipFile();
-  for (const f of readdirSync(TEMPLATE)) z.addFile(join(TEMPLATE, f), f);
-  if (extra) z.addBuffer(Buffer.from(extra), 'extra.txt');
-  z.end();
-  const chunks: Buffer[] = [];
-  for await (const c of z.outputStream) chunks.push(c as Buffer);
-  return new Blob([new Uint8Array(Buffer.concat(chunks))]);
-}
+import { putZip, templateZip, through } from './upload-support.js';
 
 describe('an upload URL issued before a failover', () => {
   const cluster = useCluster(['node-a', 'node-b'], {
@@ -32,10 +18,6 @@ describe('an upload URL issued before a failover', () => {
   let a: Proc;
   let b: Proc;
   let tenant: Tenant;
-  /** The URL's path through `p` (the public address is a name the tests do not resolve). */
-  const through = (p: Proc, url: string) => `${p.url}${new URL(url).pathname}`;
-  const putZip = (url: string, body: Blob) =>
-    fetch(url, { method: 'PUT', headers: { 'content-type': 'application/zip' }, body });
   const tokenOf = (url: string) => new URL(url).pathname.slice('/uploads/'.length);
   const claimOf = (url: string): UploadClaim =>
     JSON.parse(Buffer.from(tokenOf(url).split('.')[0], 'base64url').toString('utf8'));

@@ -110,6 +110,20 @@ async function setup() {
   };
 }
 
+/** Holds the driver's next ensure: `inEnsure` settles once a start is inside it, `finish` lets it go on. */
+function holdEnsure(driver: TestDriver) {
+  let finish!: () => void;
+  const inEnsure = new Promise<void>((entered) => {
+    driver.during = () => {
+      entered();
+      return new Promise<void>((r) => {
+        finish = r;
+      });
+    };
+  });
+  return { inEnsure, finish: () => finish() };
+}
+
 const steps = (b: any) => b.events.map((e: any) => e.status);
 const logged = (lines: any[], msg: string) => lines.filter((l) => l.msg === msg);
 
@@ -255,17 +269,7 @@ test('a DELETE that lands while the sandbox is starting ends TERMINATED, never D
   const env = await setup();
   try {
     await env.create('race', { lifecycle: { terminatedRetention: '1m' } });
-    let entered!: () => void;
-    const inEnsure = new Promise<void>((r) => {
-      entered = r;
-    });
-    let finish!: () => void;
-    env.driver.during = () => {
-      entered();
-      return new Promise<void>((r) => {
-        finish = r;
-      });
-    };
+    const { inEnsure, finish } = holdEnsure(env.driver);
     const first = env.reconcile('race');
     await inEnsure;
     await env.resources.delete(sandboxKind, CTX, 'race');
@@ -289,17 +293,7 @@ test('a PUT of new envs that lands while the sandbox is starting is applied: the
   const env = await setup();
   try {
     await env.create('late', { runtime: { envs: [{ name: 'A', value: '1' }] } });
-    let entered!: () => void;
-    const inEnsure = new Promise<void>((r) => {
-      entered = r;
-    });
-    let finish!: () => void;
-    env.driver.during = () => {
-      entered();
-      return new Promise<void>((r) => {
-        finish = r;
-      });
-    };
+    const { inEnsure, finish } = holdEnsure(env.driver);
     const first = env.reconcile('late');
     await inEnsure;
     const cur = await env.get('late');

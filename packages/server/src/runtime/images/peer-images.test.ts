@@ -16,7 +16,7 @@ import { importArchive } from './archive.js';
 import { ImageError } from './errors.js';
 import { ImageStore } from './image-store.js';
 import { type ImageHolder, PeerImages } from './peer-images.js';
-import { savedImage, tarOf } from './test-support/registry.js';
+import { savedArchive, tarOf } from './test-support/registry.js';
 
 describe('images copied between the servers of a cluster', () => {
   const token = peerToken(randomBytes(32));
@@ -37,7 +37,7 @@ describe('images copied between the servers of a cluster', () => {
       { name: 'srv/', type: 'directory' },
       ...Object.entries(files).map(([n, body]) => ({ name: `srv/${n}`, body })),
     ]);
-    const { tar, id } = await savedImage(name, [layer], { Env: ['FROM=holder'] });
+    const { archive: tar, id } = await savedArchive([layer], [name], { Env: ['FROM=holder'] });
     await importArchive(held, ws, Readable.from([tar]));
     return { id, layer };
   };

@@ -369,33 +369,3 @@ export async function savedArchive(
   ]);
   return { archive, id };
 }
-
-/**
- * A `docker save` tarball of one image of these uncompressed layer tars, named `name`, made here (no registry, no
- * skopeo): what `POST /v0/images/import` and importArchive take. Returns it and the image's id (its config's digest).
- */
-export async function savedImage(
-  name: string,
-  layers: Buffer[],
-  config: { Env?: string[]; WorkingDir?: string } = {},
-): Promise<{ tar: Buffer; id: string }> {
-  const cfg = Buffer.from(
-    JSON.stringify({
-      architecture: 'amd64',
-      os: 'linux',
-      config,
-      rootfs: { type: 'layers', diff_ids: layers.map(sha) },
-    }),
-  );
-  const id = sha(cfg);
-  const layerNames = layers.map((l) => `${sha(l).slice(7)}/layer.tar`);
-  const tar = await tarOf([
-    {
-      name: 'manifest.json',
-      body: JSON.stringify([{ Config: `${id.slice(7)}.json`, RepoTags: [name], Layers: layerNames }]),
-    },
-    { name: `${id.slice(7)}.json`, body: cfg },
-    ...layers.map((l, i) => ({ name: layerNames[i], body: l })),
-  ]);
-  return { tar, id };
-}
