@@ -18,6 +18,7 @@ import { requireRole } from '../auth/require-role.js';
 import type { CodeStore } from '../builds/code-store.js';
 import { UploadTooLargeError } from '../builds/code-store.js';
 import { extractZip, UnsafeArchiveError } from '../builds/zip-extract.js';
+import { derivedKey } from '../crypto/derived-keys.js';
 import { ApiError } from '../errors.js';
 import { isGone } from '../kinds/status.js';
 import type { Resources } from '../store/resources.js';
@@ -61,7 +62,7 @@ export interface CodeUploadDeps {
 const KINDS = new Set<string>(Object.values(CODE_KINDS));
 
 /** The upload URLs' own key: a signature made for them means nothing anywhere else the master key is used. */
-const uploadKey = (masterKey: Buffer) => createHmac('sha256', masterKey).update('berth upload urls').digest();
+const uploadKey = (masterKey: Buffer) => derivedKey(masterKey, 'uploadUrls');
 const signature = (key: Buffer, payload: string) => createHmac('sha256', key).update(payload).digest();
 
 /** The token of an upload URL (`<claim>.<signature>`, base64url) as every server of the cluster signs it. */

@@ -1,13 +1,14 @@
 // The token servers of one cluster show each other on their peer routes (`/peer/code/…`, `/peer/images/…`): derived
 // from the master key every server shares, so no tenant can make it. A route that checks it answers 404 to anyone
 // else, the same answer as for what it does not have.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { derivedKey } from './derived-keys.js';
 
 export const PEER_TOKEN_HEADER = 'x-berth-peer-token';
 
 /** The token of the cluster whose master key is `masterKey`. */
 export function peerToken(masterKey: Buffer): string {
-  return createHmac('sha256', masterKey).update('berth peer: code copies').digest('base64url');
+  return derivedKey(masterKey, 'peerToken').toString('base64url');
 }
 
 /** Whether a request's headers show `token` (compared in constant time). */

@@ -1,13 +1,14 @@
 // Every server of a cluster must seal and open secrets with the same master key: one with another key would store
 // secrets the others cannot open, and fail on theirs. The shared database keeps a check value of the key (an HMAC,
 // from which the key cannot be recovered); a server whose key gives another value refuses to start.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { derivedKey } from '../crypto/derived-keys.js';
 import { type ResourceKey, type Store, StoreError } from './store.js';
 
 /** In the global pseudo-workspace `_`, which no workspace can be called. */
 const CHECK_KEY: ResourceKey = { kind: 'MasterKeyCheck', workspace: '_', parent: '', name: 'master' };
 
-const checkOf = (key: Buffer) => createHmac('sha256', key).update('berth master key check').digest('base64');
+const checkOf = (key: Buffer) => derivedKey(key, 'masterKeyCheck').toString('base64');
 
 export async function agreeOnMasterKey(store: Store, key: Buffer): Promise<void> {
   const mine = checkOf(key);
