@@ -108,7 +108,8 @@ describe('a cluster of three servers places sandboxes across its nodes', () => {
     }
     // No other node serves eu-lon-1: that sandbox stays on node-c (still running) and says what it waits for.
     // The leader writes that event at its next pass over node-c's sandboxes: on a loaded machine, seconds.
-    const leaving = (sb: any) => sb.events.findLast((e: any) => /no node of region "eu-lon-1"/.test(e.message));
+    const leaving = (sb: any) =>
+      sb.events.findLast((e: any) => /no node of region "eu-lon-1"/.test(e.message));
     let eu = await get(a, 'place-eu');
     for (let i = 0; i < 300 && !leaving(eu); i++) {
       await sleep(100);
