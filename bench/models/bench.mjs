@@ -1,6 +1,8 @@
 // bench/models: the same chat request (JSON and streamed) sent straight to a fake provider (a child
 // process), through a bare undici proxy (the least one hop costs), through Portkey's open-source gateway
-// (@portkey-ai/gateway, run locally) and through the Berth model gateway, in one run. Prints throughput, p50/p99 latency and time-to-first-token, and what Berth adds over direct; then p50/p99 at a fixed 1,000 req/s.
+// (@portkey-ai/gateway, run locally) and through the Berth model gateway, in one run. Prints throughput, p50/p99
+// latency and time-to-first-token, and what Berth adds over direct; then p50/p99 at a fixed 1,000 req/s, the load
+// coming from a process of its own with direct, the bare proxy and Berth taking turns (fixed-rate.mjs).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
@@ -109,7 +111,7 @@ async function sequential(url, headers, n) {
 
 const GENERATOR = new URL('./fixed-rate.mjs', import.meta.url).pathname;
 /** Each path's share of the fixed-rate phase comes in slices this long, the paths taking turns. */
-const SLICE_MS = 1000;
+const SLICE_MS = 250;
 
 /**
  * Latencies of non-streamed chat calls sent at a fixed `rate`, `seconds` per path, each measured from the
