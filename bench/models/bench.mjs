@@ -1,6 +1,8 @@
 // bench/models: the same chat request (JSON and streamed) sent straight to a fake provider (a child
 // process), through a bare undici proxy (the least one hop costs), through Portkey's open-source gateway
-// (@portkey-ai/gateway, run locally) and through the Berth model gateway, in one run. Prints throughput, p50/p99 latency and time-to-first-token, and what Berth adds over direct; then p50/p99 at a fixed 1,000 req/s.
+// (@portkey-ai/gateway, run locally) and through the Berth model gateway, in one run. Prints throughput, p50/p99
+// latency and time-to-first-token, and what Berth adds over direct; then p50/p99 at a fixed 1,000 req/s, the load
+// coming from a process of its own with direct, the bare proxy and Berth taking turns (fixed-rate.mjs).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
@@ -107,36 +109,39 @@ async function sequential(url, headers, n) {
   return out;
 }
 
+const GENERATOR = new URL('./fixed-rate.mjs', import.meta.url).pathname;
+/** Each path's share of the fixed-rate phase comes in slices this long, the paths taking turns. */
+const SLICE_MS = 250;
+
 /**
- * Latencies of non-streamed chat calls sent at a fixed `rate` for `seconds`, each measured from the moment it was
- * due (not when it was sent), so a stall in the server counts for every call it delays (no coordinated omission).
+ * Latencies of non-streamed chat calls sent at a fixed `rate`, `seconds` per path, each measured from the
+ * moment it was due (not when it was sent), so a stall counts for every call it delays (no coordinated
+ * omission). The load comes from a process of its own (fixed-rate.mjs) that sleeps between sends, the paths
+ * taking turns in slices of SLICE_MS (decision 088). Returns per path `{ latencies, late, errors }`, and the
+ * generator's own CPU time and lifetime.
  */
-async function fixedRate(url, headers, rate, seconds) {
-  const { request, Agent } = require('undici');
-  const agent = new Agent({ connections: 256, pipelining: 1 });
-  const body = JSON.stringify(CHAT);
-  const out = [];
-  const calls = new Set();
-  const start = performance.now();
-  let sent = 0;
-  try {
-    while (performance.now() - start < seconds * 1000) {
-      const due = Math.floor(((performance.now() - start) * rate) / 1000);
-      for (; sent < due; sent++) {
-        const dueAt = start + (sent * 1000) / rate;
-        const call = request(url, { method: 'POST', headers, body, dispatcher: agent })
-          .then((res) => res.body.arrayBuffer())
-          .then(() => out.push(performance.now() - dueAt));
-        calls.add(call);
-        call.finally(() => calls.delete(call));
-      }
-      await new Promise((r) => setImmediate(r));
-    }
-    await Promise.all(calls);
-  } finally {
-    await agent.close();
-  }
-  return out;
+function fixedRate(paths, rate, seconds) {
+  const spec = {
+    targets: Object.entries(paths).map(([name, p]) => ({ name, url: p.url, headers: p.headers })),
+    body: JSON.stringify(CHAT),
+    rate,
+    sliceMs: SLICE_MS,
+    rounds: Math.max(1, Math.round((seconds * 1000) / SLICE_MS)),
+    warmupMs: 300,
+  };
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [GENERATOR, JSON.stringify(spec)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.on('error', reject);
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`fixed-rate generator exited with ${code}`)),
+    );
+  });
 }
 
 /**
@@ -173,6 +178,26 @@ function gcBetween(a, b) {
     })
     .filter(Boolean)
     .join(', ');
+}
+
+/** The fixed-rate phase's lines: Berth beside the bare proxy, and both beside the direct path, same run. */
+function printFixed(r) {
+  const { direct: d, bare: x, berth: b } = r;
+  row(`chat p50 at a fixed ${FIXED_RATE} req/s`, pct(b.fixed, 50), pct(x.fixed, 50), 'ms');
+  row(`chat p99 at a fixed ${FIXED_RATE} req/s`, pct(b.fixed, 99), pct(x.fixed, 99), 'ms', '<= 1 ms');
+  console.log(
+    `at a fixed ${FIXED_RATE} req/s: direct p50 ${pct(d.fixed, 50).toFixed(2)} / p99 ${pct(d.fixed, 99).toFixed(2)} ms; ` +
+      `Berth adds p50 +${(pct(b.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(b.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms, ` +
+      `the bare proxy p50 +${(pct(x.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(x.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms; ` +
+      `Berth's longest event-loop stall during the phase ${b.stallMs.toFixed(2)} ms (beyond the ${LAG_RESOLUTION_MS} ms sampling tick); ` +
+      `its garbage collections during the phase (all three paths' slices): ${b.gc || 'none'}`,
+  );
+  console.log(
+    `fixed-rate load: its own process, open loop, paths interleaved in ${SLICE_MS} ms slices; ` +
+      `calls per path ${d.fixed.length} / ${x.fixed.length} / ${b.fixed.length} (direct / bare / Berth), failed ${d.fixedErrors} / ${x.fixedErrors} / ${b.fixedErrors}; ` +
+      `the generator's own send lateness p99 ${pct(d.late, 99).toFixed(2)} / ${pct(x.late, 99).toFixed(2)} / ${pct(b.late, 99).toFixed(2)} ms, ` +
+      `its CPU ${((100 * r.generator.cpuMs) / r.generator.wallMs).toFixed(0)} % of one core`,
+  );
 }
 
 async function deploy(berth, fakeUrl) {
@@ -244,8 +269,10 @@ export async function benchModels() {
     await run({ ...paths.bare, body, duration: 1 });
     await run({ ...paths.portkey, body, duration: 1 });
 
-    const r = {};
-    for (const [k, p] of Object.entries(paths)) {
+    // BENCH_MODELS_PHASES=fixed runs only the fixed-rate phase (for profiling the server under it).
+    const onlyFixed = process.env.BENCH_MODELS_PHASES === 'fixed';
+    const r = { direct: {}, bare: {}, berth: {} };
+    for (const [k, p] of onlyFixed ? [] : Object.entries(paths)) {
       r[k] = {
         chat: await run({ ...p, body }),
         stream: await run({ ...p, body: streamBody }),
@@ -255,14 +282,25 @@ export async function benchModels() {
     }
     // Last, at a fixed rate (not the most the path takes): what a caller sees of the gateway's stalls, the usage
     // flush's among them (Berth runs with a budget on, so every call is reserved and metered).
+    const before = await loopStats(berth);
+    const fixed = await fixedRate(
+      { direct: paths.direct, bare: paths.bare, berth: paths.berth },
+      FIXED_RATE,
+      DURATION_S,
+    );
+    const after = await loopStats(berth);
     for (const k of ['direct', 'bare', 'berth']) {
-      const before = k === 'berth' && (await loopStats(berth));
-      r[k].fixed = await fixedRate(paths[k].url, paths[k].headers, FIXED_RATE, DURATION_S);
-      if (before) {
-        const after = await loopStats(berth);
-        r[k].stallMs = after.stallMs;
-        r[k].gc = gcBetween(before.gc, after.gc);
-      }
+      r[k].fixed = fixed.paths[k].latencies;
+      r[k].late = fixed.paths[k].late;
+      r[k].fixedErrors = fixed.paths[k].errors;
+    }
+    r.generator = { cpuMs: fixed.cpuMs, wallMs: fixed.wallMs };
+    r.berth.stallMs = after.stallMs;
+    r.berth.gc = gcBetween(before.gc, after.gc);
+    if (onlyFixed) {
+      header(`models, fixed-rate phase only (${DURATION_S}s per path)`);
+      printFixed(r);
+      return { fixedRateP99: pct(r.berth.fixed, 99) };
     }
     header(
       `models (autocannon, ${CONNECTIONS} connections, ${DURATION_S}s each; TTFT over ${TTFT_SAMPLES} sequential calls)`,
@@ -284,15 +322,7 @@ export async function benchModels() {
     row('stream p99 latency (whole answer)', b.stream.latency.p99, x.stream.latency.p99, 'ms');
     row('time to first token p50', pct(b.ttft, 50), pct(x.ttft, 50), 'ms');
     row('time to first token p99', pct(b.ttft, 99), pct(x.ttft, 99), 'ms');
-    row(`chat p50 at a fixed ${FIXED_RATE} req/s`, pct(b.fixed, 50), pct(x.fixed, 50), 'ms');
-    row(`chat p99 at a fixed ${FIXED_RATE} req/s`, pct(b.fixed, 99), pct(x.fixed, 99), 'ms', '<= 1 ms');
-    console.log(
-      `at a fixed ${FIXED_RATE} req/s: direct p50 ${pct(d.fixed, 50).toFixed(2)} / p99 ${pct(d.fixed, 99).toFixed(2)} ms; ` +
-        `Berth adds p50 +${(pct(b.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(b.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms, ` +
-        `the bare proxy p50 +${(pct(x.fixed, 50) - pct(d.fixed, 50)).toFixed(2)} / p99 +${(pct(x.fixed, 99) - pct(d.fixed, 99)).toFixed(2)} ms; ` +
-        `Berth's longest event-loop stall during it ${b.stallMs.toFixed(2)} ms (beyond the ${LAG_RESOLUTION_MS} ms sampling tick); ` +
-        `its garbage collections during it: ${b.gc || 'none'}`,
-    );
+    printFixed(r);
     row('chat req/s direct to the provider', d.chat.requests.average, d.chat.requests.average, 'req/s');
     row(
       'chat req/s via Berth (baseline: via Portkey)',

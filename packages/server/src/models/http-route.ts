@@ -193,9 +193,33 @@ async function send(
   fwd: Forwarded,
   meter: CallMeter,
 ) {
+  const contentType = String(fwd.headers['content-type'] ?? '');
+  const length = Number(fwd.headers['content-length'] ?? Number.NaN);
+  if (
+    !fwd.prepared.translate &&
+    length <= MAX_BUFFERED_ANSWER &&
+    !contentType.includes('text/event-stream')
+  ) {
+    // A whole answer of known, small size: one write of head and body instead of a piped, chunked stream
+    // (half the gateway's cost per call at 32 connections). Nothing is held back that a client could use early.
+    const buf = await fwd.body.whole();
+    meter.firstByteAt = gw.now();
+    if (contentType.includes('json')) meter.usage = usageInJsonText(buf.toString('utf8'));
+    // The head as one flat list given to writeHead: no per-header setHeader (its validation, and the
+    // response's header map) before the one write (decision 088). Node still validates every name and value.
+    const head: (string | number)[] = ['x-berth-connection', fwd.upstream.connection.name];
+    for (const k in fwd.headers) {
+      const v = fwd.headers[k];
+      if (v === undefined || k === 'content-length' || DROP_RESPONSE.has(k)) continue;
+      if (typeof v === 'string') head.push(k, v);
+      else for (const one of v) head.push(k, one);
+    }
+    head.push('content-length', buf.length);
+    res.writeHead(fwd.statusCode, head as string[]);
+    return void res.end(buf);
+  }
   res.statusCode = fwd.statusCode;
   res.setHeader('x-berth-connection', fwd.upstream.connection.name);
-  const contentType = String(fwd.headers['content-type'] ?? '');
   if (fwd.prepared.translate === 'messages') {
     if (contentType.includes('text/event-stream')) {
       const t = new ChatToMessagesStream(call.model ?? '', gw.now);
@@ -234,16 +258,6 @@ async function send(
   for (const k in fwd.headers) {
     const v = fwd.headers[k];
     if (v !== undefined && !DROP_RESPONSE.has(k)) res.setHeader(k, v);
-  }
-  const length = Number(fwd.headers['content-length'] ?? Number.NaN);
-  if (length <= MAX_BUFFERED_ANSWER && !contentType.includes('text/event-stream')) {
-    // A whole answer of known, small size: one write of head and body instead of a piped, chunked stream
-    // (half the gateway's cost per call at 32 connections). Nothing is held back that a client could use early.
-    const buf = await fwd.body.whole();
-    meter.firstByteAt = gw.now();
-    if (contentType.includes('json')) meter.usage = usageInJsonText(buf.toString('utf8'));
-    res.setHeader('content-length', buf.length);
-    return void res.end(buf);
   }
   const observer = new UsageObserver(contentType, gw.now, fwd.prepared.stripUsageChunk);
   meter.source = observer;
