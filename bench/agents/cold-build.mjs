@@ -6,7 +6,9 @@
 // worker per core hashing, writing and syncing small files), so it runs as long as the bench needs, not as long as a
 // registry takes; the bench deletes its agent at the end, which calls the build off. Beside each: the app's own start
 // on the host (cold.mjs hostStart), quiet and beside the same build, so Berth's part is told apart from the app's.
-// BENCH_COLD_APP=mcp uses the MCP template itself instead (its start imports the MCP SDK and zod).
+// BENCH_COLD_APP=mcp uses the MCP template itself instead (its start imports the MCP SDK and zod). BENCH_COLD_DEEP=1
+// adds a third server whose kept replica goes to deep standby (a 1 GB swap file under its data dir, switched on for
+// the run and off at its end: swap is host-wide) before each quiet first call.
 // Targets (issue): the first call after scale to zero <= 150 ms p50 quiet, <= 1 s beside a build.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -57,6 +59,9 @@ function appUnderTest(work) {
 }
 /** The MCP template's memory (templates/mcp-typescript/berth.toml): what a new user's MCP server runs with. */
 const MEMORY_MB = 512;
+/** BENCH_COLD_DEEP: the swap file for the deep-standby run, and the cgroup charge below which a replica counts as deep. */
+const DEEP_SWAP_MB = 1024;
+const DEEP_LEFT_MB = 8;
 
 /**
  * The build script: a worker per core, each hashing (a compiler's CPU) and writing, syncing and deleting batches of
@@ -94,11 +99,13 @@ if (process.argv[2] !== 'worker') {
  * One server (BERTH_REPLICA_RETENTION `retentionS`): `STARTS` first calls after a scale to zero quiet, then as many
  * while a second agent's build runs beside them, and the app's own start on the host beside the same build.
  */
-async function runOnce(app, retentionS) {
+async function runOnce(app, retentionS, deep = false) {
   const berth = await startSandboxBerth({
     BERTH_STANDBY_AFTER: '1',
     BERTH_REPLICA_REMOVE_AFTER: '2',
     BERTH_REPLICA_RETENTION: String(retentionS),
+    // Deep: the kept replica's memory goes to a swap file Berth makes (host-wide while it is on; off at the end).
+    ...(deep ? { BERTH_DEEP_STANDBY_AFTER: '1', BERTH_SWAP_MB: String(DEEP_SWAP_MB) } : {}),
   });
   const { createLinuxDriver } = await import('../../packages/server/dist/runtime/index.js');
   const driver = await createLinuxDriver({ dataDir: berth.dataDir, netPoolSize: 0 });
@@ -119,6 +126,7 @@ async function runOnce(app, retentionS) {
       const out = [];
       for (let i = 0; i < n; i++) {
         await scaledToZero(berth, () => ids('wl-'), app.plural, app.object, retentionS > 0);
+        if (deep) await pushedOut((await ids('wl-'))[0].id);
         await during();
         out.push(await timed(get));
         await during();
@@ -126,8 +134,19 @@ async function runOnce(app, retentionS) {
       return out;
     };
 
+    /** Waits until the kept replica's cgroup is down to its kernel memory: deep standby (decision 058). */
+    const pushedOut = async (id) => {
+      for (let t = 0; t < 600; t++) {
+        const st = await driver.stats(id);
+        if (st && st.memoryBytes < DEEP_LEFT_MB * 1024 * 1024) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`the kept replica ${id} never went to deep standby`);
+    };
+
     const loadQuiet = loadavg()[0];
     const quiet = await colds(STARTS);
+    if (deep) return { quiet, loadQuiet };
     // The builder: no dependencies (no install step), a build script that runs until the bench deletes it.
     const put = await fetch(`${berth.url}/v0/agents/builder?upload=true`, {
       method: 'PUT',
@@ -187,6 +206,10 @@ async function runOnce(app, retentionS) {
     for (let i = 0; i < 600 && (await driver.list()).some((s) => /^(wl|bld)-/.test(s.id)); i++)
       await new Promise((r) => setTimeout(r, 100));
     await driver.close();
+    if (deep)
+      try {
+        execFileSync('swapoff', [join(berth.dataDir, 'swap', 'berth.swap')], { stdio: 'ignore' });
+      } catch {}
     await berth.stop();
   }
 }
@@ -200,6 +223,7 @@ export async function benchAgentsColdBuild() {
     // The old scale to zero (removed: each first call is a cold start), then the new one (kept frozen: a wake).
     const old = await runOnce(app, 0);
     const kept = await runOnce(app, RETENTION_S);
+    const deep = process.env.BENCH_COLD_DEEP ? await runOnce(app, RETENTION_S, true) : undefined;
     const loads = (r) =>
       `load ${r.loadQuiet.toFixed(2)} quiet, ${r.loadBefore.toFixed(2)}→${r.loadAfter.toFixed(2)} with the build`;
     header(
@@ -236,6 +260,16 @@ export async function benchAgentsColdBuild() {
       'ms',
     );
     row('app on the host beside a build, p50 (vs quiet)', p(old.hostLoaded, 50), p(hostQuiet, 50), 'ms');
+    if (deep) {
+      row(
+        `kept in deep standby, quiet, p50 (vs kept frozen) [load ${deep.loadQuiet.toFixed(2)}]`,
+        p(deep.quiet, 50),
+        p(kept.quiet, 50),
+        'ms',
+        '<= 150 ms',
+      );
+      row('kept in deep standby, quiet, p99 (vs kept frozen)', p(deep.quiet, 99), p(kept.quiet, 99), 'ms');
+    }
     for (const [what, r] of [
       ['removed', old],
       ['kept', kept],
@@ -245,7 +279,7 @@ export async function benchAgentsColdBuild() {
       );
     if (process.env.BENCH_COLD_RAW)
       console.log(
-        JSON.stringify({ old, kept, hostQuiet }, (_, v) => (typeof v === 'number' ? Math.round(v) : v)),
+        JSON.stringify({ old, kept, deep, hostQuiet }, (_, v) => (typeof v === 'number' ? Math.round(v) : v)),
       );
   } finally {
     rmSync(work, { recursive: true, force: true });
