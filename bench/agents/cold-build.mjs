@@ -1,12 +1,15 @@
-// bench/agents cold start beside a build (issue 28 item 6): the cold start of bench/agents/cold.mjs (an echo agent
-// whose replica was removed after idling, so the next request starts one from zero) at the MCP template's memory
-// (512 MB), first on a quiet server, then while a second agent's build runs on the same server throughout every
-// sampled start. The build is CPU- and disk-heavy the way `npm ci` + `tsc` are (a worker per core hashing, writing
-// and syncing small files), so it runs as long as the bench needs, not as long as a registry takes; the bench deletes
-// its agent at the end, which calls the build off. Beside each: the app's own start on the host (cold.mjs
-// hostStart), quiet and beside the same build, so Berth's part is told apart from the app's. BENCH_COLD_APP=mcp
-// cold-starts the MCP template itself instead (its start imports the MCP SDK and zod).
-// Targets (issue): a cold start <= 150 ms p50 quiet, <= 1 s beside a build.
+// bench/agents cold start beside a build (issue 28 item 6): the first call after a scale to zero (bench/agents/cold.mjs)
+// at the MCP template's memory (512 MB), first on a quiet server, then while a second agent's build runs on the same
+// server throughout every sampled call; on two servers one after the other in the same run: BERTH_REPLICA_RETENTION=0
+// (the idle replica is removed, so each call starts one from zero: the old behaviour) and the replica kept frozen at
+// scale to zero (decision 090: each call wakes it). The build is CPU- and disk-heavy the way `npm ci` + `tsc` are (a
+// worker per core hashing, writing and syncing small files), so it runs as long as the bench needs, not as long as a
+// registry takes; the bench deletes its agent at the end, which calls the build off. Beside each: the app's own start
+// on the host (cold.mjs hostStart), quiet and beside the same build, so Berth's part is told apart from the app's.
+// BENCH_COLD_APP=mcp uses the MCP template itself instead (its start imports the MCP SDK and zod). BENCH_COLD_DEEP=1
+// adds a third server whose kept replica goes to deep standby (a 1 GB swap file under its data dir, switched on for
+// the run and off at its end: swap is host-wide) before each quiet first call.
+// Targets (issue): the first call after scale to zero <= 150 ms p50 quiet, <= 1 s beside a build.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -14,7 +17,7 @@ import { join } from 'node:path';
 import { header, row } from '../lib/report.mjs';
 import { percentile, startSandboxBerth, timed } from '../sandboxes/lib.mjs';
 import { filesOf } from './build.mjs';
-import { ECHO, hostStart } from './cold.mjs';
+import { ECHO, hostStart, RETENTION_S, scaledToZero } from './cold.mjs';
 import { deployZip, zipOf } from './deploy.mjs';
 
 const STARTS = Number(process.env.BENCH_COLD_STARTS ?? 15);
@@ -56,6 +59,9 @@ function appUnderTest(work) {
 }
 /** The MCP template's memory (templates/mcp-typescript/berth.toml): what a new user's MCP server runs with. */
 const MEMORY_MB = 512;
+/** BENCH_COLD_DEEP: the swap file for the deep-standby run, and the cgroup charge below which a replica counts as deep. */
+const DEEP_SWAP_MB = 1024;
+const DEEP_LEFT_MB = 8;
 
 /**
  * The build script: a worker per core, each hashing (a compiler's CPU) and writing, syncing and deleting batches of
@@ -89,16 +95,23 @@ if (process.argv[2] !== 'worker') {
 }
 `;
 
-export async function benchAgentsColdBuild() {
-  const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: '1', BERTH_REPLICA_REMOVE_AFTER: '2' });
+/**
+ * One server (BERTH_REPLICA_RETENTION `retentionS`): `STARTS` first calls after a scale to zero quiet, then as many
+ * while a second agent's build runs beside them, and the app's own start on the host beside the same build.
+ */
+async function runOnce(app, retentionS, deep = false) {
+  const berth = await startSandboxBerth({
+    BERTH_STANDBY_AFTER: '1',
+    BERTH_REPLICA_REMOVE_AFTER: '2',
+    BERTH_REPLICA_RETENTION: String(retentionS),
+    // Deep: the kept replica's memory goes to a swap file Berth makes (host-wide while it is on; off at the end).
+    ...(deep ? { BERTH_DEEP_STANDBY_AFTER: '1', BERTH_SWAP_MB: String(DEEP_SWAP_MB) } : {}),
+  });
   const { createLinuxDriver } = await import('../../packages/server/dist/runtime/index.js');
   const driver = await createLinuxDriver({ dataDir: berth.dataDir, netPoolSize: 0 });
   const ids = async (prefix) => (await driver.list()).filter((i) => i.id.startsWith(prefix));
   const auth = { authorization: `Bearer ${berth.key}` };
-  const work = mkdtempSync(join(tmpdir(), 'berth-bench-cold-build-'));
-  let app;
   try {
-    app = appUnderTest(work);
     await deployZip(berth, app.plural, app.object, {
       spec: { public: true, runtime: { memory: MEMORY_MB, maxScale: 1, minScale: 0 } },
       files: app.files,
@@ -108,29 +121,32 @@ export async function benchAgentsColdBuild() {
       const text = await res.body.text();
       if (res.statusCode !== 200) throw new Error(`${res.statusCode} ${text}`);
     };
-    /** `n` cold starts (each after the idle replica was removed), each checked by `during` before and after. */
+    /** `n` first calls after a scale to zero, each checked by `during` before and after. */
     const colds = async (n, during = async () => undefined) => {
       const out = [];
       for (let i = 0; i < n; i++) {
-        for (let j = 0; j < 600 && (await ids('wl-')).length > 0; j++)
-          await new Promise((r) => setTimeout(r, 50));
-        if ((await ids('wl-')).length > 0) throw new Error('the idle replica was never removed');
+        await scaledToZero(berth, () => ids('wl-'), app.plural, app.object, retentionS > 0);
+        if (deep) await pushedOut((await ids('wl-'))[0].id);
         await during();
         out.push(await timed(get));
         await during();
       }
       return out;
     };
-    const hostStarts = async (n) => {
-      const out = [];
-      for (let i = 0; i < n; i++) out.push(await hostStart(app.host));
-      return out;
+
+    /** Waits until the kept replica's cgroup is down to its kernel memory: deep standby (decision 058). */
+    const pushedOut = async (id) => {
+      for (let t = 0; t < 600; t++) {
+        const st = await driver.stats(id);
+        if (st && st.memoryBytes < DEEP_LEFT_MB * 1024 * 1024) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`the kept replica ${id} never went to deep standby`);
     };
 
     const loadQuiet = loadavg()[0];
     const quiet = await colds(STARTS);
-    const hostQuiet = await hostStarts(STARTS);
-
+    if (deep) return { quiet, loadQuiet };
     // The builder: no dependencies (no install step), a build script that runs until the bench deletes it.
     const put = await fetch(`${berth.url}/v0/agents/builder?upload=true`, {
       method: 'PUT',
@@ -178,60 +194,10 @@ export async function benchAgentsColdBuild() {
     const wall = (performance.now() - wallBefore) / 1000;
     const loadAfter = loadavg()[0];
 
-    header(
-      `agents: cold start beside a build (${app.name}, ${MEMORY_MB} MB, ${STARTS} starts each; load ${loadQuiet.toFixed(2)} quiet, ${loadBefore.toFixed(2)}→${loadAfter.toFixed(2)} with the build)`,
-    );
-    row(
-      'cold, quiet, p50 (vs the app started on the host)',
-      percentile(quiet, 50),
-      percentile(hostQuiet, 50),
-      'ms',
-      '<= 150 ms',
-    );
-    row(
-      'cold, quiet, p99 (vs the app started on the host)',
-      percentile(quiet, 99),
-      percentile(hostQuiet, 99),
-      'ms',
-    );
-    row(
-      'cold beside a build, p50 (vs cold quiet)',
-      percentile(loaded, 50),
-      percentile(quiet, 50),
-      'ms',
-      '<= 1000 ms',
-    );
-    row('cold beside a build, p99 (vs cold quiet)', percentile(loaded, 99), percentile(quiet, 99), 'ms');
-    row(
-      'cold beside a build, p50 (vs the app on the host beside it)',
-      percentile(loaded, 50),
-      percentile(hostLoaded, 50),
-      'ms',
-    );
-    row(
-      'cold beside a build, p99 (vs the app on the host beside it)',
-      percentile(loaded, 99),
-      percentile(hostLoaded, 99),
-      'ms',
-    );
-    row(
-      'app on the host beside a build, p50 (vs quiet)',
-      percentile(hostLoaded, 50),
-      percentile(hostQuiet, 50),
-      'ms',
-    );
-    console.log(
-      `the build used ${buildShare.toFixed(1)} CPU s in the ${wall.toFixed(1)} s of samples beside it`,
-    );
-    if (process.env.BENCH_COLD_RAW)
-      console.log(
-        JSON.stringify({ quiet, loaded, hostQuiet, hostLoaded }, (_, v) =>
-          typeof v === 'number' ? Math.round(v) : v,
-        ),
-      );
+    return { quiet, loaded, hostLoaded, buildShare, wall, loadQuiet, loadBefore, loadAfter };
   } finally {
     for (const [plural, name] of [
-      [app?.plural ?? 'agents', app?.object ?? 'echo'],
+      [app.plural, app.object],
       ['agents', 'builder'],
     ])
       await fetch(`${berth.url}/v0/${plural}/${name}`, { method: 'DELETE', headers: auth }).catch(
@@ -240,7 +206,82 @@ export async function benchAgentsColdBuild() {
     for (let i = 0; i < 600 && (await driver.list()).some((s) => /^(wl|bld)-/.test(s.id)); i++)
       await new Promise((r) => setTimeout(r, 100));
     await driver.close();
+    if (deep)
+      try {
+        execFileSync('swapoff', [join(berth.dataDir, 'swap', 'berth.swap')], { stdio: 'ignore' });
+      } catch {}
     await berth.stop();
+  }
+}
+
+export async function benchAgentsColdBuild() {
+  const work = mkdtempSync(join(tmpdir(), 'berth-bench-cold-build-'));
+  try {
+    const app = appUnderTest(work);
+    const hostQuiet = [];
+    for (let i = 0; i < STARTS; i++) hostQuiet.push(await hostStart(app.host));
+    // The old scale to zero (removed: each first call is a cold start), then the new one (kept frozen: a wake).
+    const old = await runOnce(app, 0);
+    const kept = await runOnce(app, RETENTION_S);
+    const deep = process.env.BENCH_COLD_DEEP ? await runOnce(app, RETENTION_S, true) : undefined;
+    const loads = (r) =>
+      `load ${r.loadQuiet.toFixed(2)} quiet, ${r.loadBefore.toFixed(2)}→${r.loadAfter.toFixed(2)} with the build`;
+    header(
+      `agents: first call after scale to zero, quiet and beside a build (${app.name}, ${MEMORY_MB} MB, ${STARTS} each; removed: ${loads(old)}; kept: ${loads(kept)})`,
+    );
+    const p = percentile;
+    row(
+      'kept frozen, quiet, p50 (vs removed: a cold start)',
+      p(kept.quiet, 50),
+      p(old.quiet, 50),
+      'ms',
+      '<= 150 ms',
+    );
+    row('kept frozen, quiet, p99 (vs removed)', p(kept.quiet, 99), p(old.quiet, 99), 'ms');
+    row(
+      'kept frozen, beside a build, p50 (vs removed)',
+      p(kept.loaded, 50),
+      p(old.loaded, 50),
+      'ms',
+      '<= 1000 ms',
+    );
+    row('kept frozen, beside a build, p99 (vs removed)', p(kept.loaded, 99), p(old.loaded, 99), 'ms');
+    row(
+      'kept frozen, quiet, p50 (vs the app started on the host)',
+      p(kept.quiet, 50),
+      p(hostQuiet, 50),
+      'ms',
+    );
+    row('removed, quiet, p50 (vs the app started on the host)', p(old.quiet, 50), p(hostQuiet, 50), 'ms');
+    row(
+      'removed, beside a build, p50 (vs the app on the host beside it)',
+      p(old.loaded, 50),
+      p(old.hostLoaded, 50),
+      'ms',
+    );
+    row('app on the host beside a build, p50 (vs quiet)', p(old.hostLoaded, 50), p(hostQuiet, 50), 'ms');
+    if (deep) {
+      row(
+        `kept in deep standby, quiet, p50 (vs kept frozen) [load ${deep.loadQuiet.toFixed(2)}]`,
+        p(deep.quiet, 50),
+        p(kept.quiet, 50),
+        'ms',
+        '<= 150 ms',
+      );
+      row('kept in deep standby, quiet, p99 (vs kept frozen)', p(deep.quiet, 99), p(kept.quiet, 99), 'ms');
+    }
+    for (const [what, r] of [
+      ['removed', old],
+      ['kept', kept],
+    ])
+      console.log(
+        `${what}: the build used ${r.buildShare.toFixed(1)} CPU s in the ${r.wall.toFixed(1)} s of samples beside it`,
+      );
+    if (process.env.BENCH_COLD_RAW)
+      console.log(
+        JSON.stringify({ old, kept, deep, hostQuiet }, (_, v) => (typeof v === 'number' ? Math.round(v) : v)),
+      );
+  } finally {
     rmSync(work, { recursive: true, force: true });
   }
 }

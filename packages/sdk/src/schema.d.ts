@@ -4543,6 +4543,11 @@ export interface components {
             inflight: number;
             /** Format: date-time */
             lastUsedAt: string;
+            /**
+             * Format: date-time
+             * @description set while the replica is kept frozen after a scale to zero (not serving, not counted in `replicas`): the next request wakes it; removed at this time
+             */
+            standbyUntil?: string;
         };
         Caller: {
             /** @description client ID of a service account, or a user subject */

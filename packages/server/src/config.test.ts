@@ -97,6 +97,14 @@ test('BERTH_REPLICA_REMOVE_AFTER: unset by default (the gateway keeps its 5 minu
   assert.throws(() => loadConfig({}, { BERTH_REPLICA_REMOVE_AFTER: 'soon' }), /BERTH_REPLICA_REMOVE_AFTER/);
 });
 
+test('BERTH_REPLICA_RETENTION: four hours by default; 0 removes the last replica as before; else start-up fails', () => {
+  assert.equal(loadConfig({}, {}).replicaRetentionS, 4 * 3600);
+  assert.equal(loadConfig({}, { BERTH_REPLICA_RETENTION: '0' }).replicaRetentionS, 0);
+  assert.equal(loadConfig({}, { BERTH_REPLICA_RETENTION: '600' }).replicaRetentionS, 600);
+  assert.throws(() => loadConfig({}, { BERTH_REPLICA_RETENTION: '-1' }), /BERTH_REPLICA_RETENTION/);
+  assert.throws(() => loadConfig({}, { BERTH_REPLICA_RETENTION: 'long' }), /BERTH_REPLICA_RETENTION/);
+});
+
 test('BERTH_LEADER_CHECK_EVERY: unset by default (the leadership checks each second); positive seconds or start-up fails', () => {
   assert.equal(loadConfig({}, {}).leaderCheckS, undefined);
   assert.equal(loadConfig({}, { BERTH_LEADER_CHECK_EVERY: '600' }).leaderCheckS, 600);

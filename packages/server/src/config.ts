@@ -48,6 +48,12 @@ export interface Config {
    */
   replicaRemoveAfterS?: number;
   /**
+   * Seconds the last replica of an agent or function stays frozen (standby, then deep standby) after it would have
+   * been removed at scale to zero, so the next request wakes it instead of starting one (BERTH_REPLICA_RETENTION;
+   * default 14400, 0 removes it at once as before; decision 090).
+   */
+  replicaRetentionS: number;
+  /**
    * Seconds between a cluster leader's checks of its lock session (BERTH_LEADER_CHECK_EVERY; default 1). A leader
    * cut from that session stops sooner at its first write, which the database refuses (decision 068).
    */
@@ -224,6 +230,12 @@ export const DEFAULT_WARM_POOL = 2;
 export const DEFAULT_WARM_POOL_MAX = 24;
 /** Five minutes: past it a sandbox is likely idle for long (its owner left); a wake then pays for its page-ins. */
 export const DEFAULT_DEEP_STANDBY_AFTER_S = 300;
+/**
+ * Four hours: a scaled-to-zero replica kept frozen costs ~2 MiB of host memory once in deep standby (its pages in
+ * swap; all its memory where the host has no swap) and gives its quota slot up on demand, so it may outlast the
+ * pauses of a working day (a meeting, lunch) and still be gone overnight (decision 090).
+ */
+export const DEFAULT_REPLICA_RETENTION_S = 4 * 3600;
 /** Swap is host-wide and takes disk: Berth makes a swap file only when asked to (decision 058). */
 export const DEFAULT_SWAP_MB = 0;
 
@@ -263,6 +275,10 @@ export function loadConfig(
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,
+    replicaRetentionS: nonNegativeInt(
+      env.BERTH_REPLICA_RETENTION ?? String(DEFAULT_REPLICA_RETENTION_S),
+      'BERTH_REPLICA_RETENTION',
+    ),
     warmPoolSize: Number(env.BERTH_WARM_POOL ?? DEFAULT_WARM_POOL),
     warmPoolMax: nonNegativeInt(
       env.BERTH_WARM_POOL_MAX ?? String(DEFAULT_WARM_POOL_MAX),

@@ -10,6 +10,13 @@ const Replica = Type.Object(
     role: Type.Union([Type.Literal('active'), Type.Literal('canary')]),
     inflight: Type.Integer({ description: 'requests in flight now' }),
     lastUsedAt: Type.String({ format: 'date-time' }),
+    standbyUntil: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description:
+          'set while the replica is kept frozen after a scale to zero (not serving, not counted in `replicas`): the next request wakes it; removed at this time',
+      }),
+    ),
   },
   { $id: 'WorkloadReplica' },
 );

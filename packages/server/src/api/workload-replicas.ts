@@ -2,8 +2,11 @@
 // replica (one in standby is named, not woken): GET /v0/{agents|functions}/{name}/replicas lists them (the console
 // charts the count over time from it), and `replicas` on a read counts them. Computed at each read, never stored:
 // the number moves with traffic (scale to zero, scale out) without a write, so a watch does not carry its changes.
+// A replica kept frozen at scale to zero (decision 090) is listed with `standbyUntil` and not counted: it serves
+// nothing until a request wakes it, so the count says what scale to zero means.
 import type { FastifyInstance } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
+import { keptInStandby } from '../controllers/workload/idle-standby.js';
 import type { Replica, ReplicaSet } from '../controllers/workload/replicas.js';
 import type { Resources } from '../store/resources.js';
 
@@ -35,6 +38,7 @@ export function registerWorkloadReplicaRoutes(
         role,
         inflight: r.inflight,
         lastUsedAt: new Date(r.lastUsedMs).toISOString(),
+        ...(r.standby && keptInStandby(r) ? { standbyUntil: new Date(r.standby.untilMs).toISOString() } : {}),
       }));
     });
   }
@@ -42,6 +46,8 @@ export function registerWorkloadReplicaRoutes(
 
 export function replicaCount(replicas: Replicas) {
   return (kind: string, workspace: string, view: Record<string, any>) => {
-    view.replicas = live(replicas, workspace, kind, view.metadata?.name).length;
+    view.replicas = live(replicas, workspace, kind, view.metadata?.name).filter(
+      ({ r }) => !keptInStandby(r),
+    ).length;
   };
 }

@@ -73,6 +73,8 @@ export interface Gateway {
   startProcess: StartProcess;
   /** Sends a POST body to a deployed agent as a caller's request goes (its schedules). */
   invoke: WorkloadGateway['invoke'];
+  /** Freezes a replica kept at scale to zero (decision 090); false where this host cannot freeze. */
+  standbyReplica: WorkloadGateway['standbyReplica'];
   /** This node lost its lease (decision 064): no request reaches its sandboxes' instances until it holds them again. */
   forgetSandboxes(): void;
   close(): Promise<void>;
@@ -234,6 +236,9 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
       workloads
         ? workloads.invoke(ws, name, body, timeoutMs)
         : Promise.resolve({ error: 'agents are not served by this gateway' }),
+    // Without a freezer a kept replica would hold its memory awake: the scaler then removes it, as before.
+    standbyReplica: async (w, r) =>
+      workloads !== undefined && driver.capabilities.freezer && workloads.standbyReplica(w, r),
     forgetSandboxes: () => targets.evictAll(),
     lastUsedMs: (workspace, name) => {
       const t = targets.get(workspace, name);

@@ -118,7 +118,7 @@ export class WorkloadGateway {
       for (const r of w.replicas) if (!r.gone) yield this.targetOf(w, r);
   }
 
-  private targetOf(w: Workload, r: Replica): Target {
+  private targetOf(w: Pick<Workload, 'workspace' | 'kind' | 'name'>, r: Replica): Target {
     let t = this.targetsOf.get(r);
     if (!t) {
       t = {
@@ -135,6 +135,18 @@ export class WorkloadGateway {
       this.targetsOf.set(r, t);
     }
     return t;
+  }
+
+  /**
+   * Freezes an idle replica the scaler keeps at scale to zero (controllers/workload/idle-standby.ts) through the one
+   * activator, as the idle sweeper freezes any target, so the next request wakes it on the same path: true once it is
+   * frozen (or was already), false when a request called the freeze off or it failed.
+   */
+  async standbyReplica(w: Pick<Workload, 'workspace' | 'kind' | 'name'>, r: Replica): Promise<boolean> {
+    if (r.gone) return false;
+    const t = this.targetOf(w, r);
+    if (this.deps.activator.view(t).frozen) return true;
+    return this.deps.activator.standby(t, async () => r.inflight === 0);
   }
 
   /**

@@ -18,6 +18,8 @@ import { agentScheduling } from '../controllers/workload/agent-schedules.js';
 import { jobScheduling } from '../controllers/job/job-schedules.js';
 import { TriggerSchedules } from '../controllers/code/trigger-schedules.js';
 import { Scaler } from '../controllers/workload/scaler.js';
+import { IdleStandby } from '../controllers/workload/idle-standby.js';
+import { workloadEvent } from '../controllers/core/events.js';
 import { CONTROLLERS, DrainedError, postgresLeadership, soleLeadership } from '../cluster/leadership.js';
 import { formerLeaders, isDrained, takeRan } from '../cluster/nodes.js';
 import { placeAgainEvery } from '../controllers/sandbox/sandbox-lost.js';
@@ -46,7 +48,7 @@ export async function startAllControllers(
   parts: Core & Runtime & Http & Workloads & { peerImages?: PeerImages },
 ) {
   const { peerImages } = parts;
-  const { logger, held, holding, quotas, placements, selfId, clusterSelf, tokens } = parts;
+  const { logger, held, led, holding, quotas, placements, selfId, clusterSelf, tokens } = parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity } = parts;
   const { builder, builds, replicas, callbacks, jobs } = parts;
@@ -140,6 +142,13 @@ export async function startAllControllers(
         replicas,
         logger,
         removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
+        // The last replica kept frozen at scale to zero, woken by the next request (decision 090).
+        standby: new IdleStandby({
+          retentionMs: config.replicaRetentionS * 1000,
+          freeze: (w, r) => gateway.standbyReplica(w, r),
+          onEvent: workloadEvent({ resources: led, logger }),
+          logger,
+        }),
       });
       scaler.start();
       const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });

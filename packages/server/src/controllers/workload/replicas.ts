@@ -20,6 +20,7 @@ import {
 } from '../../runtime/driver.js';
 import type { Instances } from '../../runtime/instances.js';
 import { APP_DIR, APP_IMAGE, APP_PATH, APP_PIDS_MAX } from '../code/app.js';
+import { keptInStandby, type StandbyMark } from './idle-standby.js';
 
 /** Port the app listens on inside its replica (PORT, BL_SERVER_PORT). */
 export const APP_PORT = 8080;
@@ -76,6 +77,8 @@ export interface Replica {
   lastUsedMs: number;
   /** Removed (scaled in, redeployed, deleted): the gateway drops it. */
   gone: boolean;
+  /** Kept frozen at scale to zero (idle-standby.ts, decision 090): serves nothing until a request wakes it. */
+  standby?: StandbyMark;
 }
 
 /** How requests to a workload are routed: read per request, so changing them restarts no replica. */
@@ -419,13 +422,38 @@ export class ReplicaSet {
   ): Lease | Refusal | undefined {
     if (!this.deps.quota) return undefined;
     const owner = workloadKey(w.workspace, w.kind, w.name);
-    const got = this.deps.quota.take(w.workspace, 'replicas', memoryMb, {
-      owner,
-      excludeOwner: opts.replacing ? owner : undefined,
-      force: opts.force,
-    });
+    const take = () =>
+      this.deps.quota!.take(w.workspace, 'replicas', memoryMb, {
+        owner,
+        excludeOwner: opts.replacing ? owner : undefined,
+        force: opts.force,
+      });
+    let got = take();
+    // A scaled-to-zero replica kept frozen holds its slot as a sandbox in standby does, but gives it up rather
+    // than stand in the way of one that is to serve now.
+    if (isRefusal(got) && this.giveUpKept(w.workspace)) got = take();
     if (!isRefusal(got)) w.capped = undefined;
     return got;
+  }
+
+  /** Removes the workspace's replicas kept frozen at scale to zero, their slots freed now; whether there were any. */
+  private giveUpKept(workspace: string): boolean {
+    let any = false;
+    for (const w of this.all()) {
+      if (w.workspace !== workspace) continue;
+      for (const r of w.replicas) {
+        if (!keptInStandby(r)) continue;
+        any = true;
+        w.replicas = w.replicas.filter((x) => x !== r);
+        r.gone = true;
+        this.deps.instances.free(r.id);
+        const message = `replica ${r.id} removed from standby: its slot was needed by a replica starting in the workspace`;
+        this.deps.logger?.info({ workspace, name: w.name, replica: r.id }, message);
+        this.deps.onEvent?.(w, message);
+        void this.removeReplica(r);
+      }
+    }
+    return any;
   }
 
   /** Says once (until a replica may start again) that `w` is held at `count` replicas, and by which quota. */

@@ -2,7 +2,8 @@
 // gateway reports it (requests in flight at each replica, requests waiting for one to start), asks the pure KPA
 // (autoscaler.ts) how many replicas it wants and starts what is missing; and it removes a replica idle for
 // REMOVE_AFTER_IDLE_MS while the workload runs more than its minScale. Standby before that (a frozen replica) is the
-// gateway's one idle mechanism, the same as sandboxes' (gateway/idle.ts).
+// gateway's one idle mechanism, the same as sandboxes' (gateway/idle.ts). The last replica, instead of being removed,
+// may be kept frozen for a retention window (idle-standby.ts, decision 090).
 import type { Logger } from 'pino';
 import {
   decide,
@@ -12,7 +13,8 @@ import {
   STABLE_WINDOW_MS,
   TICK_MS,
 } from './autoscaler.js';
-import type { ReplicaSet, Workload } from './replicas.js';
+import type { IdleStandby } from './idle-standby.js';
+import type { Replica, ReplicaSet, Workload } from './replicas.js';
 
 /** Requests in flight per replica before another is started (while under maxScale); the gateway routes by it too. */
 export const TARGET_CONCURRENCY = 10;
@@ -25,6 +27,8 @@ export interface ScalerDeps {
   replicas: ReplicaSet;
   logger: Logger;
   removeAfterMs?: number;
+  /** Keeps the last replica frozen at scale to zero instead of removing it; none: removed (decision 090). */
+  standby?: IdleStandby<Replica>;
   now?: () => number;
 }
 
@@ -82,15 +86,22 @@ export class Scaler {
     }
   }
 
-  /** Removes replicas idle for the removal delay, above each workload's minScale. */
+  /**
+   * Removes replicas idle for the removal delay, above each workload's minScale; the last one is kept frozen
+   * instead while the retention allows (idle-standby.ts).
+   */
   async scaleIn(): Promise<void> {
     const now = this.now();
     const removeAfter = this.deps.removeAfterMs ?? REMOVE_AFTER_IDLE_MS;
+    const { standby } = this.deps;
     for (const w of this.deps.replicas.all()) {
       let live = w.replicas.filter((r) => !r.gone).length;
       for (const r of [...w.replicas]) {
+        standby?.woken(r);
         if (r.gone || r.inflight > 0 || live <= w.run.minScale) continue;
         if (now - r.lastUsedMs < removeAfter) continue;
+        if (live === 1 && standby && (await standby.keep(w, r)) !== 'remove') continue;
+        if (r.gone || r.inflight > 0) continue;
         live--;
         await this.deps.replicas.scaleIn(w, r);
       }
