@@ -108,6 +108,8 @@ test('BERTH_BUILDS_AHEAD: on by default; true/false (or 1/0); anything else fail
   assert.equal(loadConfig({}, {}).buildsAhead, true);
   assert.equal(loadConfig({}, { BERTH_BUILDS_AHEAD: 'false' }).buildsAhead, false);
   assert.equal(loadConfig({}, { BERTH_BUILDS_AHEAD: '1' }).buildsAhead, true);
+  assert.equal(loadConfig({}, {}).imagesAhead, true);
+  assert.equal(loadConfig({}, { BERTH_IMAGES_AHEAD: 'false' }).imagesAhead, false);
   assert.throws(() => loadConfig({}, { BERTH_BUILDS_AHEAD: 'no' }), /BERTH_BUILDS_AHEAD/);
 });
 

@@ -57,6 +57,12 @@ export interface Config {
    * their CPU, and a new leader then builds before it starts replicas: decision 067).
    */
   buildsAhead: boolean;
+  /**
+   * Whether each server of a cluster copies every workspace image it lacks from the others (BERTH_IMAGES_AHEAD,
+   * default true; `false`: a node copies an image when a sandbox on it starts there, and an image acknowledged by the
+   * leader is held by the leader alone until then: decision 087).
+   */
+  imagesAhead: boolean;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
   /** The most the warm pool grows to while creates come fast (BERTH_WARM_POOL_MAX; the base on top of demand). */
@@ -260,6 +266,7 @@ export function loadConfig(
     faultCheckS: positiveSeconds(env.BERTH_FAULT_CHECK_EVERY, 'BERTH_FAULT_CHECK_EVERY'),
     leaderCheckS: positiveSeconds(env.BERTH_LEADER_CHECK_EVERY, 'BERTH_LEADER_CHECK_EVERY'),
     buildsAhead: onOff(env.BERTH_BUILDS_AHEAD, 'BERTH_BUILDS_AHEAD', true),
+    imagesAhead: onOff(env.BERTH_IMAGES_AHEAD, 'BERTH_IMAGES_AHEAD', true),
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,

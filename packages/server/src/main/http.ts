@@ -33,6 +33,7 @@ import { modelGateway } from '../models/http-route.js';
 import { UPLOAD_URL_HEADER } from '../api/code-upload.js';
 import { CodeCopies, peerToken } from '../builds/code-copies.js';
 import { PeerImages } from '../runtime/images/peer-images.js';
+import { otherPeers } from './images-ahead.js';
 import { registerRevisionRoutes } from '../api/revisions.js';
 import { registerCustomDomains } from '../api/custom-domains.js';
 import { txtLookup } from '../outbound/dns-txt.js';
@@ -113,8 +114,15 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     : undefined;
   // In a cluster, a sandbox placed on a node lacking its workspace's image gets it from the leader, whose image store
   // holds the workspace's images and names (runtime/images/peer-images.ts, decision 081).
+  // Every other node copies them ahead (main/images-ahead.ts); while the leader cannot be asked, a node resolves a
+  // name in its own copies or at any node holding it (decision 087).
   const peerImages = clusterHolder
-    ? new PeerImages({ images, token: peerToken(masterKey), holder: clusterHolder.decide })
+    ? new PeerImages({
+        images,
+        token: peerToken(masterKey),
+        holder: clusterHolder.decide,
+        peers: otherPeers(late, selfId),
+      })
     : undefined;
   peerImages?.register(app);
   const holdsImage = peerImages && ((ws: string, id: string) => peerImages.holds(ws, id));
