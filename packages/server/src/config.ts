@@ -63,6 +63,12 @@ export interface Config {
    * leader is held by the leader alone until then: decision 087).
    */
   imagesAhead: boolean;
+  /**
+   * Seconds an image write (import, pull, build) on a cluster's leader waits for another node to hold the image
+   * before it is answered (BERTH_IMAGE_COPY_WAIT_S, default 30; 0: answered at once, the copy follows within about a
+   * second and the copy's time: decision 087).
+   */
+  imageCopyWaitS: number;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
   /** The most the warm pool grows to while creates come fast (BERTH_WARM_POOL_MAX; the base on top of demand). */
@@ -267,6 +273,7 @@ export function loadConfig(
     leaderCheckS: positiveSeconds(env.BERTH_LEADER_CHECK_EVERY, 'BERTH_LEADER_CHECK_EVERY'),
     buildsAhead: onOff(env.BERTH_BUILDS_AHEAD, 'BERTH_BUILDS_AHEAD', true),
     imagesAhead: onOff(env.BERTH_IMAGES_AHEAD, 'BERTH_IMAGES_AHEAD', true),
+    imageCopyWaitS: nonNegativeInt(env.BERTH_IMAGE_COPY_WAIT_S ?? '30', 'BERTH_IMAGE_COPY_WAIT_S'),
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,

@@ -44,6 +44,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const buildsAhead = await startBuildsAhead(config, metrics, { ...parts, ...controllers });
   const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
   const imagesAhead = startImagesAhead(config, late, metrics, { ...parts, peerImages });
+  late.imagesAhead = imagesAhead;
   return {
     url: `http://${config.host}:${late.actualPort}`,
     port: late.actualPort,

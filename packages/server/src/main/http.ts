@@ -126,6 +126,10 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     : undefined;
   peerImages?.register(app);
   const holdsImage = peerImages && ((ws: string, id: string) => peerImages.holds(ws, id));
+  // An image write is answered once another node holds it too, within BERTH_IMAGE_COPY_WAIT_S (decision 087).
+  const secondCopy = peerImages
+    ? async (ws: string, ids: string[]) => late.imagesAhead?.secondCopy(ws, ids, config.imageCopyWaitS * 1000)
+    : undefined;
   const sentToHolder = forwardHeldRoutes(clusterHolder, undefined, heldSandboxOf);
   await app.register(async (held) => {
     held.addHook('onRequest', sentToHolder);
@@ -185,12 +189,13 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
           resources,
           referenced: (ws) => referencedImages(store, ws),
           clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+          secondCopy,
         });
         registerImageShares(held, {
           images,
           workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
         });
-        registerImageBuilds(held, { dataDir: config.dataDir, instances, images });
+        registerImageBuilds(held, { dataDir: config.dataDir, instances, images, secondCopy });
         registerQuotas(held, {
           store,
           ledger: quotas,

@@ -38,7 +38,7 @@ describe('every node holds a workspace image, so the death of the leader loses n
     });
     const body = await r.json();
     assert.equal(r.status, 200, JSON.stringify(body));
-    return body;
+    return Object.assign(body, { copies: r.headers.get('x-berth-image-copies') });
   };
   /** Waits until `check` holds, up to `ms`; returns how long it took. */
   const until = async (check: () => boolean | Promise<boolean>, ms: number, what: string) => {
@@ -58,15 +58,20 @@ describe('every node holds a workspace image, so the death of the leader loses n
     ]);
     const saved = await savedArchive([await busyboxLayer(), files], [NAME]);
     id = saved.id;
-    const [held] = await importThrough(a, saved.archive);
-    layer = held.layers.at(-1).digest;
+    const t0 = Date.now();
+    const imported = await importThrough(a, saved.archive);
+    const answered = Date.now() - t0;
+    layer = imported[0].layers.at(-1).digest;
     assert.ok(rootOn(a, id), 'the leader holds it');
-    // The window between the acknowledgement and the other copies (decision 087 reports it).
+    // Answered once a second node held it (BERTH_IMAGE_COPY_WAIT_S): a kill -9 of the leader from then on loses nothing.
+    assert.equal(imported.copies, '2');
+    assert.ok(rootOn(b, id) || rootOn(c, id), 'another node holds it when the import is answered');
+    // The window between the acknowledgement and the third copy (decision 087 reports it).
     const windows = await Promise.all(
       [b, c].map((p) => until(() => rootOn(p, id), 20_000, `${p.id} holding ${NAME}`)),
     );
     console.log(
-      `# images ahead: ${NAME} held by node-b after ${windows[0]} ms, node-c after ${windows[1]} ms`,
+      `# images ahead: import answered in ${answered} ms; then held by node-b after ${windows[0]} ms, node-c after ${windows[1]} ms`,
     );
     for (const p of [b, c]) assert.ok(blobOn(p, layer), `${p.id} holds its layer`);
     // Each follower counts it; the leader copied nothing.

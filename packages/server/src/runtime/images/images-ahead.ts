@@ -20,6 +20,8 @@ const ADOPT_EVERY = 3;
 const FIRST_BACKOFF_MS = 1_000;
 const MAX_BACKOFF_MS = 5 * 60_000;
 const CATALOG_TIMEOUT_MS = 10_000;
+/** How often a write waiting for its second copy asks the others whether they hold it. */
+const SECOND_COPY_POLL_MS = 100;
 /** Names of apps built from a Dockerfile (builds/dockerfile/workload.ts): each node builds its own. */
 const BUILT_APPS = 'docker.io/berth-builds/';
 
@@ -80,10 +82,52 @@ export class ImagesAhead {
   start(): void {
     this.timer = setInterval(() => void this.tick(), this.deps.everyMs ?? EVERY_MS);
     this.timer.unref();
+    // The leader tells the others when it wrote an image, so they need not wait for their next pass.
+    this.deps.peerImages.onNudge = () => void this.tick();
+  }
+
+  /**
+   * Leading: waits until another healthy node holds each of `workspace`'s images `ids`, at most `boundMs` (after
+   * telling the others to look now). How many nodes hold them all, this one counted; 1 when no other node is live
+   * or none copied them in time. Not leading: undefined (the images are written where the leader is).
+   */
+  async secondCopy(workspace: string, ids: string[], boundMs: number): Promise<number | undefined> {
+    if (!('here' in this.deps.holder())) return undefined;
+    const peers = await this.deps.peers();
+    if (!peers.length || boundMs <= 0) return 1;
+    const headers = { [PEER_TOKEN_HEADER]: this.deps.token };
+    await Promise.all(
+      peers.map((p) =>
+        fetch(new URL('/peer/images/ahead', p), {
+          method: 'POST',
+          headers,
+          signal: AbortSignal.timeout(2_000),
+        })
+          .then((r) => r.body?.cancel())
+          .catch(() => undefined),
+      ),
+    );
+    const holds = async (p: URL) => {
+      for (const id of ids) {
+        const url = new URL(`/peer/images/${workspace}/resolve`, p);
+        url.searchParams.set('name', id);
+        const r = await fetch(url, { headers, signal: AbortSignal.timeout(2_000) }).catch(() => undefined);
+        await r?.body?.cancel();
+        if (r?.status !== 200) return false;
+      }
+      return true;
+    };
+    const until = Date.now() + boundMs;
+    for (;;) {
+      const held = (await Promise.all(peers.map(holds))).filter(Boolean).length;
+      if (held > 0 || Date.now() >= until) return held + 1;
+      await new Promise((r) => setTimeout(r, SECOND_COPY_POLL_MS));
+    }
   }
 
   close(): void {
     if (this.timer) clearInterval(this.timer);
+    this.deps.peerImages.onNudge = undefined;
   }
 
   /** One pass: compare with the leader (or, leading, with the others) and copy what is missing. */

@@ -4,6 +4,7 @@
 // (http/peer-forward.ts). Every other node copies them ahead (images-ahead.ts) and, for a sandbox placed on it, asks
 // the leader what the workspace's name stands for, then copies what it lacks from the leader or any node holding it:
 //   GET /peer/images                                        every workspace's names here, and the names let go of
+//   POST /peer/images/ahead                                 the leader wrote an image: compare with it now
 //   GET /peer/images/<workspace>/resolve?name=<name or id>  what the workspace's name (or id) stands for there
 //   GET /peer/images/<workspace>/<id>/blobs/<digest>        the config or a layer of that image, as stored
 // They answer only a server showing the cluster's peer token (crypto/peer-token.ts); the last two only about an image
@@ -56,6 +57,8 @@ export interface PeerImagesDeps {
 export class PeerImages {
   /** Copies under way: `<workspace>\0<id>` → the copy (two sandboxes of one image on a node share it). */
   private readonly copies = new Map<string, Promise<HeldImage>>();
+  /** Told when the leader says it wrote an image (`POST /peer/images/ahead`): images ahead looks at once. */
+  onNudge?: () => void;
 
   constructor(private readonly deps: PeerImagesDeps) {}
 
@@ -83,6 +86,11 @@ export class PeerImages {
       if (req.headers['if-none-match'] === tag) return reply.code(304).send();
       reply.header('content-type', 'application/json');
       return reply.send(body);
+    });
+    app.post('/peer/images/ahead', async (req: FastifyRequest, reply: FastifyReply) => {
+      if (!showsPeerToken(req.headers, token)) throw notFound('image');
+      this.onNudge?.();
+      return reply.code(204).send();
     });
     app.get('/peer/images/:workspace/resolve', async (req: FastifyRequest) => {
       const { workspace } = req.params as { workspace: string };
