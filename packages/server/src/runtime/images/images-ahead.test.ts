@@ -122,6 +122,23 @@ describe('images ahead: every node holds what the leader holds', () => {
     assert.equal(leader.images.get(letGo), undefined);
   });
 
+  it('leading, answers a write once a node that copies ahead holds it; a node that does not is not waited for', async () => {
+    const onLeader = ahead(leader);
+    const id = await imported(leader.images, 'ws-f', 'local/second:1', 'two copies');
+    // The follower does not copy ahead (not started): nobody to wait for, one copy.
+    assert.equal(await onLeader.secondCopy('ws-f', [id], 60_000), 1);
+    const a = ahead(follower);
+    a.start();
+    try {
+      assert.equal(await onLeader.secondCopy('ws-f', [id], 60_000), 2);
+      assert.equal(follower.images.find('ws-f', 'local/second:1')?.id, id);
+    } finally {
+      a.close();
+    }
+    // Not leading: the write is not this node's to wait for.
+    assert.equal(await a.secondCopy('ws-f', [id], 60_000), undefined);
+  });
+
   it('without a leader to ask, resolves in its own copy, else at another holder, in the same workspace only', async () => {
     const third = await node(() => undefined);
     const id = await imported(follower.images, 'ws-d', 'local/elsewhere:1', 'on the follower');

@@ -88,25 +88,34 @@ export class ImagesAhead {
 
   /**
    * Leading: waits until another healthy node holds each of `workspace`'s images `ids`, at most `boundMs` (after
-   * telling the others to look now). How many nodes hold them all, this one counted; 1 when no other node is live
+   * telling the others to look now; a node that does not copy ahead is not waited for). How many nodes hold them all, this one counted; 1 when no other node is live
    * or none copied them in time. Not leading: undefined (the images are written where the leader is).
    */
   async secondCopy(workspace: string, ids: string[], boundMs: number): Promise<number | undefined> {
     if (!('here' in this.deps.holder())) return undefined;
-    const peers = await this.deps.peers();
-    if (!peers.length || boundMs <= 0) return 1;
+    if (boundMs <= 0) return 1;
     const headers = { [PEER_TOKEN_HEADER]: this.deps.token };
-    await Promise.all(
-      peers.map((p) =>
-        fetch(new URL('/peer/images/ahead', p), {
-          method: 'POST',
-          headers,
-          signal: AbortSignal.timeout(2_000),
-        })
-          .then((r) => r.body?.cancel())
-          .catch(() => undefined),
-      ),
-    );
+    // Only the nodes that copy ahead (they answer the nudge) are waited for.
+    const peers = (
+      await Promise.all(
+        (
+          await this.deps.peers()
+        ).map((p) =>
+          fetch(new URL('/peer/images/ahead', p), {
+            method: 'POST',
+            headers,
+            signal: AbortSignal.timeout(2_000),
+          }).then(
+            async (r) => {
+              await r.body?.cancel();
+              return r.status === 204 ? p : undefined;
+            },
+            () => undefined,
+          ),
+        ),
+      )
+    ).filter((p): p is URL => p !== undefined);
+    if (!peers.length) return 1;
     const holds = async (p: URL) => {
       for (const id of ids) {
         const url = new URL(`/peer/images/${workspace}/resolve`, p);

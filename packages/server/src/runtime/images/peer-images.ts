@@ -88,8 +88,9 @@ export class PeerImages {
       return reply.send(body);
     });
     app.post('/peer/images/ahead', async (req: FastifyRequest, reply: FastifyReply) => {
-      if (!showsPeerToken(req.headers, token)) throw notFound('image');
-      this.onNudge?.();
+      // A node that does not copy ahead (BERTH_IMAGES_AHEAD=false) says so: a write does not wait for it.
+      if (!showsPeerToken(req.headers, token) || !this.onNudge) throw notFound('image');
+      this.onNudge();
       return reply.code(204).send();
     });
     app.get('/peer/images/:workspace/resolve', async (req: FastifyRequest) => {
