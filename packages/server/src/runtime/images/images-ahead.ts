@@ -72,6 +72,7 @@ export class ImagesAhead {
   private timer?: NodeJS.Timeout;
   private running = false;
   private ticks = 0;
+  private failing = false;
   /** Catalogs read last, by peer address (an unchanged one is a 304). */
   private readonly seen = new Map<string, { etag: string }>();
   /** Copies that failed: `<workspace>\0<id>` → tries and when to try again. */
@@ -96,25 +97,17 @@ export class ImagesAhead {
     if (boundMs <= 0) return 1;
     const headers = { [PEER_TOKEN_HEADER]: this.deps.token };
     // Only the nodes that copy ahead (they answer the nudge) are waited for.
-    const peers = (
-      await Promise.all(
-        (
-          await this.deps.peers()
-        ).map((p) =>
-          fetch(new URL('/peer/images/ahead', p), {
-            method: 'POST',
-            headers,
-            signal: AbortSignal.timeout(2_000),
-          }).then(
-            async (r) => {
-              await r.body?.cancel();
-              return r.status === 204 ? p : undefined;
-            },
-            () => undefined,
-          ),
-        ),
-      )
-    ).filter((p): p is URL => p !== undefined);
+    const nudge = async (p: URL) => {
+      const r = await fetch(new URL('/peer/images/ahead', p), {
+        method: 'POST',
+        headers,
+        signal: AbortSignal.timeout(2_000),
+      }).catch(() => undefined);
+      await r?.body?.cancel();
+      return r?.status === 204 ? p : undefined;
+    };
+    const live = await this.deps.peers();
+    const peers = (await Promise.all(live.map(nudge))).filter((p): p is URL => p !== undefined);
     if (!peers.length) return 1;
     const holds = async (p: URL) => {
       for (const id of ids) {
@@ -148,8 +141,12 @@ export class ImagesAhead {
       if ('here' in where) {
         if (this.ticks++ % ADOPT_EVERY === 0) await this.adopt();
       } else if ('peer' in where) await this.follow(where.peer);
+      this.failing = false;
     } catch (err) {
-      this.deps.logger?.warn({ err }, 'images ahead: a pass failed; trying again');
+      // Once per run of failures (a leader that died is asked each second until the next one is listed).
+      if (!this.failing)
+        this.deps.logger?.warn({ err }, 'images ahead: a pass failed; trying again each second');
+      this.failing = true;
     } finally {
       this.running = false;
     }
