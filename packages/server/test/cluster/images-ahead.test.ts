@@ -63,8 +63,8 @@ describe('every node holds a workspace image, so the death of the leader loses n
     const answered = Date.now() - t0;
     layer = imported[0].layers.at(-1).digest;
     assert.ok(rootOn(a, id), 'the leader holds it');
-    // Answered once a second node held it (BERTH_IMAGE_COPY_WAIT_S): a kill -9 of the leader from then on loses nothing.
-    assert.equal(imported.copies, '2');
+    // Answered once a second node (or both) held it (BERTH_IMAGE_COPY_WAIT_S): a kill -9 of the leader from then on loses nothing.
+    assert.ok(Number(imported.copies) >= 2, `copies: ${imported.copies}`);
     assert.ok(rootOn(b, id) || rootOn(c, id), 'another node holds it when the import is answered');
     // The window between the acknowledgement and the third copy (decision 087 reports it).
     const windows = await Promise.all(
