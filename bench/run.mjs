@@ -6,6 +6,7 @@ import { benchAgentsCold } from './agents/cold.mjs';
 import { benchAgentsColdBuild } from './agents/cold-build.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchClusterAgentFailover } from './cluster/agent-failover.mjs';
+import { benchClusterImagesAhead } from './cluster/images-ahead.mjs';
 import { benchClusterLeaderFence } from './cluster/leader-fence.mjs';
 import { benchClusterPlacement } from './cluster/placement.mjs';
 import { benchClusterScale } from './cluster/scale.mjs';
@@ -49,6 +50,7 @@ const all = {
   'standby-cycles': benchStandbyCycles,
   'sandbox-snapshots': benchSnapshots,
   'cluster-agent-failover': benchClusterAgentFailover,
+  'cluster-images-ahead': benchClusterImagesAhead,
   'cluster-placement': benchClusterPlacement,
   'cluster-scale': benchClusterScale,
   'cluster-leader-fence': benchClusterLeaderFence,

@@ -63,6 +63,18 @@ export interface Config {
    * their CPU, and a new leader then builds before it starts replicas: decision 067).
    */
   buildsAhead: boolean;
+  /**
+   * Whether each server of a cluster copies every workspace image it lacks from the others (BERTH_IMAGES_AHEAD,
+   * default true; `false`: a node copies an image when a sandbox on it starts there, and an image acknowledged by the
+   * leader is held by the leader alone until then: decision 087).
+   */
+  imagesAhead: boolean;
+  /**
+   * Seconds an image write (import, pull, build) on a cluster's leader waits for another node to hold the image
+   * before it is answered (BERTH_IMAGE_COPY_WAIT_S, default 30; 0: answered at once, the copy follows within about a
+   * second and the copy's time: decision 087).
+   */
+  imageCopyWaitS: number;
   /** Sandboxes started ahead of demand, so a create is an assignment (a few ms) instead of a start. */
   warmPoolSize: number;
   /** The most the warm pool grows to while creates come fast (BERTH_WARM_POOL_MAX; the base on top of demand). */
@@ -272,6 +284,8 @@ export function loadConfig(
     faultCheckS: positiveSeconds(env.BERTH_FAULT_CHECK_EVERY, 'BERTH_FAULT_CHECK_EVERY'),
     leaderCheckS: positiveSeconds(env.BERTH_LEADER_CHECK_EVERY, 'BERTH_LEADER_CHECK_EVERY'),
     buildsAhead: onOff(env.BERTH_BUILDS_AHEAD, 'BERTH_BUILDS_AHEAD', true),
+    imagesAhead: onOff(env.BERTH_IMAGES_AHEAD, 'BERTH_IMAGES_AHEAD', true),
+    imageCopyWaitS: nonNegativeInt(env.BERTH_IMAGE_COPY_WAIT_S ?? '30', 'BERTH_IMAGE_COPY_WAIT_S'),
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')
       : undefined,

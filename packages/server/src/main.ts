@@ -4,6 +4,7 @@
 import type { Config } from './config.js';
 import type { Late, StartOptions } from './main/context.js';
 import { startBuildsAhead } from './main/builds-ahead.js';
+import { startImagesAhead } from './main/images-ahead.js';
 import { startAllControllers } from './main/controllers.js';
 import { startDataPlane } from './main/gateway.js';
 import { createHttp, registerRoutes } from './main/http.js';
@@ -42,6 +43,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const controllers = await startAllControllers(config, opts, late, gateway, { ...parts, peerImages });
   const buildsAhead = await startBuildsAhead(config, metrics, { ...parts, ...controllers });
   const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
+  const imagesAhead = startImagesAhead(config, late, metrics, { ...parts, peerImages });
+  late.imagesAhead = imagesAhead;
   return {
     url: `http://${config.host}:${late.actualPort}`,
     port: late.actualPort,
@@ -49,7 +52,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     store: core.store,
     routes: http.routes,
     async close() {
-      await closeServer(late, gateway, { ...parts, ...controllers, codeCopies, buildsAhead });
+      await closeServer(late, gateway, { ...parts, ...controllers, codeCopies, buildsAhead, imagesAhead });
     },
   };
 }

@@ -19,7 +19,7 @@ import { ApiError, invalid } from '../errors.js';
 import { DENY_ALL, type EgressPolicy } from '../runtime/egress/policy.js';
 import { ImageError } from '../runtime/images/errors.js';
 import { ImageStore } from '../runtime/images/image-store.js';
-import { imageApiError } from './images.js';
+import { imageApiError, type SecondCopy } from './images.js';
 import { imageView } from './image-view.js';
 
 /** Bytes of a build context, compressed as sent and unpacked: a source tree, not a data set. */
@@ -41,7 +41,7 @@ function egressOf(q: Record<string, unknown>): EgressPolicy | undefined {
   return allow.length ? { allowedDomains: allow, forbiddenDomains: [] } : undefined;
 }
 
-export function register(v0: FastifyInstance, deps: ImageBuildDeps) {
+export function register(v0: FastifyInstance, deps: ImageBuildDeps & { secondCopy?: SecondCopy }) {
   v0.register(async (s) => {
     s.addContentTypeParser(
       ['application/x-tar', 'application/gzip', 'application/x-gzip', 'application/octet-stream'],
@@ -131,6 +131,10 @@ export function register(v0: FastifyInstance, deps: ImageBuildDeps) {
             (text) => send({ stream: text }),
             stop.signal,
           );
+          // In a cluster the build is acknowledged once another node holds the image too (bounded: decision 087).
+          const copies = await deps.secondCopy?.(a.workspace, [image.id]);
+          if (copies !== undefined)
+            send({ stream: `held by ${copies} node${copies === 1 ? '' : 's'} of the cluster\n` });
           send({ aux: { ID: image.id }, image: imageView(deps.images, a.workspace, image) });
         } catch (e) {
           const known =

@@ -5,7 +5,7 @@
 // one of its sandboxes runs on the image), DELETE …/tags/{tag} of one tag, DELETE /images of every name nothing of
 // the workspace names. Image names hold slashes, so they are the path's tail; the service's
 // `{resourceType}/{imageName}` is the same name in two parts (image-view.ts).
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import { requireRole } from '../auth/require-role.js';
 import { ApiError, invalid } from '../errors.js';
@@ -26,6 +26,27 @@ export interface ImagesDeps {
   clearBuildCache: (workspace: string) => number;
   /** The workspace's sandboxes, to say which run on an image a delete is refused for. */
   resources?: Resources;
+  /**
+   * In a cluster: waits (bounded) until another node holds the images a write made, and says how many nodes hold
+   * them (decision 087); the answer carries it as `x-berth-image-copies`.
+   */
+  secondCopy?: SecondCopy;
+}
+
+/** How many nodes hold the workspace's images `ids` once another copied them or the wait ran out (see ImagesDeps). */
+export type SecondCopy = (workspace: string, ids: string[]) => Promise<number | undefined>;
+
+export const IMAGE_COPIES_HEADER = 'x-berth-image-copies';
+
+/** Waits for the images' second copy where there is a cluster, and says how many nodes hold them. */
+async function copiesOf(
+  reply: FastifyReply,
+  secondCopy: SecondCopy | undefined,
+  workspace: string,
+  ids: string[],
+) {
+  const n = secondCopy && ids.length ? await secondCopy(workspace, ids) : undefined;
+  if (n !== undefined) reply.header(IMAGE_COPIES_HEADER, String(n));
 }
 
 /** ImageError → the wire: the registry's refusal is not the caller's authentication failing (no 401). */
@@ -191,7 +212,7 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
     };
   });
 
-  v0.post('/images', async (req) => {
+  v0.post('/images', async (req, reply) => {
     const a = requireRole(req, 'member');
     const body = (req.body ?? {}) as {
       reference?: unknown;
@@ -231,6 +252,7 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
         throw imageApiError(e);
       }
       guard(() => images.bindNames(a.workspace, { [alias]: pulled.id.slice(7) }, true));
+      await copiesOf(reply, deps.secondCopy, a.workspace, [pulled.id]);
       return {
         ...viewIn(a.workspace, mustFind(a.workspace, alias)),
         image,
@@ -244,11 +266,14 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
       throw invalid([
         { pointer: '/reference', message: 'an image reference to pull, e.g. python:3.12-slim' },
       ]);
+    let pulled: HeldImage;
     try {
-      return viewIn(a.workspace, await images.pull(a.workspace, ref));
+      pulled = await images.pull(a.workspace, ref);
     } catch (e) {
       throw imageApiError(e);
     }
+    await copiesOf(reply, deps.secondCopy, a.workspace, [pulled.id]);
+    return viewIn(a.workspace, pulled);
   });
 
   v0.register(async (s) => {
@@ -256,17 +281,19 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
     s.addContentTypeParser(['application/x-tar', 'application/octet-stream'], (_req, payload, done) =>
       done(null, payload),
     );
-    s.post('/images/import', async (req) => {
+    s.post('/images/import', async (req, reply) => {
       const a = requireRole(req, 'member');
       const name = (req.query as Record<string, string | undefined>).name || undefined;
       if (!req.body || typeof (req.body as Readable).pipe !== 'function')
         throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'send the archive as application/x-tar');
+      let got: HeldImage[];
       try {
-        const got = await importArchive(images, a.workspace, req.body as Readable, name);
-        return got.map((i) => viewIn(a.workspace, i));
+        got = await importArchive(images, a.workspace, req.body as Readable, name);
       } catch (e) {
         throw imageApiError(e);
       }
+      await copiesOf(reply, deps.secondCopy, a.workspace, [...new Set(got.map((i) => i.id))]);
+      return got.map((i) => viewIn(a.workspace, i));
     });
   });
 }

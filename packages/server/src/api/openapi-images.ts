@@ -106,7 +106,8 @@ export const IMAGE_PATHS: ExtraPaths = {
     post: {
       ...IMAGE,
       operationId: 'importImage',
-      summary: 'Import a `docker save` or OCI layout tar (the body) into the workspace',
+      summary:
+        'Import a `docker save` or OCI layout tar (the body) into the workspace; in a cluster, answered once a second node holds it (header `x-berth-image-copies`, decision 087)',
       query: { name: Str({ description: 'the name to hold it by (default: the names the archive gives)' }) },
       body: Type.String({ format: 'binary' }),
       bodyType: 'application/x-tar',

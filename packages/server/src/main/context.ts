@@ -3,6 +3,7 @@
 import type { InstanceHolder } from '../cluster/instance-holder.js';
 import type { Leadership } from '../cluster/leadership.js';
 import type { Nodes } from '../cluster/nodes.js';
+import type { ImagesAhead } from '../runtime/images/images-ahead.js';
 import type { Lookup } from '../outbound/index.js';
 import type { ResourceKey } from '../store/store.js';
 
@@ -25,6 +26,8 @@ export interface Late {
   nodes?: Nodes;
   /** Who leads the controllers (cluster/leadership.ts), once they started: what the leader's writes are fenced on. */
   leadership?: Leadership;
+  /** In a cluster, the copies of workspace images between nodes (decision 087), once joined. */
+  imagesAhead?: ImagesAhead;
   /** The controllers start after the gateway; until then nothing is reported (no request arrives before listen). */
   wakeController: (key: ResourceKey) => void;
 }

@@ -33,6 +33,7 @@ import { modelGateway } from '../models/http-route.js';
 import { UPLOAD_URL_HEADER } from '../api/code-upload.js';
 import { CodeCopies, peerToken } from '../builds/code-copies.js';
 import { PeerImages } from '../runtime/images/peer-images.js';
+import { otherPeers } from './images-ahead.js';
 import { registerRevisionRoutes } from '../api/revisions.js';
 import { registerCustomDomains } from '../api/custom-domains.js';
 import { txtLookup } from '../outbound/dns-txt.js';
@@ -113,11 +114,22 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     : undefined;
   // In a cluster, a sandbox placed on a node lacking its workspace's image gets it from the leader, whose image store
   // holds the workspace's images and names (runtime/images/peer-images.ts, decision 081).
+  // Every other node copies them ahead (main/images-ahead.ts); while the leader cannot be asked, a node resolves a
+  // name in its own copies or at any node holding it (decision 087).
   const peerImages = clusterHolder
-    ? new PeerImages({ images, token: peerToken(masterKey), holder: clusterHolder.decide })
+    ? new PeerImages({
+        images,
+        token: peerToken(masterKey),
+        holder: clusterHolder.decide,
+        peers: otherPeers(late, selfId),
+      })
     : undefined;
   peerImages?.register(app);
   const holdsImage = peerImages && ((ws: string, id: string) => peerImages.holds(ws, id));
+  // An image write is answered once another node holds it too, within BERTH_IMAGE_COPY_WAIT_S (decision 087).
+  const secondCopy = peerImages
+    ? async (ws: string, ids: string[]) => late.imagesAhead?.secondCopy(ws, ids, config.imageCopyWaitS * 1000)
+    : undefined;
   const sentToHolder = forwardHeldRoutes(clusterHolder, undefined, heldSandboxOf);
   await app.register(async (held) => {
     held.addHook('onRequest', sentToHolder);
@@ -177,12 +189,13 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
           resources,
           referenced: (ws) => referencedImages(store, ws),
           clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
+          secondCopy,
         });
         registerImageShares(held, {
           images,
           workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
         });
-        registerImageBuilds(held, { dataDir: config.dataDir, instances, images });
+        registerImageBuilds(held, { dataDir: config.dataDir, instances, images, secondCopy });
         registerQuotas(held, {
           store,
           ledger: quotas,

@@ -2,6 +2,7 @@
 // record) first, then the gateway, builds, the HTTP server, the runtime, tokens, the outbound client and the store.
 import type { CodeCopies } from '../builds/code-copies.js';
 import type { BuildsAhead } from '../controllers/code/builds-ahead.js';
+import type { ImagesAhead } from '../runtime/images/images-ahead.js';
 import type { Late } from './context.js';
 import type { Controllers } from './controllers.js';
 import type { Gateway } from './gateway.js';
@@ -17,16 +18,17 @@ export async function closeServer(
     Runtime &
     Http &
     Workloads &
-    Controllers & { codeCopies?: CodeCopies; buildsAhead?: BuildsAhead },
+    Controllers & { codeCopies?: CodeCopies; buildsAhead?: BuildsAhead; imagesAhead?: ImagesAhead },
 ) {
   const { logger, outbound, store, quotas, placements, tokens } = parts;
   const { driver } = parts;
   const { app } = parts;
-  const { builds, codeCopies, buildsAhead } = parts;
+  const { builds, codeCopies, buildsAhead, imagesAhead } = parts;
   const { leadership, sandboxControllers, faults, schedules } = parts;
   // Sandboxes keep running: a restarted server adopts them as they are.
   late.holder?.close();
   codeCopies?.close();
+  imagesAhead?.close();
   await buildsAhead?.close();
   await schedules.stop();
   await faults.stop();

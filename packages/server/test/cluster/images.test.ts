@@ -27,7 +27,9 @@ const REGION = 'eu-img';
 describe('a sandbox on an image only the leader holds runs on another node', () => {
   const cluster = useCluster(['node-a', 'node-b'], {
     prefix: 'images',
-    env: { ...OUTBOUND_LOOPBACK },
+    // What this file checks is the copy a node makes when a sandbox on the image starts there (081); copies made
+    // ahead of need (087, test/cluster/images-ahead.test.ts) would make node-b hold the image before the sandbox asks.
+    env: { ...OUTBOUND_LOOPBACK, BERTH_IMAGES_AHEAD: 'false' },
     envOf: (id) => ({ BERTH_REGIONS: id === 'node-b' ? `local,${REGION}` : 'local' }),
   });
   const { api, exec } = cluster;

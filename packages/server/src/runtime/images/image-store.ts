@@ -38,7 +38,7 @@ import {
   parseJson,
   pickPlatform,
 } from './manifest.js';
-import { ImageNames, type NameTable, writeAtomic } from './names.js';
+import { goneKey, ImageNames, type NameTable, writeAtomic } from './names.js';
 import { ImageShares, type ShareRecord } from './shares.js';
 import {
   MANIFEST_TYPES,
@@ -109,6 +109,12 @@ export interface HeldImage extends StoredImage {
 /** What the runtime needs of the store: content by id, no names. */
 export interface ImageRoots {
   get(id: string): StoredImage | undefined;
+}
+
+/** What a node's image store names, by workspace (ImageStore.catalog). */
+export interface ImageCatalog {
+  names: Record<string, Record<string, string>>;
+  gone: Record<string, Record<string, string>>;
 }
 
 /** A workspace's image bytes against its limit (what a quota view shows). */
@@ -328,11 +334,56 @@ export class ImageStore implements ImageRoots {
 
   /** Drops the names of every workspace not in `existing` (deleted while the server was down). Returns them. */
   keepWorkspaces(existing: Set<string>): string[] {
-    const gone = this.names.workspaces().filter((w) => !existing.has(w));
+    const gone = [...new Set([...this.names.workspaces(), ...this.names.goneWorkspaces()])].filter(
+      (w) => !existing.has(w),
+    );
     for (const w of gone) this.names.drop(w);
     for (const r of this.shares.all())
       if (!existing.has(r.source) || !existing.has(r.target)) this.shares.remove(r.id);
     return gone;
+  }
+
+  /**
+   * Every workspace's names (name → image id hex) and the names each let go of (`<name> <id hex>` → when): what the
+   * nodes of a cluster compare to hold the same images (images-ahead.ts).
+   */
+  catalog(): ImageCatalog {
+    const names: ImageCatalog['names'] = {};
+    const gone: ImageCatalog['gone'] = {};
+    for (const w of this.names.workspaces()) names[w] = Object.fromEntries(this.names.of(w));
+    for (const w of this.names.goneWorkspaces()) {
+      const g = this.names.gone(w);
+      if (g.size) gone[w] = Object.fromEntries(g);
+    }
+    return { names, gone };
+  }
+
+  /** Whether `workspace` let go of `canonical` standing for the image `idHex` (within GONE_KEPT_MS). */
+  isGone(workspace: string, canonical: string, idHex: string): boolean {
+    return this.names.gone(workspace).has(goneKey(canonical, idHex));
+  }
+
+  /**
+   * Another node's word that `workspace` let go of `canonical` standing for `idHex` at `at`: the name goes here too
+   * (unless one of the workspace's sandboxes runs on the image here: false, to ask again later), and is remembered
+   * as gone. A name bound here to another image stays.
+   */
+  letGo(workspace: string, canonical: string, idHex: string, at: string): boolean {
+    const names = this.names.of(workspace);
+    if (names.get(canonical) === idHex) {
+      const image = this.get(idHex);
+      if (image && this.inUse(image, workspace)) return false;
+      names.delete(canonical);
+      this.names.set(workspace, names);
+      this.collect();
+    }
+    const gone = this.names.gone(workspace);
+    const key = goneKey(canonical, idHex);
+    if (gone.get(key) !== at) {
+      gone.set(key, at);
+      this.names.setGone(workspace, gone);
+    }
+    return true;
   }
 
   /** Records that `workspace` started something on the image now (its `lastDeployedAt`). */

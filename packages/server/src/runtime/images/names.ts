@@ -3,6 +3,9 @@
 //                           only that workspace's own pulls and imports write it, only its own lookups read it.
 //   registry/<key>.json     {reference, id, digest}: what a pull from the name's registry got; only a pull writes it,
 //                           so an import under a registry's name (`python:3.12-slim`) never changes what it stands for.
+//   gone/<workspace>.json   {"<canonical name> <id hex>": "<when>"}: names the workspace let go of (a delete, a tag
+//                           moved), kept GONE_KEPT_MS so the nodes of a cluster remove their copies of them rather
+//                           than bring them back (images-ahead.ts, docs/decisions/087-images-ahead.md).
 // Images themselves (blobs, roots) are content-addressed and shared; names are not.
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,6 +13,10 @@ import { join } from 'node:path';
 import { NAME_PATTERN } from '../../kinds/common.js';
 
 const WORKSPACE = new RegExp(NAME_PATTERN);
+/** How long a name let go of is remembered (a node down longer than this may bring its copy back). */
+export const GONE_KEPT_MS = 30 * 24 * 3600_000;
+/** The key of a name let go of: the name and the image it stood for. */
+export const goneKey = (canonical: string, idHex: string) => `${canonical} ${idHex}`;
 const keyOf = (canonical: string) => createHash('sha256').update(canonical).digest('hex').slice(0, 32);
 
 /** A workspace's names: canonical reference → image id (hex, no `sha256:`). */
@@ -19,12 +26,14 @@ export class ImageNames {
   private readonly namesDir: string;
   private readonly registryDir: string;
   private readonly deployedDir: string;
+  private readonly goneDir: string;
 
   constructor(storeDir: string) {
     this.namesDir = join(storeDir, 'names');
     this.registryDir = join(storeDir, 'registry');
     this.deployedDir = join(storeDir, 'deployed');
-    for (const d of [this.namesDir, this.registryDir, this.deployedDir])
+    this.goneDir = join(storeDir, 'gone');
+    for (const d of [this.namesDir, this.registryDir, this.deployedDir, this.goneDir])
       mkdirSync(d, { recursive: true, mode: 0o700 });
   }
 
@@ -40,10 +49,54 @@ export class ImageNames {
     return new Map(Object.entries(JSON.parse(readFileSync(f, 'utf8')) as Record<string, string>));
   }
 
+  /** Writes the workspace's names; what it let go of (a name dropped, or bound to another image) is remembered. */
   set(workspace: string, names: NameTable): void {
     const f = this.file(workspace);
+    const before = this.of(workspace);
+    const gone = this.gone(workspace);
+    const size = gone.size;
+    const now = new Date().toISOString();
+    let changed = false;
+    for (const [k, id] of before)
+      if (names.get(k) !== id) {
+        gone.set(goneKey(k, id), now);
+        changed = true;
+      }
+    // Bound again (pushed again after a delete): no longer gone.
+    for (const [k, id] of names) changed = gone.delete(goneKey(k, id)) || changed;
     if (names.size === 0) rmSync(f, { force: true });
     else writeAtomic(f, JSON.stringify(Object.fromEntries([...names].sort())));
+    if (changed || gone.size !== size) this.setGone(workspace, gone);
+  }
+
+  /** The names `workspace` let go of (`goneKey` → when), those older than GONE_KEPT_MS forgotten. */
+  gone(workspace: string): Map<string, string> {
+    const f = this.goneFile(workspace);
+    if (!existsSync(f)) return new Map();
+    const oldest = new Date(Date.now() - GONE_KEPT_MS).toISOString();
+    return new Map(
+      Object.entries(JSON.parse(readFileSync(f, 'utf8')) as Record<string, string>).filter(
+        ([, at]) => at >= oldest,
+      ),
+    );
+  }
+
+  setGone(workspace: string, gone: Map<string, string>): void {
+    const f = this.goneFile(workspace);
+    if (gone.size === 0) rmSync(f, { force: true });
+    else writeAtomic(f, JSON.stringify(Object.fromEntries([...gone].sort())));
+  }
+
+  /** Workspaces that let go of a name (within GONE_KEPT_MS). */
+  goneWorkspaces(): string[] {
+    return readdirSync(this.goneDir)
+      .filter((n) => n.endsWith('.json'))
+      .map((n) => n.slice(0, -'.json'.length));
+  }
+
+  private goneFile(workspace: string): string {
+    this.file(workspace); // judges the name
+    return join(this.goneDir, `${workspace}.json`);
   }
 
   /** Workspaces holding at least one name. */
@@ -61,6 +114,7 @@ export class ImageNames {
   drop(workspace: string): void {
     rmSync(this.file(workspace), { force: true });
     rmSync(this.deployedFile(workspace), { force: true });
+    rmSync(this.goneFile(workspace), { force: true });
   }
 
   private deployedFile(workspace: string): string {

@@ -1,0 +1,158 @@
+// Images ahead (images-ahead.ts, decision 087) between image stores over real HTTP, each pass driven by hand: a
+// follower copies what the leader's catalog lists, into the same workspace; lets go of what the leader let go of
+// (and remembers it); a leader adopts what only a follower holds, never a name it let go of; a node with the leader
+// out of reach resolves a name in its own copy or at another holder; built apps' names are not copied. The
+// three-server flow is test/cluster/images-ahead.test.ts.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { peerToken } from '../../crypto/peer-token.js';
+import { importArchive } from './archive.js';
+import { ImageStore } from './image-store.js';
+import { ImagesAhead } from './images-ahead.js';
+import { type ImageHolder, PeerImages } from './peer-images.js';
+import { savedArchive, tarOf } from './test-support/registry.js';
+
+interface Node {
+  images: ImageStore;
+  peer: PeerImages;
+  url: URL;
+  app: FastifyInstance;
+  holder: ImageHolder;
+}
+
+describe('images ahead: every node holds what the leader holds', () => {
+  const token = peerToken(randomBytes(32));
+  let dir: string;
+  const nodes: Node[] = [];
+  /** A node whose holder is `leader()` (undefined: this one leads), serving the peer routes. */
+  const node = async (leader: () => Node | undefined): Promise<Node> => {
+    const images = new ImageStore({ dataDir: join(dir, `node-${nodes.length}`) });
+    const holder: ImageHolder = () => {
+      const l = leader();
+      return l ? { peer: l.url } : { here: true };
+    };
+    const n = {
+      images,
+      holder,
+      peer: new PeerImages({
+        images,
+        token,
+        holder,
+        peers: async () => nodes.filter((o) => o.images !== images).map((o) => o.url),
+      }),
+    } as Node;
+    n.app = Fastify();
+    n.peer.register(n.app);
+    n.url = new URL(await n.app.listen({ host: '127.0.0.1', port: 0 }));
+    nodes.push(n);
+    return n;
+  };
+  const ahead = (n: Node) =>
+    new ImagesAhead({
+      images: n.images,
+      peerImages: n.peer,
+      token,
+      holder: n.holder,
+      peers: async () => nodes.filter((o) => o !== n).map((o) => o.url),
+      workspaceExists: async () => true,
+    });
+  const imported = async (into: ImageStore, ws: string, name: string, body: string) => {
+    const layer = await tarOf([{ name: 'hello', body }]);
+    const { archive, id } = await savedArchive([layer], [name]);
+    await importArchive(into, ws, Readable.from([archive]));
+    return id;
+  };
+
+  let leader: Node;
+  let follower: Node;
+  let appId: string;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'berth-images-ahead-'));
+    leader = await node(() => undefined);
+    follower = await node(() => leader);
+    appId = await imported(leader.images, 'ws-a', 'local/app:1', 'from the leader');
+  });
+  after(async () => {
+    for (const n of nodes) await n.app.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("copies the leader's images into the same workspace, and not the built apps' names", async () => {
+    const built = await imported(leader.images, 'ws-a', 'berth-builds/app:0123abcd', 'built by the leader');
+    await ahead(follower).tick();
+    assert.equal(follower.images.find('ws-a', 'local/app:1')?.id, appId);
+    assert.equal(follower.images.find('ws-b', 'local/app:1'), undefined);
+    assert.equal(follower.images.find('ws-a', 'berth-builds/app:0123abcd'), undefined);
+    assert.equal(follower.images.get(built), undefined);
+  });
+
+  it('lets go of a name the leader let go of, and remembers it', async () => {
+    const other = await imported(leader.images, 'ws-a', 'local/gone:1', 'to be deleted');
+    const a = ahead(follower);
+    await a.tick();
+    assert.equal(follower.images.find('ws-a', 'local/gone:1')?.id, other);
+    leader.images.release('ws-a', 'local/gone:1');
+    assert.ok(leader.images.isGone('ws-a', 'docker.io/local/gone:1', other.slice(7)));
+    await a.tick();
+    assert.equal(follower.images.find('ws-a', 'local/gone:1'), undefined);
+    assert.equal(follower.images.get(other), undefined, 'its root and record collected');
+    assert.ok(follower.images.isGone('ws-a', 'docker.io/local/gone:1', other.slice(7)));
+    // Pushed again: no longer gone, copied again.
+    await imported(leader.images, 'ws-a', 'local/gone:1', 'to be deleted');
+    assert.ok(!leader.images.isGone('ws-a', 'docker.io/local/gone:1', other.slice(7)));
+    await a.tick();
+    assert.equal(follower.images.find('ws-a', 'local/gone:1')?.id, other);
+  });
+
+  it('leading, adopts what only another node holds, never a name it let go of', async () => {
+    // An image only the follower holds (it received it while it led, say), and one the leader let go of.
+    const only = await imported(follower.images, 'ws-c', 'local/only-follower:1', 'one copy');
+    const letGo = await imported(leader.images, 'ws-c', 'local/let-go:1', 'deleted on the leader');
+    await imported(follower.images, 'ws-c', 'local/let-go:1', 'deleted on the leader');
+    leader.images.release('ws-c', 'local/let-go:1');
+    await ahead(leader).tick();
+    assert.equal(leader.images.find('ws-c', 'local/only-follower:1')?.id, only);
+    assert.equal(leader.images.find('ws-c', 'local/let-go:1'), undefined);
+    assert.equal(leader.images.get(letGo), undefined);
+  });
+
+  it('leading, answers a write once a node that copies ahead holds it; a node that does not is not waited for', async () => {
+    const onLeader = ahead(leader);
+    const id = await imported(leader.images, 'ws-f', 'local/second:1', 'two copies');
+    // The follower does not copy ahead (not started): nobody to wait for, one copy.
+    assert.equal(await onLeader.secondCopy('ws-f', [id], 60_000), 1);
+    const a = ahead(follower);
+    a.start();
+    try {
+      assert.equal(await onLeader.secondCopy('ws-f', [id], 60_000), 2);
+      assert.equal(follower.images.find('ws-f', 'local/second:1')?.id, id);
+    } finally {
+      a.close();
+    }
+    // Not leading: the write is not this node's to wait for.
+    assert.equal(await a.secondCopy('ws-f', [id], 60_000), undefined);
+  });
+
+  it('without a leader to ask, resolves in its own copy, else at another holder, in the same workspace only', async () => {
+    const third = await node(() => undefined);
+    const id = await imported(follower.images, 'ws-d', 'local/elsewhere:1', 'on the follower');
+    const orphan = new PeerImages({
+      images: third.images,
+      token,
+      holder: () => ({ unavailable: 'no server leads now' }),
+      peers: async () => [follower.url],
+    });
+    assert.equal((await orphan.resolve('ws-d', 'local/elsewhere:1')).id, id);
+    assert.equal(third.images.find('ws-d', 'local/elsewhere:1')?.id, id);
+    // Another workspace naming it, by name or id: the leader's error, nothing copied there.
+    for (const name of ['local/elsewhere:1', id])
+      await assert.rejects(orphan.resolve('ws-e', name), /cannot be asked now/);
+    assert.equal(third.images.find('ws-e', id), undefined);
+  });
+});
