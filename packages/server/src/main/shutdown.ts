@@ -23,13 +23,15 @@ export async function closeServer(
   const { driver } = parts;
   const { app } = parts;
   const { builds, codeCopies, buildsAhead } = parts;
-  const { leadership, sandboxControllers, faults, schedules } = parts;
+  const { leadership, sandboxControllers, faults, schedules, replicaHolding, scaler } = parts;
   // Sandboxes keep running: a restarted server adopts them as they are.
   late.holder?.close();
   codeCopies?.close();
   await buildsAhead?.close();
   await schedules.stop();
   await faults.stop();
+  await replicaHolding?.stop();
+  if (replicaHolding) scaler.stop();
   await sandboxControllers.stop();
   await leadership.close();
   await late.nodes?.close();
@@ -41,6 +43,7 @@ export async function closeServer(
   await outbound.close();
   quotas.close();
   placements?.close();
+  parts.replicaPlacements?.close();
   await store.close();
   logger.flush?.();
 }
