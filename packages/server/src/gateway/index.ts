@@ -233,8 +233,7 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
         if (w === 'here') {
           if (a.kind === 'workload') res.setHeader(NODE_HEADER, h.self);
           void pipeline.serve(req, res, a);
-        }
-        else if (w instanceof ApiError) sendProblem(res, w, req.url);
+        } else if (w instanceof ApiError) sendProblem(res, w, req.url);
       });
     }
     api.call(server, req, res);

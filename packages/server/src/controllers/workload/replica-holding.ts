@@ -115,11 +115,11 @@ export class ReplicaHolding {
     const placed: string[] = Array.isArray(o.body.replicaNodes) ? o.body.replicaNodes : [];
     const share = placeable(o) && serves(o) && o.body.status !== 'TERMINATED' ? shareOf(o, self) : undefined;
     if (!share) {
-      // Placed elsewhere, or not served any more: what runs here goes. A workload not placed yet keeps the replica
-      // the leader's deploy started.
-      if (local && (placed.length > 0 || !leads)) {
+      // Placed elsewhere, or not served any more: what runs here goes, and what an earlier server left of it here
+      // (held for a deploy to claim) too. A workload not placed yet keeps the replica the leader's deploy started.
+      if (placed.length > 0 || !leads) {
         await replicas.remove(o.workspace, kind, o.name);
-        this.deps.changed();
+        if (local) this.deps.changed();
       }
       return;
     }
