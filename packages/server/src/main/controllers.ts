@@ -241,6 +241,7 @@ export async function startAllControllers(
           self: clusterSelf,
           resources: held,
           builder,
+          code: parts.code,
           replicas,
           placements: replicaPlacements,
           leads: () => leadership.leads().includes(CONTROLLERS),

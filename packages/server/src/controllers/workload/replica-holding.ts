@@ -2,11 +2,12 @@
 // (docs/decisions/086-replicas-across-nodes.md): their deployed revisions (active, and canary), with its share of
 // their scale, on its own runtime; and nothing of a workload placed elsewhere. The leader's placement
 // (replica-placement.ts) says where; this node does the node-local work (start, re-adopt, scale, freeze through its
-// gateway, remove) and writes no status: the object's status is the leader's deploy's. The app comes from this node's
-// builds ahead (controllers/code/builds-ahead.ts): a node lacking it serves nothing of the workload until it has
-// built it, and the gateways send the workload's requests to the nodes that serve it meanwhile.
+// gateway, remove) and writes no status: the object's status is the leader's deploy's. The app is this node's own
+// build of the revision: built ahead already (controllers/code/builds-ahead.ts), or built here before its replicas
+// start; the gateways send the workload's requests to the nodes that serve it meanwhile.
 import type { Logger } from 'pino';
-import type { Builder } from '../../builds/builder.js';
+import type { BuiltApp, Builder } from '../../builds/builder.js';
+import type { CodeStore } from '../../builds/code-store.js';
 import {
   PLACED_KINDS,
   placeable,
@@ -29,7 +30,9 @@ const MAX_BACKOFF_MS = 60_000;
 export interface ReplicaHoldingDeps {
   self: string;
   resources: Resources;
-  builder: Pick<Builder, 'builtByKey'>;
+  builder: Pick<Builder, 'builtByKey' | 'build' | 'baseImage'>;
+  /** This server's copies of uploaded sources (builds/code-copies.ts): a revision is built here from its copy. */
+  code: Pick<CodeStore, 'has'>;
   replicas: ReplicaSet;
   placements: ReplicaPlacements;
   /** Whether this node leads the controllers: a workload being deployed (not DEPLOYED) is its deploy's then. */
@@ -54,6 +57,7 @@ export class ReplicaHolding {
   private unwatch?: () => void;
   private stopped = false;
   private running = new Set<Promise<void>>();
+  private readonly abort = new AbortController();
 
   constructor(private readonly deps: ReplicaHoldingDeps) {}
 
@@ -70,6 +74,7 @@ export class ReplicaHolding {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.abort.abort(new Error('the server is stopping'));
     this.unwatch?.();
     if (this.timer) clearInterval(this.timer);
     await Promise.all(this.running);
@@ -105,6 +110,27 @@ export class ReplicaHolding {
     this.running.add(p);
   }
 
+  /**
+   * The built app of one of the object's revisions on this node: built ahead already (067), else built here now from
+   * this node's copy of its source (a build the builds ahead loop runs at the same time is shared: Builder.build);
+   * undefined while the copy has not arrived.
+   */
+  private async appOf(o: StoredObject, revision: unknown): Promise<BuiltApp | undefined> {
+    const revisions: RevisionRecord[] = o.body.revisions ?? [];
+    const rec = typeof revision === 'string' ? revisions.find((r) => r.id === revision) : undefined;
+    if (!rec) return undefined;
+    const { builder } = this.deps;
+    const built = builder.builtByKey(o.workspace, rec.app);
+    if (built || !this.deps.code.has(o.workspace, rec.source)) return built;
+    const base = builder.baseImage(o.workspace, o.body.spec?.runtime?.image);
+    const app = await builder.build(o.workspace, rec.source, this.abort.signal, base, {
+      kind: o.kind,
+      name: o.name,
+    });
+    // Built on another base than the revision's (the spec's image changed since): not the revision's app.
+    return app.key === rec.app ? app : undefined;
+  }
+
   private async sync(o: StoredObject): Promise<void> {
     const { replicas, self } = this.deps;
     const kind = o.kind as Kind;
@@ -123,16 +149,11 @@ export class ReplicaHolding {
       }
       return;
     }
-    const revisions: RevisionRecord[] = o.body.revisions ?? [];
-    const appOf = (rev: unknown) => {
-      const rec = typeof rev === 'string' ? revisions.find((r) => r.id === rev) : undefined;
-      return rec && this.deps.builder.builtByKey(o.workspace, rec.app);
-    };
-    const active = appOf(o.body.activeRevision);
-    // Not built here yet: builds ahead is building it (the other nodes serve meanwhile).
+    const active = await this.appOf(o, o.body.activeRevision);
+    // Its source not copied here yet: the other nodes serve meanwhile, and the next pass looks again.
     if (!active) return;
     const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
-    const canaryApp = percent > 0 ? appOf(o.body.canaryRevision) : undefined;
+    const canaryApp = percent > 0 ? await this.appOf(o, o.body.canaryRevision) : undefined;
     const deps = { resources: this.deps.resources };
     const run = await runOf(deps, kind, o, active, [], share);
     const canary = canaryApp && { run: await runOf(deps, kind, o, canaryApp, [], share), percent };
