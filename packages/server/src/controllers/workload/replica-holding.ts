@@ -26,6 +26,8 @@ const PASS_MS = 1_000;
 /** First wait after a failed start here, doubled up to MAX_BACKOFF_MS. */
 const FIRST_BACKOFF_MS = 2_000;
 const MAX_BACKOFF_MS = 60_000;
+/** How long a stopping server waits for the starts under way. */
+const STOP_WAIT_MS = 2_000;
 
 export interface ReplicaHoldingDeps {
   self: string;
@@ -77,7 +79,15 @@ export class ReplicaHolding {
     this.abort.abort(new Error('the server is stopping'));
     this.unwatch?.();
     if (this.timer) clearInterval(this.timer);
-    await Promise.all(this.running);
+    // A start under way is not waited for long: its sandbox, left running, is re-adopted at the next start.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(this.running),
+      new Promise((r) => {
+        timer = setTimeout(r, STOP_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   private pass(): void {
