@@ -3135,6 +3135,7 @@ export interface components {
             uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
+            replicaNodes?: string[];
             replicas?: number;
             revisions?: {
                 id: string;
@@ -3308,6 +3309,7 @@ export interface components {
             uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
+            replicaNodes?: string[];
             replicas?: number;
             revisions?: {
                 id: string;
@@ -3493,6 +3495,7 @@ export interface components {
             uploadTaken?: number;
             activeRevision?: string;
             canaryRevision?: string;
+            replicaNodes?: string[];
             replicas?: number;
             revisions?: {
                 id: string;
@@ -4579,6 +4582,8 @@ export interface components {
             };
             /** @description the roles it leads (e.g. `controllers`) */
             leads: string[];
+            /** @description the agents and functions it runs a live replica of (`<kind>/<workspace>/<name>`), as of its last heartbeat */
+            serving: string[];
             /** @description bumped by each start of a server with this id */
             epoch: number;
             /** Format: date-time */

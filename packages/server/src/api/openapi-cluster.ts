@@ -18,6 +18,10 @@ const Node = Type.Object(
         'sandboxes ready in its warm pools by image (`default`, or `sha256:<id prefix>`), as of its last heartbeat',
     }),
     leads: Type.Array(Type.String(), { description: 'the roles it leads (e.g. `controllers`)' }),
+    serving: Type.Array(Type.String(), {
+      description:
+        'the agents and functions it runs a live replica of (`<kind>/<workspace>/<name>`), as of its last heartbeat',
+    }),
     epoch: Type.Integer({ description: 'bumped by each start of a server with this id' }),
     startedAt: Type.String({ format: 'date-time' }),
     heartbeatAt: Type.String({ format: 'date-time' }),

@@ -2,9 +2,10 @@
 // controllers (leadership.ts) holds the instances they start (replicas, tasks, builds, volumes); each sandbox is held
 // by the node it is placed on (placement.ts). The gateways and held routes of the other servers send requests there.
 // Read from the node list in the background, so deciding costs a request nothing.
-import type { HolderDecision } from '../http/peer-forward.js';
+import type { Avoided, HolderDecision } from '../http/peer-forward.js';
 import type { Leadership } from './leadership.js';
 import type { NodeView, Nodes } from './nodes.js';
+import type { ReplicaCandidate } from './replica-placements.js';
 import {
   choose,
   NoNodeError,
@@ -18,6 +19,13 @@ import {
 
 const HERE: HolderDecision = { here: true };
 
+/** A string's FNV-1a hash: the same pick for the same thread or session on every server. */
+function hashOf(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
 export interface InstanceHolder {
   /** Where what the controllers' leader holds is served. */
   decide(): HolderDecision;
@@ -30,6 +38,28 @@ export interface InstanceHolder {
   place(body: PlacedBody): string;
   /** Every region a node of the cluster serves, as of the last read of the node list (this server's among them). */
   regions(): ReadonlySet<string>;
+  /**
+   * The nodes a replica of workload `key` (servingKey) asking for `body.spec.region` may be placed on: healthy,
+   * undrained, of its region (docs/decisions/086-replicas-across-nodes.md).
+   */
+  replicaCandidates(body: PlacedBody, key: string): ReplicaCandidate[];
+  /** Whether a replica slot on `node` stays there: it must not leave (mustLeave) and serves the body's region. */
+  keepsReplica(node: string, body: PlacedBody): boolean;
+  /** The node as of the last read of the list; undefined when it is not on it. */
+  node(id: string): NodeView | undefined;
+  /**
+   * Where a request to workload `key` goes: here when `liveHere` (this server has a live replica of it); else a
+   * healthy node of `placed` (its replica slots) whose origin `refused` does not hold, those whose last beat said they serve it first
+   * (`sticky` picks one the same way on every server: a thread's or MCP session's requests stay on one node); else
+   * here when it is placed here (it scales from zero); undefined when it is not placed (the leader serves it).
+   */
+  decideReplica(
+    key: string,
+    placed: readonly string[],
+    liveHere: boolean,
+    refused: Avoided,
+    sticky?: string,
+  ): HolderDecision | undefined;
   /**
    * Whether the sandboxes placed on `node` must be placed again: the node list was read, and that node is not on
    * it, its lease lapsed (stopped cleanly or not: one restarted within its lease keeps them), or it was drained;
@@ -167,6 +197,64 @@ export async function instanceHolder(o: {
       );
     },
     regions: () => known,
+    replicaCandidates(body, key) {
+      const region = regionOf(body);
+      const pool = region === undefined ? anywhere : pools.get(region);
+      return (pool?.all ?? []).map((c) => {
+        const n = byId.get(c.id);
+        return {
+          id: c.id,
+          cores: c.cores,
+          sandboxes: o.placements.load(c.id).sandboxes,
+          built: !!n && (n.leads.includes(o.role) || (n.serving ?? []).includes(key)),
+        };
+      });
+    },
+    keepsReplica(node, body) {
+      if (!read) return true;
+      const n = byId.get(node);
+      if (!n?.leased || n.drained) return false;
+      const region = regionOf(body);
+      return region === undefined || n.regions.includes(region);
+    },
+    node: (id) => byId.get(id),
+    decideReplica(key, placed, liveHere, refused, sticky) {
+      if (liveHere && sticky === undefined) return HERE;
+      if (placed.length === 0) return liveHere ? HERE : undefined;
+      const up: NodeView[] = [];
+      for (const id of placed) {
+        if (id === self) continue;
+        const n = byId.get(id);
+        if (n?.healthy && !refused.has(addressOf(n).origin) && !up.includes(n)) up.push(n);
+      }
+      const ready: (NodeView | undefined)[] = up.filter((n) => (n.serving ?? []).includes(key));
+      // undefined stands for this server: a sticky pick sorts every server's candidates the same way.
+      if (liveHere) ready.push(undefined);
+      if (ready.length === 0) {
+        if (placed.includes(self)) return HERE;
+        if (up.length) return { peer: addressOf(up[Math.floor(Math.random() * up.length)]) };
+        // Every node placed is gone or refused: another still serving it (a slot just moved away) may answer.
+        const any = [...byId.values()].find(
+          (n) =>
+            n.id !== self &&
+            n.healthy &&
+            !refused.has(addressOf(n).origin) &&
+            (n.serving ?? []).includes(key),
+        );
+        if (any) return { peer: addressOf(any) };
+        const [kind, , name] = key.split('/');
+        return {
+          unavailable: `no node holding a replica of ${kind.toLowerCase()} ${JSON.stringify(name)} is answering; the cluster starts its replicas on another node once their node's lease lapses`,
+        };
+      }
+      let n: NodeView | undefined;
+      if (sticky === undefined) n = ready[Math.floor(Math.random() * ready.length)];
+      else {
+        ready.sort((x, y) => ((x?.id ?? self) < (y?.id ?? self) ? -1 : 1));
+        n = ready[hashOf(sticky) % ready.length];
+      }
+      return n ? { peer: addressOf(n) } : HERE;
+    },
     mustLeave(node) {
       if (!read) return false;
       if (node === '') return true;

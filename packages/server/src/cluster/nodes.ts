@@ -53,6 +53,11 @@ export interface NodeView extends NodeSelf {
   drained: boolean;
   /** Roles it gave up when drained that no server has taken over yet (formerLeaders clears them). */
   handedOver?: string[];
+  /**
+   * The agents and functions it has a live replica of (`<kind>/<workspace>/<name>`), as of its last heartbeat: a
+   * server sends their requests to a node serving them (docs/decisions/086-replicas-across-nodes.md).
+   */
+  serving?: string[];
 }
 
 /** What a node still holds, as a drain waits for it to hold nothing (`berth node drain --wait`). */
@@ -107,6 +112,8 @@ export interface NodesOptions {
    * is (a node that gave the lead up keeps what it reported last, for the next leader to read: takeRan).
    */
   ran?: () => [string, string, string][] | undefined;
+  /** The agents and functions it has a live replica of (NodeView.serving), written at each beat. */
+  serving?: () => string[];
   /**
    * What each role's claim in `leads` is fenced on (leadership.ts `fence`): a role is written as led only while the
    * database still grants its lock to this server's lock session, so a leader cut from that session does not claim
@@ -156,6 +163,8 @@ async function ensureSchema(c: pg.ClientBase) {
       ADD COLUMN IF NOT EXISTS warm TEXT NOT NULL DEFAULT '{}'`);
     // What a leader ran, for the next leader to tell those objects naming it (decision 082).
     await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS ran TEXT NOT NULL DEFAULT '[]'`);
+    // The replicas each node serves, for the other servers' gateways (decision 086).
+    await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS serving TEXT NOT NULL DEFAULT ''`);
     await c.query('COMMIT');
   } catch (e) {
     await c.query('ROLLBACK').catch(() => undefined);
@@ -297,10 +306,11 @@ interface NodeRow {
   stopped: boolean;
   drained: boolean;
   handed_over: string;
+  serving: string;
 }
 
 const SELECT_NODES = `SELECT id, address, region, regions, warm, cores, memory_mb::float8 AS memory_mb, instances, leads,
-    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over,
+    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over, serving,
     (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy,
     (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
@@ -366,6 +376,7 @@ const viewOf = (r: NodeRow): NodeView => ({
   stopped: r.stopped,
   drained: r.drained,
   handedOver: r.handed_over ? r.handed_over.split(',') : [],
+  serving: r.serving ? r.serving.split(',') : [],
 });
 
 /** Registers this server in the database's `nodes` table and heartbeats until closed. */
@@ -440,7 +451,10 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     state = 'holding';
     o.held?.();
   };
-  /** A beat's parameters: `$4` the roles and `$6`-`$8` their fences (CLAIMED), read together; `$9` what it ran. */
+  /**
+   * A beat's parameters: `$4` the roles and `$6`-`$8` their fences (CLAIMED), read together; `$9` what it ran as
+   * leader, `$10` the replicas it serves.
+   */
   const beatArgs = async () => {
     const [roles, locks, pids, marks] = claims(o);
     const ran = o.ran?.();
@@ -454,6 +468,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       pids,
       marks,
       ran === undefined ? null : JSON.stringify(ran),
+      (o.serving?.() ?? []).join(','),
     ];
   };
   const registerAgain = async () => {
@@ -461,7 +476,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     // Only over this process's own registration: a process that took this id meanwhile is not fought.
     const r = await pool.query<{ epoch: string }>(
       `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3,
-         leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5, ran = coalesce($9, ran)
+         leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5, ran = coalesce($9, ran), serving = $10
        WHERE id = $1 AND epoch = $2 RETURNING epoch`,
       await beatArgs(),
     );
@@ -491,7 +506,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       // revived under the same epoch, so a fence the database refused once stays refused.
       const r = await pool.query(
         `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5,
-           ran = coalesce($9, ran)
+           ran = coalesce($9, ran), serving = $10
          WHERE id = $1 AND epoch = $2 AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()`,
         await beatArgs(),
       );

@@ -237,3 +237,56 @@ test('a sandbox may name a region another node of the cluster serves; one no nod
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("an agent's requests go to a node serving a replica of it; its slots stay on live nodes of its region", async () => {
+  const key = 'Agent/ws/a1';
+  const h = await holderOf(
+    [
+      view('a', ['eu'], { leads: ['controllers'] }),
+      view('b', ['eu'], { serving: [key] }),
+      view('c', ['eu']),
+      view('d', ['eu'], { healthy: false, leased: false, serving: [key] }),
+      view('e', ['eu'], { serving: [key] }),
+      view('f', ['us'], { drained: true }),
+    ],
+    { leader: 'a' },
+  );
+  const none = { has: () => false };
+  const peer = (d: unknown) => (d && typeof d === 'object' && 'peer' in d ? (d.peer as URL).hostname : d);
+  try {
+    // A node of its slots that serves it, else one that holds a slot (it scales from zero there).
+    for (let i = 0; i < 10; i++)
+      assert.equal(peer(h.holder.decideReplica(key, ['b', 'c'], false, none)), 'b.test');
+    const refusedB = { has: (o: string) => o === 'http://b.test:8080' };
+    assert.equal(peer(h.holder.decideReplica(key, ['b', 'c'], false, refusedB)), 'c.test');
+    // Its own live replica first; a slot here without one is served here too.
+    assert.deepEqual(h.holder.decideReplica(key, ['b'], true, none), { here: true });
+    assert.deepEqual(h.holder.decideReplica(key, ['a'], false, none), { here: true });
+    // Not placed: the leader's, as before.
+    assert.equal(h.holder.decideReplica(key, [], false, none), undefined);
+    // Its only slot on a dead node: another node still serving it answers.
+    assert.equal(peer(h.holder.decideReplica(key, ['d'], false, none)), 'b.test');
+    // A thread or session keeps its node, the same on every call.
+    const first = peer(h.holder.decideReplica(key, ['b', 'e'], false, none, 'thread-1'));
+    for (let i = 0; i < 10; i++)
+      assert.equal(peer(h.holder.decideReplica(key, ['b', 'e'], false, none, 'thread-1')), first);
+    // Slots stay on live, undrained nodes of the region; candidates are those, the leader's app built.
+    const body = { spec: { region: 'eu' } };
+    assert.ok(h.holder.keepsReplica('b', body));
+    assert.ok(!h.holder.keepsReplica('d', body));
+    assert.ok(!h.holder.keepsReplica('f', { spec: { region: 'us' } }));
+    assert.ok(!h.holder.keepsReplica('b', { spec: { region: 'us' } }));
+    const cands = h.holder.replicaCandidates(body, key);
+    assert.deepEqual(cands.map((c) => c.id).sort(), ['a', 'b', 'c', 'e']);
+    assert.deepEqual(
+      cands
+        .filter((c) => c.built)
+        .map((c) => c.id)
+        .sort(),
+      ['a', 'b', 'e'],
+    );
+    assert.deepEqual(h.holder.replicaCandidates({ spec: { region: 'us' } }, key), []);
+  } finally {
+    await h.close();
+  }
+});

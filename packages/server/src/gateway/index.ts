@@ -10,7 +10,9 @@ import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/access.js';
 import { ApiError } from '../errors.js';
 import { rejectUpgrade, sendProblem } from '../http/problem.js';
+import { THREAD_HEADERS } from './affinity.js';
 import {
+  type Avoided,
   forwardedAlready,
   sendToHolder,
   forwardUpgradeToPeer,
@@ -83,6 +85,18 @@ export interface Gateway {
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
 const HERE: HolderDecision = { here: true };
+const NONE: Avoided = { has: () => false };
+/** On an agent's or function's answer in a cluster: the node whose replica served it. */
+export const NODE_HEADER = 'x-berth-node';
+
+/** A request's thread id (affinity.ts's headers), which keeps its replica, and so its node. */
+function threadOf(headers: IncomingMessage['headers']): string | undefined {
+  for (const h of THREAD_HEADERS) {
+    const v = headers[h];
+    if (typeof v === 'string' && v) return v;
+  }
+  return undefined;
+}
 
 /** The sandbox an address reaches, as far as its form says (a label not in the table: none). */
 function sandboxOfAddress(
@@ -137,10 +151,10 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     // Read when a target is idle, by which time the runtime is open (it says so in the log when it cannot freeze).
     canFreeze: () => driver.capabilities.freezer,
     targets: function* () {
-      // The table holds only the sandboxes this node runs (the runtime here has no other); replicas are the
-      // controllers' leader's: another server has none to freeze, and must not write their run state.
+      // The table holds only the sandboxes this node runs (the runtime here has no other); the replica set only the
+      // replicas this node runs (placed here, or the leader's), which no other server freezes.
       yield* targets.values();
-      if (workloads && (!deps.holder || 'here' in deps.holder.decide())) yield* workloads.targets();
+      if (workloads) yield* workloads.targets();
     },
   });
   await targets.start();
@@ -192,9 +206,16 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
    * Where a data-plane request is served: a sandbox's on the node it is placed on, any other on the server holding
    * the controllers' instances; here on SQLite (one sent on by a peer is served here too).
    */
-  const where = (req: IncomingMessage, a: Address): HolderDecision => {
+  const where = (req: IncomingMessage, a: Address, avoid: Avoided = NONE): HolderDecision => {
     const h = deps.holder;
     if (!h || forwardedAlready(req)) return HERE;
+    if (a.kind === 'workload' && h.decideReplica) {
+      const w = a.workload;
+      // A function's MCP sessions live in one replica's memory: every server sends its requests to the same node.
+      const sticky = w.kind === 'Function' ? w.name : threadOf(req.headers);
+      const d = h.decideReplica(w.kind, w.workspace, w.name, avoid, sticky);
+      if (d) return d;
+    }
     const s = sandboxOfAddress(a, labels);
     return s ? h.decideSandbox(s.workspace, s.name) : h.decide();
   };
@@ -202,12 +223,19 @@ export async function startGateway(deps: GatewayDeps): Promise<Gateway> {
     const a = parseAddress(req, parseCtx);
     if (a && serves(a)) {
       const h = deps.holder;
-      if (!h || 'here' in where(req, a)) return void pipeline.serve(req, res, a);
+      if (!h) return void pipeline.serve(req, res, a);
+      if ('here' in where(req, a)) {
+        // Which node's replica answered an agent or function: what an operator (and the cluster tests) look at.
+        if (a.kind === 'workload') res.setHeader(NODE_HEADER, h.self);
+        return void pipeline.serve(req, res, a);
+      }
       // Sent on; what the leader holds (not a sandbox) waits out a failover (peer-forward.ts).
       const wait = !sandboxOfAddress(a, labels);
-      return void sendToHolder(req, res, h, () => where(req, a), wait).then((w) => {
-        if (w === 'here') void pipeline.serve(req, res, a);
-        else if (w instanceof ApiError) sendProblem(res, w, req.url);
+      return void sendToHolder(req, res, h, (avoid) => where(req, a, avoid), wait).then((w) => {
+        if (w === 'here') {
+          if (a.kind === 'workload') res.setHeader(NODE_HEADER, h.self);
+          void pipeline.serve(req, res, a);
+        } else if (w instanceof ApiError) sendProblem(res, w, req.url);
       });
     }
     api.call(server, req, res);

@@ -19,12 +19,35 @@ export const FORWARDED_BY = 'x-berth-forwarded-by';
 /** Where a request is served: here, at the peer holding the instances, or nowhere yet (no server holds them). */
 export type HolderDecision = { here: true } | { peer: URL } | { unavailable: string };
 
+/** Peers (by origin) a request should not be sent to: one refused its connection. */
+export interface Avoided {
+  has(origin: string): boolean;
+}
+
+/**
+ * How long a peer that refused a connection is passed over by the requests that have a choice (an agent's replicas
+ * on several nodes): about as long as its lease takes to lapse in the tests, after which the node list says it.
+ */
+export const REFUSED_FOR_MS = 2_000;
+const refusedUntil = new Map<string, number>();
+
 /** The cluster's holders of instances as a server sees them, and this server's node id. */
 export interface Holder {
   /** Where what the controllers' leader holds is served (replicas, tasks, builds, images, uploads). */
   decide(): HolderDecision;
   /** Where a sandbox's requests are served: on the node it is placed on (docs/decisions/059-cluster-placement.md). */
   decideSandbox(workspace: string, name: string): HolderDecision;
+  /**
+   * Where a request to an agent or function is served: a node holding a replica of it
+   * (docs/decisions/086-replicas-across-nodes.md); undefined when its replicas are not placed (the leader's).
+   */
+  decideReplica?(
+    kind: string,
+    workspace: string,
+    name: string,
+    avoid: Avoided,
+    sticky?: string,
+  ): HolderDecision | undefined;
   self: string;
   /** Resolves after the next read of the cluster's node list, when a decision may have changed. */
   changed?(): Promise<void>;
@@ -217,14 +240,25 @@ export async function sendToHolder(
   req: IncomingMessage,
   res: ServerResponse,
   holder: Holder,
-  decide: () => HolderDecision,
+  decide: (avoid: Avoided) => HolderDecision,
   wait: boolean,
 ): Promise<'here' | 'sent' | ApiError> {
   const deadline = performance.now() + HOLDER_WAIT_MS;
   let counted = false;
+  let tried: Set<string> | undefined;
+  const avoid: Avoided = {
+    has(origin) {
+      if (tried?.has(origin)) return true;
+      const until = refusedUntil.get(origin);
+      if (until === undefined) return false;
+      if (until > performance.now()) return true;
+      refusedUntil.delete(origin);
+      return false;
+    },
+  };
   try {
     for (;;) {
-      const w = decide();
+      const w = decide(avoid);
       if ('here' in w) return 'here';
       let why: ApiError;
       if ('peer' in w) {
@@ -235,6 +269,13 @@ export async function sendToHolder(
           }),
         );
         if (!refused) return 'sent';
+        // Not one byte left: a request with another holder to go to (an agent's replica on another node) goes there
+        // at once, and the next requests pass this peer over for a while.
+        tried ??= new Set();
+        tried.add(w.peer.origin);
+        refusedUntil.set(w.peer.origin, performance.now() + REFUSED_FOR_MS);
+        const next = decide(avoid);
+        if ('here' in next || ('peer' in next && !avoid.has(next.peer.origin))) continue;
         why = new ApiError(
           'BAD_GATEWAY',
           `the server holding this address (${w.peer.host}) could not be reached: ${refused.message}`,

@@ -43,6 +43,11 @@ export const WORKLOAD_READ_ONLY = {
   /** The revision taking the traffic (less the canary's share). */
   activeRevision: Type.String(),
   canaryRevision: Type.String(),
+  /**
+   * In a cluster, the node of each replica slot the controllers' leader keeps placed (agents and functions: one per
+   * minScale, at least one; docs/decisions/086-replicas-across-nodes.md).
+   */
+  replicaNodes: Type.Array(Type.String()),
   /** Replicas running now (agents and functions, counted at each read: api/workload-replicas.ts; none for jobs). */
   replicas: Type.Integer({ minimum: 0 }),
   /** The kept revisions, newest first: the built app (content address), the source and the start command. */

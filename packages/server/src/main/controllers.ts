@@ -24,6 +24,10 @@ import { CONTROLLERS, DrainedError, postgresLeadership, soleLeadership } from '.
 import { formerLeaders, isDrained, takeRan } from '../cluster/nodes.js';
 import { placeAgainEvery } from '../controllers/sandbox/sandbox-lost.js';
 import { tellLostReplicas } from '../controllers/workload/replicas-lost.js';
+import { placeReplicasEvery } from '../controllers/workload/replica-placement.js';
+import { ReplicaHolding } from '../controllers/workload/replica-holding.js';
+import { placeable, shareOf } from '../cluster/replica-placements.js';
+import type { StoredObject } from '../store/store.js';
 import type { Late, StartOptions } from './context.js';
 import type { Gateway } from './gateway.js';
 import type { Http } from './http.js';
@@ -48,7 +52,7 @@ export async function startAllControllers(
   parts: Core & Runtime & Http & Workloads & { peerImages?: PeerImages },
 ) {
   const { peerImages } = parts;
-  const { logger, held, led, holding, quotas, placements, selfId, clusterSelf, tokens } = parts;
+  const { logger, held, led, holding, quotas, placements, replicaPlacements, selfId, clusterSelf, tokens } = parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity } = parts;
   const { builder, builds, replicas, callbacks, jobs } = parts;
@@ -66,6 +70,27 @@ export async function startAllControllers(
     : soleLeadership();
   late.leadership = leadership;
   let stopActing = async () => undefined;
+  const scaler = new Scaler({
+    replicas,
+    logger,
+    removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
+    // The last replica kept frozen at scale to zero, woken by the next request (decision 090).
+    standby: new IdleStandby({
+      retentionMs: config.replicaRetentionS * 1000,
+      freeze: (w, r) => gateway.standbyReplica(w, r),
+      onEvent: workloadEvent({ resources: led, logger }),
+      logger,
+    }),
+  });
+  // In a cluster, the part of a placed workload's scale this node runs (decision 086): none when it holds no slot
+  // (a new revision's first replica is still started here by the deploy, and goes once it is DEPLOYED).
+  const replicaShare =
+    clusterSelf === undefined
+      ? undefined
+      : (o: StoredObject) =>
+          placeable(o) && Array.isArray(o.body.replicaNodes) && o.body.replicaNodes.length
+            ? (shareOf(o, clusterSelf) ?? { minScale: 0, maxScale: 1 })
+            : undefined;
   await leadership.lead(CONTROLLERS, {
     async start(session) {
       // What the leader runs writes through `led`: fenced on its lead, refused once it lost it (decision 068).
@@ -89,6 +114,16 @@ export async function startAllControllers(
           placements,
           mustLeave: (n) => late.holder?.mustLeave(n) ?? false,
           place: (body) => late.holder?.place(body) ?? selfId,
+          everyMs: 500,
+          warn: (err, msg) => logger.warn({ err }, msg),
+        });
+      // Agents' and functions' replica slots: kept at their scale on live nodes of their region (decision 086).
+      const placingReplicas =
+        replicaPlacements &&
+        placeReplicasEvery({
+          resources,
+          placements: replicaPlacements,
+          holder: () => late.holder,
           everyMs: 500,
           warn: (err, msg) => logger.warn({ err }, msg),
         });
@@ -123,9 +158,15 @@ export async function startAllControllers(
           Drive: (d) =>
             volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
           Agent: (d) =>
-            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Agent'),
+            deployReconciler(
+              { ...d, builder, builds, replicas, driver, quota: quotas, tokens, replicaShare },
+              'Agent',
+            ),
           Function: (d) =>
-            deployReconciler({ ...d, builder, builds, replicas, driver, quota: quotas, tokens }, 'Function'),
+            deployReconciler(
+              { ...d, builder, builds, replicas, driver, quota: quotas, tokens, replicaShare },
+              'Function',
+            ),
           Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas }),
           Job: (d) =>
             jobRevisionReconciler({
@@ -137,27 +178,17 @@ export async function startAllControllers(
         },
       });
       builds.onChange(controllers.wake);
-      // Agents' and functions' scale decisions, from the load the gateway reports (decision 044).
-      const scaler = new Scaler({
-        replicas,
-        logger,
-        removeAfterMs: config.replicaRemoveAfterS && config.replicaRemoveAfterS * 1000,
-        // The last replica kept frozen at scale to zero, woken by the next request (decision 090).
-        standby: new IdleStandby({
-          retentionMs: config.replicaRetentionS * 1000,
-          freeze: (w, r) => gateway.standbyReplica(w, r),
-          onEvent: workloadEvent({ resources: led, logger }),
-          logger,
-        }),
-      });
-      scaler.start();
+      // Agents' and functions' scale decisions, from the load the gateway reports (decision 044); in a cluster each
+      // node scales its own replicas (below).
+      if (!replicaPlacements) scaler.start();
       const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
       expiry.start();
       // The other servers' gateways learn that this one now holds the instances at once, not at the next beat.
       void late.nodes?.beat();
       stopActing = async () => {
         await placing?.stop();
-        scaler.stop();
+        await placingReplicas?.stop();
+        if (!replicaPlacements) scaler.stop();
         jobSchedules.stop();
         callbacks.stop();
         await jobs.stop();
@@ -212,7 +243,25 @@ export async function startAllControllers(
     holds: (ws, name) => clusterSelf === undefined || placements?.nodeOf(ws, name) === clusterSelf,
   });
   schedules.start();
-  return { leadership, sandboxControllers, faults, schedules };
+  // Each node of a cluster runs the replicas placed on it, and scales them (decision 086).
+  const replicaHolding =
+    replicaPlacements && clusterSelf !== undefined
+      ? new ReplicaHolding({
+          self: clusterSelf,
+          resources: held,
+          builder,
+          code: parts.code,
+          replicas,
+          placements: replicaPlacements,
+          leads: () => leadership.leads().includes(CONTROLLERS),
+          holding,
+          changed: () => void late.nodes?.beat(),
+          logger,
+        })
+      : undefined;
+  replicaHolding?.start();
+  if (replicaHolding) scaler.start();
+  return { leadership, sandboxControllers, faults, schedules, replicaHolding, scaler };
 }
 
 export type Controllers = Awaited<ReturnType<typeof startAllControllers>>;

@@ -1,5 +1,6 @@
 // The HTTP server: authentication, the app, and the management API's routes (/v0, identity, console, metrics, the
 // model gateway), with the cluster's forwarding of requests to the server that holds what they are about.
+import { servingKey } from '../cluster/replica-placements.js';
 import { createApp } from '../api/app.js';
 import { registerCrud } from '../api/crud.js';
 import { replicaCount } from '../api/workload-replicas.js';
@@ -77,7 +78,8 @@ export async function createHttp(config: Config, parts: Core) {
 export type Http = Awaited<ReturnType<typeof createHttp>>;
 
 export async function registerRoutes(config: Config, late: Late, parts: Core & Runtime & Http & Workloads) {
-  const { store, logger, outbound, resources, quotas, placements, selfId, masterKey } = parts;
+  const { store, logger, outbound, resources, quotas, placements, replicaPlacements, selfId, masterKey } =
+    parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity, auth, app } = parts;
   const { code, builder, replicas, uploads, executions, jobs } = parts;
@@ -108,6 +110,14 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     ? {
         decide: () => late.holder?.decide() ?? { here: true },
         decideSandbox: (ws, name) => late.holder?.decideNode(placements?.nodeOf(ws, name)) ?? { here: true },
+        decideReplica: (kind, ws, name, avoid, sticky) =>
+          late.holder?.decideReplica(
+            servingKey(kind, ws, name),
+            replicaPlacements?.nodesOf(kind, ws, name) ?? [],
+            replicas.get(ws, kind, name)?.replicas.some((r) => !r.gone) === true,
+            avoid,
+            sticky,
+          ),
         self: selfId,
         changed: () => late.holder?.changed() ?? new Promise((r) => setTimeout(r, 500)),
       }

@@ -4,6 +4,7 @@ import { cpus, hostname, totalmem } from 'node:os';
 import type { Config } from '../config.js';
 import { localNodes, postgresNodes } from '../cluster/nodes.js';
 import { instanceHolder } from '../cluster/instance-holder.js';
+import { servingKey } from '../cluster/replica-placements.js';
 import type { SandboxPlacements } from '../cluster/placement.js';
 import { keepPlaced } from '../controllers/sandbox/sandbox.js';
 import type { ResourceKey } from '../store/store.js';
@@ -56,6 +57,8 @@ export async function listenAndJoin(
     leads: () => leadership.leads(),
     // The replicas it runs as leader, for the next leader to tell their objects if this node dies or is drained.
     ran: () => (leadership.leads().includes('controllers') ? parts.replicas.running() : undefined),
+    // The agents and functions it has a live replica of, which the other gateways send requests to (decision 086).
+    serving: () => parts.replicas.running().map(([kind, ws, name]) => servingKey(kind, ws, name)),
     // A role is claimed only while its lock session holds it (decision 080).
     leadFence: (role: string) => leadership.fence(role),
     leaseMs: (config.nodeLeaseS ?? 10) * 1000,

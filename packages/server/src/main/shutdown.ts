@@ -24,7 +24,7 @@ export async function closeServer(
   const { driver } = parts;
   const { app } = parts;
   const { builds, codeCopies, buildsAhead, imagesAhead } = parts;
-  const { leadership, sandboxControllers, faults, schedules } = parts;
+  const { leadership, sandboxControllers, faults, schedules, replicaHolding, scaler } = parts;
   // Sandboxes keep running: a restarted server adopts them as they are.
   late.holder?.close();
   codeCopies?.close();
@@ -32,6 +32,8 @@ export async function closeServer(
   await buildsAhead?.close();
   await schedules.stop();
   await faults.stop();
+  await replicaHolding?.stop();
+  if (replicaHolding) scaler.stop();
   await sandboxControllers.stop();
   await leadership.close();
   await late.nodes?.close();
@@ -43,6 +45,7 @@ export async function closeServer(
   await outbound.close();
   quotas.close();
   placements?.close();
+  parts.replicaPlacements?.close();
   await store.close();
   logger.flush?.();
 }

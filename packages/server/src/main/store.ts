@@ -19,6 +19,7 @@ import { QuotaLedger } from '../controllers/core/quota-ledger.js';
 import { quotaAdmission } from '../controllers/core/quota-admission.js';
 import { nodeId } from '../cluster/nodes.js';
 import { NoNodeError, SandboxPlacements } from '../cluster/placement.js';
+import { ReplicaPlacements } from '../cluster/replica-placements.js';
 import type { InstanceHolder } from '../cluster/instance-holder.js';
 import { ApiError } from '../errors.js';
 import { fencedStore, leaderFencedStore } from '../cluster/fencing.js';
@@ -69,6 +70,9 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
   const clusterSelf = config.databaseUrl ? selfId : undefined;
   const placements = config.databaseUrl ? new SandboxPlacements(store) : undefined;
   await placements?.start();
+  // And of agents' and functions' replica slots (decision 086).
+  const replicaPlacements = config.databaseUrl ? new ReplicaPlacements(store) : undefined;
+  await replicaPlacements?.start();
   // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
   const quotas = new QuotaLedger(store, config.quotas);
   await quotas.start();
@@ -124,6 +128,7 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     selfId,
     clusterSelf,
     placements,
+    replicaPlacements,
     quotas,
     baseUrl,
     resources,

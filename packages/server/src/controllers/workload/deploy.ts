@@ -63,6 +63,12 @@ export interface DeployDeps extends CodeDeps {
   quota?: QuotaLedger;
   /** Access tokens of OAuth2 connections (decision 049); none: such connections give their replicas nothing. */
   tokens?: ConnectionTokens;
+  /**
+   * In a cluster, the part of a workload's scale this server runs when its replicas are placed across nodes
+   * (docs/decisions/086-replicas-across-nodes.md); undefined when they are not (SQLite, a workload with volumes or
+   * connections, one not placed yet): this server runs them all, as before.
+   */
+  replicaShare?: (o: StoredObject) => { minScale: number; maxScale: number } | undefined;
 }
 
 /** Whether the object's FAILED status came from an OAuth2 connection's refused grant (cleared when it refreshes). */
@@ -116,7 +122,7 @@ const holderOf = (kind: WorkloadKind, name: string) =>
   holderName(kind === 'Function' ? 'function' : 'agent', name);
 
 /** What the replica set knows of a stored agent or function. */
-const workloadOf = (kind: WorkloadKind, o: StoredObject) => ({
+export const workloadOf = (kind: WorkloadKind, o: StoredObject) => ({
   workspace: o.workspace,
   kind,
   name: o.name,
@@ -124,13 +130,17 @@ const workloadOf = (kind: WorkloadKind, o: StoredObject) => ({
   route: routeOf(o),
 });
 
-/** What a revision of the object runs: its app, start command, envs (connections' and the spec's), scale, mounts. */
-async function runOf(
-  deps: DeployDeps,
+/**
+ * What a revision of the object runs: its app, start command, envs (connections' and the spec's), scale (`share`: the
+ * part of it one node of a cluster runs), mounts.
+ */
+export async function runOf(
+  deps: Pick<DeployDeps, 'resources' | 'tokens'>,
   kind: WorkloadKind,
   o: StoredObject,
   app: BuiltApp,
   volumes: VolumeMount[],
+  share?: { minScale: number; maxScale: number },
 ): Promise<RevisionRun> {
   const { resources } = deps;
   const open = resources.openSecrets(resources.kind(kind), o.body.spec ?? {});
@@ -159,8 +169,8 @@ async function runOf(
     id: revisionId(app),
     appDir: app.dir,
     ...imageFields(app.base),
-    minScale: open.runtime?.minScale ?? 0,
-    maxScale: Math.max(1, open.runtime?.maxScale ?? 10),
+    minScale: share?.minScale ?? open.runtime?.minScale ?? 0,
+    maxScale: share?.maxScale ?? Math.max(1, open.runtime?.maxScale ?? 10),
     volumes: [...volumes, ...(oauth?.volumes ?? [])],
     ...(oauth?.egress ? { egress: oauth.egress } : {}),
   };
@@ -331,12 +341,13 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
         await resources.recordEvent(key, `waiting: ${err.message}`);
         return { requeueAfterMs: VOLUME_WAIT_MS };
       }
+      const share = deps.replicaShare?.(o);
       let run: RevisionRun;
       let canaryRun: { run: RevisionRun; percent: number } | undefined;
       try {
-        run = await runOf(deps, kind, o, active, volumes);
+        run = await runOf(deps, kind, o, active, volumes, share);
         canaryRun = canary && {
-          run: await runOf(deps, kind, o, canary.app, volumes),
+          run: await runOf(deps, kind, o, canary.app, volumes, share),
           percent: canary.percent,
         };
       } catch (err) {
@@ -352,6 +363,9 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
         o.body.activeRevision === run.id &&
         o.body.canaryRevision === canaryRun?.run.id &&
         !isNew;
+      // Placed across nodes: each node holding a slot runs its replicas of the deployed revisions
+      // (replica-holding.ts); this one only deploys a new revision (its first replica here says whether it starts).
+      if (same && share) return { requeueAfterMs: LIVE_RECHECK_MS };
       if (same && replicas.matches(w, run, canaryRun)) {
         if (w) {
           w.public = o.body.spec?.public === true;
