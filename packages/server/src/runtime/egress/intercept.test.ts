@@ -29,6 +29,8 @@ let proxy: EgressProxy;
 let explicit: number;
 /** What the upstream saw: per request, the upstream socket's port, the injected header and the body. */
 const seen: { socket: number; key: string | undefined; body: string }[] = [];
+/** Upstream answers left unfinished because their request was given up. */
+let abandoned = 0;
 /** TCP connections the upstream accepted. */
 let upstreamConnections = 0;
 /** Per upstream TLS connection, in order: whether it resumed an earlier session. */
@@ -50,6 +52,29 @@ before(async () => {
     let body = '';
     for await (const d of q) body += d;
     seen.push({ socket: q.socket.remotePort ?? 0, key: q.headers['x-key'] as string | undefined, body });
+    if (q.url === '/answer') {
+      // Repeated headers, a byte outside ASCII, the upstream connection's own keep-alive, a body of many records.
+      r.writeHead(201, [
+        'Set-Cookie',
+        'a=1',
+        'Set-Cookie',
+        'b=2',
+        'X-Latin',
+        'caf\u00e9',
+        'Keep-Alive',
+        'timeout=99',
+        'Content-Length',
+        String(1 << 20),
+      ]);
+      return void r.end(Buffer.alloc(1 << 20, 'x')); // a buffer: the head goes out in latin1 (a string body would make it UTF-8)
+    }
+    if (q.url === '/slow') {
+      // Half an answer, then nothing: the proxy must give the request up when its sandbox leaves.
+      r.on('close', () => {
+        if (!r.writableFinished) abandoned++;
+      });
+      return void r.write('first');
+    }
     // `/close`: this upstream connection ends with the answer (the next request needs a new one).
     if (q.url === '/close') r.setHeader('connection', 'close');
     r.end('ok');
@@ -230,4 +255,45 @@ test('request bodies go upstream as the client sent them, with a length or chunk
     seen.map((s) => s.body),
     ['hello', '', 'abcde'],
   );
+});
+
+test("the upstream's answer reaches the sandbox byte for byte, less the upstream connection's own headers", async () => {
+  policies.set(A, routed('secret-a'));
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  const answer = await new Promise<Buffer>((resolve) => {
+    const parts: Buffer[] = [];
+    a.on('data', (d: Buffer) => {
+      parts.push(d);
+      const all = Buffer.concat(parts);
+      const end = all.indexOf('\r\n\r\n');
+      const len = Number(/content-length: (\d+)/i.exec(all.toString('latin1'))?.[1] ?? -1);
+      if (end >= 0 && len >= 0 && all.length >= end + 4 + len) resolve(all);
+    });
+    a.write('GET /answer HTTP/1.1\r\nHost: ok.test\r\n\r\n');
+  });
+  a.destroy();
+  const text = answer.toString('latin1');
+  const head = text.slice(0, text.indexOf('\r\n\r\n'));
+  assert.match(head, /^HTTP\/1.1 201 /);
+  assert.deepEqual(
+    head.match(/^set-cookie: .*$/gim),
+    ['Set-Cookie: a=1', 'Set-Cookie: b=2'],
+    'repeated headers kept, in order',
+  );
+  assert.match(head, /^X-Latin: caf\u00e9$/m, 'a byte outside ASCII passed on as it came');
+  assert.doesNotMatch(head, /timeout=99/, "the upstream connection's keep-alive is not the sandbox's");
+  assert.equal(text.length - head.length - 4, 1 << 20, 'the whole body');
+});
+
+test('a sandbox that leaves in the middle of an answer gives the upstream request up', async () => {
+  policies.set(A, routed('secret-a'));
+  abandoned = 0;
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  await new Promise<void>((resolve) => {
+    a.once('data', () => resolve());
+    a.write('GET /slow HTTP/1.1\r\nHost: ok.test\r\n\r\n');
+  });
+  a.destroy();
+  for (let i = 0; i < 200 && abandoned === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(abandoned, 1, 'the upstream saw its request go');
 });

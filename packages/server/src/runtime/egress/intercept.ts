@@ -34,6 +34,7 @@ const HOP_BY_HOP = [
   'upgrade',
   'expect',
 ];
+const HOP_BY_HOP_SET = new Set(HOP_BY_HOP);
 /** Hosts whose routes are memoised per policy (a sandbox calling more names than this recomputes the oldest). */
 const ROUTES_PER_POLICY = 256;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
@@ -276,40 +277,98 @@ export class Interceptor {
     }
     const path = (req.url ?? '/').startsWith('/') ? (req.url ?? '/') : originForm(req.url ?? '/');
     const agent = policy.egressAddress === c.egress ? c.agent : this.agentFor(c, policy.egressAddress);
-    try {
-      await agent.stream(
-        {
-          path,
-          method: req.method as 'GET',
-          headers,
-          body: body ?? (hasBody ? req : null),
-        },
-        ({ statusCode, headers: upHeaders }) => {
-          this.audit({
-            source: c.source,
-            host: c.host,
-            method: req.method ?? '',
-            status: statusCode,
-            requestId,
-            injected,
-            ...(token ? { token } : {}),
-          });
-          // The upstream connection's own headers (its keep-alive, a close) say nothing of the sandbox's.
-          for (const name of HOP_BY_HOP) delete upHeaders[name];
-          res.writeHead(statusCode, upHeaders);
-          return res;
-        },
-      );
-    } catch (e) {
-      if (res.headersSent) return void res.destroy();
-      const code = (e as NodeJS.ErrnoException).code ?? '';
-      fail(
-        502,
-        /CERT|SIGNATURE|ALTNAME|SELF_SIGNED|ISSUER/.test(code)
-          ? 'upstream-certificate'
-          : 'upstream-unreachable',
-      );
+    agent.dispatch(
+      { path, method: req.method as 'GET', headers, body: body ?? (hasBody ? req : null) },
+      new Relay(res, (status) =>
+        this.audit({
+          source: c.source,
+          host: c.host,
+          method: req.method ?? '',
+          status,
+          requestId,
+          injected,
+          ...(token ? { token } : {}),
+        }),
+      ).failWith((e) => {
+        const code = (e as NodeJS.ErrnoException).code ?? '';
+        fail(
+          502,
+          /CERT|SIGNATURE|ALTNAME|SELF_SIGNED|ISSUER/.test(code)
+            ? 'upstream-certificate'
+            : 'upstream-unreachable',
+        );
+      }),
+    );
+  }
+}
+
+/**
+ * The upstream's answer written straight into the sandbox's response (an undici dispatch handler): its status and
+ * raw headers, less the upstream connection's own (its keep-alive, a close say nothing of the sandbox's), then
+ * the body as it comes, with backpressure both ways. `stream()` did the same through a header object, an async
+ * resource, a promise and `finished()`'s listeners per request.
+ */
+class Relay {
+  private abort?: (reason?: Error) => void;
+  private done = false;
+  private onFail: (e: Error) => void = () => undefined;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly onStatus: (status: number) => void,
+  ) {
+    // The sandbox went away first: the upstream request is abandoned, not read to its end into nothing.
+    res.once('close', () => {
+      if (!this.done) this.abort?.();
+    });
+  }
+
+  failWith(f: (e: Error) => void): this {
+    this.onFail = f;
+    return this;
+  }
+
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abort = abort;
+    if (this.res.destroyed) abort();
+  }
+
+  onHeaders(statusCode: number, raw: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true; // 1xx: this server already answered the sandbox's own
+    this.onStatus(statusCode);
+    const headers: string[] = [];
+    for (let i = 0; i < raw.length; i += 2) {
+      // latin1 both ways: the header bytes go on exactly as they came.
+      const name = raw[i].toString('latin1');
+      if (!HOP_BY_HOP_SET.has(name.toLowerCase())) headers.push(name, raw[i + 1].toString('latin1'));
     }
+    try {
+      this.res.writeHead(statusCode, headers);
+    } catch (e) {
+      // A header Node will not write: the upstream's fault, a 502, and its answer is not read further.
+      this.onError(e as Error);
+      this.abort?.(e as Error);
+      return false;
+    }
+    this.res.on('drain', resume);
+    return !this.res.writableNeedDrain;
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.res.write(chunk);
+  }
+
+  onComplete(): void {
+    if (this.done) return;
+    this.done = true;
+    this.res.end();
+  }
+
+  onError(e: Error): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.res.headersSent) this.res.destroy();
+    else this.onFail(e);
   }
 }
 

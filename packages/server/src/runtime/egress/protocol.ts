@@ -31,5 +31,5 @@ export type FromChild =
   | { type: 'ready' }
   | { type: 'applied'; seq: number }
   | { type: 'failed'; message: string }
-  /** Traffic events of one turn of the child's event loop, in order (one IPC write for all of them). */
+  /** Traffic events of up to 20 ms (traffic.ts), in order: one IPC write for all of them. */
   | { type: 'traffic'; events: TrafficEvent[] };

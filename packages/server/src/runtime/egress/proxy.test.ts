@@ -71,6 +71,7 @@ before(async () => {
     'rebind.test': '127.0.0.1',
     'meta.test': '169.254.169.254',
     'lan.test': '192.168.1.1',
+    'down.test': '127.0.0.3',
     ...(hostAddress ? { 'host.test': hostAddress } : {}),
   });
   proxy = new EgressProxy(
@@ -190,6 +191,61 @@ test('a CONNECT tunnel carries TLS only for the host it named: another SNI is cu
   assert.match(bad.status, / 200 /);
   assert.equal(await handshake(bad.sock, 'evil.test'), 'closed');
   assert.ok(audit.some((l) => l.rule === 'sni-mismatch:evil.test'));
+});
+
+test('transparent TLS: the hello goes to the vetted address with the connection, both ways relayed, closing line last', async () => {
+  const tls = selfSignedCert(dir, 'ok.test');
+  await listen(
+    createHttpsServer(tls, (q, r) => {
+      r.end(`ok ${q.url}`);
+    }),
+    443,
+    OPENED,
+  );
+  const sock = connect(ports.tls, '127.0.0.1');
+  const t = tlsConnect({ socket: sock, servername: 'ok.test', rejectUnauthorized: false });
+  const answer = await new Promise<string>((resolve, reject) => {
+    let buf = '';
+    t.on('data', (d) => (buf += d));
+    t.on('end', () => resolve(buf));
+    t.on('error', reject);
+    t.write('GET /x HTTP/1.1\r\nHost: ok.test\r\nConnection: close\r\n\r\n');
+  });
+  assert.match(answer, /^HTTP\/1.1 200 /);
+  assert.match(answer, /ok \/x$/);
+  t.destroy();
+  const lines = () => audit.filter((l) => l.mode === 'transparent-tls' && l.host === 'ok.test');
+  for (let i = 0; i < 100 && lines().length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+  const [allow, closed] = lines();
+  assert.equal(allow.decision, 'allow');
+  assert.equal(closed.rule, 'closed');
+  assert.ok((closed.bytesOut ?? 0) > 0 && (closed.bytesIn ?? 0) > 0, 'bytes counted both ways');
+});
+
+test('an upstream that refuses: a CONNECT is answered 502, a transparent connection closed, no closing line', async () => {
+  const DOWN = '127.0.0.3'; // nothing listens there
+  const lines: AuditLine[] = [];
+  const downProxy = new EgressProxy(
+    () => policy,
+    new GuardedResolver({
+      servers: [resolver.server],
+      policy: new AddressPolicy({ allowCidrs: [`${DOWN}/32`], loopback: 'when-listed' }),
+    }),
+    (l) => lines.push(l),
+  );
+  const p = await downProxy.listen({ explicit: 0, tls: 0, http: 0 }, '127.0.0.1');
+  try {
+    const r = await connectVia('down.test:18443', p.explicit);
+    r.sock.destroy();
+    assert.match(r.status, / 502 /);
+    assert.equal(r.reason, 'upstream-unreachable');
+    const sock = connect(p.tls, '127.0.0.1');
+    assert.equal(await handshake(sock, 'down.test'), 'closed');
+    assert.ok(lines.some((l) => l.mode === 'transparent-tls' && l.decision === 'allow'));
+    assert.ok(!lines.some((l) => l.rule === 'closed'), 'a connection never made has no closing line');
+  } finally {
+    downProxy.close();
+  }
 });
 
 function handshake(sock: Socket, servername: string): Promise<string> {

@@ -113,8 +113,9 @@ export class EgressProxy {
     const intercepting = !!this.interceptor?.wants(source, host);
     let upstream: Socket | undefined;
     if (!intercepting) {
-      upstream = await this.dial(source, host, port, 'connect', address, client, deny);
-      if (!upstream) return;
+      // The 200 waits for the upstream: an unreachable one is this CONNECT's 502, not a closed tunnel.
+      upstream = this.dial(source, host, port, 'connect', address, client, deny);
+      if (!(await connected(upstream))) return;
     }
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     // Whatever the client sends first decides: a TLS hello must name the host it CONNECTed to.
@@ -141,8 +142,7 @@ export class EgressProxy {
       if (!upstream) this.track(source, host, client);
       return this.interceptor.take(client, buf, { source, host, port, address });
     }
-    upstream ??= await this.dial(source, host, port, 'connect', address, client, () => client.destroy());
-    if (!upstream) return;
+    upstream ??= this.dial(source, host, port, 'connect', address, client, () => client.destroy());
     splice(client, upstream, buf);
   }
 
@@ -221,9 +221,9 @@ export class EgressProxy {
         this.track(source, host, client);
         return this.interceptor.take(client, first.buf, { source, host, port, address });
       }
-      const upstream = await this.dial(source, host, port, mode, address, client, deny);
-      if (!upstream) return;
-      splice(client, upstream, first.buf);
+      // Relayed from now on: the hello waits in the connecting socket and goes out in the turn the connection is
+      // made, without a turn of ours in between (a refused or timed-out connect closes the client, as before).
+      splice(client, this.dial(source, host, port, mode, address, client, deny), first.buf);
     });
   }
 
@@ -260,8 +260,11 @@ export class EgressProxy {
     return r.addresses[0];
   }
 
-  /** Connects to a vetted address; the connected upstream socket, tracked against the sandbox's policy. */
-  private async dial(
+  /**
+   * Starts the connection to a vetted address and returns its socket at once (writes wait in it until it is
+   * connected), tracked against the sandbox's policy; a connect that fails or times out is `deny`'s 502.
+   */
+  private dial(
     source: string,
     host: string,
     port: number,
@@ -269,35 +272,44 @@ export class EgressProxy {
     address: string,
     client: Socket,
     deny: (status: number, reason: string) => void,
-  ): Promise<Socket | undefined> {
+  ): Socket {
     const t = this.track(source, host, client);
     const localAddress = this.policyOf(source).egressAddress;
-    const upstream = connect({ host: address, port, timeout: CONNECT_TIMEOUT_MS, localAddress });
-    t.upstream = upstream;
-    const ok = await new Promise<boolean>((resolve) => {
-      upstream.once('connect', () => resolve(true));
-      upstream.once('timeout', () => resolve(false));
-      upstream.once('error', () => resolve(false));
+    const upstream = connect({
+      host: address,
+      port,
+      timeout: CONNECT_TIMEOUT_MS,
+      localAddress,
+      noDelay: true,
     });
-    upstream.on('error', () => undefined);
-    if (!ok || client.destroyed) {
+    t.upstream = upstream;
+    let failed = false;
+    const fail = () => {
       upstream.destroy();
-      deny(502, 'upstream-unreachable');
-      return undefined;
-    }
-    upstream.setTimeout(0);
-    client.once('close', () =>
-      this.audit({
-        source,
-        host,
-        port,
-        mode,
-        decision: 'allow',
-        rule: 'closed',
-        bytesOut: upstream.bytesWritten,
-        bytesIn: upstream.bytesRead,
-      }),
-    );
+      if (!failed && !client.destroyed) deny(502, 'upstream-unreachable');
+      failed = true;
+    };
+    upstream.once('timeout', fail);
+    upstream.on('error', fail);
+    upstream.once('connect', () => {
+      upstream.setTimeout(0);
+      upstream.off('timeout', fail);
+      upstream.off('error', fail);
+      upstream.on('error', () => undefined);
+      // Only a connection that was made has a closing line (a failed dial's bytes were never sent).
+      client.once('close', () =>
+        this.audit({
+          source,
+          host,
+          port,
+          mode,
+          decision: 'allow',
+          rule: 'closed',
+          bytesOut: upstream.bytesWritten,
+          bytesIn: upstream.bytesRead,
+        }),
+      );
+    });
     return upstream;
   }
 
@@ -324,6 +336,15 @@ function parseHostPort(s: string): { host: string; port: number } | undefined {
   const port = Number(s.slice(host.length + 1));
   if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
   return { host: host.replace(/^\[|\]$/g, ''), port };
+}
+
+/** Whether a socket from `dial` got connected (false once it failed: its `deny` has answered). */
+function connected(upstream: Socket): Promise<boolean> {
+  if (upstream.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    upstream.once('connect', () => resolve(true));
+    upstream.once('close', () => resolve(false));
+  });
 }
 
 function refuse(client: Socket, status: number, reason: string): void {

@@ -98,8 +98,10 @@ export class EgressSupervisor {
     const here = fileURLToPath(import.meta.url);
     const entry = here.replace(/supervisor(\.[jt]s)$/, `child${extname(here)}`);
     const child = fork(entry, [], {
-      // Only the TypeScript loader when running from source (tests): never the parent's other flags (--test).
-      execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
+      // Only the TypeScript loader when running from source (tests) and the server's profiling flags (a server
+      // started with --cpu-prof profiles the proxy too: every policed connection's work is here): never the
+      // parent's other flags (--test).
+      execArgv: [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), ...profilingFlags(process.execArgv)],
       env: {
         ...process.env,
         BERTH_EGRESS_CONFIG: JSON.stringify(this.config),
@@ -156,4 +158,9 @@ export class EgressSupervisor {
       c.kill('SIGTERM');
     });
   }
+}
+
+/** The server's own profiling flags (`--cpu-prof`, `--cpu-prof-dir=...`, `--heap-prof...`), passed on to the child. */
+export function profilingFlags(execArgv: readonly string[]): string[] {
+  return execArgv.filter((a) => /^--(cpu|heap)-prof(-[a-z]+)?(=|$)/.test(a));
 }
