@@ -52,7 +52,8 @@ export async function startAllControllers(
   parts: Core & Runtime & Http & Workloads & { peerImages?: PeerImages },
 ) {
   const { peerImages } = parts;
-  const { logger, held, led, holding, quotas, placements, replicaPlacements, selfId, clusterSelf, tokens } = parts;
+  const { logger, held, led, holding, quotas, placements, replicaPlacements } = parts;
+  const { selfId, clusterSelf, tokens } = parts;
   const { images, driver, instances, snapshotLayers, snapshots } = parts;
   const { capacity } = parts;
   const { builder, builds, replicas, callbacks, jobs } = parts;
