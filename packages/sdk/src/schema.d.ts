@@ -2273,7 +2273,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Import a `docker save` or OCI layout tar (the body) into the workspace */
+        /** Import a `docker save` or OCI layout tar (the body) into the workspace; in a cluster, answered once a second node holds it (header `x-berth-image-copies`, decision 087) */
         post: operations["importImage"];
         delete?: never;
         options?: never;
@@ -11658,7 +11658,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Import a `docker save` or OCI layout tar (the body) into the workspace */
+            /** @description Import a `docker save` or OCI layout tar (the body) into the workspace; in a cluster, answered once a second node holds it (header `x-berth-image-copies`, decision 087) */
             200: {
                 headers: {
                     /** @description unknown fields that were dropped (299 - "unknown field ...") */

@@ -93,7 +93,12 @@ describe('images ahead: every node holds what the leader holds', () => {
   });
 
   it('lets go of a name the leader let go of, and remembers it', async () => {
-    const other = await imported(leader.images, 'ws-a', 'local/gone:1', 'to be deleted');
+    // One archive, imported twice: a layer made again a second later has another mtime, so another id.
+    const { archive, id: other } = await savedArchive(
+      [await tarOf([{ name: 'hello', body: 'to be deleted' }])],
+      ['local/gone:1'],
+    );
+    await importArchive(leader.images, 'ws-a', Readable.from([archive]));
     const a = ahead(follower);
     await a.tick();
     assert.equal(follower.images.find('ws-a', 'local/gone:1')?.id, other);
@@ -104,7 +109,7 @@ describe('images ahead: every node holds what the leader holds', () => {
     assert.equal(follower.images.get(other), undefined, 'its root and record collected');
     assert.ok(follower.images.isGone('ws-a', 'docker.io/local/gone:1', other.slice(7)));
     // Pushed again: no longer gone, copied again.
-    await imported(leader.images, 'ws-a', 'local/gone:1', 'to be deleted');
+    await importArchive(leader.images, 'ws-a', Readable.from([archive]));
     assert.ok(!leader.images.isGone('ws-a', 'docker.io/local/gone:1', other.slice(7)));
     await a.tick();
     assert.equal(follower.images.find('ws-a', 'local/gone:1')?.id, other);
