@@ -1,7 +1,8 @@
 // A node:test reporter that prints a short summary instead of the full TAP (which run-tests.mjs writes to a
 // log file beside it): counts, the wall time, the slowest files, and each failure with its error and its file's
 // output. The last line is always `N passed, N failed` (plus `, N skipped` when any were), which scripts read.
-import { relative } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { inspect } from 'node:util';
 
 const SLOWEST = 10;
@@ -102,6 +103,12 @@ export default async function* summary(source) {
   out.push('', `slowest files:`);
   for (const [file, f] of list.sort((a, b) => b[1].ms - a[1].ms).slice(0, SLOWEST))
     out.push(`  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${rel(file)}`);
+  // Every file's time, slowest first, beside the TAP log: what to look at when the whole run grows.
+  if (process.env.BERTH_TAP_LOG)
+    writeFileSync(
+      join(dirname(process.env.BERTH_TAP_LOG), 'file-times.tsv'),
+      list.map(([file, f]) => `${(f.ms / 1000).toFixed(1)}\t${rel(file)}\n`).join(''),
+    );
   if (skips.length) out.push('', 'skipped or noted:', ...clip(skips, SLOWEST).map((l) => `  ${l}`));
   const shown = new Set();
   if (failures.length) out.push('', 'failures:');
