@@ -345,6 +345,8 @@ export async function benchModels() {
           `${added(v, 'first token', (x, q) => pct(x.ttft, q))}; throughput ${(v.chat.requests.average / d.chat.requests.average).toFixed(2)}x direct`,
       );
     const errs = Object.entries(r)
+      // The fixed-rate phase's result has no autocannon counts: it reports its failures itself.
+      .filter(([, v]) => v.chat && v.stream)
       .map(([k, v]) => [k, v.chat.non2xx + v.chat.errors + v.stream.non2xx + v.stream.errors])
       .filter(([, n]) => n > 0);
     if (errs.length)
