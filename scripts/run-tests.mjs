@@ -34,7 +34,7 @@ const r = spawnSync(
     '--import',
     'tsx',
     '--test',
-    '--test-concurrency=2',
+    '--test-concurrency=3',
     `--test-timeout=${TEST_TIMEOUT_MS}`,
     '--test-reporter=./scripts/test-summary.mjs',
     '--test-reporter-destination=stdout',
