@@ -201,15 +201,18 @@ export class Interceptor {
     if (!c) return void res.destroy();
     const requestId = randomUUID();
     let token: string | undefined;
-    const fail = (status: number, reason: string) => {
+    const audited = (status: number, injected: number, token?: string) =>
       this.audit({
         source: c.source,
         host: c.host,
         method: req.method ?? '',
         status,
         requestId,
-        injected: 0,
+        injected,
+        ...(token ? { token } : {}),
       });
+    const fail = (status: number, reason: string) => {
+      audited(status, 0);
       res.writeHead(status, { 'x-proxy-error': reason, 'content-length': 0 }).end();
       req.resume();
     };
@@ -279,17 +282,7 @@ export class Interceptor {
     const agent = policy.egressAddress === c.egress ? c.agent : this.agentFor(c, policy.egressAddress);
     agent.dispatch(
       { path, method: req.method as 'GET', headers, body: body ?? (hasBody ? req : null) },
-      new Relay(res, (status) =>
-        this.audit({
-          source: c.source,
-          host: c.host,
-          method: req.method ?? '',
-          status,
-          requestId,
-          injected,
-          ...(token ? { token } : {}),
-        }),
-      ).failWith((e) => {
+      new Relay(res, (status) => audited(status, injected, token)).failWith((e) => {
         const code = (e as NodeJS.ErrnoException).code ?? '';
         fail(
           502,
