@@ -234,6 +234,7 @@ export async function startAllControllers(
     driver,
     logger,
     sweepMs: config.faultCheckS && config.faultCheckS * 1000,
+    wake: (key) => sandboxControllers.wake(key),
   });
   faults.start();
   const schedules = new ScheduleRunner({

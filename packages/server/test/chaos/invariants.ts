@@ -160,14 +160,20 @@ export async function verify(ctx: LoadContext, faults: Fault[], settleMs = 60_00
     const pattern = EXPLAINED_BY[f.kind];
     if (!pattern || !f.target) continue;
     const path = f.target.kind === 'Agent' ? `/v0/agents/${f.target.name}` : `/v0/sandboxes/${f.target.name}`;
-    const o = (await s.settled('GET', path)).body;
+    // The event may come a sweep after the fault (a daemon that ended with no request reaching it).
+    let o: any;
+    const said = () => o?.events?.some((x: any) => x.time >= f.at.slice(0, 19) && pattern.test(x.message));
+    await until(settleMs, async () => {
+      o = (await s.settled('GET', path)).body;
+      return said() ? undefined : 'not yet';
+    });
     if (!v.debug.some((d) => d.fault === f.kind)) {
       const d = await s.settled('GET', `${path}/debug`);
       if (d.status !== 200 || !d.body?.cause)
         bad(`${path}/debug answered ${d.status}: ${d.text.slice(0, 200)}`);
       else v.debug.push({ fault: f.kind, object: path, cause: d.body.cause, tookMs: d.body.tookMs });
     }
-    if (o?.events?.some((x: any) => x.time >= f.at.slice(0, 19) && pattern.test(x.message))) e.explained++;
+    if (said()) e.explained++;
     else
       v.unexplained.push(
         `${f.kind} at ${f.at} on ${path}: ${JSON.stringify((o?.events ?? []).slice(-4).map((x: any) => `${x.time} ${x.message}`))}`,

@@ -1,7 +1,7 @@
 // Faults a running sandbox meets, each explained on it as an event in plain words (decision 050): a process the
 // out-of-memory killer ended while the sandbox runs on; its API daemon killed (the sandbox is started again, the
-// event quoting the daemon's end); the egress proxy that carries its connections under a network policy killed
-// (down, then back).
+// event quoting the daemon's end, whether a request or the fault sweep finds it); the egress proxy that carries its
+// connections under a network policy killed (down, then back).
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
@@ -81,6 +81,25 @@ describe('faults explained on the sandbox', () => {
       /^the sandbox had stopped: its API daemon ended and every process in it with it \(the daemon's last output: .*\); starting it again, fresh/,
     );
     assert.equal((await exec(s, b.metadata.url, 'cat /tmp/marker')).exitCode, 1, 'it started fresh');
+  });
+
+  it('a sandbox whose API daemon is killed while nothing calls it is started again by the fault sweep', async () => {
+    await s.create('unwatched');
+    const driver = await inspectingDriver(s.dataDir);
+    try {
+      const [daemon] = pidsRunning('daemon.cjs', driver.cgroup(sandboxId('default', 'unwatched'))!.pids());
+      assert.ok(daemon, 'the daemon runs in the sandbox');
+      process.kill(daemon, 'SIGKILL');
+    } finally {
+      await driver.close();
+    }
+    // No request: the sweep finds it dead and hands it to its controller.
+    const b = await s.waitFor(
+      'unwatched',
+      (x) => x.status === 'DEPLOYED' && messages(x).some((m) => m.includes('had stopped')),
+      'started again without a request',
+    );
+    assert.equal((await exec(s, b.metadata.url, 'echo up')).stdout.trim(), 'up');
   });
 
   it('the egress proxy killed: a sandbox under a network policy is told it went down and came back', async () => {

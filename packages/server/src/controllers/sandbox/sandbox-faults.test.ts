@@ -27,12 +27,14 @@ async function setup() {
     regions: ['local'],
   });
   const driver = new FakeDriver();
-  const watch = new SandboxFaultWatch({ resources, driver });
+  const woken: string[] = [];
+  const watch = new SandboxFaultWatch({ resources, driver, wake: (k) => woken.push(k.name) });
   const key = (name: string) => ({ kind: 'Sandbox', workspace: 'default', parent: '', name });
   return {
     resources,
     driver,
     watch,
+    woken,
     async running(name: string) {
       await resources.create(sandboxKind, CTX, { metadata: { name }, spec: { runtime: { memory: 256 } } });
       await resources.updateStatus(key(name), { to: 'DEPLOYED', message: 'deployed' });
@@ -144,6 +146,21 @@ test('a sandbox in standby is not looked at', async () => {
     await env.driver.freeze(id);
     env.driver.setStats(id, { oomKills: 1 });
     assert.deepEqual(await env.watch.sweep(), []);
+  } finally {
+    await env.close();
+  }
+});
+
+test('a deployed sandbox whose processes ended with no request reaching it is handed to its controller', async () => {
+  const env = await setup();
+  try {
+    await env.running('alive');
+    const id = await env.running('gone');
+    await env.watch.sweep();
+    assert.deepEqual(env.woken, [], 'running: nothing to do');
+    env.driver.kill(id);
+    await env.watch.sweep();
+    assert.deepEqual(env.woken, ['gone']);
   } finally {
     await env.close();
   }

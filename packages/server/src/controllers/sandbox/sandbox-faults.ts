@@ -1,7 +1,9 @@
 // Faults a running sandbox survives, said on it as events in plain words: a process the out-of-memory killer ended
 // (the sandbox and its other processes run on; one whose every process was ended is the controller's FAILED, decision
 // 041), and a writable layer that is full (writes fail with ENOSPC). A sweep reads the runtime's figures of every
-// running sandbox; a sandbox in standby is skipped (a frozen sandbox allocates nothing and writes nothing).
+// running sandbox; a sandbox in standby is skipped (a frozen sandbox allocates nothing and writes nothing). A deployed
+// sandbox whose daemon ended while no request reached it is handed to its controller, which says so and starts it
+// again: without the sweep it stayed dead, unexplained, until the next request.
 import type { Logger } from 'pino';
 import type { RuntimeDriver, SandboxStats } from '../../runtime/driver.js';
 import type { ProxyEvent } from '../../runtime/egress/supervisor.js';
@@ -25,6 +27,8 @@ export interface FaultDeps {
   driver: RuntimeDriver;
   logger?: Logger;
   sweepMs?: number;
+  /** Reconciles the sandbox now (its controller tells the stop and starts it again). */
+  wake?: (key: ResourceKey) => void;
 }
 
 const mb = (bytes: number) => Math.round(bytes / (1024 * 1024));
@@ -93,13 +97,19 @@ export class SandboxFaultWatch {
   /** One sweep over the running sandboxes; returns the events recorded (workspace/name: message). */
   async sweep(): Promise<string[]> {
     const { resources, driver } = this.deps;
+    const all = await driver.list();
     const running = new Map(
-      (await driver.list()).filter((i) => i.state === 'running').map((i) => [i.id, `${i.id}@${i.createdAt}`]),
+      all.filter((i) => i.state === 'running').map((i) => [i.id, `${i.id}@${i.createdAt}`]),
     );
+    const dead = new Set(all.filter((i) => i.state === 'dead').map((i) => i.id));
     const out: string[] = [];
     const live = new Set<string>();
     for (const o of await resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' })) {
       const id = sandboxId(o.workspace, o.name);
+      if (dead.has(id) && o.body.status === 'DEPLOYED') {
+        this.deps.wake?.(keyOf(o));
+        continue;
+      }
       const instance = running.get(id);
       if (!instance || o.body.status !== 'DEPLOYED') continue;
       live.add(instance);
