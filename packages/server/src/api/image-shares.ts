@@ -9,12 +9,14 @@ import { ApiError, invalid } from '../errors.js';
 import { NAME_PATTERN } from '../kinds/common.js';
 import type { ImageStore } from '../runtime/images/image-store.js';
 import type { ShareRecord } from '../runtime/images/shares.js';
-import { imageApiError } from './images.js';
+import { copiesOf, imageApiError, type SecondCopy } from './images.js';
 import { imageView } from './image-view.js';
 
 export interface ImageSharesDeps {
   images: ImageStore;
   workspaceExists: (name: string) => Promise<boolean>;
+  /** In a cluster: an accepted share is answered once another node binds its names too (decision 087). */
+  secondCopy?: SecondCopy;
 }
 
 const WORKSPACE = new RegExp(NAME_PATTERN);
@@ -147,11 +149,12 @@ export function register(v0: FastifyInstance, deps: ImageSharesDeps) {
     return { a, s };
   }
 
-  v0.post('/pending-image-shares/:pendingShareId/accept', async (req) => {
+  v0.post('/pending-image-shares/:pendingShareId/accept', async (req, reply) => {
     const { a, s } = incoming(req);
     const force = (req.query as Record<string, string | undefined>).force === 'true';
     const bound = guard(() => images.bindNames(a.workspace, s.references, force));
     images.shares.save({ ...s, status: 'active', acceptedAt: new Date().toISOString() });
+    await copiesOf(reply, deps.secondCopy, a.workspace, Object.keys(s.references));
     return imageView(images, a.workspace, bound[0]);
   });
 

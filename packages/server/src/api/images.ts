@@ -31,21 +31,30 @@ export interface ImagesDeps {
    * them (decision 087); the answer carries it as `x-berth-image-copies`.
    */
   secondCopy?: SecondCopy;
+  /**
+   * In a cluster: waits (bounded) until no other node holds the names a delete let go of, and says how many still do
+   * (decision 087); the answer carries it as `x-berth-image-copies`.
+   */
+  letGo?: SecondCopy;
 }
 
-/** How many nodes hold the workspace's images `ids` once another copied them or the wait ran out (see ImagesDeps). */
-export type SecondCopy = (workspace: string, ids: string[]) => Promise<number | undefined>;
+/**
+ * How many nodes hold what `refs` (image ids, and the names the write bound) stand for in the workspace once another
+ * node has them all or the wait ran out (see ImagesDeps). Names count: a name bound to an image the other nodes
+ * already held is lost with the leader until they bind it too.
+ */
+export type SecondCopy = (workspace: string, refs: string[]) => Promise<number | undefined>;
 
 export const IMAGE_COPIES_HEADER = 'x-berth-image-copies';
 
 /** Waits for the images' second copy where there is a cluster, and says how many nodes hold them. */
-async function copiesOf(
+export async function copiesOf(
   reply: FastifyReply,
   secondCopy: SecondCopy | undefined,
   workspace: string,
-  ids: string[],
+  refs: string[],
 ) {
-  const n = secondCopy && ids.length ? await secondCopy(workspace, ids) : undefined;
+  const n = secondCopy && refs.length ? await secondCopy(workspace, refs) : undefined;
   if (n !== undefined) reply.header(IMAGE_COPIES_HEADER, String(n));
 }
 
@@ -146,7 +155,7 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
   }
 
   /** Lets go of what the name stands for (a tagless name: `:latest` when held, else every tag). */
-  async function release(workspace: string, names: string[], what: string) {
+  async function release(reply: FastifyReply, workspace: string, names: string[], what: string) {
     if (!names.length) throw new ApiError('NOT_FOUND', `image ${what} not found`);
     const img = mustFind(workspace, names[0]);
     const shown = viewIn(workspace, img);
@@ -164,6 +173,7 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
       }
       throw imageApiError(e);
     }
+    await copiesOf(reply, deps.letGo, workspace, names);
     return { ...shown, references: [], inUse: false };
   }
 
@@ -177,10 +187,11 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
       const a = requireRole(req, 'viewer');
       return viewIn(a.workspace, mustFind(a.workspace, nameOf(req)));
     });
-    v0.delete(path, async (req) => {
+    v0.delete(path, async (req, reply) => {
       const a = requireRole(req, 'member');
       const name = nameOf(req);
       return release(
+        reply,
         a.workspace,
         guard(() => images.namesFor(a.workspace, name)),
         name,
@@ -188,11 +199,12 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
     });
   }
 
-  v0.delete('/images/:resourceType/:imageName/tags/:tagName', async (req) => {
+  v0.delete('/images/:resourceType/:imageName/tags/:tagName', async (req, reply) => {
     const a = requireRole(req, 'member');
     const p = req.params as Record<string, string>;
     const name = `${p.resourceType}/${p.imageName}:${p.tagName}`;
     return release(
+      reply,
       a.workspace,
       guard(() => images.namesFor(a.workspace, name)),
       name,
@@ -201,11 +213,12 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
 
   // The service's cleanup: every name no sandbox, agent, function or job of the workspace names, and whose image
   // none of its sandboxes runs; and the workspace's Dockerfile layer cache.
-  v0.delete('/images', async (req) => {
+  v0.delete('/images', async (req, reply) => {
     const a = requireRole(req, 'member');
     const keep = await deps.referenced(a.workspace);
     const gone = guard(() => images.cleanup(a.workspace, (name) => keep.has(name)));
     const layers = deps.clearBuildCache(a.workspace);
+    await copiesOf(reply, deps.letGo, a.workspace, gone);
     return {
       deleted: gone.length,
       message: `let go of ${gone.length} image name${gone.length === 1 ? '' : 's'}${gone.length ? ` (${gone.join(', ')})` : ''}; dropped ${layers} cached build layer${layers === 1 ? '' : 's'}`,
@@ -252,7 +265,7 @@ export function register(v0: FastifyInstance, deps: ImagesDeps) {
         throw imageApiError(e);
       }
       guard(() => images.bindNames(a.workspace, { [alias]: pulled.id.slice(7) }, true));
-      await copiesOf(reply, deps.secondCopy, a.workspace, [pulled.id]);
+      await copiesOf(reply, deps.secondCopy, a.workspace, [pulled.id, alias]);
       return {
         ...viewIn(a.workspace, mustFind(a.workspace, alias)),
         image,

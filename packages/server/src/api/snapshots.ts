@@ -15,6 +15,7 @@ import { isGone, type Status } from '../kinds/status.js';
 import { imageFromLayers } from '../runtime/images/from-layers.js';
 import type { ImageStore } from '../runtime/images/image-store.js';
 import { imageView } from './image-view.js';
+import { copiesOf, type SecondCopy } from './images.js';
 import type { Resources } from '../store/resources.js';
 import { keyOf } from '../store/store.js';
 import { memoryPage } from './pagination.js';
@@ -25,6 +26,8 @@ export interface SnapshotRouteDeps {
   snapshots: Snapshots;
   /** Where a snapshot promoted to an image goes (POST /snapshots/{id}/image). */
   images?: ImageStore;
+  /** In a cluster: an image made from a snapshot is answered once another node holds it (decision 087). */
+  secondCopy?: SecondCopy;
   waitMs?: number;
 }
 
@@ -99,7 +102,7 @@ export function register(v0: FastifyInstance, deps: SnapshotRouteDeps) {
 
   // A snapshot as an image of the workspace (the issue's "template from a running sandbox"): its layers over the image
   // its source ran, usable by sandboxes, agents, functions and jobs like any image of the store.
-  v0.post('/snapshots/:snapshotName/image', async (req) => {
+  v0.post('/snapshots/:snapshotName/image', async (req, reply) => {
     const a = requireRole(req, 'member');
     const rec = await snapshots.get(a.workspace, params(req).snapshotName);
     const name = (req.body as { name?: unknown } | undefined)?.name;
@@ -131,6 +134,7 @@ export function register(v0: FastifyInstance, deps: SnapshotRouteDeps) {
       name,
       `berth snapshot ${rec.id}`,
     );
+    await copiesOf(reply, deps.secondCopy, a.workspace, [held.id, name]);
     return imageView(deps.images, a.workspace, held);
   });
 

@@ -138,7 +138,12 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
   const holdsImage = peerImages && ((ws: string, id: string) => peerImages.holds(ws, id));
   // An image write is answered once another node holds it too, within BERTH_IMAGE_COPY_WAIT_S (decision 087).
   const secondCopy = peerImages
-    ? async (ws: string, ids: string[]) => late.imagesAhead?.secondCopy(ws, ids, config.imageCopyWaitS * 1000)
+    ? async (ws: string, refs: string[]) =>
+        late.imagesAhead?.secondCopy(ws, refs, config.imageCopyWaitS * 1000)
+    : undefined;
+  // …and a delete once the others let go of its names (a new leader would otherwise bring them back).
+  const letGo = peerImages
+    ? async (ws: string, names: string[]) => late.imagesAhead?.letGo(ws, names, config.imageCopyWaitS * 1000)
     : undefined;
   const sentToHolder = forwardHeldRoutes(clusterHolder, undefined, heldSandboxOf);
   await app.register(async (held) => {
@@ -200,10 +205,12 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
           referenced: (ws) => referencedImages(store, ws),
           clearBuildCache: (ws) => new LayerCache(config.dataDir, ws).clear(),
           secondCopy,
+          letGo,
         });
         registerImageShares(held, {
           images,
           workspaceExists: async (ws) => (await store.get(authKeys.workspace(ws))) !== undefined,
+          secondCopy,
         });
         registerImageBuilds(held, { dataDir: config.dataDir, instances, images, secondCopy });
         registerQuotas(held, {
@@ -220,7 +227,7 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
           },
         });
         registerWorkloadReplicaRoutes(held, { resources, replicas });
-        registerSnapshots(held, { resources, snapshots, images });
+        registerSnapshots(held, { resources, snapshots, images, secondCopy });
       });
       registerCustomDomains(v0, {
         store,

@@ -1,8 +1,9 @@
 // Images ahead (docs/decisions/087-images-ahead.md): three `berth serve` processes on one PostgreSQL. An image imported
 // through the leader (node-a) is soon held by node-b and node-c too, copied ahead of any sandbox asking for it; after
 // a kill -9 of node-a a sandbox on it is created through a survivor and runs, and the new leader lists it; deleting
-// it removes it from every node's store, node-a's too once it is back; and a peer request for a workspace's image
-// under another workspace's name is refused, token or not.
+// it removes it from every node's store, node-a's too once it is back; a peer request for a workspace's image under
+// another workspace's name is refused, token or not; and a share accepted through the leader is answered once another
+// node binds the name.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -140,6 +141,43 @@ describe('every node holds a workspace image, so the death of the leader loses n
       ((await (await api(b, '/images', { key })).json()) as { id: string }[]).map((i) => i.id);
     assert.ok(!(await listed()).includes(mine.id));
     assert.ok(!(await listed(tenant.key)).includes(id));
+
+    // A share accepted through the leader is answered once another node binds its name in the target workspace: the
+    // image's bytes are there already, so it is the name that a kill -9 of the leader would lose.
+    const shared = await api(a, '/images/local/ahead/share', {
+      method: 'POST',
+      json: { targetWorkspace: 'tenant-ahead' },
+    });
+    const pending = await shared.json();
+    assert.equal(shared.status, 202, JSON.stringify(pending));
+    const accepted = await api(a, `/pending-image-shares/${pending.id}/accept`, {
+      method: 'POST',
+      key: tenant.key,
+    });
+    assert.equal(accepted.status, 200, await accepted.text());
+    assert.ok(
+      Number(accepted.headers.get('x-berth-image-copies')) >= 2,
+      'answered once another node binds it',
+    );
+    const bound = await Promise.all(
+      [b, cluster.node('node-c')].map(
+        async (p) =>
+          (await fetch(`${p.url}/peer/images/tenant-ahead/resolve?name=${NAME}`, { headers })).status,
+      ),
+    );
+    assert.ok(bound.includes(200), `bound in the tenant's workspace on another node: ${bound}`);
+    // The tenant lets go of it again: the last test checks that default's delete takes the image off every node.
+    // Answered once no other node holds the name: a kill -9 of the leader right after (the next test) cannot bring
+    // it back.
+    const dropped = await api(a, `/images/${NAME}`, { method: 'DELETE', key: tenant.key });
+    assert.equal(dropped.status, 200, await dropped.text());
+    assert.equal(dropped.headers.get('x-berth-image-copies'), '0');
+    for (const p of [b, cluster.node('node-c')])
+      assert.equal(
+        (await fetch(`${p.url}/peer/images/tenant-ahead/resolve?name=${NAME}`, { headers })).status,
+        404,
+        `${p.id} let go of the tenant's name`,
+      );
   });
 
   it('after a kill -9 of the leader, a sandbox on the image runs through a survivor, and the new leader lists it', async () => {

@@ -144,6 +144,27 @@ describe('images ahead: every node holds what the leader holds', () => {
     assert.equal(await a.secondCopy('ws-f', [id], 60_000), undefined);
   });
 
+  it('leading, answers a delete once every node that copies ahead let go of its names', async () => {
+    const onLeader = ahead(leader);
+    const id = await imported(leader.images, 'ws-g', 'local/letgo:1', 'to be let go of');
+    const a = ahead(follower);
+    a.start();
+    try {
+      assert.equal(await onLeader.secondCopy('ws-g', [id, 'local/letgo:1'], 60_000), 2);
+      leader.images.release('ws-g', 'local/letgo:1');
+      assert.equal(await onLeader.letGo('ws-g', ['docker.io/local/letgo:1'], 60_000), 0);
+      assert.equal(
+        follower.images.find('ws-g', 'local/letgo:1'),
+        undefined,
+        'the follower let go when answered',
+      );
+    } finally {
+      a.close();
+    }
+    // Not leading: not this node's delete to wait for.
+    assert.equal(await a.letGo('ws-g', ['docker.io/local/letgo:1'], 60_000), undefined);
+  });
+
   it('without a leader to ask, resolves in its own copy, else at another holder, in the same workspace only', async () => {
     const third = await node(() => undefined);
     const id = await imported(follower.images, 'ws-d', 'local/elsewhere:1', 'on the follower');

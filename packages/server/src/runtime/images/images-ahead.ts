@@ -20,7 +20,7 @@ const ADOPT_EVERY = 3;
 const FIRST_BACKOFF_MS = 1_000;
 const MAX_BACKOFF_MS = 5 * 60_000;
 const CATALOG_TIMEOUT_MS = 10_000;
-/** How often a write waiting for its second copy asks the others whether they hold it. */
+/** How often a write waiting for its second copy (or a delete for the others to let go) asks the others. */
 const SECOND_COPY_POLL_MS = 100;
 /** Names of apps built from a Dockerfile (builds/dockerfile/workload.ts): each node builds its own. */
 const BUILT_APPS = 'docker.io/berth-builds/';
@@ -88,15 +88,52 @@ export class ImagesAhead {
   }
 
   /**
-   * Leading: waits until another healthy node holds each of `workspace`'s images `ids`, at most `boundMs` (after
-   * telling the others to look now; a node that does not copy ahead is not waited for). How many nodes hold them all, this one counted; 1 when no other node is live
-   * or none copied them in time. Not leading: undefined (the images are written where the leader is).
+   * Leading: waits until another healthy node holds what each of `refs` (image ids and names) stands for in
+   * `workspace`, at most `boundMs` (after telling the others to look now; a node that does not copy ahead is not
+   * waited for). How many nodes hold them all, this one counted; 1 when no other node is live or none copied them in
+   * time. Not leading: undefined (the images are written where the leader is).
    */
-  async secondCopy(workspace: string, ids: string[], boundMs: number): Promise<number | undefined> {
+  async secondCopy(workspace: string, refs: string[], boundMs: number): Promise<number | undefined> {
     if (!('here' in this.deps.holder())) return undefined;
     if (boundMs <= 0) return 1;
+    const peers = await this.nudged();
+    if (!peers.length) return 1;
+    const held = await this.waitFor(
+      peers,
+      boundMs,
+      async (p) => {
+        for (const ref of refs) if ((await this.resolves(p, workspace, ref)) !== true) return false;
+        return true;
+      },
+      (n) => n > 0,
+    );
+    return held + 1;
+  }
+
+  /**
+   * Leading: waits until no other node that copies ahead still holds any of `workspace`'s `names` just let go of
+   * here, at most `boundMs`: a delete is acknowledged once a new leader cannot bring the names back. How many other
+   * nodes still hold one (0 once all let go); undefined when not leading or not waiting.
+   */
+  async letGo(workspace: string, names: string[], boundMs: number): Promise<number | undefined> {
+    if (!('here' in this.deps.holder()) || boundMs <= 0 || !names.length) return undefined;
+    const peers = await this.nudged();
+    if (!peers.length) return 0;
+    return this.waitFor(
+      peers,
+      boundMs,
+      async (p) => {
+        // A peer that cannot be asked counts as holding: nothing says it let go.
+        for (const name of names) if ((await this.resolves(p, workspace, name)) !== false) return true;
+        return false;
+      },
+      (n) => n === 0,
+    );
+  }
+
+  /** Tells the others that copy ahead to look now; those that answered (a node that does not copy ahead: 404). */
+  private async nudged(): Promise<URL[]> {
     const headers = { [PEER_TOKEN_HEADER]: this.deps.token };
-    // Only the nodes that copy ahead (they answer the nudge) are waited for.
     const nudge = async (p: URL) => {
       const r = await fetch(new URL('/peer/images/ahead', p), {
         method: 'POST',
@@ -106,23 +143,32 @@ export class ImagesAhead {
       await r?.body?.cancel();
       return r?.status === 204 ? p : undefined;
     };
-    const live = await this.deps.peers();
-    const peers = (await Promise.all(live.map(nudge))).filter((p): p is URL => p !== undefined);
-    if (!peers.length) return 1;
-    const holds = async (p: URL) => {
-      for (const id of ids) {
-        const url = new URL(`/peer/images/${workspace}/resolve`, p);
-        url.searchParams.set('name', id);
-        const r = await fetch(url, { headers, signal: AbortSignal.timeout(2_000) }).catch(() => undefined);
-        await r?.body?.cancel();
-        if (r?.status !== 200) return false;
-      }
-      return true;
-    };
+    return (await Promise.all((await this.deps.peers()).map(nudge))).filter((p): p is URL => p !== undefined);
+  }
+
+  /** Whether `p` holds what `ref` stands for in `workspace`; undefined when it did not say (down, timed out). */
+  private async resolves(p: URL, workspace: string, ref: string): Promise<boolean | undefined> {
+    const url = new URL(`/peer/images/${workspace}/resolve`, p);
+    url.searchParams.set('name', ref);
+    const r = await fetch(url, {
+      headers: { [PEER_TOKEN_HEADER]: this.deps.token },
+      signal: AbortSignal.timeout(2_000),
+    }).catch(() => undefined);
+    await r?.body?.cancel();
+    return r?.status === 200 ? true : r?.status === 404 ? false : undefined;
+  }
+
+  /** Polls `count` over the peers until `done` says so of how many answered true, or `boundMs` passed; that count. */
+  private async waitFor(
+    peers: URL[],
+    boundMs: number,
+    count: (p: URL) => Promise<boolean>,
+    done: (n: number) => boolean,
+  ): Promise<number> {
     const until = Date.now() + boundMs;
     for (;;) {
-      const held = (await Promise.all(peers.map(holds))).filter(Boolean).length;
-      if (held > 0 || Date.now() >= until) return held + 1;
+      const n = (await Promise.all(peers.map(count))).filter(Boolean).length;
+      if (done(n) || Date.now() >= until) return n;
       await new Promise((r) => setTimeout(r, SECOND_COPY_POLL_MS));
     }
   }
