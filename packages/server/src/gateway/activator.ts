@@ -8,6 +8,10 @@ import { ApiError } from '../errors.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { Target } from './targets.js';
 
+/** The `code` of the error a request gets when its target's thaw failed (a workload's replica is replaced). */
+export const WAKE_FAILED = 'WAKE_FAILED';
+export const isWakeFailure = (err: unknown) => err instanceof ApiError && err.opts.code === WAKE_FAILED;
+
 /**
  * Longest a request is held waiting for its sandbox: a thaw is one write (well under 1 ms), but a freeze
  * already under way must finish first (the runtime bounds that at 5 s). Past this the caller gets a 504.
@@ -215,6 +219,7 @@ export class Activator {
       throw new ApiError(
         'BAD_GATEWAY',
         `sandbox ${JSON.stringify(t.key.name)} could not be resumed: ${(err as Error).message}`,
+        { code: WAKE_FAILED },
       );
     }
     return woke;

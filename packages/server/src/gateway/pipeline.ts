@@ -49,7 +49,13 @@ export class Pipeline {
     try {
       const a = await admitted;
       if ('answer' in a) return await a.answer(res);
-      const done = await this.enter(req, a, false);
+      let done: () => void;
+      try {
+        done = await this.enter(req, a, false);
+      } catch (err) {
+        if (a.extra?.wakeFailed?.(err as Error, res)) return;
+        throw err;
+      }
       if (!isDriveMountPath(a.path)) return forward(a.target, req, res, a.path, done, this.reportingDown(a));
       try {
         await this.deps.driveMounts.serve(a.target, a.path, req, res);

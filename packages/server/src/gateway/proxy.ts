@@ -76,6 +76,11 @@ export interface ForwardExtra {
    * this relay answers nothing. The request's body is still unread then, so it can be sent again.
    */
   retry?: (err: Error & { code?: string }, res: ServerResponse) => boolean;
+  /**
+   * Asked when the target could not be woken (its thaw failed, activator.ts WAKE_FAILED): true means the caller has
+   * taken the request over, as with `retry`.
+   */
+  wakeFailed?: (err: Error, res: ServerResponse) => boolean;
   /** Cuts the forwarding: an ApiError reason is the client's answer when no header has left yet (request-deadlines.ts). */
   signal?: AbortSignal;
 }

@@ -3,7 +3,7 @@
 // loopback address: a request reaches the agent's replica, counted in its load while it lasts; from zero, ONE
 // replica is started for concurrent requests; a replica whose port refuses connections is dropped and the request
 // goes to another; a private agent needs a credential, a public one not; an idle replica goes to standby through the
-// one idle sweeper and a request wakes it.
+// one idle sweeper and a request wakes it; one that cannot be woken is dropped and the request goes to a new one.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -245,6 +245,31 @@ describe('the workload gateway', () => {
       assert.equal(state, 'frozen', 'in standby');
       assert.equal((await env.call('/')).status, 200);
       assert.equal((await env.driver.inspect(r.id))?.state, 'running', 'woken by the request');
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+
+  it('drops a replica that cannot be woken and sends the request to a new one', async () => {
+    const s = await app(address(1));
+    const env = await setup({ standbyAfterS: 0.2 });
+    try {
+      const r = env.w().replicas[0];
+      for (let i = 0; i < 200 && (await env.driver.inspect(r.id))?.state !== 'frozen'; i++)
+        await new Promise((x) => setTimeout(x, 10));
+      assert.equal((await env.driver.inspect(r.id))?.state, 'frozen', 'in standby');
+      // Its sandbox went from under the runtime while frozen: every thaw of it fails.
+      const thaw = env.driver.thaw.bind(env.driver);
+      env.driver.thaw = async (id) => {
+        if (id === r.id) throw new Error('its freezer cgroup is gone');
+        return thaw(id);
+      };
+      const res = await env.call('/after');
+      assert.equal(res.status, 200, await res.text());
+      assert.equal(r.gone, true, 'the replica that cannot be woken is dropped');
+      assert.notEqual(env.w().replicas[0]?.id, r.id, 'a new replica answered');
+      assert.equal((await env.call('/again')).status, 200, 'and the next request too');
     } finally {
       await env.close();
       s.close();

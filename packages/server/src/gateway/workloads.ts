@@ -23,7 +23,7 @@ import { HOLDER_WAIT_MS, MAX_HOLDER_WAITING } from '../http/peer-forward.js';
 import { isGone } from '../kinds/status.js';
 import { ownPathRoute } from '../kinds/trigger-path.js';
 import type { Store } from '../store/store.js';
-import type { Activator } from './activator.js';
+import { type Activator, isWakeFailure } from './activator.js';
 import type { Admission, Forwarded } from './admission.js';
 import { Affinity, type Route } from './affinity.js';
 import { authorize } from './auth.js';
@@ -250,6 +250,7 @@ export class WorkloadGateway {
         onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
         onUnreachable: (err, sent) => this.replicaDown(w, route.w, r, err, req.headers, sent),
         retry: mayRetry ? (err, res) => this.retryElsewhere(req, a, w, route, r, err, res) : undefined,
+        wakeFailed: (err, res) => this.wakeFailed(req, a, w, route.w, r, err, res, mayRetry),
       },
       done: () => {
         limits.done();
@@ -276,6 +277,34 @@ export class WorkloadGateway {
   ): boolean {
     if (!RETRY_CODES.has(err.code ?? '')) return false;
     const ended = this.replicaDown(w, route.w, r, err, req.headers, false, true);
+    this.deps.resend(req, res, ended ? Promise.reject(ended) : this.route(req, a, w, false));
+    return true;
+  }
+
+  /**
+   * A replica whose thaw failed (its sandbox went from under the runtime while frozen, say a kept replica at scale to
+   * zero) would fail every request sent to it: it is removed, and the request goes once more as in retryElsewhere.
+   */
+  private wakeFailed(
+    req: IncomingMessage,
+    a: WorkloadAddress,
+    w: Workload,
+    rev: Workload,
+    r: Replica,
+    err: Error,
+    res: ServerResponse,
+    mayRetry: boolean,
+  ): boolean {
+    if (!isWakeFailure(err)) return false;
+    if (!r.gone) {
+      this.deps.logger.warn(
+        { workload: rev.key, replica: r.id, err: err.message },
+        'replica could not be woken: removed',
+      );
+      void this.deps.replicas.crashed(rev, r);
+    }
+    if (!mayRetry) return false;
+    const ended = this.affinity.ended(w, req.headers);
     this.deps.resend(req, res, ended ? Promise.reject(ended) : this.route(req, a, w, false));
     return true;
   }
@@ -406,8 +435,12 @@ export class WorkloadGateway {
       return { statusCode: answer.statusCode, output: out.slice(0, MAX_OUTPUT_BYTES) };
     } catch (err) {
       const e = err as Error & { code?: string };
-      // Refused at connect: nothing reached the replica, so the body goes once more, as a caller's request does.
-      if (!(mayRetry && t && REPLICA_DOWN_CODES.has(e.code ?? ''))) return { error: e.message };
+      const unwakeable = isWakeFailure(e);
+      if (unwakeable && r && !r.gone) void this.deps.replicas.crashed(rev, r);
+      // Refused at connect (or never woken): nothing reached the replica, so the body goes once more, as a caller's
+      // request does.
+      if (!(mayRetry && t && (unwakeable || REPLICA_DOWN_CODES.has(e.code ?? ''))))
+        return { error: e.message };
       refused = e;
     } finally {
       if (r && t) {
