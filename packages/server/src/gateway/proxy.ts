@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { type Dispatcher, util } from 'undici';
 import { ApiError } from '../errors.js';
-import { HOP_BY_HOP, hasBody } from '../http/hop-by-hop.js';
+import { connectionNamed, HOP_BY_HOP, hasBody } from '../http/hop-by-hop.js';
 import { withoutScopeWidening } from './shared-origin.js';
 import { CREDENTIAL_HEADERS, PREVIEW_TOKEN_HEADERS, withoutTokenCookie } from './auth.js';
 import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
@@ -25,6 +25,7 @@ export function upstreamHeaders(req: IncomingMessage): Record<string, string | s
     const v = h[name];
     if (v !== undefined && !DROPPED.has(name)) out[name] = v;
   }
+  for (const name of connectionNamed(h.connection)) delete out[name];
   if (typeof out.cookie === 'string') {
     // A private preview's token cookie is Berth's, not the application's.
     const kept = withoutTokenCookie(out.cookie);
@@ -40,6 +41,7 @@ export function upstreamHeaders(req: IncomingMessage): Record<string, string | s
 }
 
 function downstreamHeaders(h: IncomingHttpHeaders): IncomingHttpHeaders {
+  for (const name of connectionNamed(h.connection)) delete h[name];
   for (const name of HOP_BY_HOP) delete h[name];
   return h;
 }

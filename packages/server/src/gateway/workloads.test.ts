@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +41,10 @@ const address = (n: number) => `127.0.${LOOPBACK}.${n}`;
 async function app(at: string, hold?: Promise<void>): Promise<{ close(): void }> {
   const s: Server = createServer(async (req, res) => {
     if (hold && req.url?.startsWith('/slow')) await hold;
+    if (req.url === '/hop') {
+      res.writeHead(200, { connection: 'X-Up-Hop', 'x-up-hop': 'v', 'x-up-kept': 'k' });
+      return void res.end(JSON.stringify({ hop: req.headers['x-hop'], kept: req.headers['x-kept'] }));
+    }
     res.end(JSON.stringify({ path: req.url }));
   });
   await new Promise<void>((r) => s.listen(APP_PORT, at, r));
@@ -104,6 +108,7 @@ async function setup(
     driver,
     replicas,
     deploy,
+    base,
     w: () => replicas.get('default', 'Agent', 'bot') as Workload,
     call: (path: string, key: string | null | undefined = adminKey) =>
       fetch(`${base}${path}`, { headers: key ? { authorization: `Bearer ${key}` } : {} }),
@@ -245,6 +250,37 @@ describe('the workload gateway', () => {
       assert.equal(state, 'frozen', 'in standby');
       assert.equal((await env.call('/')).status, 200);
       assert.equal((await env.driver.inspect(r.id))?.state, 'running', 'woken by the request');
+    } finally {
+      await env.close();
+      s.close();
+    }
+  });
+
+  it('passes on no header that a Connection header names, either way', async () => {
+    const s = await app(address(1));
+    const env = await setup({ isPublic: true });
+    try {
+      // fetch() may not set Connection; a plain request may.
+      const { status, headers, body } = await new Promise<{
+        status?: number;
+        headers: IncomingHttpHeaders;
+        body: string;
+      }>((resolve, reject) => {
+        const q = request(`${env.base}/hop`, {
+          headers: { connection: 'keep-alive, X-Hop', 'x-hop': '1', 'x-kept': '1' },
+        });
+        q.on('response', async (r) => {
+          let b = '';
+          for await (const c of r) b += c;
+          resolve({ status: r.statusCode, headers: r.headers, body: b });
+        });
+        q.on('error', reject);
+        q.end();
+      });
+      assert.equal(status, 200, body);
+      assert.deepEqual(JSON.parse(body), { kept: '1' }, 'the request lost the header its Connection named');
+      assert.equal(headers['x-up-hop'], undefined, 'the answer lost the header its Connection named');
+      assert.equal(headers['x-up-kept'], 'k');
     } finally {
       await env.close();
       s.close();

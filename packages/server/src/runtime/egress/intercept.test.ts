@@ -29,6 +29,8 @@ let proxy: EgressProxy;
 let explicit: number;
 /** What the upstream saw: per request, the upstream socket's port, the injected header and the body. */
 const seen: { socket: number; key: string | undefined; body: string }[] = [];
+/** What the upstream saw of the headers of `/hop`. */
+let hopSeen: { hop?: string | string[]; kept?: string | string[] } | undefined;
 /** Upstream answers left unfinished because their request was given up. */
 let abandoned = 0;
 /** TCP connections the upstream accepted. */
@@ -74,6 +76,12 @@ before(async () => {
         if (!r.writableFinished) abandoned++;
       });
       return void r.write('first');
+    }
+    if (q.url === '/hop') {
+      // The headers the client's Connection named must not arrive; this answer names one of its own.
+      hopSeen = { hop: q.headers['x-hop'], kept: q.headers['x-kept'] };
+      r.writeHead(200, { connection: 'X-Up-Hop', 'x-up-hop': 'v', 'x-up-kept': 'k', 'content-length': '2' });
+      return void r.end('ok');
     }
     // `/close`: this upstream connection ends with the answer (the next request needs a new one).
     if (q.url === '/close') r.setHeader('connection', 'close');
@@ -283,6 +291,29 @@ test("the upstream's answer reaches the sandbox byte for byte, less the upstream
   assert.match(head, /^X-Latin: caf\u00e9$/m, 'a byte outside ASCII passed on as it came');
   assert.doesNotMatch(head, /timeout=99/, "the upstream connection's keep-alive is not the sandbox's");
   assert.equal(text.length - head.length - 4, 1 << 20, 'the whole body');
+});
+
+test('headers that a Connection header names go no further, either way', async () => {
+  policies.set(A, routed('secret-a'));
+  const a = await tlsOver((await connectFrom(A)).sock, cas.get(A) as CaMaterial);
+  const head = await new Promise<string>((resolve) => {
+    let buf = '';
+    a.on('data', (d: Buffer) => {
+      buf += d;
+      if (buf.includes('\r\n\r\nok')) resolve(buf.slice(0, buf.indexOf('\r\n\r\n')));
+    });
+    a.write(
+      'GET /hop HTTP/1.1\r\nHost: ok.test\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nX-Kept: 1\r\n\r\n',
+    );
+  });
+  a.destroy();
+  assert.deepEqual(
+    hopSeen,
+    { hop: undefined, kept: '1' },
+    'the request lost the header its Connection named',
+  );
+  assert.doesNotMatch(head, /x-up-hop/i, 'the answer lost the header its Connection named');
+  assert.match(head, /^x-up-kept: k$/im);
 });
 
 test('a sandbox that leaves in the middle of an answer gives the upstream request up', async () => {

@@ -35,6 +35,29 @@ const HOP_BY_HOP = [
   'expect',
 ];
 const HOP_BY_HOP_SET = new Set(HOP_BY_HOP);
+
+/**
+ * Adds the header names a `Connection` value lists (lower case) to `into`: the sender's own hop-by-hop headers, dropped
+ * with it (RFC 9110 §7.6.1; http/hop-by-hop.ts has the server's copy).
+ */
+function connectionNamed(value: string, into: string[] = []): string[] {
+  for (const t of value.split(',')) {
+    const name = t.trim().toLowerCase();
+    if (name && name !== 'close' && name !== 'keep-alive') into.push(name);
+  }
+  return into;
+}
+
+/** Removes from a flat [name, value, …] list every header whose name is in `names` (rare: only when one is named). */
+function dropNamed(headers: string[], names: string[]): void {
+  let w = 0;
+  for (let i = 0; i < headers.length; i += 2) {
+    if (names.includes(headers[i].toLowerCase())) continue;
+    headers[w++] = headers[i];
+    headers[w++] = headers[i + 1];
+  }
+  headers.length = w;
+}
 /** Hosts whose routes are memoised per policy (a sandbox calling more names than this recomputes the oldest). */
 const ROUTES_PER_POLICY = 256;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
@@ -241,14 +264,17 @@ export class Interceptor {
     // Whether a body follows (a length other than 0, or a transfer coding): undici sends a stream body without a
     // length chunked, so a request without one must get none. Read here rather than from the header object.
     let hasBody = false;
+    let named: string[] | undefined;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i].toLowerCase();
       if (name === 'content-length') hasBody = raw[i + 1] !== '0';
       else if (name === 'transfer-encoding') hasBody = true;
+      else if (name === 'connection') named = connectionNamed(raw[i + 1], named);
       if (route.replaced.has(name) || (merge && (name === 'content-length' || name === 'transfer-encoding')))
         continue;
       headers.push(raw[i], raw[i + 1]);
     }
+    if (named?.length) dropNamed(headers, named);
     headers.push('host', route.hostHeader(c.port));
     for (const h of route.headers) headers.push(h[0], h[1]);
     let injected = route.headers.length;
@@ -330,11 +356,15 @@ class Relay {
     if (statusCode < 200) return true; // 1xx: this server already answered the sandbox's own
     this.onStatus(statusCode);
     const headers: string[] = [];
+    let named: string[] | undefined;
     for (let i = 0; i < raw.length; i += 2) {
       // latin1 both ways: the header bytes go on exactly as they came.
       const name = raw[i].toString('latin1');
-      if (!HOP_BY_HOP_SET.has(name.toLowerCase())) headers.push(name, raw[i + 1].toString('latin1'));
+      const lower = name.toLowerCase();
+      if (lower === 'connection') named = connectionNamed(raw[i + 1].toString('latin1'), named);
+      if (!HOP_BY_HOP_SET.has(lower)) headers.push(name, raw[i + 1].toString('latin1'));
     }
+    if (named?.length) dropNamed(headers, named);
     try {
       this.res.writeHead(statusCode, headers);
     } catch (e) {
