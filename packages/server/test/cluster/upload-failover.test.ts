@@ -77,10 +77,19 @@ describe('an upload URL issued before a failover', () => {
     assert.equal(up.status, 200, JSON.stringify(stored));
     const o = await deployed(b, 'up');
     assert.equal(o.source?.digest, stored.digest);
-    // Its replica died with node-a: the new leader said so on the agent, naming the node.
+    // Its replica died with node-a: the agent is told so once, naming the node, when its placement moves the slot
+    // (once node-a's lease lapsed).
+    let events: any[] = o.events;
+    const lostOf = () => events.filter((e: any) => e.message.startsWith('lost: node node-a'));
+    for (let i = 0; i < 150 && !lostOf().length; i++) {
+      await sleep(100);
+      events = (await (await api(b, '/agents/up')).json()).events;
+    }
+    const lost = lostOf();
+    assert.equal(lost.length, 1, JSON.stringify(events));
     assert.match(
-      o.events.find((e: any) => e.message.startsWith('lost:'))?.message ?? JSON.stringify(o.events),
-      /^lost: node node-a, which ran this agent's replicas, stopped; their processes and memory are gone\. Node node-b starts them again/,
+      lost[0].message,
+      /^lost: node node-a, which ran a replica of this agent, stopped; its processes and memory are gone; calls wait for the replica started again\. Node node-b starts it again/,
     );
   });
 

@@ -60,12 +60,16 @@ export async function placeReplicas(deps: ReplicaPlacementDeps): Promise<number>
       if (holder.keepsReplica(from, o.body) || holder.node(from)?.drained) continue;
       const to = [...new Set(next.filter((n) => !current.includes(n)))];
       if (to.length === 0) continue;
+      // Other slots on nodes still in the placement answer meanwhile; a workload that had only this one waits.
+      const others = current.some((n) => n !== from && !moved.includes(n));
       await deps.resources.recordEvent(
         { kind: o.kind, workspace: o.workspace, parent: '', name: o.name },
         lostOnNode(
           from,
           `a replica of this ${o.kind.toLowerCase()}`,
-          'its processes and memory are gone; the replicas on other nodes go on answering',
+          others
+            ? 'its processes and memory are gone; the replicas on other nodes go on answering'
+            : 'its processes and memory are gone; calls wait for the replica started again',
           `Node ${to.join(', ')} starts it again, up to its scale`,
         ),
       );
