@@ -107,6 +107,40 @@ describe('GET answers kept as text', () => {
     const after = await (await s.api(path, { key: a.key })).json();
     assert.notEqual(after.spec.secret.apiKey, 'sk-texts-secret-1234');
   });
+
+  it('a list page in the {data, meta} envelope joins the kept texts as the page made without them reads', async () => {
+    for (const n of ['env-1', 'env-2', 'env-3'])
+      assert.equal(
+        (await s.api('/policies', { method: 'POST', json: policy(n, 7), key: b.key })).status,
+        200,
+      );
+    const page = async (version: string, cursor = '') => {
+      const r = await s.api(`/policies?limit=2${cursor ? `&cursor=${cursor}` : ''}`, {
+        key: b.key,
+        headers: { 'blaxel-version': version },
+      });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('content-type'), 'application/json; charset=utf-8');
+      return r.json();
+    };
+    for (const n of ['env-1', 'env-2', 'env-3']) await s.api(`/policies/${n}`, { key: b.key }); // texts kept
+    const first = await page('2026-04-28');
+    assert.deepEqual(Object.keys(first), ['data', 'meta']);
+    assert.equal(first.meta.hasMore, true);
+    const second = await page('2026-04-28', first.meta.nextCursor);
+    assert.deepEqual(second.meta, { hasMore: false });
+    const names = [...first.data, ...second.data].map((p: any) => p.metadata.name);
+    assert.deepEqual(
+      names.filter((n: string) => n.startsWith('env-')),
+      ['env-1', 'env-2', 'env-3'],
+    );
+    // The same objects as a bare page of the baseline version, and as each GET reads them.
+    const bare = await page('2025-01-01');
+    assert.ok(Array.isArray(bare));
+    assert.deepEqual(bare, first.data);
+    for (const p of first.data)
+      assert.deepEqual(p, await (await s.api(`/policies/${p.metadata.name}`, { key: b.key })).json());
+  });
 });
 
 describe('AnswerTexts bounds', () => {

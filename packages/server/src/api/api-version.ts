@@ -82,11 +82,28 @@ export function answerList(req: FastifyRequest, reply: FastifyReply, info: ListP
     reply.header('Link', `<${url.pathname}${url.search}>; rel="next"`);
   }
   if (listIsBare(req, info.kind)) return;
-  const meta = info.nextCursor ? { hasMore: true, nextCursor: info.nextCursor } : { hasMore: false };
+  const meta = metaOf(info.nextCursor);
   // Only an array is wrapped: an error answered on this reply afterwards goes out as the problem it is (its
-  // handler sets its own type). A custom serializer leaves the type unset, so it is set here.
+  // handler sets its own type). A custom serializer leaves the type unset, so it is set here. A string is a page's
+  // text made already (listText).
   reply.type('application/json; charset=utf-8');
   reply.serializer((payload: unknown) =>
-    JSON.stringify(Array.isArray(payload) ? { data: payload, meta } : payload),
+    typeof payload === 'string'
+      ? payload
+      : JSON.stringify(Array.isArray(payload) ? { data: payload, meta } : payload),
   );
+}
+
+const metaOf = (nextCursor: string | undefined) =>
+  nextCursor ? { hasMore: true, nextCursor } : { hasMore: false };
+
+/**
+ * The text of a list page whose items are JSON texts already (kept GET answers), as answerList's shape for the
+ * caller's version writes it: the bare array, or `{data, meta}` with the cursor the page set.
+ */
+export function listText(req: FastifyRequest, reply: FastifyReply, items: string[], kind?: string): string {
+  const array = `[${items.join(',')}]`;
+  if (listIsBare(req, kind)) return array;
+  const next = reply.getHeader('X-Next-Cursor');
+  return `{"data":${array},"meta":${JSON.stringify(metaOf(typeof next === 'string' ? next : undefined))}}`;
 }

@@ -14,7 +14,7 @@ import type { DeleteHook } from './wait.js';
 import { wantsWatch, watchAnswer } from './list-watch.js';
 import type { WatchLimit } from './watch-stream.js';
 import { AnswerTexts } from './answer-texts.js';
-import { listIsBare } from './api-version.js';
+import { listText } from './api-version.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
@@ -187,9 +187,8 @@ export function registerCrud(
         reply,
         listFilter(kd, req),
       );
-      // A bare array (the envelope of later API versions is made by the reply's serializer, which a text skips):
-      // each object's text as its GET answers it (kept by version), joined as JSON.stringify writes an array.
-      if (!textsKept || show || !listIsBare(req, kd.kind)) return page.map((o) => viewOf(o, show));
+      // Each object's text as its GET answers it (kept by version), joined as JSON.stringify writes the page.
+      if (!textsKept || show) return page.map((o) => viewOf(o, show));
       const texts = page.map((o) => {
         let text = answers.get(o, o.resourceVersion);
         if (text === undefined) {
@@ -198,7 +197,7 @@ export function registerCrud(
         }
         return text;
       });
-      return reply.type(JSON_TYPE).send(`[${texts.join(',')}]`);
+      return reply.type(JSON_TYPE).send(listText(req, reply, texts, kd.kind));
     });
 
     // Every parent's objects at once: ordered by name, then parent (two parents may hold the same name).
