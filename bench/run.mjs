@@ -6,6 +6,7 @@ import { benchAgentsCold } from './agents/cold.mjs';
 import { benchAgentsColdBuild } from './agents/cold-build.mjs';
 import { benchChaos, benchSoak } from './chaos/chaos.mjs';
 import { benchClusterAgentFailover } from './cluster/agent-failover.mjs';
+import { benchClusterAppCopies } from './cluster/app-copies.mjs';
 import { benchClusterImagesAhead } from './cluster/images-ahead.mjs';
 import { benchClusterLeaderFence } from './cluster/leader-fence.mjs';
 import { benchClusterPlacement } from './cluster/placement.mjs';
@@ -51,6 +52,7 @@ const all = {
   'sandbox-snapshots': benchSnapshots,
   'cluster-agent-failover': benchClusterAgentFailover,
   'cluster-images-ahead': benchClusterImagesAhead,
+  'cluster-app-copies': benchClusterAppCopies,
   'cluster-placement': benchClusterPlacement,
   'cluster-scale': benchClusterScale,
   'cluster-leader-fence': benchClusterLeaderFence,

@@ -3143,6 +3143,7 @@ export interface components {
                 source: string;
                 start: string;
                 createdAt: string;
+                appDigest?: string;
             }[];
         };
         AgentInput: {
@@ -3317,6 +3318,7 @@ export interface components {
                 source: string;
                 start: string;
                 createdAt: string;
+                appDigest?: string;
             }[];
         };
         FunctionInput: {
@@ -3503,6 +3505,7 @@ export interface components {
                 source: string;
                 start: string;
                 createdAt: string;
+                appDigest?: string;
             }[];
         };
         JobInput: {

@@ -118,6 +118,8 @@ test('BERTH_BUILDS_AHEAD: on by default; true/false (or 1/0); anything else fail
   assert.equal(loadConfig({}, { BERTH_BUILDS_AHEAD: '1' }).buildsAhead, true);
   assert.equal(loadConfig({}, {}).imagesAhead, true);
   assert.equal(loadConfig({}, { BERTH_IMAGES_AHEAD: 'false' }).imagesAhead, false);
+  assert.equal(loadConfig({}, {}).appCopies, true);
+  assert.equal(loadConfig({}, { BERTH_APP_COPIES: 'false' }).appCopies, false);
   assert.equal(loadConfig({}, {}).imageCopyWaitS, 30);
   assert.equal(loadConfig({}, { BERTH_IMAGE_COPY_WAIT_S: '0' }).imageCopyWaitS, 0);
   assert.throws(() => loadConfig({}, { BERTH_IMAGE_COPY_WAIT_S: 'soon' }), /BERTH_IMAGE_COPY_WAIT_S/);

@@ -70,6 +70,12 @@ export interface Config {
    */
   imagesAhead: boolean;
   /**
+   * Whether a server of a cluster copies a built app it lacks from a node holding it rather than building it
+   * (BERTH_APP_COPIES, default true; `false`: it builds every app it runs itself, as before decision 094). Its own
+   * apps are given to the other nodes either way.
+   */
+  appCopies: boolean;
+  /**
    * Seconds an image write (import, pull, build) on a cluster's leader waits for another node to hold the image
    * before it is answered (BERTH_IMAGE_COPY_WAIT_S, default 30; 0: answered at once, the copy follows within about a
    * second and the copy's time: decision 087).
@@ -285,6 +291,7 @@ export function loadConfig(
     leaderCheckS: positiveSeconds(env.BERTH_LEADER_CHECK_EVERY, 'BERTH_LEADER_CHECK_EVERY'),
     buildsAhead: onOff(env.BERTH_BUILDS_AHEAD, 'BERTH_BUILDS_AHEAD', true),
     imagesAhead: onOff(env.BERTH_IMAGES_AHEAD, 'BERTH_IMAGES_AHEAD', true),
+    appCopies: onOff(env.BERTH_APP_COPIES, 'BERTH_APP_COPIES', true),
     imageCopyWaitS: nonNegativeInt(env.BERTH_IMAGE_COPY_WAIT_S ?? '30', 'BERTH_IMAGE_COPY_WAIT_S'),
     replicaRemoveAfterS: env.BERTH_REPLICA_REMOVE_AFTER
       ? positiveInt(env.BERTH_REPLICA_REMOVE_AFTER, 'BERTH_REPLICA_REMOVE_AFTER')

@@ -35,7 +35,8 @@ import { APP_MOUNT, buildScript, CACHE_MOUNT, SRC_MOUNT } from './build-script.j
 import type { CodeStore } from './code-store.js';
 import { DependencyCache, InstallError, installInputs } from './dependency-cache.js';
 import { fetchGitSource, type GitRepository, type GitSourceInfo } from './git-source.js';
-import { workspaceBuildsDir, workspacesRoot } from './layout.js';
+import { appArchiveDigest } from './app-archive.js';
+import { appsDirOf, workspaceBuildsDir, workspacesRoot } from './layout.js';
 import { MANIFEST_FILES, type Manifest, ManifestError, parseManifest } from './manifest.js';
 import { type BuildPlan, PlanError, planBuild } from './plan.js';
 import { DockerfileError } from './dockerfile/parse.js';
@@ -74,6 +75,26 @@ export interface BuiltApp {
   base?: BaseImage;
   /** Built earlier: nothing ran. */
   cached: boolean;
+  /**
+   * The digest of the app directory's archive (app-archive.ts), taken when it was built: what a copy on another node
+   * is checked against (decision 094). None for a Dockerfile app (its image is the app) and an app built before.
+   */
+  archive?: string;
+  /** Copied from this peer (host:port) instead of built here. */
+  copiedFrom?: string;
+}
+
+/**
+ * Where an app this server lacks may be had without building it: another node of the cluster that holds it
+ * (app-copies.ts). Undefined when no live node holds it; throws when holders failed to give it whole.
+ */
+export interface AppSource {
+  copy(
+    workspace: string,
+    key: string,
+    want: { digest?: string },
+    signal: AbortSignal,
+  ): Promise<BuiltApp | undefined>;
 }
 
 /** `spec.runtime.image` cannot be used (not in the workspace's images): the object is FAILED saying how to fix it. */
@@ -136,6 +157,8 @@ export class Builder {
   private readonly cache: DependencyCache;
   /** Builds under way in this process by workspace, then key: a followed log ends when its key leaves. */
   private readonly running = new Map<string, Map<string, Running>>();
+  /** In a cluster: the other nodes' built apps, copied rather than built again (decision 094). */
+  private copies?: AppSource;
 
   constructor(private readonly deps: BuilderDeps) {
     this.workDir = join(deps.dataDir, 'builds', 'work');
@@ -147,6 +170,11 @@ export class Builder {
     const root = workspacesRoot(deps.dataDir);
     if (existsSync(root))
       for (const ws of readdirSync(root)) rmSync(join(root, ws, 'work'), { recursive: true, force: true });
+  }
+
+  /** Builds from here on copy an app another node holds before building it (main/http.ts sets it in a cluster). */
+  copyFrom(copies: AppSource | undefined): void {
+    this.copies = copies;
   }
 
   /** Clones a spec's git repository into the workspace's code, as an upload would store it (git-source.ts). */
@@ -193,7 +221,7 @@ export class Builder {
   }
 
   private appsDir(workspace: string): string {
-    return join(workspaceBuildsDir(this.deps.dataDir, workspace), 'apps');
+    return appsDirOf(this.deps.dataDir, workspace);
   }
 
   logPath(workspace: string, key: string): string {
@@ -229,14 +257,16 @@ export class Builder {
     const meta = join(apps, `${key}.json`);
     if (!existsSync(meta) || !existsSync(join(apps, key))) return undefined;
     // The plan, with the base image beside it for an app built on one.
-    const { base, ...plan } = JSON.parse(readFileSync(meta, 'utf8'));
+    const { base, archive, ...plan } = JSON.parse(readFileSync(meta, 'utf8'));
     const dir = plan.language === 'dockerfile' ? '' : join(apps, key);
-    return { key, dir, plan, ...(base ? { base } : {}), cached: true };
+    return { key, dir, plan, ...(base ? { base } : {}), ...(archive ? { archive } : {}), cached: true };
   }
 
   /**
    * Builds `sourceDigest` of `workspace` (with the workspace's dependency cache) on `base` (none: the default image)
-   * for `owner` (the object built, which owns its steps' instances); throws BuildError on failure.
+   * for `owner` (the object built, which owns its steps' instances); throws BuildError on failure. In a cluster the
+   * app is first asked of the other nodes (`copyFrom`): copied from one that holds it, checked against `want.digest`
+   * (a revision's recorded archive digest) when given, and built here only when no live node holds it.
    */
   async build(
     workspace: string,
@@ -244,6 +274,7 @@ export class Builder {
     signal: AbortSignal,
     base: BaseImage | undefined,
     owner: BuildOwner,
+    want: { digest?: string } = {},
   ): Promise<BuiltApp> {
     const done = this.built(workspace, sourceDigest, base);
     if (done) return done;
@@ -254,7 +285,7 @@ export class Builder {
     if (under) return under.result;
     const stop = new AbortController();
     const both = AbortSignal.any([signal, stop.signal]);
-    const building = this.run(workspace, sourceDigest, key, both, base, owner);
+    const building = this.copyOrRun(workspace, sourceDigest, key, both, base, owner, want);
     const mine = this.running.get(workspace) ?? new Map<string, Running>();
     this.running.set(workspace, mine);
     mine.set(key, { stop, done: building.catch(() => undefined), result: building });
@@ -344,6 +375,20 @@ export class Builder {
     return { key, dir: '', plan, base, cached: false };
   }
 
+  private async copyOrRun(
+    workspace: string,
+    sourceDigest: string,
+    key: string,
+    signal: AbortSignal,
+    base: BaseImage | undefined,
+    owner: BuildOwner,
+    want: { digest?: string },
+  ): Promise<BuiltApp> {
+    const copied = await this.copies?.copy(workspace, key, want, signal);
+    if (copied) return copied;
+    return this.run(workspace, sourceDigest, key, signal, base, owner);
+  }
+
   private async run(
     workspace: string,
     sourceDigest: string,
@@ -417,19 +462,26 @@ export class Builder {
       const dir = join(apps, key);
       rmSync(dir, { recursive: true, force: true });
       renameSync(out, dir);
+      // Taken now, from the files the build made: another node's copy must hash to it (decision 094).
+      const { digest: archive } = await appArchiveDigest(dir);
       // The plan file marks the app built (builtByKey): written whole or not at all, so a server killed here
       // builds again rather than reading half a file.
-      writeFileSync(join(apps, `${key}.json.tmp`), JSON.stringify({ ...plan, ...(base ? { base } : {}) }));
+      writeFileSync(
+        join(apps, `${key}.json.tmp`),
+        JSON.stringify({ ...plan, ...(base ? { base } : {}), archive }),
+      );
       renameSync(join(apps, `${key}.json.tmp`), join(apps, `${key}.json`));
-      this.deps.logger?.info({ workspace, key }, 'build done');
-      return { key, dir, plan, ...(base ? { base } : {}), cached: false };
+      say(`built; archive ${archive}`);
+      this.deps.logger?.info({ workspace, key, archive }, 'build done');
+      return { key, dir, plan, ...(base ? { base } : {}), archive, cached: false };
     } finally {
       rmSync(work, { recursive: true, force: true });
     }
   }
 }
 
-const KEY = /^[0-9a-f]{32}$/;
+/** A build key (keyOf): 32 hex. */
+export const KEY = /^[0-9a-f]{32}$/;
 
 /** berth.toml (or blaxel.toml) of an unpacked upload, if it has one. */
 function parseManifestOf(dir: string): Manifest | undefined {

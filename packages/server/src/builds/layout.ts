@@ -15,3 +15,7 @@ export function workspaceBuildsDir(dataDir: string, workspace: string): string {
   if (!WORKSPACE_NAME.test(workspace)) throw new Error(`not a workspace name: ${JSON.stringify(workspace)}`);
   return join(workspacesRoot(dataDir), workspace);
 }
+
+/** Where a workspace's built apps are: `<key>/` (the app directory) and `<key>.json` (its plan) for each. */
+export const appsDirOf = (dataDir: string, workspace: string) =>
+  join(workspaceBuildsDir(dataDir, workspace), 'apps');

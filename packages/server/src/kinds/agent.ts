@@ -58,6 +58,8 @@ export const WORKLOAD_READ_ONLY = {
       source: Type.String(),
       start: Type.String(),
       createdAt: Type.String(),
+      /** The digest of the built app's archive, recorded at its build (decision 094). */
+      appDigest: opt(Type.String()),
     }),
   ),
 };

@@ -18,11 +18,12 @@ export async function startBuildsAhead(
   const { store, logger, builder, code, leadership } = parts;
   const done = new Counter({
     name: 'berth_builds_ahead_total',
-    help: 'Apps this server built ahead of taking the lead (built), and such builds that failed here (failed)',
+    help: 'Apps this server built ahead of taking the lead (built), copied ahead from a node holding them (copied), and such builds or copies that failed here (failed)',
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
   done.labels('built').inc(0);
+  done.labels('copied').inc(0);
   done.labels('failed').inc(0);
   const ahead = new BuildsAhead({
     store,

@@ -1,5 +1,6 @@
 // The HTTP server: authentication, the app, and the management API's routes (/v0, identity, console, metrics, the
 // model gateway), with the cluster's forwarding of requests to the server that holds what they are about.
+import { Counter } from 'prom-client';
 import { servingKey } from '../cluster/replica-placements.js';
 import { createApp } from '../api/app.js';
 import { registerCrud } from '../api/crud.js';
@@ -33,6 +34,7 @@ import { registerTemplates } from '../templates/routes.js';
 import { modelGateway } from '../models/http-route.js';
 import { UPLOAD_URL_HEADER } from '../api/code-upload.js';
 import { CodeCopies, peerToken } from '../builds/code-copies.js';
+import { AppCopies } from '../builds/app-copies.js';
 import { PeerImages } from '../runtime/images/peer-images.js';
 import { otherPeers } from './images-ahead.js';
 import { registerRevisionRoutes } from '../api/revisions.js';
@@ -103,6 +105,20 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     : undefined;
   codeCopies?.register(app);
   await codeCopies?.start();
+  // In a cluster a built app is built once: every other node that needs it copies it from a node holding it, checked
+  // against the digest recorded at its build (builds/app-copies.ts, decision 094). Each node gives its own apps
+  // whatever BERTH_APP_COPIES says; with it false, this node builds what it runs itself.
+  const appCopies = config.databaseUrl
+    ? new AppCopies({
+        dataDir: config.dataDir,
+        builder,
+        token: peerToken(masterKey),
+        peers: otherPeers(late, selfId),
+        logger,
+      })
+    : undefined;
+  appCopies?.register(app);
+  if (config.appCopies) builder.copyFrom(appCopies);
   // In a cluster, the server leading the controllers holds the instances they start (and the files they leave:
   // uploaded code, build and job logs, images, replicas), and each sandbox's node holds it: the other servers send
   // requests about those there (http/peer-forward.ts).
@@ -258,6 +274,16 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
     sandboxes: sandboxSampler({ store, driver }),
     access: metricsAccess({ token: config.metricsToken, authenticator: auth.authenticator, store }),
   });
+  if (appCopies) {
+    const copies = new Counter({
+      name: 'berth_app_copies_total',
+      help: 'Built apps this server copied from another node instead of building them (copied), and copies it refused: bytes other than the recorded digest, or cut (refused)',
+      labelNames: ['outcome'] as const,
+      registers: [metrics],
+    });
+    for (const o of ['copied', 'refused'] as const) copies.labels(o).inc(0);
+    appCopies.counted = (o) => copies.labels(o).inc();
+  }
   await app.register(modelGateway, {
     resources,
     authenticator: auth.authenticator,

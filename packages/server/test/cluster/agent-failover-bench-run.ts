@@ -58,11 +58,14 @@ try {
       ).json()) as any;
       const copies = new CodeStore(dirs[1]);
       for (let i = 0; i < 600; i++) {
-        const m = (await (await fetch(`${b.url}/metrics`)).text()).match(
-          /^berth_builds_ahead_total\{outcome="built"\} (\d+)/m,
-        );
+        // Built ahead, or copied ahead from the leader (decision 094).
+        const m = [
+          ...(await (await fetch(`${b.url}/metrics`)).text()).matchAll(
+            /^berth_builds_ahead_total\{outcome="(?:built|copied)"\} (\d+)/gm,
+          ),
+        ];
         // The code before builds ahead reports none: the copy is what it waits for.
-        if (copies.has('default', o.source.digest) && (!m || Number(m[1]) > 0)) break;
+        if (copies.has('default', o.source.digest) && (!m.length || m.some((x) => Number(x[1]) > 0))) break;
         await sleep(100);
       }
       if (SPREAD) {

@@ -1,6 +1,6 @@
 // Agents keep answering when the leader dies (docs/decisions/067-builds-ahead.md): three `berth serve` on one
-// PostgreSQL, an agent deployed through the leader. Every follower builds the agent's app ahead (seen in its /metrics
-// and its data dir); after kill -9 of the leader the new one starts the agent without building it (no build event, its
+// PostgreSQL, an agent deployed through the leader. Every follower has the agent's app ahead, copied from the leader
+// rather than built again (decision 094; seen in its /metrics and its data dir); after kill -9 of the leader the new one starts the agent without building it (no build event, its
 // build log untouched), and calls sent through the remaining follower during the failover are held until the new
 // leader answers them, not refused.
 import assert from 'node:assert/strict';
@@ -44,11 +44,13 @@ describe('followers build ahead; a failover is waited out, not refused', () => {
   });
   after(() => rmSync(work, { recursive: true, force: true }));
 
-  it("each follower holds the agent's built app, built ahead (its /metrics and data dir say so); the leader built none ahead", async () => {
+  it("each follower holds the agent's built app, copied ahead from the leader (its /metrics and data dir say so); the leader built none ahead", async () => {
     for (const id of ['node-b', 'node-c']) {
       const p = cluster.node(id);
-      for (let i = 0; i < 600 && !((await aheadCount(p, 'built')) ?? 0); i++) await sleep(100);
-      assert.equal(await aheadCount(p, 'built'), 1, id);
+      for (let i = 0; i < 600 && !((await aheadCount(p, 'copied')) ?? 0); i++) await sleep(100);
+      // The leader built it; each follower copied its bytes rather than building it again (decision 094).
+      assert.equal(await aheadCount(p, 'copied'), 1, id);
+      assert.equal(await aheadCount(p, 'built'), 0, id);
       assert.equal(await aheadCount(p, 'failed'), 0, id);
       assert.ok(existsSync(join(appDir(p), 'apps', `${app}.json`)), `${id} has no app ${app}`);
     }

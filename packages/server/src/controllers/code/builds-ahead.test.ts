@@ -72,7 +72,7 @@ describe('builds ahead on a server that does not lead', () => {
     builder: ReturnType<typeof fakeBuilder>,
     o: { leads?: () => boolean; has?: (ws: string, d: string) => boolean; backoffMs?: number } = {},
   ) => {
-    const counts = { built: 0, failed: 0 };
+    const counts = { built: 0, copied: 0, failed: 0 };
     const loop = new BuildsAhead({
       store,
       builder: builder as never,

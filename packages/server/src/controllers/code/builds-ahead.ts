@@ -24,7 +24,8 @@ const BUILT_BY_LEADER = new Set(['BUILT', 'DEPLOYING', 'DEPLOYED']);
 const FIRST_BACKOFF_MS = 5_000;
 const MAX_BACKOFF_MS = 10 * 60_000;
 
-export type AheadOutcome = 'built' | 'failed';
+/** `copied`: the app came from a node holding it (decision 094) rather than a build here. */
+export type AheadOutcome = 'built' | 'copied' | 'failed';
 
 export interface BuildsAheadDeps {
   store: Store;
@@ -49,6 +50,8 @@ interface Wanted {
   digest: string;
   base?: BaseImage;
   key: string;
+  /** The archive digest a revision recorded for it (a copy must have it). */
+  appDigest?: string;
 }
 
 const objectId = (o: StoredObject) => `${o.kind}\0${o.workspace}\0${o.name}`;
@@ -108,18 +111,18 @@ export class BuildsAhead {
       throw err;
     }
     const out: Wanted[] = [];
-    const add = (digest: string | undefined, key?: string) => {
+    const add = (digest: string | undefined, key?: string, appDigest?: string) => {
       if (!digest) return;
       const k = this.deps.builder.keyOf(o.workspace, digest, base);
       // A revision built on another base image than the spec names now: its base is not known here.
       if ((key && key !== k) || out.some((w) => w.key === k)) return;
-      out.push({ workspace: o.workspace, kind: o.kind, name: o.name, digest, base, key: k });
+      out.push({ workspace: o.workspace, kind: o.kind, name: o.name, digest, base, key: k, appDigest });
     };
     // The revisions it serves first (a new leader starts them), then its current source once the leader built it.
     const revisions: RevisionRecord[] = o.body.revisions ?? [];
     for (const id of [o.body.activeRevision, o.body.canaryRevision]) {
       const rec = id ? revisions.find((r) => r.id === id) : undefined;
-      if (rec) add(rec.source, rec.app);
+      if (rec) add(rec.source, rec.app, rec.appDigest);
     }
     if (BUILT_BY_LEADER.has(o.body.status)) add(o.body.source?.digest);
     if (out.length) this.wanted.set(id, out);
@@ -153,13 +156,22 @@ export class BuildsAhead {
     const { logger } = this.deps;
     const at = { workspace: w.workspace, kind: w.kind, name: w.name, key: w.key };
     try {
-      await this.deps.builder.build(w.workspace, w.digest, this.stop.signal, w.base, {
-        kind: w.kind,
-        name: w.name,
-      });
+      const app = await this.deps.builder.build(
+        w.workspace,
+        w.digest,
+        this.stop.signal,
+        w.base,
+        { kind: w.kind, name: w.name },
+        { digest: w.appDigest },
+      );
       this.failed.delete(`${w.workspace}/${w.key}`);
-      this.deps.counted?.('built');
-      logger?.info(at, 'built ahead: this server can take the lead without building it');
+      this.deps.counted?.(app?.copiedFrom ? 'copied' : 'built');
+      logger?.info(
+        { ...at, ...(app?.copiedFrom ? { from: app.copiedFrom } : {}) },
+        app?.copiedFrom
+          ? 'copied ahead: this server can take the lead without building it'
+          : 'built ahead: this server can take the lead without building it',
+      );
     } catch (err) {
       if (this.stop.signal.aborted) return;
       const count = (this.failed.get(`${w.workspace}/${w.key}`)?.count ?? 0) + 1;

@@ -39,6 +39,11 @@ export interface RevisionRecord {
   source: string;
   start: string;
   createdAt: string;
+  /**
+   * The digest of the built app's archive, recorded at its build (decision 094): a node of a cluster copying the app
+   * keeps a copy only with these bytes. Absent for a revision built before, and for a Dockerfile app.
+   */
+  appDigest?: string;
 }
 
 export interface CodeDeps extends ControllerDeps {
@@ -172,6 +177,7 @@ export function revisionsStep(
     source: source.digest,
     start: app.plan.start,
     createdAt: deps.now().toISOString(),
+    ...(app.archive ? { appDigest: app.archive } : {}),
   };
   const known: RevisionRecord[] = o.body.revisions ?? [];
   const isNew = !known.some((r) => r.id === latest.id);

@@ -3,6 +3,7 @@
 // 067) did not make it (they make what the job serves: an execution may run an older revision), or failed. The
 // runner asks for it here, from the revision that recorded the app (its source is on every server, decision 063), and
 // a failure ends the waiting tasks' attempts per the job's retry policy instead of leaving them waiting for ever.
+import { AppCopyError } from '../../builds/app-archive.js';
 import { type BaseImage, BaseImageError, BuildError, type Builder } from '../../builds/builder.js';
 import type { CodeStore } from '../../builds/code-store.js';
 import type { Store } from '../../store/store.js';
@@ -52,10 +53,20 @@ export async function rebuildJobApp(
   if (!deps.code.has(workspace, rec.source))
     throw new AppUnavailableError(`the source of revision ${rec.id} is not on this server`);
   try {
-    await deps.builder.build(workspace, rec.source, signal, base, { kind: 'Job', name: job });
+    // In a cluster, copied from a node holding it with the digest the revision recorded (decision 094).
+    await deps.builder.build(
+      workspace,
+      rec.source,
+      signal,
+      base,
+      { kind: 'Job', name: job },
+      { digest: rec.appDigest },
+    );
   } catch (err) {
     if (err instanceof BuildError)
       throw new AppUnavailableError(`the build of revision ${rec.id} failed: ${err.message}\n${err.logTail}`);
+    if (err instanceof AppCopyError)
+      throw new AppUnavailableError(`revision ${rec.id} could not be had on this server: ${err.message}`);
     throw err;
   }
 }

@@ -2,9 +2,10 @@
 // (docs/decisions/086-replicas-across-nodes.md): their deployed revisions (active, and canary), with its share of
 // their scale, on its own runtime; and nothing of a workload placed elsewhere. The leader's placement
 // (replica-placement.ts) says where; this node does the node-local work (start, re-adopt, scale, freeze through its
-// gateway, remove) and writes no status: the object's status is the leader's deploy's. The app is this node's own
-// build of the revision: built ahead already (controllers/code/builds-ahead.ts), or built here before its replicas
-// start; the gateways send the workload's requests to the nodes that serve it meanwhile.
+// gateway, remove) and writes no status: the object's status is the leader's deploy's. The app is the revision's
+// build: copied ahead already (controllers/code/builds-ahead.ts), or copied here from a node holding it before its
+// replicas start (builds/app-copies.ts; built here only when no live node holds it); the gateways send the workload's
+// requests to the nodes that serve it meanwhile.
 import type { Logger } from 'pino';
 import type { BuiltApp, Builder } from '../../builds/builder.js';
 import type { CodeStore } from '../../builds/code-store.js';
@@ -133,10 +134,16 @@ export class ReplicaHolding {
     const built = builder.builtByKey(o.workspace, rec.app);
     if (built || !this.deps.code.has(o.workspace, rec.source)) return built;
     const base = builder.baseImage(o.workspace, o.body.spec?.runtime?.image);
-    const app = await builder.build(o.workspace, rec.source, this.abort.signal, base, {
-      kind: o.kind,
-      name: o.name,
-    });
+    // In a cluster Builder.build copies it from a node that holds it (decision 094), checked against the digest the
+    // revision recorded at its build; it builds here only when no live node holds it.
+    const app = await builder.build(
+      o.workspace,
+      rec.source,
+      this.abort.signal,
+      base,
+      { kind: o.kind, name: o.name },
+      { digest: rec.appDigest },
+    );
     // Built on another base than the revision's (the spec's image changed since): not the revision's app.
     return app.key === rec.app ? app : undefined;
   }
