@@ -44,6 +44,8 @@ function taskWire(t: TaskRecord, rec: ExecutionRecord) {
     index: t.index,
     attempts: t.attempts,
     exitCode: t.exitCode,
+    // In a cluster, the node its last attempt was placed on (read-only, as a sandbox's `node`).
+    node: t.node,
   };
 }
 
