@@ -25,6 +25,8 @@ import { listPage } from './pagination.js';
 export interface JobExecutionRouteDeps {
   resources: Resources;
   runner: JobRunner;
+  /** In a cluster: follows an attempt running on another node (api/job-task-peer.ts). */
+  remoteLog?: LogFollowDeps['remote'];
   now?: () => number;
 }
 
@@ -166,6 +168,7 @@ export function registerJobExecutionRoutes(app: FastifyInstance, deps: JobExecut
         logFile: runner.logFile(workspace, job, rec.id, index),
         state: () => runner.taskState(workspace, job, rec.id, index),
         socketOf: (sandbox) => runner.socketOf(sandbox),
+        remote: deps.remoteLog,
       });
     }
     let text = '';

@@ -72,8 +72,24 @@ describe('job tasks placed across the nodes of a cluster', () => {
       if (!victim) await sleep(100);
     }
     assert.ok(victim, 'no task ran on a follower');
-    // Its process started (its first line is in the node's sandbox), so the kill takes a running attempt.
-    await sleep(2_000);
+    // Its log followed through the third server while it runs: its output arrives live from the node running it
+    // (through the leader, which serves task logs), and the follow goes on through the kill to the retry's end.
+    const third = cluster.procs.find((p) => p.id !== 'node-a' && p.id !== victim.node) as Proc;
+    const follow = await api(third, `/jobs/${JOB}/executions/${id}/tasks/${victim.index}/logs?follow=true`);
+    assert.equal(follow.status, 200);
+    let followed = '';
+    const reading = (async () => {
+      const dec = new TextDecoder();
+      for await (const c of follow.body as any) followed += dec.decode(c, { stream: true });
+    })();
+    for (let i = 0; i < 300 && !followed.includes(`task ${victim.index} attempt 1 of execution`); i++)
+      await sleep(100);
+    assert.match(
+      followed,
+      new RegExp(`^--- attempt 1 ---\ntask ${victim.index} attempt 1 of execution`),
+      followed,
+    );
+    assert.equal((await tasksOf(a, id))[victim.index].status, 'running', 'streamed before the attempt ended');
     await cluster.kill(victim.node);
     const killedAt = Date.now();
     let again: any;
@@ -111,6 +127,14 @@ describe('job tasks placed across the nodes of a cluster', () => {
       new RegExp(
         `--- attempt 1 ---\\n\\(no output: node ${victim.node} stopped[^]*--- attempt 2 ---\\n[^]*MARKER task=${victim.index} attempt=2 done`,
       ),
+    );
+    await reading;
+    assert.match(
+      followed,
+      new RegExp(
+        `--- attempt 2 ---\ntask ${victim.index} attempt 2 of execution[^]*MARKER task=${victim.index} attempt=2 done`,
+      ),
+      followed,
     );
     process.stdout.write(
       `# kill -9 of ${victim.node} under task ${victim.index}: its retry ran on ${again.node} ${retryMs} ms after the kill, the execution ended ${doneMs} ms after (load ${loadavg()[0].toFixed(1)})\n`,

@@ -310,7 +310,14 @@ export class JobRunner {
   /** A task of an unfinished execution as the runner holds it (log following); undefined once it has ended. */
   taskState(workspace: string, job: string, id: string, index: number): FollowedTask | undefined {
     const t = this.live.get(`${workspace}/${job}/${id}`)?.tasks[index];
-    return t && { status: t.status, attempts: t.attempts, sandbox: t.sandbox };
+    return (
+      t && {
+        status: t.status,
+        attempts: t.attempts,
+        sandbox: t.sandbox,
+        node: t.node && t.node !== this.deps.node ? t.node : undefined,
+      }
+    );
   }
 
   /** The daemon socket of a task's sandbox while it runs. */
