@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { Builder } from '../../builds/builder.js';
 import type { Resources } from '../../store/resources.js';
-import { EVERY_WORKSPACE, type StoredObject } from '../../store/store.js';
+import { EVERY_WORKSPACE, FencedError, type StoredObject } from '../../store/store.js';
 import { issueCredential, type TaskCredential } from './job-credential.js';
 import { isExecutionEnded } from './job-decide.js';
 import { CANCEL_KILL_MS, CREDENTIAL_MARGIN_MS } from './job-runner.js';
@@ -23,7 +23,10 @@ import {
 } from './job-store.js';
 import { adoptAttempt, attemptOf, runAttempt, stopAttempt, type TaskDeps } from './job-task.js';
 
-/** How often every unfinished execution is looked at again (a task missed while this node held no lease). */
+/**
+ * How often the unfinished executions are looked at again when something may have been missed: a task placed here
+ * while this node held no lease, or a report that could not be written (the database down).
+ */
 const PASS_MS = 3_000;
 
 export interface JobHoldingDeps extends TaskDeps {
@@ -51,6 +54,8 @@ export class JobHolding {
   private timer?: NodeJS.Timeout;
   private unwatch?: () => void;
   private readonly now: () => number;
+  /** Something placed here may not have been acted on: the next pass looks at every unfinished execution. */
+  private missed = true;
 
   constructor(private readonly deps: JobHoldingDeps) {
     this.now = deps.now ?? Date.now;
@@ -66,7 +71,9 @@ export class JobHolding {
       if (c.object.kind === TASK_KIND) this.look(c.object);
       else if (c.object.kind === EXECUTION_KIND) this.execution(c.object);
     });
-    this.timer = setInterval(() => void this.pass(), PASS_MS);
+    this.timer = setInterval(() => {
+      if (this.missed) void this.pass();
+    }, PASS_MS);
     this.timer.unref();
     void this.pass();
   }
@@ -80,6 +87,7 @@ export class JobHolding {
 
   private async pass(): Promise<void> {
     if (this.abort.signal.aborted || !this.deps.holding()) return;
+    this.missed = false;
     try {
       for (const o of await this.store.list({ workspace: EVERY_WORKSPACE, kind: EXECUTION_KIND })) {
         const rec = o.body as ExecutionRecord;
@@ -90,6 +98,7 @@ export class JobHolding {
           this.look(t);
       }
     } catch (err) {
+      this.missed = true;
       this.deps.logger?.warn({ err }, 'could not look at the job tasks placed on this node');
     }
   }
@@ -111,7 +120,11 @@ export class JobHolding {
 
   private look(o: StoredObject) {
     const t = o.body as TaskRecord;
-    if (this.abort.signal.aborted || !placedHere(t, this.deps.self) || !this.deps.holding()) return;
+    if (this.abort.signal.aborted || !placedHere(t, this.deps.self)) return;
+    if (!this.deps.holding()) {
+      this.missed = true;
+      return;
+    }
     const [job, id] = o.parent.split('/');
     const exec = `${o.workspace}/${job}/${id}`;
     const sandbox = t.sandbox as string;
@@ -164,10 +177,26 @@ export class JobHolding {
       ]);
     } catch (err) {
       this.deps.logger?.warn({ err, execution: id, task: t.index }, 'the end of a job task was not reported');
+      // Not refused but failed (the database unreachable): the sandbox is kept, its ended process re-adopted and
+      // reported by a later pass.
+      if (!(err instanceof FencedError) && (await this.stillHere(workspace, job, id, t.index))) {
+        this.missed = true;
+        return;
+      }
     }
     await this.deps.instances
       .remove(sandbox)
       .catch((err) => this.deps.logger?.warn({ err, sandbox }, 'could not remove a task sandbox'));
+  }
+
+  /** Whether the task still runs an attempt placed here, unreported (unknown, the database unreachable: yes). */
+  private async stillHere(workspace: string, job: string, id: string, index: number): Promise<boolean> {
+    try {
+      const o = await this.store.get(taskKey(workspace, job, id, index));
+      return !!o && placedHere(o.body as TaskRecord, this.deps.self);
+    } catch {
+      return true;
+    }
   }
 
   private async begin(
