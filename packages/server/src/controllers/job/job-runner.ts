@@ -205,8 +205,6 @@ export class JobRunner {
       const rec = o.body as ExecutionRecord;
       if (isExecutionEnded(rec.status)) continue;
       const x = await this.load(o);
-      // Tasks whose attempt ran on another node (a leader that died or was drained), by that node.
-      const lostOn = new Map<string, number[]>();
       for (const t of x.tasks) {
         if (t.status !== 'running' || !t.sandbox) continue;
         if (this.deps.nodes && t.node) {
@@ -222,22 +220,7 @@ export class JobRunner {
           if (t.lease) this.deps.instances.hold(t.sandbox, t.lease);
           t.lease = undefined;
           void this.follow(x, t, t.attempts, t.sandbox, 'adopt');
-        } else {
-          const node = await this.lose(x, t);
-          if (node) lostOn.set(node, [...(lostOn.get(node) ?? []), t.index]);
-        }
-      }
-      for (const [node, tasks] of lostOn) {
-        const job = { kind: 'Job', workspace: x.key.workspace, parent: '', name: x.rec.job };
-        await this.deps.resources.recordEvent(
-          job,
-          lostOnNode(
-            node,
-            `task${tasks.length > 1 ? 's' : ''} ${tasks.join(', ')} of execution ${x.rec.id}`,
-            'their processes are gone',
-            `Node ${this.deps.node} runs them again (not counted against maxRetries)`,
-          ),
-        );
+        } else await this.lose(x, t);
       }
       if (x.cancelling) void this.cancel(x.key.workspace, rec.job, rec.id);
       // A server killed between an execution's last outcome and its end leaves it with nothing left to run.
@@ -965,51 +948,38 @@ export class JobRunner {
   }
 
   /**
-   * An attempt whose sandbox did not survive: back to waiting, not counted against the retries. Returns the node it
-   * ran on when that was another node (a cluster's leader that died or was drained).
+   * An attempt whose sandbox did not survive this server's restart (SQLite; in a cluster an attempt is its node's,
+   * and a dead node's fail: lostNodes): back to waiting, not counted against the retries.
    */
-  private async lose(x: LiveExecution, t: LiveTask): Promise<string | undefined> {
+  private async lose(x: LiveExecution, t: LiveTask): Promise<void> {
     const attempt = t.attempts;
     t.status = 'pending';
     t.node = undefined;
     t.lost++;
     t.sandbox = undefined;
     const at = new Date(this.now()).toISOString();
-    let elsewhere: string | undefined;
     await this.store.write([
       {
         op: 'update',
         key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
-        mutate: (cur) => {
-          const ranOn: string | undefined = cur.body.node;
-          elsewhere = ranOn && ranOn !== this.deps.node ? ranOn : undefined;
-          return {
-            ...cur.body,
-            status: 'pending',
-            sandbox: undefined,
-            node: undefined,
-            lost: (cur.body.lost ?? 0) + 1,
-            updatedAt: at,
-            conditions: [
-              ...(cur.body.conditions ?? []),
-              {
-                type: 'Attempt',
-                reason: 'lost',
-                message: elsewhere
-                  ? lostOnNode(
-                      elsewhere,
-                      `attempt ${attempt}`,
-                      'its process is gone',
-                      `Node ${this.deps.node} runs it again`,
-                    )
-                  : `attempt ${attempt} was lost with the server; running it again`,
-              },
-            ].slice(-10),
-          };
-        },
+        mutate: (cur) => ({
+          ...cur.body,
+          status: 'pending',
+          sandbox: undefined,
+          node: undefined,
+          lost: (cur.body.lost ?? 0) + 1,
+          updatedAt: at,
+          conditions: [
+            ...(cur.body.conditions ?? []),
+            {
+              type: 'Attempt',
+              reason: 'lost',
+              message: `attempt ${attempt} was lost with the server; running it again`,
+            },
+          ].slice(-10),
+        }),
       },
     ]);
-    return elsewhere;
   }
 
   /** Ends the execution once no task waits or runs. */
