@@ -9,6 +9,7 @@ import type { ReplicaCandidate } from './replica-placements.js';
 import {
   choose,
   type Load,
+  leastLoaded,
   NoNodeError,
   type PlacedBody,
   placedOnLeader,
@@ -45,13 +46,12 @@ export interface InstanceHolder {
    */
   replicaCandidates(body: PlacedBody, key: string): ReplicaCandidate[];
   /**
-   * The node an attempt of a job task goes to (docs/decisions/093-job-tasks-across-nodes.md): best of K among the
+   * The node an attempt of a job task goes to (docs/decisions/093-job-tasks-across-nodes.md): the least loaded of the
    * healthy, undrained nodes serving `region` (any node when undefined) that `room` accepts, on their sandboxes plus
    * the runner's `tasks` there; undefined when none can take it now. Before the first read of the list, this server.
    */
   placeTask(
     region: string | undefined,
-    memoryMb: number,
     tasks: (node: string) => Load,
     room: (node: string) => boolean,
   ): string | undefined;
@@ -213,7 +213,7 @@ export async function instanceHolder(o: {
       );
     },
     regions: () => known,
-    placeTask(region, memoryMb, tasks, room) {
+    placeTask(region, tasks, room) {
       if (!read) return room(self) ? self : undefined;
       const name = region === undefined ? undefined : regionOf({ spec: { region } });
       const pool = name === undefined ? anywhere : pools.get(name);
@@ -223,7 +223,7 @@ export async function instanceHolder(o: {
         const t = tasks(id);
         return { sandboxes: s.sandboxes + t.sandboxes, memoryMb: s.memoryMb + t.memoryMb };
       };
-      return choose({ all, warm: new Map() }, '', memoryMb, load);
+      return leastLoaded(all, load);
     },
     taskNodes: () => (read ? Math.max(1, anywhere.all.length) : 1),
     lapsed(node) {

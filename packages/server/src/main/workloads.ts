@@ -63,12 +63,8 @@ export function startWorkloads(config: Config, parts: Core & Runtime, late: Late
         ? undefined
         : {
             // Before this server joined, it runs them itself.
-            place: (region, memoryMb, tasks, room) =>
-              late.holder
-                ? late.holder.placeTask(region, memoryMb, tasks, room)
-                : room(self)
-                  ? self
-                  : undefined,
+            place: (region, tasks, room) =>
+              late.holder ? late.holder.placeTask(region, tasks, room) : room(self) ? self : undefined,
             lapsed: (node) => late.holder?.lapsed(node) ?? false,
             count: () => late.holder?.taskNodes() ?? 1,
           },

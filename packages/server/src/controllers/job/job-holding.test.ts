@@ -54,7 +54,7 @@ async function cluster(onTask: (node: string, index: string) => Outcome | Promis
     logsDir: join(dir, 'logs'),
     // Round robin over the live nodes (the cluster's is placement.ts's best of K).
     nodes: {
-      place: (_region, _memory, _tasks, room) => {
+      place: (_region, _tasks, room) => {
         const live = NODES.filter((n) => !dead.has(n) && room(n));
         return live.length ? live[turn++ % live.length] : undefined;
       },

@@ -100,12 +100,11 @@ interface Outcome {
  */
 export interface TaskNodes {
   /**
-   * The node an attempt of a job of `region` asking `memoryMb` goes to, among those `room` accepts (placement.ts
-   * best of K, `tasks` adding the runner's own tasks to each node's load); undefined when none can take it now.
+   * The node an attempt of a job of `region` goes to, among those `room` accepts (placement.ts
+   * least loaded, `tasks` adding the runner's own tasks to each node's load); undefined when none can take it now.
    */
   place(
     region: string | undefined,
-    memoryMb: number,
     tasks: (node: string) => Load,
     room: (node: string) => boolean,
   ): string | undefined;
@@ -797,7 +796,6 @@ export class JobRunner {
         ? this.deps.node
         : nodes.place(
             x.region,
-            x.rec.memoryMb,
             (n) => this.onNode.get(n) ?? { sandboxes: 0, memoryMb: 0 },
             (n) => (this.onNode.get(n)?.sandboxes ?? 0) < this.maxTasks,
           );
