@@ -25,6 +25,8 @@ import { listPage } from './pagination.js';
 export interface JobExecutionRouteDeps {
   resources: Resources;
   runner: JobRunner;
+  /** In a cluster: follows an attempt running on another node (api/job-task-peer.ts). */
+  remoteLog?: LogFollowDeps['remote'];
   now?: () => number;
 }
 
@@ -44,6 +46,8 @@ function taskWire(t: TaskRecord, rec: ExecutionRecord) {
     index: t.index,
     attempts: t.attempts,
     exitCode: t.exitCode,
+    // In a cluster, the node its last attempt was placed on (read-only, as a sandbox's `node`).
+    node: t.node,
   };
 }
 
@@ -164,6 +168,7 @@ export function registerJobExecutionRoutes(app: FastifyInstance, deps: JobExecut
         logFile: runner.logFile(workspace, job, rec.id, index),
         state: () => runner.taskState(workspace, job, rec.id, index),
         socketOf: (sandbox) => runner.socketOf(sandbox),
+        remote: deps.remoteLog,
       });
     }
     let text = '';

@@ -8,6 +8,8 @@ import type { NodeView, Nodes } from './nodes.js';
 import type { ReplicaCandidate } from './replica-placements.js';
 import {
   choose,
+  type Load,
+  leastLoaded,
   NoNodeError,
   type PlacedBody,
   placedOnLeader,
@@ -43,6 +45,20 @@ export interface InstanceHolder {
    * undrained, of its region (docs/decisions/086-replicas-across-nodes.md).
    */
   replicaCandidates(body: PlacedBody, key: string): ReplicaCandidate[];
+  /**
+   * The node an attempt of a job task goes to (docs/decisions/093-job-tasks-across-nodes.md): the least loaded of the
+   * healthy, undrained nodes serving `region` (any node when undefined) that `room` accepts, on their sandboxes plus
+   * the runner's `tasks` there; undefined when none can take it now. Before the first read of the list, this server.
+   */
+  placeTask(
+    region: string | undefined,
+    tasks: (node: string) => Load,
+    room: (node: string) => boolean,
+  ): string | undefined;
+  /** How many nodes may take job tasks now: the healthy, undrained ones (1 before the list was read). */
+  taskNodes(): number;
+  /** Whether `node`'s lease lapsed (or it left the list): what it ran is gone. False until the list was read once. */
+  lapsed(node: string): boolean;
   /** Whether a replica slot on `node` stays there: it must not leave (mustLeave) and serves the body's region. */
   keepsReplica(node: string, body: PlacedBody): boolean;
   /** The node as of the last read of the list; undefined when it is not on it. */
@@ -197,6 +213,23 @@ export async function instanceHolder(o: {
       );
     },
     regions: () => known,
+    placeTask(region, tasks, room) {
+      if (!read) return room(self) ? self : undefined;
+      const name = region === undefined ? undefined : regionOf({ spec: { region } });
+      const pool = name === undefined ? anywhere : pools.get(name);
+      const all = (pool?.all ?? []).filter((c) => room(c.id));
+      const load = (id: string): Load => {
+        const s = o.placements.load(id);
+        const t = tasks(id);
+        return { sandboxes: s.sandboxes + t.sandboxes, memoryMb: s.memoryMb + t.memoryMb };
+      };
+      return leastLoaded(all, load);
+    },
+    taskNodes: () => (read ? Math.max(1, anywhere.all.length) : 1),
+    lapsed(node) {
+      if (!read) return false;
+      return !byId.get(node)?.leased;
+    },
     replicaCandidates(body, key) {
       const region = regionOf(body);
       const pool = region === undefined ? anywhere : pools.get(region);

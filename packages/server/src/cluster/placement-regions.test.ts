@@ -290,3 +290,44 @@ test("an agent's requests go to a node serving a replica of it; its slots stay o
     await h.close();
   }
 });
+
+test("a job task's attempt goes to a healthy, undrained node of its job's region with room, the least loaded", async () => {
+  const h = await holderOf([
+    view('node-eu-1', ['eu-lon-1']),
+    view('node-eu-2', ['eu-lon-1']),
+    view('node-us-1', ['us-pdx-1']),
+    view('node-eu-3', ['eu-lon-1'], { drained: true }),
+    view('node-eu-4', ['eu-lon-1'], { healthy: false, leased: false }),
+  ]);
+  try {
+    const none = () => ({ sandboxes: 0, memoryMb: 0 });
+    const any = () => true;
+    for (let i = 0; i < 50; i++) {
+      assert.match(h.holder.placeTask('eu-lon-1', none, any) ?? '', /^node-eu-[12]$/);
+      assert.equal(h.holder.placeTask('us-pdx-1', none, any), 'node-us-1');
+      // The tasks placed count in a node's load: node-eu-1 running 8 on 4 cores is passed over for node-eu-2.
+      const busy = (n: string) => (n === 'node-eu-1' ? { sandboxes: 8, memoryMb: 4096 } : none());
+      assert.equal(h.holder.placeTask('eu-lon-1', busy, any), 'node-eu-2');
+      // A node at its task cap is left out; none left: undefined (the task waits).
+      assert.equal(
+        h.holder.placeTask('eu-lon-1', none, (n) => n !== 'node-eu-2'),
+        'node-eu-1',
+      );
+    }
+    assert.equal(
+      h.holder.placeTask('eu-lon-1', none, () => false),
+      undefined,
+    );
+    assert.equal(h.holder.placeTask('ap-sg-1', none, any), undefined);
+    // Without a region (a job made before regions), any node.
+    assert.match(h.holder.placeTask(undefined, none, any) ?? '', /^node-(eu-[12]|us-1)$/);
+    assert.equal(h.holder.taskNodes(), 3);
+    // The attempts of a node whose lease lapsed are lost; a drained node's run on.
+    assert.equal(h.holder.lapsed('node-eu-4'), true);
+    assert.equal(h.holder.lapsed('node-gone'), true);
+    assert.equal(h.holder.lapsed('node-eu-3'), false);
+    assert.equal(h.holder.lapsed('node-eu-1'), false);
+  } finally {
+    await h.close();
+  }
+});

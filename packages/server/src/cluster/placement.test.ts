@@ -1,4 +1,4 @@
-// Best of two by load, and the placement index every server keeps from the change feed (placement.ts).
+// Best of two by load, least loaded of all (job tasks), and the placement index every server keeps from the change feed (placement.ts).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import {
   bestOf,
   DEFAULT_WARM_KEY,
   type Load,
+  leastLoaded,
   placedOnLeader,
   SandboxPlacements,
   warmKeyOf,
@@ -102,4 +103,36 @@ test("a sandbox needing the leader's disk is not drawn: volumes; an image is dra
   assert.equal(placedOnLeader({ spec: { runtime: { image: 'python:3.12-slim' } } }), false);
   assert.equal(warmKeyOf({ spec: {} }), DEFAULT_WARM_KEY);
   assert.equal(warmKeyOf({ spec: { runtime: { image: 'local/app:1' } } }), '', 'no pool is keyed by a name');
+});
+
+test('least loaded takes the lowest load of every candidate, drawing among ties', () => {
+  const three = [
+    { id: 'a', cores: 2, memoryMb: 4096 },
+    { id: 'b', cores: 2, memoryMb: 4096 },
+    { id: 'c', cores: 2, memoryMb: 4096 },
+  ];
+  const loads: Record<string, Load> = {
+    a: { sandboxes: 2, memoryMb: 0 },
+    b: { sandboxes: 1, memoryMb: 0 },
+    c: { sandboxes: 1, memoryMb: 3072 },
+  };
+  const load = (id: string) => loads[id];
+  // b and c have one instance each, but c asks three quarters of its memory: b, whatever is drawn.
+  for (const r of [0, 0.5, 0.99])
+    assert.equal(
+      leastLoaded(three, load, () => r),
+      'b',
+    );
+  const idle = () => ({ sandboxes: 0, memoryMb: 0 });
+  assert.equal(
+    leastLoaded(three, idle, () => 0),
+    'c',
+    'a tie drawn low takes the later candidate',
+  );
+  assert.equal(
+    leastLoaded(three, idle, () => 0.99),
+    'a',
+    'a tie drawn high keeps the first',
+  );
+  assert.equal(leastLoaded([], idle), undefined);
 });

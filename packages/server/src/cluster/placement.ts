@@ -82,6 +82,30 @@ function bestCandidate(
   return best;
 }
 
+/**
+ * The least loaded of every candidate (ties drawn at random): for what one placer decides alone with fresh counts (the
+ * controllers' leader placing job tasks, decision 093), where best of K's guard against placers herding onto the same
+ * stale pick is not needed and drawing the same busy node twice would be a worse pick for nothing.
+ */
+export function leastLoaded(
+  candidates: readonly Candidate[],
+  load: (id: string) => Load,
+  random: () => number = Math.random,
+): string | undefined {
+  let best: Candidate | undefined;
+  let bestScore = Number.POSITIVE_INFINITY;
+  let ties = 0;
+  for (const c of candidates) {
+    const s = loadScore(c, load(c.id));
+    if (s < bestScore) {
+      best = c;
+      bestScore = s;
+      ties = 1;
+    } else if (s === bestScore && random() * ++ties < 1) best = c;
+  }
+  return best?.id;
+}
+
 /** Whether node `c` has room for `memoryMb` more: what its sandboxes ask for stays within its memory. */
 const hasRoom = (c: Candidate, l: Load, memoryMb: number) => l.memoryMb + memoryMb <= c.memoryMb;
 

@@ -26,6 +26,8 @@ import { placeAgainEvery } from '../controllers/sandbox/sandbox-lost.js';
 import { tellLostReplicas } from '../controllers/workload/replicas-lost.js';
 import { placeReplicasEvery } from '../controllers/workload/replica-placement.js';
 import { ReplicaHolding } from '../controllers/workload/replica-holding.js';
+import { JobHolding } from '../controllers/job/job-holding.js';
+import { rebuildJobApp } from '../controllers/job/job-rebuild.js';
 import { placeable, shareOf } from '../cluster/replica-placements.js';
 import type { StoredObject } from '../store/store.js';
 import type { Late, StartOptions } from './context.js';
@@ -263,7 +265,22 @@ export async function startAllControllers(
       : undefined;
   replicaHolding?.start();
   if (replicaHolding) scaler.start();
-  return { leadership, sandboxControllers, faults, schedules, replicaHolding, scaler };
+  // And the job tasks placed on it (decision 093), reporting their ends fenced on its lease.
+  const jobHolding =
+    clusterSelf !== undefined
+      ? new JobHolding({
+          self: clusterSelf,
+          resources: held,
+          builder,
+          rebuild: (ws, job, app, signal) =>
+            rebuildJobApp({ store: held.store, builder, code: parts.code }, ws, job, app, signal),
+          instances,
+          holding,
+          logger,
+        })
+      : undefined;
+  jobHolding?.start();
+  return { leadership, sandboxControllers, faults, schedules, replicaHolding, jobHolding, scaler };
 }
 
 export type Controllers = Awaited<ReturnType<typeof startAllControllers>>;

@@ -43,6 +43,7 @@ import { txtLookup } from '../outbound/dns-txt.js';
 import { registerDriveTokenRoutes } from '../api/drive-tokens.js';
 import { registerWorkloadLogRoutes } from '../api/workload-logs.js';
 import { registerJobExecutionRoutes } from '../api/job-executions.js';
+import { peerTaskLog, registerTaskLogPeerRoute } from '../api/job-task-peer.js';
 import { registerQuotas } from '../api/quotas.js';
 import { registerWatch } from '../api/watch.js';
 import { WatchLimit } from '../api/watch-stream.js';
@@ -151,6 +152,21 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
       })
     : undefined;
   peerImages?.register(app);
+  // The live output of the job tasks running on this node, for the leader following them (decision 093).
+  if (clusterHolder) registerTaskLogPeerRoute(app, { instances, token: peerToken(masterKey) });
+  const remoteTaskLog = clusterHolder
+    ? (
+        node: string,
+        sandbox: string,
+        write: (text: string) => void,
+        signal: AbortSignal,
+        onOpen: () => void,
+      ) => {
+        const address = late.holder?.node(node)?.address;
+        if (!address) return Promise.resolve(false);
+        return peerTaskLog(address, peerToken(masterKey), sandbox, write, signal, onOpen);
+      }
+    : undefined;
   const holdsImage = peerImages && ((ws: string, id: string) => peerImages.holds(ws, id));
   // An image write is answered once another node holds it too, within BERTH_IMAGE_COPY_WAIT_S (decision 087).
   const secondCopy = peerImages
@@ -213,7 +229,7 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         registerRevisionRoutes(held, { resources, builder, executions });
         registerWorkloadLogRoutes(held, { resources, replicas, driver });
         debug.register(held, { resources, replicas, driver }, KINDS);
-        registerJobExecutionRoutes(held, { resources, runner: jobs });
+        registerJobExecutionRoutes(held, { resources, runner: jobs, remoteLog: remoteTaskLog });
         templateVersions.register(held, { resources, dataDir: config.dataDir });
         registerImages(held, {
           images,

@@ -24,7 +24,7 @@ export async function closeServer(
   const { driver } = parts;
   const { app } = parts;
   const { builds, codeCopies, buildsAhead, imagesAhead } = parts;
-  const { leadership, sandboxControllers, faults, schedules, replicaHolding, scaler } = parts;
+  const { leadership, sandboxControllers, faults, schedules, replicaHolding, jobHolding, scaler } = parts;
   // Sandboxes keep running: a restarted server adopts them as they are.
   late.holder?.close();
   codeCopies?.close();
@@ -33,6 +33,7 @@ export async function closeServer(
   await schedules.stop();
   await faults.stop();
   await replicaHolding?.stop();
+  await jobHolding?.stop();
   if (replicaHolding) scaler.stop();
   await sandboxControllers.stop();
   await leadership.close();

@@ -100,7 +100,8 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
         fencedStore(
           store,
           { fence: () => late.nodes?.fence(), refused: () => late.nodes?.refused() },
-          (k) => k.kind === 'Sandbox',
+          // And a job task's end its node reports (decision 093): fenced on the task's `node` the same way.
+          (k) => k.kind === 'Sandbox' || k.kind === 'JobTask',
         ),
       )
     : resources;

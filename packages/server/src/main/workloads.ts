@@ -13,10 +13,11 @@ import { Callbacks } from '../controllers/code/callbacks.js';
 import { JobCallbacks } from '../controllers/job/job-callbacks.js';
 import { Executions } from '../controllers/workload/executions.js';
 import { workloadEvent } from '../controllers/core/events.js';
+import type { Late } from './context.js';
 import type { Runtime } from './runtime.js';
 import type { Core } from './store.js';
 
-export function startWorkloads(config: Config, parts: Core & Runtime) {
+export function startWorkloads(config: Config, parts: Core & Runtime, late: Late) {
   const { logger, outbound, resources, led, quotas, baseUrl, masterKey } = parts;
   const { images, instances } = parts;
   const code = new CodeStore(config.dataDir);
@@ -42,6 +43,7 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
   const callbacks = new Callbacks({ resources: led, logger, outbound });
   const executions = new Executions({ logger, callbacks });
   const jobCallbacks = new JobCallbacks({ resources: led, callbacks, logger });
+  const self = parts.clusterSelf;
   const jobs = new JobRunner({
     onFinished: (ws, rec, stats) => jobCallbacks.notify(ws, rec, stats),
     resources: led,
@@ -55,6 +57,17 @@ export function startWorkloads(config: Config, parts: Core & Runtime) {
     maxTasks: config.jobMaxTasks,
     quota: quotas,
     node: parts.clusterSelf,
+    // In a cluster, each attempt is placed on a node, which runs it (decision 093).
+    nodes:
+      self === undefined
+        ? undefined
+        : {
+            // Before this server joined, it runs them itself.
+            place: (region, tasks, room) =>
+              late.holder ? late.holder.placeTask(region, tasks, room) : room(self) ? self : undefined,
+            lapsed: (node) => late.holder?.lapsed(node) ?? false,
+            count: () => late.holder?.taskNodes() ?? 1,
+          },
   });
   return { code, builder, builds, replicas, uploads, callbacks, executions, jobCallbacks, jobs };
 }

@@ -1,5 +1,5 @@
 // Three `berth serve` on one PostgreSQL under failures (decision 063): kill -9 of a follower and of the leader under
-// writes and agent calls (no acknowledged write lost, the agent answers again, the task running on the dead leader
+// writes and agent calls (no acknowledged write lost, the agent answers again, a task running on a dead node
 // runs again and its execution ends, the dead nodes turn unhealthy); then the database restarted under writes. The
 // flows through each server are in flows.test.ts.
 import assert from 'node:assert/strict';
@@ -103,11 +103,15 @@ describe('a cluster of three servers survives kill -9 and a database restart', (
   it('kill -9 of a follower, then of the leader, under writes and agent calls: nothing acknowledged is lost', async () => {
     const c = cluster.node('node-c');
     assert.deepEqual((await cluster.nodes(c)).find((n) => n.leads.length)?.id, 'node-a');
-    // A task running on the leader when it dies.
+    // A task running when the servers die, on whichever node it was placed (decision 093).
     const long = await execution(c, [{ name: 'long', sleep: 8 }]);
+    let ranOn = '';
     for (let i = 0; i < 300; i++) {
       const tasks = await (await api(c, `/jobs/${JOB}/executions/${long}/tasks`)).json();
-      if (tasks[0]?.status === 'running') break;
+      if (tasks[0]?.status === 'running') {
+        ranOn = tasks[0].node;
+        break;
+      }
       assert.ok(i < 299, JSON.stringify(tasks));
       await sleep(100);
     }
@@ -153,17 +157,19 @@ describe('a cluster of three servers survives kill -9 and a database restart', (
     );
     await load.check(c);
     assert.equal((await sdkAgent(c)).output, 'FROM THE SDK');
-    // The task that ran on the dead leader runs again on the new one (not counted as a retry) and its execution ends.
+    // A task that ran on a killed node fails there and runs again on a live one (a retry: the job's maxRetries is 2),
+    // and its execution ends; one that ran on node-c ran once.
     const e = await ended(c, long);
     assert.equal(e.status, 'succeeded', JSON.stringify(e));
-    // Lost once, then run once the new leader had built the app: no attempt spent on an app not built there yet.
     const [task] = await (await api(c, `/jobs/${JOB}/executions/${long}/tasks`)).json();
-    assert.deepEqual(
-      task.conditions.map((x: any) => x.reason).filter((r: string) => r !== 'succeeded'),
-      ['lost'],
+    // (Its retry placed on node-a before that one was killed too is lost a second time.)
+    const lost = task.conditions.map((x: any) => x.reason).filter((r: string) => r !== 'succeeded');
+    assert.ok(
+      lost.every((r: string) => r === 'lost'),
       JSON.stringify(task.conditions),
     );
-    assert.equal(task.attempts, 2, JSON.stringify(task));
+    assert.equal(lost.length > 0, ranOn !== 'node-c', `${ranOn}: ${JSON.stringify(task.conditions)}`);
+    assert.equal(task.attempts, lost.length + 1, JSON.stringify(task));
     let list = await cluster.nodes(c);
     for (let i = 0; i < 100 && list.some((n) => n.id !== 'node-c' && n.healthy); i++) {
       await sleep(100);

@@ -14,6 +14,8 @@ export interface FollowedTask {
   status: TaskStatus;
   attempts: number;
   sandbox?: string;
+  /** The node of the cluster its running attempt is placed on, when not this server (decision 093). */
+  node?: string;
 }
 
 export interface LogFollowDeps {
@@ -22,6 +24,17 @@ export interface LogFollowDeps {
   state: () => FollowedTask | undefined;
   /** The daemon socket of a running sandbox, or undefined. */
   socketOf: (sandbox: string) => Promise<string | undefined>;
+  /**
+   * Streams the live output of the attempt running in `sandbox` on another node, as DaemonClient.logStream does
+   * here (false: nothing to stream yet); none: such an attempt's output shows once it has ended.
+   */
+  remote?: (
+    node: string,
+    sandbox: string,
+    write: (text: string) => void,
+    signal: AbortSignal,
+    onOpen: () => void,
+  ) => Promise<boolean>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -47,18 +60,20 @@ export async function followTaskLog(
       return;
     }
     if (t.status === 'running' && t.sandbox && !live.has(t.attempts)) {
-      const socket = await deps.socketOf(t.sandbox);
-      if (socket) {
-        const attempt = t.attempts;
-        // False when the daemon has no task process yet (still starting) or cannot be reached: look again later.
-        const streamed = await DaemonClient.at(socket).logStream(TASK_PROCESS, write, signal, {
-          onOpen: () => {
-            live.add(attempt);
-            write(`--- attempt ${attempt} ---\n`);
-          },
-        });
-        if (streamed) continue;
+      const attempt = t.attempts;
+      const onOpen = () => {
+        live.add(attempt);
+        write(`--- attempt ${attempt} ---\n`);
+      };
+      // False when the daemon has no task process yet (still starting) or cannot be reached: look again later.
+      let streamed = false;
+      if (t.node) streamed = (await deps.remote?.(t.node, t.sandbox, write, signal, onOpen)) ?? false;
+      else {
+        const socket = await deps.socketOf(t.sandbox);
+        if (socket)
+          streamed = await DaemonClient.at(socket).logStream(TASK_PROCESS, write, signal, { onOpen });
       }
+      if (streamed) continue;
     }
     await sleep(FOLLOW_POLL_MS);
   }

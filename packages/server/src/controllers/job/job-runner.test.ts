@@ -140,53 +140,6 @@ describe('the job runner', () => {
     }
   });
 
-  it("names the node a lost attempt ran on: the task's condition and one event per execution on the job", async () => {
-    let started = 0;
-    // node-a's attempt never ends: node-a dies under it (its runner stops, its instance is not on node-b).
-    const env = await setup(
-      { maxRetries: 0, maxConcurrentTasks: 2 },
-      () => {
-        started++;
-        return new Promise<never>(() => undefined);
-      },
-      { node: 'node-a' },
-    );
-    const driver = new DaemonDriver({ onProcess: () => ({ status: 'completed', logs: 'again\n' }) });
-    const next = new JobRunner({
-      resources: env.resources,
-      builder: { builtByKey: () => APP },
-      node: 'node-b',
-      instances: new Instances({ driver }),
-      logsDir: join(env.dir, 'logs-b'),
-    });
-    try {
-      const id = await env.execute([{}, {}]);
-      for (let w = 0; w < 200 && started < 2; w++) await new Promise((r) => setTimeout(r, 10));
-      assert.equal(started, 2);
-      await env.runner.stop();
-      await next.start();
-      await env.until(id, 'succeeded');
-      const task = (await env.store.get(taskKey('ws', 'nightly', id, 0)))?.body;
-      assert.equal(task?.lost, 1);
-      assert.match(
-        task?.conditions.find((c: any) => c.reason === 'lost')?.message ?? JSON.stringify(task),
-        /^lost: node node-a, which ran attempt 1, stopped; its process is gone\. Node node-b runs it again/,
-      );
-      const job = await env.store.get({ kind: 'Job', workspace: 'ws', parent: '', name: 'nightly' });
-      const told = job?.body.events.filter((e: any) => e.message.startsWith('lost:'));
-      assert.deepEqual(
-        told.map((e: any) => e.message),
-        [
-          `lost: node node-a, which ran tasks 0, 1 of execution ${id}, stopped; their processes are gone. Node node-b runs them again (not counted against maxRetries)`,
-        ],
-      );
-    } finally {
-      await next.stop();
-      await driver.close();
-      await env.close();
-    }
-  });
-
   it('runs no more tasks at once than maxConcurrentTasks', async () => {
     let running = 0;
     let most = 0;

@@ -12,10 +12,9 @@ import type { Builder } from '../../builds/builder.js';
 import { DEFAULT_JOB_MAX_TASKS } from '../../config.js';
 import type { Resources } from '../../store/resources.js';
 import { isPersistentJobVolume } from '../../kinds/job.js';
-import { attachVolumes, holderName } from '../volume/volume-attach.js';
+import type { Load } from '../../cluster/placement.js';
 import { isRefusal, type Lease, type QuotaLedger } from '../core/quota-ledger.js';
 import { judge, memoryInUse } from '../core/quotas.js';
-import { imageFields } from '../code/app.js';
 import type { ResourceKey, StoredObject } from '../../store/store.js';
 import {
   afterAttempt,
@@ -33,13 +32,14 @@ import type { FollowedTask } from './job-log-follow.js';
 import {
   type AttemptResult,
   adoptAttempt,
-  executionDataUrl,
+  attemptOf,
   runAttempt,
   stopAttempt,
   TASK_ID_PREFIX,
   type TaskDeps,
 } from './job-task.js';
 import {
+  type AttemptReport,
   type ExecutionRecord,
   EXECUTION_KIND,
   execKey,
@@ -70,6 +70,48 @@ interface LiveTask {
   input: unknown;
   /** Its slot in the workspace's quotas, from its pick until its instance holds it (runtime/instances.ts). */
   lease?: Lease;
+  /** In a cluster: the node its attempt is placed on, from its pick until the attempt's outcome is stored. */
+  node?: string;
+}
+
+/** An attempt running on a node of the cluster (maybe this one's), awaited from that node's report. */
+interface RemoteAttempt {
+  x: LiveExecution;
+  t: LiveTask;
+  attempt: number;
+  node: string;
+  sandbox: string;
+}
+
+/** How an attempt ended, as the runner records it. */
+interface Outcome {
+  exitCode: number;
+  timedOut: boolean;
+  logs: string;
+  /** It could not run (infrastructure): the attempt counts as failed. */
+  error?: string;
+  /** The node it ran on died: the attempt counts as failed, and its condition names the node. */
+  lostOn?: string;
+}
+
+/**
+ * Where a cluster's job tasks run (decision 093): each attempt is placed on a node, which runs it
+ * (job-holding.ts) and reports its end on the task.
+ */
+export interface TaskNodes {
+  /**
+   * The node an attempt of a job of `region` goes to, among those `room` accepts (placement.ts
+   * least loaded, `tasks` adding the runner's own tasks to each node's load); undefined when none can take it now.
+   */
+  place(
+    region: string | undefined,
+    tasks: (node: string) => Load,
+    room: (node: string) => boolean,
+  ): string | undefined;
+  /** Whether the node's lease lapsed (it died, or was cut from the database): its attempts are lost. */
+  lapsed(node: string): boolean;
+  /** Nodes that may take tasks now (each runs up to maxTasks). */
+  count(): number;
 }
 
 interface LiveExecution {
@@ -86,6 +128,11 @@ interface LiveExecution {
   held?: boolean;
   /** Its app is built on this server (undefined: not looked yet; false: it waits, and the job's object said so). */
   appHere?: boolean;
+  /** The job's region, and whether its tasks run on the leader (persistent volumes are made on its disk). */
+  region?: string;
+  onLeader?: boolean;
+  /** Its ready tasks wait for a node of its region, and the job's object says so (once, until one starts). */
+  noNode?: boolean;
 }
 
 export interface JobRunnerDeps extends TaskDeps {
@@ -105,6 +152,8 @@ export interface JobRunnerDeps extends TaskDeps {
   now?: () => number;
   /** This server's node in a cluster (none on SQLite): recorded on each attempt, named when another loses it. */
   node?: string;
+  /** In a cluster, where attempts run (decision 093); none: every attempt runs here (SQLite). */
+  nodes?: TaskNodes;
   /** Told when an execution ends (callbacks). */
   onFinished?: (workspace: string, rec: ExecutionRecord, stats: Record<string, number>) => void;
 }
@@ -124,6 +173,11 @@ export class JobRunner {
   private readonly removing = new Set<Promise<unknown>>();
   /** Apps being built again here for their executions (`<workspace>\0<app>`). */
   private readonly rebuilding = new Set<string>();
+  /** Attempts running on nodes, by `<workspace>/<job>/<id>#<index>`. */
+  private readonly remote = new Map<string, RemoteAttempt>();
+  /** What this runner placed on each node and is running there. */
+  private readonly onNode = new Map<string, Load>();
+  private unwatch?: () => void;
 
   constructor(private readonly deps: JobRunnerDeps) {
     this.now = deps.now ?? Date.now;
@@ -150,38 +204,38 @@ export class JobRunner {
       const rec = o.body as ExecutionRecord;
       if (isExecutionEnded(rec.status)) continue;
       const x = await this.load(o);
-      // Tasks whose attempt ran on another node (a leader that died or was drained), by that node.
-      const lostOn = new Map<string, number[]>();
       for (const t of x.tasks) {
         if (t.status !== 'running' || !t.sandbox) continue;
+        if (this.deps.nodes && t.node) {
+          // Running on a node (maybe this one): awaited from its report, or lost once its lease lapsed.
+          this.occupy(x, t, true);
+          this.count(x, t.node, 1);
+          this.await(x, t, t.node);
+          continue;
+        }
         const info = await this.deps.instances.driver.inspect(t.sandbox);
         if (info && info.state !== 'dead') {
           this.occupy(x, t, true);
           if (t.lease) this.deps.instances.hold(t.sandbox, t.lease);
           t.lease = undefined;
           void this.follow(x, t, t.attempts, t.sandbox, 'adopt');
-        } else {
-          const node = await this.lose(x, t);
-          if (node) lostOn.set(node, [...(lostOn.get(node) ?? []), t.index]);
-        }
-      }
-      for (const [node, tasks] of lostOn) {
-        const job = { kind: 'Job', workspace: x.key.workspace, parent: '', name: x.rec.job };
-        await this.deps.resources.recordEvent(
-          job,
-          lostOnNode(
-            node,
-            `task${tasks.length > 1 ? 's' : ''} ${tasks.join(', ')} of execution ${x.rec.id}`,
-            'their processes are gone',
-            `Node ${this.deps.node} runs them again (not counted against maxRetries)`,
-          ),
-        );
+        } else await this.lose(x, t);
       }
       if (x.cancelling) void this.cancel(x.key.workspace, rec.job, rec.id);
       // A server killed between an execution's last outcome and its end leaves it with nothing left to run.
       else await this.settle(x);
     }
     this.started = true;
+    if (this.deps.nodes) {
+      this.unwatch = this.store.watch((c) => {
+        if (c.object.kind === TASK_KIND && c.type !== 'DELETED') this.reported(c.object);
+      });
+      // A report stored before the watch began (a leader taking over) is read once.
+      for (const r of [...this.remote.values()]) {
+        const o = await this.store.get(taskKey(r.x.key.workspace, r.x.rec.job, r.x.rec.id, r.t.index));
+        if (o) this.reported(o);
+      }
+    }
     this.timer = setInterval(() => this.schedule(), TICK_MS);
     this.timer.unref();
     this.schedule();
@@ -189,6 +243,7 @@ export class JobRunner {
 
   async stop(): Promise<void> {
     this.stopping.abort();
+    this.unwatch?.();
     if (this.timer) clearInterval(this.timer);
     await Promise.all([...this.removing]);
   }
@@ -206,9 +261,13 @@ export class JobRunner {
         attempts: t.attempts,
         lost: t.lost ?? 0,
         sandbox: t.sandbox,
+        node: this.deps.nodes && t.status === 'running' ? t.node : undefined,
         input: t.input,
         notBeforeMs: t.notBefore ? Date.parse(t.notBefore) : undefined,
       }));
+    const job = this.deps.nodes
+      ? await this.store.get({ kind: 'Job', workspace: o.workspace, parent: '', name: rec.job })
+      : undefined;
     const x: LiveExecution = {
       key: execKey(o.workspace, rec.job, rec.id),
       rec,
@@ -216,6 +275,8 @@ export class JobRunner {
       running: 0,
       cancelling: rec.status === 'cancelling',
       overhead: { ms: 0, attempts: 0 },
+      region: typeof job?.body.spec?.region === 'string' ? job.body.spec.region : undefined,
+      onLeader: !!job?.body.spec?.volumes?.some(isPersistentJobVolume),
     };
     this.live.set(`${o.workspace}/${rec.job}/${rec.id}`, x);
     return x;
@@ -231,7 +292,14 @@ export class JobRunner {
   /** A task of an unfinished execution as the runner holds it (log following); undefined once it has ended. */
   taskState(workspace: string, job: string, id: string, index: number): FollowedTask | undefined {
     const t = this.live.get(`${workspace}/${job}/${id}`)?.tasks[index];
-    return t && { status: t.status, attempts: t.attempts, sandbox: t.sandbox };
+    return (
+      t && {
+        status: t.status,
+        attempts: t.attempts,
+        sandbox: t.sandbox,
+        node: t.node && t.node !== this.deps.node ? t.node : undefined,
+      }
+    );
   }
 
   /** The daemon socket of a task's sandbox while it runs. */
@@ -267,7 +335,8 @@ export class JobRunner {
       },
     ]);
     for (const t of x.tasks) {
-      if (t.status !== 'running' || !t.sandbox) continue;
+      // One running on a node is stopped there (job-holding.ts sees the execution cancelling).
+      if (t.status !== 'running' || !t.sandbox || t.node) continue;
       const sandbox = t.sandbox;
       void stopAttempt(this.deps, sandbox).catch(() => undefined);
       setTimeout(
@@ -287,7 +356,11 @@ export class JobRunner {
   /** Starts whatever the caps allow now. */
   schedule(): void {
     if (this.stopping.signal.aborted || !this.started) return;
+    this.lostNodes();
     const execs = [...this.live.values()].filter((x) => !x.cancelling && this.hasApp(x));
+    // In a cluster, each node runs up to maxTasks.
+    const nodes = this.deps.nodes;
+    const capacity = nodes ? this.maxTasks * Math.max(1, nodes.count()) : this.maxTasks;
     const held = new Set<string>();
     const picks = pickStarts(
       execs.map((x) => ({
@@ -298,7 +371,7 @@ export class JobRunner {
         room: this.deps.quota ? x.key.workspace : undefined,
         taskMemoryMb: x.rec.memoryMb,
       })),
-      this.maxTasks - this.runningTotal,
+      capacity - this.runningTotal,
       this.now(),
       this.rooms(execs),
       held,
@@ -308,6 +381,10 @@ export class JobRunner {
       const t = x?.tasks[p.index];
       if (!x || !t) continue;
       if (!this.occupy(x, t)) continue;
+      if (nodes && !this.placeOn(x, t, nodes)) {
+        this.vacate(x, t);
+        continue;
+      }
       // Claimed in memory at once, so the next pick (before the store write lands) does not take it again.
       t.status = 'running';
       x.held = false;
@@ -325,7 +402,8 @@ export class JobRunner {
    * rather than spend an attempt on an app that is not here yet.
    */
   private hasApp(x: LiveExecution): boolean {
-    if (x.appHere) return true;
+    // In a cluster the node running an attempt builds the app itself when it lacks it (job-holding.ts).
+    if (x.appHere || this.deps.nodes) return true;
     const said = x.appHere === false;
     x.appHere = this.deps.builder.builtByKey(x.key.workspace, x.rec.app) !== undefined;
     if (!x.appHere && !said) {
@@ -462,6 +540,8 @@ export class JobRunner {
 
   /** The task's process has ended (or never started): its slots are free. */
   private vacate(x: LiveExecution, t: LiveTask): void {
+    if (t.node) this.count(x, t.node, -1);
+    t.node = undefined;
     x.running--;
     this.runningTotal--;
     t.lease?.release();
@@ -517,7 +597,8 @@ export class JobRunner {
               status: 'running',
               attempts: attempt,
               sandbox,
-              node: this.deps.node,
+              node: t.node ?? this.deps.node,
+              ended: undefined,
               startedAt: cur.body.startedAt ?? at,
               attemptStartedAt: at,
               updatedAt: at,
@@ -550,7 +631,11 @@ export class JobRunner {
       );
     t.attempts = attempt;
     t.sandbox = sandbox;
-    await this.follow(x, t, attempt, sandbox, 'run', claimedAt, recorded);
+    if (t.node) {
+      // Placed on a node: it runs the attempt once it sees it recorded, and reports its end on the task.
+      if (await recorded) return this.await(x, t, t.node);
+      this.vacate(x, t);
+    } else await this.follow(x, t, attempt, sandbox, 'run', claimedAt, recorded);
     if (!(await recorded)) {
       // Never started: back to waiting as it was (its sandbox, if made, goes; the slot was released).
       t.status = 'pending';
@@ -560,7 +645,7 @@ export class JobRunner {
     }
   }
 
-  /** Runs (or re-adopts) one attempt to its end and records the outcome. */
+  /** Runs (or re-adopts) one attempt here to its end and records the outcome. */
   private async follow(
     x: LiveExecution,
     t: LiveTask,
@@ -576,56 +661,23 @@ export class JobRunner {
     let infraError: string | undefined;
     try {
       if (how === 'run') {
-        const job = await this.deps.resources.store.get({
-          kind: 'Job',
-          workspace: x.key.workspace,
-          parent: '',
-          name: x.rec.job,
-        });
-        const open = job
-          ? this.deps.resources.openSecrets(this.deps.resources.kind('Job'), job.body.spec ?? {})
-          : {};
         const built = this.deps.builder.builtByKey(x.key.workspace, x.rec.app);
         if (!built) throw new Error(`the built app ${x.rec.app} is gone`);
-        const envs: Record<string, string> = {
-          BL_API_KEY: (await this.credential(x)).key,
-          ...(built.plan.manifest?.env ?? {}),
-        };
-        for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
-        Object.assign(envs, x.rec.envOverride ?? {}, {
-          BL_WORKSPACE: x.key.workspace,
-          BL_NAME: x.rec.job,
-          BL_EXECUTION_ID: x.rec.id,
-          TASK_INDEX: String(t.index),
-          BL_TASK_ATTEMPT: String(attempt),
-          BL_EXECUTION_DATA_URL: executionDataUrl(t.index, t.input),
+        const run = await attemptOf(this.deps, {
+          workspace: x.key.workspace,
+          rec: x.rec,
+          index: t.index,
+          attempt,
+          input: t.input,
+          sandboxId: sandbox,
+          built,
+          credential: (await this.credential(x)).key,
         });
-        // Persistent volumes are held by the job (one holder: `job:<name>`) and bound into every task.
-        const volumes = await attachVolumes(
-          this.deps.resources,
-          this.deps.instances.driver,
-          x.key.workspace,
-          holderName('job', x.rec.job),
-          (open.volumes ?? []).filter(isPersistentJobVolume),
-        );
         ownMs += performance.now() - claimedAt;
         // The slot moves to the instance, which holds it until the process ends (vacate) or the instance goes.
         const lease = t.lease;
         t.lease = undefined;
-        result = await runAttempt(this.deps, {
-          volumes,
-          sandboxId: sandbox,
-          workspace: x.key.workspace,
-          job: x.rec.job,
-          lease,
-          appDir: built.dir,
-          ...imageFields(built.base),
-          start: built.plan.start,
-          memoryMb: x.rec.memoryMb,
-          envs,
-          timeoutS: x.rec.timeoutS,
-          ready: recorded,
-        });
+        result = await runAttempt(this.deps, { ...run, lease, ready: recorded });
       } else {
         result = await adoptAttempt(this.deps, sandbox, this.stopping.signal);
         if (!result) {
@@ -654,27 +706,56 @@ export class JobRunner {
       x.overhead.attempts++;
     }
     this.schedule();
-    this.keepLog(x, t.index, attempt, result?.logs ?? `(no output: ${infraError})\n`);
-    const end = {
-      exitCode: result?.exitCode ?? -1,
-      timedOut: result?.timedOut ?? false,
-      cancelled: x.cancelling,
-    };
+    await this.record(
+      x,
+      t,
+      attempt,
+      {
+        exitCode: result?.exitCode ?? -1,
+        timedOut: result?.timedOut ?? false,
+        logs: result?.logs ?? `(no output: ${infraError})\n`,
+        error: infraError,
+      },
+      // Removed only once the outcome is stored: a server killed in between finds the finished attempt's sandbox at
+      // start, which no running task accounts for, and removes it (jobOwner), where removing first would make a
+      // finished attempt look lost (run twice). Off the critical path: the slot is free once the outcome is stored,
+      // so the next task's sandbox starts while this one's processes are killed and its cgroup and directories go.
+      () => this.removeLater(sandbox),
+    );
+  }
+
+  /** Keeps an ended attempt's log, stores its outcome (retry, success, failure) and ends the execution when done. */
+  private async record(x: LiveExecution, t: LiveTask, attempt: number, o: Outcome, stored?: () => void) {
+    this.keepLog(x, t.index, attempt, o.logs);
+    const end = { exitCode: o.exitCode, timedOut: o.timedOut, cancelled: x.cancelling };
     const next = afterAttempt(end, attempt - t.lost, x.rec.maxRetries, this.now());
     const at = new Date(this.now()).toISOString();
-    const condition = infraError
-      ? { type: 'Attempt', reason: 'error', message: `attempt ${attempt}: ${infraError}` }
-      : end.timedOut
-        ? {
-            type: 'Attempt',
-            reason: 'timeout',
-            message: `attempt ${attempt} killed after ${x.rec.timeoutS}s`,
-          }
-        : {
-            type: 'Attempt',
-            reason: end.exitCode === 0 ? 'succeeded' : 'failed',
-            message: `attempt ${attempt} exited with code ${end.exitCode}`,
-          };
+    const condition = o.lostOn
+      ? {
+          type: 'Attempt',
+          reason: 'lost',
+          message: lostOnNode(
+            o.lostOn,
+            `attempt ${attempt}`,
+            'its process is gone',
+            next.status === 'pending'
+              ? 'It runs again on a live node, as a retry'
+              : 'No retry is left (maxRetries)',
+          ),
+        }
+      : o.error
+        ? { type: 'Attempt', reason: 'error', message: `attempt ${attempt}: ${o.error}` }
+        : end.timedOut
+          ? {
+              type: 'Attempt',
+              reason: 'timeout',
+              message: `attempt ${attempt} killed after ${x.rec.timeoutS}s`,
+            }
+          : {
+              type: 'Attempt',
+              reason: end.exitCode === 0 ? 'succeeded' : 'failed',
+              message: `attempt ${attempt} exited with code ${end.exitCode}`,
+            };
     try {
       await this.store.write([
         {
@@ -688,6 +769,7 @@ export class JobRunner {
               status: next.status,
               exitCode: end.exitCode,
               sandbox: undefined,
+              ended: undefined,
               notBefore: next.notBeforeMs ? new Date(next.notBeforeMs).toISOString() : undefined,
               completedAt: isTaskDone(next.status) ? at : undefined,
               updatedAt: at,
@@ -699,17 +781,126 @@ export class JobRunner {
     } catch (err) {
       this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'task outcome not recorded');
     }
-    // Removed only once the outcome is stored: a server killed in between finds the finished attempt's sandbox at
-    // start, which no running task accounts for, and removes it (jobOwner), where removing first would make a finished
-    // attempt look lost (run twice).
-    // Off the critical path: the slot is free once the outcome is stored, so the next task's sandbox starts while
-    // this one's processes are killed and its cgroup and directories go (most of a slot's time otherwise).
-    this.removeLater(sandbox);
+    stored?.();
     t.status = next.status;
     t.notBeforeMs = next.notBeforeMs;
     t.sandbox = undefined;
     await this.settle(x);
     this.schedule();
+  }
+
+  /** Places a picked task's attempt on a node; false when no node can take it now (it stays waiting). */
+  private placeOn(x: LiveExecution, t: LiveTask, nodes: TaskNodes): boolean {
+    const node =
+      x.onLeader && this.deps.node
+        ? this.deps.node
+        : nodes.place(
+            x.region,
+            (n) => this.onNode.get(n) ?? { sandboxes: 0, memoryMb: 0 },
+            (n) => (this.onNode.get(n)?.sandboxes ?? 0) < this.maxTasks,
+          );
+    if (!node) {
+      if (!x.noNode) {
+        x.noNode = true;
+        const job = { kind: 'Job', workspace: x.key.workspace, parent: '', name: x.rec.job };
+        void this.deps.resources
+          .recordEvent(
+            job,
+            `execution ${x.rec.id}: its tasks wait for a node${x.region ? ` of region ${x.region}` : ''} with room for them`,
+          )
+          .catch((err) =>
+            this.deps.logger?.warn({ err, execution: x.rec.id }, 'could not record a node wait'),
+          );
+      }
+      return false;
+    }
+    x.noNode = false;
+    this.count(x, node, 1);
+    t.node = node;
+    return true;
+  }
+
+  private count(x: LiveExecution, node: string, n: 1 | -1) {
+    const l = this.onNode.get(node) ?? { sandboxes: 0, memoryMb: 0 };
+    this.onNode.set(node, { sandboxes: l.sandboxes + n, memoryMb: l.memoryMb + n * x.rec.memoryMb });
+  }
+
+  /** Awaits the end of an attempt placed on `node`: its report on the task, or the node's death. */
+  private await(x: LiveExecution, t: LiveTask, node: string) {
+    if (!t.sandbox) return;
+    const id = `${x.key.workspace}/${x.rec.job}/${x.rec.id}#${t.index}`;
+    this.remote.set(id, { x, t, attempt: t.attempts, node, sandbox: t.sandbox });
+  }
+
+  /** A task changed in the store: a node's report of an attempt awaited here ends it. */
+  private reported(o: StoredObject) {
+    const body = o.body as TaskRecord;
+    const ended: AttemptReport | undefined = body.ended;
+    if (!ended) return;
+    const id = `${o.workspace}/${o.parent}#${body.index}`;
+    const r = this.remote.get(id);
+    if (!r || r.attempt !== ended.attempt || body.attempts !== r.attempt) return;
+    this.remote.delete(id);
+    void this.ended(r, {
+      exitCode: ended.exitCode,
+      timedOut: ended.timedOut,
+      logs: ended.logs,
+      error: ended.error && `on node ${r.node}: ${ended.error}`,
+    });
+  }
+
+  /**
+   * The attempts awaited from nodes whose lease lapsed: each fails (counted against maxRetries, as the issue's "job
+   * tasks on it fail and are retried per their policy" asks), named on its condition and in one event per execution.
+   */
+  private lostNodes() {
+    const nodes = this.deps.nodes;
+    if (!nodes || !this.remote.size) return;
+    const lost = new Map<LiveExecution, Map<string, RemoteAttempt[]>>();
+    for (const [id, r] of this.remote) {
+      if (!nodes.lapsed(r.node)) continue;
+      this.remote.delete(id);
+      const byNode = lost.get(r.x) ?? new Map<string, RemoteAttempt[]>();
+      byNode.set(r.node, [...(byNode.get(r.node) ?? []), r]);
+      lost.set(r.x, byNode);
+    }
+    for (const [x, byNode] of lost)
+      for (const [node, rs] of byNode) {
+        const tasks = rs.map((r) => r.t.index);
+        const job = { kind: 'Job', workspace: x.key.workspace, parent: '', name: x.rec.job };
+        void this.deps.resources
+          .recordEvent(
+            job,
+            lostOnNode(
+              node,
+              `task${tasks.length > 1 ? 's' : ''} ${tasks.join(', ')} of execution ${x.rec.id}`,
+              'their processes are gone',
+              'Each attempt counts as failed and runs again on a live node while its maxRetries allow',
+            ),
+          )
+          .catch((err) =>
+            this.deps.logger?.warn({ err, execution: x.rec.id }, 'could not record a lost node'),
+          );
+        for (const r of rs)
+          void this.ended(r, {
+            exitCode: -1,
+            timedOut: false,
+            logs: `(no output: node ${node} stopped while it ran this attempt)\n`,
+            lostOn: node,
+          });
+      }
+  }
+
+  /** An attempt that ran on a node has ended (reported, or its node died). */
+  private async ended(r: RemoteAttempt, o: Outcome) {
+    const { x, t } = r;
+    if (this.stopping.signal.aborted) return;
+    this.vacate(x, t);
+    x.overhead.attempts++;
+    this.schedule();
+    await this.record(x, t, r.attempt, o).catch((err) =>
+      this.deps.logger?.warn({ err, execution: x.rec.id, task: t.index }, 'task outcome not recorded'),
+    );
   }
 
   /**
@@ -755,50 +946,38 @@ export class JobRunner {
   }
 
   /**
-   * An attempt whose sandbox did not survive: back to waiting, not counted against the retries. Returns the node it
-   * ran on when that was another node (a cluster's leader that died or was drained).
+   * An attempt whose sandbox did not survive this server's restart (SQLite; in a cluster an attempt is its node's,
+   * and a dead node's fail: lostNodes): back to waiting, not counted against the retries.
    */
-  private async lose(x: LiveExecution, t: LiveTask): Promise<string | undefined> {
+  private async lose(x: LiveExecution, t: LiveTask): Promise<void> {
     const attempt = t.attempts;
     t.status = 'pending';
+    t.node = undefined;
     t.lost++;
     t.sandbox = undefined;
     const at = new Date(this.now()).toISOString();
-    let elsewhere: string | undefined;
     await this.store.write([
       {
         op: 'update',
         key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
-        mutate: (cur) => {
-          const ranOn: string | undefined = cur.body.node;
-          elsewhere = ranOn && ranOn !== this.deps.node ? ranOn : undefined;
-          return {
-            ...cur.body,
-            status: 'pending',
-            sandbox: undefined,
-            node: undefined,
-            lost: (cur.body.lost ?? 0) + 1,
-            updatedAt: at,
-            conditions: [
-              ...(cur.body.conditions ?? []),
-              {
-                type: 'Attempt',
-                reason: 'lost',
-                message: elsewhere
-                  ? lostOnNode(
-                      elsewhere,
-                      `attempt ${attempt}`,
-                      'its process is gone',
-                      `Node ${this.deps.node} runs it again`,
-                    )
-                  : `attempt ${attempt} was lost with the server; running it again`,
-              },
-            ].slice(-10),
-          };
-        },
+        mutate: (cur) => ({
+          ...cur.body,
+          status: 'pending',
+          sandbox: undefined,
+          node: undefined,
+          lost: (cur.body.lost ?? 0) + 1,
+          updatedAt: at,
+          conditions: [
+            ...(cur.body.conditions ?? []),
+            {
+              type: 'Attempt',
+              reason: 'lost',
+              message: `attempt ${attempt} was lost with the server; running it again`,
+            },
+          ].slice(-10),
+        }),
       },
     ]);
-    return elsewhere;
   }
 
   /** Ends the execution once no task waits or runs. */

@@ -45,12 +45,25 @@ export interface TaskRecord {
   sandbox?: string;
   /** The cluster node its last attempt ran on (none on SQLite): a lost attempt's condition names it. */
   node?: string;
+  /** A node's report of the attempt it ran (decision 093), until the controllers' leader records its outcome. */
+  ended?: AttemptReport;
   startedAt?: string;
   attemptStartedAt?: string;
   completedAt?: string;
   updatedAt?: string;
   notBefore?: string;
   conditions?: { type: string; reason: string; message: string }[];
+}
+
+/** How an attempt run on a node of a cluster ended, as that node reports it on the task. */
+export interface AttemptReport {
+  attempt: number;
+  exitCode: number;
+  timedOut: boolean;
+  /** Its output (the daemon keeps at most the last 2 MB of a process's). */
+  logs: string;
+  /** Why it could not run (its app not built there, its sandbox not started). */
+  error?: string;
 }
 
 /** Index digits in a task's name: enough for MAX_TASKS, and names sort as numbers. */

@@ -3,10 +3,15 @@
 // (the daemon sends SIGTERM, then SIGKILL after its grace period), the exit code and output collected, the sandbox
 // removed. An attempt left running by an earlier server is re-adopted by polling its process (the daemon keeps it
 // running meanwhile).
+import type { BuiltApp } from '../../builds/builder.js';
+import { isPersistentJobVolume } from '../../kinds/job.js';
 import { defaultCpuShares, type VolumeMount } from '../../runtime/driver.js';
 import type { Held, Instances } from '../../runtime/instances.js';
 import type { ProcessJson } from '../../sandbox-api/schema.js';
-import { APP_DIR, APP_IMAGE, APP_PATH, APP_PIDS_MAX } from '../code/app.js';
+import type { Resources } from '../../store/resources.js';
+import { APP_DIR, APP_IMAGE, APP_PATH, APP_PIDS_MAX, imageFields } from '../code/app.js';
+import { attachVolumes, holderName } from '../volume/volume-attach.js';
+import type { ExecutionRecord } from './job-store.js';
 
 /** Id prefix of task sandboxes (never a Sandbox object's, a replica's or a build's). */
 export const TASK_ID_PREFIX = 'job-';
@@ -52,6 +57,56 @@ const resultOf = (p: ProcessJson): AttemptResult => ({
   timedOut: p.status === 'killed',
   logs: p.logs,
 });
+
+/** What an attempt of task `index` of execution `rec` runs with: the job's envs (secrets opened) and volumes. */
+export async function attemptOf(
+  deps: TaskDeps & { resources: Resources },
+  p: {
+    workspace: string;
+    rec: ExecutionRecord;
+    index: number;
+    attempt: number;
+    input: unknown;
+    sandboxId: string;
+    built: BuiltApp;
+    /** The execution's task credential (BL_API_KEY). */
+    credential: string;
+  },
+): Promise<TaskAttempt> {
+  const { workspace, rec, built } = p;
+  const job = await deps.resources.store.get({ kind: 'Job', workspace, parent: '', name: rec.job });
+  const open = job ? deps.resources.openSecrets(deps.resources.kind('Job'), job.body.spec ?? {}) : {};
+  const envs: Record<string, string> = { BL_API_KEY: p.credential, ...(built.plan.manifest?.env ?? {}) };
+  for (const e of open.runtime?.envs ?? []) envs[e.name] = e.value ?? '';
+  Object.assign(envs, rec.envOverride ?? {}, {
+    BL_WORKSPACE: workspace,
+    BL_NAME: rec.job,
+    BL_EXECUTION_ID: rec.id,
+    TASK_INDEX: String(p.index),
+    BL_TASK_ATTEMPT: String(p.attempt),
+    BL_EXECUTION_DATA_URL: executionDataUrl(p.index, p.input),
+  });
+  // Persistent volumes are held by the job (one holder: `job:<name>`) and bound into every task.
+  const volumes = await attachVolumes(
+    deps.resources,
+    deps.instances.driver,
+    workspace,
+    holderName('job', rec.job),
+    (open.volumes ?? []).filter(isPersistentJobVolume),
+  );
+  return {
+    volumes,
+    sandboxId: p.sandboxId,
+    workspace,
+    job: rec.job,
+    appDir: built.dir,
+    ...imageFields(built.base),
+    start: built.plan.start,
+    memoryMb: rec.memoryMb,
+    envs,
+    timeoutS: rec.timeoutS,
+  };
+}
 
 /**
  * Runs one attempt to its end; undefined when `ready` says it must not start. Infrastructure failures throw (the

@@ -1,0 +1,143 @@
+// Job tasks placed across the nodes of a cluster (docs/decisions/093-job-tasks-across-nodes.md): three `berth serve`
+// on one PostgreSQL, the TypeScript job template deployed with `berth deploy`. An execution's tasks run on more than
+// one node (each task's read names its `node`); each task's log is read, and followed, through a server that did not
+// run it; a second tenant reads none of it through any server. Then kill -9 of a follower running a task: that task's
+// attempt fails naming the node and runs again on a live node (a retry, per the job's maxRetries 2), and the
+// execution succeeds.
+import assert from 'node:assert/strict';
+import { loadavg } from 'node:os';
+import { describe, it } from 'node:test';
+import { type Proc, sleep } from './cluster-support.js';
+import { JOB, useFlowsCluster } from './flows-support.js';
+
+describe('job tasks placed across the nodes of a cluster', () => {
+  const { cluster, tenant, execution, ended } = useFlowsCluster('job-nodes', [JOB]);
+  const { api } = cluster;
+  const tasksOf = async (p: Proc, id: string): Promise<any[]> =>
+    (await api(p, `/jobs/${JOB}/executions/${id}/tasks`)).json();
+
+  let first = '';
+  it("runs an execution's tasks on several nodes, and any server reads their logs", async () => {
+    const b = cluster.node('node-b');
+    first = await execution(
+      b,
+      Array.from({ length: 6 }, (_, i) => ({ name: `t${i}`, sleep: 1 })),
+    );
+    const e = await ended(b, first);
+    assert.equal(e.status, 'succeeded', JSON.stringify(e));
+    const tasks = await tasksOf(cluster.node('node-c'), first);
+    const placed = tasks.map((t) => [t.index, t.node, t.attempts]);
+    process.stdout.write(`# tasks placed: ${JSON.stringify(placed)}\n`);
+    assert.ok(new Set(tasks.map((t) => t.node)).size >= 2, JSON.stringify(placed));
+    for (const t of tasks) {
+      assert.ok(['node-a', 'node-b', 'node-c'].includes(t.node), JSON.stringify(t));
+      const via = cluster.procs.find((p) => p.id !== t.node) as Proc;
+      const path = `/jobs/${JOB}/executions/${first}/tasks/${t.index}/logs`;
+      const r = await api(via, path);
+      const text = await r.text();
+      assert.equal(r.status, 200, text);
+      assert.match(text, new RegExp(`--- attempt 1 ---\\n[^]*MARKER task=${t.index} attempt=1 done`));
+      const f = await api(via, `${path}?follow=true`);
+      assert.equal(f.status, 200);
+      assert.match(await f.text(), new RegExp(`MARKER task=${t.index} attempt=1 done`));
+    }
+  });
+
+  it('a second tenant reads none of the execution, its tasks or their logs, through any server', async () => {
+    const t = tenant();
+    for (const p of cluster.procs)
+      for (const path of [
+        `/jobs/${JOB}/executions/${first}`,
+        `/jobs/${JOB}/executions/${first}/tasks`,
+        `/jobs/${JOB}/executions/${first}/tasks/0/logs`,
+        `/jobs/${JOB}/executions/${first}/tasks/0/logs?follow=true`,
+      ]) {
+        const r = await api(p, path, { key: t.key });
+        const text = await r.text();
+        assert.equal(r.status, 404, `${p.id} ${path}: ${text}`);
+        assert.doesNotMatch(text, /MARKER/);
+      }
+  });
+
+  it('kill -9 of a follower running a task: the task runs again on a live node and the execution succeeds', async () => {
+    const a = cluster.node('node-a');
+    const id = await execution(
+      a,
+      Array.from({ length: 4 }, (_, i) => ({ name: `k${i}`, sleep: 12 })),
+    );
+    let victim: any;
+    for (let i = 0; i < 600 && !victim; i++) {
+      const tasks = await tasksOf(a, id);
+      victim = tasks.find((t) => t.status === 'running' && t.node && t.node !== 'node-a');
+      if (!victim) await sleep(100);
+    }
+    assert.ok(victim, 'no task ran on a follower');
+    // Its log followed through the third server while it runs: its output arrives live from the node running it
+    // (through the leader, which serves task logs), and the follow goes on through the kill to the retry's end.
+    const third = cluster.procs.find((p) => p.id !== 'node-a' && p.id !== victim.node) as Proc;
+    const follow = await api(third, `/jobs/${JOB}/executions/${id}/tasks/${victim.index}/logs?follow=true`);
+    assert.equal(follow.status, 200);
+    let followed = '';
+    const reading = (async () => {
+      const dec = new TextDecoder();
+      for await (const c of follow.body as any) followed += dec.decode(c, { stream: true });
+    })();
+    for (let i = 0; i < 300 && !followed.includes(`task ${victim.index} attempt 1 of execution`); i++)
+      await sleep(100);
+    assert.match(
+      followed,
+      new RegExp(`^--- attempt 1 ---\ntask ${victim.index} attempt 1 of execution`),
+      followed,
+    );
+    assert.equal((await tasksOf(a, id))[victim.index].status, 'running', 'streamed before the attempt ended');
+    await cluster.kill(victim.node);
+    const killedAt = Date.now();
+    let again: any;
+    for (let i = 0; i < 600; i++) {
+      again = (await tasksOf(a, id))[victim.index];
+      if (again.attempts >= 2 && again.status === 'running') break;
+      await sleep(50);
+    }
+    const retryMs = Date.now() - killedAt;
+    assert.equal(again.attempts, 2, JSON.stringify(again));
+    assert.notEqual(again.node, victim.node);
+    const e = await ended(a, id);
+    const doneMs = Date.now() - killedAt;
+    assert.equal(e.status, 'succeeded', JSON.stringify(e));
+    const tasks = await tasksOf(a, id);
+    const t = tasks[victim.index];
+    assert.equal(t.status, 'succeeded');
+    const lost = t.conditions.find((c: any) => c.reason === 'lost');
+    assert.match(
+      lost?.message ?? JSON.stringify(t.conditions),
+      new RegExp(
+        `^lost: node ${victim.node}, which ran attempt 1, stopped; its process is gone\\. It runs again`,
+      ),
+    );
+    const job = await (await api(a, `/jobs/${JOB}`)).json();
+    assert.ok(
+      job.events.some((ev: any) => ev.message.startsWith(`lost: node ${victim.node}, which ran task`)),
+      JSON.stringify(job.events.slice(-5)),
+    );
+    // Its log through the other survivor: the lost attempt, then the one that succeeded.
+    const via = cluster.procs.find((p) => cluster.alive(p) && p.id !== 'node-a') ?? a;
+    const log = await (await api(via, `/jobs/${JOB}/executions/${id}/tasks/${victim.index}/logs`)).text();
+    assert.match(
+      log,
+      new RegExp(
+        `--- attempt 1 ---\\n\\(no output: node ${victim.node} stopped[^]*--- attempt 2 ---\\n[^]*MARKER task=${victim.index} attempt=2 done`,
+      ),
+    );
+    await reading;
+    assert.match(
+      followed,
+      new RegExp(
+        `--- attempt 2 ---\ntask ${victim.index} attempt 2 of execution[^]*MARKER task=${victim.index} attempt=2 done`,
+      ),
+      followed,
+    );
+    process.stdout.write(
+      `# kill -9 of ${victim.node} under task ${victim.index}: its retry ran on ${again.node} ${retryMs} ms after the kill, the execution ended ${doneMs} ms after (load ${loadavg()[0].toFixed(1)})\n`,
+    );
+  });
+});
