@@ -1,12 +1,12 @@
 // Starts a real Berth server on 127.0.0.1 with a fresh data directory, for end-to-end tests.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { loadConfig } from '../config.js';
 import { type RunningServer, startServer } from '../main.js';
 import type { Lookup } from '../outbound/index.js';
-import { removeSandboxesIn, unmountVolumesIn } from './sandboxes.js';
+import { removeDirLater, removeSandboxesIn, unmountVolumesIn } from './sandboxes.js';
 
 export interface TestServer extends RunningServer {
   dataDir: string;
@@ -75,7 +75,7 @@ export async function startTestServer(
       if (opts.dataDir) return;
       await removeSandboxesIn(dataDir);
       await unmountVolumesIn(dataDir);
-      rmSync(dataDir, { recursive: true, force: true });
+      removeDirLater(dataDir);
     },
   };
 }

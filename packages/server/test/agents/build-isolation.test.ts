@@ -86,7 +86,9 @@ describe('a build cannot poison another build', () => {
     // Each workspace's cache holds the template's lockfile, as a first build with network would have left it.
     const dir = join(work, 'template');
     cpSync(TEMPLATE, dir, { recursive: true });
-    for (const ws of ['default', a.home, b.home]) seedNodeCache(s.dataDir, ws, dir, REPO);
+    // Copies, not links to the repository's node_modules: the poisoner's build writes at the cache, and a regression
+    // of the read-only mount must damage this test's entries alone.
+    for (const ws of ['default', a.home, b.home]) seedNodeCache(s.dataDir, ws, dir, REPO, { copy: true });
   });
   after(async () => {
     await s.close();

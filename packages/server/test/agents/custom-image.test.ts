@@ -27,6 +27,7 @@ import {
   type SandboxServer,
   startSandboxServer,
 } from '../sandboxes/support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 async function replicas(dataDir: string) {
   const d = await inspectingDriver(dataDir);
@@ -98,7 +99,7 @@ describe('agents and jobs on spec.runtime.image', () => {
     await s.close();
     await reg.stop();
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
   });
 

@@ -17,6 +17,7 @@ import {
 import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { berth } from '../berth-cli.js';
 import { removeAllSandboxes, type SandboxServer, startSandboxServer } from '../sandboxes/support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const SERVER = `const http = require('node:http');
 const fs = require('node:fs');
@@ -51,7 +52,7 @@ describe('agents built from a Dockerfile', () => {
     await s.close();
     await reg.stop();
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
   });
 

@@ -21,6 +21,7 @@ import { replicaIdPrefix, workloadKey } from '../../src/controllers/workload/rep
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { berth } from '../berth-cli.js';
 import { inspectingDriver, removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const TEMPLATES = join(import.meta.dirname, '../../../../templates');
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -115,7 +116,7 @@ test('an agent deployed on a build from before builds were per workspace is buil
     }
   } finally {
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
   }
 });

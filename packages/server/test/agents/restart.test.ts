@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { berth } from '../berth-cli.js';
 import { serve, stopped } from '../serve-process.js';
 import { inspectingDriver, removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const TEMPLATES = join(import.meta.dirname, '../../../../templates');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -121,7 +122,7 @@ test('after a kill -9 of the server during traffic, the agent replica is re-adop
       await stopped(server);
     }
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
   }
 });

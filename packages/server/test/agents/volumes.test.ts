@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { berth } from '../berth-cli.js';
-import { unmountVolumesIn } from '../../src/test-support/sandboxes.js';
+import { removeDirLater, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 import {
   exec,
   inspectingDriver,
@@ -166,7 +166,7 @@ describe('volumes on agents across a server restart', () => {
     await s?.close();
     await removeAllSandboxes(dataDir);
     await unmountVolumesIn(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
   });
 

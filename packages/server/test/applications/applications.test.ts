@@ -4,7 +4,7 @@
 // sandbox reaches that sandbox's port. A second tenant cannot read A's application nor bind A's sandbox. Custom domains
 // (decision 055): claimed, verified against a real DNS server on loopback, routed by Host, shared by consent only.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -26,6 +26,7 @@ import {
   type SandboxServer,
   startSandboxServer,
 } from '../sandboxes/support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const SERVER = `require('node:http').createServer((req, res) => {
   res.setHeader('content-type', 'application/json');
@@ -77,7 +78,7 @@ describe('applications through the SDK', () => {
     await reg.stop();
     dns.close();
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   });
 
   it('runs the image on its port, answers anyone at its URL, keeps revisions and redeploys on update', async () => {

@@ -2,7 +2,7 @@
 // re-adopted (same sandbox, same process: the count it keeps in memory goes on), no new replica is started
 // (decision 054, second pass; decision 029 for agents).
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -19,6 +19,7 @@ import {
   type SandboxServer,
   startSandboxServer,
 } from '../sandboxes/support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const COUNTER = `let n = 0; require('node:http').createServer((req, res) => {
   res.end(JSON.stringify({ n: ++n, pid: process.pid }));
@@ -84,6 +85,6 @@ test('after a server restart, the application replica is re-adopted, not started
     await s?.close();
     await reg.stop();
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });

@@ -4,11 +4,11 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
-import { removeSandboxesIn } from '../../src/test-support/sandboxes.js';
+import { removeDirLater, removeSandboxesIn } from '../../src/test-support/sandboxes.js';
 import type { TestServer } from '../../src/test-support/server.js';
 import { testPostgres } from '../../src/test-support/store-drivers.js';
 import type { TestPostgres } from '../../src/test-support/postgres.js';
@@ -166,7 +166,7 @@ export function useCluster(
     }
     for (const dir of dirs.values()) {
       await removeSandboxesIn(dir);
-      rmSync(dir, { recursive: true, force: true });
+      removeDirLater(dir);
     }
   });
   return cluster;

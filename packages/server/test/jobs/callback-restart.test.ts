@@ -13,6 +13,7 @@ import { Webhook } from 'standardwebhooks';
 import { serve, stopped } from '../serve-process.js';
 import { removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';
 import { api, deployJob, type Target, waitExecution } from './support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -95,7 +96,7 @@ test('a pending callback is delivered after a kill -9 and restart', { timeout: 3
     else process.env.BERTH_CALLBACK_ALLOW_CIDRS = savedEnv;
     receiver.close();
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
   }
 });

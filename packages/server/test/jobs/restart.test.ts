@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';
 import { api, deployJob, type Target, taskProcesses, waitExecution } from './support.js';
 import { serve, stopped } from '../serve-process.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const TASKS = 20;
 
@@ -65,7 +66,7 @@ test('after a kill -9 of the server mid-execution, every task succeeds exactly o
       await stopped(server);
     }
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
   }
 });

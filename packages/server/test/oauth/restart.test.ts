@@ -16,6 +16,7 @@ import { berth } from '../berth-cli.js';
 import { removeAllSandboxes, startSandboxServer } from '../sandboxes/support.js';
 import { serve, stopped } from '../serve-process.js';
 import { inReplica, MAIL_TEMPLATE, REPO, sleep } from './support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const TOKEN_TTL_S = 4;
 
@@ -134,7 +135,7 @@ test('a kill -9 of the server between two refreshes loses no rotated refresh tok
     server?.kill('SIGKILL');
     if (server) await stopped(server);
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
     rmSync(work, { recursive: true, force: true });
     await idp.close();
   }

@@ -3,11 +3,11 @@
 // detaches a deleted drive from the sandboxes that still have it.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
+import { removeDirLater, removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 import { serve, stopped } from '../serve-process.js';
 import { TEST_MEMORY_MB } from './support.js';
 
@@ -100,6 +100,6 @@ test('drive mounts are listed and unmounted after kill -9 and a restart; a delet
     }
     await removeSandboxesIn(dataDir);
     await unmountVolumesIn(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });

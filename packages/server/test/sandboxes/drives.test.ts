@@ -2,11 +2,12 @@
 // once, a subdirectory, read-only for root inside), refused by label rules, unmounted, capped by the file system,
 // and gone from the sandbox's namespace with it, leaving nothing mounted on the host.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, rmSync, mkdtempSync } from 'node:fs';
+import { existsSync, readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { exec, type SandboxServer, startSandboxServer, TEST_MEMORY_MB } from './support.js';
+import { removeDirLater, removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 
 async function drive(s: SandboxServer, name: string, spec: object) {
   const r = await s.api('/drives', { method: 'POST', json: { metadata: { name }, spec } });
@@ -41,10 +42,9 @@ describe('drives mounted live into real sandboxes', () => {
   });
   after(async () => {
     await s.close();
-    const { removeSandboxesIn, unmountVolumesIn } = await import('../../src/test-support/sandboxes.js');
     await removeSandboxesIn(dataDir);
     await unmountVolumesIn(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   });
 
   it("two running sandboxes mount one drive and see each other's writes; a subdirectory mounts alone; unmount detaches", async () => {

@@ -12,6 +12,7 @@ import {
   type Upstream,
 } from '../../src/runtime/linux/test-support/egress-upstream.js';
 import { exec, removeAllSandboxes, startSandboxServer } from './support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 let up: Upstream;
 let caDir: string;
@@ -72,6 +73,6 @@ test('a restarted server keeps the sandbox under its policy and puts the routing
   } finally {
     await s.close();
     await removeAllSandboxes(dir);
-    rmSync(dir, { recursive: true, force: true });
+    removeDirLater(dir);
   }
 });

@@ -2,13 +2,14 @@
 // the sandbox listed, reachable, and its processes untouched.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { sandboxId } from '../../src/runtime/sandbox-id.js';
 import { exec, inspectingDriver, removeAllSandboxes, startSandboxServer, TEST_MEMORY_MB } from './support.js';
 import { serve, stopped } from '../serve-process.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 test('a server killed with SIGKILL and started again adopts its running sandbox untouched', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'berth-restart-'));
@@ -77,7 +78,7 @@ test('a server killed with SIGKILL and started again adopts its running sandbox 
       await stopped(server);
     }
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });
 
@@ -112,6 +113,6 @@ test('a sandbox whose processes died while the server was down is started again,
     }
   } finally {
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });

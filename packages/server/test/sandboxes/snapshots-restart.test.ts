@@ -4,12 +4,13 @@
 // snapshot past it is a 429 that leaves nothing behind.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { serve, stopped } from '../serve-process.js';
 import { removeAllSandboxes } from './support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -89,7 +90,7 @@ test('a capture cut short by SIGKILL leaves no snapshot; one taken before surviv
       await stopped(server);
     }
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });
 
@@ -121,6 +122,6 @@ test('a snapshot past the workspace’s snapshot quota is a 429 and leaves nothi
       await stopped(server);
     }
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });

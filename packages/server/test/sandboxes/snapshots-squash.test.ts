@@ -4,12 +4,13 @@
 // still gone, a directory replaced (opaque) holding only its new contents, a file of the image deleted still hidden.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { serve, stopped } from '../serve-process.js';
 import { removeAllSandboxes } from './support.js';
+import { removeDirLater } from '../../src/test-support/sandboxes.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -95,6 +96,6 @@ test('past BERTH_SNAPSHOT_MAX_LAYERS a capture squashes the stack into one layer
       await stopped(server);
     }
     await removeAllSandboxes(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });

@@ -1,11 +1,12 @@
 // Standby keeps storage: a sandbox frozen while idle and woken by a request still has its volume mounted and
 // its live-mounted drive, with the data written before the freeze.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { exec, type SandboxServer, startSandboxServer } from './support.js';
+import { removeDirLater, removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 
 async function deployed(s: SandboxServer, path: string) {
   for (let i = 0; i < 200; i++) {
@@ -25,10 +26,9 @@ describe('storage across standby and wake', () => {
   });
   after(async () => {
     await s.close();
-    const { removeSandboxesIn, unmountVolumesIn } = await import('../../src/test-support/sandboxes.js');
     await removeSandboxesIn(dataDir);
     await unmountVolumesIn(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   });
 
   it('a volume and a drive stay mounted, with their data, through standby and wake', async () => {

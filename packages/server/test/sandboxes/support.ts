@@ -1,12 +1,12 @@
 // Shared by the sandbox end-to-end tests: a real server on a data dir the test owns, so that after the
 // server stops, every sandbox it left (sandboxes outlive the server by design) is removed and the dir deleted.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLinuxDriver } from '../../src/runtime/index.js';
-import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
+import { removeDirLater, removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 import { startTestServer, type TestServer } from '../../src/test-support/server.js';
 
 export interface SandboxServer extends TestServer {
@@ -67,7 +67,7 @@ export async function startSandboxServer(
       if (!dataDir) {
         await removeAllSandboxes(dir);
         await unmountVolumesIn(dir);
-        rmSync(dir, { recursive: true, force: true });
+        removeDirLater(dir);
       }
     },
   };

@@ -2,12 +2,12 @@
 // restarted server finishes what was begun, the data is intact, and a deleted volume leaves no mount behind.
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { mountsUnder } from '../../src/runtime/linux/disk.js';
-import { removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
+import { removeDirLater, removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 import { TEST_MEMORY_MB } from './support.js';
 import { serve, stopped } from '../serve-process.js';
 
@@ -104,6 +104,6 @@ test('volume data and attachments survive kill -9 of the server after every step
     }
     await removeSandboxesIn(dataDir);
     await unmountVolumesIn(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   }
 });

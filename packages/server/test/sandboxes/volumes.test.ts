@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { exec, type SandboxServer, startSandboxServer } from './support.js';
+import { removeDirLater, removeSandboxesIn, unmountVolumesIn } from '../../src/test-support/sandboxes.js';
 
 async function deployed(s: SandboxServer, name: string): Promise<any> {
   for (let i = 0; i < 200; i++) {
@@ -38,10 +39,9 @@ describe('volumes in real sandboxes', () => {
   });
   after(async () => {
     await s.close();
-    const { removeSandboxesIn, unmountVolumesIn } = await import('../../src/test-support/sandboxes.js');
     await removeSandboxesIn(dataDir);
     await unmountVolumesIn(dataDir);
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDirLater(dataDir);
   });
 
   it('data written in one sandbox is read back in the next, with its mode, and a write past the cap is ENOSPC', async () => {
