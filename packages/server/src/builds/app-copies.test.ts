@@ -18,6 +18,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { PEER_TOKEN_HEADER, peerToken } from '../crypto/peer-token.js';
 import { AppCopyError, appArchiveDigest } from './app-archive.js';
@@ -155,6 +157,27 @@ describe('built apps copied between the nodes of a cluster', () => {
       await node(() => [new URL('http://127.0.0.1:9')]).copies.copy('ws-a', key, {}, never),
       undefined,
     );
+  });
+
+  it('builds here at once when the only holder went away during the copy', async () => {
+    const description = await (
+      await fetch(`${url}/peer/apps/ws-a/${key}`, { headers: { [PEER_TOKEN_HEADER]: token } })
+    ).text();
+    // A holder that dies in the middle of the archive (killed): half of it, then nothing answers any more.
+    const dying = createServer((req, res) => {
+      if (!req.url?.endsWith('/archive')) return void res.writeHead(200).end(description);
+      res.writeHead(200);
+      res.write(Buffer.alloc(64 * 1024, 1), () => {
+        dying.close();
+        dying.closeAllConnections();
+      });
+    });
+    await new Promise<void>((r) => dying.listen(0, '127.0.0.1', r));
+    const at = new URL(`http://127.0.0.1:${(dying.address() as AddressInfo).port}`);
+    const { dataDir, copies, counts } = node(() => [at]);
+    assert.equal(await copies.copy('ws-a', key, { digest }, never), undefined);
+    assert.deepEqual(counts, { copied: 0, refused: 1 });
+    assert.deepEqual(readdirSync(appsDirOf(dataDir, 'ws-a')), [], 'nothing of the cut copy left');
   });
 
   it('refuses a copy whose bytes rotted on the holder, leaving nothing; copies once they are right; builds after the rounds', async () => {

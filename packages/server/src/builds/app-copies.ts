@@ -98,8 +98,9 @@ export class AppCopies implements AppSource {
 
   /**
    * The app `key` of `workspace`, copied here from a live node that holds it (the one whose recorded digest is
-   * `want.digest` when given). Undefined when none holds it (build it here); throws AppCopyError when holders did but
-   * none gave it whole (try again later), until MAX_FAILED_ROUNDS rounds failed (then undefined: build it here).
+   * `want.digest` when given). Undefined when none holds it, or none still does after the copies failed (build it
+   * here); throws AppCopyError when holders still do but none gave it whole (try again later), until
+   * MAX_FAILED_ROUNDS rounds failed (then undefined: build it here).
    */
   async copy(
     workspace: string,
@@ -142,6 +143,17 @@ export class AppCopies implements AppSource {
           'a copy of a built app was refused',
         );
       }
+    }
+    // Holders that went away mid-copy (killed, drained) do not hold it any more: with none left, it is built here now
+    // rather than after rounds of waiting for nodes that will not answer.
+    const left = await Promise.all(holders.map((h) => this.describe(h.peer, workspace, key, signal)));
+    if (!left.some((d) => d && (!want.digest || d.archive === want.digest))) {
+      this.failedRounds.delete(id);
+      this.deps.logger?.warn(
+        { workspace, key, err: (last as Error)?.message },
+        'the nodes holding this built app went away during its copy; building it here from its source',
+      );
+      return undefined;
     }
     this.failedRounds.set(id, rounds + 1);
     throw new AppCopyError(
