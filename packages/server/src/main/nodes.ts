@@ -3,6 +3,7 @@
 import { cpus, hostname, totalmem } from 'node:os';
 import type { Config } from '../config.js';
 import { localNodes, postgresNodes } from '../cluster/nodes.js';
+import { postgresQuotaLeases } from '../cluster/quota-leases.js';
 import { instanceHolder } from '../cluster/instance-holder.js';
 import { servingKey } from '../cluster/replica-placements.js';
 import type { SandboxPlacements } from '../cluster/placement.js';
@@ -81,6 +82,17 @@ export async function listenAndJoin(
     lost: () => gateway.forgetSandboxes(),
   };
   late.nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
+  if (config.databaseUrl) {
+    // Each workspace's replicas, builds and tasks counted over every node (decision 092).
+    const nodes = late.nodes;
+    late.quotaLeases = await postgresQuotaLeases(config.databaseUrl, {
+      self: selfId,
+      fence: () => nodes.fence(),
+      warn: (err, msg) => logger.warn({ err }, msg),
+    });
+    await parts.quotas.readOthers().catch((err) => logger.warn({ err }, 'could not read the quota leases'));
+    parts.quotas.followOthers();
+  }
   if (config.databaseUrl)
     late.holder = await instanceHolder({
       nodes: late.nodes,

@@ -74,7 +74,14 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
   const replicaPlacements = config.databaseUrl ? new ReplicaPlacements(store) : undefined;
   await replicaPlacements?.start();
   // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
-  const quotas = new QuotaLedger(store, config.quotas);
+  // In a cluster, counted over every node in the database once this one joined (decision 092).
+  const quotas = new QuotaLedger(
+    store,
+    config.quotas,
+    config.databaseUrl
+      ? { leases: () => late.quotaLeases, warn: (err, msg) => logger.warn({ err }, msg) }
+      : undefined,
+  );
   await quotas.start();
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${late.actualPort}`;
   const urlOf = runUrlOf({

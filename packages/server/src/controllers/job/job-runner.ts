@@ -452,7 +452,11 @@ export class JobRunner {
    * (`force`: it runs already, re-adopted at start). False when the slot is not to be had (nothing is counted).
    */
   private occupy(x: LiveExecution, t: LiveTask, force = false): boolean {
-    const lease = this.deps.quota?.take(x.key.workspace, 'jobTasks', x.rec.memoryMb, { force });
+    // Tasks run on the leader alone: its ledger judges them, and the database only counts them (decision 092).
+    const lease = this.deps.quota?.take(x.key.workspace, 'jobTasks', x.rec.memoryMb, {
+      force,
+      startsNow: true,
+    });
     if (lease && isRefusal(lease)) return false;
     t.lease = lease;
     x.running++;

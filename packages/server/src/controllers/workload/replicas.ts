@@ -370,6 +370,14 @@ export class ReplicaSet {
     try {
       return await w.starting;
     } catch (err) {
+      if (err instanceof ReplicaQuotaError) {
+        this.noteCapped(w, live.length, err.refusal);
+        throw new ApiError(
+          'QUOTA_EXCEEDED',
+          `${w.kind.toLowerCase()} ${JSON.stringify(w.name)} has no replica running and none may start: ${err.message}`,
+          { headers: { 'retry-after': '1' } },
+        );
+      }
       throw new ApiError(
         'UNAVAILABLE',
         `${w.kind.toLowerCase()} ${JSON.stringify(w.name)} could not start a replica: ${(err as Error).message}`,
@@ -402,7 +410,11 @@ export class ReplicaSet {
           if (this.current(w)) w.replicas.push(r);
           else void this.removeReplica(r);
         })
-        .catch((err) => this.deps.logger?.warn({ err, workload: w.key }, 'scaling out failed'))
+        .catch((err) => {
+          // Another node took the workspace's last room first: held as when this node's count says so.
+          if (err instanceof ReplicaQuotaError) this.noteCapped(w, live, err.refusal);
+          else this.deps.logger?.warn({ err, workload: w.key }, 'scaling out failed');
+        })
         .finally(() => {
           w.extraStarts--;
         });
@@ -558,6 +570,9 @@ export class ReplicaSet {
     const spec = this.specOf(w);
     const { instances } = this.deps;
     const owner = { kind: w.kind, workspace: w.workspace, name: w.name, role: 'replica' as const };
+    // In a cluster the slot is judged once more by the database, against every node's replicas (decision 092).
+    const refused = await lease?.admitted;
+    if (refused) throw new ReplicaQuotaError(refused);
     const { info, daemon } = await instances.start({ id, spec, owner, lease });
     try {
       const p = await daemon.start({
