@@ -111,6 +111,17 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
         ),
       )
     : resources;
+  // What a node writes about the agents' and functions' replicas placed on it (their events), fenced the same way on
+  // their `replicaNodes` (decision 092).
+  const heldWorkloads = clusterSelf
+    ? resources.withStore(
+        fencedStore(
+          store,
+          { fence: () => late.nodes?.fence(), refused: () => late.nodes?.refused() },
+          (k) => k.kind === 'Agent' || k.kind === 'Function',
+        ),
+      )
+    : resources;
   const holding = () => clusterSelf === undefined || late.nodes?.fence() !== undefined;
   // What the leader of the controllers runs writes only while its lock session holds the lead (decision 068): a
   // leader cut from that session writes nothing beside the next one, and stops at its first refused write.
@@ -140,6 +151,7 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     baseUrl,
     resources,
     held,
+    heldWorkloads,
     holding,
     led,
     masterKey,

@@ -16,7 +16,7 @@ import {
   shareOf,
 } from '../../cluster/replica-placements.js';
 import type { Resources } from '../../store/resources.js';
-import type { StoredObject } from '../../store/store.js';
+import { keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
 import type { RevisionRecord } from '../code/source.js';
 import { routeOf, runOf, workloadOf } from './deploy.js';
 import type { ReplicaSet, RevisionRun } from './replicas.js';
@@ -43,6 +43,11 @@ export interface ReplicaHoldingDeps {
   holding: () => boolean;
   /** The replicas this node serves changed: its next heartbeat says so at once (the other gateways read it). */
   changed: () => void;
+  /**
+   * Records an event on the workload's object as the node holding its replica slots (decision 092): fenced on its
+   * `replicaNodes` and this node's lease, false when fenced off. Without it, failures are only logged.
+   */
+  report?: (key: ResourceKey, message: string) => Promise<boolean>;
   logger?: Logger;
 }
 
@@ -54,7 +59,7 @@ const sameButScale = (a: RevisionRun, b: RevisionRun) =>
 
 export class ReplicaHolding {
   private readonly busy = new Set<string>();
-  private readonly failed = new Map<string, { count: number; notBefore: number }>();
+  private readonly failed = new Map<string, { count: number; notBefore: number; said?: string }>();
   private timer?: NodeJS.Timeout;
   private unwatch?: () => void;
   private stopped = false;
@@ -103,21 +108,40 @@ export class ReplicaHolding {
     if (f && f.notBefore > Date.now()) return;
     this.busy.add(id);
     const p = this.sync(o)
-      .then(() => void this.failed.delete(id))
-      .catch((err) => {
+      .then(async () => {
+        this.failed.delete(id);
+        if (f?.said) await this.say(o, `node ${this.deps.self}: the replicas placed on it run again`);
+      })
+      .catch(async (err) => {
         const count = (f?.count ?? 0) + 1;
         const wait = Math.min(FIRST_BACKOFF_MS * 2 ** (count - 1), MAX_BACKOFF_MS);
-        this.failed.set(id, { count, notBefore: Date.now() + wait });
+        const failure = { count, notBefore: Date.now() + wait, said: f?.said };
+        this.failed.set(id, failure);
         this.deps.logger?.warn(
           { err, workspace: o.workspace, name: o.name, retryInMs: wait },
           'could not start the replicas placed on this node; trying again later',
         );
+        // On the object, once per cause (the retries' backoff would repeat it): the replicas it had keep serving.
+        const cause = (err as Error).message;
+        if (failure.said === cause) return;
+        const message = `node ${this.deps.self} could not start the replicas placed on it (the ones it ran keep serving; tried again with a backoff up to ${MAX_BACKOFF_MS / 1000} s): ${cause}`;
+        if (await this.say(o, message)) failure.said = cause;
       })
       .finally(() => {
         this.busy.delete(id);
         this.running.delete(p);
       });
     this.running.add(p);
+  }
+
+  /** An event on `o` as the node holding its slots; false when fenced off or not recorded. */
+  private async say(o: StoredObject, message: string): Promise<boolean> {
+    try {
+      return (await this.deps.report?.(keyOf(o), message)) === true;
+    } catch (err) {
+      this.deps.logger?.warn({ err, workspace: o.workspace, name: o.name }, 'could not record an event');
+      return false;
+    }
   }
 
   /**
