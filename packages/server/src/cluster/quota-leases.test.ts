@@ -15,20 +15,21 @@ import { postgresQuotaLeases, type QuotaLeases } from './quota-leases.js';
 const LIMITS: QuotaLimits = { memoryMb: 10_000, sandboxes: 10, replicas: 3, builds: 1, jobTasks: 2 };
 
 describe('addHeld', () => {
-  test('adds what other nodes hold, leaving out the owner a deploy replaces', () => {
+  test("adds what nodes hold, leaving out this node's replicas of the owner a deploy replaces here", () => {
     const u = addHeld(
       emptyUsage(),
       [
-        { workspace: 'a', consumer: 'replicas', owner: 'a/Agent/x', count: 2, memoryMb: 512 },
+        { workspace: 'a', consumer: 'replicas', owner: 'a/Agent/x', count: 2, memoryMb: 512, mine: true },
+        { workspace: 'a', consumer: 'replicas', owner: 'a/Agent/x', count: 1, memoryMb: 256 },
         { workspace: 'a', consumer: 'replicas', owner: 'a/Agent/y', count: 1, memoryMb: 256 },
         { workspace: 'a', consumer: 'builds', count: 1, memoryMb: 2048 },
         { workspace: 'a', consumer: 'something else', count: 9, memoryMb: 9 },
       ],
       'a/Agent/x',
     );
-    assert.equal(u.replicas, 1);
+    assert.equal(u.replicas, 2);
     assert.equal(u.builds, 1);
-    assert.equal(u.memoryMb.replicas, 256);
+    assert.equal(u.memoryMb.replicas, 512);
     assert.equal(u.memoryMb.builds, 2048);
     assert.equal(u.sandboxes, 0);
   });
@@ -116,19 +117,28 @@ describe('quota leases on postgres', () => {
     }
   });
 
-  test("a deploy's own replicas on other nodes do not count against its new one", async () => {
+  test("a deploy's replicas on its own node do not count against its new one; on other nodes they do", async () => {
     const env = await setup();
     try {
       const a = await env.node('node-a');
       const b = await env.node('node-b');
-      for (let i = 0; i < 3; i++) assert.notEqual(typeof (await take(b.ledger, 'tenant-a')), 'string');
+      for (let i = 0; i < 2; i++) assert.notEqual(typeof (await take(b.ledger, 'tenant-a')), 'string');
+      assert.notEqual(typeof (await take(a.ledger, 'tenant-a')), 'string');
       await a.ledger.readOthers();
-      const l = a.ledger.take('tenant-a', 'replicas', 100, {
-        owner: 'tenant-a/Agent/x',
-        excludeOwner: 'tenant-a/Agent/x',
-      });
+      await b.ledger.readOthers();
+      const replacing = { owner: 'tenant-a/Agent/x', excludeOwner: 'tenant-a/Agent/x' };
+      const l = a.ledger.take('tenant-a', 'replicas', 100, replacing);
       assert.ok(!isRefusal(l));
       assert.equal(await l.admitted, undefined);
+      // Node b's two are not replaced by a's deploy: with a's new one, the workspace is at 4 of 3 until a's old one
+      // goes, and b's own deploy then replaces only its own two (4 - 2 + 1 fits).
+      const m = b.ledger.take('tenant-a', 'replicas', 100, replacing);
+      assert.ok(!isRefusal(m));
+      assert.equal(await m.admitted, undefined);
+      // A node whose deploy replaces nothing of its own finds no room.
+      const c = await env.node('node-c');
+      await c.ledger.readOthers();
+      assert.ok(isRefusal(c.ledger.take('tenant-a', 'replicas', 100, replacing)));
     } finally {
       await env.close();
     }

@@ -21,6 +21,8 @@ export interface HeldRow {
 export interface HeldGroup extends Omit<HeldRow, 'memoryMb'> {
   count: number;
   memoryMb: number;
+  /** Held by the node asking (a deploy there replaces its own replicas, not other nodes'). */
+  mine?: boolean;
 }
 
 export interface QuotaLeases {
@@ -42,13 +44,14 @@ export interface QuotaLeases {
 
 const LIVE = `JOIN nodes n ON n.id = q.node AND n.epoch = q.epoch
   AND n.heartbeat_at + n.lease_ms * interval '1 millisecond' > clock_timestamp()`;
-const GROUPED = `SELECT q.consumer, q.owner, count(*)::int AS count, sum(q.memory_mb)::int AS memory_mb`;
+const GROUPED = `SELECT q.consumer, q.owner, q.node = $2 AS mine, count(*)::int AS count, sum(q.memory_mb)::int AS memory_mb`;
 /** Distinct from every other advisory lock of Berth's (the store's write lock, leadership): a class of its own. */
 const LOCK_CLASS = 0x42_51_55_4f; // "BQUO"
 
 interface Row {
   consumer: string;
   owner: string | null;
+  mine: boolean;
   count: number;
   memory_mb: number;
   workspace?: string;
@@ -58,6 +61,7 @@ const groupOf = (r: Row, workspace: string): HeldGroup => ({
   workspace: r.workspace ?? workspace,
   consumer: r.consumer,
   owner: r.owner ?? undefined,
+  mine: r.mine,
   count: r.count,
   memoryMb: r.memory_mb,
 });
@@ -128,8 +132,8 @@ export async function postgresQuotaLeases(
         await c.query('BEGIN');
         await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, row.workspace]);
         const { rows } = await c.query<Row>(
-          `${GROUPED} FROM quota_leases q ${LIVE} WHERE q.workspace = $1 GROUP BY q.consumer, q.owner`,
-          [row.workspace],
+          `${GROUPED} FROM quota_leases q ${LIVE} WHERE q.workspace = $1 GROUP BY q.consumer, q.owner, mine`,
+          [row.workspace, o.self],
         );
         const refused = judge(rows.map((r) => groupOf(r, row.workspace)));
         if (refused !== undefined) {
@@ -155,8 +159,9 @@ export async function postgresQuotaLeases(
       const f = o.fence();
       if (f && f.epoch !== lastEpoch) fence();
       const { rows } = await pool.query<Row>(
-        `${GROUPED}, q.workspace FROM quota_leases q ${LIVE} WHERE q.node <> $1 GROUP BY q.workspace, q.consumer, q.owner`,
-        [o.self],
+        `${GROUPED}, q.workspace FROM quota_leases q ${LIVE} WHERE q.node <> $1 AND q.node <> $2
+          GROUP BY q.workspace, q.consumer, q.owner, mine`,
+        [o.self, o.self],
       );
       return rows.map((r) => groupOf(r, r.workspace as string));
     },

@@ -53,10 +53,13 @@ const NOUNS: Record<Consumer, { noun: string; fix: string }> = {
 /** How often a node of a cluster reads what the other nodes hold (its early answer; the database decides). */
 export const OTHERS_READ_MS = 1_000;
 
-/** Adds grouped holdings to `u` (those of `excludeOwner` left out). */
+/**
+ * Adds grouped holdings to `u`, this node's of `excludeOwner` left out: a deploy replaces its own replicas here, and
+ * those of other nodes only count.
+ */
 export function addHeld(u: Usage, held: Iterable<HeldGroup>, excludeOwner?: string): Usage {
   for (const g of held) {
-    if (excludeOwner !== undefined && g.owner === excludeOwner) continue;
+    if (excludeOwner !== undefined && g.mine && g.owner === excludeOwner) continue;
     const c = g.consumer as Consumer;
     if (c !== 'replicas' && c !== 'builds' && c !== 'jobTasks') continue;
     u[c] += g.count;
@@ -149,12 +152,11 @@ export class QuotaLedger {
   }
 
   /**
-   * Replicas, builds and job tasks running for the workspace (sandboxes left at zero): this node's, and in a cluster
-   * the other nodes' as last read.
+   * Replicas, builds and job tasks running for the workspace (sandboxes left at zero): this node's (those of
+   * `excludeOwner` left out), and in a cluster the other nodes' as last read.
    */
   running(workspace: string, excludeOwner?: string): Usage {
-    const u = this.local(workspace, excludeOwner);
-    return addHeld(u, this.others.get(workspace) ?? [], excludeOwner);
+    return addHeld(this.local(workspace, excludeOwner), this.others.get(workspace) ?? []);
   }
 
   private local(workspace: string, excludeOwner?: string): Usage {
