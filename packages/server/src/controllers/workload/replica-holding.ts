@@ -59,7 +59,10 @@ const sameButScale = (a: RevisionRun, b: RevisionRun) =>
 
 export class ReplicaHolding {
   private readonly busy = new Set<string>();
-  private readonly failed = new Map<string, { count: number; notBefore: number; said?: string }>();
+  private readonly failed = new Map<
+    string,
+    { count: number; notBefore: number; said?: string; spec: string }
+  >();
   private timer?: NodeJS.Timeout;
   private unwatch?: () => void;
   private stopped = false;
@@ -105,7 +108,9 @@ export class ReplicaHolding {
     const id = `${o.kind}/${o.workspace}/${o.name}`;
     if (this.busy.has(id)) return;
     const f = this.failed.get(id);
-    if (f && f.notBefore > Date.now()) return;
+    // A spec changed since the failure (fixed, say) is tried at once rather than after the backoff.
+    const specOf = () => JSON.stringify(o.body.spec ?? null);
+    if (f && f.notBefore > Date.now() && f.spec === specOf()) return;
     this.busy.add(id);
     const p = this.sync(o)
       .then(async () => {
@@ -115,7 +120,7 @@ export class ReplicaHolding {
       .catch(async (err) => {
         const count = (f?.count ?? 0) + 1;
         const wait = Math.min(FIRST_BACKOFF_MS * 2 ** (count - 1), MAX_BACKOFF_MS);
-        const failure = { count, notBefore: Date.now() + wait, said: f?.said };
+        const failure = { count, notBefore: Date.now() + wait, said: f?.said, spec: specOf() };
         this.failed.set(id, failure);
         this.deps.logger?.warn(
           { err, workspace: o.workspace, name: o.name, retryInMs: wait },

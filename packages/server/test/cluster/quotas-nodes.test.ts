@@ -1,0 +1,154 @@
+// Counts over the nodes of a cluster (docs/decisions/092-cluster-wide-counts.md), three `berth serve` on one
+// PostgreSQL with a replicas quota of 3: an agent with minScale 2 on two nodes is counted and listed with both
+// replicas (and their nodes) through every server; a function asking for two more replicas gets one at most, so the
+// workspace never runs more than 3 across the nodes, and the workspace's quota view counts every node's; a second
+// tenant's view counts none of it; a spec change whose start fails on the nodes holding the agent's replicas is
+// recorded on the agent by each node (a follower among them), while the replicas they ran keep answering.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { type Proc, sleep } from './cluster-support.js';
+import { AGENT, MCP, useFlowsCluster } from './flows-support.js';
+
+const QUOTA = 3;
+
+describe('workspace quotas and replica counts over the nodes of a cluster', () => {
+  const { cluster, tenant } = useFlowsCluster('quotas-nodes', [AGENT, MCP], {
+    BERTH_QUOTA_REPLICAS: String(QUOTA),
+  });
+  const { api } = cluster;
+
+  const get = async (p: Proc, path: string, key?: string) => {
+    const r = await api(p, path, key ? { key } : {});
+    const body = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(body));
+    return body;
+  };
+  const put = async (p: Proc, path: string, name: string, change: (spec: any) => any) => {
+    const o = await get(p, path);
+    const r = await api(p, path, { method: 'PUT', json: { metadata: { name }, spec: change(o.spec) } });
+    assert.equal(r.status, 200, await r.text());
+  };
+  const listed = async (p: Proc, plural: string, name: string) =>
+    (await get(p, `/${plural}/${name}/replicas`)) as { id: string; node?: string; standbyUntil?: string }[];
+  const serving = (list: { standbyUntil?: string }[]) => list.filter((r) => r.standbyUntil === undefined);
+
+  async function until<T>(what: string, f: () => Promise<T | undefined>, polls = 900): Promise<T> {
+    let last: unknown;
+    for (let i = 0; i < polls; i++) {
+      try {
+        const v = await f();
+        if (v !== undefined) return v;
+      } catch (err) {
+        last = err;
+      }
+      await sleep(100);
+    }
+    assert.fail(`${what} never happened${last ? `: ${String(last)}` : ''}`);
+  }
+
+  let agentNodes: string[] = [];
+  it("an agent's replicas on two nodes are counted and listed, with their nodes, through every server", async () => {
+    const a = cluster.node('node-a');
+    await put(cluster.node('node-b'), `/agents/${AGENT}`, AGENT, (spec) => ({
+      ...spec,
+      runtime: { ...spec.runtime, minScale: 2, memory: 256 },
+    }));
+    agentNodes = await until('two nodes serving the agent', async () => {
+      const o = await get(a, `/agents/${AGENT}`);
+      const nodes: string[] = o.replicaNodes ?? [];
+      const list = serving(await listed(a, 'agents', AGENT));
+      const on = new Set(list.map((r) => r.node));
+      return o.status === 'DEPLOYED' && new Set(nodes).size === 2 && nodes.every((n) => on.has(n))
+        ? nodes
+        : undefined;
+    });
+    for (const p of cluster.procs) {
+      await until(`${p.id} counting both replicas`, async () => {
+        const o = await get(p, `/agents/${AGENT}`);
+        const list = serving(await listed(p, 'agents', AGENT));
+        const nodes = new Set(list.map((r) => r.node));
+        return o.replicas >= 2 && agentNodes.every((n) => nodes.has(n)) ? true : undefined;
+      });
+    }
+  });
+
+  it(`a workspace with a replicas quota of ${QUOTA} never runs more across the nodes; another tenant's view is its own`, async () => {
+    const a = cluster.node('node-a');
+    await put(cluster.node('node-c'), `/functions/${MCP}`, MCP, (spec) => ({
+      ...spec,
+      runtime: { ...spec.runtime, minScale: 2, memory: 256 },
+    }));
+    await until('the function placed on two nodes', async () => {
+      const o = await get(a, `/functions/${MCP}`);
+      return new Set(o.replicaNodes ?? []).size === 2 ? true : undefined;
+    });
+    // Each node sees room for its share alone (the agent's one, the function's one): counted per node, the workspace
+    // would run 4. For 8 s, it never runs more than its quota.
+    let most = 0;
+    const end = Date.now() + 8_000;
+    while (Date.now() < end) {
+      const total =
+        serving(await listed(a, 'agents', AGENT)).length + serving(await listed(a, 'functions', MCP)).length;
+      most = Math.max(most, total);
+      await sleep(200);
+    }
+    process.stdout.write(`# most replicas of the workspace seen at once across the nodes: ${most}\n`);
+    assert.ok(most <= QUOTA, `the workspace ran ${most} replicas, over its quota of ${QUOTA}`);
+    const fn = await get(a, `/functions/${MCP}`);
+    assert.ok(
+      (fn.events ?? []).some((e: any) => /replicas quota/.test(String(e.message))),
+      JSON.stringify(fn.events?.slice(-5)),
+    );
+    const q = await until('the quota view counting every node', async () => {
+      const v = await get(a, '/quotas');
+      return v.replicas.used === most ? v : undefined;
+    });
+    assert.equal(q.replicas.limit, QUOTA);
+    // The second tenant: none of it counts against its own quota, and it sees none of the first one's replicas.
+    const t = tenant();
+    for (const p of cluster.procs) {
+      const v = await get(p, '/quotas', t.key);
+      assert.equal(v.replicas.used, 0, JSON.stringify(v));
+      const r = await api(p, `/agents/${AGENT}/replicas`, { key: t.key });
+      assert.equal(r.status, 404, await r.text());
+    }
+  });
+
+  it("a spec change whose start fails on the agent's nodes is recorded on the agent by each, a follower among them", async () => {
+    const a = cluster.node('node-a');
+    const leader = (await cluster.nodes(a)).find((n) => n.leads.length && n.healthy)?.id;
+    // An interpreter that cannot start: each node's blue-green start fails, the replicas it ran keep serving.
+    await put(a, `/agents/${AGENT}`, AGENT, (spec) => ({
+      ...spec,
+      runtime: { ...spec.runtime, envs: [{ name: 'PYTHONHOME', value: '/nonexistent' }] },
+    }));
+    const said = await until('each node holding the agent reporting its failed start', async () => {
+      const o = await get(a, `/agents/${AGENT}`);
+      const nodes = (o.replicaNodes ?? []) as string[];
+      const by = nodes.filter((n) =>
+        (o.events ?? []).some((e: any) =>
+          String(e.message).startsWith(`node ${n} could not start the replicas placed on it`),
+        ),
+      );
+      return nodes.length === 2 && by.length === 2 ? { nodes, events: o.events } : undefined;
+    });
+    const followers = said.nodes.filter((n) => n !== leader);
+    assert.ok(followers.length > 0, JSON.stringify({ leader, nodes: said.nodes }));
+    process.stdout.write(`# failed start reported by ${said.nodes.join(', ')} (leader ${leader})\n`);
+    // The replicas they ran answer on.
+    for (const p of cluster.procs) {
+      const r = await cluster.run(p, `agents/${AGENT}`, { inputs: 'still' });
+      assert.equal(r.status, 200, await r.text());
+    }
+    // Put right, each node says its replicas run again.
+    await put(a, `/agents/${AGENT}`, AGENT, (spec) => ({ ...spec, runtime: { ...spec.runtime, envs: [] } }));
+    await until('each node saying its replicas run again', async () => {
+      const o = await get(a, `/agents/${AGENT}`);
+      return said.nodes.every((n) =>
+        (o.events ?? []).some((e: any) => e.message === `node ${n}: the replicas placed on it run again`),
+      )
+        ? true
+        : undefined;
+    });
+  });
+});
