@@ -44,7 +44,9 @@ export interface QuotaLeases {
 
 const LIVE = `JOIN nodes n ON n.id = q.node AND n.epoch = q.epoch
   AND n.heartbeat_at + n.lease_ms * interval '1 millisecond' > clock_timestamp()`;
-const GROUPED = `SELECT q.consumer, q.owner, q.node = $2 AS mine, count(*)::int AS count, sum(q.memory_mb)::int AS memory_mb`;
+/** Rows grouped by what holds them; `mine` compares with the node given as parameter `$<self>`. */
+const grouped = (self: number) =>
+  `SELECT q.consumer, q.owner, q.node = $${self} AS mine, count(*)::int AS count, sum(q.memory_mb)::int AS memory_mb`;
 /** Distinct from every other advisory lock of Berth's (the store's write lock, leadership): a class of its own. */
 const LOCK_CLASS = 0x42_51_55_4f; // "BQUO"
 
@@ -132,7 +134,7 @@ export async function postgresQuotaLeases(
         await c.query('BEGIN');
         await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, row.workspace]);
         const { rows } = await c.query<Row>(
-          `${GROUPED} FROM quota_leases q ${LIVE} WHERE q.workspace = $1 GROUP BY q.consumer, q.owner, mine`,
+          `${grouped(2)} FROM quota_leases q ${LIVE} WHERE q.workspace = $1 GROUP BY q.consumer, q.owner, mine`,
           [row.workspace, o.self],
         );
         const refused = judge(rows.map((r) => groupOf(r, row.workspace)));
@@ -159,9 +161,9 @@ export async function postgresQuotaLeases(
       const f = o.fence();
       if (f && f.epoch !== lastEpoch) fence();
       const { rows } = await pool.query<Row>(
-        `${GROUPED}, q.workspace FROM quota_leases q ${LIVE} WHERE q.node <> $1 AND q.node <> $2
+        `${grouped(1)}, q.workspace FROM quota_leases q ${LIVE} WHERE q.node <> $1
           GROUP BY q.workspace, q.consumer, q.owner, mine`,
-        [o.self, o.self],
+        [o.self],
       );
       return rows.map((r) => groupOf(r, r.workspace as string));
     },

@@ -32,18 +32,21 @@ describe('workspace quotas and replica counts over the nodes of a cluster', () =
     (await get(p, `/${plural}/${name}/replicas`)) as { id: string; node?: string; standbyUntil?: string }[];
   const serving = (list: { standbyUntil?: string }[]) => list.filter((r) => r.standbyUntil === undefined);
 
-  async function until<T>(what: string, f: () => Promise<T | undefined>, polls = 900): Promise<T> {
-    let last: unknown;
-    for (let i = 0; i < polls; i++) {
+  /** What the last poll of `until` saw, printed when it gives up. */
+  let seen: unknown;
+  async function until<T>(what: string, f: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
+    const end = Date.now() + ms;
+    seen = undefined;
+    while (Date.now() < end) {
       try {
         const v = await f();
         if (v !== undefined) return v;
       } catch (err) {
-        last = err;
+        seen = String(err);
       }
       await sleep(100);
     }
-    assert.fail(`${what} never happened${last ? `: ${String(last)}` : ''}`);
+    assert.fail(`${what} never happened: ${JSON.stringify(seen)}`);
   }
 
   let agentNodes: string[] = [];
@@ -80,6 +83,7 @@ describe('workspace quotas and replica counts over the nodes of a cluster', () =
     }));
     await until('the function placed on two nodes', async () => {
       const o = await get(a, `/functions/${MCP}`);
+      seen = { status: o.status, replicaNodes: o.replicaNodes };
       return new Set(o.replicaNodes ?? []).size === 2 ? true : undefined;
     });
     // Each node sees room for its share alone (the agent's one, the function's one): counted per node, the workspace
@@ -94,15 +98,28 @@ describe('workspace quotas and replica counts over the nodes of a cluster', () =
     }
     process.stdout.write(`# most replicas of the workspace seen at once across the nodes: ${most}\n`);
     assert.ok(most <= QUOTA, `the workspace ran ${most} replicas, over its quota of ${QUOTA}`);
-    const fn = await get(a, `/functions/${MCP}`);
-    assert.ok(
-      (fn.events ?? []).some((e: any) => /replicas quota/.test(String(e.message))),
-      JSON.stringify(fn.events?.slice(-5)),
+    await until(
+      'a replicas quota event on the function',
+      async () => {
+        const fn = await get(a, `/functions/${MCP}`);
+        seen = fn.events?.slice(-5);
+        return (fn.events ?? []).some((e: any) => /replicas quota/.test(String(e.message)))
+          ? true
+          : undefined;
+      },
+      20_000,
     );
-    const q = await until('the quota view counting every node', async () => {
-      const v = await get(a, '/quotas');
-      return v.replicas.used === most ? v : undefined;
-    });
+    // The quota view (answered by the leader) counts every node's replicas, standby ones among them.
+    const q = await until(
+      'the quota view counting every node',
+      async () => {
+        const v = await get(a, '/quotas');
+        const all = (await listed(a, 'agents', AGENT)).length + (await listed(a, 'functions', MCP)).length;
+        seen = { used: v.replicas.used, all };
+        return v.replicas.used === all && all >= 2 ? v : undefined;
+      },
+      20_000,
+    );
     assert.equal(q.replicas.limit, QUOTA);
     // The second tenant: none of it counts against its own quota, and it sees none of the first one's replicas.
     const t = tenant();

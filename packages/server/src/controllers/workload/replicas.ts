@@ -365,6 +365,11 @@ export class ReplicaSet {
         .finally(() => {
           w.starting = undefined;
         });
+      // Served by a busy replica meanwhile, no request waits for this start: its failure is said here.
+      w.starting.catch((err) => {
+        if (err instanceof ReplicaQuotaError) this.noteCapped(w, live.length, err.refusal);
+        else this.deps.logger?.warn({ err, workload: w.key }, 'starting a replica failed');
+      });
     }
     if (best) return best;
     try {
