@@ -126,11 +126,13 @@ export class ReplicaHolding {
           { err, workspace: o.workspace, name: o.name, retryInMs: wait },
           'could not start the replicas placed on this node; trying again later',
         );
-        // On the object, once per cause (the retries' backoff would repeat it): the replicas it had keep serving.
+        // On the object, once per cause (the retries' backoff would repeat it).
         const cause = (err as Error).message;
-        if (failure.said === cause) return;
-        const message = `node ${this.deps.self} could not start the replicas placed on it (the ones it ran keep serving; tried again with a backoff up to ${MAX_BACKOFF_MS / 1000} s): ${cause}`;
-        if (await this.say(o, message)) failure.said = cause;
+        // Its first line: the rest (the app's last output) may differ between two starts failing the same way.
+        const first = cause.split('\n')[0];
+        if (failure.said === first) return;
+        const message = `node ${this.deps.self} could not start the replicas placed on it (tried again with a backoff up to ${MAX_BACKOFF_MS / 1000} s; the ones it ran are left as they were): ${cause}`;
+        if (await this.say(o, message)) failure.said = first;
       })
       .finally(() => {
         this.busy.delete(id);
