@@ -30,7 +30,8 @@ describe('workspace quotas and replica counts over the nodes of a cluster', () =
   };
   const listed = async (p: Proc, plural: string, name: string) =>
     (await get(p, `/${plural}/${name}/replicas`)) as { id: string; node?: string; standbyUntil?: string }[];
-  const serving = (list: { standbyUntil?: string }[]) => list.filter((r) => r.standbyUntil === undefined);
+  const serving = <R extends { standbyUntil?: string }>(list: R[]) =>
+    list.filter((r) => r.standbyUntil === undefined);
 
   /** What the last poll of `until` saw, printed when it gives up. */
   let seen: unknown;
