@@ -4549,6 +4549,8 @@ export interface components {
             inflight: number;
             /** Format: date-time */
             lastUsedAt: string;
+            /** @description in a cluster, the node running it (`berth get nodes`); another node's replica is as its last heartbeat said */
+            node?: string;
             /**
              * Format: date-time
              * @description set while the replica is kept frozen after a scale to zero (not serving, not counted in `replicas`): the next request wakes it; removed at this time

@@ -19,7 +19,7 @@ export function registerNodes(
 ) {
   const view = (nodes: Nodes, n: NodeView) => {
     const { empty, ...holds } = holdingsOf(n, deps.sandboxesOn?.(n.id) ?? 0);
-    const { handedOver: _, ...rest } = n;
+    const { handedOver: _, replicas: __, ...rest } = n;
     return { ...rest, holds, empty, self: n.id === nodes.self.id };
   };
   const operator = (req: FastifyRequest) => {

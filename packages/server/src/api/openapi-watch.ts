@@ -10,6 +10,12 @@ const Replica = Type.Object(
     role: Type.Union([Type.Literal('active'), Type.Literal('canary')]),
     inflight: Type.Integer({ description: 'requests in flight now' }),
     lastUsedAt: Type.String({ format: 'date-time' }),
+    node: Type.Optional(
+      Type.String({
+        description:
+          "in a cluster, the node running it (`berth get nodes`); another node's replica is as its last heartbeat said",
+      }),
+    ),
     standbyUntil: Type.Optional(
       Type.String({
         format: 'date-time',

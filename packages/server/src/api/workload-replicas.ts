@@ -20,9 +20,58 @@ function live(replicas: Replicas, workspace: string, kind: string, name: string)
   return [...of('active', w?.replicas ?? []), ...of('canary', w?.canary?.w.replicas ?? [])];
 }
 
+/** One replica as listed: this server's, or another node's as its last heartbeat published it (decision 092). */
+export interface ListedReplica {
+  id: string;
+  revision: string;
+  role: 'active' | 'canary';
+  inflight: number;
+  lastUsedAt: string;
+  standbyUntil?: string;
+  /** The node running it, in a cluster. */
+  node?: string;
+}
+
+/** In a cluster: the replicas of one workload on the other healthy nodes, as their last heartbeats said. */
+export type Elsewhere = (kind: string, workspace: string, name: string) => ListedReplica[];
+
+export interface ReplicaListDeps {
+  replicas: Replicas;
+  /** This node's id in a cluster (each replica listed names its node); undefined on one server. */
+  self?: string;
+  elsewhere?: Elsewhere;
+}
+
+/** This server's live replicas of one object as listed (and as its heartbeat publishes them). */
+export function localReplicas(
+  replicas: Replicas,
+  workspace: string,
+  kind: string,
+  name: string,
+): ListedReplica[] {
+  return live(replicas, workspace, kind, name).map(({ r, role }) => ({
+    id: r.id,
+    revision: r.revision,
+    role,
+    inflight: r.inflight,
+    lastUsedAt: new Date(r.lastUsedMs).toISOString(),
+    ...(r.standby && keptInStandby(r) ? { standbyUntil: new Date(r.standby.untilMs).toISOString() } : {}),
+  }));
+}
+
+/** Every replica of one object: this server's, then (in a cluster) the other nodes'. */
+function allReplicas(deps: ReplicaListDeps, workspace: string, kind: string, name: string): ListedReplica[] {
+  const here = localReplicas(deps.replicas, workspace, kind, name);
+  if (deps.self === undefined) return here;
+  return [
+    ...here.map((r) => ({ ...r, node: deps.self })),
+    ...(deps.elsewhere?.(kind, workspace, name) ?? []),
+  ];
+}
+
 export function registerWorkloadReplicaRoutes(
   app: FastifyInstance,
-  deps: { resources: Resources; replicas: Replicas },
+  deps: ReplicaListDeps & { resources: Resources },
 ) {
   for (const [plural, kind] of [
     ['agents', 'Agent'],
@@ -32,22 +81,15 @@ export function registerWorkloadReplicaRoutes(
       const a = requireRole(req, 'viewer');
       const name = (req.params as { name: string }).name;
       await deps.resources.mustGet(deps.resources.kind(kind), a.workspace, [], name);
-      return live(deps.replicas, a.workspace, kind, name).map(({ r, role }) => ({
-        id: r.id,
-        revision: r.revision,
-        role,
-        inflight: r.inflight,
-        lastUsedAt: new Date(r.lastUsedMs).toISOString(),
-        ...(r.standby && keptInStandby(r) ? { standbyUntil: new Date(r.standby.untilMs).toISOString() } : {}),
-      }));
+      return allReplicas(deps, a.workspace, kind, name);
     });
   }
 }
 
-export function replicaCount(replicas: Replicas) {
+export function replicaCount(deps: ReplicaListDeps) {
   return (kind: string, workspace: string, view: Record<string, any>) => {
-    view.replicas = live(replicas, workspace, kind, view.metadata?.name).filter(
-      ({ r }) => !keptInStandby(r),
+    view.replicas = allReplicas(deps, workspace, kind, view.metadata?.name).filter(
+      (r) => r.standbyUntil === undefined,
     ).length;
   };
 }

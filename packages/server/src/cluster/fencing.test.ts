@@ -89,6 +89,30 @@ describe('on postgres', () => {
     }
   });
 
+  test("an agent's write of a node among its replicaNodes is applied; of another node, refused (decision 092)", async () => {
+    const env = await setup();
+    try {
+      const agent: ResourceKey = { kind: 'Agent', workspace: 'ws', parent: '', name: 'ag' };
+      await env.store.write([
+        { op: 'create', key: agent, body: { status: 'DEPLOYED', replicaNodes: ['node-a', 'node-b'] } },
+      ]);
+      const b = (await env.node('node-b')).fence();
+      const c = (await env.node('node-c')).fence();
+      assert.ok(b && c);
+      const note = (f: { node: string; epoch: number }, message: string) =>
+        env.store.write([
+          { op: 'fence', key: agent, ...f },
+          { op: 'update', key: agent, mutate: (cur) => ({ ...cur.body, note: message }) },
+        ]);
+      await note(b, 'from b');
+      assert.equal((await env.store.get(agent))?.body.note, 'from b');
+      await assert.rejects(note(c, 'from c'), refused('placement'));
+      assert.equal((await env.store.get(agent))?.body.note, 'from b');
+    } finally {
+      await env.close();
+    }
+  });
+
   test("a write under a stale epoch is refused (the node's id was registered again since)", async () => {
     const env = await setup();
     try {

@@ -5,6 +5,7 @@
 // overwrite what the sandbox's new node wrote, whatever it had in flight. What the leader of the controllers writes
 // carries the same op on its lock (docs/decisions/068-leader-fence.md): it lands only while the leader's own session
 // still holds the role's advisory lock, so a leader cut from that session writes nothing beside the next one.
+import type { Resources } from '../store/resources.js';
 import type { LeaderFence } from './leadership.js';
 import {
   FencedError,
@@ -84,4 +85,19 @@ function withWrite(store: Store, write: Store['write']): Store {
     close: () => store.close(),
     write,
   };
+}
+
+/**
+ * An event a holder records about what it holds (a sandbox, or an agent's or function's replicas placed on it: decision
+ * 092) through its fenced resources; false when the store fenced it off (decision 064): held elsewhere now, or this
+ * node's lease lapsed.
+ */
+export async function recordHeld(resources: Resources, key: ResourceKey, message: string): Promise<boolean> {
+  try {
+    await resources.recordEvent(key, message);
+    return true;
+  } catch (err) {
+    if (err instanceof FencedError) return false;
+    throw err;
+  }
 }

@@ -63,6 +63,8 @@ export interface InstanceHolder {
   keepsReplica(node: string, body: PlacedBody): boolean;
   /** The node as of the last read of the list; undefined when it is not on it. */
   node(id: string): NodeView | undefined;
+  /** Every node as of the last read of the list. */
+  nodes(): NodeView[];
   /**
    * Where a request to workload `key` goes: here when `liveHere` (this server has a live replica of it); else a
    * healthy node of `placed` (its replica slots) whose origin `refused` does not hold, those whose last beat said they serve it first
@@ -251,6 +253,7 @@ export async function instanceHolder(o: {
       return region === undefined || n.regions.includes(region);
     },
     node: (id) => byId.get(id),
+    nodes: () => [...byId.values()],
     decideReplica(key, placed, liveHere, refused, sticky) {
       if (liveHere && sticky === undefined) return HERE;
       if (placed.length === 0) return liveHere ? HERE : undefined;

@@ -58,6 +58,22 @@ export interface NodeView extends NodeSelf {
    * server sends their requests to a node serving them (docs/decisions/086-replicas-across-nodes.md).
    */
   serving?: string[];
+  /**
+   * Its replicas of each workload it serves (`<kind>/<workspace>/<name>` → each replica as GET .../replicas lists it),
+   * as of its last heartbeat: any server counts and lists an agent's replicas over every node from it (decision 092).
+   * Not shown in `GET /v0/nodes`.
+   */
+  replicas?: Record<string, PublishedReplica[]>;
+}
+
+/** One replica as its node publishes it at each heartbeat (NodeView.replicas). */
+export interface PublishedReplica {
+  id: string;
+  revision: string;
+  role: 'active' | 'canary';
+  inflight: number;
+  lastUsedAt: string;
+  standbyUntil?: string;
 }
 
 /** What a node still holds, as a drain waits for it to hold nothing (`berth node drain --wait`). */
@@ -114,6 +130,8 @@ export interface NodesOptions {
   ran?: () => [string, string, string][] | undefined;
   /** The agents and functions it has a live replica of (NodeView.serving), written at each beat. */
   serving?: () => string[];
+  /** Its replicas by workload (NodeView.replicas), written at each beat. */
+  replicas?: () => Record<string, PublishedReplica[]>;
   /**
    * What each role's claim in `leads` is fenced on (leadership.ts `fence`): a role is written as led only while the
    * database still grants its lock to this server's lock session, so a leader cut from that session does not claim
@@ -165,6 +183,7 @@ async function ensureSchema(c: pg.ClientBase) {
     await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS ran TEXT NOT NULL DEFAULT '[]'`);
     // The replicas each node serves, for the other servers' gateways (decision 086).
     await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS serving TEXT NOT NULL DEFAULT ''`);
+    await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS replicas TEXT NOT NULL DEFAULT '{}'`);
     await c.query('COMMIT');
   } catch (e) {
     await c.query('ROLLBACK').catch(() => undefined);
@@ -307,10 +326,11 @@ interface NodeRow {
   drained: boolean;
   handed_over: string;
   serving: string;
+  replicas: string;
 }
 
 const SELECT_NODES = `SELECT id, address, region, regions, warm, cores, memory_mb::float8 AS memory_mb, instances, leads,
-    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over, serving,
+    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over, serving, replicas,
     (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy,
     (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
@@ -377,6 +397,7 @@ const viewOf = (r: NodeRow): NodeView => ({
   drained: r.drained,
   handedOver: r.handed_over ? r.handed_over.split(',') : [],
   serving: r.serving ? r.serving.split(',') : [],
+  replicas: warmOf(r.replicas) as unknown as Record<string, PublishedReplica[]>,
 });
 
 /** Registers this server in the database's `nodes` table and heartbeats until closed. */
@@ -453,7 +474,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   };
   /**
    * A beat's parameters: `$4` the roles and `$6`-`$8` their fences (CLAIMED), read together; `$9` what it ran as
-   * leader, `$10` the replicas it serves.
+   * leader, `$10` the replicas it serves, `$11` its replicas of each (JSON).
    */
   const beatArgs = async () => {
     const [roles, locks, pids, marks] = claims(o);
@@ -469,6 +490,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       marks,
       ran === undefined ? null : JSON.stringify(ran),
       (o.serving?.() ?? []).join(','),
+      JSON.stringify(o.replicas?.() ?? {}),
     ];
   };
   const registerAgain = async () => {
@@ -476,7 +498,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
     // Only over this process's own registration: a process that took this id meanwhile is not fought.
     const r = await pool.query<{ epoch: string }>(
       `UPDATE nodes SET epoch = epoch + 1, heartbeat_at = now(), stopped = false, instances = $3,
-         leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5, ran = coalesce($9, ran), serving = $10
+         leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5, ran = coalesce($9, ran), serving = $10, replicas = $11
        WHERE id = $1 AND epoch = $2 RETURNING epoch`,
       await beatArgs(),
     );
@@ -506,7 +528,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
       // revived under the same epoch, so a fence the database refused once stays refused.
       const r = await pool.query(
         `UPDATE nodes SET heartbeat_at = now(), instances = $3, leads = ${CLAIMED(4, 6, 7, 8)}, warm = $5,
-           ran = coalesce($9, ran), serving = $10
+           ran = coalesce($9, ran), serving = $10, replicas = $11
          WHERE id = $1 AND epoch = $2 AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()`,
         await beatArgs(),
       );

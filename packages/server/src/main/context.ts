@@ -3,6 +3,7 @@
 import type { InstanceHolder } from '../cluster/instance-holder.js';
 import type { Leadership } from '../cluster/leadership.js';
 import type { Nodes } from '../cluster/nodes.js';
+import type { QuotaLeases } from '../cluster/quota-leases.js';
 import type { ImagesAhead } from '../runtime/images/images-ahead.js';
 import type { Lookup } from '../outbound/index.js';
 import type { ResourceKey } from '../store/store.js';
@@ -24,6 +25,8 @@ export interface Late {
   /** In a cluster, the holder of the controllers' instances and the sandboxes' placements, once joined. */
   holder?: InstanceHolder;
   nodes?: Nodes;
+  /** In a cluster, what every node holds against the workspaces' quotas (decision 092), once joined. */
+  quotaLeases?: QuotaLeases;
   /** Who leads the controllers (cluster/leadership.ts), once they started: what the leader's writes are fenced on. */
   leadership?: Leadership;
   /** In a cluster, the copies of workspace images between nodes (decision 087), once joined. */

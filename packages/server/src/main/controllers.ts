@@ -26,6 +26,7 @@ import { placeAgainEvery } from '../controllers/sandbox/sandbox-lost.js';
 import { tellLostReplicas } from '../controllers/workload/replicas-lost.js';
 import { placeReplicasEvery } from '../controllers/workload/replica-placement.js';
 import { ReplicaHolding } from '../controllers/workload/replica-holding.js';
+import { recordHeld } from '../cluster/fencing.js';
 import { JobHolding } from '../controllers/job/job-holding.js';
 import { rebuildJobApp } from '../controllers/job/job-rebuild.js';
 import { placeable, shareOf } from '../cluster/replica-placements.js';
@@ -260,6 +261,7 @@ export async function startAllControllers(
           leads: () => leadership.leads().includes(CONTROLLERS),
           holding,
           changed: () => void late.nodes?.beat(),
+          report: (key, message) => recordHeld(parts.heldWorkloads, key, message),
           logger,
         })
       : undefined;

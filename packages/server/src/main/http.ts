@@ -4,7 +4,7 @@ import { Counter } from 'prom-client';
 import { servingKey } from '../cluster/replica-placements.js';
 import { createApp } from '../api/app.js';
 import { registerCrud } from '../api/crud.js';
-import { replicaCount } from '../api/workload-replicas.js';
+import { type ListedReplica, replicaCount } from '../api/workload-replicas.js';
 import { registerIdentityPublicRoutes, registerIdentityRoutes } from '../api/identity.js';
 import { registerMetrics } from '../api/metrics.js';
 import { metricsAccess } from '../api/metrics-access.js';
@@ -194,6 +194,24 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         logger.warn({ err, workspace: c.object.name }, "could not remove a deleted workspace's files"),
       );
   });
+  // An agent's or function's replicas, counted and listed over every node of a cluster: this server's, and the other
+  // healthy nodes' as their last heartbeat published them (decision 092).
+  const clusterNode = config.databaseUrl ? selfId : undefined;
+  const replicaList = {
+    replicas,
+    self: clusterNode,
+    elsewhere: clusterNode
+      ? (kind: string, ws: string, name: string) => {
+          const key = servingKey(kind, ws, name);
+          const out: ListedReplica[] = [];
+          for (const n of late.holder?.nodes() ?? []) {
+            if (n.id === clusterNode || !n.healthy) continue;
+            for (const r of n.replicas?.[key] ?? []) out.push({ ...r, node: n.id });
+          }
+          return out;
+        }
+      : undefined,
+  };
   // Open watches per workspace, whichever route streams them (api/watch-stream.ts).
   const watches = new WatchLimit();
   await app.register(
@@ -216,9 +234,9 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         },
         afterWrite: { Agent: uploadUrl, Function: uploadUrl, Job: uploadUrl },
         decorate: {
-          Agent: replicaCount(replicas),
-          Function: replicaCount(replicas),
-          Application: replicaCount(replicas),
+          Agent: replicaCount(replicaList),
+          Function: replicaCount(replicaList),
+          Application: replicaCount(replicaList),
         },
       });
       registerDriveTokenRoutes(v0, { resources });
@@ -258,7 +276,7 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
             };
           },
         });
-        registerWorkloadReplicaRoutes(held, { resources, replicas });
+        registerWorkloadReplicaRoutes(held, { resources, ...replicaList });
         registerSnapshots(held, { resources, snapshots, images, secondCopy });
       });
       registerCustomDomains(v0, {

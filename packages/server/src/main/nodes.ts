@@ -3,8 +3,10 @@
 import { cpus, hostname, totalmem } from 'node:os';
 import type { Config } from '../config.js';
 import { localNodes, postgresNodes } from '../cluster/nodes.js';
+import { postgresQuotaLeases } from '../cluster/quota-leases.js';
 import { instanceHolder } from '../cluster/instance-holder.js';
 import { servingKey } from '../cluster/replica-placements.js';
+import { localReplicas } from '../api/workload-replicas.js';
 import type { SandboxPlacements } from '../cluster/placement.js';
 import { keepPlaced } from '../controllers/sandbox/sandbox.js';
 import type { ResourceKey } from '../store/store.js';
@@ -59,6 +61,16 @@ export async function listenAndJoin(
     ran: () => (leadership.leads().includes('controllers') ? parts.replicas.running() : undefined),
     // The agents and functions it has a live replica of, which the other gateways send requests to (decision 086).
     serving: () => parts.replicas.running().map(([kind, ws, name]) => servingKey(kind, ws, name)),
+    // And each one's replicas, which every server counts and lists an agent's replicas from (decision 092).
+    replicas: () =>
+      Object.fromEntries(
+        parts.replicas
+          .running()
+          .map(([kind, ws, name]) => [
+            servingKey(kind, ws, name),
+            localReplicas(parts.replicas, ws, kind, name),
+          ]),
+      ),
     // A role is claimed only while its lock session holds it (decision 080).
     leadFence: (role: string) => leadership.fence(role),
     leaseMs: (config.nodeLeaseS ?? 10) * 1000,
@@ -81,6 +93,17 @@ export async function listenAndJoin(
     lost: () => gateway.forgetSandboxes(),
   };
   late.nodes = config.databaseUrl ? await postgresNodes(config.databaseUrl, nodeOpts) : localNodes(nodeOpts);
+  if (config.databaseUrl) {
+    // Each workspace's replicas, builds and tasks counted over every node (decision 092).
+    const nodes = late.nodes;
+    late.quotaLeases = await postgresQuotaLeases(config.databaseUrl, {
+      self: selfId,
+      fence: () => nodes.fence(),
+      warn: (err, msg) => logger.warn({ err }, msg),
+    });
+    await parts.quotas.readOthers().catch((err) => logger.warn({ err }, 'could not read the quota leases'));
+    parts.quotas.followOthers();
+  }
   if (config.databaseUrl)
     late.holder = await instanceHolder({
       nodes: late.nodes,

@@ -37,6 +37,9 @@ export async function closeServer(
   if (replicaHolding) scaler.stop();
   await sandboxControllers.stop();
   await leadership.close();
+  // Its count of the other nodes stops before their table's connections close.
+  quotas.close();
+  await late.quotaLeases?.close();
   await late.nodes?.close();
   await gateway.close();
   await builds.stop();
@@ -44,7 +47,6 @@ export async function closeServer(
   await driver.close();
   tokens.close();
   await outbound.close();
-  quotas.close();
   placements?.close();
   parts.replicaPlacements?.close();
   await store.close();

@@ -74,7 +74,14 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
   const replicaPlacements = config.databaseUrl ? new ReplicaPlacements(store) : undefined;
   await replicaPlacements?.start();
   // Each workspace's quotas (decision 040): what its sandboxes ask for, what runs for it; judged at every write.
-  const quotas = new QuotaLedger(store, config.quotas);
+  // In a cluster, counted over every node in the database once this one joined (decision 092).
+  const quotas = new QuotaLedger(
+    store,
+    config.quotas,
+    config.databaseUrl
+      ? { leases: () => late.quotaLeases, warn: (err, msg) => logger.warn({ err }, msg) }
+      : undefined,
+  );
   await quotas.start();
   const baseUrl = () => config.publicUrl ?? `http://${config.host}:${late.actualPort}`;
   const urlOf = runUrlOf({
@@ -102,6 +109,17 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
           { fence: () => late.nodes?.fence(), refused: () => late.nodes?.refused() },
           // And a job task's end its node reports (decision 093): fenced on the task's `node` the same way.
           (k) => k.kind === 'Sandbox' || k.kind === 'JobTask',
+        ),
+      )
+    : resources;
+  // What a node writes about the agents' and functions' replicas placed on it (their events), fenced the same way on
+  // their `replicaNodes` (decision 092).
+  const heldWorkloads = clusterSelf
+    ? resources.withStore(
+        fencedStore(
+          store,
+          { fence: () => late.nodes?.fence(), refused: () => late.nodes?.refused() },
+          (k) => k.kind === 'Agent' || k.kind === 'Function',
         ),
       )
     : resources;
@@ -134,6 +152,7 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     baseUrl,
     resources,
     held,
+    heldWorkloads,
     holding,
     led,
     masterKey,

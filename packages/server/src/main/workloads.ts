@@ -36,7 +36,12 @@ export function startWorkloads(config: Config, parts: Core & Runtime, late: Late
     instances,
     logger,
     quota: quotas,
-    onEvent: workloadEvent({ resources: led, logger }),
+    // A follower's replicas (decision 086) are reported as their holder's (decision 092).
+    onEvent: workloadEvent({
+      resources: led,
+      logger,
+      held: parts.clusterSelf ? parts.heldWorkloads : undefined,
+    }),
   });
   const uploads = new CodeUploads({ resources, code, baseUrl, masterKey });
   // Replicas, callbacks and job runs are the leader's: what they write is fenced on its lead (decision 068).

@@ -60,12 +60,13 @@ const DELETE = `${CHANGE}, d AS (DELETE FROM resources WHERE kind = $2 AND works
   SELECT seq AS rv FROM c`;
 
 /**
- * A holder's fence (the `fence` op): where the object is placed, and whether the node's lease (the `nodes` table
+ * A holder's fence (the `fence` op): whether the object is placed on the node (a sandbox's `node`, or among an agent's
+ * or function's `replicaNodes`: decision 092), and whether the node's lease (the `nodes` table
  * that cluster/nodes.ts keeps in this database) is held at this epoch. `clock_timestamp()`, not `now()`: the
  * transaction began before it waited for the write lock, and the lease is judged at this statement.
  */
-const FENCE = `SELECT (SELECT body::json ->> 'node' FROM resources
-    WHERE kind = $1 AND workspace = $2 AND parent = $3 AND name = $4) AS node,
+const FENCE = `SELECT coalesce((SELECT body::jsonb ->> 'node' = $5 OR coalesce(body::jsonb -> 'replicaNodes' ? $5, false)
+    FROM resources WHERE kind = $1 AND workspace = $2 AND parent = $3 AND name = $4), false) AS placed,
   EXISTS (SELECT 1 FROM nodes WHERE id = $5 AND epoch = $6
     AND heartbeat_at + lease_ms * interval '1 millisecond' > clock_timestamp()) AS leased`;
 
@@ -393,13 +394,13 @@ export class PostgresStore implements Store {
       }
       if (op.op === 'fence') {
         const k = op.key;
-        const { rows } = await client.query<{ node: string | null; leased: boolean }>({
+        const { rows } = await client.query<{ placed: boolean; leased: boolean }>({
           name: 'berth_fence',
           text: FENCE,
           values: [k.kind, k.workspace, k.parent, k.name, op.node, op.epoch],
         });
         if (!rows[0].leased) throw new FencedError(k, 'lease');
-        if (rows[0].node !== op.node) throw new FencedError(k, 'placement');
+        if (!rows[0].placed) throw new FencedError(k, 'placement');
         continue;
       }
       const k = op.key;

@@ -61,7 +61,7 @@ export type WriteOp =
   | { op: 'check'; list: ListQuery; judge: (objects: StoredObject[]) => void }
   /**
    * The holder's fence (docs/decisions/064-cluster-fencing.md): the write applies only while the object at `key` is
-   * placed on node `node` (its body's `node`) and that node still holds its lease at `epoch`, not lapsed by the
+   * placed on node `node` (its body's `node`, or one of its `replicaNodes`) and that node still holds its lease at `epoch`, not lapsed by the
    * backend's clock; otherwise the whole write is refused with `FencedError`. Judged inside the transaction, under
    * the same serialisation as every write, so a read-then-write race cannot pass it. A backend with one server and
    * no leases (SQLite) has nothing to fence: the op always holds there.

@@ -137,6 +137,22 @@ export class BuildSteps {
   }
 
   private start(b: Build, slot: Lease | undefined): void {
+    if (slot?.admitted) {
+      // In a cluster the slot is judged once more by the database, against every node's builds (decision 092);
+      // refused there, the build waits in the queue again, and its owners' next look pumps it.
+      const judged: Promise<void> = slot.admitted.then((refused) => {
+        this.running.delete(judged);
+        if (!refused) return this.run(b, slot);
+        b.state = { state: 'waiting', quota: refused.message };
+        if (!this.stopped && this.builds.get(b.key) === b) this.queue.unshift(b);
+      });
+      this.running.add(judged);
+      return;
+    }
+    this.run(b, slot);
+  }
+
+  private run(b: Build, slot: Lease | undefined): void {
     b.state = { state: 'running' };
     b.stop = new AbortController();
     // The objects built own the build's instances: the first that asked is recorded as their owner.

@@ -4,7 +4,8 @@
 import type { Logger } from 'pino';
 import type { Status } from '../../kinds/status.js';
 import type { Resources } from '../../store/resources.js';
-import { keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
+import { FencedError, keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
+import { recordHeld } from '../../cluster/fencing.js';
 
 export interface ControllerDeps {
   resources: Resources;
@@ -54,11 +55,28 @@ export async function recordFailure(deps: ControllerDeps, key: ResourceKey, mess
  * Records `message` as an event on the object of `w` (an agent or function), in the background: for the replica set,
  * which says there why a workload runs fewer replicas than it asks for (its workspace's quotas).
  */
-export function workloadEvent(deps: Pick<ControllerDeps, 'resources' | 'logger'>) {
-  return (w: { kind: string; workspace: string; name: string }, message: string) =>
+export function workloadEvent(
+  deps: Pick<ControllerDeps, 'resources' | 'logger'> & {
+    /**
+     * In a cluster, what a node writes as the holder of an agent's or function's replicas (decision 092): used when
+     * this server does not lead (`resources`, the leader's, refused it), so a follower's replicas are reported too.
+     */
+    held?: Resources;
+  },
+) {
+  return (w: { kind: string; workspace: string; name: string }, message: string) => {
+    const key = { kind: w.kind, workspace: w.workspace, parent: '', name: w.name };
     void deps.resources
-      .recordEvent({ kind: w.kind, workspace: w.workspace, parent: '', name: w.name }, message)
+      .recordEvent(key, message)
+      .then(
+        () => undefined,
+        (err) => {
+          if (!deps.held || !(err instanceof FencedError) || err.lost !== 'lead') throw err;
+          return recordHeld(deps.held, key, message);
+        },
+      )
       .catch((err) =>
         deps.logger?.warn({ err, workspace: w.workspace, name: w.name }, 'could not record an event'),
       );
+  };
 }

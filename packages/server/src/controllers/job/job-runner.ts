@@ -530,7 +530,12 @@ export class JobRunner {
    * (`force`: it runs already, re-adopted at start). False when the slot is not to be had (nothing is counted).
    */
   private occupy(x: LiveExecution, t: LiveTask, force = false): boolean {
-    const lease = this.deps.quota?.take(x.key.workspace, 'jobTasks', x.rec.memoryMb, { force });
+    // Tasks are started by the leader alone, wherever they are placed: its ledger judges them, and the database only
+    // counts them (decisions 092, 093).
+    const lease = this.deps.quota?.take(x.key.workspace, 'jobTasks', x.rec.memoryMb, {
+      force,
+      startsNow: true,
+    });
     if (lease && isRefusal(lease)) return false;
     t.lease = lease;
     x.running++;

@@ -10,7 +10,8 @@ import type { ProxyEvent } from '../../runtime/egress/supervisor.js';
 import { sandboxId } from '../../runtime/sandbox-id.js';
 import { lastOutput } from '../../sandbox-api/last-output.js';
 import type { Resources } from '../../store/resources.js';
-import { EVERY_WORKSPACE, FencedError, keyOf, type ResourceKey } from '../../store/store.js';
+import { EVERY_WORKSPACE, keyOf, type ResourceKey } from '../../store/store.js';
+import { recordHeld } from '../../cluster/fencing.js';
 
 /**
  * Sweep period: an event a few seconds after the fault, at the cost of reading two cgroup files and one statfs per
@@ -168,15 +169,4 @@ export async function sayEgressProxy(deps: Omit<FaultDeps, 'sweepMs'>, e: ProxyE
   const message = egressProxyMessage(e);
   for (const o of await deps.resources.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' }))
     if (ids.has(sandboxId(o.workspace, o.name))) await recordHeld(deps.resources, keyOf(o), message);
-}
-
-/** An event a holder records about its sandbox; false when the store fenced it off (decision 064). */
-async function recordHeld(resources: Resources, key: ResourceKey, message: string): Promise<boolean> {
-  try {
-    await resources.recordEvent(key, message);
-    return true;
-  } catch (err) {
-    if (err instanceof FencedError) return false;
-    throw err;
-  }
 }

@@ -17,7 +17,7 @@ import {
   shareOf,
 } from '../../cluster/replica-placements.js';
 import type { Resources } from '../../store/resources.js';
-import type { StoredObject } from '../../store/store.js';
+import { keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
 import type { RevisionRecord } from '../code/source.js';
 import { routeOf, runOf, workloadOf } from './deploy.js';
 import type { ReplicaSet, RevisionRun } from './replicas.js';
@@ -44,6 +44,11 @@ export interface ReplicaHoldingDeps {
   holding: () => boolean;
   /** The replicas this node serves changed: its next heartbeat says so at once (the other gateways read it). */
   changed: () => void;
+  /**
+   * Records an event on the workload's object as the node holding its replica slots (decision 092): fenced on its
+   * `replicaNodes` and this node's lease, false when fenced off. Without it, failures are only logged.
+   */
+  report?: (key: ResourceKey, message: string) => Promise<boolean>;
   logger?: Logger;
 }
 
@@ -55,7 +60,10 @@ const sameButScale = (a: RevisionRun, b: RevisionRun) =>
 
 export class ReplicaHolding {
   private readonly busy = new Set<string>();
-  private readonly failed = new Map<string, { count: number; notBefore: number }>();
+  private readonly failed = new Map<
+    string,
+    { count: number; notBefore: number; said?: string; spec: string }
+  >();
   private timer?: NodeJS.Timeout;
   private unwatch?: () => void;
   private stopped = false;
@@ -101,24 +109,47 @@ export class ReplicaHolding {
     const id = `${o.kind}/${o.workspace}/${o.name}`;
     if (this.busy.has(id)) return;
     const f = this.failed.get(id);
-    if (f && f.notBefore > Date.now()) return;
+    // A spec changed since the failure (fixed, say) is tried at once rather than after the backoff.
+    const specOf = () => JSON.stringify(o.body.spec ?? null);
+    if (f && f.notBefore > Date.now() && f.spec === specOf()) return;
     this.busy.add(id);
     const p = this.sync(o)
-      .then(() => void this.failed.delete(id))
-      .catch((err) => {
+      .then(async () => {
+        this.failed.delete(id);
+        if (f?.said) await this.say(o, `node ${this.deps.self}: the replicas placed on it run again`);
+      })
+      .catch(async (err) => {
         const count = (f?.count ?? 0) + 1;
         const wait = Math.min(FIRST_BACKOFF_MS * 2 ** (count - 1), MAX_BACKOFF_MS);
-        this.failed.set(id, { count, notBefore: Date.now() + wait });
+        const failure = { count, notBefore: Date.now() + wait, said: f?.said, spec: specOf() };
+        this.failed.set(id, failure);
         this.deps.logger?.warn(
           { err, workspace: o.workspace, name: o.name, retryInMs: wait },
           'could not start the replicas placed on this node; trying again later',
         );
+        // On the object, once per cause (the retries' backoff would repeat it).
+        const cause = (err as Error).message;
+        // Its first line: the rest (the app's last output) may differ between two starts failing the same way.
+        const first = cause.split('\n')[0];
+        if (failure.said === first) return;
+        const message = `node ${this.deps.self} could not start the replicas placed on it (tried again with a backoff up to ${MAX_BACKOFF_MS / 1000} s; the ones it ran are left as they were): ${cause}`;
+        if (await this.say(o, message)) failure.said = first;
       })
       .finally(() => {
         this.busy.delete(id);
         this.running.delete(p);
       });
     this.running.add(p);
+  }
+
+  /** An event on `o` as the node holding its slots; false when fenced off or not recorded. */
+  private async say(o: StoredObject, message: string): Promise<boolean> {
+    try {
+      return (await this.deps.report?.(keyOf(o), message)) === true;
+    } catch (err) {
+      this.deps.logger?.warn({ err, workspace: o.workspace, name: o.name }, 'could not record an event');
+      return false;
+    }
   }
 
   /**

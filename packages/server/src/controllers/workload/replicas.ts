@@ -365,11 +365,24 @@ export class ReplicaSet {
         .finally(() => {
           w.starting = undefined;
         });
+      // Served by a busy replica meanwhile, no request waits for this start: its failure is said here.
+      w.starting.catch((err) => {
+        if (err instanceof ReplicaQuotaError) this.noteCapped(w, live.length, err.refusal);
+        else this.deps.logger?.warn({ err, workload: w.key }, 'starting a replica failed');
+      });
     }
     if (best) return best;
     try {
       return await w.starting;
     } catch (err) {
+      if (err instanceof ReplicaQuotaError) {
+        this.noteCapped(w, live.length, err.refusal);
+        throw new ApiError(
+          'QUOTA_EXCEEDED',
+          `${w.kind.toLowerCase()} ${JSON.stringify(w.name)} has no replica running and none may start: ${err.message}`,
+          { headers: { 'retry-after': '1' } },
+        );
+      }
       throw new ApiError(
         'UNAVAILABLE',
         `${w.kind.toLowerCase()} ${JSON.stringify(w.name)} could not start a replica: ${(err as Error).message}`,
@@ -402,7 +415,11 @@ export class ReplicaSet {
           if (this.current(w)) w.replicas.push(r);
           else void this.removeReplica(r);
         })
-        .catch((err) => this.deps.logger?.warn({ err, workload: w.key }, 'scaling out failed'))
+        .catch((err) => {
+          // Another node took the workspace's last room first: held as when this node's count says so.
+          if (err instanceof ReplicaQuotaError) this.noteCapped(w, live, err.refusal);
+          else this.deps.logger?.warn({ err, workload: w.key }, 'scaling out failed');
+        })
         .finally(() => {
           w.extraStarts--;
         });
@@ -558,6 +575,9 @@ export class ReplicaSet {
     const spec = this.specOf(w);
     const { instances } = this.deps;
     const owner = { kind: w.kind, workspace: w.workspace, name: w.name, role: 'replica' as const };
+    // In a cluster the slot is judged once more by the database, against every node's replicas (decision 092).
+    const refused = await lease?.admitted;
+    if (refused) throw new ReplicaQuotaError(refused);
     const { info, daemon } = await instances.start({ id, spec, owner, lease });
     try {
       const p = await daemon.start({

@@ -1,0 +1,189 @@
+// Quotas counted over a cluster's nodes (docs/decisions/092-cluster-wide-counts.md): two ledgers, each a node on one
+// PostgreSQL, taking replicas of one workspace at once never pass its quota between them; another workspace's
+// replicas do not count; a node whose lease lapsed stops counting; a slot given back frees it on the other node.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import pg from 'pg';
+import type { QuotaLimits } from '../config.js';
+import { addHeld, isRefusal, type Lease, QuotaLedger } from '../controllers/core/quota-ledger.js';
+import { emptyUsage } from '../controllers/core/quotas.js';
+import { PostgresStore } from '../store/postgres.js';
+import { testPostgres } from '../test-support/store-drivers.js';
+import { type Nodes, postgresNodes } from './nodes.js';
+import { postgresQuotaLeases, type QuotaLeases } from './quota-leases.js';
+
+const LIMITS: QuotaLimits = { memoryMb: 10_000, sandboxes: 10, replicas: 3, builds: 1, jobTasks: 2 };
+
+describe('addHeld', () => {
+  test("adds what nodes hold, leaving out this node's replicas of the owner a deploy replaces here", () => {
+    const u = addHeld(
+      emptyUsage(),
+      [
+        { workspace: 'a', consumer: 'replicas', owner: 'a/Agent/x', count: 2, memoryMb: 512, mine: true },
+        { workspace: 'a', consumer: 'replicas', owner: 'a/Agent/x', count: 1, memoryMb: 256 },
+        { workspace: 'a', consumer: 'replicas', owner: 'a/Agent/y', count: 1, memoryMb: 256 },
+        { workspace: 'a', consumer: 'builds', count: 1, memoryMb: 2048 },
+        { workspace: 'a', consumer: 'something else', count: 9, memoryMb: 9 },
+      ],
+      'a/Agent/x',
+    );
+    assert.equal(u.replicas, 2);
+    assert.equal(u.builds, 1);
+    assert.equal(u.memoryMb.replicas, 512);
+    assert.equal(u.memoryMb.builds, 2048);
+    assert.equal(u.sandboxes, 0);
+  });
+});
+
+describe('quota leases on postgres', () => {
+  async function setup() {
+    const url = await (await testPostgres()).database();
+    const store = await PostgresStore.open(url, { pollMs: 200 });
+    const open: { nodes: Nodes; leases: QuotaLeases; ledger: QuotaLedger }[] = [];
+    const node = async (id: string) => {
+      const nodes = await postgresNodes(url, {
+        self: { id, address: `http://${id}`, region: 'local', cores: 2, memoryMb: 1024 },
+        instances: async () => 0,
+        leads: () => [],
+        leaseMs: 60_000,
+        warn: () => undefined,
+      });
+      const leases = await postgresQuotaLeases(url, {
+        self: id,
+        fence: () => nodes.fence(),
+        warn: () => undefined,
+      });
+      const ledger = new QuotaLedger(store, LIMITS, { leases: () => leases, warn: () => undefined });
+      await ledger.start();
+      const n = { nodes, leases, ledger };
+      open.push(n);
+      return n;
+    };
+    return {
+      url,
+      node,
+      async close() {
+        for (const n of open) {
+          n.ledger.close();
+          await n.leases.close().catch(() => undefined);
+          await n.nodes.close().catch(() => undefined);
+        }
+        await store.close();
+      },
+    };
+  }
+
+  /** Takes a replica slot and waits for the database's judgement: the lease, or the refusal's message. */
+  async function take(ledger: QuotaLedger, ws: string, owner = `${ws}/Agent/x`): Promise<Lease | string> {
+    const l = ledger.take(ws, 'replicas', 100, { owner });
+    if (isRefusal(l)) return l.message;
+    const refused = await l.admitted;
+    return refused ? refused.message : l;
+  }
+
+  test('twelve takes at once on two nodes for a quota of three admit three', async () => {
+    const env = await setup();
+    try {
+      const a = await env.node('node-a');
+      const b = await env.node('node-b');
+      const got = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => take((i % 2 ? a : b).ledger, 'tenant-a')),
+      );
+      const leases = got.filter((x): x is Lease => typeof x !== 'string');
+      assert.equal(leases.length, 3);
+      const refusals = got.filter((x) => typeof x === 'string');
+      assert.match(refusals[0] as string, /workspace "tenant-a" is at its replicas quota: 3 of 3/);
+      // Once read, each node's own answer counts the other's: refused without asking the database.
+      await a.ledger.readOthers();
+      await b.ledger.readOthers();
+      assert.equal(a.ledger.usage('tenant-a').replicas, 3);
+      assert.equal(b.ledger.usage('tenant-a').replicas, 3);
+      assert.ok(isRefusal(a.ledger.take('tenant-a', 'replicas', 100)));
+      // Another tenant's replicas are its own.
+      const other = await Promise.all([take(a.ledger, 'tenant-b'), take(b.ledger, 'tenant-b')]);
+      assert.ok(other.every((x) => typeof x !== 'string'));
+      // A slot given back on one node is free for the other.
+      leases[0].release();
+      let again: Lease | string = 'not yet';
+      for (let i = 0; i < 50 && typeof again === 'string'; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        await b.ledger.readOthers();
+        await a.ledger.readOthers();
+        again = await take(leases[0].workspace === 'tenant-a' ? b.ledger : a.ledger, 'tenant-a');
+      }
+      assert.notEqual(typeof again, 'string', String(again));
+    } finally {
+      await env.close();
+    }
+  });
+
+  test("a deploy's replicas on its own node do not count against its new one; on other nodes they do", async () => {
+    const env = await setup();
+    try {
+      const a = await env.node('node-a');
+      const b = await env.node('node-b');
+      for (let i = 0; i < 2; i++) assert.notEqual(typeof (await take(b.ledger, 'tenant-a')), 'string');
+      assert.notEqual(typeof (await take(a.ledger, 'tenant-a')), 'string');
+      await a.ledger.readOthers();
+      await b.ledger.readOthers();
+      const replacing = { owner: 'tenant-a/Agent/x', excludeOwner: 'tenant-a/Agent/x' };
+      const l = a.ledger.take('tenant-a', 'replicas', 100, replacing);
+      assert.ok(!isRefusal(l));
+      assert.equal(await l.admitted, undefined);
+      // Node b's two are not replaced by a's deploy: with a's new one, the workspace is at 4 of 3 until a's old one
+      // goes, and b's own deploy then replaces only its own two (4 - 2 + 1 fits).
+      const m = b.ledger.take('tenant-a', 'replicas', 100, replacing);
+      assert.ok(!isRefusal(m));
+      assert.equal(await m.admitted, undefined);
+      // A node whose deploy replaces nothing of its own finds no room.
+      const c = await env.node('node-c');
+      await c.ledger.readOthers();
+      assert.ok(isRefusal(c.ledger.take('tenant-a', 'replicas', 100, replacing)));
+    } finally {
+      await env.close();
+    }
+  });
+
+  test('a node whose lease lapsed stops counting: its replicas leave the quota', async () => {
+    const env = await setup();
+    try {
+      const a = await env.node('node-a');
+      const b = await env.node('node-b');
+      for (let i = 0; i < 3; i++) assert.notEqual(typeof (await take(b.ledger, 'tenant-a')), 'string');
+      assert.match(String(await take(a.ledger, 'tenant-a')), /replicas quota: 3 of 3/);
+      // Node b stops beating, and its lease runs out by the database's clock.
+      b.ledger.close();
+      await b.nodes.close();
+      const sql = new pg.Client({ connectionString: env.url });
+      await sql.connect();
+      await sql.query("UPDATE nodes SET heartbeat_at = now() - interval '1 hour' WHERE id = 'node-b'");
+      await sql.end();
+      await a.ledger.readOthers();
+      assert.equal(a.ledger.usage('tenant-a').replicas, 0);
+      assert.notEqual(typeof (await take(a.ledger, 'tenant-a')), 'string');
+    } finally {
+      await env.close();
+    }
+  });
+
+  test('what runs already (re-adopted) is counted whatever the limits', async () => {
+    const env = await setup();
+    try {
+      const a = await env.node('node-a');
+      const b = await env.node('node-b');
+      const forced = Array.from({ length: 4 }, () =>
+        a.ledger.take('tenant-a', 'replicas', 100, { force: true }),
+      );
+      assert.ok(forced.every((l) => !isRefusal(l) && l.admitted === undefined));
+      for (let i = 0; i < 50; i++) {
+        await b.ledger.readOthers();
+        if (b.ledger.usage('tenant-a').replicas === 4) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(b.ledger.usage('tenant-a').replicas, 4);
+      assert.match(String(await take(b.ledger, 'tenant-a')), /replicas quota: 4 of 3/);
+    } finally {
+      await env.close();
+    }
+  });
+});
