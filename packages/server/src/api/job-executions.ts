@@ -25,8 +25,11 @@ import { listPage } from './pagination.js';
 export interface JobExecutionRouteDeps {
   resources: Resources;
   runner: JobRunner;
-  /** In a cluster: follows an attempt running on another node (api/job-task-peer.ts). */
-  remoteLog?: LogFollowDeps['remote'];
+  /** In a cluster: follows an attempt of a workspace's job running on another node (api/job-task-peer.ts). */
+  remoteLog?: (
+    workspace: string,
+    ...rest: Parameters<NonNullable<LogFollowDeps['remote']>>
+  ) => Promise<boolean>;
   now?: () => number;
 }
 
@@ -168,7 +171,7 @@ export function registerJobExecutionRoutes(app: FastifyInstance, deps: JobExecut
         logFile: runner.logFile(workspace, job, rec.id, index),
         state: () => runner.taskState(workspace, job, rec.id, index),
         socketOf: (sandbox) => runner.socketOf(sandbox),
-        remote: deps.remoteLog,
+        remote: deps.remoteLog && ((...rest) => deps.remoteLog!(workspace, ...rest)),
       });
     }
     let text = '';

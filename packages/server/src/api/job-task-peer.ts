@@ -1,8 +1,9 @@
 // The live output of a job task's attempt running on this node, for the other servers of its cluster
 // (docs/decisions/093-job-tasks-across-nodes.md): a task's log is served by the controllers' leader (its file keeps
 // every ended attempt), which follows an attempt running on another node through that node's
-// `GET /peer/job-tasks/<sandbox>/logs`. Only a server showing the cluster's peer token is answered (anyone else,
-// and a sandbox that is not a running task's here, gets 404): the caller judged the tenant's right to the task.
+// `GET /peer/job-tasks/<workspace>/<sandbox>/logs`. Only a server showing the cluster's peer token is answered, and
+// only for a running task's sandbox owned by a job of that workspace (anything else is 404): the caller judged the
+// tenant's right to the task, and the sandbox is looked up under its workspace.
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { TASK_ID_PREFIX, TASK_PROCESS } from '../controllers/job/job-task.js';
@@ -18,11 +19,12 @@ export function registerTaskLogPeerRoute(
   app: FastifyInstance,
   deps: { instances: Instances; token: string },
 ) {
-  app.get('/peer/job-tasks/:sandbox/logs', async (req: FastifyRequest, reply) => {
-    const { sandbox } = req.params as { sandbox: string };
+  app.get('/peer/job-tasks/:workspace/:sandbox/logs', async (req: FastifyRequest, reply) => {
+    const { workspace, sandbox } = req.params as { workspace: string; sandbox: string };
     if (!showsPeerToken(req.headers, deps.token) || !TASK_SANDBOX.test(sandbox)) throw notFound('task');
     const info = await deps.instances.driver.inspect(sandbox);
     if (!info || info.state === 'dead') throw notFound('task');
+    if (info.owner?.kind !== 'Job' || info.owner.workspace !== workspace) throw notFound('task');
     const out = new PassThrough();
     const gone = new AbortController();
     reply.raw.once('close', () => gone.abort());
@@ -45,6 +47,7 @@ export function registerTaskLogPeerRoute(
 export async function peerTaskLog(
   address: string,
   token: string,
+  workspace: string,
   sandbox: string,
   write: (text: string) => void,
   signal: AbortSignal,
@@ -52,10 +55,13 @@ export async function peerTaskLog(
 ): Promise<boolean> {
   let r: Response;
   try {
-    r = await fetch(new URL(`/peer/job-tasks/${encodeURIComponent(sandbox)}/logs`, address), {
-      headers: { [PEER_TOKEN_HEADER]: token },
-      signal,
-    });
+    r = await fetch(
+      new URL(
+        `/peer/job-tasks/${encodeURIComponent(workspace)}/${encodeURIComponent(sandbox)}/logs`,
+        address,
+      ),
+      { headers: { [PEER_TOKEN_HEADER]: token }, signal },
+    );
   } catch {
     return false;
   }

@@ -156,6 +156,7 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
   if (clusterHolder) registerTaskLogPeerRoute(app, { instances, token: peerToken(masterKey) });
   const remoteTaskLog = clusterHolder
     ? (
+        workspace: string,
         node: string,
         sandbox: string,
         write: (text: string) => void,
@@ -164,7 +165,7 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
       ) => {
         const address = late.holder?.node(node)?.address;
         if (!address) return Promise.resolve(false);
-        return peerTaskLog(address, peerToken(masterKey), sandbox, write, signal, onOpen);
+        return peerTaskLog(address, peerToken(masterKey), workspace, sandbox, write, signal, onOpen);
       }
     : undefined;
   const holdsImage = peerImages && ((ws: string, id: string) => peerImages.holds(ws, id));

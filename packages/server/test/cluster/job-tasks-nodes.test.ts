@@ -5,8 +5,11 @@
 // attempt fails naming the node and runs again on a live node (a retry, per the job's maxRetries 2), and the
 // execution succeeds.
 import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { peerToken } from '../../src/crypto/peer-token.js';
 import { type Proc, sleep } from './cluster-support.js';
 import { JOB, useFlowsCluster } from './flows-support.js';
 
@@ -90,6 +93,20 @@ describe('job tasks placed across the nodes of a cluster', () => {
       followed,
     );
     assert.equal((await tasksOf(a, id))[victim.index].status, 'running', 'streamed before the attempt ended');
+    // The node's peer route looks the attempt up under its workspace: the cluster's token naming another workspace
+    // gets 404; naming the job's own, the stream.
+    const holder = cluster.node(victim.node);
+    const sandbox = readdirSync(join(holder.dir, 'sandboxes')).find((d) =>
+      new RegExp(`^job-[0-9a-f]{12}-${victim.index}-1$`).test(d),
+    );
+    assert.ok(sandbox, `the attempt's sandbox on ${victim.node}`);
+    const headers = { 'x-berth-peer-token': peerToken(Buffer.from(cluster.env.BERTH_MASTER_KEY, 'base64')) };
+    const peerLog = (ws: string) => fetch(`${holder.url}/peer/job-tasks/${ws}/${sandbox}/logs`, { headers });
+    const other = await peerLog(tenant().home);
+    assert.equal(other.status, 404, await other.text());
+    const own = await peerLog('default');
+    assert.equal(own.status, 200);
+    await own.body?.cancel();
     await cluster.kill(victim.node);
     const killedAt = Date.now();
     let again: any;
