@@ -10,6 +10,7 @@ import {
   lstatSync,
   mkdirSync,
   readdirSync,
+  readFileSync,
   readlinkSync,
   renameSync,
   rmSync,
@@ -56,6 +57,9 @@ export function appEntries(dir: string, prefix = ''): AppEntry[] {
   return out;
 }
 
+/** Files up to this size are read whole into the archive; larger ones are streamed. */
+const WHOLE_FILE_BYTES = 1024 * 1024;
+
 /** The archive of the app directory `dir` (a tar stream; the same files give the same bytes). */
 export function packApp(dir: string): Readable {
   const p = pack();
@@ -78,6 +82,8 @@ export function packApp(dir: string): Readable {
         await new Promise<void>((resolve, reject) => {
           const done = (err?: Error | null) => (err ? reject(err) : resolve());
           if (e.type !== 'file') return void p.entry(header, done);
+          // A small file whole (most of a node_modules): a read stream per file cost more than its bytes.
+          if (e.size <= WHOLE_FILE_BYTES) return void p.entry(header, readFileSync(join(dir, e.name)), done);
           const file = createReadStream(join(dir, e.name));
           file.on('error', reject);
           file.pipe(p.entry(header, done));

@@ -64,7 +64,7 @@ describe('debug: what is wrong with an object', () => {
     assert.equal(json.cause, d.cause);
   });
 
-  it('a sandbox whose daemon was killed shows dead, with the daemon named as what ended', async () => {
+  it('a sandbox whose daemon was killed shows dead (or started again), with the daemon named as what ended', async () => {
     await s.create('stopped');
     const driver = await inspectingDriver(s.dataDir);
     try {
@@ -84,10 +84,14 @@ describe('debug: what is wrong with an object', () => {
     } finally {
       await driver.close();
     }
+    // The fault sweep (every 0.2 s here) hands a dead sandbox to its controller, which starts it again: the report
+    // shows it dead, or already started again with the daemon's end as what happened recently.
     const d = await debug('/sandboxes/stopped');
-    assert.equal(d.instances[0].state, 'dead');
-    assert.equal(d.instances[0].daemon.answered, false);
-    assert.match(d.cause, /^the sandbox ended: its API daemon and every process stopped/);
+    if (d.instances[0].state === 'dead') {
+      assert.equal(d.instances[0].daemon.answered, false);
+      assert.match(d.cause, /^the sandbox ended: its API daemon and every process stopped/);
+    } else
+      assert.match(d.cause, /^recently: the sandbox had stopped: its API daemon ended/, JSON.stringify(d));
   });
 
   it('a sandbox in standby is not woken to be looked at', async () => {

@@ -835,6 +835,11 @@ export class JobRunner {
     if (!t.sandbox) return;
     const id = `${x.key.workspace}/${x.rec.job}/${x.rec.id}#${t.index}`;
     this.remote.set(id, { x, t, attempt: t.attempts, node, sandbox: t.sandbox });
+    // A report the node stored before this registration (a fast attempt, this loop busy) is not missed.
+    void this.store
+      .get(taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index))
+      .then((o) => o && this.reported(o))
+      .catch(() => undefined);
   }
 
   /** A task changed in the store: a node's report of an attempt awaited here ends it. */

@@ -16,6 +16,8 @@ import {
   rmSync,
   symlinkSync,
   chmodSync,
+  closeSync,
+  writeFileSync,
   constants,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -25,6 +27,9 @@ import { createGunzip } from 'node:zlib';
 import { extract } from 'tar-stream';
 import { ImageError } from './errors.js';
 import { type Allowance, entryBytes } from './root-size.js';
+
+/** Files up to this size are written in one call; larger ones are streamed to disk. */
+const WHOLE_FILE_BYTES = 1024 * 1024;
 
 const WHITEOUT = '.wh.';
 const OPAQUE = '.wh..wh..opq';
@@ -184,7 +189,17 @@ export async function applyLayer(
           constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
           0o600,
         );
-        await pipeline(entry, createWriteStream('', { fd }));
+        if ((h.size ?? 0) <= WHOLE_FILE_BYTES) {
+          // A small file in one write (most files of a layer or an app): a write stream per file cost more than its
+          // bytes.
+          try {
+            const chunks: Buffer[] = [];
+            for await (const c of entry) chunks.push(c as Buffer);
+            writeFileSync(fd, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+          } finally {
+            closeSync(fd);
+          }
+        } else await pipeline(entry, createWriteStream('', { fd }));
         chmodSync(target, modeOf(h.mode, 0o644));
       } else if (h.type === 'symlink') {
         symlinkSync(h.linkname ?? '', target);
