@@ -132,19 +132,22 @@ describe('a cluster of three servers survives kill -9 and a database restart', (
     })();
     let tookOver = 0;
     let answered = 0;
+    const killedAt: Record<string, number> = {};
     try {
       await load.more(20);
       await cluster.kill('node-b');
+      killedAt['node-b'] = Date.now();
       await load.more(20);
       await cluster.kill('node-a');
-      const killedAt = Date.now();
+      const leaderKilledAt = Date.now();
+      killedAt['node-a'] = leaderKilledAt;
       for (let i = 0; i < 200 && !(await cluster.nodes(c)).find((n) => n.id === 'node-c')?.leads.length; i++)
         await sleep(100);
-      tookOver = Date.now() - killedAt;
+      tookOver = Date.now() - leaderKilledAt;
       assert.deepEqual((await cluster.nodes(c)).find((n) => n.id === 'node-c')?.leads, ['controllers']);
       await load.more(20);
       await agentAnswers(c);
-      answered = Date.now() - killedAt;
+      answered = Date.now() - leaderKilledAt;
     } finally {
       calling = false;
       await caller;
@@ -168,7 +171,15 @@ describe('a cluster of three servers survives kill -9 and a database restart', (
       lost.every((r: string) => r === 'lost'),
       JSON.stringify(task.conditions),
     );
-    assert.equal(lost.length > 0, ranOn !== 'node-c', `${ranOn}: ${JSON.stringify(task.conditions)}`);
+    // Lost only where it ran on a killed node and had not ended before the kill (a loaded host may take the load's
+    // writes longer than the task's 8 s).
+    const endedBeforeKill =
+      lost.length === 0 && Date.parse(task.metadata.completedAt) <= (killedAt[ranOn] ?? 0);
+    assert.equal(
+      lost.length > 0,
+      ranOn !== 'node-c' && !endedBeforeKill,
+      `${ranOn}: ${JSON.stringify(task.conditions)}`,
+    );
     assert.equal(task.attempts, lost.length + 1, JSON.stringify(task));
     let list = await cluster.nodes(c);
     for (let i = 0; i < 100 && list.some((n) => n.id !== 'node-c' && n.healthy); i++) {
