@@ -6,6 +6,7 @@
 // nothing until a request wakes it, so the count says what scale to zero means.
 import type { FastifyInstance } from 'fastify';
 import { requireRole } from '../auth/require-role.js';
+import type { PublishedReplica } from '../cluster/nodes.js';
 import { keptInStandby } from '../controllers/workload/idle-standby.js';
 import type { Replica, ReplicaSet } from '../controllers/workload/replicas.js';
 import type { Resources } from '../store/resources.js';
@@ -21,13 +22,7 @@ function live(replicas: Replicas, workspace: string, kind: string, name: string)
 }
 
 /** One replica as listed: this server's, or another node's as its last heartbeat published it (decision 092). */
-export interface ListedReplica {
-  id: string;
-  revision: string;
-  role: 'active' | 'canary';
-  inflight: number;
-  lastUsedAt: string;
-  standbyUntil?: string;
+export interface ListedReplica extends PublishedReplica {
   /** The node running it, in a cluster. */
   node?: string;
 }
