@@ -93,6 +93,12 @@ export function useCluster(
       dir,
       ...(await serve(dir, { ...env, ...opts.envOf?.(id), BERTH_NODE_ID: id })),
     };
+    // A server that ends on its own with a failure says why in the test's output (a crash under load is otherwise
+    // seen only as the next request's ECONNREFUSED).
+    p.child.once('exit', (code) => {
+      if (code !== null && code !== 0 && code !== 75)
+        process.stdout.write(`# server ${id} exited ${code}:\n${p.stderr().replace(/^/gm, '# ')}\n`);
+    });
     const i = procs.findIndex((x) => x.id === id);
     if (i >= 0) procs[i] = p;
     else procs.push(p);
