@@ -436,7 +436,18 @@ describe('the web console in a real browser', { timeout: 600_000 }, () => {
       '/members',
     ]) {
       await viewer.goto(`${s.url}/console${path}`);
-      await viewer.locator('h1').first().waitFor();
+      await viewer
+        .locator('h1')
+        .first()
+        .waitFor()
+        .catch(async (err) => {
+          throw new Error(
+            `${path}: no heading; the page says: ${(await viewer.textContent('body'))?.slice(0, 500)}`,
+            {
+              cause: err,
+            },
+          );
+        });
       await viewer.waitForTimeout(800);
       for (const name of ['Delete', 'Remove', 'Revoke', 'New sandbox', 'Start execution'])
         assert.equal(

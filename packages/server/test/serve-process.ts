@@ -13,7 +13,8 @@ export async function serve(
   env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-    env: { ...process.env, BERTH_LOG_LEVEL: 'warn', ...env },
+    // As the in-process test servers: a small warm pool (test-support/server.ts).
+    env: { ...process.env, BERTH_LOG_LEVEL: 'warn', BERTH_WARM_POOL: '1', BERTH_WARM_POOL_MAX: '2', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -231,12 +231,16 @@ export function postgresLeadership(o: PostgresLeadershipOptions): Leadership {
     }
     // While the role stops, a refusal only withdraws the fence: the lead is ending already.
     refusals.set(name, () => fences.delete(name));
-    held.delete(name);
+    // A drained leader still claims the role while it stops, until the hand-over names it handed over in the same
+    // write that drops its claim: in between, its node would read as holding nothing (`berth node drain --wait`).
+    const draining = lost instanceof DrainedError;
+    if (!draining) held.delete(name);
     await started.catch((err) => o.warn(err, `the ${name} role failed to start`));
     await role.stop().catch((err) => o.warn(err, `the ${name} role failed to stop`));
     // The lock is still ours: nothing the next leader starts can meet what this one leaves.
-    if (lost instanceof DrainedError)
+    if (draining)
       await role.handOver?.(c).catch((err) => o.warn(err, `the ${name} role failed to hand over`));
+    held.delete(name);
     refusals.delete(name);
     fences.delete(name);
     await c.end().catch(() => undefined);

@@ -45,7 +45,8 @@ export async function startTestServer(
   logStream.on('data', (c: Buffer) => chunks.push(c));
   const config = loadConfig(
     { port: '0', dataDir },
-    { BERTH_LOG_LEVEL: 'info', BERTH_WARM_POOL: '1', ...env },
+    // One warm sandbox, grown to two at most by a burst: a test's pool refills are CPU taken from the files beside it.
+    { BERTH_LOG_LEVEL: 'info', BERTH_WARM_POOL: '1', BERTH_WARM_POOL_MAX: '2', ...env },
   );
   const s = await startServer(config, { logStream, outboundLookup: opts.outboundLookup });
   const adminKey =

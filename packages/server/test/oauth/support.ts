@@ -34,8 +34,11 @@ export async function freePort(): Promise<number> {
 
 export interface MailApi {
   up: Upstream;
-  /** Mails the API accepted, in order. */
-  mails(): { id: string; from: string; to: string; subject: string; text: string }[];
+  /**
+   * Mails the API accepted with this subject, in order, once there is one (within 10 s): the API says what it accepted
+   * on its stdout, which reaches this process after its answer may have reached the caller.
+   */
+  sent(subject: string): Promise<{ id: string; from: string; to: string; subject: string; text: string }[]>;
   /** Its auth decisions (`ok <email>`, `refused <reason>`). */
   auth(): string[];
   stop(): Promise<void>;
@@ -62,7 +65,15 @@ export async function startMailApi(idp: TestProvider): Promise<MailApi> {
   process.env.NODE_EXTRA_CA_CERTS = join(caDir, 'ca.pem');
   return {
     up,
-    mails: () => up.lines.filter((l) => l.startsWith('MAIL ')).map((l) => JSON.parse(l.slice(5))),
+    async sent(subject) {
+      const of = () =>
+        up.lines
+          .filter((l) => l.startsWith('MAIL '))
+          .map((l) => JSON.parse(l.slice(5)))
+          .filter((m) => m.subject === subject);
+      for (let i = 0; i < 100 && !of().length; i++) await new Promise((r) => setTimeout(r, 100));
+      return of();
+    },
     auth: () => up.lines.filter((l) => l.startsWith('AUTH ')).map((l) => l.slice(5)),
     async stop() {
       await up.stop();

@@ -122,13 +122,13 @@ describe('tenant OAuth flow through a browser', () => {
       assert.ok(!sent.isError, JSON.stringify(sent.content));
       await client.close();
     }
-    const byUser = (u: string) => mail.mails().filter((m) => m.subject === `hello from ${u}`);
+    const byUser = (u: string) => mail.sent(`hello from ${u}`);
     assert.deepEqual(
-      byUser('alice').map((m) => [m.from, m.to, m.text]),
+      (await byUser('alice')).map((m) => [m.from, m.to, m.text]),
       [['alice@example.test', 'carol@example.test', 'sent by my agent']],
     );
     assert.deepEqual(
-      byUser('bob').map((m) => [m.from, m.to]),
+      (await byUser('bob')).map((m) => [m.from, m.to]),
       [['bob@example.test', 'carol@example.test']],
     );
 
@@ -146,7 +146,7 @@ describe('tenant OAuth flow through a browser', () => {
     });
     assert.ok(!again.isError, JSON.stringify(again.content));
     await client.close();
-    assert.equal(mail.mails().find((m) => m.subject === 'still me')?.from, 'alice@example.test');
+    assert.equal((await mail.sent('still me'))[0]?.from, 'alice@example.test');
     assert.equal(idp.counts.refused, 0, 'no refresh token was used twice');
   });
 
@@ -235,7 +235,7 @@ describe('tenant OAuth flow through a browser', () => {
     });
     assert.ok(!sent.isError, JSON.stringify(sent.content));
     await client.close();
-    assert.equal(mail.mails().find((m) => m.subject === 'bob is back')?.from, 'bob@example.test');
+    assert.equal((await mail.sent('bob is back'))[0]?.from, 'bob@example.test');
   });
 
   it('another workspace cannot read a user connection or bind an MCP server to it', async () => {

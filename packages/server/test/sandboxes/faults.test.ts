@@ -120,4 +120,33 @@ describe('faults explained on the sandbox', () => {
     assert.match(said[0], /^egress proxy down: .* was killed \(SIGKILL\); connections through it were cut/);
     assert.match(said[1], /^egress proxy back after \d+ ms: outbound connections .* work again$/);
   });
+
+  it('the egress proxy killed again while it starts: it is started again and the sandbox is told it is back', async () => {
+    const ours = () => pidsRunning('egress/child').filter((p) => parentOf(p) === process.pid);
+    for (let i = 0; i < 100 && !ours().length; i++) await new Promise((r) => setTimeout(r, 100));
+    const [running] = ours();
+    assert.ok(running, 'the egress proxy runs');
+    const told = (b: any, what: string) =>
+      messages(b).filter((m) => m.startsWith(`egress proxy ${what}`)).length;
+    const was = await (await s.api('/sandboxes/policed')).json();
+    process.kill(running, 'SIGKILL');
+    // Its restart comes 200 ms later; killed as soon as it is forked, long before it can say it is ready.
+    let starting: number | undefined;
+    for (let i = 0; i < 1000 && !starting; i++) {
+      starting = ours().find((p) => p !== running);
+      if (!starting) await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.ok(starting, 'the proxy was started again');
+    process.kill(starting, 'SIGKILL');
+    const b = await s.waitFor(
+      'policed',
+      (x) => told(x, 'back') > told(was, 'back'),
+      'the proxy back after a start cut short',
+    );
+    assert.ok(
+      ours().some((p) => p !== running && p !== starting),
+      'a third proxy runs',
+    );
+    assert.equal(told(b, 'down'), told(was, 'down') + 1, 'one outage, told once');
+  });
 });

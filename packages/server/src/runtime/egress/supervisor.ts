@@ -11,6 +11,7 @@ import type { ChildConfig, FromChild, ToChild, TrafficEvent } from './protocol.j
 const START_TIMEOUT_MS = 10_000;
 /** Pause before a restart, so a child that dies at once does not spin a core. */
 const RESTART_DELAY_MS = 200;
+const MAX_RESTART_DELAY_MS = 5_000;
 
 /**
  * How long set() waits for the child to confirm it holds a policy. Milliseconds normally (one IPC round trip);
@@ -39,6 +40,8 @@ export class EgressSupervisor {
   starts = 0;
   /** When the child died under policies (performance.now()), until its restart is ready. */
   private downSince?: number;
+  /** Starts in a row that ended before the child was ready. */
+  private failedStarts = 0;
 
   constructor(
     private readonly config: ChildConfig,
@@ -52,7 +55,11 @@ export class EgressSupervisor {
    */
   async set(source: string, policy: EgressPolicy, ca?: CaMaterial): Promise<void> {
     this.policies.set(source, { policy, ca });
-    await this.ensureRunning();
+    // A start cut short (the child killed before it was ready) is followed by the restart its exit scheduled.
+    await this.ensureRunning().catch(async () => {
+      await new Promise((r) => setTimeout(r, RESTART_DELAY_MS));
+      await this.ensureRunning();
+    });
     const seq = ++this.seq;
     await new Promise<void>((resolve) => {
       const finish = () => {
@@ -118,6 +125,7 @@ export class EgressSupervisor {
       child.on('message', (m: FromChild) => {
         if (m.type === 'ready') {
           clearTimeout(timer);
+          this.failedStarts = 0;
           this.child = child;
           for (const [source, p] of this.policies) child.send({ type: 'policy', source, ...p });
           if (this.downSince !== undefined) {
@@ -135,15 +143,26 @@ export class EgressSupervisor {
       });
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
-        if (this.child !== child) return reject(new Error('the egress proxy exited during start'));
-        this.child = undefined;
-        // Its restart re-sends every policy: nobody waits for this child's answers.
-        for (const answer of [...this.pending.values()]) answer();
+        const starting = this.child !== child;
+        const how = signal ? `was killed (${signal})` : `exited with code ${code}`;
+        if (starting) reject(new Error(`the egress proxy ${how} during its start`));
+        else {
+          this.child = undefined;
+          // Its restart re-sends every policy: nobody waits for this child's answers.
+          for (const answer of [...this.pending.values()]) answer();
+        }
+        // Ended while starting too (killed before it said ready): started again, or the policies it was started for
+        // would have no proxy until the next policy change.
         if (!this.closed && this.policies.size) {
-          this.downSince ??= performance.now();
-          const reason = signal ? `was killed (${signal})` : `exited with code ${code}`;
-          this.onEvent({ type: 'proxy', state: 'down', sources: [...this.policies.keys()], reason });
-          setTimeout(() => void this.ensureRunning().catch(() => undefined), RESTART_DELAY_MS).unref();
+          if (this.downSince === undefined) {
+            this.downSince = performance.now();
+            const reason = starting ? `${how} while it started` : how;
+            this.onEvent({ type: 'proxy', state: 'down', sources: [...this.policies.keys()], reason });
+          }
+          // A child that cannot start (its ports held, say) is tried again less and less often.
+          this.failedStarts = starting ? this.failedStarts + 1 : 0;
+          const delay = Math.min(RESTART_DELAY_MS * 2 ** this.failedStarts, MAX_RESTART_DELAY_MS);
+          setTimeout(() => void this.ensureRunning().catch(() => undefined), delay).unref();
         }
       });
     });
