@@ -1,6 +1,7 @@
 // What `GET /v0/<kind>/{name}/debug` answers (the schema, for the OpenAPI document and the CLI) and the one line
 // naming the most likely cause, decided from what was gathered: pure, so each rule is tested on its own.
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { KindDescriptor } from '../kinds/types.js';
 import type { ExtraPaths } from './openapi-extra.js';
 

@@ -1,5 +1,5 @@
 // GET /nodes (nodes.ts), described for the OpenAPI document.
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ExtraPaths } from './openapi-extra.js';
 
 const Node = Type.Object(

@@ -1,6 +1,6 @@
 // The routes of custom domains (api/custom-domains.ts, decision 055), described for the OpenAPI document beside
 // openapi-service.ts.
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ExtraPaths } from './openapi-extra.js';
 
 const Str = Type.String;

@@ -2,7 +2,8 @@
 // model gateway read-outs), described once for the OpenAPI document. Request bodies are the route
 // modules' own schemas, imported; answer shapes are checked against the modules' view functions at
 // compile time (`Same` below), so the table cannot drift from what is served.
-import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
+import type { Static, TObject, TSchema } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ProviderModel } from '../models/list-models.js';
 import type * as modelRoutes from '../models/routes.js';
 import type { Role as RoleName } from '../kinds/types.js';

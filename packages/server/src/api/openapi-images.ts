@@ -1,7 +1,7 @@
 // The image store's routes for the OpenAPI document (decisions 018, 037, 051): Berth's own (pull, import, build,
 // names by their tail) and the service's shape (`{resourceType}/{imageName}`, tags, cleanup, sharing between
 // workspaces). Answers are what api/image-view.ts shows.
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ExtraPaths } from './openapi-extra.js';
 
 const opt = Type.Optional;

@@ -1,7 +1,7 @@
 // The routes of the service's SDK beyond Berth's own (decision 047), described for the OpenAPI document: workspace
 // users, the server's catalogs, lists across parents, a model's revisions and a connection's model details. Answer
 // shapes are checked against the route modules' views at compile time where a module builds them.
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ChangelogEntry } from './catalogs.js';
 import type { ExtraPaths } from './openapi-extra.js';
 import type { modelRevisions } from './revisions.js';

@@ -1,6 +1,6 @@
 // Snapshots, restore, fork, archive and unarchive for the OpenAPI document (decision 053), in the service's shapes
 // (its SandboxSnapshot, SandboxForkRequest/Response, SandboxRestoreResponse); answers are api/snapshots.ts's.
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ExtraPaths } from './openapi-extra.js';
 
 const opt = Type.Optional;

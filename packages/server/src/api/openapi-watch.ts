@@ -1,6 +1,6 @@
 // The routes added for the console, described for the OpenAPI document: GET /watch (watch.ts), GET /caller
 // (caller.ts) and GET /{agents|functions}/{name}/replicas (workload-replicas.ts).
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ExtraPaths } from './openapi-extra.js';
 
 const Replica = Type.Object(

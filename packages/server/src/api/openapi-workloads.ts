@@ -1,7 +1,7 @@
 // The routes of workloads' code, builds, logs and executions and of drives' S3 stand-ins, described for the OpenAPI
 // document beside openapi-extra.ts (the image store's are in openapi-images.ts). Route params are named as the kinds
 // name them (`{agentName}`, `{jobId}`), whatever the route module calls them.
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { ExtraOperation, ExtraPaths } from './openapi-extra.js';
 import { CODE_KINDS } from './code-upload.js';
 

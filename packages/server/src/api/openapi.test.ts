@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { KINDS } from '../kinds/index.js';

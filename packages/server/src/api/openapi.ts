@@ -3,7 +3,8 @@
 // `openapi-workloads.ts` and `openapi-service.ts`, and the debug read-out of every kind with a status
 // (`debug-report.ts`).
 // The SDK's types are generated from this document (packages/sdk/scripts/generate.mjs).
-import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import type { Static, TSchema } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { FastifyInstance } from 'fastify';
 import { schemasOf } from '../kinds/schema.js';
 import type { KindDescriptor } from '../kinds/types.js';

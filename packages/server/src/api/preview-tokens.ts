@@ -2,7 +2,7 @@
 // /sandboxes/{sandboxName}/previews/{previewName}/tokens. The value is random, returned once by the
 // POST and stored only as a sha256 hash; lists and deletes never show it.
 import { randomBytes } from 'node:crypto';
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Name, opt, Timestamp } from '../kinds/common.js';
 import { PREVIEW_TOKEN_KIND, preview as previewKind } from '../kinds/preview.js';

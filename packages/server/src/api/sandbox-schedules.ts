@@ -3,7 +3,7 @@
 // schedule runner (controllers/sandbox/sandbox-schedules.ts). Their envs are sealed at rest and masked unless an admin
 // asks `show_secrets`. Executions are listed newest first under /sandboxes/{sandboxName}/schedule-executions.
 import { randomBytes } from 'node:crypto';
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireRole, wantsSecrets } from '../auth/require-role.js';
 import { nextFiring, resolveTiming, type StoredTiming } from '../controllers/core/schedule-timing.js';

@@ -1,6 +1,7 @@
 // /v0/service_accounts and their API keys (docs/compat.md, spec §2.14), admin of the workspace only.
 // Secrets (client_secret, apiKey) appear once, in the creation response; the store holds sha256 hashes.
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import {
   newApiKey,

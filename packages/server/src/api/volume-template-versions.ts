@@ -5,7 +5,7 @@
 // Versions live in the template object itself, so a version and the template's state change in one write;
 // the archive is written first and its version recorded after, so a crash leaves at most an unreferenced file.
 import { randomUUID } from 'node:crypto';
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { opt } from '../kinds/common.js';
 import { checkValue, prune } from '../kinds/schema.js';

@@ -5,7 +5,8 @@
 // address, so `email` and `subOrEmail` name a principal by its subject (a service account's client id). An
 // invitation grants nothing until the invitee, or an admin of its home workspace, accepts it
 // (`POST /workspaces/{ws}/invitations/{subject}/accept`): `/users` invites every principal, its own tenant's too.
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthContext } from '../auth/index.js';
 import { type InvitationRecord, K, keys, type MemberRecord, removeInvitationOps } from '../auth/records.js';

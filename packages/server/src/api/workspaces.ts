@@ -2,7 +2,8 @@
 // everything else needs membership of the workspace in the path, and a workspace the caller is not
 // a member of answers 404 exactly like one that does not exist. A principal of another tenant is not added
 // but invited (invitations.ts): membership needs its consent.
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthContext } from '../auth/index.js';
 import { checkInput } from './input.js';

@@ -1,5 +1,5 @@
 // Agent (§2.2): a serverless deployment built from a repository, served at run_url/<ws>/agents/<name>.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import type { FieldIssue } from '../errors.js';
 import {
   Env,

@@ -1,7 +1,7 @@
 // Application (decision 054): a long-running public app from an image and a port, run by the agents' replica set
 // (controllers/workload/application.ts), or bound to a sandbox of its workspace (the `bind-to-sandbox` extension, the
 // older `proxy: true`): then its address reaches that sandbox's port and nothing of its own runs.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import type { FieldIssue } from '../errors.js';
 import { DEFAULT_MAX_SCALE } from './agent.js';
 import { Env, envSecrets, MemoryMb, opt, Revision } from './common.js';

@@ -1,5 +1,6 @@
 // Schemas shared by several kinds, with the specification's exact field names.
-import { type TSchema, Type } from '@sinclair/typebox';
+import type { TSchema } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import { STATUSES } from './status.js';
 
 /**

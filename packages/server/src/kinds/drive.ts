@@ -1,7 +1,7 @@
 // Drive (the service's shared storage, beyond the specification; decision 031): an image with a size cap like a
 // volume, attached live to running sandboxes through the sandbox API (several at once), with access rules by
 // the sandbox's labels.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import { ExternalId, Labels, opt, Quantity } from './common.js';
 import { regionIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';

@@ -1,6 +1,6 @@
 // Function (§4.1 POST /functions): an MCP server, built from code or bound to integration connections,
 // reachable over the streamable HTTP transport at run_url/<ws>/functions/<name>/mcp.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import type { FieldIssue } from '../errors.js';
 import {
   callbackSecrets,

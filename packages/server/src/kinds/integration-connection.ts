@@ -1,5 +1,5 @@
 // Integration connection (§2.13): settings and encrypted credentials for an external service.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import type { FieldIssue } from '../errors.js';
 import { literals, opt, PROVIDER_TYPES, StringMap } from './common.js';
 import { OAUTH2_INTEGRATIONS, oauth2Issues } from './oauth2.js';

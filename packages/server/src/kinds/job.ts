@@ -1,5 +1,5 @@
 // Batch job (§2.5): a definition whose executions run tasks in parallel with retries and a timeout.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import {
   Env,
   envSecrets,

@@ -1,5 +1,5 @@
 // Model endpoint (§2.3): a gateway to an external LLM provider, with the credentials of an integration connection.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import { literals, NamedType, NameList, opt, PROVIDER_TYPES } from './common.js';
 import { referenceIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';

@@ -1,5 +1,5 @@
 // Policy (§2.6): rules on how deployments are made and served. Responses carry metadata and spec only.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import type { FieldIssue } from '../errors.js';
 import { NamedType, opt } from './common.js';
 import type { KindDescriptor } from './types.js';

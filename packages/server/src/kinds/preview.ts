@@ -1,5 +1,5 @@
 // Sandbox preview (§2.7): a public or token-protected URL to one port of a sandbox.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import type { FieldIssue } from '../errors.js';
 import { Duration, MESSAGE_KEY, opt, StringMap, Timestamp } from './common.js';
 import { verifiedDomainIssues } from './custom-domain.js';

@@ -1,6 +1,6 @@
 // Sandbox (§2.4): a lightweight VM for code execution that scales to zero in standby and keeps its memory.
 import { randomBytes } from 'node:crypto';
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import type { FieldIssue } from '../errors.js';
 import {
   Duration,

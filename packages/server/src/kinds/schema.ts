@@ -1,7 +1,8 @@
 // Turns a kind descriptor into its wire schemas, and checks request bodies against them:
 // unknown fields are pruned (and named), read-only fields dropped silently, the rest validated by Ajv, whose
 // errors become messages in the user's words (units, formats, examples; see MESSAGE_KEY in common.ts).
-import { type TObject, type TSchema, Type } from '@sinclair/typebox';
+import type { TObject, TSchema } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FieldIssue } from '../errors.js';

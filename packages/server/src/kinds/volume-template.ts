@@ -1,5 +1,5 @@
 // Volume template (§2.11): a pre-filled volume source with versions (api/volume-template-versions.ts).
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import { opt, Quantity } from './common.js';
 import { DEFAULT_VOLUME_SIZE_MB, MAX_VOLUME_SIZE_MB } from './volume.js';
 import type { KindDescriptor } from './types.js';

@@ -1,5 +1,5 @@
 // Persistent volume (§2.10): durable storage attached to one sandbox at a time; size and region are fixed.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import { ExternalId, MESSAGE_KEY, opt, Quantity } from './common.js';
 import { regionIssues, referenceIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';

@@ -1,6 +1,6 @@
 // VPC, egress gateway and egress IP (§2.12): network isolation and dedicated outbound addresses.
 // A VPC with gateways, or a gateway with IPs, cannot be deleted (409) until its children are gone.
-import { Type } from '@sinclair/typebox';
+import { Type } from './typebox.js';
 import { literals, opt } from './common.js';
 import { regionIssues } from './rules.js';
 import type { KindDescriptor } from './types.js';

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Value } from '@sinclair/typebox/value';
+import { Value } from '../kinds/typebox.js';
 import { type Template, TemplateFile } from './schema.js';
 
 /** `<repo>/templates/`: four levels up from both `src/templates/` (tsx) and `dist/templates/` (built). */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Value } from '@sinclair/typebox/value';
+import { Value } from '../kinds/typebox.js';
 import { startTestServer, type TestServer } from '../test-support/server.js';
 import { DEFAULT_TEMPLATES_DIR, templateSha } from './catalog.js';
 import { Template } from './schema.js';

@@ -1,6 +1,7 @@
 // The template catalog entry of §2.15, as the wire shows it. No Node dependencies: the SDK and CLI
 // can import it.
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 
 export const TemplateVariable = Type.Object({
   name: Type.String({ minLength: 1 }),

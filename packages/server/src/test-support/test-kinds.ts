@@ -1,5 +1,5 @@
 // Two minimal kinds for tests of the store pipeline and the controllers: one with a status, one without.
-import { Type } from '@sinclair/typebox';
+import { Type } from '../kinds/typebox.js';
 import type { KindDescriptor } from '../kinds/types.js';
 
 export const widget: KindDescriptor = {

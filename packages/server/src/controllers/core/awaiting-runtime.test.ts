@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Type } from '@sinclair/typebox';
+import { Type } from '../../kinds/typebox.js';
 import pino from 'pino';
 import { SecretBox } from '../../crypto/secret-box.js';
 import type { KindDescriptor } from '../../kinds/types.js';
