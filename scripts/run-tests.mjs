@@ -2,7 +2,7 @@
 // a short summary on stdout (test-summary.mjs), the full TAP in .test-results/tap.log. Arguments are
 // substrings of test file paths to run only those. Exits non-zero when any test failed.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const roots = ['packages', 'bench'];
@@ -30,25 +30,6 @@ if (!selected.length) {
   console.error(`no test files matched ${only.join(' ')}`);
   process.exit(1);
 }
-// The longest files start first (the longest-processing-time rule): a long file started last would run on alone
-// while the other slots sit idle. Times from a whole run (scripts/test-times.tsv, a copy of a clean clone's
-// .test-results/file-times.tsv); a file not listed is taken as a long one, since a new test file is usually one of
-// the integration files.
-const UNLISTED_S = 30;
-const timesFile = join('scripts', 'test-times.tsv');
-const seconds = new Map(
-  existsSync(timesFile)
-    ? readFileSync(timesFile, 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => {
-          const [s, f] = l.split('\t');
-          return [f, Number(s)];
-        })
-    : [],
-);
-const cost = (f) => seconds.get(f) ?? UNLISTED_S;
-const ordered = [...selected].sort((a, b) => cost(b) - cost(a) || a.localeCompare(b));
 mkdirSync(LOG_DIR, { recursive: true });
 const r = spawnSync(
   process.execPath,
@@ -62,7 +43,7 @@ const r = spawnSync(
     '--test-reporter-destination=stdout',
     '--test-reporter=tap',
     `--test-reporter-destination=${TAP_LOG}`,
-    ...ordered,
+    ...selected.sort(),
   ],
   {
     stdio: 'inherit',
