@@ -166,6 +166,42 @@ describe('quota leases on postgres', () => {
     }
   });
 
+  test('a node gone for long leaves no rows behind; one that returns writes its own again', async () => {
+    const env = await setup();
+    const sql = new pg.Client({ connectionString: env.url });
+    await sql.connect();
+    const rowsOf = async (node: string) =>
+      (await sql.query('SELECT count(*)::int AS n FROM quota_leases WHERE node = $1', [node])).rows[0].n;
+    try {
+      const a = await env.node('node-a');
+      const b = await env.node('node-b');
+      assert.notEqual(typeof (await take(a.ledger, 'tenant-a')), 'string');
+      for (let i = 0; i < 2; i++) assert.notEqual(typeof (await take(b.ledger, 'tenant-a')), 'string');
+      // Node b goes for good: its lease lapsed an hour ago. Node a's lease lapsed too, but it is alive and beats.
+      b.ledger.close();
+      await b.nodes.close();
+      await sql.query("UPDATE nodes SET heartbeat_at = now() - interval '1 hour'");
+      assert.equal(await a.leases.prune(), 3, "both nodes' rows were past the bound");
+      assert.equal(await rowsOf('node-b'), 0);
+      assert.equal(await rowsOf('node-a'), 0);
+      // Node a's next beat finds its lease lapsed and registers again: its replica is written again, and counts.
+      await a.nodes.beat();
+      for (let i = 0; i < 50 && (await rowsOf('node-a')) === 0; i++) {
+        a.nodes.fence();
+        await a.ledger.readOthers();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(await rowsOf('node-a'), 1);
+      assert.equal(await a.leases.prune(), 0, 'a live node keeps its rows');
+      const c = await env.node('node-c');
+      await c.ledger.readOthers();
+      assert.equal(c.ledger.usage('tenant-a').replicas, 1);
+    } finally {
+      await sql.end();
+      await env.close();
+    }
+  });
+
   test('what runs already (re-adopted) is counted whatever the limits', async () => {
     const env = await setup();
     try {

@@ -39,8 +39,20 @@ export interface QuotaLeases {
   release(id: string): Promise<void>;
   /** What the other live nodes hold, grouped (read at each call; the ledger keeps a copy). */
   others(): Promise<HeldGroup[]>;
+  /**
+   * Deletes the rows of nodes whose lease lapsed more than PRUNE_AFTER_MS ago (a node removed for good, or gone for
+   * long): they no longer count, and would otherwise stay for ever. Every node runs it every PRUNE_EVERY_MS.
+   */
+  prune(): Promise<number>;
   close(): Promise<void>;
 }
+
+/**
+ * How long past its lease a node's rows stay: far longer than a restart or a network cut, so that a node returning
+ * finds its own (it writes them again under its new epoch either way, see `republish`).
+ */
+const PRUNE_AFTER_MS = 10 * 60_000;
+const PRUNE_EVERY_MS = 60_000;
 
 const LIVE = `JOIN nodes n ON n.id = q.node AND n.epoch = q.epoch
   AND n.heartbeat_at + n.lease_ms * interval '1 millisecond' > clock_timestamp()`;
@@ -96,7 +108,12 @@ export async function postgresQuotaLeases(
     republishing = republishing.then(async () => {
       for (const [id, r] of mine) {
         if (r.epoch >= epoch) continue;
-        await pool.query('UPDATE quota_leases SET epoch = $2 WHERE id = $1', [id, epoch]);
+        // Written again, not only moved: a node away for long may find its rows pruned.
+        await pool.query(
+          `INSERT INTO quota_leases (id, node, epoch, workspace, consumer, memory_mb, owner)
+             VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (id) DO UPDATE SET epoch = EXCLUDED.epoch`,
+          [id, o.self, epoch, r.workspace, r.consumer, r.memoryMb, r.owner ?? null],
+        );
         r.epoch = epoch;
       }
       await pool.query('DELETE FROM quota_leases WHERE node = $1 AND epoch < $2 AND NOT (id = ANY($3))', [
@@ -107,6 +124,19 @@ export async function postgresQuotaLeases(
     });
     return republishing;
   };
+  const prune = async () => {
+    const r = await pool.query(
+      `DELETE FROM quota_leases q WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = q.node AND n.epoch = q.epoch
+         AND n.heartbeat_at + (n.lease_ms + $1) * interval '1 millisecond' > clock_timestamp())`,
+      [PRUNE_AFTER_MS],
+    );
+    return r.rowCount ?? 0;
+  };
+  const pruning = setInterval(
+    () => void prune().catch((err) => o.warn(err, 'could not delete the quota leases of nodes long gone')),
+    PRUNE_EVERY_MS,
+  );
+  pruning.unref();
   let lastEpoch = 0;
   const fence = (): Fence => {
     const f = o.fence();
@@ -167,7 +197,9 @@ export async function postgresQuotaLeases(
       );
       return rows.map((r) => groupOf(r, r.workspace as string));
     },
+    prune,
     async close() {
+      clearInterval(pruning);
       await republishing.catch(() => undefined);
       await pool.end();
     },
