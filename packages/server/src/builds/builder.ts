@@ -402,8 +402,17 @@ export class Builder {
     const log = this.logPath(workspace, key);
     for (const d of [apps, join(root, 'logs'), join(root, 'work')]) mkdirSync(d, { recursive: true });
     writeFileSync(log, '');
-    const say = (line: string) => appendFileSync(log, `berth: ${line}\n`);
-    const output = (data: string) => appendFileSync(log, data);
+    // Called from the install and build steps' output streams too: a line that cannot be written (the workspace was
+    // deleted under a build being stopped) is dropped, never thrown where no one catches it.
+    const write = (text: string) => {
+      try {
+        appendFileSync(log, text);
+      } catch {
+        // The log is gone with its workspace.
+      }
+    };
+    const say = (line: string) => write(`berth: ${line}\n`);
+    const output = (data: string) => write(data);
     const work = join(root, 'work', key);
     rmSync(work, { recursive: true, force: true });
     const src = join(work, 'src');

@@ -3,7 +3,7 @@
 // one node (each task's read names its `node`); each task's log is read, and followed, through a server that did not
 // run it; a second tenant reads none of it through any server. Then kill -9 of a follower running a task: that task's
 // attempt fails naming the node and runs again on a live node (a retry, per the job's maxRetries 2), and the
-// execution succeeds.
+// execution succeeds. An execution cancelled through a follower stops its tasks wherever they run.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -68,6 +68,48 @@ describe('job tasks placed across the nodes of a cluster', () => {
         assert.equal(r.status, 404, `${p.id} ${path}: ${text}`);
         assert.doesNotMatch(text, /MARKER/);
       }
+  });
+
+  it('an execution cancelled through a follower stops its tasks on every node, and their sandboxes go', async () => {
+    const [a, b, c] = ['node-a', 'node-b', 'node-c'].map((id) => cluster.node(id));
+    const id = await execution(
+      c,
+      Array.from({ length: 4 }, (_, i) => ({ name: `c${i}`, sleep: 60 })),
+    );
+    let tasks: any[] = [];
+    for (let i = 0; i < 600; i++) {
+      tasks = await tasksOf(a, id);
+      if (tasks.some((t) => t.status === 'running' && t.node !== 'node-a')) break;
+      await sleep(100);
+    }
+    assert.ok(
+      tasks.some((t) => t.status === 'running' && t.node !== 'node-a'),
+      `no task ran on a follower: ${JSON.stringify(tasks.map((t) => [t.status, t.node]))}`,
+    );
+    // The attempts' sandboxes, on the nodes running them (this execution's are the only tasks running now).
+    const attemptDirs = () =>
+      cluster.procs.flatMap((p) =>
+        readdirSync(join(p.dir, 'sandboxes'))
+          .filter((d) => /^job-[0-9a-f]{12}-\d+-\d+$/.test(d))
+          .map((d) => `${p.id}/${d}`),
+      );
+    for (let i = 0; i < 100 && attemptDirs().every((d) => d.startsWith('node-a/')); i++) await sleep(100);
+    const running = attemptDirs();
+    assert.ok(
+      running.some((d) => !d.startsWith('node-a/')),
+      JSON.stringify(running),
+    );
+    const r = await api(b, `/jobs/${JOB}/executions/${id}`, { method: 'DELETE' });
+    assert.equal(r.status, 200, await r.text());
+    const e = await ended(b, id);
+    assert.equal(e.status, 'cancelled', JSON.stringify(e));
+    for (const t of await tasksOf(c, id)) assert.notEqual(t.status, 'running', JSON.stringify(t));
+    for (let i = 0; i < 200 && attemptDirs().some((d) => running.includes(d)); i++) await sleep(100);
+    assert.deepEqual(
+      attemptDirs().filter((d) => running.includes(d)),
+      [],
+      'the cancelled attempts left their sandboxes',
+    );
   });
 
   it('kill -9 of a follower running a task: the task runs again on a live node and the execution succeeds', async () => {
