@@ -88,6 +88,7 @@ export class EgressSupervisor {
 
   ensureRunning(): Promise<void> {
     if (this.child?.connected) return Promise.resolve();
+    if (this.closed) return Promise.reject(new Error('the egress proxy is stopped: the server is closing'));
     this.starting ??= this.start().finally(() => {
       this.starting = undefined;
     });
@@ -170,8 +171,10 @@ export class EgressSupervisor {
 
   async close(): Promise<void> {
     this.closed = true;
+    // A child still starting is waited for and stopped too: once ready, its channel would keep this process alive.
+    await this.starting?.catch(() => undefined);
     const c = this.child;
-    if (!c) return;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
     await new Promise<void>((resolve) => {
       c.once('exit', () => resolve());
       c.kill('SIGTERM');
