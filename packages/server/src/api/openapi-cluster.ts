@@ -28,6 +28,12 @@ const Node = Type.Object(
     healthy: Type.Boolean({ description: 'it heartbeated within its lease and did not stop' }),
     stopped: Type.Boolean({ description: 'it stopped cleanly' }),
     drained: Type.Boolean({ description: 'an operator drained it: it leads no role until undrained' }),
+    quotas: Type.Optional(
+      Type.Record(Type.String(), Type.Integer(), {
+        description:
+          'the workspace quotas it judges with (its BERTH_QUOTA_* settings: memoryMb, sandboxes, replicas, builds, jobTasks); every server of a cluster should have the same, and each logs a warning naming a node whose differ',
+      }),
+    ),
     holds: Type.Object(
       {
         sandboxes: Type.Integer({ description: 'sandboxes placed on it (not TERMINATED)' }),

@@ -23,6 +23,11 @@ export interface NodeSelf {
   regions?: string[];
   cores: number;
   memoryMb: number;
+  /**
+   * The workspace quotas it judges with (its BERTH_QUOTA_* settings): every server of a cluster should have the same,
+   * and each one reports the nodes whose differ (main/nodes.ts).
+   */
+  quotas?: Record<string, number>;
 }
 
 export interface NodeView extends NodeSelf {
@@ -184,6 +189,8 @@ async function ensureSchema(c: pg.ClientBase) {
     // The replicas each node serves, for the other servers' gateways (decision 086).
     await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS serving TEXT NOT NULL DEFAULT ''`);
     await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS replicas TEXT NOT NULL DEFAULT '{}'`);
+    // The quotas each server judges with, for the others to compare with theirs.
+    await c.query(`ALTER TABLE nodes ADD COLUMN IF NOT EXISTS quotas TEXT NOT NULL DEFAULT '{}'`);
     await c.query('COMMIT');
   } catch (e) {
     await c.query('ROLLBACK').catch(() => undefined);
@@ -327,10 +334,11 @@ interface NodeRow {
   handed_over: string;
   serving: string;
   replicas: string;
+  quotas: string;
 }
 
 const SELECT_NODES = `SELECT id, address, region, regions, warm, cores, memory_mb::float8 AS memory_mb, instances, leads,
-    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over, serving, replicas,
+    epoch::float8 AS epoch, started_at, heartbeat_at, stopped, drained, handed_over, serving, replicas, quotas,
     (NOT stopped AND heartbeat_at > now() - lease_ms * interval '1 millisecond') AS healthy,
     (heartbeat_at > now() - lease_ms * interval '1 millisecond') AS leased
   FROM nodes`;
@@ -398,6 +406,7 @@ const viewOf = (r: NodeRow): NodeView => ({
   handedOver: r.handed_over ? r.handed_over.split(',') : [],
   serving: r.serving ? r.serving.split(',') : [],
   replicas: warmOf(r.replicas) as unknown as Record<string, PublishedReplica[]>,
+  quotas: warmOf(r.quotas),
 });
 
 /** Registers this server in the database's `nodes` table and heartbeats until closed. */
@@ -413,12 +422,12 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
   try {
     await ensureSchema(c);
     const { rows } = await c.query<{ epoch: string }>(
-      `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped, regions, warm)
-       VALUES ($1, $2, $3, $4, $5, 0, ${CLAIMED(8, 9, 10, 11)}, 1, $6, now(), now(), false, $7, '{}')
+      `INSERT INTO nodes (id, address, region, cores, memory_mb, instances, leads, epoch, lease_ms, started_at, heartbeat_at, stopped, regions, warm, quotas)
+       VALUES ($1, $2, $3, $4, $5, 0, ${CLAIMED(8, 9, 10, 11)}, 1, $6, now(), now(), false, $7, '{}', $12)
        ON CONFLICT (id) DO UPDATE SET address = $2, region = $3, cores = $4, memory_mb = $5, instances = 0,
          leads = excluded.leads,
          epoch = nodes.epoch + 1, lease_ms = $6, started_at = now(), heartbeat_at = now(), stopped = false,
-         regions = $7, warm = '{}'
+         regions = $7, warm = '{}', quotas = $12
        RETURNING epoch`,
       [
         o.self.id,
@@ -429,6 +438,7 @@ export async function postgresNodes(url: string, o: NodesOptions): Promise<Nodes
         o.leaseMs,
         regionsOf(o.self).join(','),
         ...claims(o),
+        JSON.stringify(o.self.quotas ?? {}),
       ],
     );
     epoch = Number(rows[0].epoch);

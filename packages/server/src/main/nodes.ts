@@ -53,6 +53,7 @@ export async function listenAndJoin(
       regions: config.regions,
       cores: cpus().length,
       memoryMb: Math.floor(totalmem() / MB),
+      quotas: { ...config.quotas },
     },
     instances: async () => (await instances.list()).filter((i) => i.state !== 'dead').length,
     warm: () => instances.driver.warm?.() ?? {},
@@ -104,6 +105,32 @@ export async function listenAndJoin(
     await parts.quotas.readOthers().catch((err) => logger.warn({ err }, 'could not read the quota leases'));
     parts.quotas.followOthers();
   }
+  if (config.databaseUrl) {
+    const nodes = late.nodes;
+    const mine = JSON.stringify(config.quotas);
+    const told = new Set<string>();
+    // Quotas are judged by the server that starts the work: servers with different BERTH_QUOTA_* settings judge one
+    // workspace differently. Said once per node (and start of it) whose differ.
+    const compare = () =>
+      nodes
+        .list()
+        .then((all) => {
+          for (const n of all) {
+            const theirs = JSON.stringify(n.quotas ?? {});
+            const key = `${n.id}@${n.epoch}`;
+            if (n.id === selfId || !n.healthy || theirs === '{}' || told.has(key)) continue;
+            if (sameQuotas(n.quotas ?? {}, config.quotas)) continue;
+            told.add(key);
+            logger.warn(
+              { node: n.id, theirs: n.quotas, ours: config.quotas },
+              `node ${n.id} judges workspace quotas with other BERTH_QUOTA_* settings than this server (${theirs} there, ${mine} here): give every server of the cluster the same`,
+            );
+          }
+        })
+        .catch((err) => logger.warn({ err }, 'could not compare the quotas of the nodes'));
+    void compare();
+    setInterval(compare, QUOTA_COMPARE_MS).unref();
+  }
   if (config.databaseUrl)
     late.holder = await instanceHolder({
       nodes: late.nodes,
@@ -114,4 +141,13 @@ export async function listenAndJoin(
       warn: (err, msg) => logger.warn({ err }, msg),
     });
   return bootstrap;
+}
+
+/** How often a server compares its quota settings with the other nodes'. */
+const QUOTA_COMPARE_MS = 60_000;
+
+function sameQuotas(a: Record<string, number>, b: object): boolean {
+  const o = b as Record<string, number>;
+  const keys = new Set([...Object.keys(a), ...Object.keys(o)]);
+  return [...keys].every((k) => a[k] === o[k]);
 }

@@ -1,7 +1,8 @@
 // Two `berth serve` processes on one PostgreSQL, the second pass of issue 24: what a follower answers from the
 // holder of the instances (an upload URL it issues, an agent's replica count), a workspace deleted through the
 // follower cleaned from the holder's disk, and `berth node drain` of the leader: the other server leads, the
-// sandbox is told it was lost on the drained node and answers again through both servers.
+// sandbox is told it was lost on the drained node and answers again through both servers. Each node lists the quotas
+// it judges with; a server whose differ from another node's says so.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,8 +15,10 @@ import { type Proc, sleep, useCluster } from './cluster-support.js';
 import { putZip, templateZip, through } from './upload-support.js';
 
 describe('a cluster of two servers: answers from the holder, drain', () => {
+  // node-b is started with another replicas quota than node-a's, as an operator's mistake.
   const cluster = useCluster(['node-a', 'node-b'], {
     env: { BERTH_PUBLIC_URL: 'http://berth.cluster.test' },
+    envOf: (id): Record<string, string> => (id === 'node-b' ? { BERTH_QUOTA_REPLICAS: '77' } : {}),
   });
   const { api, run } = cluster;
   let a: Proc;
@@ -38,6 +41,19 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
     b = cluster.node('node-b');
     key = cluster.key;
     tenant = await newTenant(cluster.server(a), 'tenant-c2');
+  });
+
+  it('each node lists the quotas it judges with, and a server whose differ from another node says so', async () => {
+    const nodes = await cluster.nodes(a);
+    const quotas = (id: string) => nodes.find((n) => n.id === id)?.quotas;
+    assert.equal(quotas('node-b')?.replicas, 77, JSON.stringify(nodes));
+    assert.notEqual(quotas('node-a')?.replicas, 77, JSON.stringify(nodes));
+    assert.deepEqual(Object.keys(quotas('node-a') ?? {}).sort(), Object.keys(quotas('node-b') ?? {}).sort());
+    for (let i = 0; i < 50 && !/node node-a judges workspace quotas/.test(b.stderr()); i++) await sleep(100);
+    assert.match(
+      b.stderr(),
+      /node node-a judges workspace quotas with other BERTH_QUOTA_\* settings than this server/,
+    );
   });
 
   it('an upload URL issued through the follower takes the code through the follower; the agent deploys', async () => {

@@ -119,4 +119,30 @@ describe('build steps', () => {
     await steps.stop();
     assert.equal(builder.aborted('ws-d2'), true, 'stopping the server stops the rest');
   });
+
+  it('runs nothing, and gives the slot back, when the object is deleted while the database judges its build', async () => {
+    const builder = standIn();
+    let admit: (refused: undefined) => void = () => undefined;
+    let released = 0;
+    // A cluster's ledger (decision 092): the slot is taken here at once and judged by the database later.
+    const quota = {
+      take: () => ({
+        release: () => {
+          released++;
+        },
+        admitted: new Promise<undefined>((r) => {
+          admit = r;
+        }),
+      }),
+    };
+    const steps = new BuildSteps({ builder, quota: quota as never });
+    assert.equal(steps.request(owner('ws', 'a'), 'd1', undefined).state, 'waiting');
+    steps.forget(owner('ws', 'a'));
+    admit(undefined);
+    await tick();
+    await tick();
+    assert.deepEqual(builder.started, [], 'no build for an object deleted meanwhile');
+    assert.equal(released, 1, 'the slot the database granted is given back');
+    await steps.stop();
+  });
 });

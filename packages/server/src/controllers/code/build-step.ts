@@ -140,12 +140,22 @@ export class BuildSteps {
     if (slot?.admitted) {
       // In a cluster the slot is judged once more by the database, against every node's builds (decision 092);
       // refused there, the build waits in the queue again, and its owners' next look pumps it.
-      const judged: Promise<void> = slot.admitted.then((refused) => {
-        this.running.delete(judged);
-        if (!refused) return this.run(b, slot);
-        b.state = { state: 'waiting', quota: refused.message };
-        if (!this.stopped && this.builds.get(b.key) === b) this.queue.unshift(b);
-      });
+      const judged: Promise<void> = slot.admitted
+        .then((refused) => {
+          this.running.delete(judged);
+          // Called off while the database judged (its last owner deleted, or the server stopping): nothing to run.
+          if (this.stopped || this.builds.get(b.key) !== b || b.owners.size === 0) {
+            if (!refused) slot.release();
+            return;
+          }
+          if (!refused) return this.run(b, slot);
+          b.state = { state: 'waiting', quota: refused.message };
+          this.queue.unshift(b);
+        })
+        .catch((err) => {
+          this.running.delete(judged);
+          this.deps.logger?.error({ err, build: b.key }, 'a build step failed to start');
+        });
       this.running.add(judged);
       return;
     }
