@@ -4601,6 +4601,10 @@ export interface components {
             stopped: boolean;
             /** @description an operator drained it: it leads no role until undrained */
             drained: boolean;
+            /** @description the workspace quotas it judges with (its BERTH_QUOTA_* settings: memoryMb, sandboxes, replicas, builds, jobTasks); every server of a cluster should have the same, and each logs a warning naming a node whose differ */
+            quotas?: {
+                [key: string]: number;
+            };
             /** @description what it still holds: a drain is done when none is left (`empty`) */
             holds: {
                 /** @description sandboxes placed on it (not TERMINATED) */
