@@ -3,7 +3,8 @@
 // one node (each task's read names its `node`); each task's log is read, and followed, through a server that did not
 // run it; a second tenant reads none of it through any server. Then kill -9 of a follower running a task: that task's
 // attempt fails naming the node and runs again on a live node (a retry, per the job's maxRetries 2), and the
-// execution succeeds. An execution cancelled through a follower stops its tasks wherever they run.
+// execution succeeds. An execution cancelled through a follower stops its tasks wherever they run. Last, kill -9 of
+// the leader while tasks run on the follower left: they run on and the new leader records their ends.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -206,5 +207,29 @@ describe('job tasks placed across the nodes of a cluster', () => {
     process.stdout.write(
       `# kill -9 of ${victim.node} under task ${victim.index}: its retry ran on ${again.node} ${retryMs} ms after the kill, the execution ended ${doneMs} ms after (load ${loadavg()[0].toFixed(1)})\n`,
     );
+  });
+
+  it('kill -9 of the leader while tasks run on a follower: they run on, the new leader records them, the execution succeeds', async () => {
+    const f = cluster.procs.find((p) => cluster.alive(p) && p.id !== 'node-a') as Proc;
+    const id = await execution(
+      f,
+      Array.from({ length: 4 }, (_, i) => ({ name: `l${i}`, sleep: 8 })),
+    );
+    let onF: any[] = [];
+    for (let i = 0; i < 600 && !onF.length; i++) {
+      onF = (await tasksOf(f, id)).filter((t) => t.status === 'running' && t.node === f.id);
+      if (!onF.length) await sleep(100);
+    }
+    assert.ok(onF.length, `no task ran on ${f.id}`);
+    await cluster.kill('node-a');
+    const e = await ended(f, id);
+    assert.equal(e.status, 'succeeded', JSON.stringify(e));
+    const tasks = await tasksOf(f, id);
+    for (const t of onF) {
+      const now = tasks[t.index];
+      assert.equal(now.status, 'succeeded', JSON.stringify(now));
+      // Not started again: the attempt on the follower went on through the leader's death, and its end was recorded.
+      assert.equal(now.attempts, t.attempts, JSON.stringify(now));
+    }
   });
 });
