@@ -20,7 +20,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { pack } from 'tar-stream';
 import { ImageError } from '../runtime/images/errors.js';
-import { applyLayer } from '../runtime/images/unpack.js';
+import { applyLayer, WHOLE_FILE_BYTES } from '../runtime/images/unpack.js';
 
 /** Bytes an app archive may expand to on a copy: far above any app (a decompression bomb from a bad peer stops). */
 export const MAX_APP_BYTES = 8 * 1024 ** 3;
@@ -56,9 +56,6 @@ export function appEntries(dir: string, prefix = ''): AppEntry[] {
   }
   return out;
 }
-
-/** Files up to this size are read whole into the archive; larger ones are streamed. */
-const WHOLE_FILE_BYTES = 1024 * 1024;
 
 /** The archive of the app directory `dir` (a tar stream; the same files give the same bytes). */
 export function packApp(dir: string): Readable {

@@ -97,9 +97,11 @@ export async function postgresQuotaLeases(
   // again under the current one by its owners (re-adopted at start) or by `republish`.
   /** Rows this process holds, by id, to write again under a new epoch. */
   const mine = new Map<string, HeldRow & { epoch: number }>();
+  // An upsert: a row written again under a new epoch may have been pruned meanwhile (a node away for long).
   const insert = (c: pg.ClientBase | pg.Pool, id: string, row: HeldRow, epoch: number) =>
     c.query(
-      'INSERT INTO quota_leases (id, node, epoch, workspace, consumer, memory_mb, owner) VALUES ($1,$2,$3,$4,$5,$6,$7)',
+      `INSERT INTO quota_leases (id, node, epoch, workspace, consumer, memory_mb, owner) VALUES ($1,$2,$3,$4,$5,$6,$7)
+         ON CONFLICT (id) DO UPDATE SET epoch = EXCLUDED.epoch`,
       [id, o.self, epoch, row.workspace, row.consumer, row.memoryMb, row.owner ?? null],
     );
   // A node that registered again (epoch + 1) still runs what it held: its rows are written under the new epoch.
@@ -108,12 +110,7 @@ export async function postgresQuotaLeases(
     republishing = republishing.then(async () => {
       for (const [id, r] of mine) {
         if (r.epoch >= epoch) continue;
-        // Written again, not only moved: a node away for long may find its rows pruned.
-        await pool.query(
-          `INSERT INTO quota_leases (id, node, epoch, workspace, consumer, memory_mb, owner)
-             VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (id) DO UPDATE SET epoch = EXCLUDED.epoch`,
-          [id, o.self, epoch, r.workspace, r.consumer, r.memoryMb, r.owner ?? null],
-        );
+        await insert(pool, id, r, epoch);
         r.epoch = epoch;
       }
       await pool.query('DELETE FROM quota_leases WHERE node = $1 AND epoch < $2 AND NOT (id = ANY($3))', [

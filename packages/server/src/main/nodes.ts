@@ -107,7 +107,7 @@ export async function listenAndJoin(
   }
   if (config.databaseUrl) {
     const nodes = late.nodes;
-    const mine = JSON.stringify(config.quotas);
+    const ours: Record<string, number> = { ...config.quotas };
     const told = new Set<string>();
     // Quotas are judged by the server that starts the work: servers with different BERTH_QUOTA_* settings judge one
     // workspace differently. Said once per node (and start of it) whose differ.
@@ -116,14 +116,15 @@ export async function listenAndJoin(
         .list()
         .then((all) => {
           for (const n of all) {
-            const theirs = JSON.stringify(n.quotas ?? {});
             const key = `${n.id}@${n.epoch}`;
-            if (n.id === selfId || !n.healthy || theirs === '{}' || told.has(key)) continue;
-            if (sameQuotas(n.quotas ?? {}, config.quotas)) continue;
+            // A node of a version that does not publish its quotas has none listed: nothing to compare.
+            const theirs = n.quotas ?? {};
+            if (n.id === selfId || !n.healthy || !Object.keys(theirs).length || told.has(key)) continue;
+            if (sameQuotas(theirs, ours)) continue;
             told.add(key);
             logger.warn(
-              { node: n.id, theirs: n.quotas, ours: config.quotas },
-              `node ${n.id} judges workspace quotas with other BERTH_QUOTA_* settings than this server (${theirs} there, ${mine} here): give every server of the cluster the same`,
+              { node: n.id, theirs, ours },
+              `node ${n.id} judges workspace quotas with other BERTH_QUOTA_* settings than this server (${JSON.stringify(theirs)} there, ${JSON.stringify(ours)} here): give every server of the cluster the same`,
             );
           }
         })
@@ -146,8 +147,6 @@ export async function listenAndJoin(
 /** How often a server compares its quota settings with the other nodes'. */
 const QUOTA_COMPARE_MS = 60_000;
 
-function sameQuotas(a: Record<string, number>, b: object): boolean {
-  const o = b as Record<string, number>;
-  const keys = new Set([...Object.keys(a), ...Object.keys(o)]);
-  return [...keys].every((k) => a[k] === o[k]);
+function sameQuotas(a: Record<string, number>, b: Record<string, number>): boolean {
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])].every((k) => a[k] === b[k]);
 }

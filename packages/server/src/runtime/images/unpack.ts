@@ -28,8 +28,9 @@ import { extract } from 'tar-stream';
 import { ImageError } from './errors.js';
 import { type Allowance, entryBytes } from './root-size.js';
 
-/** Files up to this size are written in one call; larger ones are streamed to disk. */
-const WHOLE_FILE_BYTES = 1024 * 1024;
+/** Files up to this size are written in one call (read whole into an app's archive, app-archive.ts); larger ones are
+ * streamed. */
+export const WHOLE_FILE_BYTES = 1024 * 1024;
 
 const WHITEOUT = '.wh.';
 const OPAQUE = '.wh..wh..opq';
