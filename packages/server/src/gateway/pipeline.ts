@@ -13,7 +13,7 @@ import type { Admission, Forwarded } from './admission.js';
 import { type DriveMounts, isDriveMountPath } from './drive-mounts.js';
 import type { Address } from './parse-address.js';
 import { matchPort } from './ports.js';
-import { type ForwardExtra, forward } from './proxy.js';
+import { daemonUnreachable, type ForwardExtra, forward } from './proxy.js';
 import { type ResolveDeps, resolveAddress } from './resolve.js';
 import { isLongLived, type StreamCap } from './streams.js';
 import type { Target } from './targets.js';
@@ -112,12 +112,27 @@ export class Pipeline {
     const extra = f.extra ?? {};
     const down = this.deps.onSandboxDown;
     if (!down || f.target.key.kind !== 'Sandbox' || matchPort(f.path)) return extra;
+    const t = f.target;
     return {
       ...extra,
       onUnreachable: (err, sent) => {
-        down(f.target.key);
+        down(t.key);
         return extra.onUnreachable?.(err, sent);
       },
+      // Nothing of the request left: the store may already say why the daemon is gone (FAILED, being deleted).
+      retry:
+        extra.retry ??
+        ((err, res) => {
+          down(t.key);
+          this.deps.resolve.targets
+            .whyDown(t.key.workspace, t.key.name)
+            .then(
+              (why) => why ?? extra.onUnreachable?.(err, false) ?? daemonUnreachable(t, err),
+              () => daemonUnreachable(t, err),
+            )
+            .then((answer) => sendProblem(res, answer));
+          return true;
+        }),
     };
   }
 

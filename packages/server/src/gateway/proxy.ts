@@ -47,7 +47,7 @@ function downstreamHeaders(h: IncomingHttpHeaders): IncomingHttpHeaders {
 }
 
 /** Maps a failure to reach the daemon to the gateway status DESIGN.md §4 reserves for a down workload. */
-function daemonUnreachable(t: Target, err: Error & { code?: string }): ApiError {
+export function daemonUnreachable(t: Target, err: Error & { code?: string }): ApiError {
   const name = JSON.stringify(t.key.name);
   if (err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT')
     return new ApiError('TIMEOUT', `sandbox ${name} did not answer in time`);

@@ -110,6 +110,9 @@ const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
 /** DEPLOYING with a live runtime is a spec update being applied: the sandbox keeps serving meanwhile. */
 const serving = (status: string) => status === 'DEPLOYED' || status === 'DEPLOYING';
 
+const notFound = (workspace: string, name: string) =>
+  new ApiError('NOT_FOUND', `sandbox ${JSON.stringify(name)} not found in workspace ${workspace}`);
+
 function notServing(o: StoredObject): ApiError {
   const name = JSON.stringify(o.name);
   const status = o.body.status as string;
@@ -182,8 +185,7 @@ export class Targets {
   async resolve(workspace: string, name: string): Promise<Target> {
     const key: ResourceKey = { kind: 'Sandbox', workspace, parent: '', name };
     const o = await this.deps.store.get(key);
-    if (!o)
-      throw new ApiError('NOT_FOUND', `sandbox ${JSON.stringify(name)} not found in workspace ${workspace}`);
+    if (!o) throw notFound(workspace, name);
     const status = o.body.status;
     if (!serving(status)) throw notServing(o);
     const held = !this.deps.holding || this.deps.holding();
@@ -191,6 +193,17 @@ export class Targets {
     if (!t) throw notServing(o);
     t.status = status;
     return t;
+  }
+
+  /**
+   * Why a sandbox whose daemon could not be reached does not serve, as the store says now (FAILED, being deleted…),
+   * or undefined while it should: the store shows a status before its watchers (this table) hear of it, so a caller
+   * that read FAILED and calls at once gets the 503 naming it rather than the dead daemon's 502.
+   */
+  async whyDown(workspace: string, name: string): Promise<ApiError | undefined> {
+    const o = await this.deps.store.get({ kind: 'Sandbox', workspace, parent: '', name });
+    if (!o) return notFound(workspace, name);
+    return serving(o.body.status) ? undefined : notServing(o);
   }
 
   private load(o: StoredObject): Promise<Entry | undefined> {

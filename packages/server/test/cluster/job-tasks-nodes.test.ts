@@ -6,7 +6,7 @@
 // execution succeeds. An execution cancelled through a follower stops its tasks wherever they run. Last, kill -9 of
 // the leader while tasks run on the follower left: they run on and the new leader records their ends.
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -90,7 +90,8 @@ describe('job tasks placed across the nodes of a cluster', () => {
     // The attempts' sandboxes, on the nodes running them (this execution's are the only tasks running now).
     const attemptDirs = () =>
       cluster.procs.flatMap((p) =>
-        readdirSync(join(p.dir, 'sandboxes'))
+        // A node that never ran a sandbox has no sandboxes directory yet.
+        (existsSync(join(p.dir, 'sandboxes')) ? readdirSync(join(p.dir, 'sandboxes')) : [])
           .filter((d) => /^job-[0-9a-f]{12}-\d+-\d+$/.test(d))
           .map((d) => `${p.id}/${d}`),
       );
