@@ -1,9 +1,10 @@
-// Finds every *.test.ts beside the code (and under packages/*/test) and runs them with node's test runner:
-// a short summary on stdout (test-summary.mjs), the full TAP in .test-results/tap.log. Arguments are
-// substrings of test file paths to run only those. Exits non-zero when any test failed.
+// Finds every *.test.ts beside the code (and under packages/*/test) and runs them with node's test runner, compiled
+// first (test-build.mjs): a short summary on stdout (test-summary.mjs), the full TAP in .test-results/tap.log.
+// Arguments are substrings of test file paths to run only those. Exits non-zero when any test failed.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { buildTests } from './test-build.mjs';
 
 const roots = ['packages', 'bench'];
 const LOG_DIR = '.test-results';
@@ -31,11 +32,11 @@ if (!selected.length) {
   process.exit(1);
 }
 mkdirSync(LOG_DIR, { recursive: true });
+const built = await buildTests('.');
 const r = spawnSync(
   process.execPath,
   [
-    '--import',
-    'tsx',
+    '--enable-source-maps',
     '--test',
     '--test-concurrency=3',
     `--test-timeout=${TEST_TIMEOUT_MS}`,
@@ -43,7 +44,7 @@ const r = spawnSync(
     '--test-reporter-destination=stdout',
     '--test-reporter=tap',
     `--test-reporter-destination=${TAP_LOG}`,
-    ...selected.sort(),
+    ...selected.sort().map((f) => join(built, f.replace(/\.ts$/, '.js'))),
   ],
   {
     stdio: 'inherit',

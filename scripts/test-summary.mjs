@@ -15,7 +15,9 @@ const OUTPUT_LINES = 40;
 const ERROR_HEAD_LINES = 25;
 const ERROR_TAIL_LINES = 35;
 
-const rel = (f) => (f ? relative(process.cwd(), f) : '(unknown file)');
+/** A test file's path as the repository has it (the runner ran its compiled copy, test-build.mjs). */
+const rel = (f) =>
+  f ? relative(process.cwd(), f).replace(/^\.test-build\/(.*)\.js$/, '$1.ts') : '(unknown file)';
 /** `12m03s`, `41.2s`. */
 const clock = (ms) =>
   ms < 60_000
