@@ -15,9 +15,9 @@ const OUTPUT_LINES = 40;
 const ERROR_HEAD_LINES = 25;
 const ERROR_TAIL_LINES = 35;
 
-/** A test file's path as the repository has it (the runner ran its compiled copy, test-build.mjs). */
-const rel = (f) =>
-  f ? relative(process.cwd(), f).replace(/^\.test-build\/(.*)\.js$/, '$1.ts') : '(unknown file)';
+/** The source of a compiled test file the runner ran (scripts/test-build.mjs); any other path as it is. */
+const sourceOf = (f) => f.replace(/\/\.test-build\/(.*)\.js$/, '/$1.ts');
+const rel = (f) => (f ? relative(process.cwd(), f) : '(unknown file)');
 /** `12m03s`, `41.2s`. */
 const clock = (ms) =>
   ms < 60_000
@@ -57,21 +57,23 @@ export default async function* summary(source) {
 
   for await (const { type, data } of source) {
     const isFile = data?.file && data.name === data.file; // the test node:test makes of each file
-    if (type === 'test:diagnostic' && data.file) {
+    // A file's own test names the compiled copy it ran; its tests name the source (through the source map).
+    const file = data?.file && sourceOf(data.file);
+    if (type === 'test:diagnostic' && file) {
       // What a test reported with t.diagnostic() (node's own closing counts carry no file).
-      skips.push(`${rel(data.file)}: ${data.message}`);
+      skips.push(`${rel(file)}: ${data.message}`);
     } else if (type === 'test:stdout' || type === 'test:stderr') {
-      if (data.file) fileOf(data.file).output.push(...data.message.replace(/\n$/, '').split('\n'));
-    } else if (type === 'test:start' && !isFile && data.file) {
-      const p = fileOf(data.file).path;
+      if (file) fileOf(file).output.push(...data.message.replace(/\n$/, '').split('\n'));
+    } else if (type === 'test:start' && !isFile && file) {
+      const p = fileOf(file).path;
       p.length = data.nesting;
       p[data.nesting] = data.name;
     } else if (type === 'test:complete' && isFile) {
-      const f = fileOf(data.file);
+      const f = fileOf(file);
       f.ms = data.details.duration_ms;
       if (!data.details.passed) f.failed = true;
       done++;
-      if (!data.details.passed) yield `${tty ? '\r\x1b[K' : ''}✖ ${rel(data.file)}\n`;
+      if (!data.details.passed) yield `${tty ? '\r\x1b[K' : ''}✖ ${rel(file)}\n`;
       if (tty) yield `\r\x1b[K${done}/${process.env.BERTH_TEST_FILES ?? '?'} files done`;
     } else if (type === 'test:pass' && !isFile && data.details?.type !== 'suite') {
       if (data.skip !== undefined || data.todo !== undefined) {
@@ -79,19 +81,19 @@ export default async function* summary(source) {
         const why = data.skip ?? data.todo;
         // A reason other than --test-name-pattern's is worth a line: it says what did not run, and why.
         if (typeof why === 'string' && !why.startsWith('test name does not match'))
-          skips.push(`${rel(data.file)} › ${data.name}: ${why}`);
+          skips.push(`${rel(file)} › ${data.name}: ${why}`);
       } else passed++;
     } else if (type === 'test:fail' && data.details?.type !== 'suite') {
       // A file's own failure (it crashed, or exited non-zero) counts only when none of its tests failed.
-      if (isFile && failures.some((x) => x.file === data.file)) continue;
+      if (isFile && failures.some((x) => x.file === file)) continue;
       failed++;
-      const f = data.file ? fileOf(data.file) : undefined;
+      const f = file ? fileOf(file) : undefined;
       // node:test says only 'test failed' when the file crashed or exited non-zero: its output tells why.
       const generic = isFile && (data.details.error?.cause ?? data.details.error?.message) === 'test failed';
       const name = isFile
         ? '(the file itself: it crashed, timed out or exited non-zero)'
         : [...(f?.path.slice(0, data.nesting) ?? []), data.name].join(' › ');
-      failures.push({ file: data.file, name, error: generic ? undefined : data.details.error });
+      failures.push({ file, name, error: generic ? undefined : data.details.error });
     }
   }
   if (tty) yield '\r\x1b[K';

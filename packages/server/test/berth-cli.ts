@@ -1,8 +1,10 @@
-// The `berth` CLI run from its TypeScript source against a server, as a user's shell would run it.
+// The `berth` CLI run from its TypeScript source (compiled when the suite is) against a server, as a user's shell
+// would run it.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { loaderArgs, moduleFile } from '../src/test-support/run-module.js';
 
-const CLI_MAIN = join(import.meta.dirname, '../../cli/src/main.ts');
+const CLI_MAIN = moduleFile(join(import.meta.dirname, '../../cli/src/main.ts'));
 
 export interface CliResult {
   code: number | null;
@@ -24,7 +26,7 @@ const envFor = (server: { url: string; adminKey: string }) => ({
 
 /** Runs `berth <args>` logged in to `server` with its admin key (no config file is read). */
 export function berth(server: { url: string; adminKey: string }, args: string[]): Promise<CliResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', SCRIPT, ...args], {
+  const child = spawn(process.execPath, [...loaderArgs(), '--input-type=module', '-e', SCRIPT, ...args], {
     env: envFor(server),
   });
   let out = '';

@@ -5,10 +5,11 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loaderArgs, moduleFile } from './run-module.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const REPO = join(here, '..', '..', '..', '..');
-const DAEMON = join(here, '..', 'sandbox-api', 'daemon.ts');
+const DAEMON = moduleFile(join(here, '..', 'sandbox-api', 'daemon.ts'));
 /** Starting through tsx takes a moment on a loaded machine. */
 const START_TIMEOUT_MS = 30_000;
 
@@ -25,7 +26,7 @@ export interface TestDaemon {
 
 export async function startSandboxDaemon(env: Record<string, string> = {}): Promise<TestDaemon> {
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'berth-sbx-')));
-  const child = spawn(process.execPath, ['--import', 'tsx', DAEMON], {
+  const child = spawn(process.execPath, [...loaderArgs(), DAEMON], {
     cwd: REPO,
     env: {
       ...process.env,

@@ -1,12 +1,13 @@
-// `berth run model` and `berth usage`, run as a child process (the CLI's TypeScript through tsx) against
+// `berth run model` and `berth usage`, run as a child process (the CLI from its TypeScript source) against
 // a real server and the fake provider.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { loaderArgs, moduleFile } from '../../src/test-support/run-module.js';
 import { connection, eventually, model, ok, startWorld, type World } from './setup.js';
 
-const CLI_MAIN = join(import.meta.dirname, '../../../cli/src/main.ts');
+const CLI_MAIN = moduleFile(join(import.meta.dirname, '../../../cli/src/main.ts'));
 let w: World;
 
 before(async () => {
@@ -22,7 +23,7 @@ after(() => w.close());
 function berth(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const script = `import { main } from ${JSON.stringify(CLI_MAIN)};
 main(['node', 'berth', ...process.argv.slice(1)]).catch((e) => { console.error('berth: ' + e.message); process.exit(1); });`;
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, ...args], {
+  const child = spawn(process.execPath, [...loaderArgs(), '--input-type=module', '-e', script, ...args], {
     env: {
       ...process.env,
       BERTH_URL: w.server.url,
