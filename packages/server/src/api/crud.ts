@@ -178,6 +178,9 @@ export function registerCrud(
           view: (o) => viewOf(o, show),
           keep: listFilter(kd, req),
         });
+      // Answered from kept texts, the page's objects are only read (a view copies what it changes): the store
+      // need not copy their bodies.
+      const fromTexts = textsKept && !show;
       const page = await listPage(
         resources.store,
         kd.kind,
@@ -186,9 +189,10 @@ export function registerCrud(
         req,
         reply,
         listFilter(kd, req),
+        fromTexts,
       );
       // Each object's text as its GET answers it (kept by version), joined as JSON.stringify writes the page.
-      if (!textsKept || show) return page.map((o) => viewOf(o, show));
+      if (!fromTexts) return page.map((o) => viewOf(o, show));
       const texts = page.map((o) => {
         let text = answers.get(o, o.resourceVersion);
         if (text === undefined) {

@@ -98,7 +98,8 @@ export function memoryPage<T>(
 /**
  * One page of a kind's objects under `parent`, answered (through `reply`) in the caller's version. `keep`, when
  * given, drops objects from the page (e.g. terminated sandboxes); pages are then refilled from the store, so a
- * page holds `limit` kept objects while there are more.
+ * page holds `limit` kept objects while there are more. `readOnly`: the caller changes none of the objects
+ * (ListQuery.readOnly).
  */
 export async function listPage(
   store: Store,
@@ -108,6 +109,7 @@ export async function listPage(
   req: FastifyRequest,
   reply: FastifyReply,
   keep?: (o: StoredObject) => boolean,
+  readOnly = false,
 ) {
   const q = (req.query ?? {}) as Record<string, string>;
   const limit = parseLimit(q.limit);
@@ -116,7 +118,7 @@ export async function listPage(
   const items: StoredObject[] = [];
   let more = false;
   for (;;) {
-    const batch = await store.list({ kind, workspace, parent, after, limit: limit + 1, labels });
+    const batch = await store.list({ kind, workspace, parent, after, limit: limit + 1, labels, readOnly });
     const full = batch.length > limit;
     for (const o of full ? batch.slice(0, limit) : batch) if (!keep || keep(o)) items.push(o);
     if (!full) break;

@@ -42,6 +42,16 @@ const objectOf = (row: CachedRow): StoredObject => ({
   body: row.parsed ? copyJson(row.parsed) : (JSON.parse(row.body) as Record<string, any>),
 });
 
+/** The object of a row with its kept parse itself, for a reader that changes nothing (ListQuery.readOnly). */
+const keptObjectOf = (row: CachedRow, body: Record<string, any>): StoredObject => ({
+  kind: row.kind,
+  workspace: row.workspace,
+  parent: row.parent,
+  name: row.name,
+  resourceVersion: row.rv,
+  body,
+});
+
 export interface SqliteStoreOptions {
   /** How the WAL is synced (tests hold it back to see what waits for it); fsync on the thread pool by default. */
   sync?: SyncFn;
@@ -221,7 +231,7 @@ export class SqliteStore implements Store {
     if (cached.length === keys.length)
       return cached.map((c) => {
         c.parsed ??= JSON.parse(c.body) as Record<string, any>;
-        return objectOf(c);
+        return q.readOnly ? keptObjectOf(c, c.parsed) : objectOf(c);
       });
     return this.listStatement(`SELECT * ${tail}`)
       .all(...args)

@@ -181,6 +181,34 @@ for (const driver of STORE_DRIVERS)
       }
     });
 
+
+    test('a read-only list answers what a list does, the newest versions; a plain list answers copies to change', async () => {
+      const { store, close } = await driver.open();
+      try {
+        await store.write([
+          { op: 'create', key: key('a'), body: { v: 1, deep: { n: [1] } } },
+          { op: 'create', key: key('b'), body: { v: 1 } },
+        ]);
+        // Read (and so kept parsed by a backend that keeps rows), then written: the read-only list shows the write.
+        await store.get(key('a'));
+        await store.write([{ op: 'update', key: key('a'), mutate: (cur) => ({ ...cur.body, v: 2 }) }]);
+        const q = { kind: 'Note', workspace: 'ws' };
+        const plain = await store.list(q);
+        assert.deepEqual(await store.list({ ...q, readOnly: true }), plain);
+        assert.deepEqual(
+          plain.map((o) => o.body),
+          [{ v: 2, deep: { n: [1] } }, { v: 1 }],
+        );
+        plain[0].body.deep.n.push(2);
+        plain[1].body.v = 9;
+        assert.deepEqual(
+          (await store.list({ ...q, readOnly: true })).map((o) => o.body),
+          [{ v: 2, deep: { n: [1] } }, { v: 1 }],
+        );
+      } finally {
+        await close();
+      }
+    });
     test('watchers get every committed change in commit order, a delete with the object as it was', async () => {
       const { store, close } = await driver.open();
       try {

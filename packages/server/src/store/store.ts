@@ -39,6 +39,11 @@ export interface ListQuery {
   /** Return names strictly after this one (the decoded list cursor). */
   after?: string;
   labels?: Record<string, string>;
+  /**
+   * The caller only reads the objects and changes none of them (nor hands them to code that may): a backend may
+   * answer with the bodies it keeps rather than copies (a page of kept GET texts reads only keys and versions).
+   */
+  readOnly?: boolean;
 }
 
 export type WriteOp =
