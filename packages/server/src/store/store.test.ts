@@ -181,7 +181,6 @@ for (const driver of STORE_DRIVERS)
       }
     });
 
-
     test('a read-only list answers what a list does, the newest versions; a plain list answers copies to change', async () => {
       const { store, close } = await driver.open();
       try {
