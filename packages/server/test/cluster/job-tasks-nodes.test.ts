@@ -3,7 +3,8 @@
 // one node (each task's read names its `node`); each task's log is read, and followed, through a server that did not
 // run it; a second tenant reads none of it through any server. Then kill -9 of a follower running a task: that task's
 // attempt fails naming the node and runs again on a live node (a retry, per the job's maxRetries 2), and the
-// execution succeeds. An execution cancelled through a follower stops its tasks wherever they run. Last, kill -9 of
+// execution succeeds. An execution cancelled through a follower stops its tasks wherever they run; a follower drained
+// while it runs a task finishes it there and takes no new one. Last, kill -9 of
 // the leader while tasks run on the follower left: they run on and the new leader records their ends.
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
@@ -112,6 +113,49 @@ describe('job tasks placed across the nodes of a cluster', () => {
       [],
       'the cancelled attempts left their sandboxes',
     );
+  });
+
+  it('a follower drained while it runs a task finishes it there, takes no new one, and then holds nothing', async () => {
+    const a = cluster.node('node-a');
+    const id = await execution(
+      a,
+      Array.from({ length: 4 }, (_, i) => ({ name: `d${i}`, sleep: 6 })),
+    );
+    let running: any;
+    for (let i = 0; i < 600 && !running; i++) {
+      running = (await tasksOf(a, id)).find((t) => t.status === 'running' && t.node && t.node !== 'node-a');
+      if (!running) await sleep(100);
+    }
+    assert.ok(running, 'no task ran on a follower');
+    const drained = running.node as string;
+    const r = await api(a, `/nodes/${drained}/drain`, { method: 'POST' });
+    assert.equal(r.status, 200, await r.text());
+    try {
+      const e = await ended(a, id);
+      assert.equal(e.status, 'succeeded', JSON.stringify(e));
+      const t = (await tasksOf(a, id))[running.index];
+      // Finished where it ran, in the attempt it was in: a drained node is not a dead one.
+      assert.equal(t.status, 'succeeded', JSON.stringify(t));
+      assert.equal(t.node, drained, JSON.stringify(t));
+      assert.equal(t.attempts, running.attempts, JSON.stringify(t));
+      const next = await execution(
+        a,
+        Array.from({ length: 4 }, (_, i) => ({ name: `n${i}`, sleep: 1 })),
+      );
+      assert.equal((await ended(a, next)).status, 'succeeded');
+      const placed = (await tasksOf(a, next)).map((x) => x.node);
+      assert.ok(!placed.includes(drained), `a task went to drained ${drained}: ${JSON.stringify(placed)}`);
+      // Its heartbeat says it runs nothing (within a quarter of a lease), and the node read says it holds nothing.
+      let node: any;
+      for (let i = 0; i < 100; i++) {
+        node = (await (await api(a, '/nodes')).json()).find((n: any) => n.id === drained);
+        if (node?.empty) break;
+        await sleep(200);
+      }
+      assert.equal(node?.empty, true, JSON.stringify(node));
+    } finally {
+      assert.equal((await api(a, `/nodes/${drained}/undrain`, { method: 'POST' })).status, 200);
+    }
   });
 
   it('kill -9 of a follower running a task: the task runs again on a live node and the execution succeeds', async () => {
