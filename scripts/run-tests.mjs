@@ -2,7 +2,7 @@
 // first (test-build.mjs): a short summary on stdout (test-summary.mjs), the full TAP in .test-results/tap.log.
 // Arguments are substrings of test file paths to run only those. Exits non-zero when any test failed.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildTests } from './test-build.mjs';
 
@@ -56,4 +56,5 @@ const r = spawnSync(
     },
   },
 );
+rmSync(built, { recursive: true, force: true });
 process.exit(r.status ?? 1);

@@ -1,5 +1,5 @@
 // The test suite runs compiled, not through tsx: the loader's hooks and transform cost about a CPU-second for
-// each test file that loads the server, some five CPU-minutes over the suite. This writes `.test-build/`, a mirror of
+// each test file that loads the server, some five CPU-minutes over the suite. This writes `.test-build/<pid>/`, a mirror of
 // the repository in which each TypeScript module of the type-checked tree (packages/*/src, packages/*/test, bench;
 // the console's browser code excepted) is compiled beside a link to its source, and every other entry is a link to
 // the real one. Paths a test computes from its own place (`../../../../templates`, the CLI, fixtures) so reach the
@@ -13,9 +13,27 @@ export const TEST_BUILD = '.test-build';
 /** Directories taken as they are, never compiled into: dependencies, build outputs, apps deployed by the tests. */
 const AS_IS = new Set(['node_modules', 'dist', 'fixtures']);
 
-/** Compiles `root`'s tree into `root/.test-build`; returns the directory. */
+/** Whether process `pid` is alive (a run that made a mirror and has not removed it yet). */
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+};
+
+/**
+ * Compiles `root`'s tree into `root/.test-build/<pid>` and returns that directory: a run of its own, so two runs in
+ * one checkout do not remove each other's (the mirror's root is as deep as the repository's, so paths a test computes
+ * upwards land on its links). Mirrors left by runs that are gone are removed first.
+ */
 export async function buildTests(root) {
-  const out = join(root, TEST_BUILD);
+  const base = join(root, TEST_BUILD);
+  mkdirSync(base, { recursive: true });
+  for (const e of readdirSync(base))
+    if (!/^\d+$/.test(e) || !alive(Number(e))) rmSync(join(base, e), { recursive: true, force: true });
+  const out = join(base, String(process.pid));
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out);
   const sources = [];

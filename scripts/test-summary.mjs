@@ -16,7 +16,7 @@ const ERROR_HEAD_LINES = 25;
 const ERROR_TAIL_LINES = 35;
 
 /** The source of a compiled test file the runner ran (scripts/test-build.mjs); any other path as it is. */
-const sourceOf = (f) => f.replace(/\/\.test-build\/(.*)\.js$/, '/$1.ts');
+const sourceOf = (f) => f.replace(/\/\.test-build\/\d+\/(.*)\.js$/, '/$1.ts');
 const rel = (f) => (f ? relative(process.cwd(), f) : '(unknown file)');
 /** `12m03s`, `41.2s`. */
 const clock = (ms) =>
