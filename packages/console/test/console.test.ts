@@ -164,7 +164,18 @@ describe('the web console in a real browser', { timeout: 600_000 }, () => {
     await page.getByLabel('Name', { exact: true }).fill(SANDBOX);
     await page.getByLabel('Memory (MB)').fill('256');
     await page.getByRole('button', { name: 'Create' }).click();
-    await page.getByRole('heading', { name: SANDBOX }).waitFor({ timeout: WAIT_MS });
+    await page
+      .getByRole('heading', { name: SANDBOX })
+      .waitFor({ timeout: WAIT_MS })
+      .catch(async (err) => {
+        // What the page shows (the dialog's error, if the create was refused) and what the API says of it.
+        const r = await s.api(`/sandboxes/${SANDBOX}`);
+        throw new Error(
+          `no page for the new sandbox; the page says: ${(await page.textContent('body'))?.slice(0, 500)}; ` +
+            `GET of it: ${r.status} ${(await r.text()).slice(0, 1500)}`,
+          { cause: err },
+        );
+      });
     await page.locator('.badge', { hasText: 'DEPLOYED' }).first().waitFor({ timeout: WAIT_MS });
     await shot('sandbox');
     await page.getByRole('tab', { name: 'Terminal' }).click();
