@@ -38,7 +38,7 @@ const r = spawnSync(
   [
     '--enable-source-maps',
     '--test',
-    '--test-concurrency=4',
+    '--test-concurrency=3',
     `--test-timeout=${TEST_TIMEOUT_MS}`,
     '--test-reporter=./scripts/test-summary.mjs',
     '--test-reporter-destination=stdout',
