@@ -1,6 +1,6 @@
 // The instances module over the fake runtime, with a daemon-shaped /health server on a unix socket: an instance
 // records its owner; a start whose daemon never answers leaves nothing and gives its lease back; removal gives the
-// lease back; the garbage collector keeps what each owner kind wants, asks the kind an instance of an earlier
+// lease back; a removal that fails is tried again, but never against a new instance of its id; the garbage collector keeps what each owner kind wants, asks the kind an instance of an earlier
 // server (no owner recorded) belonged to by its id, and removes what no owner kind answers for.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -84,6 +84,45 @@ describe('runtime instances', () => {
     );
     assert.deepEqual(await driver.list(), []);
     assert.equal(l.released, 1);
+  });
+
+  /** A fake runtime whose removals fail `failures` times (a namespace slow to go) before they succeed. */
+  const stubborn = (failures: number) => {
+    const driver = runtime();
+    const remove = driver.remove.bind(driver);
+    let tries = 0;
+    driver.remove = async (id: string) => {
+      if (++tries <= failures) throw new Error(`removal ${tries} failed`);
+      await remove(id);
+    };
+    return { driver, tries: () => tries };
+  };
+  const waitFor = async (what: string, ok: () => Promise<boolean>) => {
+    for (const end = Date.now() + 10_000; !(await ok()); await new Promise((r) => setTimeout(r, 10)))
+      if (Date.now() > end) assert.fail(`${what}: not within 10 s`);
+  };
+
+  it('a removal that fails is tried again until the instance is gone', async () => {
+    const { driver, tries } = stubborn(2);
+    const instances = new Instances({ driver, removeRetryMs: 5 });
+    await instances.start({ id: 'job-r-0-1', spec, owner: owner('Job', 'j', 'task') });
+    await assert.rejects(instances.remove('job-r-0-1'), /removal 1 failed/);
+    await waitFor('removed by a retry', async () => (await driver.list()).length === 0);
+    assert.equal(tries(), 3, 'tried until it succeeded, then no more');
+  });
+
+  it('a new instance of the same id is not removed by the retry of an earlier one', async () => {
+    const { driver, tries } = stubborn(1);
+    const instances = new Instances({ driver, removeRetryMs: 50 });
+    await instances.start({ id: 'ws.again', spec, owner: owner('Sandbox', 'again', 'sandbox') });
+    await assert.rejects(instances.remove('ws.again'), /removal 1 failed/);
+    await instances.start({ id: 'ws.again', spec, owner: owner('Sandbox', 'again', 'sandbox') });
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(
+      (await driver.list()).map((i) => i.id),
+      ['ws.again'],
+    );
+    assert.equal(tries(), 1, 'the retry was dropped');
   });
 
   it('collects what no owner wants, asking each owner kind about its own instances only', async () => {

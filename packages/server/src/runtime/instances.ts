@@ -55,11 +55,19 @@ export interface InstancesDeps {
   logger?: Logger;
   /** How long a started daemon may take to answer /health (sandbox-api/client.ts HEALTH_WAIT_MS unless set). */
   healthWaitMs?: number;
+  /** The first wait before a failed removal is tried again (REMOVE_RETRY_MS unless set); doubled each time. */
+  removeRetryMs?: number;
 }
+
+/** A failed removal is tried again after 2 s, 4 s, … 32 s: about a minute in all. */
+const REMOVE_RETRY_MS = 2_000;
+const REMOVE_RETRIES = 5;
 
 export class Instances {
   private readonly owners: OwnerRegistration[] = [];
   private readonly leases = new Map<string, Held>();
+  /** Removals that failed, waiting to be tried again. */
+  private readonly retries = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly deps: InstancesDeps) {}
 
@@ -83,6 +91,9 @@ export class Instances {
    * its lease given back, and the error thrown.
    */
   async start(r: StartRequest): Promise<Started> {
+    // A removal of an earlier instance of this id still to be retried must not remove this one.
+    clearTimeout(this.retries.get(r.id));
+    this.retries.delete(r.id);
     if (r.lease) this.leases.set(r.id, r.lease);
     try {
       const info = await this.deps.driver.ensure(r.id, { ...r.spec, owner: r.owner });
@@ -107,10 +118,39 @@ export class Instances {
     this.leases.delete(id);
   }
 
-  /** Kills every process of the instance and deletes what it holds, lease included; idempotent. */
+  /**
+   * Kills every process of the instance and deletes what it holds, lease included; idempotent. A removal that fails
+   * (a network namespace slow to go on a loaded host) is tried again in the background until it succeeds or its
+   * retries run out, and the caller gets the first error: its owner has moved on (an ended task, a dropped replica),
+   * so nothing else would remove the dead instance, which would hold its directory and slot until the next start.
+   */
   async remove(id: string): Promise<void> {
     this.free(id);
-    await this.deps.driver.remove(id);
+    try {
+      await this.deps.driver.remove(id);
+    } catch (err) {
+      this.retryRemove(id, 0);
+      throw err;
+    }
+  }
+
+  private retryRemove(id: string, tried: number): void {
+    if (tried >= REMOVE_RETRIES || this.retries.has(id)) return;
+    const timer = setTimeout(
+      () => {
+        this.retries.delete(id);
+        this.deps.driver.remove(id).catch((err) => {
+          this.deps.logger?.warn(
+            { err, instance: id, tried: tried + 1 },
+            'removing an instance failed again',
+          );
+          this.retryRemove(id, tried + 1);
+        });
+      },
+      (this.deps.removeRetryMs ?? REMOVE_RETRY_MS) * 2 ** tried,
+    );
+    timer.unref();
+    this.retries.set(id, timer);
   }
 
   /** Every instance of this node with its role: what the node holds and for whom. */

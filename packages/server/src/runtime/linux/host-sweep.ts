@@ -51,6 +51,8 @@ export interface SweepReport {
   servers: number;
   /** Slots with objects but no claim (a teardown cut short), cleaned. */
   orphans: number;
+  /** Sandbox directories of the starting driver's data dir that had no record (removeUnrecorded). */
+  unrecorded: number;
   /** What could not be removed, and why (left for the next sweep). */
   failures: string[];
 }
@@ -89,22 +91,55 @@ export function sweepHost(cgroupHost: CgroupHost): Promise<SweepReport> {
   return inflight;
 }
 
+export const emptySweepReport = (): SweepReport => ({
+  claims: 0,
+  kept: 0,
+  networks: 0,
+  cgroups: 0,
+  processes: 0,
+  nftElements: 0,
+  chains: 0,
+  mounts: 0,
+  loopDevices: 0,
+  sockets: 0,
+  servers: 0,
+  orphans: 0,
+  unrecorded: 0,
+  failures: [],
+});
+
+/**
+ * Removes the sandbox directories of `dataDir` that have no record, with everything named after the slots they
+ * claim. A server killed while it removed a sandbox leaves one (the record goes with the directory's files, before
+ * the directory itself), as does one killed between making a new sandbox's directory and writing its record. No
+ * driver lists such a directory, so no owner could ever collect it, and its slot's claim stays while it exists.
+ * Only for the data dir's own driver, at its start: before it starts anything, so none of them is being created.
+ */
+export async function removeUnrecorded(
+  dataDir: string,
+  cgroupHost: CgroupHost,
+  report: SweepReport,
+): Promise<void> {
+  const root = join(dataDir, 'sandboxes');
+  const dirs = readdirSync(root)
+    .map((id) => join(root, id))
+    .filter((dir) => !readRecord(dir));
+  if (!dirs.length) return;
+  const tables = await Tables.read();
+  const claims = claimedSlots();
+  for (const dir of dirs) {
+    const slots = claims.filter((c) => c.owner === dir).map((c) => c.slot);
+    let clean = true;
+    for (const slot of slots) clean = (await cleanSlot(slot, cgroupHost, tables, report)) && clean;
+    if (!clean) continue; // its claim stays with it: the next start tries again
+    rmSync(dir, { recursive: true, force: true });
+    for (const slot of slots) await releaseSlot(slot, dir);
+    report.unrecorded++;
+  }
+}
+
 async function sweepOnce(cgroupHost: CgroupHost): Promise<SweepReport> {
-  const report: SweepReport = {
-    claims: 0,
-    kept: 0,
-    networks: 0,
-    cgroups: 0,
-    processes: 0,
-    nftElements: 0,
-    chains: 0,
-    mounts: 0,
-    loopDevices: 0,
-    sockets: 0,
-    servers: 0,
-    orphans: 0,
-    failures: [],
-  };
+  const report = emptySweepReport();
   const me = `${process.pid}.${processStartTime(process.pid) ?? 0}`;
   const sweeper = join(SWEEP_DIR, me);
   mkdirSync(sweeper, { recursive: true, mode: 0o700 });

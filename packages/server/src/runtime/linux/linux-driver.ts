@@ -68,7 +68,7 @@ import { captureLayer } from './snapshot.js';
 import { seccompFilterForHost } from './seccomp.js';
 import { slotOwner, transferSlot } from './slots.js';
 import { entryAlive, registerServer, serverEntries, unregisterServer } from './servers.js';
-import { type SweepReport, sweepHost } from './host-sweep.js';
+import { emptySweepReport, removeUnrecorded, type SweepReport, sweepHost } from './host-sweep.js';
 import { isProcessAlive, readRecord, type SandboxRecord, writeRecord, writeRecordAsync } from './state.js';
 import { checkSpec } from './spec-check.js';
 import {
@@ -210,6 +210,11 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     (report) => ({ report }),
     (error: Error) => ({ error }),
   );
+  // Then what a kill of this data dir's own server cut short: directories of sandboxes whose record was gone.
+  const unrecorded = emptySweepReport();
+  await removeUnrecorded(opts.dataDir, cgroupHost, unrecorded).catch(
+    (e: Error) => void unrecorded.failures.push(e.message),
+  );
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();
   let seccompFile: string | undefined;
@@ -280,7 +285,7 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     images,
     demand,
     registration,
-    swept,
+    { ...swept, unrecorded },
     {
       afterMs: swapState.available ? deepAfterS * 1000 : 0,
       onDeep: opts.onDeepStandby,
@@ -327,8 +332,8 @@ export class LinuxDriver implements RuntimeDriver {
     private readonly demand: PoolDemand = new PoolDemand(warmPool.size, warmPool.size),
     /** This driver's entry in /run/berth/servers (servers.ts). */
     private readonly registration?: string,
-    /** What the host sweep at this driver's start removed, or why it failed. */
-    readonly swept?: { report?: SweepReport; error?: Error },
+    /** What the host sweep at this driver's start removed, or why it failed, and this data dir's own leftovers. */
+    readonly swept?: { report?: SweepReport; error?: Error; unrecorded?: SweepReport },
     deep: { afterMs: number; onDeep?: (e: DeepStandbyEvent) => void; keepDaemon?: boolean } = { afterMs: 0 },
     private readonly refillDelayMs: number = REFILL_DELAY_MS,
   ) {
