@@ -4,7 +4,7 @@
 import type { Config } from './config.js';
 import type { Late, StartOptions } from './main/context.js';
 import { startBuildsAhead } from './main/builds-ahead.js';
-import { startImagesAhead } from './main/images-ahead.js';
+import { openImagesAhead } from './main/images-ahead.js';
 import { startAllControllers } from './main/controllers.js';
 import { startDataPlane } from './main/gateway.js';
 import { createHttp, registerRoutes } from './main/http.js';
@@ -40,10 +40,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const { clusterHolder, codeCopies, peerImages, metrics } = await registerRoutes(config, late, parts);
   const gateway = await startDataPlane(config, late, clusterHolder, parts);
   await collectLeftovers(config, parts);
+  // Before anything starts on an image: names let go of while this server was away go (decision 087).
+  const imagesAhead = await openImagesAhead(config, late, metrics, { ...parts, peerImages });
   const controllers = await startAllControllers(config, opts, late, gateway, { ...parts, peerImages });
   const buildsAhead = await startBuildsAhead(config, metrics, { ...parts, ...controllers });
   const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
-  const imagesAhead = startImagesAhead(config, late, metrics, { ...parts, peerImages });
+  imagesAhead?.start();
   late.imagesAhead = imagesAhead;
   return {
     url: `http://${config.host}:${late.actualPort}`,

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { goneRecordOf } from '../runtime/images/gone-record.js';
 import { startTestServer, type TestServer } from '../test-support/server.js';
 
 const policy = (name: string) => ({
@@ -149,8 +150,13 @@ describe('workspaces, members and the role matrix', () => {
     assert.equal(busy.status, 409);
     assert.equal((await busy.json()).error, 'INVALID_STATE');
     assert.equal((await s.api('/policies/secret-plan', { method: 'DELETE', headers: ws2 })).status, 200);
+    // The record of image names it let go of (written by a cluster's leader) goes with it: a new ws2 has none.
+    const record = goneRecordOf(s.store, s.store);
+    await record.write('ws2', { 'docker.io/local/app:1 0123': '2026-11-27T00:00:00.000Z' });
+    assert.ok((await record.read()).ws2);
     assert.equal((await s.api('/workspaces/ws2', { method: 'DELETE' })).status, 200);
     assert.equal((await s.api('/workspaces/ws2')).status, 404);
+    assert.equal((await record.read()).ws2, undefined);
     assert.equal((await s.api('/policies', { headers: ws2 })).status, 404);
   });
 

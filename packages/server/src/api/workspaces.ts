@@ -21,6 +21,7 @@ import {
 import { Name } from '../kinds/common.js';
 import { CUSTOM_DOMAIN_KIND } from '../kinds/custom-domain.js';
 import { KINDS } from '../kinds/index.js';
+import { IMAGE_NAMES_GONE_KIND } from '../runtime/images/gone-record.js';
 import type { Role } from '../kinds/types.js';
 import { StoreError, type WriteOp } from '../store/store.js';
 import { ApiError, notFound } from '../errors.js';
@@ -154,6 +155,9 @@ export function registerWorkspaces(v0: FastifyInstance, ctx: AuthContext, hooks:
       ops.push(...removeMemberOps(name, m.name));
     for (const i of await store.list({ kind: K.invitation, workspace: name, parent: '' }))
       ops.push(...removeInvitationOps(name, i.name));
+    // The record of its image names let go of (a cluster's): a new workspace of the name starts with none.
+    for (const o of await store.list({ kind: IMAGE_NAMES_GONE_KIND, workspace: name }))
+      ops.push({ op: 'delete', key: o, expectVersion: o.resourceVersion });
     ops.push({ op: 'delete', key: keys.workspace(name), expectVersion: cur.resourceVersion });
     await store.write(ops);
     await hooks

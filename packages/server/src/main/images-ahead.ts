@@ -7,6 +7,7 @@ import { Counter, type Registry } from 'prom-client';
 import { keys } from '../auth/records.js';
 import type { Config } from '../config.js';
 import { peerToken } from '../crypto/peer-token.js';
+import { goneRecordOf } from '../runtime/images/gone-record.js';
 import { type AheadOutcome, ImagesAhead } from '../runtime/images/images-ahead.js';
 import type { PeerImages } from '../runtime/images/peer-images.js';
 import type { Late } from './context.js';
@@ -19,13 +20,17 @@ export const otherPeers = (late: Late, selfId: string) => async () =>
     .filter((n) => n.healthy && n.id !== selfId)
     .map((n) => new URL(n.address));
 
-export function startImagesAhead(
+/**
+ * Opens images ahead for a server of a cluster, and lets go of the names the record says were let go of while this
+ * server was away, before it serves or starts anything; `start` begins its passes once it has joined.
+ */
+export async function openImagesAhead(
   config: Config,
   late: Late,
   registry: Registry,
   parts: Core & Runtime & { peerImages?: PeerImages },
-): ImagesAhead | undefined {
-  const { peerImages, images, store, logger, selfId, masterKey } = parts;
+): Promise<ImagesAhead | undefined> {
+  const { peerImages, images, store, logger, selfId, masterKey, led } = parts;
   if (!config.databaseUrl || !config.imagesAhead || !peerImages) return undefined;
   const done = new Counter({
     name: 'berth_images_ahead_total',
@@ -44,7 +49,8 @@ export function startImagesAhead(
     workspaceExists: async (ws) => (await store.get(keys.workspace(ws))) !== undefined,
     logger,
     counted: (o: AheadOutcome) => done.labels(o).inc(),
+    goneRecord: goneRecordOf(store, led.store),
   });
-  ahead.start();
+  await ahead.applyRecord();
   return ahead;
 }

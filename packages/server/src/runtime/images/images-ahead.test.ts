@@ -14,6 +14,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { peerToken } from '../../crypto/peer-token.js';
 import { importArchive } from './archive.js';
 import { ImageStore } from './image-store.js';
+import { SqliteStore } from '../../store/sqlite.js';
+import { goneRecordOf } from './gone-record.js';
 import { ImagesAhead } from './images-ahead.js';
 import { type ImageHolder, PeerImages } from './peer-images.js';
 import { savedArchive, tarOf } from './test-support/registry.js';
@@ -180,5 +182,62 @@ describe('images ahead: every node holds what the leader holds', () => {
     for (const name of ['local/elsewhere:1', id])
       await assert.rejects(orphan.resolve('ws-e', name), /cannot be asked now/);
     assert.equal(third.images.find('ws-e', id), undefined);
+  });
+
+  it('taking the lead alone, lets go of what the record says was let go of while away; never of its own new writes', async () => {
+    const db = new SqliteStore(join(dir, 'record.db'));
+    const record = goneRecordOf(db, db);
+    let leading: Node | undefined;
+    const was = await node(() => (leading === was ? undefined : leading));
+    const back = await node(() => (leading === back ? undefined : leading));
+    // Nodes alone: nothing to copy or adopt from the others of this file.
+    const aheadOf = (n: Node) =>
+      new ImagesAhead({
+        images: n.images,
+        peerImages: n.peer,
+        token,
+        holder: n.holder,
+        peers: async () => [],
+        workspaceExists: async () => true,
+        goneRecord: record,
+      });
+    const archive = async (name: string, body: string) =>
+      savedArchive([await tarOf([{ name: 'hello', body }])], [name]);
+    const both = async (ws: string, { archive: a }: { archive: Buffer }) => {
+      for (const n of [was, back]) await importArchive(n.images, ws, Readable.from([a]));
+    };
+    try {
+      // Both hold two images when `back` goes away; `was` leads and deletes them.
+      const del = await archive('local/deleted:1', 'deleted while away');
+      const again = await archive('local/again:1', 'deleted, then pushed again');
+      await both('ws-r', del);
+      await both('ws-s', again);
+      leading = was;
+      const onWas = aheadOf(was);
+      await onWas.tick();
+      was.images.release('ws-r', 'local/deleted:1');
+      assert.equal(await onWas.letGo('ws-r', ['docker.io/local/deleted:1'], 0), undefined);
+      was.images.release('ws-s', 'local/again:1');
+      await onWas.letGo('ws-s', ['docker.io/local/again:1'], 0);
+      assert.deepEqual(Object.keys(await record.read()).sort(), ['ws-r', 'ws-s'], 'recorded before answered');
+
+      // `was` dies; `back` returns and leads, no other node up. Before its first pass, a user pushes the second
+      // image again through it: that workspace is its own word now.
+      leading = back;
+      const onBack = aheadOf(back);
+      await importArchive(back.images, 'ws-s', Readable.from([again.archive]));
+      await onBack.secondCopy('ws-s', ['local/again:1'], 0);
+      await onBack.tick();
+      assert.equal(
+        back.images.find('ws-r', 'local/deleted:1'),
+        undefined,
+        'the delete made while away holds',
+      );
+      assert.ok(back.images.isGone('ws-r', 'docker.io/local/deleted:1', del.id.slice(7)));
+      assert.ok(back.images.find('ws-s', 'local/again:1'), 'its own later push stays');
+      assert.deepEqual(Object.keys((await record.read())['ws-s'] ?? {}), [], 'and the record says so');
+    } finally {
+      db.close();
+    }
   });
 });

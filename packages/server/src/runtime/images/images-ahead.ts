@@ -8,6 +8,8 @@
 //   - the leader reads every other node's catalog and copies what a node holds that it lacks and never let go of: the
 //     images a dead leader acknowledged that only a follower copied before it died.
 // Names of built apps (`berth-builds/…`) are not copied: every node builds its own (builds ahead, 067).
+// The leader also keeps the names let go of in the database (`GoneRecord`), and a node that takes the lead lets go of
+// those before anything else: a node that returns and leads alone learns the deletes made while it was away.
 import type { Logger } from 'pino';
 import { PEER_TOKEN_HEADER } from '../../crypto/peer-token.js';
 import type { ImageCatalog, ImageStore } from './image-store.js';
@@ -27,6 +29,17 @@ const BUILT_APPS = 'docker.io/berth-builds/';
 
 export type AheadOutcome = 'copied' | 'failed' | 'removed';
 
+/**
+ * The names let go of, kept where every node finds them whoever led when they went (the database in a cluster): the
+ * leader writes each workspace's as its store has them; a node taking the lead reads them all first.
+ */
+export interface GoneRecord {
+  /** Every workspace's names let go of (`<name> <id hex>` → when), as the leaders wrote them. */
+  read(): Promise<ImageCatalog['gone']>;
+  /** Records `workspace`'s names let go of, replacing what was recorded for it (an empty map deletes it). */
+  write(workspace: string, gone: Record<string, string>): Promise<void>;
+}
+
 export interface ImagesAheadDeps {
   images: ImageStore;
   peerImages: PeerImages;
@@ -40,6 +53,8 @@ export interface ImagesAheadDeps {
   logger?: Logger;
   counted?: (outcome: AheadOutcome) => void;
   everyMs?: number;
+  /** Where the names let go of are kept for the next leader; none: only in each node's store (and catalog). */
+  goneRecord?: GoneRecord;
 }
 
 /** Whether this store holds `workspace`'s name for the image `id` (hex); a name it cannot read, as held. */
@@ -77,6 +92,16 @@ export class ImagesAhead {
   private readonly seen = new Map<string, { etag: string }>();
   /** Copies that failed: `<workspace>\0<id>` → tries and when to try again. */
   private readonly backoff = new Map<string, { tries: number; at: number }>();
+  /** Leading, and the record of names let go of read since taking the lead (nothing is written to it before). */
+  private recordRead = false;
+  /** Workspaces whose images were written here since this node took the lead (secondCopy, letGo). */
+  private readonly touched = new Set<string>();
+  /** Entries of the record not applied yet (a sandbox here runs on the image): kept in what is written back. */
+  private readonly unapplied = new Map<string, Record<string, string>>();
+  /** What was last written to the record, by workspace (JSON), so only a change is written. */
+  private readonly recorded = new Map<string, string>();
+  /** Writes to the record, one at a time. */
+  private recording: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly deps: ImagesAheadDeps) {}
 
@@ -95,6 +120,9 @@ export class ImagesAhead {
    */
   async secondCopy(workspace: string, refs: string[], boundMs: number): Promise<number | undefined> {
     if (!('here' in this.deps.holder())) return undefined;
+    // A name bound again is no longer gone: the record says so before the write is answered.
+    this.touched.add(workspace);
+    await this.recordNow(workspace);
     if (boundMs <= 0) return 1;
     const peers = await this.nudged();
     if (!peers.length) return 1;
@@ -116,7 +144,11 @@ export class ImagesAhead {
    * nodes still hold one (0 once all let go); undefined when not leading or not waiting.
    */
   async letGo(workspace: string, names: string[], boundMs: number): Promise<number | undefined> {
-    if (!('here' in this.deps.holder()) || boundMs <= 0 || !names.length) return undefined;
+    if (!('here' in this.deps.holder())) return undefined;
+    // Recorded before the delete is answered: a node that returns and leads alone lets go of them too.
+    this.touched.add(workspace);
+    await this.recordNow(workspace);
+    if (boundMs <= 0 || !names.length) return undefined;
     const peers = await this.nudged();
     if (!peers.length) return 0;
     return this.waitFor(
@@ -128,6 +160,13 @@ export class ImagesAhead {
         return false;
       },
       (n) => n === 0,
+    );
+  }
+
+  /** Records `workspace`'s names let go of for a write about to be answered; a failure is logged, not the write's. */
+  private async recordNow(workspace: string): Promise<void> {
+    await this.record([workspace]).catch((err) =>
+      this.deps.logger?.warn({ err, workspace }, 'images ahead: could not record the names let go of'),
     );
   }
 
@@ -185,8 +224,16 @@ export class ImagesAhead {
     try {
       const where = this.deps.holder();
       if ('here' in where) {
-        if (this.ticks++ % ADOPT_EVERY === 0) await this.adopt();
-      } else if ('peer' in where) await this.follow(where.peer);
+        if (!this.recordRead) await this.record(); // taking the lead: read first
+        if (this.ticks++ % ADOPT_EVERY === 0) {
+          await this.adopt();
+          await this.record();
+        }
+      } else {
+        this.recordRead = false;
+        this.touched.clear();
+        if ('peer' in where) await this.follow(where.peer);
+      }
       this.failing = false;
     } catch (err) {
       // Once per run of failures (a leader that died is asked each second until the next one is listed).
@@ -198,6 +245,82 @@ export class ImagesAhead {
     }
   }
 
+  /**
+   * Lets go here of every name the record says was let go of: deletes made while this node was away, by a leader that
+   * may be gone now. Run at the server's start (before it serves anything) and each time this node takes the lead
+   * (then skipping the workspaces it has written images of since: its own word is newer). Until it has run as leader,
+   * nothing is written to the record (this store's own names let go of may be older).
+   */
+  async applyRecord(): Promise<void> {
+    const { goneRecord } = this.deps;
+    if (!goneRecord) return;
+    const all = await goneRecord.read();
+    this.unapplied.clear();
+    this.recorded.clear();
+    for (const [ws, gone] of Object.entries(all)) {
+      this.recorded.set(ws, JSON.stringify(sorted(gone)));
+      if (this.touched.has(ws) || !(await this.deps.workspaceExists(ws))) continue;
+      const left = this.applyGone(ws, gone);
+      if (Object.keys(left).length) this.unapplied.set(ws, left);
+    }
+  }
+
+  /** Lets go here of `workspace`'s names in `gone`; those that must wait (a sandbox here runs on the image). */
+  private applyGone(ws: string, gone: Record<string, string>): Record<string, string> {
+    const { images } = this.deps;
+    const left: Record<string, string> = {};
+    for (const [key, at] of Object.entries(gone)) {
+      const [name, id] = key.split(' ');
+      if (!name || !id) continue;
+      try {
+        const had = images.find(ws, name)?.id === `sha256:${id}`;
+        if (!images.letGo(ws, name, id, at)) left[key] = at;
+        else if (had) this.deps.counted?.('removed');
+      } catch (err) {
+        this.deps.logger?.warn(
+          { err, workspace: ws, name },
+          'images ahead: a name let go of was not understood',
+        );
+      }
+    }
+    return left;
+  }
+
+  /**
+   * Leading: writes the names let go of of `workspaces` (every workspace, when not given) to the record, as this
+   * store holds them (with the record's entries still waiting to be applied here); only what changed. The first
+   * write since this node took the lead reads and applies the record first.
+   */
+  private record(workspaces?: string[]): Promise<void> {
+    const next = this.recording.then(async () => {
+      const { goneRecord, images } = this.deps;
+      if (!goneRecord || !('here' in this.deps.holder())) return;
+      if (!this.recordRead) {
+        await this.applyRecord();
+        this.recordRead = true;
+      }
+      for (const [ws, left] of [...this.unapplied]) {
+        const still = this.applyGone(ws, left);
+        if (Object.keys(still).length) this.unapplied.set(ws, still);
+        else this.unapplied.delete(ws);
+      }
+      const { gone } = images.catalog();
+      const list = workspaces ?? [
+        ...new Set([...Object.keys(gone), ...this.recorded.keys(), ...this.unapplied.keys()]),
+      ];
+      for (const ws of list) {
+        const now = sorted({ ...this.unapplied.get(ws), ...gone[ws] });
+        const text = JSON.stringify(now);
+        if ((this.recorded.get(ws) ?? '{}') === text) continue;
+        await goneRecord.write(ws, now);
+        if (text === '{}') this.recorded.delete(ws);
+        else this.recorded.set(ws, text);
+      }
+    });
+    this.recording = next.catch(() => undefined);
+    return next;
+  }
+
   /** Not leading: hold what the leader holds, and let go of what it let go of. */
   private async follow(leader: URL): Promise<void> {
     const { images } = this.deps;
@@ -205,21 +328,7 @@ export class ImagesAhead {
     if (!catalog) return;
     let retry = false;
     for (const [ws, gone] of Object.entries(catalog.gone))
-      for (const [key, at] of Object.entries(gone)) {
-        const [name, id] = key.split(' ');
-        if (!name || !id) continue;
-        try {
-          const had = images.find(ws, name)?.id === `sha256:${id}`;
-          if (!images.letGo(ws, name, id, at))
-            retry = true; // a sandbox here runs on it: later
-          else if (had) this.deps.counted?.('removed');
-        } catch (err) {
-          this.deps.logger?.warn(
-            { err, workspace: ws, name },
-            'images ahead: a name let go of was not understood',
-          );
-        }
-      }
+      if (Object.keys(this.applyGone(ws, gone)).length) retry = true; // a sandbox here runs on one: later
     const others = (await this.deps.peers()).filter((p) => p.href !== leader.href);
     const wanted = new Map<string, Wanted>();
     for (const [ws, names] of Object.entries(catalog.names))
@@ -322,3 +431,6 @@ export class ImagesAhead {
     return catalog;
   }
 }
+
+const sorted = (o: Record<string, string>) =>
+  Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
