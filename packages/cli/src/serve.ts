@@ -1,5 +1,6 @@
 // `berth serve`: runs the server in this process until SIGTERM/SIGINT.
 import type { Command } from 'commander';
+import { exitOnLostErrors } from './lost-errors.js';
 
 type ServeFlags = Partial<Record<'port' | 'host' | 'dataDir' | 'database' | 'standbyAfter', string>>;
 
@@ -24,6 +25,7 @@ export function registerServe(program: Command) {
       process.umask(SERVER_UMASK);
       const config = loadConfig(o, process.env);
       const server = await startServer(config);
+      exitOnLostErrors(server.logger);
       if (server.adminKey) {
         process.stdout.write(
           `admin API key (shown once, also in ${config.dataDir}/admin.key): ${server.adminKey}\n`,

@@ -1,6 +1,7 @@
 // Composition root: config -> data dir -> store -> auth -> resources -> controllers -> HTTP -> shutdown. Each step
 // is a module of main/, named for what it wires; the order of the start is this function's, that of the stop
 // main/shutdown.ts's.
+import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { Late, StartOptions } from './main/context.js';
 import { startBuildsAhead } from './main/builds-ahead.js';
@@ -27,6 +28,8 @@ export interface RunningServer {
   store: Store;
   /** Every route the HTTP server registered (method and Fastify URL), for tests that walk the whole surface. */
   routes: readonly { method: string; url: string }[];
+  /** The server's logger (redacting): `berth serve` logs through it the error that ends the process. */
+  logger: Logger;
   close(): Promise<void>;
 }
 
@@ -53,6 +56,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     adminKey: bootstrap.adminKey,
     store: core.store,
     routes: http.routes,
+    logger: core.logger,
     async close() {
       await closeServer(late, gateway, { ...parts, ...controllers, codeCopies, buildsAhead, imagesAhead });
     },
