@@ -3,24 +3,13 @@
 // while the gateway's table has not heard of it yet (the store shows a write to readers before its watchers hear of
 // it, after the WAL's fsync: under load, tens of milliseconds); a sandbox the store still says serves gets the 502.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import pino from 'pino';
-import { createAuth } from '../auth/index.js';
-import { SecretBox } from '../crypto/secret-box.js';
-import { KINDS } from '../kinds/index.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
-import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { Change, ResourceKey } from '../store/store.js';
 import { DaemonDriver } from '../test-support/fake-daemon.js';
+import { gatewayParts } from '../test-support/gateway.js';
 import { smallSandboxSpec } from '../test-support/sandbox-spec.js';
-import { startGateway } from './index.js';
 
 /** A store whose watchers hear late while `hold` is set, as when the WAL's fsync is slow. */
 class LateWatchStore extends SqliteStore {
@@ -38,41 +27,26 @@ class LateWatchStore extends SqliteStore {
 const KEY: ResourceKey = { kind: 'Sandbox', workspace: 'default', parent: '', name: 'box' };
 
 async function setup() {
-  const dir = mkdtempSync(join(tmpdir(), 'berth-sbxdown-'));
-  const logger = pino({ level: 'silent' });
-  const store = new LateWatchStore(join(dir, 'berth.db'));
-  const auth = await createAuth({ store, dataDir: dir, logger });
-  const { adminKey } = await auth.bootstrap();
-  const resources = new Resources(store, KINDS, new SecretBox(randomBytes(32)), { regions: ['local'] });
+  const parts = await gatewayParts({ prefix: 'berth-sbxdown-', store: (path) => new LateWatchStore(path) });
+  const store = parts.store as LateWatchStore;
   const driver = new DaemonDriver();
   await driver.ensure(sandboxId('default', 'box'), smallSandboxSpec());
   await store.write([
     { op: 'create', key: KEY, body: { metadata: { name: 'box' }, spec: {}, status: 'DEPLOYED', events: [] } },
   ]);
   const down: string[] = [];
-  const server = createServer((_req, res) => res.writeHead(404).end());
-  const gateway = await startGateway({
-    server,
-    resources,
-    driver,
-    authenticator: auth.authenticator,
-    logger,
-    standbyAfterS: 3600,
-    onSandboxDown: (k) => down.push(k.name),
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/run/default/sandboxes/box`;
+  const served = await parts.serve({ driver, onSandboxDown: (k) => down.push(k.name) });
+  const base = `${served.origin}/run/default/sandboxes/box`;
   return {
     store,
     driver,
     down,
-    call: (path: string) => fetch(`${base}${path}`, { headers: { authorization: `Bearer ${adminKey}` } }),
+    call: (path: string) =>
+      fetch(`${base}${path}`, { headers: { authorization: `Bearer ${parts.adminKey}` } }),
     async close() {
-      await gateway.close();
-      server.close();
+      await served.close();
       await driver.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      await parts.close();
     },
   };
 }

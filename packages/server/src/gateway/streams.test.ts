@@ -1,26 +1,14 @@
 // Long-lived requests are capped per sandbox so an exec always finds an upstream connection: the real gateway in
 // front of a real sandbox API daemon (run without isolation on the fake runtime's socket path).
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import pino from 'pino';
-import { createAuth } from '../auth/index.js';
-import { SecretBox } from '../crypto/secret-box.js';
-import { KINDS } from '../kinds/index.js';
 import { FakeDriver } from '../runtime/fake.js';
 import { sandboxId } from '../runtime/sandbox-id.js';
-import { Resources } from '../store/resources.js';
-import { SqliteStore } from '../store/sqlite.js';
 import { enc, startSandboxDaemon } from '../test-support/sandbox-daemon.js';
-import { startGateway } from './index.js';
 import { isLongLived, MAX_STREAMS_PER_SANDBOX, STREAMS_FULL_RETRY_AFTER_S } from './streams.js';
 import { POOL_CONNECTIONS } from './targets.js';
 import { smallSandboxSpec } from '../test-support/sandbox-spec.js';
+import { gatewayParts } from '../test-support/gateway.js';
 
 test('watches, log streams, stream/follow queries, MCP event streams and tunnels are long-lived; the rest is not', () => {
   for (const [method, path] of [
@@ -45,34 +33,21 @@ test('watches, log streams, stream/follow queries, MCP event streams and tunnels
 });
 
 test('with the pool full of watch attempts, those past the cap get 429 and an exec still gets through', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'berth-gw-'));
-  const logger = pino({ level: 'silent' });
-  const store = new SqliteStore(join(dir, 'berth.db'));
-  const driver = new FakeDriver(undefined, { socketDir: dir });
+  const parts = await gatewayParts();
+  const driver = new FakeDriver(undefined, { socketDir: parts.dir });
   const id = sandboxId('default', 'box');
   const daemon = await startSandboxDaemon({ BERTH_SANDBOX_SOCKET: driver.socketPath(id) });
-  const auth = await createAuth({ store, dataDir: dir, logger });
-  const { adminKey } = await auth.bootstrap();
-  const resources = new Resources(store, KINDS, new SecretBox(randomBytes(32)), { regions: ['local'] });
   await driver.ensure(id, smallSandboxSpec());
-  await store.write([
+  await parts.store.write([
     {
       op: 'create',
       key: { kind: 'Sandbox', workspace: 'default', parent: '', name: 'box' },
       body: { metadata: { name: 'box' }, spec: {}, status: 'DEPLOYED', events: [] },
     },
   ]);
-  const server = createServer((_req, res) => res.writeHead(404).end());
-  const gateway = await startGateway({
-    server,
-    resources,
-    driver,
-    authenticator: auth.authenticator,
-    logger,
-    standbyAfterS: 3600,
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/run/default/sandboxes/box`;
+  const served = await parts.serve({ driver });
+  const base = `${served.origin}/run/default/sandboxes/box`;
+  const adminKey = parts.adminKey;
   const headers = { authorization: `Bearer ${adminKey}` };
   const watches = new AbortController();
   try {
@@ -115,10 +90,8 @@ test('with the pool full of watch attempts, those past the cap get 429 and an ex
     assert.equal(again?.status, 200);
   } finally {
     watches.abort();
-    await gateway.close();
-    await new Promise((r) => server.close(r));
+    await served.close();
     await daemon.close();
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await parts.close();
   }
 });

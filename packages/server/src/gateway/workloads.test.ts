@@ -5,23 +5,12 @@
 // goes to another; a private agent needs a credential, a public one not; an idle replica goes to standby through the
 // one idle sweeper and a request wakes it; one that cannot be woken is dropped and the request goes to a new one.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import pino from 'pino';
-import { createAuth } from '../auth/index.js';
 import { APP_PORT, ReplicaSet, type RevisionRun, type Workload } from '../controllers/workload/replicas.js';
-import { SecretBox } from '../crypto/secret-box.js';
-import { KINDS } from '../kinds/index.js';
 import { Instances } from '../runtime/instances.js';
-import { Resources } from '../store/resources.js';
-import { SqliteStore } from '../store/sqlite.js';
 import { DaemonDriver } from '../test-support/fake-daemon.js';
-import { startGateway } from './index.js';
+import { gatewayParts } from '../test-support/gateway.js';
 
 const RUN: RevisionRun = {
   id: 'r1',
@@ -65,12 +54,8 @@ async function setup(
     notYet?: { revision?: string };
   } = {},
 ) {
-  const dir = mkdtempSync(join(tmpdir(), 'berth-wlgw-'));
-  const logger = pino({ level: 'silent' });
-  const store = new SqliteStore(join(dir, 'berth.db'));
-  const auth = await createAuth({ store, dataDir: dir, logger });
-  const { adminKey } = await auth.bootstrap();
-  const resources = new Resources(store, KINDS, new SecretBox(randomBytes(32)), { regions: ['local'] });
+  const parts = await gatewayParts({ prefix: 'berth-wlgw-' });
+  const { store, resources, adminKey } = parts;
   await resources.create(
     resources.kind('Agent'),
     { workspace: 'default', parents: [], actor: 't' },
@@ -92,18 +77,12 @@ async function setup(
       },
     ]);
   else await deploy();
-  const server = createServer((_req, res) => res.writeHead(404).end());
-  const gateway = await startGateway({
-    server,
-    resources,
+  const served = await parts.serve({
     driver,
-    authenticator: auth.authenticator,
-    logger,
     standbyAfterS: opts.standbyAfterS ?? 3600,
     workloads: { replicas },
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/run/default/agents/bot`;
+  const base = `${served.origin}/run/default/agents/bot`;
   return {
     driver,
     replicas,
@@ -113,12 +92,10 @@ async function setup(
     call: (path: string, key: string | null | undefined = adminKey) =>
       fetch(`${base}${path}`, { headers: key ? { authorization: `Bearer ${key}` } : {} }),
     async close() {
-      await gateway.close();
-      server.close();
+      await served.close();
       await replicas.remove('default', 'Agent', 'bot');
       await driver.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      await parts.close();
     },
   };
 }
