@@ -3,6 +3,8 @@
 // it without building; the peer routes answer 404 without the cluster token and for another workspace's app; a copy
 // whose bytes are not the recorded digest leaves nothing and is asked again, works once the holder's bytes are right,
 // and after MAX_FAILED_ROUNDS rounds gives way to a build here; no holder (or none with the revision's digest): build.
+// An app built from a Dockerfile is copied as its image through the image routes (real image stores), checked
+// against its id.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import {
@@ -21,10 +23,16 @@ import { after, before, describe, it } from 'node:test';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { Readable } from 'node:stream';
 import { PEER_TOKEN_HEADER, peerToken } from '../crypto/peer-token.js';
+import { importArchive } from '../runtime/images/archive.js';
+import { ImageStore } from '../runtime/images/image-store.js';
+import { PeerImages } from '../runtime/images/peer-images.js';
+import { savedArchive, tarOf } from '../runtime/images/test-support/registry.js';
 import { AppCopyError, appArchiveDigest } from './app-archive.js';
 import { AppCopies, MAX_FAILED_ROUNDS } from './app-copies.js';
 import { Builder } from './builder.js';
+import { builtImageName } from './dockerfile/workload.js';
 import { appsDirOf } from './layout.js';
 
 const SOURCE = `sha256:${'ab'.repeat(32)}`;
@@ -210,6 +218,116 @@ describe('built apps copied between the nodes of a cluster', () => {
       assert.equal(await stuck.copies.copy('ws-a', key, { digest }, never), undefined);
     } finally {
       writeFileSync(file, good);
+    }
+  });
+
+  it('copies an app built from a Dockerfile as its image, checked against its id, in the same workspace only', async () => {
+    // A holder as a Dockerfile build leaves it: the image under `berth-builds/app:<key>` in the workspace, the app's
+    // plan naming the image (its id is the recorded digest), an empty app directory, its log.
+    const source = `sha256:${'cd'.repeat(32)}`;
+    const holderDir = join(dir, 'df-holder');
+    const images = new ImageStore({ dataDir: holderDir });
+    const built = new Builder({
+      dataDir: holderDir,
+      instances: undefined as never,
+      code: undefined as never,
+      outbound: undefined as never,
+    });
+    const dfKey = built.keyOf('ws-a', source);
+    const { archive, id } = await savedArchive(
+      [await tarOf([{ name: 'app/run.sh', body: 'echo built once\n' }])],
+      [builtImageName(dfKey)],
+      { Cmd: ['/bin/sh', '/app/run.sh'] },
+    );
+    await importArchive(images, 'ws-a', Readable.from([archive]));
+    const apps = appsDirOf(holderDir, 'ws-a');
+    mkdirSync(join(apps, dfKey), { recursive: true });
+    const base = { name: `docker.io/${builtImageName(dfKey)}`, id };
+    writeFileSync(
+      join(apps, `${dfKey}.json`),
+      JSON.stringify({ language: 'dockerfile', start: '/bin/sh /app/run.sh', base, archive: id }),
+    );
+    mkdirSync(join(holderDir, 'builds/workspaces/ws-a/logs'), { recursive: true });
+    writeFileSync(built.logPath('ws-a', dfKey), 'berth: building the Dockerfile at the root of the upload\n');
+    const appImages = (store: ImageStore, peerImages: PeerImages) => ({
+      holds: (ws: string, i: string) => store.find(ws, i)?.id === i,
+      copy: async (ws: string, i: string, name: string, peer: URL) =>
+        peerImages.copyAhead(ws, i, [ImageStore.parse(name).canonical], [peer]),
+    });
+    const holderImages = new PeerImages({ images, token, holder: () => ({ here: true }) });
+    const server = Fastify();
+    new AppCopies({
+      dataDir: holderDir,
+      builder: built,
+      token,
+      peers: async () => [],
+      images: appImages(images, holderImages),
+    }).register(server);
+    holderImages.register(server);
+    const at = new URL(await server.listen({ host: '127.0.0.1', port: 0 }));
+    try {
+      const dataDir = join(dir, 'df-copier');
+      const mine = new ImageStore({ dataDir });
+      const builder = new Builder({
+        dataDir,
+        instances: undefined as never,
+        code: undefined as never,
+        outbound: undefined as never,
+      });
+      const copies = new AppCopies({
+        dataDir,
+        builder,
+        token,
+        peers: async () => [at],
+        images: appImages(mine, new PeerImages({ images: mine, token, holder: () => ({ peer: at }) })),
+      });
+      builder.copyFrom(copies);
+      // No instances, no source, no image store for a build here: only the copy can answer.
+      const got = await builder.build(
+        'ws-a',
+        source,
+        never,
+        undefined,
+        { kind: 'Agent', name: 'df' },
+        { digest: id },
+      );
+      assert.equal(got.plan.language, 'dockerfile');
+      assert.equal(got.archive, id);
+      assert.equal(got.base?.id, id);
+      assert.equal(got.dir, '');
+      assert.equal(
+        mine.find('ws-a', builtImageName(dfKey))?.id,
+        id,
+        'its image, under its name, in its workspace',
+      );
+      assert.equal(builder.builtByKey('ws-a', dfKey)?.base?.id, id, 'marked built here');
+      assert.match(
+        builder.readLog('ws-a', dfKey) ?? '',
+        /berth: copied from 127\.0\.0\.1:\d+ \(image sha256:[0-9a-f]{64}, \d+ ms\): not built here\n$/,
+      );
+      // Another workspace: the holder has no such app there, and nothing of the image lands in it.
+      assert.equal(await copies.copy('ws-b', dfKey, {}, never), undefined);
+      assert.equal(mine.find('ws-b', id), undefined);
+      // A holder whose plan names an image it does not hold gives nothing (build here).
+      const gone = built.keyOf('ws-a', `sha256:${'ef'.repeat(32)}`);
+      mkdirSync(join(apps, gone), { recursive: true });
+      writeFileSync(
+        join(apps, `${gone}.json`),
+        JSON.stringify({
+          language: 'dockerfile',
+          start: 'x',
+          base: { name: 'x', id: `sha256:${'0'.repeat(64)}` },
+          archive: `sha256:${'0'.repeat(64)}`,
+        }),
+      );
+      assert.equal(await copies.copy('ws-a', gone, {}, never), undefined);
+      // The archive route never gives a Dockerfile app: its image travels by the image routes.
+      const r = await fetch(new URL(`/peer/apps/ws-a/${dfKey}/archive`, at), {
+        headers: { [PEER_TOKEN_HEADER]: token },
+      });
+      assert.equal(r.status, 404);
+    } finally {
+      await server.close();
     }
   });
 });

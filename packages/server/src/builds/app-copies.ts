@@ -9,6 +9,9 @@
 // node hashes the archive as it unpacks it beside the app's place and renames it in only when the digest is the one
 // the revision recorded (else the holder's own record); a copy that arrives otherwise is refused and asked of the next
 // holder, and the caller's next pass asks again. Only when no live node holds the app does this node build it.
+// An app built from a Dockerfile is an image of the workspace (`berth-builds/app:<key>`, decision 051) and its plan:
+// its recorded digest is the image's id, and the image is copied through the image routes (peer-images.ts, which
+// check every blob and the config against it) from the same holder, then bound under that name here.
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -20,6 +23,7 @@ import { notFound } from '../errors.js';
 import { NAME_PATTERN } from '../kinds/common.js';
 import { AppCopyError, packApp, unpackApp } from './app-archive.js';
 import { type AppSource, type BuiltApp, type Builder, KEY } from './builder.js';
+import { builtImageName } from './dockerfile/workload.js';
 import { appsDirOf } from './layout.js';
 
 const WORKSPACE = new RegExp(NAME_PATTERN);
@@ -49,8 +53,18 @@ export interface AppDescription {
 
 export type AppCopyOutcome = 'copied' | 'refused';
 
+/** The image store's part in the apps built from a Dockerfile (the image is the app). */
+export interface AppImages {
+  /** Whether `workspace` holds the image `id` here. */
+  holds(workspace: string, id: string): boolean;
+  /** Copies `workspace`'s image `id` from `peer` (checked against the id), bound here as `name`; false: not there. */
+  copy(workspace: string, id: string, name: string, peer: URL): Promise<boolean>;
+}
+
 export interface AppCopiesDeps {
   dataDir: string;
+  /** Apps built from a Dockerfile are given and copied only with it. */
+  images?: AppImages;
   builder: Pick<Builder, 'builtByKey' | 'readLog' | 'logPath'>;
   /** This cluster's peer token (peerToken of the master key). */
   token: string;
@@ -73,7 +87,9 @@ export class AppCopies implements AppSource {
     if (!showsPeerToken(req.headers, this.deps.token) || !WORKSPACE.test(workspace) || !KEY.test(key))
       throw notFound('app');
     const app = this.deps.builder.builtByKey(workspace, key);
-    if (!app?.archive || !app.dir) throw notFound('app');
+    if (!app?.archive) throw notFound('app');
+    if (isDockerfileApp(app) ? !this.deps.images?.holds(workspace, app.archive) : !app.dir)
+      throw notFound('app');
     return { app, workspace };
   }
 
@@ -91,6 +107,7 @@ export class AppCopies implements AppSource {
     });
     app.get('/peer/apps/:workspace/:key/archive', async (req: FastifyRequest, reply: FastifyReply) => {
       const { app: built } = this.held(req);
+      if (isDockerfileApp(built)) throw notFound('app'); // its image travels by the image routes
       reply.header('content-type', 'application/x-tar');
       return reply.send(packApp(built.dir));
     });
@@ -183,7 +200,7 @@ export class AppCopies implements AppSource {
         d?.key !== key ||
         !DIGEST.test(String(d.archive)) ||
         typeof plan?.start !== 'string' ||
-        plan.language === 'dockerfile'
+        (plan.language === 'dockerfile' && !this.deps.images)
       )
         return undefined;
       return { key, archive: d.archive, plan, log: typeof d.log === 'string' ? d.log : '' };
@@ -205,6 +222,7 @@ export class AppCopies implements AppSource {
     const log = this.deps.builder.logPath(workspace, d.key);
     mkdirSync(apps, { recursive: true });
     mkdirSync(join(log, '..'), { recursive: true });
+    if (d.plan.language === 'dockerfile') return this.imageFrom(peer, workspace, d, signal, what, started);
     const r = await fetch(new URL(`/peer/apps/${workspace}/${d.key}/archive`, peer), {
       headers: { [PEER_TOKEN_HEADER]: this.deps.token },
       signal: AbortSignal.any([signal, AbortSignal.timeout(COPY_TIMEOUT_MS)]),
@@ -223,15 +241,44 @@ export class AppCopies implements AppSource {
       signal.throwIfAborted();
     }
     const ms = Math.round(performance.now() - started);
+    return this.marked(workspace, d, dir, peer, `archive ${d.archive}, ${size} bytes, ${ms} ms`);
+  }
+
+  /** A Dockerfile app: its image, copied through the image routes and checked against its id, under its name. */
+  private async imageFrom(
+    peer: URL,
+    workspace: string,
+    d: AppDescription,
+    signal: AbortSignal,
+    what: string,
+    started: number,
+  ): Promise<BuiltApp> {
+    const base = d.plan.base as BuiltApp['base'];
+    if (base?.id !== d.archive) throw new AppCopyError(`${what}: ${peer.host} described another image`);
+    const copied = await this.deps.images
+      ?.copy(workspace, d.archive, builtImageName(d.key), peer)
+      .catch((err) => {
+        throw new AppCopyError(`${what}: its image could not be copied (${(err as Error).message})`);
+      });
+    if (!copied) throw new AppCopyError(`${what}: ${peer.host} no longer holds its image`);
+    signal.throwIfAborted();
+    const ms = Math.round(performance.now() - started);
+    // builtByKey looks for the app's directory too: an empty one, as a build makes for a Dockerfile app.
+    mkdirSync(join(appsDirOf(this.deps.dataDir, workspace), d.key), { recursive: true });
+    return this.marked(workspace, d, '', peer, `image ${d.archive}, ${ms} ms`);
+  }
+
+  /** Writes a copied app's log and plan (the plan file marks it here: builtByKey), and says so. */
+  private marked(workspace: string, d: AppDescription, dir: string, peer: URL, how: string): BuiltApp {
+    const apps = appsDirOf(this.deps.dataDir, workspace);
     writeFileSync(
-      log,
-      `${d.log}${d.log && !d.log.endsWith('\n') ? '\n' : ''}berth: copied from ${peer.host} (archive ${d.archive}, ${size} bytes, ${ms} ms): not built here\n`,
+      this.deps.builder.logPath(workspace, d.key),
+      `${d.log}${d.log && !d.log.endsWith('\n') ? '\n' : ''}berth: copied from ${peer.host} (${how}): not built here\n`,
     );
-    // The plan file marks the app here (builtByKey): written whole, last.
     writeFileSync(join(apps, `${d.key}.json.tmp`), JSON.stringify({ ...d.plan, archive: d.archive }));
     renameSync(join(apps, `${d.key}.json.tmp`), join(apps, `${d.key}.json`));
     this.deps.logger?.info(
-      { workspace, key: d.key, from: peer.host, archive: d.archive, bytes: size, ms },
+      { workspace, key: d.key, from: peer.host, archive: d.archive, how },
       'copied a built app from another server instead of building it',
     );
     const { base, ...plan } = d.plan as Record<string, unknown> & { base?: BuiltApp['base'] };
@@ -246,3 +293,5 @@ export class AppCopies implements AppSource {
     };
   }
 }
+
+const isDockerfileApp = (app: BuiltApp) => app.plan.language === 'dockerfile';

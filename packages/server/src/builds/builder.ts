@@ -77,7 +77,8 @@ export interface BuiltApp {
   cached: boolean;
   /**
    * The digest of the app directory's archive (app-archive.ts), taken when it was built: what a copy on another node
-   * is checked against (decision 094). None for a Dockerfile app (its image is the app) and an app built before.
+   * is checked against (decision 094). For a Dockerfile app, its image's id (the image is the app, and its id is the
+   * digest of its content). None for an app built before either was recorded.
    */
   archive?: string;
   /** Copied from this peer (host:port) instead of built here. */
@@ -369,10 +370,11 @@ export class Builder {
     };
     const apps = this.appsDir(workspace);
     mkdirSync(join(apps, key), { recursive: true });
-    writeFileSync(join(apps, `${key}.json.tmp`), JSON.stringify({ ...plan, base }));
+    // Its image's id is its digest: another node copies the image (content-checked) rather than build it again.
+    writeFileSync(join(apps, `${key}.json.tmp`), JSON.stringify({ ...plan, base, archive: image.id }));
     renameSync(join(apps, `${key}.json.tmp`), join(apps, `${key}.json`));
     say(`image ${base.name} (${image.id}); start command: ${start}`);
-    return { key, dir: '', plan, base, cached: false };
+    return { key, dir: '', plan, base, archive: image.id, cached: false };
   }
 
   private async copyOrRun(

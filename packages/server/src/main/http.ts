@@ -35,6 +35,7 @@ import { modelGateway } from '../models/http-route.js';
 import { UPLOAD_URL_HEADER } from '../api/code-upload.js';
 import { CodeCopies, peerToken } from '../builds/code-copies.js';
 import { AppCopies } from '../builds/app-copies.js';
+import { ImageStore } from '../runtime/images/image-store.js';
 import { PeerImages } from '../runtime/images/peer-images.js';
 import { otherPeers } from './images-ahead.js';
 import { registerRevisionRoutes } from '../api/revisions.js';
@@ -116,6 +117,12 @@ export async function registerRoutes(config: Config, late: Late, parts: Core & R
         token: peerToken(masterKey),
         peers: otherPeers(late, selfId),
         logger,
+        // An app built from a Dockerfile is its image: given if held here, copied through the image routes.
+        images: {
+          holds: (ws, id) => images.find(ws, id)?.id === id,
+          copy: async (ws, id, name, peer) =>
+            (await peerImages?.copyAhead(ws, id, [ImageStore.parse(name).canonical], [peer])) === true,
+        },
       })
     : undefined;
   appCopies?.register(app);

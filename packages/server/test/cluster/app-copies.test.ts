@@ -4,12 +4,14 @@
 // kept, and asked again; once the holder's bytes are right the second node copies it, and its replica serves: the app
 // was built once in the cluster (one `building` event, the second node's log says it was copied, not built), and both
 // nodes hold the very bytes the revision recorded (the archive digest). Another workspace's request for the app, with
-// the cluster's token, is a 404, and so is any request without the token.
+// the cluster's token, is a 404, and so is any request without the token. An agent built from a Dockerfile runs on
+// the second node as the leader's image, copied through the image routes, with no step of it run there.
 import assert from 'node:assert/strict';
 import {
   appendFileSync,
   cpSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -20,6 +22,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { appArchiveDigest } from '../../src/builds/app-archive.js';
+import {
+  nodeLayer,
+  Pusher,
+  startRegistry,
+  toolsLayer,
+} from '../../src/runtime/images/test-support/registry.js';
+import { OUTBOUND_LOOPBACK } from '../../src/test-support/server.js';
 import { PEER_TOKEN_HEADER, peerToken } from '../../src/crypto/peer-token.js';
 import { newTenant } from '../../src/test-support/tenants.js';
 import { berth } from '../berth-cli.js';
@@ -31,7 +40,8 @@ const AGENT = 'agent-python';
 describe('a built app is built once in a cluster and copied to the other nodes', () => {
   const cluster = useCluster(['node-a', 'node-b'], {
     prefix: 'app-copies',
-    env: { BERTH_BUILDS_AHEAD: 'false' },
+    // Loopback open: the Dockerfile agent's FROM is pulled from a registry of the test.
+    env: { BERTH_BUILDS_AHEAD: 'false', ...OUTBOUND_LOOPBACK },
   });
   const { api } = cluster;
   let work: string;
@@ -174,6 +184,62 @@ describe('a built app is built once in a cluster and copied to the other nodes',
         assert.equal(r.status, 404, `${p.id} ${path} ${Object.keys(headers)}: ${r.status}`);
         await r.body?.cancel();
       }
+    }
+  });
+
+  it("an agent built from a Dockerfile runs on the second node as the leader's image, copied and not built again", async () => {
+    const reg = await startRegistry();
+    try {
+      const base = (
+        await new Pusher(reg).image('test/node', 'v1', [await toolsLayer('df-copy'), await nodeLayer()], {
+          Env: ['PATH=/opt/node/bin:/bin'],
+        })
+      ).reference;
+      const dir = join(work, 'df-copied');
+      mkdirSync(dir);
+      writeFileSync(
+        join(dir, 'berth.toml'),
+        'type = "agent"\nname = "df-copied"\n[runtime]\nmemory = 256\nminScale = 2\n',
+      );
+      writeFileSync(
+        join(dir, 'server.js'),
+        "require('node:http').createServer((q, r) => r.end(require('node:fs').readFileSync('baked.txt'))).listen(Number(process.env.PORT), process.env.HOST);\n",
+      );
+      // What RUN makes differs at each build (its time): a second build would give other bytes than the first.
+      writeFileSync(
+        join(dir, 'Dockerfile'),
+        `FROM ${base}\nWORKDIR /srv\nCOPY server.js .\nRUN date +%s%N > baked.txt\nCMD ["node", "server.js"]\n`,
+      );
+      const a = cluster.node('node-a');
+      const b = cluster.node('node-b');
+      const r = await berth({ url: a.url, adminKey: cluster.key }, ['deploy', dir]);
+      assert.equal(r.code, 0, r.out);
+      const o = await (await api(a, '/agents/df-copied')).json();
+      const built = (o.revisions ?? []).find((x: any) => x.id === o.activeRevision);
+      assert.match(String(built?.appDigest), /^sha256:[0-9a-f]{64}$/, 'the image id recorded as its digest');
+      const answers = new Map<string, string>();
+      for (let i = 0; i < 600 && answers.size < 2; i++) {
+        const res = await cluster.run(i % 2 ? a : b, 'agents/df-copied', {});
+        if (res.status === 200) answers.set(res.headers.get('x-berth-node') ?? '', await res.text());
+        else await res.body?.cancel();
+        if (answers.size < 2) await sleep(100);
+      }
+      assert.deepEqual([...answers.keys()].sort(), ['node-a', 'node-b'], 'both nodes answer');
+      assert.equal(
+        answers.get('node-a'),
+        answers.get('node-b'),
+        "node-b runs the leader's build, not one of its own",
+      );
+      const log = readFileSync(join(b.dir, 'builds/workspaces/default/logs', `${built.app}.log`), 'utf8');
+      assert.match(
+        log,
+        new RegExp(
+          `copied from ${new URL(a.url).host} \\(image ${built.appDigest}, \\d+ ms\\): not built here`,
+        ),
+      );
+      assert.equal(await metric(b, 'copied'), 2, "node-b's second copy (the Python agent's was the first)");
+    } finally {
+      await reg.stop();
     }
   });
 });
