@@ -165,10 +165,11 @@ export function registerJobExecutionRoutes(app: FastifyInstance, deps: JobExecut
         'NOT_FOUND',
         `execution ${rec.id} has no task ${JSON.stringify((req.params as { index: string }).index)}`,
       );
+    const logFile = await runner.taskLogFile(workspace, job, rec.id, index);
     if ((req.query as Record<string, string>)?.follow === 'true') {
       reply.type('text/plain; charset=utf-8');
       return followResponse(req, reply, {
-        logFile: runner.logFile(workspace, job, rec.id, index),
+        logFile,
         state: () => runner.taskState(workspace, job, rec.id, index),
         socketOf: (sandbox) => runner.socketOf(sandbox),
         remote: deps.remoteLog && ((...rest) => deps.remoteLog!(workspace, ...rest)),
@@ -176,7 +177,7 @@ export function registerJobExecutionRoutes(app: FastifyInstance, deps: JobExecut
     }
     let text = '';
     try {
-      text = readFileSync(runner.logFile(workspace, job, rec.id, index), 'utf8');
+      text = readFileSync(logFile, 'utf8');
     } catch {
       // No attempt has ended yet: an empty log.
     }

@@ -5,7 +5,8 @@
 // attempt fails naming the node and runs again on a live node (a retry, per the job's maxRetries 2), and the
 // execution succeeds. An execution cancelled through a follower stops its tasks wherever they run; a follower drained
 // while it runs a task finishes it there and takes no new one. Last, kill -9 of
-// the leader while tasks run on the follower left: they run on and the new leader records their ends.
+// the leader while tasks run on the follower left: they run on and the new leader records their ends, and the logs of
+// attempts that ended under the dead leader read the same through the new one.
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -254,7 +255,7 @@ describe('job tasks placed across the nodes of a cluster', () => {
     );
   });
 
-  it('kill -9 of the leader while tasks run on a follower: they run on, the new leader records them, the execution succeeds', async () => {
+  it('kill -9 of the leader while tasks run on a follower: they run on, the new leader records them, the execution succeeds, and earlier logs read the same', async () => {
     const f = cluster.procs.find((p) => cluster.alive(p) && p.id !== 'node-a') as Proc;
     const id = await execution(
       f,
@@ -275,6 +276,16 @@ describe('job tasks placed across the nodes of a cluster', () => {
       assert.equal(now.status, 'succeeded', JSON.stringify(now));
       // Not started again: the attempt on the follower went on through the leader's death, and its end was recorded.
       assert.equal(now.attempts, t.attempts, JSON.stringify(now));
+    }
+    // The logs of the first execution, whose attempts ended under node-a's lead (their files on its disk only), read
+    // the same through the new leader: they were stored with each outcome.
+    for (const t of await tasksOf(f, first)) {
+      const path = `/jobs/${JOB}/executions/${first}/tasks/${t.index}/logs`;
+      const pattern = new RegExp(
+        `--- attempt ${t.attempts} ---\\n[^]*MARKER task=${t.index} attempt=${t.attempts} done`,
+      );
+      assert.match(await (await api(f, path)).text(), pattern, `task ${t.index}'s log after the failover`);
+      assert.match(await (await api(f, `${path}?follow=true`)).text(), pattern);
     }
   });
 });

@@ -50,6 +50,7 @@ import {
 } from './job-store.js';
 import { EVERY_WORKSPACE } from '../../store/store.js';
 import { lostOnNode } from '../core/lost-node.js';
+import { restoreLog, storeLogOp, taskLogKey } from './job-task-logs.js';
 
 /** A credential issued for tasks stays valid at least this long beyond the longest attempt (the kill grace, slack). */
 export const CREDENTIAL_MARGIN_MS = 60_000;
@@ -762,7 +763,12 @@ export class JobRunner {
               message: `attempt ${attempt} exited with code ${end.exitCode}`,
             };
     try {
+      // In a cluster the log goes into the store with the outcome: a new leader reads it (job-task-logs.ts).
+      const log = this.deps.nodes
+        ? [await storeLogOp(this.store, this.logKey(x, t.index), this.logFileOf(x, t.index), attempt)]
+        : [];
       await this.store.write([
+        ...log,
         {
           op: 'update',
           key: taskKey(x.key.workspace, x.rec.job, x.rec.id, t.index),
@@ -1035,8 +1041,26 @@ export class JobRunner {
   }
 
   /** Each attempt's output is appended to the task's log file, kept with the execution. */
+  private logFileOf(x: LiveExecution, index: number): string {
+    return this.logFile(x.key.workspace, x.rec.job, x.rec.id, index);
+  }
+
+  private logKey(x: LiveExecution, index: number): ResourceKey {
+    return taskLogKey(x.key.workspace, x.rec.job, x.rec.id, index);
+  }
+
+  /**
+   * The task's log file, brought up to date from the store first in a cluster (a failover: its attempts ended under
+   * another leader); what the logs route reads and follows.
+   */
+  async taskLogFile(workspace: string, job: string, id: string, index: number): Promise<string> {
+    const file = this.logFile(workspace, job, id, index);
+    if (this.deps.nodes) await restoreLog(this.store, taskLogKey(workspace, job, id, index), file);
+    return file;
+  }
+
   private keepLog(x: LiveExecution, index: number, attempt: number, text: string) {
-    const file = this.logFile(x.key.workspace, x.rec.job, x.rec.id, index);
+    const file = this.logFileOf(x, index);
     mkdirSync(dirname(file), { recursive: true });
     const header = `--- attempt ${attempt} ---\n`;
     const entry = `${header}${text}${text.endsWith('\n') || !text ? '' : '\n'}`;
