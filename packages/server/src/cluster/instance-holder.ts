@@ -63,6 +63,11 @@ export interface InstanceHolder {
   keepsReplica(node: string, body: PlacedBody): boolean;
   /** The node as of the last read of the list; undefined when it is not on it. */
   node(id: string): NodeView | undefined;
+  /**
+   * The workspace quota settings the leader of the controllers publishes (decision 092), which every node judges
+   * with; undefined while this server leads (its own are the leader's) or no leader is listed.
+   */
+  leaderQuotas(): Record<string, number> | undefined;
   /** Every node as of the last read of the list. */
   nodes(): NodeView[];
   /**
@@ -168,6 +173,10 @@ export async function instanceHolder(o: {
   }, o.refreshMs ?? 500);
   timer.unref();
   return {
+    leaderQuotas() {
+      if (o.leadership.leads().includes(o.role) || !leader || leader.id === self) return undefined;
+      return leader.quotas && Object.keys(leader.quotas).length ? leader.quotas : undefined;
+    },
     decide() {
       if (o.leadership.leads().includes(o.role)) return HERE;
       if (leader && leader.id !== self) return { peer: addressOf(leader) };

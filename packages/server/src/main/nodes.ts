@@ -109,8 +109,8 @@ export async function listenAndJoin(
     const nodes = late.nodes;
     const ours: Record<string, number> = { ...config.quotas };
     const told = new Set<string>();
-    // Quotas are judged by the server that starts the work: servers with different BERTH_QUOTA_* settings judge one
-    // workspace differently. Said once per node (and start of it) whose differ.
+    // Every node judges with the leader's BERTH_QUOTA_* settings (decision 092): a node whose settings differ would
+    // change them for the whole cluster when it leads. Said once per node (and start of it) whose differ.
     const compare = () =>
       nodes
         .list()
@@ -124,7 +124,7 @@ export async function listenAndJoin(
             told.add(key);
             logger.warn(
               { node: n.id, theirs, ours },
-              `node ${n.id} judges workspace quotas with other BERTH_QUOTA_* settings than this server (${JSON.stringify(theirs)} there, ${JSON.stringify(ours)} here): give every server of the cluster the same`,
+              `node ${n.id} judges workspace quotas with other BERTH_QUOTA_* settings than this server (${JSON.stringify(theirs)} there, ${JSON.stringify(ours)} here): the cluster judges with the leader's, so a change of leader changes them; give every server of the cluster the same`,
             );
           }
         })

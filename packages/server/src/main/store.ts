@@ -79,7 +79,12 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     store,
     config.quotas,
     config.databaseUrl
-      ? { leases: () => late.quotaLeases, warn: (err, msg) => logger.warn({ err }, msg) }
+      ? {
+          leases: () => late.quotaLeases,
+          warn: (err, msg) => logger.warn({ err }, msg),
+          // One set of settings for the cluster: the leader's (decision 092).
+          leaderLimits: () => late.holder?.leaderQuotas(),
+        }
       : undefined,
   );
   await quotas.start();

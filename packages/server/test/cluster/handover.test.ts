@@ -1,8 +1,8 @@
 // Two `berth serve` processes on one PostgreSQL, the second pass of issue 24: what a follower answers from the
 // holder of the instances (an upload URL it issues, an agent's replica count), a workspace deleted through the
 // follower cleaned from the holder's disk, and `berth node drain` of the leader: the other server leads, the
-// sandbox is told it was lost on the drained node and answers again through both servers. Each node lists the quotas
-// it judges with; a server whose differ from another node's says so.
+// sandbox is told it was lost on the drained node and answers again through both servers. Each node lists its quota
+// settings; a server whose differ from another node's says so; every server judges with the leader's.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,7 +18,8 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
   // node-b is started with another replicas quota than node-a's, as an operator's mistake.
   const cluster = useCluster(['node-a', 'node-b'], {
     env: { BERTH_PUBLIC_URL: 'http://berth.cluster.test' },
-    envOf: (id): Record<string, string> => (id === 'node-b' ? { BERTH_QUOTA_REPLICAS: '77' } : {}),
+    envOf: (id): Record<string, string> =>
+      id === 'node-b' ? { BERTH_QUOTA_REPLICAS: '77', BERTH_QUOTA_SANDBOXES: '1' } : {},
   });
   const { api, run } = cluster;
   let a: Proc;
@@ -43,7 +44,7 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
     tenant = await newTenant(cluster.server(a), 'tenant-c2');
   });
 
-  it('each node lists the quotas it judges with, and a server whose differ from another node says so', async () => {
+  it("each node lists its quota settings, a server whose differ says so, and every server judges with the leader's", async () => {
     const nodes = await cluster.nodes(a);
     const quotas = (id: string) => nodes.find((n) => n.id === id)?.quotas;
     assert.equal(quotas('node-b')?.replicas, 77, JSON.stringify(nodes));
@@ -54,6 +55,23 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
       b.stderr(),
       /node node-a judges workspace quotas with other BERTH_QUOTA_\* settings than this server/,
     );
+    // One set for the cluster: both servers judge with the leader's (node-a's); node-b's own (77 replicas, 1 sandbox)
+    // are unused while it follows: two sandboxes created through node-b both pass.
+    for (const p of [a, b]) {
+      const q = (await (await api(p, '/quotas')).json()).quotas;
+      assert.equal(q.replicas.limit, quotas('node-a')?.replicas, `${p.id}: ${JSON.stringify(q.replicas)}`);
+    }
+    for (const name of ['quota-1', 'quota-2']) {
+      const r = await api(b, '/sandboxes', {
+        method: 'POST',
+        json: { metadata: { name }, spec: { runtime: { memory: 256 } } },
+      });
+      assert.equal(r.status, 200, `${name}: ${await r.text()}`);
+    }
+    for (const name of ['quota-1', 'quota-2'])
+      assert.equal((await api(b, `/sandboxes/${name}`, { method: 'DELETE' })).status, 200);
+    for (const name of ['quota-1', 'quota-2'])
+      for (let i = 0; i < 300 && (await api(b, `/sandboxes/${name}`)).status !== 404; i++) await sleep(100);
   });
 
   it('an upload URL issued through the follower takes the code through the follower; the agent deploys', async () => {
@@ -186,6 +204,13 @@ describe('a cluster of two servers: answers from the holder, drain', () => {
     assert.deepEqual(drained.leads, []);
     assert.deepEqual((await node(a, 'node-b')).leads, ['controllers']);
     assert.equal(await exec(a, 'sbx-drain', 'both'), 'both');
+    // node-b leads now: its settings are the cluster's, on node-a too.
+    for (const p of [a, b])
+      assert.equal(
+        (await (await api(p, '/quotas')).json()).quotas.replicas.limit,
+        77,
+        `${p.id} after the handover`,
+      );
     const undo = await berth({ url: a.url, adminKey: key }, ['node', 'undrain', 'node-a']);
     assert.equal(undo.code, 0, undo.out);
     assert.equal((await node(b, 'node-a')).drained, false);

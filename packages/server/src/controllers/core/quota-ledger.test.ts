@@ -1,5 +1,6 @@
 // The ledger: leases judged and taken in one step, given back once, a deploy's own replicas not counted, what
-// already runs counted whatever the limits; sandboxes followed from the store, and found again by a new ledger.
+// already runs counted whatever the limits; in a cluster the leader's settings; sandboxes followed from the store,
+// and found again by a new ledger.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,6 +56,25 @@ describe('quota ledger', () => {
     assert.ok(!isRefusal(adopted));
     assert.equal(ledger.usage('w').replicas, 5);
     for (const l of [...mine, next, adopted]) l.release();
+  });
+
+  it('in a cluster, judges with the settings the leader publishes; its own while it leads', () => {
+    let theirs: Record<string, unknown> | undefined = { replicas: 1, jobTasks: 'many', builds: -1 };
+    const follower = new QuotaLedger(store, LIMITS, {
+      leases: () => undefined,
+      warn: () => undefined,
+      leaderLimits: () => theirs,
+    });
+    assert.equal(follower.limits('v').replicas, 1);
+    assert.equal(follower.limits('v').jobTasks, LIMITS.jobTasks, 'a value it does not understand: its own');
+    assert.equal(follower.limits('v').builds, LIMITS.builds);
+    const one = follower.take('v', 'replicas', 100) as Lease;
+    const refused = follower.take('v', 'replicas', 100);
+    assert.ok(isRefusal(refused) && refused.quota === 'replicas', "refused at the leader's 1");
+    one.release();
+    theirs = undefined; // this server leads now (or no leader is listed)
+    assert.equal(follower.limits('v').replicas, LIMITS.replicas);
+    follower.close();
   });
 
   it("follows the store's sandboxes, per workspace, until TERMINATED; a new ledger finds the same", async () => {

@@ -89,8 +89,16 @@ export class QuotaLedger {
     private readonly shared?: {
       leases: () => QuotaLeases | undefined;
       warn: (err: unknown, msg: string) => void;
+      /**
+       * The settings the leader of the controllers published (its BERTH_QUOTA_*): every node judges with them, so
+       * the cluster has one set. Undefined while this server leads, or no leader is known: its own.
+       */
+      leaderLimits?: () => Record<string, unknown> | undefined;
     },
   ) {}
+
+  /** The leader's published settings last merged, and the result (their object changes at each read of the nodes). */
+  private merged?: { from: Record<string, unknown>; limits: QuotaLimits };
 
   /** Reads what the other nodes hold now (also every OTHERS_READ_MS once started). */
   async readOthers(): Promise<void> {
@@ -146,9 +154,22 @@ export class QuotaLedger {
     ws.set(key, memoryMb);
   }
 
-  /** The workspace's limits: the server's defaults (the one place a per-workspace override would go). */
+  /**
+   * The workspace's limits: the server's settings, or in a cluster the leader's (the one place a per-workspace
+   * override would go). A setting the leader does not publish (an older version) is this server's.
+   */
   limits(_workspace: string): QuotaLimits {
-    return this.defaults;
+    const theirs = this.shared?.leaderLimits?.();
+    if (!theirs) return this.defaults;
+    if (this.merged?.from !== theirs) {
+      const limits = { ...this.defaults };
+      for (const k of Object.keys(limits) as (keyof QuotaLimits)[]) {
+        const v = theirs[k];
+        if (typeof v === 'number' && Number.isFinite(v) && v >= 0) limits[k] = v;
+      }
+      this.merged = { from: theirs, limits };
+    }
+    return this.merged.limits;
   }
 
   /**
