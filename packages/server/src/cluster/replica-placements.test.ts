@@ -1,6 +1,7 @@
 // The choice of nodes for an agent's replica slots (docs/decisions/086-replicas-across-nodes.md): spread over nodes
 // first, a node with the app built next, the least loaded last; slots on nodes that must be left move, extra ones go.
 import assert from 'node:assert/strict';
+import { APPLICATION_MAX_SCALE } from '../kinds/application.js';
 import { describe, it } from 'node:test';
 import type { StoredObject } from '../store/store.js';
 import { placeable, placeSlots, type ReplicaCandidate, shareOf, slotsOf } from './replica-placements.js';
@@ -66,12 +67,26 @@ describe('replica slots', () => {
     const zero = obj({ replicaNodes: ['a'], spec: { runtime: { minScale: 0, maxScale: 5 } } });
     assert.equal(slotsOf(zero), 1);
     assert.deepEqual(shareOf(zero, 'a'), { minScale: 0, maxScale: 5 });
+    // An application always runs one replica, up to its fixed maximum.
+    const app = obj({ replicaNodes: ['b'], spec: { image: 'x' } }, 'Application');
+    assert.equal(slotsOf(app), 1);
+    assert.deepEqual(shareOf(app, 'b'), { minScale: 1, maxScale: APPLICATION_MAX_SCALE });
   });
 
-  it('places agents and functions without volumes or connections only', () => {
+  it('places agents and functions without volumes or connections, and applications running an image', () => {
     assert.ok(placeable(obj({ spec: {} })));
     assert.ok(placeable(obj({ spec: {} }, 'Function')));
-    assert.ok(!placeable(obj({ spec: {} }, 'Application')));
+    assert.ok(placeable(obj({ spec: { image: 'local/web:1' } }, 'Application')));
+    assert.ok(
+      !placeable(
+        obj(
+          { spec: { extensions: { 'ai.blaxel.experimental/bind-to-sandbox': { sandbox: 's' } } } },
+          'Application',
+        ),
+      ),
+      'bound to a sandbox: nothing runs',
+    );
+    assert.ok(!placeable(obj({ spec: {} }, 'Sandbox')));
     assert.ok(!placeable(obj({ spec: { volumes: [{ name: 'v' }] } })));
     assert.ok(!placeable(obj({ spec: { integrationConnections: ['c'] } })));
   });

@@ -1,30 +1,42 @@
-// Where a cluster's agent and function replicas run (docs/decisions/086-replicas-across-nodes.md). Each placed
+// Where a cluster's agent, function and application replicas run (docs/decisions/086-replicas-across-nodes.md). Each placed
 // workload records one node per replica slot it keeps (`replicaNodes`, a read-only field written by the controllers'
 // leader), the way a sandbox records its `node`. Every server keeps the same in-memory index of those fields from the
 // change feed: the leader places from it, each node knows what it holds, and a gateway sends a request to a node
 // holding one without a database round trip.
+import { APPLICATION_MAX_SCALE, APPLICATION_MIN_SCALE, boundSandbox } from '../kinds/application.js';
 import { isGone } from '../kinds/status.js';
 import { EVERY_WORKSPACE, type Store, type StoredObject } from '../store/store.js';
 
 /** The kinds whose replicas are placed across nodes. */
-export const PLACED_KINDS = ['Agent', 'Function'] as const;
+export const PLACED_KINDS = ['Agent', 'Function', 'Application'] as const;
 
 /** `<kind>/<workspace>/<name>`: how a workload is named in the index and in a node's `serving` report. */
 export const servingKey = (kind: string, workspace: string, name: string) => `${kind}/${workspace}/${name}`;
 
 /**
  * Whether a workload's replicas are placed across nodes: an agent or function without volumes (made on the leader's
- * disk) and without integration connections (their OAuth2 tokens and the egress CA live in the leader's memory).
- * Another one keeps running on the controllers' leader only, as before.
+ * disk) and without integration connections (their OAuth2 tokens and the egress CA live in the leader's memory), or
+ * an application that runs its image (one bound to a sandbox runs nothing). Another one keeps running on the
+ * controllers' leader only, as before.
  */
 export function placeable(o: StoredObject): boolean {
   if (!(PLACED_KINDS as readonly string[]).includes(o.kind)) return false;
   const spec = o.body.spec ?? {};
+  if (o.kind === 'Application') return boundSandbox(spec) === undefined;
   return !spec.volumes?.length && !spec.integrationConnections?.length;
 }
 
+/** A workload's scale: an agent's or function's `runtime`; an application's is fixed (one always runs). */
+function scaleOf(o: StoredObject): { min: number; max: number } {
+  if (o.kind === 'Application') return { min: APPLICATION_MIN_SCALE, max: APPLICATION_MAX_SCALE };
+  return {
+    min: Number(o.body.spec?.runtime?.minScale) || 0,
+    max: Math.max(1, Number(o.body.spec?.runtime?.maxScale) || 10),
+  };
+}
+
 /** Replica slots a workload keeps placed: its minScale, at least one (where it scales from zero). */
-export const slotsOf = (o: StoredObject) => Math.max(1, Number(o.body.spec?.runtime?.minScale) || 0);
+export const slotsOf = (o: StoredObject) => Math.max(1, scaleOf(o).min);
 
 /** Whether the workload serves (so its slots are kept placed): enabled, not deleted, with a deployed revision. */
 export const serves = (o: StoredObject) =>
@@ -39,8 +51,7 @@ export function shareOf(o: StoredObject, node: string): { minScale: number; maxS
   const nodes: string[] = Array.isArray(o.body.replicaNodes) ? o.body.replicaNodes : [];
   const mine = nodes.filter((n) => n === node).length;
   if (mine === 0) return undefined;
-  const min = Number(o.body.spec?.runtime?.minScale) || 0;
-  const max = Math.max(1, Number(o.body.spec?.runtime?.maxScale) || 10);
+  const { min, max } = scaleOf(o);
   return {
     minScale: min > 0 ? mine : 0,
     maxScale: Math.max(mine, Math.ceil((max * mine) / nodes.length)),
@@ -53,7 +64,7 @@ interface Entry {
   o: StoredObject;
 }
 
-/** Every agent's and function's nodes and each node's replica slots, kept from the store's change feed. */
+/** Every placed kind's nodes and each node's replica slots, kept from the store's change feed. */
 export class ReplicaPlacements {
   private readonly byKey = new Map<string, Entry>();
   private readonly slots = new Map<string, number>();
@@ -84,7 +95,7 @@ export class ReplicaPlacements {
   /** Replica slots placed on `node`, every workload's. */
   slotsOn = (node: string): number => this.slots.get(node) ?? 0;
 
-  /** Every agent and function not deleted, placed or not, as last seen. */
+  /** Every agent, function and application not deleted, placed or not, as last seen. */
   *objects(): IterableIterator<StoredObject> {
     for (const e of this.byKey.values()) yield e.o;
   }

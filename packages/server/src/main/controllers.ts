@@ -171,7 +171,7 @@ export async function startAllControllers(
               { ...d, builder, builds, replicas, driver, quota: quotas, tokens, replicaShare },
               'Function',
             ),
-          Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas }),
+          Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas, replicaShare }),
           Job: (d) =>
             jobRevisionReconciler({
               ...d,
@@ -255,6 +255,7 @@ export async function startAllControllers(
           self: clusterSelf,
           resources: held,
           builder,
+          images,
           code: parts.code,
           replicas,
           placements: replicaPlacements,

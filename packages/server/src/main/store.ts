@@ -124,7 +124,7 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
         fencedStore(
           store,
           { fence: () => late.nodes?.fence(), refused: () => late.nodes?.refused() },
-          (k) => k.kind === 'Agent' || k.kind === 'Function',
+          (k) => k.kind === 'Agent' || k.kind === 'Function' || k.kind === 'Application',
         ),
       )
     : resources;

@@ -3,10 +3,12 @@
 // list); calls through the third server reach both; kill -9 of a node holding one (a follower, then the leader):
 // calls through a survivor go on answering with no failure once the kill is done, and the slot is placed again on a
 // live node up to the agent's scale, with a `lost:` event naming the dead node. A second tenant reaches none of the
-// replicas, through any server or the peer path.
+// replicas, through any server or the peer path. An application is placed the same way: its one slot moves off a
+// node killed under it to a live node, which then serves it.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FORWARDED_BY } from '../../src/http/peer-forward.js';
+import { nodeLayer, savedArchive, toolsLayer } from '../../src/runtime/images/test-support/registry.js';
 import { berth } from '../berth-cli.js';
 import { type Proc, sleep } from './cluster-support.js';
 import { AGENT, useFlowsCluster } from './flows-support.js';
@@ -194,4 +196,82 @@ describe('agent replicas placed across the nodes of a cluster', () => {
     // No `lost:` event for a drain: nothing was lost.
     assert.equal(lost(await agent(via)), lostBefore);
   });
+
+  it('an application is placed like an agent: killed under it, its slot moves to a live node, which serves it', async () => {
+    // Every server back and undrained: nodes to place on.
+    for (const id of ['node-a', 'node-b', 'node-c'])
+      if (!alive().some((p) => p.id === id)) await cluster.start(id);
+    const via0 = alive()[0];
+    for (const n of await cluster.nodes(via0))
+      if (n.drained) {
+        const u = await berth({ url: via0.url, adminKey: cluster.key }, ['node', 'undrain', n.id]);
+        assert.equal(u.code, 0, u.out);
+      }
+    const { archive } = await savedArchive(
+      [await toolsLayer('app-nodes'), await nodeLayer()],
+      ['local/web:1'],
+      {
+        Env: ['PATH=/opt/node/bin:/bin'],
+        Cmd: ['node', '-e', WEB],
+      },
+    );
+    const imported = await api(via0, '/images/import', {
+      method: 'POST',
+      body: new Uint8Array(archive),
+      headers: { 'content-type': 'application/x-tar' },
+    });
+    assert.equal(imported.status, 200, await imported.text());
+    const created = await api(via0, '/applications', {
+      method: 'POST',
+      json: { metadata: { name: 'web' }, spec: { image: 'local/web:1', port: 3000, memory: 256 } },
+    });
+    assert.equal(created.status, 200, await created.text());
+    const app = async (p: Proc) => (await api(p, '/applications/web')).json();
+    const get = async (p: Proc) => {
+      const r = await fetch(`${p.url}/run/default/applications/web/`).catch(() => undefined);
+      const text = (await r?.text()) ?? '';
+      return { status: r?.status ?? 0, node: r?.headers.get('x-berth-node') ?? '', text };
+    };
+    /** Waits until the application's one slot is on a live node other than `not`, which answers for it. */
+    const servedOn = async (not?: string) => {
+      let last: unknown;
+      for (let i = 0; i < 900; i++) {
+        const via = alive().find((p) => p.id !== not) as Proc;
+        const o = await app(via);
+        const nodes: string[] = o.replicaNodes ?? [];
+        const c = await get(via);
+        last = { status: o.status, nodes, call: c };
+        if (
+          o.status === 'DEPLOYED' &&
+          nodes.length === 1 &&
+          nodes[0] !== not &&
+          c.status === 200 &&
+          c.node === nodes[0]
+        )
+          return nodes[0];
+        await sleep(100);
+      }
+      assert.fail(`the application was never served from its slot: ${JSON.stringify(last)}`);
+    };
+    const holder = await servedOn();
+    // Through every server, from the node holding its slot.
+    for (const p of alive()) {
+      const c = await get(p);
+      assert.equal(c.status, 200, c.text);
+      assert.equal(c.node, holder);
+    }
+    await cluster.kill(holder);
+    const next = await servedOn(holder);
+    assert.notEqual(next, holder);
+    const o = await app(alive()[0]);
+    assert.ok(
+      (o.events ?? []).some((e: any) =>
+        String(e.message).startsWith(`lost: node ${holder}, which ran a replica of this application`),
+      ),
+      JSON.stringify(o.events?.slice(-4)),
+    );
+  });
 });
+
+/** An application's server: it answers on the port its spec names. */
+const WEB = `require('node:http').createServer((q, r) => r.end('web')).listen(3000, '0.0.0.0');`;

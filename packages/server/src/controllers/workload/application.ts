@@ -33,6 +33,11 @@ export interface ApplicationDeps extends ControllerDeps {
   replicas: ReplicaSet;
   images: Pick<ImageStore, 'find' | 'markDeployed'>;
   quota?: QuotaLedger;
+  /**
+   * In a cluster, the part of a placed application's scale this node runs (decision 086, as for agents); undefined
+   * on SQLite and for an application not placed yet.
+   */
+  replicaShare?: (o: StoredObject) => { minScale: number; maxScale: number } | undefined;
 }
 
 /** One kept revision of an application (APPLICATION_READ_ONLY.revisions). */
@@ -81,8 +86,13 @@ function latestRevision(deps: ApplicationDeps, o: StoredObject): AppRevisionReco
   };
 }
 
-/** What a kept revision runs, with the spec's envs (secrets opened) and memory. */
-function runOf(deps: ApplicationDeps, o: StoredObject, rec: AppRevisionRecord): RevisionRun {
+/** What a kept revision runs, with the spec's envs (secrets opened) and memory; `share` is this node's scale. */
+function runOf(
+  deps: Pick<ApplicationDeps, 'resources' | 'images'>,
+  o: StoredObject,
+  rec: AppRevisionRecord,
+  share?: { minScale: number; maxScale: number },
+): RevisionRun {
   const open = deps.resources.openSecrets(deps.resources.kind(APPLICATION_KIND), o.body.spec ?? {});
   const envs: Record<string, string> = {};
   for (const e of open.envs ?? []) envs[e.name] = e.value ?? '';
@@ -99,14 +109,36 @@ function runOf(deps: ApplicationDeps, o: StoredObject, rec: AppRevisionRecord): 
     start: rec.start,
     memoryMb: o.body.spec?.memory ?? APPLICATION_MEMORY_MB,
     envs,
-    minScale: APPLICATION_MIN_SCALE,
-    maxScale: APPLICATION_MAX_SCALE,
+    minScale: share?.minScale ?? APPLICATION_MIN_SCALE,
+    maxScale: share?.maxScale ?? APPLICATION_MAX_SCALE,
     volumes: [],
     port: rec.port,
   };
 }
 
-const workloadOf = (o: StoredObject) => ({
+/**
+ * What a node holding slots of a placed application runs (replica-holding.ts): its deployed revisions with the
+ * node's `share`; undefined while the revision's image is not on this node yet (images ahead copies it).
+ */
+export function placedApplicationRuns(
+  deps: Pick<ApplicationDeps, 'resources' | 'images'>,
+  o: StoredObject,
+  share: { minScale: number; maxScale: number },
+): { run: RevisionRun; canary?: { run: RevisionRun; percent: number } } | undefined {
+  const known: AppRevisionRecord[] = o.body.revisions ?? [];
+  const of = (id: unknown) => known.find((r) => r.id === id);
+  const active = of(o.body.activeRevision);
+  const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
+  const canary = percent > 0 ? of(o.body.canaryRevision) : undefined;
+  if (!active || (percent > 0 && !canary)) return undefined;
+  for (const r of [active, canary]) if (r && !deps.images.find(o.workspace, r.imageId)) return undefined;
+  return {
+    run: runOf(deps, o, active, share),
+    ...(canary ? { canary: { run: runOf(deps, o, canary, share), percent } } : {}),
+  };
+}
+
+export const applicationWorkload = (o: StoredObject) => ({
   workspace: o.workspace,
   kind: APPLICATION_KIND as 'Application',
   name: o.name,
@@ -192,11 +224,15 @@ export function applicationReconciler(deps: ApplicationDeps): Reconciler {
       let picked: ReturnType<typeof revisionsOf>;
       let run: RevisionRun;
       let canary: { run: RevisionRun; percent: number } | undefined;
+      const share = deps.replicaShare?.(o);
       try {
         latest = latestRevision(deps, o);
         picked = revisionsOf(o, latest);
-        run = runOf(deps, o, picked.active);
-        canary = picked.canary && { run: runOf(deps, o, picked.canary.rec), percent: picked.canary.percent };
+        run = runOf(deps, o, picked.active, share);
+        canary = picked.canary && {
+          run: runOf(deps, o, picked.canary.rec, share),
+          percent: picked.canary.percent,
+        };
       } catch (err) {
         if (!(err instanceof TerminalError)) throw err;
         await release();
@@ -209,6 +245,9 @@ export function applicationReconciler(deps: ApplicationDeps): Reconciler {
         o.body.activeRevision === run.id &&
         o.body.canaryRevision === canary?.run.id &&
         !picked.isNew;
+      // Placed across nodes: each node holding a slot runs its replicas of the deployed revisions
+      // (replica-holding.ts); this one only deploys a new revision (its first replica here says whether it starts).
+      if (same && share) return { requeueAfterMs: LIVE_RECHECK_MS };
       if (same && replicas.matches(w, run, canary)) return { requeueAfterMs: LIVE_RECHECK_MS };
       const what = canary
         ? `revision ${run.id}, canary ${canary.run.id} at ${canary.percent}%`
@@ -224,7 +263,7 @@ export function applicationReconciler(deps: ApplicationDeps): Reconciler {
         if (!d) return DONE;
       }
       try {
-        await replicas.deploy(workloadOf(o), run, canary);
+        await replicas.deploy(applicationWorkload(o), run, canary);
       } catch (err) {
         if (err instanceof ReplicaStartError) {
           await recordFailure(deps, key, `${what} did not start: ${err.message}`);

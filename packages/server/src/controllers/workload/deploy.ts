@@ -75,7 +75,7 @@ export interface DeployDeps extends CodeDeps {
 const failedByConnection = (body: any) =>
   body?.status === 'FAILED' && String(body.events?.at(-1)?.message ?? '').startsWith(REFRESH_FAILED);
 
-type WorkloadKind = 'Agent' | 'Function';
+export type WorkloadKind = 'Agent' | 'Function';
 
 /** The routing settings of a stored agent or function (gateway/affinity.ts, gateway/request-deadlines.ts). */
 export function routeOf(o: StoredObject): WorkloadRoute {

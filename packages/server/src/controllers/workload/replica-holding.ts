@@ -16,11 +16,13 @@ import {
   serves,
   shareOf,
 } from '../../cluster/replica-placements.js';
+import type { ImageStore } from '../../runtime/images/image-store.js';
 import type { Resources } from '../../store/resources.js';
 import { keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
 import type { RevisionRecord } from '../code/source.js';
-import { routeOf, runOf, workloadOf } from './deploy.js';
-import type { ReplicaSet, RevisionRun } from './replicas.js';
+import { routeOf, runOf, type WorkloadKind, workloadOf } from './deploy.js';
+import { applicationWorkload, placedApplicationRuns } from './application.js';
+import type { ReplicaSet, RevisionRun, Workload } from './replicas.js';
 
 /** How often every workload is looked at again (an app built ahead since, a failed start's backoff over). */
 const PASS_MS = 1_000;
@@ -34,6 +36,8 @@ export interface ReplicaHoldingDeps {
   self: string;
   resources: Resources;
   builder: Pick<Builder, 'builtByKey' | 'build' | 'baseImage'>;
+  /** This node's image store: an application's revision runs its image, copied here ahead (decision 087). */
+  images: Pick<ImageStore, 'find' | 'markDeployed'>;
   /** This server's copies of uploaded sources (builds/code-copies.ts): a revision is built here from its copy. */
   code: Pick<CodeStore, 'has'>;
   replicas: ReplicaSet;
@@ -179,6 +183,33 @@ export class ReplicaHolding {
     return app.key === rec.app ? app : undefined;
   }
 
+  /** What this node runs of `o` with its `share`, and as what; undefined while its app or image is not here yet. */
+  private async runsOf(
+    o: StoredObject,
+    share: { minScale: number; maxScale: number },
+  ): Promise<
+    | {
+        run: RevisionRun;
+        canary?: { run: RevisionRun; percent: number };
+        workload: Pick<Workload, 'workspace' | 'kind' | 'name' | 'public' | 'route'>;
+      }
+    | undefined
+  > {
+    if (o.kind === 'Application') {
+      const runs = placedApplicationRuns(this.deps, o, share);
+      return runs && { ...runs, workload: applicationWorkload(o) };
+    }
+    const kind = o.kind as WorkloadKind;
+    const active = await this.appOf(o, o.body.activeRevision);
+    if (!active) return undefined;
+    const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
+    const canaryApp = percent > 0 ? await this.appOf(o, o.body.canaryRevision) : undefined;
+    const deps = { resources: this.deps.resources };
+    const run = await runOf(deps, kind, o, active, [], share);
+    const canary = canaryApp && { run: await runOf(deps, kind, o, canaryApp, [], share), percent };
+    return { run, canary, workload: { ...workloadOf(kind, o), route: routeOf(o) } };
+  }
+
   private async sync(o: StoredObject): Promise<void> {
     const { replicas, self } = this.deps;
     const kind = o.kind as Kind;
@@ -197,17 +228,13 @@ export class ReplicaHolding {
       }
       return;
     }
-    const active = await this.appOf(o, o.body.activeRevision);
-    // Its source not copied here yet: the other nodes serve meanwhile, and the next pass looks again.
-    if (!active) return;
-    const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
-    const canaryApp = percent > 0 ? await this.appOf(o, o.body.canaryRevision) : undefined;
-    const deps = { resources: this.deps.resources };
-    const run = await runOf(deps, kind, o, active, [], share);
-    const canary = canaryApp && { run: await runOf(deps, kind, o, canaryApp, [], share), percent };
+    const runs = await this.runsOf(o, share);
+    // Its source (or an application's image) not here yet: the other nodes serve meanwhile; the next pass looks again.
+    if (!runs) return;
+    const { run, canary, workload } = runs;
     if (local && replicas.matches(local, run, canary)) {
-      local.public = o.body.spec?.public === true;
-      local.route = routeOf(o);
+      local.public = workload.public;
+      local.route = workload.route;
       return;
     }
     if (
@@ -224,11 +251,11 @@ export class ReplicaHolding {
         local.canary.w.run.maxScale = run.maxScale;
         local.canary.percent = canary.percent;
       }
-      local.public = o.body.spec?.public === true;
-      local.route = routeOf(o);
+      local.public = workload.public;
+      local.route = workload.route;
       return;
     }
-    await replicas.deploy(workloadOf(kind, o), run, canary);
+    await replicas.deploy(workload, run, canary);
     this.deps.logger?.info(
       { workspace: o.workspace, name: o.name, revision: run.id, minScale: run.minScale },
       `${kind.toLowerCase()} replicas placed on this node serve`,
