@@ -14,7 +14,7 @@ import {
   statfsSync,
   writeFileSync,
 } from 'node:fs';
-import { join, normalize } from 'node:path';
+import { join, normalize, resolve } from 'node:path';
 import {
   checkSandboxId,
   MIN_PIDS,
@@ -210,11 +210,16 @@ export async function createLinuxDriver(opts: LinuxDriverOptions): Promise<Linux
     (report) => ({ report }),
     (error: Error) => ({ error }),
   );
-  // Then what a kill of this data dir's own server cut short: directories of sandboxes whose record was gone.
+  // Then what a kill of this data dir's own server cut short: directories of sandboxes whose record was gone. Not
+  // while another live driver serves the data dir (a test's inspecting driver): one of its creates may be under way.
   const unrecorded = emptySweepReport();
-  await removeUnrecorded(opts.dataDir, cgroupHost, unrecorded).catch(
-    (e: Error) => void unrecorded.failures.push(e.message),
+  const shared = serverEntries().some(
+    (e) => e.file !== registration && resolve(e.dataDir) === resolve(opts.dataDir) && entryAlive(e),
   );
+  if (!shared)
+    await removeUnrecorded(opts.dataDir, cgroupHost, unrecorded).catch(
+      (e: Error) => void unrecorded.failures.push(e.message),
+    );
   const baseEtc = ensureBaseEtc(opts.dataDir);
   const seccomp = seccompFilterForHost();
   let seccompFile: string | undefined;

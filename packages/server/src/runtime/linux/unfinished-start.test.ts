@@ -81,17 +81,20 @@ test(
       'no driver lists a directory without its record',
     );
 
+    // The killed server's restart: no other driver serves the data dir (while one does, its creates may be under way,
+    // and nothing is removed).
+    const alongside = await createLinuxDriver({ dataDir, codeDir });
+    await alongside.close();
+    assert.equal(existsSync(dir), true, 'kept while the first driver serves the data dir');
+    await driver.close();
     const fresh = await createLinuxDriver({ dataDir, codeDir });
-    try {
-      assert.equal(existsSync(dir), false, 'the directory is gone');
-      assert.equal(existsSync(early), false, 'the unfinished create is gone');
-      assert.equal(isProcessAlive(rec.pid, rec.pidStart), false, 'its processes are killed');
-      assert.equal(existsSync(slotNet(rec.slot, rec.name).netnsPath), false, 'its network is deleted');
-      assert.notEqual(slotOwner(rec.slot), dir, 'its slot is released');
-      assert.equal(fresh.swept?.unrecorded?.unrecorded, 2);
-      assert.deepEqual(fresh.swept?.unrecorded?.failures, []);
-    } finally {
-      await fresh.close();
-    }
+    driver = fresh; // for the cleanup
+    assert.equal(existsSync(dir), false, 'the directory is gone');
+    assert.equal(existsSync(early), false, 'the unfinished create is gone');
+    assert.equal(isProcessAlive(rec.pid, rec.pidStart), false, 'its processes are killed');
+    assert.equal(existsSync(slotNet(rec.slot, rec.name).netnsPath), false, 'its network is deleted');
+    assert.notEqual(slotOwner(rec.slot), dir, 'its slot is released');
+    assert.equal(fresh.swept?.unrecorded?.unrecorded, 2);
+    assert.deepEqual(fresh.swept?.unrecorded?.failures, []);
   },
 );
