@@ -53,5 +53,22 @@ for (const mode of ['pty', 'script'] as const) {
       assert.match(s.out(), /on a tty/);
       assert.deepEqual(s.exit(), { type: 'exit', exitCode: 7 });
     });
+
+    test('output written right before an exit arrives whole, before the exit', async () => {
+      // 8,893 bytes, then the shell is gone at once: the end of it is still on its way through the PTY then.
+      const command = encodeURIComponent('printf "%s" "$(seq 1 2000 | tr "\\n" " ")"; exit 5');
+      for (let i = 0; i < 3; i++) {
+        const s = await session(d, [], `&command=${command}`);
+        assert.equal(await s.closed, 1000);
+        assert.deepEqual(s.exit(), { type: 'exit', exitCode: 5 });
+        const words = s.out().trim().split(/\s+/);
+        assert.equal(
+          words.length,
+          2000,
+          `run ${i}: ${s.out().length} bytes, ending ${JSON.stringify(s.out().slice(-20))}`,
+        );
+        assert.equal(words.at(-1), '2000');
+      }
+    });
   });
 }
