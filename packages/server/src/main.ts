@@ -4,6 +4,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { Late, StartOptions } from './main/context.js';
+import { startAppCollection } from './main/app-collection.js';
 import { startBuildsAhead } from './main/builds-ahead.js';
 import { openImagesAhead } from './main/images-ahead.js';
 import { startAllControllers } from './main/controllers.js';
@@ -47,6 +48,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const imagesAhead = await openImagesAhead(config, late, metrics, { ...parts, peerImages });
   const controllers = await startAllControllers(config, opts, late, gateway, { ...parts, peerImages });
   const buildsAhead = await startBuildsAhead(config, metrics, { ...parts, ...controllers });
+  const appCollection = startAppCollection(parts);
   const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
   imagesAhead?.start();
   late.imagesAhead = imagesAhead;
@@ -58,6 +60,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     routes: http.routes,
     logger: core.logger,
     async close() {
+      appCollection.close();
       await closeServer(late, gateway, { ...parts, ...controllers, codeCopies, buildsAhead, imagesAhead });
     },
   };

@@ -22,6 +22,7 @@ import {
   renameSync,
   rmSync,
   statSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -41,7 +42,13 @@ import { MANIFEST_FILES, type Manifest, ManifestError, parseManifest } from './m
 import { type BuildPlan, PlanError, planBuild } from './plan.js';
 import { DockerfileError } from './dockerfile/parse.js';
 import { ImageBuildError } from './dockerfile/engine.js';
-import { buildWorkloadImage, type DockerfilePlan, hasDockerfile, startOf } from './dockerfile/workload.js';
+import {
+  buildWorkloadImage,
+  builtImageName,
+  type DockerfilePlan,
+  hasDockerfile,
+  startOf,
+} from './dockerfile/workload.js';
 import { BUILD_ID_PREFIX, BUILD_IMAGE, type BuildOwner, runStep, stepFailure } from './sandbox-step.js';
 import { extractZip, UnsafeArchiveError } from './zip-extract.js';
 
@@ -278,7 +285,12 @@ export class Builder {
     want: { digest?: string } = {},
   ): Promise<BuiltApp> {
     const done = this.built(workspace, sourceDigest, base);
-    if (done) return done;
+    if (done) {
+      // Used again: young for the collection of apps no revision keeps (its revision may not be written yet).
+      const now = new Date();
+      utimesSync(join(this.appsDir(workspace), `${done.key}.json`), now, now);
+      return done;
+    }
     const key = this.keyOf(workspace, sourceDigest, base);
     // Two objects of a workspace with the same source (two users' copies of one MCP server, deployed at once) share
     // one build: a second run would empty the work directory under the first.
@@ -309,6 +321,44 @@ export class Builder {
       await Promise.all([...mine.values()].map((r) => r.done));
     }
     rmSync(workspaceBuildsDir(this.deps.dataDir, workspace), { recursive: true, force: true });
+  }
+
+  /**
+   * Removes the built apps of `workspace` that `wanted` does not name (the apps of the revisions its objects keep, and
+   * of its unfinished job executions) and that were built more than `olderThanMs` ago (a build whose revision is not
+   * written yet is younger), never one being built: the app directory, its plan and its log; an app built from a
+   * Dockerfile lets go of its image's name (`release`, refused while a sandbox runs it: then it stays for the next
+   * pass). Returns the keys removed.
+   */
+  collectApps(
+    workspace: string,
+    wanted: ReadonlySet<string>,
+    olderThanMs: number,
+    release?: (name: string) => void,
+  ): string[] {
+    const apps = this.appsDir(workspace);
+    if (!existsSync(apps)) return [];
+    const building = this.running.get(workspace);
+    const removed: string[] = [];
+    for (const f of readdirSync(apps)) {
+      const key = f.endsWith('.json') ? f.slice(0, -'.json'.length) : undefined;
+      if (!key || !KEY.test(key) || wanted.has(key) || building?.has(key)) continue;
+      const plan = join(apps, f);
+      if (Date.now() - statSync(plan).mtimeMs < olderThanMs) continue;
+      if (this.builtByKey(workspace, key)?.plan.language === 'dockerfile' && release) {
+        try {
+          release(builtImageName(key));
+        } catch {
+          continue; // its image runs in a sandbox, or was let go of already: the next pass looks again
+        }
+      }
+      // The plan first: without it the app is not built (builtByKey), so nothing starts on a directory going away.
+      rmSync(plan, { force: true });
+      rmSync(join(apps, key), { recursive: true, force: true });
+      rmSync(this.logPath(workspace, key), { force: true });
+      removed.push(key);
+    }
+    return removed;
   }
 
   /** Removes what builds kept for workspaces that no longer exist (a server stopped before it could). */
