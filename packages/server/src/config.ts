@@ -156,6 +156,11 @@ export interface Config {
   egressGateways?: Record<string, string[]>;
   /** Job tasks running at once on this server, all executions together (BERTH_JOB_MAX_TASKS). */
   jobMaxTasks?: number;
+  /**
+   * Days an ended job execution is kept, with its tasks and their logs (BERTH_JOB_EXECUTION_RETENTION_DAYS, default
+   * DEFAULT_EXECUTION_RETENTION_DAYS; 0 keeps them for ever).
+   */
+  jobExecutionRetentionDays: number;
   /** What one workspace may hold or run at once (BERTH_QUOTA_*; docs/decisions/040-workspace-quotas.md). */
   quotas: QuotaLimits;
   /**
@@ -212,6 +217,9 @@ export const QUOTA_SETTINGS: Record<keyof QuotaLimits, string> = {
   builds: 'BERTH_QUOTA_BUILDS',
   jobTasks: 'BERTH_QUOTA_JOB_TASKS',
 };
+
+/** Days an ended job execution is kept by default (BERTH_JOB_EXECUTION_RETENTION_DAYS): a month of history. */
+export const DEFAULT_EXECUTION_RETENTION_DAYS = 30;
 
 /** Tasks running at once on the server, all workspaces together (BERTH_JOB_MAX_TASKS): each is a sandbox. */
 export const DEFAULT_JOB_MAX_TASKS = 50;
@@ -342,6 +350,9 @@ export function loadConfig(
     domainResolvers: parseResolvers(env.BERTH_DOMAIN_RESOLVERS ?? '', 'BERTH_DOMAIN_RESOLVERS'),
     egressGateways: parseGateways(env.BERTH_EGRESS_GATEWAYS ?? ''),
     jobMaxTasks: env.BERTH_JOB_MAX_TASKS ? Number(env.BERTH_JOB_MAX_TASKS) : undefined,
+    jobExecutionRetentionDays: env.BERTH_JOB_EXECUTION_RETENTION_DAYS
+      ? nonNegativeInt(env.BERTH_JOB_EXECUTION_RETENTION_DAYS, 'BERTH_JOB_EXECUTION_RETENTION_DAYS')
+      : DEFAULT_EXECUTION_RETENTION_DAYS,
     quotas: parseQuotas(env),
     outboundAllowCidrs: [
       ...parseCidrList(env.BERTH_OUTBOUND_ALLOW_CIDRS ?? '', 'BERTH_OUTBOUND_ALLOW_CIDRS', true),

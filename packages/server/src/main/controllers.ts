@@ -14,6 +14,7 @@ import { existingArchive } from '../runtime/volume-archives.js';
 import { applicationReconciler } from '../controllers/workload/application.js';
 import { deployReconciler } from '../controllers/workload/deploy.js';
 import { jobRevisionReconciler } from '../controllers/job/job-revision.js';
+import { startRetention } from '../controllers/job/job-retention.js';
 import { agentScheduling } from '../controllers/workload/agent-schedules.js';
 import { jobScheduling } from '../controllers/job/job-schedules.js';
 import { TriggerSchedules } from '../controllers/code/trigger-schedules.js';
@@ -36,7 +37,7 @@ import type { Gateway } from './gateway.js';
 import type { Http } from './http.js';
 import type { Runtime } from './runtime.js';
 import type { Core } from './store.js';
-import type { Workloads } from './workloads.js';
+import { jobLogsDir, type Workloads } from './workloads.js';
 
 /** The default `onFenced`: a server that lost its lead exits rather than risk acting beside the new leader. */
 const fenced = (logger: pino.Logger) => (role: string, err: unknown) => {
@@ -187,6 +188,13 @@ export async function startAllControllers(
       if (!replicaPlacements) scaler.start();
       const expiry = new SandboxExpiry({ resources, logger, lastUsedMs: gateway.lastUsedMs });
       expiry.start();
+      // Ended executions past BERTH_JOB_EXECUTION_RETENTION_DAYS go, with their tasks and logs (decision 098).
+      const retention = startRetention({
+        store: resources.store,
+        logsDir: jobLogsDir(config),
+        retentionDays: config.jobExecutionRetentionDays,
+        logger,
+      });
       // The other servers' gateways learn that this one now holds the instances at once, not at the next beat.
       void late.nodes?.beat();
       stopActing = async () => {
@@ -196,6 +204,7 @@ export async function startAllControllers(
         jobSchedules.stop();
         callbacks.stop();
         await jobs.stop();
+        await retention.stop();
         await expiry.stop();
         await controllers.stop();
       };

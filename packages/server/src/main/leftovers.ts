@@ -6,11 +6,12 @@ import { sandboxOwner } from '../controllers/sandbox/sandbox.js';
 import { removeOrphanArchives } from '../controllers/volume/volume.js';
 import { upgradeLegacyBuilds } from '../builds/legacy.js';
 import { jobOwner } from '../controllers/job/job-owner.js';
+import { removeOrphanLogs } from '../controllers/job/job-retention.js';
 import { workloadOwner } from '../controllers/workload/workload-owner.js';
 import { EVERY_WORKSPACE } from '../store/store.js';
 import type { Runtime } from './runtime.js';
 import type { Core } from './store.js';
-import type { Workloads } from './workloads.js';
+import { jobLogsDir, type Workloads } from './workloads.js';
 
 export async function collectLeftovers(config: Config, parts: Core & Runtime & Workloads) {
   const { store, logger, resources, clusterSelf } = parts;
@@ -32,4 +33,6 @@ export async function collectLeftovers(config: Config, parts: Core & Runtime & W
   await builder.removeWorkspacesExcept(new Set(workspaces.map((w) => w.name)));
   // Images only removed sandboxes ran on, and no workspace holds by name (docs/decisions/018-images.md).
   images.collect();
+  // Task logs of executions the retention removed while another server led (decision 098).
+  await removeOrphanLogs(store, jobLogsDir(config));
 }

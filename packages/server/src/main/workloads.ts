@@ -58,7 +58,7 @@ export function startWorkloads(config: Config, parts: Core & Runtime, late: Late
       rebuildJobApp({ store: resources.store, builder, code }, ws, job, app, signal),
     instances,
     logger,
-    logsDir: join(config.dataDir, 'jobs', 'logs'),
+    logsDir: jobLogsDir(config),
     maxTasks: config.jobMaxTasks,
     quota: quotas,
     node: parts.clusterSelf,
@@ -78,3 +78,6 @@ export function startWorkloads(config: Config, parts: Core & Runtime, late: Late
 }
 
 export type Workloads = ReturnType<typeof startWorkloads>;
+
+/** Where the job runner keeps its task logs (`<workspace>/<job>/<execution>/<index>.log`). */
+export const jobLogsDir = (config: Pick<Config, 'dataDir'>) => join(config.dataDir, 'jobs', 'logs');
