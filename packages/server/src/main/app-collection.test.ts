@@ -1,6 +1,6 @@
 // Built apps no revision keeps (main/app-collection.ts, Builder.collectApps) over a real data dir and SQLite store:
-// the apps wanted are the kept revisions' of agents, functions and jobs and the unfinished executions' (per
-// workspace); an app neither wanted nor younger than the bound is removed with its plan and log, another workspace's
+// the apps wanted are the kept revisions' of agents, functions and jobs, each one's last upload's build, and the
+// unfinished executions' (per workspace); an app neither wanted nor younger than the bound is removed with its plan and log, another workspace's
 // never; an app built from a Dockerfile lets go of its image's name first, and stays while that is refused.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
@@ -56,13 +56,21 @@ describe('built apps no revision keeps', () => {
       parent,
       name,
     });
-    await create(store, key('Agent', 'ws-a', 'bot'), { revisions: [{ app: 'a1' }, { app: 'a2' }] });
+    // Its last upload's build failed to start: no revision records it, its build (and log) are still wanted.
+    const failed = `sha256:${'cd'.repeat(32)}`;
+    await create(store, key('Agent', 'ws-a', 'bot'), {
+      revisions: [{ app: 'a1' }, { app: 'a2' }],
+      source: { digest: failed },
+    });
     await create(store, key('Function', 'ws-a', 'fn'), { revisions: [{ app: 'f1' }] });
     await create(store, key('Job', 'ws-b', 'nightly'), { revisions: [{ app: 'j1' }] });
     await create(store, key('JobExecution', 'ws-b', 'x1', 'nightly'), { status: 'running', app: 'x1' });
     await create(store, key('JobExecution', 'ws-b', 'x2', 'nightly'), { status: 'succeeded', app: 'x2' });
-    const wanted = await wantedApps(store);
-    assert.deepEqual([...(wanted.get('ws-a') ?? [])].sort(), ['a1', 'a2', 'f1']);
+    const wanted = await wantedApps(store, builder);
+    assert.deepEqual(
+      [...(wanted.get('ws-a') ?? [])].sort(),
+      ['a1', 'a2', 'f1', builder.keyOf('ws-a', failed)].sort(),
+    );
     assert.deepEqual([...(wanted.get('ws-b') ?? [])].sort(), ['j1', 'x1']);
   });
 

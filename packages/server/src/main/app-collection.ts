@@ -3,6 +3,7 @@
 // that no Agent, Function or Job keeps among its revisions (KEPT_REVISIONS each) and no unfinished job execution runs,
 // built more than APP_KEEP_MS ago. On every server of a cluster alike: each collects its own disk by the same rule.
 import { K } from '../auth/records.js';
+import type { Builder } from '../builds/builder.js';
 import { isExecutionEnded } from '../controllers/job/job-decide.js';
 import { EXECUTION_KIND, type ExecutionRecord } from '../controllers/job/job-store.js';
 import { EVERY_WORKSPACE, type Store } from '../store/store.js';
@@ -14,8 +15,14 @@ export const APP_COLLECT_MS = 60 * 60_000;
 /** An app younger than this is kept whatever the revisions say: its deploy may not have written its revision yet. */
 export const APP_KEEP_MS = 60 * 60_000;
 
-/** The apps each workspace still needs: its objects' kept revisions', and its unfinished executions'. */
-export async function wantedApps(store: Store): Promise<Map<string, Set<string>>> {
+/**
+ * The apps each workspace still needs: its objects' kept revisions', the build of each object's last uploaded source
+ * (a deploy that failed records no revision, and its build log is what says why), and its unfinished executions'.
+ */
+export async function wantedApps(
+  store: Store,
+  builder: Pick<Builder, 'keyOf' | 'baseImage'>,
+): Promise<Map<string, Set<string>>> {
   const out = new Map<string, Set<string>>();
   const add = (workspace: string, app: unknown) => {
     if (typeof app !== 'string') return;
@@ -24,8 +31,19 @@ export async function wantedApps(store: Store): Promise<Map<string, Set<string>>
     out.set(workspace, set);
   };
   for (const kind of ['Agent', 'Function', 'Job'])
-    for (const o of await store.list({ workspace: EVERY_WORKSPACE, kind }))
+    for (const o of await store.list({ workspace: EVERY_WORKSPACE, kind })) {
       for (const r of o.body.revisions ?? []) add(o.workspace, r?.app);
+      const digest = o.body.source?.digest;
+      if (typeof digest === 'string')
+        try {
+          add(
+            o.workspace,
+            builder.keyOf(o.workspace, digest, builder.baseImage(o.workspace, o.body.spec?.runtime?.image)),
+          );
+        } catch {
+          // Its image is not in the workspace now: its last build's key cannot be known, the revisions' stay.
+        }
+    }
   for (const o of await store.list({ workspace: EVERY_WORKSPACE, kind: EXECUTION_KIND })) {
     const rec = o.body as ExecutionRecord;
     if (!isExecutionEnded(rec.status)) add(o.workspace, rec.app);
@@ -40,7 +58,7 @@ export function startAppCollection(parts: Core & Runtime & Workloads): { close()
     if (running) return;
     running = true;
     try {
-      const wanted = await wantedApps(store);
+      const wanted = await wantedApps(store, builder);
       for (const w of await store.list({ workspace: EVERY_WORKSPACE, kind: K.workspace })) {
         const ws = w.name;
         const removed = builder.collectApps(ws, wanted.get(ws) ?? new Set(), APP_KEEP_MS, (name) =>
