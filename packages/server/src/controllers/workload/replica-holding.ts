@@ -1,11 +1,11 @@
-// What each node of a cluster runs for the agents and functions whose replica slots are placed on it
+// What each node of a cluster runs for the agents, functions and applications whose replica slots are placed on it
 // (docs/decisions/086-replicas-across-nodes.md): their deployed revisions (active, and canary), with its share of
 // their scale, on its own runtime; and nothing of a workload placed elsewhere. The leader's placement
 // (replica-placement.ts) says where; this node does the node-local work (start, re-adopt, scale, freeze through its
 // gateway, remove) and writes no status: the object's status is the leader's deploy's. The app is the revision's
 // build: copied ahead already (controllers/code/builds-ahead.ts), or copied here from a node holding it before its
-// replicas start (builds/app-copies.ts; built here only when no live node holds it); the gateways send the workload's
-// requests to the nodes that serve it meanwhile.
+// replicas start (builds/app-copies.ts; built here only when no live node holds it); an application's is its image,
+// copied here ahead (decision 087). The gateways send the workload's requests to the nodes that serve it meanwhile.
 import type { Logger } from 'pino';
 import type { BuiltApp, Builder } from '../../builds/builder.js';
 import type { CodeStore } from '../../builds/code-store.js';
@@ -20,7 +20,7 @@ import type { ImageStore } from '../../runtime/images/image-store.js';
 import type { Resources } from '../../store/resources.js';
 import { keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
 import type { RevisionRecord } from '../code/source.js';
-import { routeOf, runOf, type WorkloadKind, workloadOf } from './deploy.js';
+import { runOf, type WorkloadKind, workloadOf } from './deploy.js';
 import { applicationWorkload, placedApplicationRuns } from './application.js';
 import type { ReplicaSet, RevisionRun, Workload } from './replicas.js';
 
@@ -207,7 +207,7 @@ export class ReplicaHolding {
     const deps = { resources: this.deps.resources };
     const run = await runOf(deps, kind, o, active, [], share);
     const canary = canaryApp && { run: await runOf(deps, kind, o, canaryApp, [], share), percent };
-    return { run, canary, workload: { ...workloadOf(kind, o), route: routeOf(o) } };
+    return { run, canary, workload: workloadOf(kind, o) };
   }
 
   private async sync(o: StoredObject): Promise<void> {

@@ -1,4 +1,4 @@
-// The controllers' leader decides how many replica slots each agent and function keeps and on which nodes
+// The controllers' leader decides how many replica slots each agent, function and application keeps and on which nodes
 // (docs/decisions/086-replicas-across-nodes.md): its minScale (at least one), spread over the live nodes of its region
 // (different nodes first, those with its app built next, then the least loaded), recorded on the object as
 // `replicaNodes`. A slot on a node that left (lease lapsed, drained) or that no longer serves the workload's region
@@ -30,7 +30,7 @@ const same = (a: readonly string[], b: readonly string[]) =>
 const nodesOf = (o: StoredObject): string[] =>
   Array.isArray(o.body.replicaNodes) ? o.body.replicaNodes : [];
 
-/** One pass over every agent and function; returns how many were placed (again). */
+/** One pass over every placed workload; returns how many were placed (again). */
 export async function placeReplicas(deps: ReplicaPlacementDeps): Promise<number> {
   const holder = deps.holder();
   if (!holder) return 0;
@@ -88,7 +88,7 @@ export function placeReplicasEvery(
     if (busy) return;
     busy = true;
     running = placeReplicas(deps)
-      .catch((err) => deps.warn(err, 'could not place the replicas of agents and functions'))
+      .catch((err) => deps.warn(err, 'could not place the replicas of agents, functions and applications'))
       .finally(() => {
         busy = false;
       });
