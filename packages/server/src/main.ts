@@ -46,12 +46,12 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   await collectLeftovers(config, parts);
   // Before anything starts on an image: names let go of while this server was away go (decision 087).
   const imagesAhead = await openImagesAhead(config, late, metrics, { ...parts, peerImages });
+  late.imagesAhead = imagesAhead;
   const controllers = await startAllControllers(config, opts, late, gateway, { ...parts, peerImages });
   const buildsAhead = await startBuildsAhead(config, metrics, { ...parts, ...controllers });
   const appCollection = startAppCollection(parts);
   const bootstrap = await listenAndJoin(config, late, gateway, { ...parts, ...controllers });
   imagesAhead?.start();
-  late.imagesAhead = imagesAhead;
   return {
     url: `http://${config.host}:${late.actualPort}`,
     port: late.actualPort,

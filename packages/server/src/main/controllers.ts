@@ -100,6 +100,11 @@ export async function startAllControllers(
     async start(session) {
       // What the leader runs writes through `led`: fenced on its lead, refused once it lost it (decision 068).
       const resources = parts.led;
+      // The image names let go of while this server did not lead go first (decision 087), before its image routes
+      // take writes rather than at images ahead's next pass.
+      await late.imagesAhead
+        ?.tookLead()
+        .catch((err) => logger.warn({ err }, 'images ahead: could not read the names let go of'));
       // Taking over from a server that died: no server sends it requests for the controllers' instances any more.
       // Its sandboxes are placed again once its lease lapses (placeAgain below), as any node's.
       // On the lead's own session: a server that lost the lead meanwhile clears no claim (decision 080).

@@ -265,6 +265,15 @@ export class ImagesAhead {
     }
   }
 
+  /**
+   * This server has just taken the lead: the record is read and applied now (its image routes take writes from now
+   * on), then written back as this store holds it.
+   */
+  async tookLead(): Promise<void> {
+    this.recordRead = false;
+    await this.record();
+  }
+
   /** Lets go here of `workspace`'s names in `gone`; those that must wait (a sandbox here runs on the image). */
   private applyGone(ws: string, gone: Record<string, string>): Record<string, string> {
     const { images } = this.deps;
