@@ -238,6 +238,9 @@ export async function instanceHolder(o: {
     },
     taskNodes: () => (read ? Math.max(1, anywhere.all.length) : 1),
     lapsed(node) {
+      // Its own lease this node knows first-hand (its renewals landing or not), where the list read last may be half
+      // a second old: under load a leader read itself as lapsed there and took its own running attempts for lost.
+      if (node === self) return o.nodes.fence() === undefined;
       if (!read) return false;
       return !byId.get(node)?.leased;
     },

@@ -89,7 +89,10 @@ test('the warm pool is preferred among the nodes drawn, while the warm node has 
   assert.equal(choose({ all: [], warm: new Map() }, 'default', 1, load), undefined);
 });
 
-async function holderOf(list: NodeView[], opts: { leader?: string; aliases?: Record<string, string> } = {}) {
+async function holderOf(
+  list: NodeView[],
+  opts: { leader?: string; aliases?: Record<string, string>; holding?: () => boolean } = {},
+) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-place-regions-'));
   const store = new SqliteStore(join(dir, 'berth.db'));
   const placements = new SandboxPlacements(store);
@@ -102,7 +105,7 @@ async function holderOf(list: NodeView[], opts: { leader?: string; aliases?: Rec
     drain: async () => undefined,
     handOver: async () => undefined,
     close: async () => undefined,
-    fence: () => ({ node: self.id, epoch: 1 }),
+    fence: () => (opts.holding?.() === false ? undefined : { node: self.id, epoch: 1 }),
     refused: () => undefined,
   };
   const leadership: Leadership = {
@@ -327,6 +330,23 @@ test("a job task's attempt goes to a healthy, undrained node of its job's region
     assert.equal(h.holder.lapsed('node-gone'), true);
     assert.equal(h.holder.lapsed('node-eu-3'), false);
     assert.equal(h.holder.lapsed('node-eu-1'), false);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a node judges its own lease by its renewals, not by the list it read last', async () => {
+  let holding = true;
+  // The list read last says this node's lease lapsed (its beat was late, say): it holds it all the same.
+  const h = await holderOf(
+    [view('node-self', ['eu-lon-1'], { healthy: false, leased: false }), view('node-b', ['eu-lon-1'])],
+    { leader: 'node-self', holding: () => holding },
+  );
+  try {
+    assert.equal(h.holder.lapsed('node-self'), false, 'its own attempts are not taken for lost');
+    holding = false;
+    assert.equal(h.holder.lapsed('node-self'), true, 'once its own renewals stopped, they are');
+    assert.equal(h.holder.lapsed('node-b'), false);
   } finally {
     await h.close();
   }
