@@ -145,6 +145,9 @@ function openTerm(
   };
 }
 
+/** The most read synchronously at a terminal's end: far more than a PTY holds unread, bounded all the same. */
+const DRAIN_MAX_BYTES = 1024 * 1024;
+
 /** What node-pty 1.1 keeps of a terminal, beside its public interface. */
 interface PtyInternals {
   /** The PTY's slave side (`/dev/pts/N`) and its master's descriptor. */
@@ -187,7 +190,8 @@ function keepOutput(p: import('node-pty').IPty): () => void {
     if (!socket.destroyed && slave !== undefined) {
       const decoder = new StringDecoder('utf8');
       const buf = Buffer.alloc(64 * 1024);
-      for (;;) {
+      // Bounded: a process the shell left behind may go on writing, and this read holds the daemon's event loop.
+      for (let total = 0; total < DRAIN_MAX_BYTES; ) {
         let n = 0;
         try {
           n = readSync(master, buf, 0, buf.length, null);
@@ -195,6 +199,7 @@ function keepOutput(p: import('node-pty').IPty): () => void {
           break; // EAGAIN: nothing more
         }
         if (n <= 0) break;
+        total += n;
         socket.emit('data', decoder.write(buf.subarray(0, n)));
       }
       const rest = decoder.end();
