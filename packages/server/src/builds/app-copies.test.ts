@@ -36,6 +36,15 @@ import { builtImageName } from './dockerfile/workload.js';
 import { appsDirOf } from './layout.js';
 
 const SOURCE = `sha256:${'ab'.repeat(32)}`;
+
+/** A builder of `dataDir` that can only copy or find an app (no runtime, code or network: a build would throw). */
+const builderAt = (dataDir: string) =>
+  new Builder({
+    dataDir,
+    instances: undefined as never,
+    code: undefined as never,
+    outbound: undefined as never,
+  });
 const never = new AbortController().signal;
 
 describe('built apps copied between the nodes of a cluster', () => {
@@ -50,12 +59,7 @@ describe('built apps copied between the nodes of a cluster', () => {
   /** A node lacking the app: its builder, and its copies asking the holder (or `peers`). */
   const node = (peers = () => [new URL(url)], t = token) => {
     const dataDir = join(dir, `node-${n++}`);
-    const builder = new Builder({
-      dataDir,
-      instances: undefined as never,
-      code: undefined as never,
-      outbound: undefined as never,
-    });
+    const builder = builderAt(dataDir);
     const copies = new AppCopies({ dataDir, builder, token: t, peers: async () => peers() });
     const counts = { copied: 0, refused: 0 };
     copies.counted = (o) => counts[o]++;
@@ -66,12 +70,7 @@ describe('built apps copied between the nodes of a cluster', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'berth-app-copies-'));
     const dataDir = join(dir, 'holder');
-    holder = new Builder({
-      dataDir,
-      instances: undefined as never,
-      code: undefined as never,
-      outbound: undefined as never,
-    });
+    holder = builderAt(dataDir);
     key = holder.keyOf('ws-a', SOURCE);
     // An app as a build leaves it: its directory, its plan with the archive digest, its log.
     const apps = appsDirOf(dataDir, 'ws-a');
@@ -227,12 +226,7 @@ describe('built apps copied between the nodes of a cluster', () => {
     const source = `sha256:${'cd'.repeat(32)}`;
     const holderDir = join(dir, 'df-holder');
     const images = new ImageStore({ dataDir: holderDir });
-    const built = new Builder({
-      dataDir: holderDir,
-      instances: undefined as never,
-      code: undefined as never,
-      outbound: undefined as never,
-    });
+    const built = builderAt(holderDir);
     const dfKey = built.keyOf('ws-a', source);
     const { archive, id } = await savedArchive(
       [await tarOf([{ name: 'app/run.sh', body: 'echo built once\n' }])],
@@ -268,12 +262,7 @@ describe('built apps copied between the nodes of a cluster', () => {
     try {
       const dataDir = join(dir, 'df-copier');
       const mine = new ImageStore({ dataDir });
-      const builder = new Builder({
-        dataDir,
-        instances: undefined as never,
-        code: undefined as never,
-        outbound: undefined as never,
-      });
+      const builder = builderAt(dataDir);
       const copies = new AppCopies({
         dataDir,
         builder,

@@ -50,11 +50,18 @@ export async function removeOldExecutions(d: RetentionDeps): Promise<number> {
 
 /** Removes this server's log directories of executions the store does not have (deleted by another leader). */
 export async function removeOrphanLogs(store: Store, logsDir: string): Promise<number> {
+  if (!existsSync(logsDir)) return 0;
+  // One read of every execution, not one per directory: a busy job keeps tens of thousands (a month of them).
+  const known = new Set(
+    (await store.list({ workspace: EVERY_WORKSPACE, kind: EXECUTION_KIND })).map(
+      (o) => `${o.workspace}/${o.parent}/${o.name}`,
+    ),
+  );
   let removed = 0;
-  for (const ws of existsSync(logsDir) ? readdirSync(logsDir) : [])
+  for (const ws of readdirSync(logsDir))
     for (const job of readdirSync(join(logsDir, ws)))
       for (const id of readdirSync(join(logsDir, ws, job))) {
-        if (await store.get({ kind: EXECUTION_KIND, workspace: ws, parent: job, name: id })) continue;
+        if (known.has(`${ws}/${job}/${id}`)) continue;
         rmSync(join(logsDir, ws, job, id), { recursive: true, force: true });
         removed++;
       }
