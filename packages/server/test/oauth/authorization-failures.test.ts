@@ -18,7 +18,7 @@ import {
 } from '../../src/test-support/oidc-provider.js';
 import { OUTBOUND_LOOPBACK, startTestServer, type TestServer } from '../../src/test-support/server.js';
 import { newTenant, type Tenant } from '../../src/test-support/tenants.js';
-import { connectInBrowser, freePort } from './support.js';
+import { connectInBrowser, holdPort, type PortHold } from './support.js';
 
 const WS = 'acme';
 
@@ -28,13 +28,13 @@ describe('§7 failures during authorization', () => {
   let acme: Tenant;
   let browser: Browser;
   const backends: { close(): Promise<unknown> }[] = [];
-  const ports = { noMail: 0, online: 0, mismatch: 0 };
+  const ports = {} as Record<'noMail' | 'online' | 'mismatch', PortHold>;
   const url = (p: number) => `http://127.0.0.1:${p}`;
 
-  async function backend(port: number, over: Record<string, string> = {}) {
+  async function backend(hold: PortHold, over: Record<string, string> = {}) {
     const b = startBackend(
       settings({
-        PORT: String(port),
+        PORT: String(hold.port),
         BERTH_URL: s.url,
         BERTH_API_KEY: acme.key,
         BERTH_WORKSPACE: WS,
@@ -47,16 +47,17 @@ describe('§7 failures during authorization', () => {
         ...over,
       }),
     );
+    await hold.release();
     await b.listen();
     backends.push(b);
-    return url(port);
+    return url(hold.port);
   }
 
   before(async () => {
-    for (const k of Object.keys(ports) as (keyof typeof ports)[]) ports[k] = await freePort();
+    for (const k of ['noMail', 'online', 'mismatch'] as const) ports[k] = await holdPort();
     idp = await startTestProvider({
       // The mismatch backend's own callback is not registered: that is the mismatch.
-      redirectUris: [ports.noMail, ports.online].map((p) => `${url(p)}/callback`),
+      redirectUris: [ports.noMail.port, ports.online.port].map((p) => `${url(p)}/callback`),
       accessTokenTtlS: 60,
     });
     s = await startTestServer({ ...OUTBOUND_LOOPBACK });
@@ -66,6 +67,7 @@ describe('§7 failures during authorization', () => {
   after(async () => {
     await browser?.close();
     for (const b of backends) await b.close();
+    for (const h of Object.values(ports)) await h.release();
     await s?.close();
     await idp?.close();
   });

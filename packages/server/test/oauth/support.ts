@@ -23,13 +23,27 @@ export const MAIL_TEMPLATE = join(REPO, 'templates/mcp-mail');
 export const MAIL_HANDLER = join(REPO, 'packages/server/src/test-support/fake-mail-api.cjs');
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A free loopback port (for a server whose address must be known before it starts: a registered redirect URI). */
-export async function freePort(): Promise<number> {
+/**
+ * A loopback port held until its server starts (for a server whose address must be known before it starts: a
+ * registered redirect URI). Held rather than probed and freed: another test file binding port 0 meanwhile could
+ * otherwise be given it.
+ */
+export interface PortHold {
+  port: number;
+  /** Frees the port for its server; call right before that server listens. Idempotent. */
+  release(): Promise<void>;
+}
+
+export async function holdPort(): Promise<PortHold> {
   const srv = createServer();
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
   const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
+  let freed: Promise<void> | undefined;
+  const release = () => {
+    freed ??= new Promise<void>((r) => srv.close(() => r()));
+    return freed;
+  };
+  return { port, release };
 }
 
 export interface MailApi {

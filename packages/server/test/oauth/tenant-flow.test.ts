@@ -21,7 +21,8 @@ import { type SandboxServer, startSandboxServer } from '../sandboxes/support.js'
 import {
   berthEnv,
   connectInBrowser,
-  freePort,
+  holdPort,
+  type PortHold,
   inReplica,
   MAIL_TEMPLATE,
   type MailApi,
@@ -42,14 +43,14 @@ describe('tenant OAuth flow through a browser', () => {
   let acme: Tenant;
   let browser: Browser;
   const backends: { close(): Promise<unknown> }[] = [];
-  const ports = { main: 0 };
+  const ports = {} as Record<'main', PortHold>;
   const url = (p: number) => `http://127.0.0.1:${p}`;
 
   /** A tenant backend from the example, with `over` changed (its client, redirect URI, access type). */
-  async function backend(port: number, over: Record<string, string> = {}) {
+  async function backend(hold: PortHold, over: Record<string, string> = {}) {
     const b = startBackend(
       settings({
-        PORT: String(port),
+        PORT: String(hold.port),
         BERTH_URL: s.url,
         BERTH_API_KEY: acme.key,
         BERTH_WORKSPACE: WS,
@@ -63,9 +64,10 @@ describe('tenant OAuth flow through a browser', () => {
         ...over,
       }),
     );
+    await hold.release();
     await b.listen();
     backends.push(b);
-    return url(port);
+    return url(hold.port);
   }
 
   const mcp = async (user: string) => {
@@ -81,9 +83,9 @@ describe('tenant OAuth flow through a browser', () => {
     (await s.api(`/integrations/connections/mail-${user}`, { key: acme.key })).json();
 
   before(async () => {
-    for (const k of Object.keys(ports) as (keyof typeof ports)[]) ports[k] = await freePort();
+    for (const k of ['main'] as const) ports[k] = await holdPort();
     idp = await startTestProvider({
-      redirectUris: [`${url(ports.main)}/callback`],
+      redirectUris: [`${url(ports.main.port)}/callback`],
       accessTokenTtlS: TOKEN_TTL_S,
     });
     mail = await startMailApi(idp);
@@ -96,6 +98,7 @@ describe('tenant OAuth flow through a browser', () => {
   after(async () => {
     await browser?.close();
     for (const b of backends) await b.close();
+    for (const h of Object.values(ports)) await h.release();
     await s?.close();
     await mail?.stop();
     await idp?.close();
@@ -225,7 +228,7 @@ describe('tenant OAuth flow through a browser', () => {
     // Alice is untouched.
     assert.equal((await connection('alice')).token.state, 'VALID');
     // The tenant's page asks bob to connect again; he does.
-    const landed = await connectInBrowser(browser, url(ports.main), 'bob');
+    const landed = await connectInBrowser(browser, url(ports.main.port), 'bob');
     assert.match(landed.text, /Connected/);
     await waitForFunction(s, acme.key, 'mail-bob', (o) => o.status === 'DEPLOYED', 'DEPLOYED again');
     const client = await mcp('bob');
@@ -286,7 +289,7 @@ describe('tenant OAuth flow through a browser', () => {
   it('disconnecting deletes the user’s MCP server and connection', async () => {
     const ctx = await browser.newContext();
     const page = await ctx.newPage();
-    await page.goto(url(ports.main));
+    await page.goto(url(ports.main.port));
     await page.fill('input[name=user]', 'alice');
     await page.click('#login');
     await page.click('#disconnect');
