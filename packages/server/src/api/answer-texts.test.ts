@@ -163,3 +163,80 @@ describe('AnswerTexts bounds', () => {
     assert.equal(texts.get(key(599), 3), 'z');
   });
 });
+
+describe('list pages kept as text', () => {
+  let s: TestServer;
+  let c: Tenant;
+  let d: Tenant;
+  before(async () => {
+    s = await startTestServer();
+    c = await newTenant(s, 'pages-c');
+    d = await newTenant(s, 'pages-d');
+  });
+  after(() => s.close());
+
+  /** The first page of two, read twice (the second answer is the kept page), with its cursor headers. */
+  const page = async (key: string, version = '2025-01-01') => {
+    const read = async () => {
+      const r = await s.api('/policies?limit=2', { key, headers: { 'blaxel-version': version } });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('content-type'), 'application/json; charset=utf-8');
+      return { body: await r.json(), next: r.headers.get('x-next-cursor'), link: r.headers.get('link') };
+    };
+    const first = await read();
+    assert.deepEqual(await read(), first);
+    return first;
+  };
+  const outputs = (p: { body: any[] }) => p.body.map((x) => `${x.metadata.name}:${x.spec.maxTokens.output}`);
+
+  it('a page is answered again only until an object it lists, or may list, is written', async () => {
+    for (const n of ['p1', 'p2', 'p3'])
+      assert.equal(
+        (await s.api('/policies', { method: 'POST', json: policy(n, 1), key: c.key })).status,
+        200,
+      );
+    const first = await page(c.key);
+    assert.deepEqual(outputs(first), ['p1:1', 'p2:1']);
+    assert.ok(first.next, 'a next cursor');
+    assert.match(first.link ?? '', /rel="next"/);
+    // A write straight to the store (as a controller writes), a replace, a delete, a create before the page.
+    await s.store.write([
+      {
+        op: 'update',
+        key: { kind: 'Policy', workspace: c.home, parent: '', name: 'p1' },
+        mutate: (cur) => ({
+          ...cur.body,
+          spec: { ...cur.body.spec, maxTokens: { output: 2, granularity: 'hour' } },
+        }),
+      },
+    ]);
+    assert.deepEqual(outputs(await page(c.key)), ['p1:2', 'p2:1']);
+    assert.equal(
+      (await s.api('/policies/p2', { method: 'PUT', json: policy('p2', 3), key: c.key })).status,
+      200,
+    );
+    assert.deepEqual(outputs(await page(c.key)), ['p1:2', 'p2:3']);
+    assert.equal((await s.api('/policies/p1', { method: 'DELETE', key: c.key })).status, 200);
+    const afterDelete = await page(c.key);
+    assert.deepEqual(outputs(afterDelete), ['p2:3', 'p3:1']);
+    assert.notEqual(afterDelete.next, first.next, "the kept page's cursor went with it");
+    assert.equal(
+      (await s.api('/policies', { method: 'POST', json: policy('p0', 4), key: c.key })).status,
+      200,
+    );
+    assert.deepEqual(outputs(await page(c.key)), ['p0:4', 'p2:3']);
+  });
+
+  it("another tenant's same page, and another API version's shape, are never answered from a kept page", async () => {
+    assert.equal(
+      (await s.api('/policies', { method: 'POST', json: policy('p2', 9), key: d.key })).status,
+      200,
+    );
+    const mine = outputs(await page(c.key));
+    assert.deepEqual(outputs(await page(d.key)), ['p2:9']);
+    assert.deepEqual(outputs(await page(c.key)), mine);
+    const enveloped = await page(c.key, '2026-04-28');
+    assert.deepEqual(Object.keys(enveloped.body), ['data', 'meta']);
+    assert.deepEqual(outputs({ body: enveloped.body.data }), mine);
+  });
+});

@@ -1,12 +1,24 @@
 // The JSON text of GET answers, by object and version: a read of an object nobody wrote since the last read sends
-// the same text again, without copying the stored body, making its view and serialising it (decision 083).
+// the same text again, without copying the stored body, making its view and serialising it (decision 083). The
+// same for list pages, by query and the version of the objects listed (decision 099).
 import { keyString, type ResourceKey } from '../store/store.js';
 
-/** Texts kept; the oldest are dropped past this many, or past TOTAL_MAX_CHARS characters in all (8 MB of ASCII JSON). */
-const TEXTS_MAX = 10_000;
-const TOTAL_MAX_CHARS = 8 * 1024 * 1024;
-/** A larger answer is not kept (memory): it is made again on each read. */
-const TEXT_MAX_CHARS = 16_384;
+export interface TextBounds {
+  /** Texts kept; the oldest are dropped past this many, or past `totalMaxChars` characters in all. */
+  textsMax: number;
+  totalMaxChars: number;
+  /** A larger answer is not kept (memory): it is made again on each read. */
+  textMaxChars: number;
+}
+
+/** For GET answers: 10,000 texts, 8 MB of ASCII JSON in all, none over 16 Ki characters. */
+const ANSWER_BOUNDS: TextBounds = { textsMax: 10_000, totalMaxChars: 8 * 1024 * 1024, textMaxChars: 16_384 };
+
+/** A kept text, with the headers its answer carries besides the type (a list page's next cursor). */
+export interface KeptText {
+  text: string;
+  headers?: Record<string, string>;
+}
 
 /**
  * Keyed by the object's whole key (kind, workspace, parent, name) and valid for one version only: a version is the
@@ -16,23 +28,33 @@ const TEXT_MAX_CHARS = 16_384;
  * each read (a kind's `decorate`).
  */
 export class AnswerTexts {
-  private readonly texts = new Map<string, { version: number; text: string }>();
+  private readonly texts = new Map<string, KeptText & { version: number }>();
   private chars = 0;
+
+  constructor(private readonly bounds: TextBounds = ANSWER_BOUNDS) {}
 
   /** The text kept for `key` at `version` (the store's current one); undefined when none or another version's. */
   get(key: ResourceKey, version: number | undefined): string | undefined {
-    if (version === undefined) return undefined;
-    const hit = this.texts.get(keyString(key));
-    return hit?.version === version ? hit.text : undefined;
+    return this.kept(keyString(key), version)?.text;
   }
 
   set(key: ResourceKey, version: number, text: string) {
-    const k = keyString(key);
+    this.keep(keyString(key), version, { text });
+  }
+
+  /** As `get`, by a key the caller makes (it must name the workspace), with the headers kept beside the text. */
+  kept(k: string, version: number | undefined): KeptText | undefined {
+    if (version === undefined) return undefined;
+    const hit = this.texts.get(k);
+    return hit?.version === version ? hit : undefined;
+  }
+
+  keep(k: string, version: number, kept: KeptText) {
     this.drop(k);
-    if (text.length > TEXT_MAX_CHARS) return;
-    this.texts.set(k, { version, text });
-    this.chars += text.length;
-    while (this.texts.size > TEXTS_MAX || this.chars > TOTAL_MAX_CHARS)
+    if (kept.text.length > this.bounds.textMaxChars) return;
+    this.texts.set(k, { version, ...kept });
+    this.chars += kept.text.length;
+    while (this.texts.size > this.bounds.textsMax || this.chars > this.bounds.totalMaxChars)
       this.drop(this.texts.keys().next().value as string);
   }
 

@@ -13,8 +13,8 @@ import { listPage, memoryPage, parseLabels } from './pagination.js';
 import type { DeleteHook } from './wait.js';
 import { wantsWatch, watchAnswer } from './list-watch.js';
 import type { WatchLimit } from './watch-stream.js';
-import { AnswerTexts } from './answer-texts.js';
-import { listText } from './api-version.js';
+import { AnswerTexts, type TextBounds } from './answer-texts.js';
+import { listIsBare, listText } from './api-version.js';
 
 /** Wraps a kind's POST (e.g. a sandbox answers once it runs): given the generic create, returns its result. */
 export type CreateHook = (
@@ -44,6 +44,16 @@ export interface CrudDeps {
 
 /** What Fastify sends a serialised object as. */
 const JSON_TYPE = 'application/json; charset=utf-8';
+/** List pages kept: 2,000, 8 MB in all, none over 256 Ki characters (a page of 100 small objects fits). */
+const PAGE_BOUNDS: TextBounds = { textsMax: 2_000, totalMaxChars: 8 * 1024 * 1024, textMaxChars: 256 * 1024 };
+
+/** The headers a list page's answer carries besides its type (answerList): kept with the page's text. */
+function pageHeaders(reply: FastifyReply): Record<string, string> | undefined {
+  const next = reply.getHeader('X-Next-Cursor');
+  const link = reply.getHeader('Link');
+  if (typeof next !== 'string' || typeof link !== 'string') return undefined;
+  return { 'X-Next-Cursor': next, Link: link };
+}
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
 
@@ -136,6 +146,7 @@ export function registerCrud(
 ) {
   const { store } = resources;
   const answers = new AnswerTexts();
+  const pages = new AnswerTexts(PAGE_BOUNDS);
   for (const kd of kinds) {
     /** The object as a read answers it: redacted unless `show`, then decorated with what is computed now. */
     const viewOf = (o: StoredObject, show = false) => {
@@ -181,11 +192,21 @@ export function registerCrud(
       // Answered from kept texts, the page's objects are only read (a view copies what it changes): the store
       // need not copy their bodies.
       const fromTexts = textsKept && !show;
+      const group = { kind: kd.kind, workspace: a.workspace, parent: parents.join('/') };
+      // A page is the same text while no object of its group was written (the number is read before the page is
+      // made: a write meanwhile leaves the page kept under an older number, never sent).
+      const version = fromTexts ? store.listVersion?.(group) : undefined;
+      const pageKey = `${a.workspace}\u0000${listIsBare(req, kd.kind)}\u0000${req.url}`;
+      const kept = pages.kept(pageKey, version);
+      if (kept) {
+        reply.headers(kept.headers ?? {});
+        return reply.type(JSON_TYPE).send(kept.text);
+      }
       const page = await listPage(
         resources.store,
         kd.kind,
         a.workspace,
-        parents.join('/'),
+        group.parent,
         req,
         reply,
         listFilter(kd, req),
@@ -201,7 +222,9 @@ export function registerCrud(
         }
         return text;
       });
-      return reply.type(JSON_TYPE).send(listText(req, reply, texts, kd.kind));
+      const text = listText(req, reply, texts, kd.kind);
+      if (version !== undefined) pages.keep(pageKey, version, { text, headers: pageHeaders(reply) });
+      return reply.type(JSON_TYPE).send(text);
     });
 
     // Every parent's objects at once: ordered by name, then parent (two parents may hold the same name).

@@ -336,3 +336,81 @@ test('write numbers keep increasing across a reopen, also past a deleted newest 
   raw.close();
   db.done();
 });
+
+test("a group's list version changes with each committed write into the group, and with no other", async () => {
+  const store = new SqliteStore(':memory:');
+  const group = { kind: 'Widget', workspace: 'ws', parent: '' };
+  const versions = [store.listVersion(group)];
+  const changed = () => {
+    const v = store.listVersion(group);
+    const was = versions[versions.length - 1];
+    versions.push(v);
+    return v !== was;
+  };
+  await create(store, key('a'), { v: 1 });
+  assert.ok(changed(), 'a create');
+  await store.write([{ op: 'update', key: key('a'), mutate: (cur) => ({ ...cur.body, status: 'x' }) }]);
+  assert.ok(changed(), 'a status-like update');
+  await store.write([{ op: 'delete', key: key('a') }]);
+  assert.ok(changed(), 'a delete');
+  // Writes into other groups: another workspace, another parent, another kind; a refused write; a read.
+  await create(store, { ...key('a'), workspace: 'other' }, { v: 1 });
+  await create(store, { ...key('a'), parent: 'p' }, { v: 1 });
+  await create(store, { ...key('a'), kind: 'Gadget' }, { v: 1 });
+  await assert.rejects(store.write([{ op: 'update', key: key('missing'), body: {} }]));
+  await store.list({ ...group, limit: 5 });
+  assert.ok(!changed(), `${versions}`);
+  await store.close();
+});
+
+test("pages of a group read from its kept names are SQLite's pages, through creates, deletes and odd names", async () => {
+  const db = tempDb();
+  const store = new SqliteStore(db.file);
+  const group = { kind: 'Widget', workspace: 'ws', parent: 'p' };
+  const at = (name: string) => ({ ...group, name });
+  /** Every page of `limit`, as the store lists them (from memory once the group is kept). */
+  const pages = async (limit: number) => {
+    const out: string[][] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await store.list({ ...group, after, limit, readOnly: true });
+      if (!page.length) return out;
+      out.push(page.map((o) => `${o.name}:${o.body.v}`));
+      after = page[page.length - 1].name;
+    }
+  };
+  /** The same pages as SQLite reads them: inside a write, the store lists with SQL. */
+  const sqlPages = async (limit: number) => {
+    let all: string[] = [];
+    await store.write([
+      { op: 'check', list: { ...group }, judge: (objs) => (all = objs.map((o) => `${o.name}:${o.body.v}`)) },
+    ]);
+    const out: string[][] = [];
+    for (let i = 0; i < all.length; i += limit) out.push(all.slice(i, i + limit));
+    return out;
+  };
+  for (let i = 0; i < 25; i++) await create(store, at(`n-${String(i * 2).padStart(2, '0')}`), { v: i });
+  await create(store, { ...at('n-01'), parent: 'q' }, { v: 'other parent' });
+  assert.deepEqual(await pages(7), await sqlPages(7));
+  // Names written after the group is kept: between, before, after the others; deleted; replaced.
+  await create(store, at('n-03'), { v: 'new' });
+  await create(store, at('a'), { v: 'first' });
+  await create(store, at('z'), { v: 'last' });
+  await store.write([{ op: 'delete', key: at('n-10') }]);
+  await store.write([{ op: 'update', key: at('n-12'), body: { v: 'replaced' } }]);
+  // A write refused in a group of writes leaves the names as they were.
+  await assert.rejects(
+    store.write([
+      { op: 'create', key: at('n-05'), body: { v: 1 } },
+      { op: 'create', key: at('n-03'), body: { v: 1 } },
+    ]),
+  );
+  assert.deepEqual(await pages(7), await sqlPages(7));
+  assert.ok(!(await pages(100)).flat().some((n) => n.startsWith('n-05')));
+  // UTF-16 and UTF-8 orders differ past the surrogates: such a name sends the group back to SQLite.
+  await create(store, at('n-\u{1F600}'), { v: 'emoji' });
+  await create(store, at('n-\uFB01'), { v: 'ligature' });
+  assert.deepEqual(await pages(3), await sqlPages(3));
+  await store.close();
+  db.done();
+});

@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { copyJson, copyShallow } from '../kinds/json-values.js';
 import { FsyncBatch, type SyncFn } from './fsync-batch.js';
+import { GroupNames } from './group-names.js';
 import { MIGRATIONS } from './migrations.js';
 import {
   type Change,
@@ -28,6 +29,8 @@ const ROW_CACHE_MAX = 50_000;
  * write lists the models that watch policies (decision 052).
  */
 const LIST_STATEMENTS_MAX = 256;
+/** Groups (kind, workspace, parent) whose last write is remembered for listVersion; past this all are forgotten. */
+const GROUPS_MAX = 100_000;
 
 /** A cached row, with its body parsed on the first read of it: never handed out, only copies of it. */
 type CachedRow = Row & { parsed?: Record<string, any> };
@@ -63,6 +66,14 @@ export class SqliteStore implements Store {
   private readonly stmts;
   private lastSeq = 0;
   private readonly rows = new Map<string, CachedRow>();
+  /**
+   * The number of the last commit that wrote into each group (kind, workspace, parent), by the group's key; a group
+   * not here had no write since `groupsFloor` (listVersion).
+   */
+  private readonly groupWrites = new Map<string, number>();
+  private groupsFloor = 0;
+  private readonly groupNames = new GroupNames();
+  private readonly groupStatement: Database.Statement<[string, string, string], string>;
   private readonly listStatements = new Map<string, Database.Statement<unknown[], Row>>();
   private readonly keyStatements = new Map<
     string,
@@ -118,6 +129,11 @@ export class SqliteStore implements Store {
       ),
       saveSeq: this.db.prepare("UPDATE sqlite_sequence SET seq = ? WHERE name = 'changes'"),
     };
+    this.groupStatement = this.db
+      .prepare<[string, string, string], string>(
+        'SELECT name FROM resources WHERE kind = ? AND workspace = ? AND parent = ? ORDER BY name',
+      )
+      .pluck(true);
     this.lastSeq = this.openSeq();
     this.groupTx = this.db.transaction((fn: () => void) => fn());
     this.applyTx = this.db.transaction((ops: WriteOp[]) => this.applyOps(ops));
@@ -179,6 +195,25 @@ export class SqliteStore implements Store {
     return this.rows.get(keyString(key))?.rv;
   }
 
+  listVersion(group: { kind: string; workspace: string; parent: string }): number {
+    return (
+      this.groupWrites.get(`${group.kind}\u0000${group.workspace}\u0000${group.parent}`) ?? this.groupsFloor
+    );
+  }
+
+  /** Notes a commit's write of the row under `k` (a keyString) for listVersion and the kept group names. */
+  private wroteInto(k: string, exists: boolean) {
+    if (this.groupWrites.size >= GROUPS_MAX) {
+      // Forgetting every group at once is safe: each then reads as written now, so every page made before is stale.
+      this.groupWrites.clear();
+      this.groupsFloor = this.lastSeq;
+    }
+    const cut = k.lastIndexOf('\u0000');
+    const group = k.slice(0, cut);
+    this.groupWrites.set(group, this.lastSeq);
+    this.groupNames.wrote(group, k.slice(cut + 1), exists);
+  }
+
   /** Rows as last committed, so point reads (every API GET, every auth lookup) skip SQLite. */
   private remember(k: string, row: CachedRow | undefined) {
     this.rows.delete(k);
@@ -188,7 +223,38 @@ export class SqliteStore implements Store {
   }
 
   async list(q: ListQuery) {
-    return this.listNow(q);
+    return this.listKept(q) ?? this.listNow(q);
+  }
+
+  /**
+   * A list of one group (one workspace and parent, no label filter) from its kept names and the row cache, as last
+   * committed: `list` runs outside any transaction. Undefined when the group's names are not kept.
+   */
+  private listKept(q: ListQuery): StoredObject[] | undefined {
+    if (typeof q.workspace !== 'string' || q.parent === undefined) return undefined;
+    if (q.labels && Object.keys(q.labels).length) return undefined;
+    const group = `${q.kind}\u0000${q.workspace}\u0000${q.parent}`;
+    const names = this.groupNames.page(group, q.after, q.limit, () =>
+      this.groupStatement.all(q.kind, q.workspace as string, q.parent as string),
+    );
+    if (!names) return undefined;
+    const out: StoredObject[] = [];
+    for (const name of names) {
+      const k = `${group}\u0000${name}`;
+      let row = this.rows.get(k);
+      if (!row) {
+        row = this.stmts.get.get(q.kind, q.workspace, q.parent, name);
+        if (!row) {
+          // Out of step with the database (not expected: every commit updates both): read again from SQLite.
+          this.groupNames.forget(group);
+          return undefined;
+        }
+        this.remember(k, row);
+      }
+      row.parsed ??= JSON.parse(row.body) as Record<string, any>;
+      out.push(q.readOnly ? keptObjectOf(row, row.parsed) : objectOf(row));
+    }
+    return out;
   }
 
   /** A list as the current transaction (or the last commit) sees it. */
@@ -313,7 +379,10 @@ export class SqliteStore implements Store {
         return;
       }
       // Reads see the commit at once, as SQLite's own reads do.
-      for (const [k, row] of o.rows) this.remember(k, row);
+      for (const [k, row] of o.rows) {
+        this.remember(k, row);
+        this.wroteInto(k, row !== undefined);
+      }
       acks.push({ changes: o.changes, resolve: () => w.resolve(o.out), reject: w.reject });
     });
     if (!acks.length) return;

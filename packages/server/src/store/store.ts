@@ -136,6 +136,13 @@ export interface Store {
    * undefined when it does not (not cached, deleted, or a driver that keeps no such cache): then `get` decides.
    */
   versionOf?(key: ResourceKey): number | undefined;
+  /**
+   * A number that changes with every committed write (create, replace, status, delete) of an object of `kind` under
+   * `workspace` and `parent`, when this process sees every such write (SQLite: one process owns the database): a
+   * list of those objects made at one number is the same list while the number stays. Absent on a driver that
+   * cannot tell (PostgreSQL: other servers write).
+   */
+  listVersion?(group: { kind: string; workspace: string; parent: string }): number;
   list(q: ListQuery): Promise<StoredObject[]>;
   /** Applies every op or none; returns the written objects (deleted ones as they were; checks add none). */
   write(ops: WriteOp[]): Promise<StoredObject[]>;
