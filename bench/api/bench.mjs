@@ -115,7 +115,12 @@ export async function benchApi() {
       '>= 0.60',
     );
     row('list p99 latency', list.latency.p99, bareList.latency.p99, 'ms');
-    row('same page, made anew each request req/s', fresh.requests.average, bareList.requests.average, 'req/s');
+    row(
+      'same page, made anew each request req/s',
+      fresh.requests.average,
+      bareList.requests.average,
+      'req/s',
+    );
     row('GET server CPU per request', get.cpuPerRequestUs, bareGet.cpuPerRequestUs, 'µs');
     row('PUT server CPU per request', put.cpuPerRequestUs, barePut.cpuPerRequestUs, 'µs');
     row('list server CPU per request', list.cpuPerRequestUs, bareList.cpuPerRequestUs, 'µs');
