@@ -125,10 +125,13 @@ export async function benchImages() {
     );
     for (let i = 0; i < RUNS; i++) rmSync(join(dir, `theirs-${i}`), { recursive: true, force: true });
 
-    // The registry listens on loopback: pulls reach it only when it is listed.
+    // The registry listens on loopback: pulls reach it only when it is listed. 2 × CREATES sandboxes of 2 GB are
+    // kept until the phase ends: past the default quotas, which are not what is measured.
     const berth = await startSandboxBerth({
       BERTH_STANDBY_AFTER: '600',
       BERTH_OUTBOUND_ALLOW_CIDRS: '127.0.0.0/8',
+      BERTH_QUOTA_MEMORY_MB: '1000000',
+      BERTH_QUOTA_SANDBOXES: '1000',
     });
     try {
       await berth.call('POST', '/v0/images', { reference: ref });
@@ -150,6 +153,11 @@ export async function benchImages() {
         img.push(await firstExec(`img-${i}`, { runtime: { image: ref } }));
       }
       header(`images: create -> first exec (${CREATES} each, spaced 1 s)`);
+      // BENCH_IMAGE_TRACE=1: every create's time, in order (an image's pool refilled late shows as every other one slow).
+      if (process.env.BENCH_IMAGE_TRACE === '1')
+        console.log(
+          `image: ${img.map((x) => x.toFixed(1)).join(' ')}\ndefault: ${base.map((x) => x.toFixed(1)).join(' ')}`,
+        );
       const createRatio = row(
         'image sandbox p50 (vs default image)',
         percentile(img, 50),

@@ -242,20 +242,40 @@ describe('sandboxes on image roots', () => {
     );
   });
 
-  it('an image in use gets a warm sandbox, which the next create of that image takes', T, async () => {
-    const img = await push.image('test/pooled', 'v1', [await busyboxLayer()], { Env: ['PATH=/bin', 'P=1'] });
-    const id = await pulled(img.reference);
-    await driver.ensure('img-pool-a', smallSandboxSpec({ image: id }));
-    await driver.poolsIdle();
-    const pools = join(dataDir, 'warm-img');
-    const key = img.configDigest.slice('sha256:'.length, 'sha256:'.length + 16);
-    const [waiting] = readdirSync(join(pools, key));
-    const rec = JSON.parse(readFileSync(join(pools, key, waiting, 'state.json'), 'utf8'));
-    assert.ok(rec.rootfs, 'the waiting sandbox runs on the image');
-    const b = await driver.ensure('img-pool-b', smallSandboxSpec({ image: id, envs: { Q: '2' } }));
-    assert.equal(b.pid, rec.pid, 'the create took the waiting sandbox');
-    assert.equal((await run(b.socketPath, 'sh -c "echo $P$Q"')).stdout, '12\n');
-  });
+  it(
+    'an image in use gets warm sandboxes as its recent creates ask, and a create that takes one refills at once',
+    T,
+    async () => {
+      const img = await push.image('test/pooled', 'v1', [await busyboxLayer()], {
+        Env: ['PATH=/bin', 'P=1'],
+      });
+      const id = await pulled(img.reference);
+      await driver.ensure('img-pool-a', smallSandboxSpec({ image: id }));
+      await driver.poolsIdle();
+      const pool = driver.imagePoolOf(id);
+      assert.ok(pool, 'the image has a pool');
+      assert.equal(pool.readyCount, 2, "the pool's base, and one for the create of the last minute");
+      const waiting = pool.readyRecords();
+      assert.ok(
+        waiting.every((r) => r.rootfs),
+        'the waiting sandboxes run on the image',
+      );
+      const b = await driver.ensure('img-pool-b', smallSandboxSpec({ image: id, envs: { Q: '2' } }));
+      assert.ok(
+        waiting.some((r) => r.pid === b.pid),
+        'the create took a waiting sandbox',
+      );
+      assert.equal((await run(b.socketPath, 'sh -c "echo $P$Q"')).stdout, '12\n');
+      // Replaced as the create ends, not after the refill pause, which every create of any image pushes on.
+      assert.equal(
+        pool.readyCount + pool.startingCount,
+        3,
+        'grown to its base and two creates, refilling now',
+      );
+      await driver.poolsIdle();
+      assert.equal(pool.readyCount, 3);
+    },
+  );
 
   it(
     'a name, or an id the store lacks, fails the start with the reason and leaves nothing running',

@@ -107,10 +107,18 @@ export const BURST_PAUSE_FACTOR = 4;
 /** Sandboxes kept ready per image in recent use (when the default image's pool is on at all). */
 export const IMAGE_POOL_SIZE = 1;
 /**
+ * The most an image's pool grows to: its base plus the creates on that image in the last minute (as the default
+ * image's pool grows, decision 058), so alternating or repeated creates on one image find a sandbox ready.
+ */
+export const IMAGE_POOL_MAX = 4;
+/**
  * Images with a pool at once: the most recently used. Each ready sandbox costs ~12 MB idle, and an image used once
  * an hour is not worth holding one for.
  */
 export const MAX_IMAGE_POOLS = 4;
+
+/** An image's pool's key: the head of its id (its directory under `<dataDir>/warm-img`). */
+const imagePoolKey = (image: StoredImage) => image.id.slice('sha256:'.length, 'sha256:'.length + 16);
 
 /** What daemonLog reads by default: the last lines a person looks at when a daemon has ended. */
 export const DAEMON_LOG_TAIL_BYTES = 4096;
@@ -324,6 +332,8 @@ export class LinuxDriver implements RuntimeDriver {
   private readonly thawable = new Map<string, SandboxCgroup>();
   /** Pools of the images used most recently, least recent first (see MAX_IMAGE_POOLS). */
   private readonly imagePools = new Map<string, WarmPool>();
+  /** The recent creates on each image with a pool, by the same key: its pool's size follows them. */
+  private readonly imageDemand = new Map<string, PoolDemand>();
   readonly cgroupHost: CgroupHost;
   readonly netPool: NetPool;
   /** Timers of sandboxes in standby that go deep (a disabled one when the host cannot or the setting is 0). */
@@ -445,24 +455,33 @@ export class LinuxDriver implements RuntimeDriver {
       // than the delay, and the burst has not paused meanwhile.
       const burst = Date.now() - this.lastEnsureMs < this.refillDelayMs;
       this.creating++;
+      let imageKey: string | undefined;
       try {
-        return await this.create(id, spec, hash);
+        const made = await this.create(id, spec, hash);
+        imageKey = made.imageKey;
+        return made.info;
       } catch (e) {
         await this.teardown(id).catch(() => undefined);
         throw e;
       } finally {
         this.creating--;
-        this.refillSoon(burst);
+        this.refillSoon(burst, imageKey);
       }
     });
   }
 
-  private async create(id: string, spec: SandboxSpec, hash: string): Promise<SandboxInfo> {
+  /** Makes the sandbox; says which image's pool it was a create of (and so refills), if an image's. */
+  private async create(
+    id: string,
+    spec: SandboxSpec,
+    hash: string,
+  ): Promise<{ info: SandboxInfo; imageKey?: string }> {
     const host = isDefaultImage(spec.image);
     const image = host ? undefined : this.imageOf(spec.image);
     // Pools hold sandboxes of an image as it is: a build's steps over it, or another user, start fresh.
     const poolable = !spec.layers?.length && !spec.snapshotLayers?.length && spec.user === undefined;
     const pool = !poolable ? undefined : image ? await this.imagePool(image) : this.warmPool;
+    const imageKey = image && pool ? imagePoolKey(image) : undefined;
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
     // Volumes are no reason to start cold: they are mounted into the running sandbox either way (mountVolumes).
     checkVolumeDirs(spec);
@@ -471,7 +490,7 @@ export class LinuxDriver implements RuntimeDriver {
       ? await this.assign(warm, id, spec, hash)
       : await startSandbox(this.ctx, { dir: this.dir(id), id, paths: this.paths(id), spec, hash, image });
     if (rec.mountsPending) await this.mountVolumes(rec, spec);
-    return this.info(rec);
+    return { info: this.info(rec), imageKey };
   }
 
   /** The stored image of an id; a name is refused: names belong to workspaces, and the runtime knows none. */
@@ -519,20 +538,27 @@ export class LinuxDriver implements RuntimeDriver {
     await writeRecordAsync(this.dir(rec.id), rec);
   }
 
+  /** The pool of the image `id` while it has one (tests look at its sandboxes and starts). */
+  imagePoolOf(id: string): WarmPool | undefined {
+    return this.imagePools.get(id.slice('sha256:'.length, 'sha256:'.length + 16));
+  }
+
   /** The pool of an image (made on first use, the least recently used one closed past MAX_IMAGE_POOLS). */
   private async imagePool(image: StoredImage): Promise<WarmPool | undefined> {
     if (this.warmPool.size === 0) return undefined;
-    const key = image.id.slice('sha256:'.length, 'sha256:'.length + 16);
+    const key = imagePoolKey(image);
     let pool = this.imagePools.get(key);
     if (pool) this.imagePools.delete(key);
     else {
       pool = new WarmPool(this.ctx, IMAGE_POOL_SIZE, key, image, this.warmPool.layerMb);
+      this.imageDemand.set(key, new PoolDemand(IMAGE_POOL_SIZE, IMAGE_POOL_MAX));
       await pool.sweep();
     }
     this.imagePools.set(key, pool);
     for (const [k, p] of this.imagePools) {
       if (this.imagePools.size <= MAX_IMAGE_POOLS) break;
       this.imagePools.delete(k);
+      this.imageDemand.delete(k);
       void p.close().catch(() => undefined);
     }
     return pool;
@@ -782,11 +808,14 @@ export class LinuxDriver implements RuntimeDriver {
    * apart) the refill waits for the burst's pause; a pool about to run dry refills at once, one start at a time
    * while creates keep coming (decision 084).
    */
-  private refillSoon(burst: boolean): void {
+  private refillSoon(burst: boolean, imageKey?: string): void {
     const now = Date.now();
     this.lastEnsureMs = now;
-    this.demand.record(now);
-    this.warmPool.setTarget(this.demand.target(now));
+    if (imageKey !== undefined) this.imageCreated(imageKey, burst, now);
+    else {
+      this.demand.record(now);
+      this.warmPool.setTarget(this.demand.target(now));
+    }
     // In a burst the pool grown by the creates before it serves the next ones: starting replacements now would
     // take the cores those creates run on. Only a pool about to run dry refills at once; in a burst, only one that
     // has run dry (the next creates start cold whatever the refill does: it must not slow them more than that).
@@ -816,11 +845,29 @@ export class LinuxDriver implements RuntimeDriver {
     );
   }
 
-  /** Once no create came for the demand window, the pool goes back to its base size. */
+  /**
+   * A create on an image with a pool: the pool's size follows that image's recent creates, and a pool the create
+   * left low refills at once (one start at a time in a burst, as the default pool does), not after the pause: the
+   * timer below is pushed on by every create of any image, and creates alternating between two images (a default
+   * sandbox, then one on an image, a second apart) kept an image's single sandbox from ever being replaced in time.
+   */
+  private imageCreated(key: string, burst: boolean, now: number): void {
+    const pool = this.imagePools.get(key);
+    const demand = this.imageDemand.get(key);
+    if (!pool || !demand) return;
+    demand.record(now);
+    pool.setTarget(demand.target(now));
+    if (pool.readyCount <= (burst ? 0 : 1)) pool.refill(burst ? 1 : undefined);
+  }
+
+  /** Once no create came for the demand window, the pools go back to their base sizes. */
   private shrinkLater(): void {
     clearTimeout(this.shrinkTimer);
     this.shrinkTimer = setTimeout(() => {
-      this.warmPool.setTarget(this.demand.target(Date.now()));
+      const now = Date.now();
+      this.warmPool.setTarget(this.demand.target(now));
+      for (const [key, pool] of this.imagePools)
+        pool.setTarget(this.imageDemand.get(key)?.target(now) ?? pool.size);
     }, DEMAND_WINDOW_MS + 1_000);
     this.shrinkTimer.unref();
   }
