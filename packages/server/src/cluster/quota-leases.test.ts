@@ -1,12 +1,15 @@
 // Quotas counted over a cluster's nodes (docs/decisions/092-cluster-wide-counts.md): two ledgers, each a node on one
 // PostgreSQL, taking replicas of one workspace at once never pass its quota between them; another workspace's
-// replicas do not count; a node whose lease lapsed stops counting; a slot given back frees it on the other node.
+// replicas do not count; a node whose lease lapsed stops counting; a slot given back frees it on the other node; a
+// sandbox created on one node and a replica on another are judged one after the other.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pg from 'pg';
 import type { QuotaLimits } from '../config.js';
 import { addHeld, isRefusal, type Lease, QuotaLedger } from '../controllers/core/quota-ledger.js';
 import { emptyUsage } from '../controllers/core/quotas.js';
+import { quotaAdmission } from '../controllers/core/quota-admission.js';
+import type { KindDescriptor } from '../kinds/types.js';
 import { PostgresStore } from '../store/postgres.js';
 import { testPostgres } from '../test-support/store-drivers.js';
 import { type Nodes, postgresNodes } from './nodes.js';
@@ -39,8 +42,10 @@ describe('quota leases on postgres', () => {
   async function setup() {
     const url = await (await testPostgres()).database();
     const store = await PostgresStore.open(url, { pollMs: 200 });
-    const open: { nodes: Nodes; leases: QuotaLeases; ledger: QuotaLedger }[] = [];
-    const node = async (id: string) => {
+    const open: { nodes: Nodes; leases: QuotaLeases; ledger: QuotaLedger; store: PostgresStore }[] = [];
+    const stores: PostgresStore[] = [store];
+    /** A node; with `ownStore`, following the database through a store of its own, as a server does. */
+    const node = async (id: string, ownStore = false) => {
       const nodes = await postgresNodes(url, {
         self: { id, address: `http://${id}`, region: 'local', cores: 2, memoryMb: 1024 },
         instances: async () => 0,
@@ -53,9 +58,11 @@ describe('quota leases on postgres', () => {
         fence: () => nodes.fence(),
         warn: () => undefined,
       });
-      const ledger = new QuotaLedger(store, LIMITS, { leases: () => leases, warn: () => undefined });
+      const its = ownStore ? await PostgresStore.open(url, { pollMs: 200 }) : store;
+      if (ownStore) stores.push(its);
+      const ledger = new QuotaLedger(its, LIMITS, { leases: () => leases, warn: () => undefined });
       await ledger.start();
-      const n = { nodes, leases, ledger };
+      const n = { nodes, leases, ledger, store: its };
       open.push(n);
       return n;
     };
@@ -68,7 +75,7 @@ describe('quota leases on postgres', () => {
           await n.leases.close().catch(() => undefined);
           await n.nodes.close().catch(() => undefined);
         }
-        await store.close();
+        for (const s of stores) await s.close();
       },
     };
   }
@@ -112,6 +119,46 @@ describe('quota leases on postgres', () => {
         again = await take(leases[0].workspace === 'tenant-a' ? b.ledger : a.ledger, 'tenant-a');
       }
       assert.notEqual(typeof again, 'string', String(again));
+    } finally {
+      await env.close();
+    }
+  });
+
+  /** Creates a sandbox of `memoryMb` through `store` with the quota admission's check, as the API's create does. */
+  async function createSandbox(
+    n: { store: PostgresStore; ledger: QuotaLedger },
+    ws: string,
+    memoryMb: number,
+  ) {
+    const key = { kind: 'Sandbox', workspace: ws, parent: '', name: `s-${memoryMb}` };
+    const body = {
+      metadata: { name: key.name },
+      spec: { runtime: { memory: memoryMb } },
+      status: 'DEPLOYING',
+    };
+    const checks = quotaAdmission(n.ledger)({ kind: 'Sandbox' } as KindDescriptor, key, body, undefined);
+    await n.store.write([...checks, { op: 'create', key, body }]);
+  }
+
+  test('a sandbox and a replica taken on two nodes a moment apart never pass the memory quota together', async () => {
+    const env = await setup();
+    try {
+      const a = await env.node('node-a', true);
+      const b = await env.node('node-b', true);
+      // 6,000 MB each under a quota of 10,000: one of the two fits, not both.
+      const replica = b.ledger.take('tenant-m', 'replicas', 6_000, { owner: 'tenant-m/Agent/x' });
+      assert.ok(!isRefusal(replica));
+      assert.equal(await replica.admitted, undefined);
+      // Node a has not read what b holds (its copy is a second old at most): the create's transaction reads it.
+      assert.equal(a.ledger.usage('tenant-m').replicas, 0, "a's copy is behind");
+      await assert.rejects(createSandbox(a, 'tenant-m', 6_000), /memory quota: 6000 MB of 10000 MB in use/);
+      // The other way: a sandbox created on a, then at once a replica on b, whose store has not told it yet.
+      await createSandbox(a, 'tenant-n', 6_000);
+      const late = b.ledger.take('tenant-n', 'replicas', 6_000, { owner: 'tenant-n/Agent/x' });
+      const refused = isRefusal(late) ? late : await late.admitted;
+      assert.match(refused?.message ?? 'admitted', /tenant-n" is at its memory quota: 6000 MB of 10000 MB/);
+      // A sandbox that fits beside what the other node runs is created.
+      await createSandbox(a, 'tenant-m', 4_000);
     } finally {
       await env.close();
     }

@@ -27,14 +27,25 @@ export interface HeldGroup extends Omit<HeldRow, 'memoryMb'> {
 
 export interface QuotaLeases {
   /**
-   * Inserts `row` if `judge` (given what every live node holds in its workspace, this one's rows included) says it
-   * fits, under the workspace's lock; `force` inserts it without asking. Resolves to the row's id, or to what the
-   * judge returned when it does not fit. Throws when this node holds no lease.
+   * Inserts `row` if `judge` (given what every live node holds in its workspace, this one's rows included, and the
+   * workspace's sandboxes as committed in the database) says it fits, under the workspace's lock; `force` inserts it
+   * without asking. Resolves to the row's id, or to what the judge returned when it does not fit. Throws when this
+   * node holds no lease.
    */
   admit<R>(
     row: HeldRow,
-    judge: ((held: HeldGroup[]) => R | undefined) | 'force',
+    judge: ((held: HeldGroup[], sandboxes: { body: any }[]) => R | undefined) | 'force',
   ): Promise<{ id: string } | { refused: R }>;
+  /**
+   * What a sandbox create's store transaction runs before it judges (the `reads` of its `check` op): the workspace's
+   * lock, then what the other live nodes hold there; `groups` makes groups of the rows read. Under that lock no
+   * admission of any node runs between the create's judgement and its commit, and the create sees every row admitted
+   * before it (not the copy read every OTHERS_READ_MS).
+   */
+  lockedReads(workspace: string): {
+    reads: { text: string; values: unknown[] }[];
+    groups: (rows: Record<string, unknown>[][]) => HeldGroup[];
+  };
   /** Deletes a row (what it counted has ended). */
   release(id: string): Promise<void>;
   /** What the other live nodes hold, grouped (read at each call; the ledger keeps a copy). */
@@ -164,7 +175,16 @@ export async function postgresQuotaLeases(
           `${grouped(2)} FROM quota_leases q ${LIVE} WHERE q.workspace = $1 GROUP BY q.consumer, q.owner, mine`,
           [row.workspace, o.self],
         );
-        const refused = judge(rows.map((r) => groupOf(r, row.workspace)));
+        // The sandboxes as committed: one created on another node a moment ago is not in this node's copy yet, and
+        // its create took this lock to judge, so it is either committed now or judges after this row.
+        const sandboxes = await c.query<{ body: string }>(
+          "SELECT body FROM resources WHERE kind = 'Sandbox' AND workspace = $1",
+          [row.workspace],
+        );
+        const refused = judge(
+          rows.map((r) => groupOf(r, row.workspace)),
+          sandboxes.rows.map((r) => ({ body: JSON.parse(r.body) })),
+        );
         if (refused !== undefined) {
           await c.query('ROLLBACK');
           return { refused };
@@ -179,6 +199,19 @@ export async function postgresQuotaLeases(
       } finally {
         c.release();
       }
+    },
+    lockedReads(workspace) {
+      return {
+        reads: [
+          { text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [LOCK_CLASS, workspace] },
+          {
+            text: `${grouped(2)} FROM quota_leases q ${LIVE} WHERE q.workspace = $1 AND q.node <> $2
+              GROUP BY q.consumer, q.owner, mine`,
+            values: [workspace, o.self],
+          },
+        ],
+        groups: (rows) => (rows[1] ?? []).map((r) => groupOf(r as unknown as Row, workspace)),
+      };
     },
     async release(id) {
       mine.delete(id);

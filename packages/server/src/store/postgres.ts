@@ -380,7 +380,9 @@ export class PostgresStore implements Store {
     const out: StoredObject[] = [];
     for (const op of ops) {
       if (op.op === 'check') {
-        op.judge(await this.listOn(client, op.list));
+        const rows: Record<string, unknown>[][] = [];
+        for (const r of op.reads ?? []) rows.push((await client.query(r.text, r.values)).rows);
+        op.judge(await this.listOn(client, op.list), op.reads ? rows : undefined);
         continue;
       }
       if (op.op === 'fence' && 'lock' in op) {

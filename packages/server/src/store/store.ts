@@ -63,7 +63,17 @@ export type WriteOp =
    * serialises it with every write that could change that list (SQLite has one writer; a shared backend takes a
    * lock per listed kind and workspace first), so two writes judged at once can never both pass.
    */
-  | { op: 'check'; list: ListQuery; judge: (objects: StoredObject[]) => void }
+  /**
+   * Judges the objects `list` finds (throwing refuses the whole write). `reads`: statements a cluster's module gives
+   * (a lock, a read of its own table), run first inside the transaction on PostgreSQL, their rows passed to `judge`;
+   * SQLite has no other server to agree with and runs none (`judge` gets no rows).
+   */
+  | {
+      op: 'check';
+      list: ListQuery;
+      reads?: { text: string; values: unknown[] }[];
+      judge: (objects: StoredObject[], rows?: Record<string, unknown>[][]) => void;
+    }
   /**
    * The holder's fence (docs/decisions/064-cluster-fencing.md): the write applies only while the object at `key` is
    * placed on node `node` (its body's `node`, or one of its `replicaNodes`) and that node still holds its lease at `epoch`, not lapsed by the

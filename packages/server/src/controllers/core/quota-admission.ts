@@ -49,14 +49,21 @@ export function quotaAdmission(ledger: QuotaLedger): Admit {
   };
 }
 
-/** The check written with a sandbox's create: the workspace's other sandboxes and what runs, plus this one. */
+/**
+ * The check written with a sandbox's create: the workspace's other sandboxes and what runs, plus this one. In a
+ * cluster what the other nodes run is read in the create's transaction, under the workspace's quota lock that their
+ * admissions take (decision 092), not taken from the copy read every second: a replica admitted on another node a
+ * moment before counts, and none is admitted there between this judgement and the commit.
+ */
 function sandboxCheck(ledger: QuotaLedger, key: ResourceKey, body: any): WriteOp {
+  const locked = ledger.lockedReads(key.workspace);
   return {
     op: 'check',
     list: { kind: 'Sandbox', workspace: key.workspace },
-    judge: (objects) => {
+    ...(locked ? { reads: locked.reads } : {}),
+    judge: (objects, rows) => {
       const others = sandboxUse(objects.filter((o) => o.name !== key.name || o.parent !== key.parent));
-      const use = ledger.running(key.workspace);
+      const use = ledger.running(key.workspace, undefined, locked && rows ? locked.groups(rows) : undefined);
       use.sandboxes = others.count;
       use.memoryMb.sandboxes = others.memoryMb;
       const refusal = judge(key.workspace, ledger.limits(key.workspace), use, {

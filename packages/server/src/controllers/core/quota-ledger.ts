@@ -7,7 +7,15 @@
 import type { QuotaLimits } from '../../config.js';
 import type { HeldGroup, HeldRow, QuotaLeases } from '../../cluster/quota-leases.js';
 import { keyString, type Store, EVERY_WORKSPACE } from '../../store/store.js';
-import { type Consumer, emptyUsage, judge, type Refusal, sandboxMemoryMb, type Usage } from './quotas.js';
+import {
+  type Consumer,
+  emptyUsage,
+  judge,
+  type Refusal,
+  sandboxMemoryMb,
+  sandboxUse,
+  type Usage,
+} from './quotas.js';
 
 export interface Lease {
   readonly workspace: string;
@@ -174,10 +182,18 @@ export class QuotaLedger {
 
   /**
    * Replicas, builds and job tasks running for the workspace (sandboxes left at zero): this node's (those of
-   * `excludeOwner` left out), and in a cluster the other nodes' as last read.
+   * `excludeOwner` left out), and in a cluster the other nodes' as last read, or as `others` says (read just now).
    */
-  running(workspace: string, excludeOwner?: string): Usage {
-    return addHeld(this.local(workspace, excludeOwner), this.others.get(workspace) ?? []);
+  running(workspace: string, excludeOwner?: string, others?: HeldGroup[]): Usage {
+    return addHeld(this.local(workspace, excludeOwner), others ?? this.others.get(workspace) ?? []);
+  }
+
+  /**
+   * In a cluster, what a sandbox create's transaction reads under the workspace's lock (QuotaLeases.lockedReads);
+   * undefined on one server, or while this node has not joined.
+   */
+  lockedReads(workspace: string) {
+    return this.shared?.leases()?.lockedReads(workspace);
   }
 
   private local(workspace: string, excludeOwner?: string): Usage {
@@ -239,15 +255,15 @@ export class QuotaLedger {
     let admitted: Promise<Refusal | undefined> | undefined;
     if (leases && !opts.force && !opts.startsNow) {
       // The database's judgement: every live node's rows (this one's admitted leases among them) and the workspace's
-      // sandboxes as committed here, under the workspace's lock, so two nodes cannot both take the last slot.
-      const asked = leases.admit(row, (rows) =>
-        judge(
-          workspace,
-          this.limits(workspace),
-          this.withSandboxes(workspace, addHeld(emptyUsage(), rows, opts.excludeOwner)),
-          what,
-        ),
-      );
+      // sandboxes as committed there, under the workspace's lock, which a sandbox create takes too: two nodes cannot
+      // both take the last room, whether with two replicas or with a replica and a sandbox.
+      const asked = leases.admit(row, (rows, sandboxes) => {
+        const u = addHeld(emptyUsage(), rows, opts.excludeOwner);
+        const s = sandboxUse(sandboxes);
+        u.sandboxes = s.count;
+        u.memoryMb.sandboxes = s.memoryMb;
+        return judge(workspace, this.limits(workspace), u, what);
+      });
       written.id = asked.then(
         (r) => ('id' in r ? r.id : undefined),
         () => undefined,
