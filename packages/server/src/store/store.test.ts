@@ -142,6 +142,50 @@ for (const driver of STORE_DRIVERS)
       }
     });
 
+    test("a check's reads run inside its write's transaction on PostgreSQL, their rows judged; SQLite runs none", async () => {
+      const { store, close } = await driver.open();
+      try {
+        let seen: Record<string, unknown>[][] | undefined;
+        await store.write([
+          { op: 'create', key: key('r1'), body: {} },
+          {
+            op: 'check',
+            list: { kind: 'Note', workspace: 'ws' },
+            reads: [
+              {
+                text: 'SELECT $1::int + 1 AS n, pg_current_xact_id_if_assigned() IS NOT NULL AS in_tx',
+                values: [41],
+              },
+            ],
+            judge: (_objs, rows) => {
+              seen = rows;
+              if (rows && rows[0][0].n !== 42) throw new Error('not judged on the rows read');
+            },
+          },
+        ]);
+        if (driver.name === 'sqlite') assert.equal(seen, undefined);
+        else assert.deepEqual(seen, [[{ n: 42, in_tx: true }]]);
+        // A refusal judged on the rows leaves nothing of the write.
+        await assert.rejects(
+          store.write([
+            { op: 'create', key: key('r2'), body: {} },
+            {
+              op: 'check',
+              list: { kind: 'Note', workspace: 'ws' },
+              reads: [{ text: 'SELECT 1 AS n', values: [] }],
+              judge: (_objs, rows) => {
+                if (driver.name === 'sqlite' || rows) throw new Error('refused');
+              },
+            },
+          ]),
+          /refused/,
+        );
+        assert.equal(await store.get(key('r2')), undefined);
+      } finally {
+        await close();
+      }
+    });
+
     test('lists: one workspace or every one, by parent and labels, in bytewise name order, page by page', async () => {
       const { store, close } = await driver.open();
       try {
