@@ -15,7 +15,12 @@ const availableMb = () =>
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
 export async function benchDensity() {
-  const berth = await startSandboxBerth({ BERTH_STANDBY_AFTER: '1' });
+  // COUNT sandboxes of DENSE_MEMORY_MB are past the default quotas (memory and count), which are not what is measured.
+  const berth = await startSandboxBerth({
+    BERTH_STANDBY_AFTER: '1',
+    BERTH_QUOTA_MEMORY_MB: '100000000',
+    BERTH_QUOTA_SANDBOXES: '100000',
+  });
   const { createLinuxDriver } = await import('../../packages/server/dist/runtime/index.js');
   const driver = await createLinuxDriver({ dataDir: berth.dataDir, netPoolSize: 0 });
   try {

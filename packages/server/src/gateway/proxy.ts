@@ -13,6 +13,7 @@ import { matchPort, portHost, portPool, portUnreachable } from './ports.js';
 import { scopeSetCookies } from './preview-cookies.js';
 import { sendProblem } from '../http/problem.js';
 import type { Target } from './targets.js';
+import type { Cut } from './request-deadlines.js';
 
 /** Request headers never forwarded: hop-by-hop ones, ones undici sets itself, Berth's credentials. */
 const DROPPED = new Set([...HOP_BY_HOP, 'expect', 'host', ...CREDENTIAL_HEADERS, ...PREVIEW_TOKEN_HEADERS]);
@@ -84,7 +85,7 @@ export interface ForwardExtra {
    */
   wakeFailed?: (err: Error, res: ServerResponse) => boolean;
   /** Cuts the forwarding: an ApiError reason is the client's answer when no header has left yet (request-deadlines.ts). */
-  signal?: AbortSignal;
+  cut?: Cut;
 }
 
 /** Forwards `req` to `path` (the part after the sandbox's address) and calls `done` once it is over. */
@@ -128,7 +129,7 @@ function send(
   const relay = new Relay(res, extra, unreachable, done);
   // A client gone before the answer ended must not leave the sandbox's request running.
   res.once('close', relay.onClientClose);
-  extra.signal?.addEventListener('abort', relay.onCut, { once: true });
+  if (extra.cut) extra.cut.onCut = relay.onCut;
   upstream.dispatch(
     {
       path,
@@ -166,10 +167,10 @@ class Relay implements Dispatcher.DispatchHandler {
     else this.reason = err;
   };
 
-  /** The caller's signal fired (request-deadlines.ts): its ApiError reason is the answer if no header left yet. */
+  /** The caller cut the request (request-deadlines.ts): its ApiError reason is the answer if no header left yet. */
   readonly onCut = () => {
     if (this.over) return;
-    const reason = this.extra.signal?.reason;
+    const reason = this.extra.cut?.reason;
     const err = reason instanceof Error ? reason : new Error('the request was cut');
     if (this.abort) this.abort(err);
     else this.reason = err;
@@ -235,7 +236,7 @@ class Relay implements Dispatcher.DispatchHandler {
     if (this.over) return;
     this.over = true;
     this.res.removeListener('close', this.onClientClose);
-    this.extra.signal?.removeEventListener('abort', this.onCut);
+    if (this.extra.cut?.onCut === this.onCut) this.extra.cut.onCut = undefined;
     this.done();
   }
 }

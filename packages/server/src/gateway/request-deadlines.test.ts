@@ -17,11 +17,11 @@ test('a request with no byte either way for the idle limit is cut with a 504 say
   const w = d.watch(socket);
   clock.now = 999;
   d.check();
-  assert.equal(w.signal.aborted, false);
+  assert.equal(w.cut.aborted, false);
   clock.now = 1000;
   d.check();
-  assert.equal(w.signal.aborted, true);
-  const why = w.signal.reason as ApiError;
+  assert.equal(w.cut.aborted, true);
+  const why = w.cut.reason as ApiError;
   assert.ok(why instanceof ApiError);
   assert.equal(why.status, 504);
   assert.match(why.message, /no byte in either direction for 1 s/);
@@ -38,10 +38,10 @@ test('every byte read or written restarts the idle limit', () => {
     else socket.bytesRead += 1;
     d.check();
   }
-  assert.equal(w.signal.aborted, false, '9 s of traffic, never 1 s quiet');
+  assert.equal(w.cut.aborted, false, '9 s of traffic, never 1 s quiet');
   clock.now += 1000;
   d.check();
-  assert.equal(w.signal.aborted, true);
+  assert.equal(w.cut.aborted, true);
   d.stop();
 });
 
@@ -55,12 +55,12 @@ test('runtime.timeout cuts a request that never goes quiet', () => {
     socket.bytesWritten++;
     d.check();
   }
-  assert.equal(w.signal.aborted, false);
+  assert.equal(w.cut.aborted, false);
   clock.now = 3000;
   socket.bytesWritten++;
   d.check();
-  assert.equal(w.signal.aborted, true);
-  assert.match((w.signal.reason as Error).message, /limit of 3 s \(spec\.runtime\.timeout\)/);
+  assert.equal(w.cut.aborted, true);
+  assert.match((w.cut.reason as Error).message, /limit of 3 s \(spec\.runtime\.timeout\)/);
   d.stop();
 });
 
@@ -70,6 +70,6 @@ test('a request that ended is no longer watched and never cut', () => {
   w.done();
   clock.now = 10_000;
   d.check();
-  assert.equal(w.signal.aborted, false);
+  assert.equal(w.cut.aborted, false);
   assert.equal(d.size, 0);
 });

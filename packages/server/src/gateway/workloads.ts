@@ -246,7 +246,7 @@ export class WorkloadGateway {
       target: this.targetOf(w, r),
       path: `/port/${portOf(route.w.run)}${a.rest}`,
       extra: {
-        signal: limits.signal,
+        cut: limits.cut,
         onResponse: (status, h) => this.affinity.answered(w, r, req.method, status, h),
         onUnreachable: (err, sent) => this.replicaDown(w, route.w, r, err, req.headers, sent),
         retry: mayRetry ? (err, res) => this.retryElsewhere(req, a, w, route, r, err, res) : undefined,
