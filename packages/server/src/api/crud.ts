@@ -196,8 +196,9 @@ export function registerCrud(
       // A page is the same text while no object of its group was written (the number is read before the page is
       // made: a write meanwhile leaves the page kept under an older number, never sent).
       const version = fromTexts ? store.listVersion?.(group) : undefined;
-      const pageKey = `${a.workspace}\u0000${listIsBare(req, kd.kind)}\u0000${req.url}`;
-      const kept = pages.kept(pageKey, version);
+      const pageKey =
+        version === undefined ? undefined : `${a.workspace}\u0000${listIsBare(req, kd.kind)}\u0000${req.url}`;
+      const kept = pageKey === undefined ? undefined : pages.kept(pageKey, version);
       if (kept) {
         reply.headers(kept.headers ?? {});
         return reply.type(JSON_TYPE).send(kept.text);
@@ -223,7 +224,8 @@ export function registerCrud(
         return text;
       });
       const text = listText(req, reply, texts, kd.kind);
-      if (version !== undefined) pages.keep(pageKey, version, { text, headers: pageHeaders(reply) });
+      if (pageKey !== undefined && version !== undefined)
+        pages.keep(pageKey, version, { text, headers: pageHeaders(reply) });
       return reply.type(JSON_TYPE).send(text);
     });
 

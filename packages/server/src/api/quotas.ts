@@ -7,7 +7,7 @@ import type { AuthenticatorImpl } from '../auth/authenticator.js';
 import { requireRole } from '../auth/require-role.js';
 import { QUOTA_SETTINGS, type QuotaLimits } from '../config.js';
 import type { QuotaLedger } from '../controllers/core/quota-ledger.js';
-import { memoryInUse, sandboxUse, type Usage } from '../controllers/core/quotas.js';
+import { memoryInUse, type Usage, withSandboxUse } from '../controllers/core/quotas.js';
 import { type VolumeCapacity, workspaceSpaceMb } from '../controllers/volume/volume-capacity.js';
 import type { Store } from '../store/store.js';
 import { principalOf } from './members.js';
@@ -90,10 +90,10 @@ export function quotaView(
 
 export function registerQuotas(v0: FastifyInstance, deps: QuotaRouteDeps) {
   const viewOf = async (workspace: string) => {
-    const use = deps.ledger.running(workspace);
-    const sandboxes = sandboxUse(await deps.store.list({ kind: 'Sandbox', workspace }));
-    use.sandboxes = sandboxes.count;
-    use.memoryMb.sandboxes = sandboxes.memoryMb;
+    const use = withSandboxUse(
+      deps.ledger.running(workspace),
+      await deps.store.list({ kind: 'Sandbox', workspace }),
+    );
     const held = [
       ...(await deps.store.list({ kind: 'Volume', workspace })),
       ...(await deps.store.list({ kind: 'Drive', workspace })),

@@ -11,6 +11,7 @@ import { MIGRATIONS } from './migrations.js';
 import {
   type Change,
   EVERY_WORKSPACE,
+  groupKeyString,
   type ListQuery,
   type ResourceKey,
   type Row,
@@ -196,12 +197,13 @@ export class SqliteStore implements Store {
   }
 
   listVersion(group: { kind: string; workspace: string; parent: string }): number {
-    return (
-      this.groupWrites.get(`${group.kind}\u0000${group.workspace}\u0000${group.parent}`) ?? this.groupsFloor
-    );
+    return this.groupWrites.get(groupKeyString(group)) ?? this.groupsFloor;
   }
 
-  /** Notes a commit's write of the row under `k` (a keyString) for listVersion and the kept group names. */
+  /**
+   * Notes a commit's write of the row under `k` (a keyString: its group's key, then the name) for listVersion and the
+   * kept group names.
+   */
   private wroteInto(k: string, exists: boolean) {
     if (this.groupWrites.size >= GROUPS_MAX) {
       // Forgetting every group at once is safe: each then reads as written now, so every page made before is stale.
@@ -231,11 +233,12 @@ export class SqliteStore implements Store {
    * committed: `list` runs outside any transaction. Undefined when the group's names are not kept.
    */
   private listKept(q: ListQuery): StoredObject[] | undefined {
-    if (typeof q.workspace !== 'string' || q.parent === undefined) return undefined;
+    const { kind, workspace, parent } = q;
+    if (typeof workspace !== 'string' || parent === undefined) return undefined;
     if (q.labels && Object.keys(q.labels).length) return undefined;
-    const group = `${q.kind}\u0000${q.workspace}\u0000${q.parent}`;
+    const group = groupKeyString({ kind, workspace, parent });
     const names = this.groupNames.page(group, q.after, q.limit, () =>
-      this.groupStatement.all(q.kind, q.workspace as string, q.parent as string),
+      this.groupStatement.all(kind, workspace, parent),
     );
     if (!names) return undefined;
     const out: StoredObject[] = [];
@@ -243,7 +246,7 @@ export class SqliteStore implements Store {
       const k = `${group}\u0000${name}`;
       let row = this.rows.get(k);
       if (!row) {
-        row = this.stmts.get.get(q.kind, q.workspace, q.parent, name);
+        row = this.stmts.get.get(kind, workspace, parent, name);
         if (!row) {
           // Out of step with the database (not expected: every commit updates both): read again from SQLite.
           this.groupNames.forget(group);

@@ -193,7 +193,11 @@ export function firstKey(ops: WriteOp[]): ResourceKey {
   return { kind: 'write', workspace: '', parent: '', name: '' };
 }
 
-export const keyString = (k: ResourceKey) => `${k.kind}\u0000${k.workspace}\u0000${k.parent}\u0000${k.name}`;
+export const keyString = (k: ResourceKey) => `${groupKeyString(k)}\u0000${k.name}`;
+
+/** The objects of one kind under one workspace and parent, as a string: keyString's head (list versions, lists). */
+export const groupKeyString = (g: { kind: string; workspace: string; parent: string }) =>
+  `${g.kind}\u0000${g.workspace}\u0000${g.parent}`;
 
 /** Convenience wrappers over `write` for the single-object case. */
 export async function create(store: Store, key: ResourceKey, body: Record<string, any>) {

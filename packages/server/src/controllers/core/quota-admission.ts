@@ -11,7 +11,7 @@ import {
   judge,
   quotaExceeded,
   sandboxMemoryMb,
-  sandboxUse,
+  withSandboxUse,
   scaledSpecRefusal,
   taskMemoryRefusal,
 } from './quotas.js';
@@ -62,10 +62,10 @@ function sandboxCheck(ledger: QuotaLedger, key: ResourceKey, body: any): WriteOp
     list: { kind: 'Sandbox', workspace: key.workspace },
     ...(locked ? { reads: locked.reads } : {}),
     judge: (objects, rows) => {
-      const others = sandboxUse(objects.filter((o) => o.name !== key.name || o.parent !== key.parent));
-      const use = ledger.running(key.workspace, undefined, locked && rows ? locked.groups(rows) : undefined);
-      use.sandboxes = others.count;
-      use.memoryMb.sandboxes = others.memoryMb;
+      const use = withSandboxUse(
+        ledger.running(key.workspace, undefined, locked && rows ? locked.groups(rows) : undefined),
+        objects.filter((o) => o.name !== key.name || o.parent !== key.parent),
+      );
       const refusal = judge(key.workspace, ledger.limits(key.workspace), use, {
         quota: 'sandboxes',
         askMb: sandboxMemoryMb(body) ?? 0,

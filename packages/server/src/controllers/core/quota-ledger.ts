@@ -13,7 +13,7 @@ import {
   judge,
   type Refusal,
   sandboxMemoryMb,
-  sandboxUse,
+  withSandboxUse,
   type Usage,
 } from './quotas.js';
 
@@ -257,13 +257,14 @@ export class QuotaLedger {
       // The database's judgement: every live node's rows (this one's admitted leases among them) and the workspace's
       // sandboxes as committed there, under the workspace's lock, which a sandbox create takes too: two nodes cannot
       // both take the last room, whether with two replicas or with a replica and a sandbox.
-      const asked = leases.admit(row, (rows, sandboxes) => {
-        const u = addHeld(emptyUsage(), rows, opts.excludeOwner);
-        const s = sandboxUse(sandboxes);
-        u.sandboxes = s.count;
-        u.memoryMb.sandboxes = s.memoryMb;
-        return judge(workspace, this.limits(workspace), u, what);
-      });
+      const asked = leases.admit(row, (rows, sandboxes) =>
+        judge(
+          workspace,
+          this.limits(workspace),
+          withSandboxUse(addHeld(emptyUsage(), rows, opts.excludeOwner), sandboxes),
+          what,
+        ),
+      );
       written.id = asked.then(
         (r) => ('id' in r ? r.id : undefined),
         () => undefined,

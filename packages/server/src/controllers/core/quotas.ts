@@ -53,6 +53,14 @@ export function sandboxUse(objects: { body: any }[]): { count: number; memoryMb:
   return { count, memoryMb };
 }
 
+/** `u` with its sandboxes counted from `objects` (those that hold quota), replacing what it said of them. */
+export function withSandboxUse(u: Usage, objects: { body: any }[]): Usage {
+  const s = sandboxUse(objects);
+  u.sandboxes = s.count;
+  u.memoryMb.sandboxes = s.memoryMb;
+  return u;
+}
+
 /** Why something does not fit: which quota, its limit, what is in use, and a sentence saying all that. */
 export interface Refusal {
   quota: QuotaName;

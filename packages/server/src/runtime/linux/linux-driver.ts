@@ -118,7 +118,7 @@ export const IMAGE_POOL_MAX = 4;
 export const MAX_IMAGE_POOLS = 4;
 
 /** An image's pool's key: the head of its id (its directory under `<dataDir>/warm-img`). */
-const imagePoolKey = (image: StoredImage) => image.id.slice('sha256:'.length, 'sha256:'.length + 16);
+const imagePoolKey = (imageId: string) => imageId.slice('sha256:'.length, 'sha256:'.length + 16);
 
 /** What daemonLog reads by default: the last lines a person looks at when a daemon has ended. */
 export const DAEMON_LOG_TAIL_BYTES = 4096;
@@ -481,7 +481,7 @@ export class LinuxDriver implements RuntimeDriver {
     // Pools hold sandboxes of an image as it is: a build's steps over it, or another user, start fresh.
     const poolable = !spec.layers?.length && !spec.snapshotLayers?.length && spec.user === undefined;
     const pool = !poolable ? undefined : image ? await this.imagePool(image) : this.warmPool;
-    const imageKey = image && pool ? imagePoolKey(image) : undefined;
+    const imageKey = image && pool ? imagePoolKey(image.id) : undefined;
     // A warm sandbox has run without a policy: one under a policy starts fresh, policed from its first packet.
     // Volumes are no reason to start cold: they are mounted into the running sandbox either way (mountVolumes).
     checkVolumeDirs(spec);
@@ -540,13 +540,13 @@ export class LinuxDriver implements RuntimeDriver {
 
   /** The pool of the image `id` while it has one (tests look at its sandboxes and starts). */
   imagePoolOf(id: string): WarmPool | undefined {
-    return this.imagePools.get(id.slice('sha256:'.length, 'sha256:'.length + 16));
+    return this.imagePools.get(imagePoolKey(id));
   }
 
   /** The pool of an image (made on first use, the least recently used one closed past MAX_IMAGE_POOLS). */
   private async imagePool(image: StoredImage): Promise<WarmPool | undefined> {
     if (this.warmPool.size === 0) return undefined;
-    const key = imagePoolKey(image);
+    const key = imagePoolKey(image.id);
     let pool = this.imagePools.get(key);
     if (pool) this.imagePools.delete(key);
     else {
