@@ -1,20 +1,40 @@
 // Quotas counted over a cluster's nodes (docs/decisions/092-cluster-wide-counts.md): two ledgers, each a node on one
 // PostgreSQL, taking replicas of one workspace at once never pass its quota between them; another workspace's
 // replicas do not count; a node whose lease lapsed stops counting; a slot given back frees it on the other node; a
-// sandbox created on one node and a replica on another are judged one after the other.
+// sandbox created on one node and a replica on another are judged one after the other, and so are a replica and a job
+// task.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import pg from 'pg';
 import type { QuotaLimits } from '../config.js';
 import { addHeld, isRefusal, type Lease, QuotaLedger } from '../controllers/core/quota-ledger.js';
 import { emptyUsage } from '../controllers/core/quotas.js';
 import { quotaAdmission } from '../controllers/core/quota-admission.js';
+import { createExecution } from '../controllers/job/job-create.js';
+import { JobRunner } from '../controllers/job/job-runner.js';
+import { execKey } from '../controllers/job/job-store.js';
+import type { BuiltApp } from '../builds/builder.js';
+import { SecretBox } from '../crypto/secret-box.js';
+import { KINDS } from '../kinds/index.js';
 import type { KindDescriptor } from '../kinds/types.js';
+import { Instances } from '../runtime/instances.js';
+import { Resources } from '../store/resources.js';
+import { DaemonDriver } from '../test-support/fake-daemon.js';
 import { PostgresStore } from '../store/postgres.js';
 import { testPostgres } from '../test-support/store-drivers.js';
 import { type Nodes, postgresNodes } from './nodes.js';
 import { postgresQuotaLeases, type QuotaLeases } from './quota-leases.js';
 
+const TASK_APP: BuiltApp = {
+  key: 'app1',
+  dir: '/nonexistent/apps/app1',
+  plan: { language: 'node', deps: 'none', buildScript: false, start: 'node job.js' } as never,
+  cached: false,
+};
 const LIMITS: QuotaLimits = { memoryMb: 10_000, sandboxes: 10, replicas: 3, builds: 1, jobTasks: 2 };
 
 describe('addHeld', () => {
@@ -161,6 +181,78 @@ describe('quota leases on postgres', () => {
       await createSandbox(a, 'tenant-m', 4_000);
     } finally {
       await env.close();
+    }
+  });
+
+  test("a job task waits while another node's replica holds the room its copy did not see yet", async () => {
+    const env = await setup();
+    const logs = mkdtempSync(join(tmpdir(), 'berth-quota-tasks-'));
+    const driver = new DaemonDriver({ onProcess: () => ({ status: 'completed', logs: 'done\n' }) });
+    let runner: JobRunner | undefined;
+    try {
+      const a = await env.node('node-a', true);
+      const b = await env.node('node-b', true);
+      const resources = new Resources(a.store, KINDS, new SecretBox(randomBytes(32)), { regions: ['local'] });
+      runner = new JobRunner({
+        resources,
+        builder: { builtByKey: (_ws, key) => (key === TASK_APP.key ? TASK_APP : undefined) },
+        instances: new Instances({ driver }),
+        logsDir: logs,
+        quota: a.ledger,
+      });
+      await runner.start();
+      const ctx = { workspace: 'tenant-t', parents: [], actor: 'tester' };
+      await resources.create(resources.kind('Job'), ctx, {
+        metadata: { name: 'nightly' },
+        spec: { runtime: { memory: 6_000 } },
+      });
+      const job = await resources.updateStatus(
+        { kind: 'Job', workspace: 'tenant-t', parent: '', name: 'nightly' },
+        {
+          to: 'DEPLOYED',
+          extras: {
+            activeRevision: 'rev1',
+            revisions: [{ id: 'rev1', app: TASK_APP.key, source: 'd', start: 'node job.js', createdAt: '' }],
+          },
+        },
+      );
+      // 6,000 MB each under a quota of 10,000: a replica admitted on node b a moment ago, which node a's copy has not
+      // read yet (its reads come every second; this one reads none).
+      const replica = b.ledger.take('tenant-t', 'replicas', 6_000, { owner: 'tenant-t/Agent/x' });
+      assert.ok(!isRefusal(replica));
+      assert.equal(await replica.admitted, undefined);
+      assert.equal(a.ledger.usage('tenant-t').replicas, 0, "a's copy is behind");
+      const { id } = await createExecution({ resources, runner, now: Date.now }, 'tenant-t', job!, {
+        tasks: [{}],
+      });
+      const exec = async () => (await a.store.get(execKey('tenant-t', 'nightly', id)))?.body;
+      let events: string[] = [];
+      for (let i = 0; i < 100 && !events.some((m) => m.includes('tasks wait for the workspace')); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        const o = await a.store.get({ kind: 'Job', workspace: 'tenant-t', parent: '', name: 'nightly' });
+        events = (o?.body.events ?? []).map((e: { message: string }) => e.message);
+      }
+      assert.ok(
+        events.some((m) =>
+          /tasks wait for the workspace's quotas: .*memory quota: 6000 MB of 10000 MB/.test(m),
+        ),
+        JSON.stringify(events),
+      );
+      assert.equal(driver.creations, 0, 'no task sandbox was started');
+      assert.equal((await exec())?.status, 'pending');
+      // The replica ends: the task runs.
+      replica.release();
+      let status = '';
+      for (let i = 0; i < 250 && status !== 'succeeded'; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        status = (await exec())?.status;
+      }
+      assert.equal(status, 'succeeded');
+    } finally {
+      await runner?.stop();
+      await driver.close();
+      await env.close();
+      rmSync(logs, { recursive: true, force: true });
     }
   });
 

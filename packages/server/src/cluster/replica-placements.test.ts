@@ -88,6 +88,9 @@ describe('replica slots', () => {
     );
     assert.ok(!placeable(obj({ spec: {} }, 'Sandbox')));
     assert.ok(!placeable(obj({ spec: { volumes: [{ name: 'v' }] } })));
-    assert.ok(!placeable(obj({ spec: { integrationConnections: ['c'] } })));
+    assert.ok(
+      placeable(obj({ spec: { integrationConnections: ['c'] } })),
+      'connections move with the replicas (decision 101)',
+    );
   });
 });

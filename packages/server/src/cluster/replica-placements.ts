@@ -15,15 +15,15 @@ export const servingKey = (kind: string, workspace: string, name: string) => `${
 
 /**
  * Whether a workload's replicas are placed across nodes: an agent or function without volumes (made on the leader's
- * disk) and without integration connections (their OAuth2 tokens and the egress CA live in the leader's memory), or
- * an application that runs its image (one bound to a sandbox runs nothing). Another one keeps running on the
- * controllers' leader only, as before.
+ * disk), or an application that runs its image (one bound to a sandbox runs nothing). Another one keeps running on
+ * the controllers' leader only. Integration connections move with the replicas: each node holding one keeps its
+ * OAuth2 tokens in its own files, refreshed once for the cluster (decision 101).
  */
 export function placeable(o: StoredObject): boolean {
   if (!(PLACED_KINDS as readonly string[]).includes(o.kind)) return false;
   const spec = o.body.spec ?? {};
   if (o.kind === 'Application') return boundSandbox(spec) === undefined;
-  return !spec.volumes?.length && !spec.integrationConnections?.length;
+  return !spec.volumes?.length;
 }
 
 /** A workload's scale: an agent's or function's `runtime`; an application's is fixed (one always runs). */

@@ -273,6 +273,7 @@ export async function startAllControllers(
           code: parts.code,
           replicas,
           placements: replicaPlacements,
+          tokens,
           leads: () => leadership.leads().includes(CONTROLLERS),
           holding,
           changed: () => void late.nodes?.beat(),

@@ -39,13 +39,14 @@ describe('OAuth2 connection tokens', () => {
   let logs: Buffer[];
   let tokens: ConnectionTokens;
   const outbound = new Outbound({ allowCidrs: ['127.0.0.0/8'] });
-  const make = () => {
+  /** A server's tokens: another server of the same cluster when given its own data dir. */
+  const make = (dataDir = dir) => {
     const logStream = new PassThrough();
     logStream.on('data', (c: Buffer) => logs.push(c));
     return new ConnectionTokens({
       resources,
       outbound,
-      dataDir: dir,
+      dataDir,
       logger: pino({ level: 'debug' }, logStream),
     });
   };
@@ -260,11 +261,13 @@ describe('OAuth2 connection tokens', () => {
     await connect('hana-mail', await idp.issueRefreshToken('hana'));
     await tokens.token(WS, 'hana-mail');
     const before = (await record('hana-mail'))?.rotations;
-    // A deposed leader still refreshing: it read the record, then its call to the provider fails (it is cut off),
-    // and in between the new leader (`tokens`) rotated the refresh token.
+    // A deposed leader still refreshing: it claimed the refresh, then its call to the provider hangs past its claim
+    // (it is cut off) and fails, and in between the new leader (`tokens`) took the lapsed claim and rotated the
+    // refresh token.
     const cut = new ConnectionTokens({
       resources,
       dataDir: dir,
+      claimMs: 300,
       outbound: {
         fetch: async () => {
           await tokens.token(WS, 'hana-mail', true);
@@ -289,6 +292,56 @@ describe('OAuth2 connection tokens', () => {
     await tokens.token(WS, 'hana-mail', true);
     assert.equal(idp.counts.refused, refused);
     assert.equal((await view('hana-mail')).token.state, 'VALID');
+  });
+
+  it('two servers refreshing one connection at once ask the provider once and both get the new token', async () => {
+    await connect('ivan-mail', await idp.issueRefreshToken('ivan'));
+    const otherDir = mkdtempSync(join(tmpdir(), 'berth-oauth-other-'));
+    const other = make(otherDir);
+    other.start();
+    try {
+      const first = await tokens.token(WS, 'ivan-mail');
+      const [refreshed, refused] = [idp.counts.refreshed, idp.counts.refused];
+      // Both servers see a 401 at the same moment. The provider rotates refresh tokens and revokes the grant of one
+      // used twice: two refreshes from the same record would end the user's grant.
+      const [a, b] = await Promise.all([
+        tokens.token(WS, 'ivan-mail', true),
+        other.token(WS, 'ivan-mail', true),
+      ]);
+      assert.equal(idp.counts.refreshed - refreshed, 1, 'one refresh at the provider');
+      assert.equal(idp.counts.refused, refused, 'no refresh token used twice');
+      assert.equal(a.accessToken, b.accessToken);
+      assert.notEqual(a.accessToken, first.accessToken);
+      assert.equal((await view('ivan-mail')).token.state, 'VALID');
+      assert.equal((await record('ivan-mail'))?.claim, undefined, 'the claim ends with the refresh');
+    } finally {
+      other.close();
+      rmSync(otherDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a server holding a connection writes the token another server refreshed into its own file at once', async () => {
+    await connect('jude-mail', await idp.issueRefreshToken('jude'));
+    const otherDir = mkdtempSync(join(tmpdir(), 'berth-oauth-other-'));
+    const other = make(otherDir);
+    other.start();
+    try {
+      await other.hold('wl-jude', WS, ['jude-mail']);
+      const file = join(other.dirOf(WS, 'jude-mail'), ACCESS_TOKEN_FILE);
+      const before = readFileSync(file, 'utf8');
+      const fresh = await tokens.token(WS, 'jude-mail', true);
+      assert.notEqual(fresh.accessToken, before);
+      let now = '';
+      for (let i = 0; i < 40 && now !== fresh.accessToken; i++) {
+        now = readFileSync(file, 'utf8');
+        if (now !== fresh.accessToken) await sleep(25);
+      }
+      assert.equal(now, fresh.accessToken, "the other server's file holds the new token");
+      other.release('wl-jude');
+    } finally {
+      other.close();
+      rmSync(otherDir, { recursive: true, force: true });
+    }
   });
 
   it('never logs a token', () => {

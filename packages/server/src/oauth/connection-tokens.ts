@@ -1,8 +1,10 @@
 // Access tokens of OAuth2 connections (decision 049): the refresh token turned into an access token, kept fresh for
 // the connections a running workload holds, the refresh token the provider rotates stored sealed before anything
 // uses the new access token, and a grant the provider refuses recorded with the words of §7 until the connection
-// changes. One refresh at a time per connection; tokens never reach a log line, an event or an answer.
-import { createHash } from 'node:crypto';
+// changes. One refresh at a time per connection, over every server of a cluster (decision 101: a claim in the token
+// record); every server holding the connection writes the token another refreshed into its own file. Tokens never
+// reach a log line, an event or an answer.
+import { createHash, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { K } from '../auth/records.js';
@@ -22,7 +24,7 @@ import {
 import type { Outbound } from '../outbound/index.js';
 import type { Resources } from '../store/resources.js';
 import { type ResourceKey, StoreError, type StoredObject, type WriteOp } from '../store/store.js';
-import { GrantRefused, requestGrant } from './token-client.js';
+import { GrantRefused, requestGrant, TOKEN_REQUEST_TIMEOUT_MS } from './token-client.js';
 import { clearTokenFile, oauthRoot, removeTokenDir, tokenDir, writeTokenFile } from './token-files.js';
 
 const LABEL = new RegExp(NAME_PATTERN);
@@ -45,6 +47,15 @@ export const RETRY_FIRST_MS = 2_000;
 export const RETRY_MAX_MS = 60_000;
 /** A 401 from the provider refreshes once; a token refreshed this recently is not refreshed again for one. */
 export const UNAUTHORIZED_QUIET_MS = 5_000;
+/**
+ * How long a server's claim to refresh a connection keeps the others from refreshing it: past the token request's
+ * own timeout, so a claim lapses only once its refresh can no longer reach the provider (or its server died).
+ */
+export const REFRESH_CLAIM_MS = TOKEN_REQUEST_TIMEOUT_MS + 5_000;
+/** How often a server waiting for another's refresh reads the record again. */
+const CLAIM_POLL_MS = 50;
+/** Times a server waits for other servers' refreshes in one ask before it reports a transient failure. */
+const CLAIM_WAITS = 3;
 
 /** A connection's grant cannot be refreshed: the user must connect again (§7). Message starts with REFRESH_FAILED. */
 export class ConnectionTokenFailed extends Error {
@@ -65,6 +76,8 @@ interface TokenRecord {
   lastRefreshAt?: number;
   /** The provider's refusal and the connection generation it was made for: a new generation tries again. */
   failure?: { message: string; generation: number };
+  /** A server refreshing now (its ConnectionTokens' id), until when: the others wait for its outcome. */
+  claim?: { by: string; until: number };
 }
 
 export interface AccessToken {
@@ -78,6 +91,8 @@ export interface ConnectionTokensDeps {
   dataDir: string;
   logger?: Logger;
   now?: () => number;
+  /** REFRESH_CLAIM_MS unless given (tests). */
+  claimMs?: number;
 }
 
 const keyString = (workspace: string, name: string) => `${workspace}/${name}`;
@@ -85,6 +100,10 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 export class ConnectionTokens {
   private readonly now: () => number;
+  /** This server's name in the records' refresh claims. */
+  private readonly id = randomUUID();
+  /** The sealed access token last written into each held connection's file here: an unchanged one is not rewritten. */
+  private readonly written = new Map<string, string>();
   /** One refresh (or read) in flight per connection: concurrent askers share it. */
   private readonly inflight = new Map<string, Promise<AccessToken>>();
   /** Holder (a workload key) → the connections it holds. */
@@ -106,10 +125,15 @@ export class ConnectionTokens {
         if (LABEL.test(c.object.name)) removeTokenDir(join(oauthRoot(this.deps.dataDir), c.object.name));
         return;
       }
+      if (c.object.kind === CONNECTION_TOKEN_KIND) {
+        if (c.type !== 'DELETED') this.follow(c.object);
+        return;
+      }
       if (c.object.kind !== connectionKind.kind) return;
       const k = keyString(c.object.workspace, c.object.name);
       if (c.type === 'DELETED') {
         this.unschedule(k);
+        this.written.delete(k);
         for (const held of this.holders.values()) held.delete(k);
         try {
           removeTokenDir(tokenDir(this.deps.dataDir, c.object.workspace, c.object.name));
@@ -152,10 +176,7 @@ export class ConnectionTokens {
    * written, and it is refreshed ahead of expiry while anyone holds it. Replaces what the holder held before.
    */
   async hold(holder: string, workspace: string, names: string[]): Promise<void> {
-    for (const n of names) {
-      const t = await this.token(workspace, n);
-      writeTokenFile(this.dirOf(workspace, n), t.accessToken);
-    }
+    for (const n of names) this.writeFile(workspace, n, (await this.token(workspace, n)).accessToken);
     const now = new Set(names.map((n) => keyString(workspace, n)));
     const before = this.holders.get(holder);
     this.holders.set(holder, now);
@@ -197,6 +218,45 @@ export class ConnectionTokens {
     const conn = await this.connection(workspace, name);
     const rec = await this.readRecord(workspace, name);
     return conn && rec?.failure?.generation === generationOf(conn) ? rec.failure.message : undefined;
+  }
+
+  /** The token into the connection's file here, unless the file holds it already. */
+  private writeFile(workspace: string, name: string, token: string): void {
+    const k = keyString(workspace, name);
+    const digest = sha256(token);
+    if (this.written.get(k) === digest) return;
+    writeTokenFile(this.dirOf(workspace, name), token);
+    this.written.set(k, digest);
+  }
+
+  private clearFile(workspace: string, name: string): void {
+    this.written.delete(keyString(workspace, name));
+    try {
+      clearTokenFile(this.dirOf(workspace, name));
+    } catch {}
+  }
+
+  /**
+   * A token record changed (another server's refresh, or this one's): a connection held here gets its new token in
+   * its file at once, or an empty file when the provider refused the grant.
+   */
+  private follow(o: StoredObject): void {
+    const rec = o.body as TokenRecord;
+    const k = keyString(o.workspace, o.parent);
+    if (!this.isHeld(k)) return;
+    if (rec.failure) {
+      this.clearFile(o.workspace, o.parent);
+      return;
+    }
+    if (!rec.accessToken || rec.expiresAt === undefined || rec.expiresAt <= this.now()) return;
+    try {
+      this.writeFile(o.workspace, o.parent, this.deps.resources.openSecret(rec.accessToken));
+    } catch (err) {
+      this.deps.logger?.warn(
+        { workspace: o.workspace, connection: o.parent, err },
+        'could not write a token file',
+      );
+    }
   }
 
   private isHeld(k: string): boolean {
@@ -247,7 +307,9 @@ export class ConnectionTokens {
     const secret = (spec.secret ?? {}) as Record<string, string>;
     const given = secret[REFRESH_TOKEN] ?? '';
     const origin = sha256(given);
-    const { rec: stored, version } = await this.readStored(workspace, name);
+    const read = await this.readStored(workspace, name);
+    const stored = read.rec;
+    let version = read.version;
     // A failure is written only over the record it was judged from: another server (a leader deposed, or the next
     // one) may have rotated the refresh token meanwhile, and the record read here would put back the retired one
     // (docs/decisions/080-leader-session-mark.md). A record that changed is read again instead.
@@ -257,7 +319,8 @@ export class ConnectionTokens {
     };
     // A new REFRESH_TOKEN in the spec (the user connected again) starts afresh; another change keeps the tokens
     // (still the provider's) but lifts a refusal, which the change may have answered.
-    const rec: TokenRecord = stored?.origin === origin ? { ...stored } : { origin };
+    // The claim stays out of every record written from this one: a write ends the refresh it was made by.
+    const rec: TokenRecord = stored?.origin === origin ? { ...stored, claim: undefined } : { origin };
     if (rec.failure && rec.failure.generation !== gen) rec.failure = undefined;
     if (rec.failure) throw new ConnectionTokenFailed(rec.failure.message);
     const held =
@@ -275,6 +338,27 @@ export class ConnectionTokens {
       }
       throw new ConnectionTokenFailed(message);
     }
+    // Another server refreshes it now: its outcome answers this ask too (a provider that rotates refresh tokens
+    // revokes the grant of one used twice). A token still valid serves meanwhile.
+    const claim = stored?.claim;
+    if (claim && claim.by !== this.id && claim.until > this.now()) {
+      if (!force && held && this.now() < held.expiresAt) return held;
+      if (tries >= CLAIM_WAITS)
+        throw new Error(`another server has been refreshing ${which} for too long; trying again`);
+      await this.waitForChange(workspace, name, version, claim.until);
+      // A refresh made meanwhile answers a forced ask; a claim that lapsed or failed does not.
+      const after = await this.readRecord(workspace, name);
+      const refreshed = after?.lastRefreshAt !== undefined && after.lastRefreshAt !== stored?.lastRefreshAt;
+      return this.obtain(workspace, name, force && !refreshed, tries + 1);
+    }
+    const claimed = await this.claim(version, workspace, name, rec);
+    if (claimed === undefined) {
+      // Another server claimed it first, or wrote the record since it was read: read it again.
+      const next = tries < CLAIM_WAITS ? await this.obtain(workspace, name, force, tries + 1) : undefined;
+      if (next) return next;
+      throw new Error(`the token record of ${which} keeps changing; trying again`);
+    }
+    version = claimed;
     const started = this.now();
     try {
       const grant = await requestGrant(
@@ -302,8 +386,7 @@ export class ConnectionTokens {
         failure: undefined,
       };
       await this.writeState(workspace, name, next);
-      if (this.isHeld(keyString(workspace, name)))
-        writeTokenFile(this.dirOf(workspace, name), grant.accessToken);
+      if (this.isHeld(keyString(workspace, name))) this.writeFile(workspace, name, grant.accessToken);
       this.retryDelay.delete(keyString(workspace, name));
       this.deps.logger?.info(
         {
@@ -325,9 +408,7 @@ export class ConnectionTokens {
           const next = await again();
           if (next) return next;
         }
-        try {
-          clearTokenFile(this.dirOf(workspace, name));
-        } catch {}
+        this.clearFile(workspace, name);
         this.deps.logger?.warn({ workspace, connection: name, error: err.error }, 'oauth2 refresh refused');
         throw new ConnectionTokenFailed(message);
       }
@@ -344,6 +425,46 @@ export class ConnectionTokens {
       // A token still valid serves until it expires; the held schedule tries again.
       if (held && this.now() < held.expiresAt) return held;
       throw err;
+    }
+  }
+
+  /**
+   * Claims the connection's next refresh for this server: the record as read (`version`, null: none) with this
+   * server's claim, written only over that version. The new version, or undefined when the record changed meanwhile
+   * (another server's claim or refresh) and nothing was written.
+   */
+  private async claim(
+    version: number | null,
+    workspace: string,
+    name: string,
+    rec: TokenRecord,
+  ): Promise<number | undefined> {
+    const key = this.recordKey(workspace, name);
+    const body = JSON.parse(
+      JSON.stringify({
+        ...rec,
+        claim: { by: this.id, until: this.now() + (this.deps.claimMs ?? REFRESH_CLAIM_MS) },
+      }),
+    ) as TokenRecord;
+    try {
+      const [o] = await this.deps.resources.store.write([
+        version === null
+          ? { op: 'create', key, body }
+          : { op: 'update', key, mutate: () => body, expectVersion: version },
+      ]);
+      return o?.resourceVersion;
+    } catch (err) {
+      if (err instanceof StoreError && err.key.kind === CONNECTION_TOKEN_KIND) return undefined;
+      throw err;
+    }
+  }
+
+  /** Until the record is written over `version` (null: none), or `until` (this server's clock) passes. */
+  private async waitForChange(workspace: string, name: string, version: number | null, until: number) {
+    const deadline = Date.now() + Math.max(0, until - this.now());
+    while (!this.closed && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, Math.min(CLAIM_POLL_MS, deadline - Date.now())));
+      if ((await this.readStored(workspace, name)).version !== version) return;
     }
   }
 
@@ -439,7 +560,7 @@ export class ConnectionTokens {
     try {
       const t = await this.token(workspace, name, force);
       if (this.isHeld(k)) {
-        writeTokenFile(this.dirOf(workspace, name), t.accessToken);
+        this.writeFile(workspace, name, t.accessToken);
         const rec = await this.readRecord(workspace, name);
         this.schedule(
           workspace,

@@ -39,11 +39,6 @@ export interface TakeOptions {
   excludeOwner?: string;
   /** Leased whatever the limits say: what already runs (re-adopted at start) must be counted, not refused. */
   force?: boolean;
-  /**
-   * The caller starts at once, without waiting for the database's judgement (`Lease.admitted`): in a cluster the lease
-   * is written there unjudged, judged only here (job tasks, which run on the leader alone).
-   */
-  startsNow?: boolean;
   /** What the refusal calls the thing asked for, and what the workspace can do about it. */
   noun?: string;
   fix?: string;
@@ -253,7 +248,7 @@ export class QuotaLedger {
     };
     const leases = this.shared?.leases();
     let admitted: Promise<Refusal | undefined> | undefined;
-    if (leases && !opts.force && !opts.startsNow) {
+    if (leases && !opts.force) {
       // The database's judgement: every live node's rows (this one's admitted leases among them) and the workspace's
       // sandboxes as committed there, under the workspace's lock, which a sandbox create takes too: two nodes cannot
       // both take the last room, whether with two replicas or with a replica and a sandbox.

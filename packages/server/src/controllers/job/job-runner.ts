@@ -14,7 +14,7 @@ import type { Resources } from '../../store/resources.js';
 import { isPersistentJobVolume } from '../../kinds/job.js';
 import type { Load } from '../../cluster/placement.js';
 import { isRefusal, type Lease, type QuotaLedger } from '../core/quota-ledger.js';
-import { judge, memoryInUse } from '../core/quotas.js';
+import { judge, memoryInUse, type Refusal } from '../core/quotas.js';
 import type { ResourceKey, StoredObject } from '../../store/store.js';
 import {
   afterAttempt,
@@ -531,12 +531,8 @@ export class JobRunner {
    * (`force`: it runs already, re-adopted at start). False when the slot is not to be had (nothing is counted).
    */
   private occupy(x: LiveExecution, t: LiveTask, force = false): boolean {
-    // Tasks are started by the leader alone, wherever they are placed: its ledger judges them, and the database only
-    // counts them (decisions 092, 093).
-    const lease = this.deps.quota?.take(x.key.workspace, 'jobTasks', x.rec.memoryMb, {
-      force,
-      startsNow: true,
-    });
+    // This server's copy judges now; in a cluster the database judges too before the attempt starts (launch).
+    const lease = this.deps.quota?.take(x.key.workspace, 'jobTasks', x.rec.memoryMb, { force });
     if (lease && isRefusal(lease)) return false;
     t.lease = lease;
     x.running++;
@@ -555,17 +551,22 @@ export class JobRunner {
     if (t.sandbox) this.deps.instances.free(t.sandbox);
   }
 
-  /** Says on the job's object that the execution's ready tasks wait for the workspace's quotas, and which. */
-  private noteHeld(x: LiveExecution): void {
+  /**
+   * Says on the job's object that the execution's ready tasks wait for the workspace's quotas, and which: as this
+   * server's copy judges them, or as the database did (`refused`).
+   */
+  private noteHeld(x: LiveExecution, refused?: Refusal): void {
     const q = this.deps.quota;
     if (!q) return;
     const ws = x.key.workspace;
-    const r = judge(ws, q.limits(ws), q.usage(ws), {
-      quota: 'jobTasks',
-      askMb: x.rec.memoryMb,
-      noun: 'each of its tasks',
-      fix: "They start as the workspace's running tasks end",
-    });
+    const r =
+      refused ??
+      judge(ws, q.limits(ws), q.usage(ws), {
+        quota: 'jobTasks',
+        askMb: x.rec.memoryMb,
+        noun: 'each of its tasks',
+        fix: "They start as the workspace's running tasks end",
+      });
     if (!r) return;
     x.held = true;
     const job = { kind: 'Job', workspace: ws, parent: '', name: x.rec.job };
@@ -583,6 +584,16 @@ export class JobRunner {
   }
 
   private async launch(x: LiveExecution, t: LiveTask, claimedAt: number) {
+    // In a cluster the slot is the database's to give (decision 092): every live node's replicas, builds and tasks
+    // and the workspace's sandboxes, under the workspace's lock. Another node may have taken the room since this
+    // server last read what the others hold: the task waits then, as for a quota this server saw full.
+    const refused = await t.lease?.admitted;
+    if (refused) {
+      this.vacate(x, t);
+      t.status = 'pending';
+      if (!x.held) this.noteHeld(x, refused);
+      return;
+    }
     const prev = t.attempts;
     const attempt = prev + 1;
     const sandbox = this.sandboxId(x, t, attempt);

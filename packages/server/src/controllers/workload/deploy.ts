@@ -72,7 +72,7 @@ export interface DeployDeps extends CodeDeps {
 }
 
 /** Whether the object's FAILED status came from an OAuth2 connection's refused grant (cleared when it refreshes). */
-const failedByConnection = (body: any) =>
+export const failedByConnection = (body: any) =>
   body?.status === 'FAILED' && String(body.events?.at(-1)?.message ?? '').startsWith(REFRESH_FAILED);
 
 export type WorkloadKind = 'Agent' | 'Function';

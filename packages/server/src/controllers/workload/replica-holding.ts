@@ -16,13 +16,14 @@ import {
   serves,
   shareOf,
 } from '../../cluster/replica-placements.js';
+import { ConnectionTokenFailed, type ConnectionTokens } from '../../oauth/connection-tokens.js';
 import type { ImageStore } from '../../runtime/images/image-store.js';
 import type { Resources } from '../../store/resources.js';
 import { keyOf, type ResourceKey, type StoredObject } from '../../store/store.js';
 import type { RevisionRecord } from '../code/source.js';
-import { runOf, type WorkloadKind, workloadOf } from './deploy.js';
+import { failedByConnection, runOf, type WorkloadKind, workloadOf } from './deploy.js';
 import { applicationWorkload, placedApplicationRuns } from './application.js';
-import type { ReplicaSet, RevisionRun, Workload } from './replicas.js';
+import { type ReplicaSet, type RevisionRun, type Workload, workloadKey } from './replicas.js';
 
 /** How often every workload is looked at again (an app built ahead since, a failed start's backoff over). */
 const PASS_MS = 1_000;
@@ -42,6 +43,11 @@ export interface ReplicaHoldingDeps {
   code: Pick<CodeStore, 'has'>;
   replicas: ReplicaSet;
   placements: ReplicaPlacements;
+  /**
+   * This server's OAuth2 connection tokens: the replicas of a workload bound to connections read them from files
+   * this node keeps fresh while it runs them (decision 101).
+   */
+  tokens?: ConnectionTokens;
   /** Whether this node leads the controllers: a workload being deployed (not DEPLOYED) is its deploy's then. */
   leads: () => boolean;
   /** Whether this node holds its lease (decision 064): without it, it starts nothing. */
@@ -204,7 +210,7 @@ export class ReplicaHolding {
     if (!active) return undefined;
     const percent: number = o.body.spec?.revision?.canaryPercent ?? 0;
     const canaryApp = percent > 0 ? await this.appOf(o, o.body.canaryRevision) : undefined;
-    const deps = { resources: this.deps.resources };
+    const deps = { resources: this.deps.resources, tokens: this.deps.tokens };
     const run = await runOf(deps, kind, o, active, [], share);
     const canary = canaryApp && { run: await runOf(deps, kind, o, canaryApp, [], share), percent };
     return { run, canary, workload: workloadOf(kind, o) };
@@ -218,17 +224,36 @@ export class ReplicaHolding {
     // While the leader deploys a new revision (or removes a deleted one), its deploy acts on its replica set.
     if (leads && (o.body.status !== 'DEPLOYED' || !placeable(o))) return;
     const placed: string[] = Array.isArray(o.body.replicaNodes) ? o.body.replicaNodes : [];
-    const share = placeable(o) && serves(o) && o.body.status !== 'TERMINATED' ? shareOf(o, self) : undefined;
+    // A workload FAILED by its connection's refused grant serves nowhere: the leader removed its own replicas.
+    const share =
+      placeable(o) && serves(o) && o.body.status !== 'TERMINATED' && !failedByConnection(o.body)
+        ? shareOf(o, self)
+        : undefined;
+    const removeHere = async () => {
+      await replicas.remove(o.workspace, kind, o.name);
+      this.deps.tokens?.release(workloadKey(o.workspace, kind, o.name));
+      if (local) this.deps.changed();
+    };
     if (!share) {
       // Placed elsewhere, or not served any more: what runs here goes, and what an earlier server left of it here
       // (held for a deploy to claim) too. A workload not placed yet keeps the replica the leader's deploy started.
-      if (placed.length > 0 || !leads) {
-        await replicas.remove(o.workspace, kind, o.name);
-        if (local) this.deps.changed();
-      }
+      if (placed.length > 0 || !leads) await removeHere();
       return;
     }
-    const runs = await this.runsOf(o, share);
+    let runs: Awaited<ReturnType<ReplicaHolding['runsOf']>>;
+    try {
+      runs = await this.runsOf(o, share);
+    } catch (err) {
+      // A connection's grant refused: the leader's deploy records it on the object (FAILED, in §7's words, which
+      // an event of this node's must not follow); its replicas here go as the leader's do.
+      if (!(err instanceof ConnectionTokenFailed)) throw err;
+      this.deps.logger?.warn(
+        { workspace: o.workspace, name: o.name, reason: err.message },
+        'a connection of the workload was refused: its replicas on this node are removed',
+      );
+      await removeHere();
+      return;
+    }
     // Its source (or an application's image) not here yet: the other nodes serve meanwhile; the next pass looks again.
     if (!runs) return;
     const { run, canary, workload } = runs;
