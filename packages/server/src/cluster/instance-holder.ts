@@ -6,13 +6,14 @@ import type { Avoided, HolderDecision } from '../http/peer-forward.js';
 import type { Leadership } from './leadership.js';
 import type { NodeView, Nodes } from './nodes.js';
 import type { ReplicaCandidate } from './replica-placements.js';
+import type { VolumeNodes } from './volume-nodes.js';
 import {
   choose,
   type Load,
   leastLoaded,
   NoNodeError,
   type PlacedBody,
-  placedOnLeader,
+  volumeNamesOf,
   type RegionPool,
   regionPools,
   type SandboxPlacements,
@@ -37,7 +38,7 @@ export interface InstanceHolder {
    * The node a new sandbox is placed on (body as it is to be stored): one serving its `spec.region`. Throws
    * NoNodeError when no node of that region can take it (it is never placed in another region).
    */
-  place(body: PlacedBody): string;
+  place(body: PlacedBody, workspace?: string): string;
   /** Every region a node of the cluster serves, as of the last read of the node list (this server's among them). */
   regions(): ReadonlySet<string>;
   /**
@@ -98,6 +99,8 @@ export async function instanceHolder(o: {
   nodes: Nodes;
   leadership: Leadership;
   placements: SandboxPlacements;
+  /** The node holding each volume's data (decision 102); none: volumes go with the leader. */
+  volumeNodes?: Pick<VolumeNodes, 'nodeOf'>;
   role: string;
   /** This server's region aliases (BERTH_REGION_ALIASES): a name no node serves stands for the region it names. */
   aliases?: Readonly<Record<string, string>>;
@@ -193,16 +196,38 @@ export async function instanceHolder(o: {
         unavailable: `node ${node}, which holds this sandbox, is not answering; the cluster starts the sandbox again on another node once its lease lapses`,
       };
     },
-    place(body) {
+    place(body, workspace) {
       const region = regionOf(body);
       // Snapshot layers are on the disk of the server that captured them, which is the one creating the sandbox
-      // (snapshot routes are served by the node holding the snapshotted sandbox); volumes on the leader's.
+      // (snapshot routes are served by the node holding the snapshotted sandbox); volumes on their node's.
       if (body.rootLayers?.length)
         return inRegion(self, region, 'its snapshot is on a node of another region');
-      if (placedOnLeader(body)) {
-        const id = o.leadership.leads().includes(o.role) ? self : (leader?.id ?? self);
+      const volumes = volumeNamesOf(body);
+      if (volumes.length) {
+        const on = new Set<string>();
+        for (const v of workspace === undefined ? [] : volumes) {
+          const n = o.volumeNodes?.nodeOf(workspace as string, v);
+          if (n) on.add(n);
+        }
+        if (on.size > 1)
+          throw new NoNodeError(
+            region,
+            `its volumes are on different nodes (${[...on].join(', ')}), and a volume's data stays on the node that made it`,
+          );
+        const [id] = on;
+        if (id !== undefined) {
+          const n = byId.get(id);
+          if (read && (!n?.healthy || n.drained))
+            throw new NoNodeError(
+              region,
+              `its volumes are on node ${id}, which is ${!n ? 'not in the cluster' : n.drained ? 'drained' : 'not answering'} (a volume's data stays on the node that made it)`,
+            );
+          return inRegion(id, region, `its volumes are on node ${id}, which is of another region`);
+        }
+        // Volumes not made yet go with the leader, which makes them.
+        const maker = o.leadership.leads().includes(o.role) ? self : (leader?.id ?? self);
         return inRegion(
-          id,
+          maker,
           region,
           'a sandbox with volumes runs on the node leading the controllers, which is of another region',
         );

@@ -91,7 +91,12 @@ test('the warm pool is preferred among the nodes drawn, while the warm node has 
 
 async function holderOf(
   list: NodeView[],
-  opts: { leader?: string; aliases?: Record<string, string>; holding?: () => boolean } = {},
+  opts: {
+    leader?: string;
+    aliases?: Record<string, string>;
+    holding?: () => boolean;
+    volumeNodes?: Record<string, string>;
+  } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-place-regions-'));
   const store = new SqliteStore(join(dir, 'berth.db'));
@@ -119,6 +124,7 @@ async function holderOf(
     nodes,
     leadership,
     placements,
+    volumeNodes: { nodeOf: (ws, name) => opts.volumeNodes?.[`${ws}/${name}`] },
     role: 'controllers',
     aliases: opts.aliases,
     warn: () => {},
@@ -200,6 +206,42 @@ test('a sandbox is placed on a node of its region only, and refused naming the r
       assert.doesNotMatch(refusal(sandbox(r)).message, /node-|\.test|\d+ sandbox|memory/);
     // No region (a sandbox made before regions were placed): any node.
     assert.match(h.holder.place(sandbox(undefined)), /^node-(eu|us)-/);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a sandbox mounting volumes goes to the node holding their data, or waits for it; never another node', async () => {
+  const list = [
+    view('node-a', ['eu'], { leads: ['controllers'] }),
+    view('node-b', ['eu']),
+    view('node-c', ['eu'], { healthy: false, leased: false }),
+    view('node-d', ['eu'], { drained: true }),
+    view('node-e', ['us']),
+  ];
+  const h = await holderOf(list, {
+    leader: 'node-a',
+    volumeNodes: { 'ws/on-b': 'node-b', 'ws/on-c': 'node-c', 'ws/on-d': 'node-d', 'ws/on-e': 'node-e' },
+  });
+  try {
+    const mounting = (...names: string[]) =>
+      sandbox('eu', { volumes: names.map((name) => ({ name, mountPath: `/${name}` })) });
+    // On node-b, whatever the loads: the data is there.
+    for (let i = 0; i < 10; i++) assert.equal(h.holder.place(mounting('on-b'), 'ws'), 'node-b');
+    // A volume not made yet (its node not recorded): with the leader, which makes it.
+    assert.equal(h.holder.place(mounting('new'), 'ws'), 'node-a');
+    assert.equal(h.holder.place(mounting('on-b', 'new'), 'ws'), 'node-b');
+    // Another workspace's volume of the same name is not this one's.
+    assert.equal(h.holder.place(mounting('on-b'), 'other'), 'node-a');
+    const refused = (body: unknown, why: RegExp) =>
+      assert.throws(
+        () => h.holder.place(body as never, 'ws'),
+        (e: unknown) => e instanceof NoNodeError && why.test(e.message),
+      );
+    refused(mounting('on-c'), /its volumes are on node node-c, which is not answering/);
+    refused(mounting('on-d'), /its volumes are on node node-d, which is drained/);
+    refused(mounting('on-b', 'on-c'), /its volumes are on different nodes \(node-b, node-c\)/);
+    refused(mounting('on-e'), /region "eu".*its volumes are on node node-e, which is of another region/);
   } finally {
     await h.close();
   }

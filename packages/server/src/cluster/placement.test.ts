@@ -10,8 +10,8 @@ import {
   DEFAULT_WARM_KEY,
   type Load,
   leastLoaded,
-  placedOnLeader,
   SandboxPlacements,
+  volumeNamesOf,
   warmKeyOf,
 } from './placement.js';
 
@@ -93,14 +93,26 @@ test('the index follows each sandbox to its node, counts its load, and forgets i
   }
 });
 
-test("a sandbox needing the leader's disk is not drawn: volumes; an image is drawn like the default one", () => {
-  assert.equal(placedOnLeader({ spec: { runtime: { image: 'blaxel/base-image:latest' } } }), false);
-  assert.equal(placedOnLeader({ spec: {} }), false, 'no image: the default one');
-  assert.equal(placedOnLeader({ spec: { runtime: { image: 'docker.io/blaxel/base-image:latest' } } }), false);
-  assert.equal(placedOnLeader({ spec: { volumes: [{ name: 'v', mountPath: '/data' }] } }), true);
+test('a sandbox mounting volumes is not drawn (they name its node); an image is drawn like the default one', () => {
+  const none = (body: Parameters<typeof volumeNamesOf>[0]) => volumeNamesOf(body).length === 0;
+  assert.ok(none({ spec: { runtime: { image: 'blaxel/base-image:latest' } } }));
+  assert.ok(none({ spec: {} }), 'no image: the default one');
+  assert.ok(none({ spec: { runtime: { image: 'docker.io/blaxel/base-image:latest' } } }));
+  assert.deepEqual(
+    volumeNamesOf({
+      spec: {
+        volumes: [
+          { name: 'v', mountPath: '/data' },
+          { name: 'v', mountPath: '/again' },
+          { name: 'w', mountPath: '/w' },
+        ],
+      },
+    }),
+    ['v', 'w'],
+  );
   // Its node gets the image from the leader before it starts (decision 081).
-  assert.equal(placedOnLeader({ spec: { runtime: { image: 'local/app:1' } } }), false);
-  assert.equal(placedOnLeader({ spec: { runtime: { image: 'python:3.12-slim' } } }), false);
+  assert.ok(none({ spec: { runtime: { image: 'local/app:1' } } }));
+  assert.ok(none({ spec: { runtime: { image: 'python:3.12-slim' } } }));
   assert.equal(warmKeyOf({ spec: {} }), DEFAULT_WARM_KEY);
   assert.equal(warmKeyOf({ spec: { runtime: { image: 'local/app:1' } } }), '', 'no pool is keyed by a name');
 });

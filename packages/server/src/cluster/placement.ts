@@ -26,10 +26,12 @@ export interface RegionPool {
 export class NoNodeError extends Error {
   override name = 'NoNodeError';
   constructor(
-    readonly region: string,
+    readonly region: string | undefined,
     why: string,
   ) {
-    super(`no node of region ${JSON.stringify(region)} can take this sandbox now: ${why}`);
+    super(
+      `no node ${region === undefined ? '' : `of region ${JSON.stringify(region)} `}can take this sandbox now: ${why}`,
+    );
   }
 }
 
@@ -180,12 +182,13 @@ export interface PlacedBody {
 }
 
 /**
- * Whether a new sandbox must run on the controllers' leader rather than be drawn, because what it needs is on that
- * machine's disk: volumes (the volume controller makes them there). A sandbox on an image is drawn like any other:
+ * The volumes a new sandbox mounts: it is not drawn but runs where their data is, the node that made them (decision
+ * 102), or the controllers' leader, which makes a volume not made yet. A sandbox on an image is drawn like any other:
  * its node gets the image from the leader before it starts (docs/decisions/081-images-across-nodes.md).
  */
-export function placedOnLeader(body: PlacedBody): boolean {
-  return !!body.spec?.volumes?.length;
+export function volumeNamesOf(body: PlacedBody): string[] {
+  const names = (body.spec?.volumes ?? []).map((v) => (v as { name?: unknown })?.name);
+  return [...new Set(names.filter((n): n is string => typeof n === 'string'))];
 }
 
 /**

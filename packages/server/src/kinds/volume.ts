@@ -40,6 +40,11 @@ export const volume = {
   readOnly: {
     state: Type.Object({ attachedTo: opt(Type.String()) }),
     terminatedAt: Type.String(),
+    /**
+     * In a cluster, the node whose disk holds the volume's data (the one that made it): what mounts the volume runs
+     * there (docs/decisions/102-volumes-stay-on-their-node.md).
+     */
+    node: Type.String(),
   },
   deleteRefusal(body) {
     const holder = body.state?.attachedTo;

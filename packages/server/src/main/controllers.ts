@@ -9,6 +9,7 @@ import { sandboxReconciler } from '../controllers/sandbox/sandbox.js';
 import { SandboxExpiry } from '../controllers/sandbox/sandbox-expiry.js';
 import { ScheduleRunner } from '../controllers/sandbox/sandbox-schedules.js';
 import { volumeReconciler } from '../controllers/volume/volume.js';
+import { followVolumeDeletions } from '../controllers/volume/volume-sweep.js';
 import { SandboxFaultWatch } from '../controllers/sandbox/sandbox-faults.js';
 import { existingArchive } from '../runtime/volume-archives.js';
 import { applicationReconciler } from '../controllers/workload/application.js';
@@ -123,7 +124,7 @@ export async function startAllControllers(
           resources,
           placements,
           mustLeave: (n) => late.holder?.mustLeave(n) ?? false,
-          place: (body) => late.holder?.place(body) ?? selfId,
+          place: (body, workspace) => late.holder?.place(body, workspace) ?? selfId,
           everyMs: 500,
           warn: (err, msg) => logger.warn({ err }, msg),
         });
@@ -164,6 +165,7 @@ export async function startAllControllers(
               logger,
               archiveOf: (ws, t, v) => existingArchive(config.dataDir, ws, t, v),
               capacity,
+              node: clusterSelf,
             }),
           Drive: (d) =>
             volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
@@ -298,7 +300,21 @@ export async function startAllControllers(
         })
       : undefined;
   jobHolding?.start();
-  return { leadership, sandboxControllers, faults, schedules, replicaHolding, jobHolding, scaler };
+  // And the data of the volumes made on it whose objects were deleted (decision 102).
+  const volumeSweep =
+    clusterSelf !== undefined
+      ? followVolumeDeletions({ store: parts.store, driver, self: clusterSelf, logger })
+      : undefined;
+  return {
+    leadership,
+    sandboxControllers,
+    faults,
+    schedules,
+    replicaHolding,
+    jobHolding,
+    scaler,
+    volumeSweep,
+  };
 }
 
 export type Controllers = Awaited<ReturnType<typeof startAllControllers>>;

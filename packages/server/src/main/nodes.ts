@@ -34,7 +34,7 @@ export async function listenAndJoin(
     Pick<Workloads, 'replicas'> &
     Pick<Controllers, 'leadership' | 'sandboxControllers'>,
 ) {
-  const { logger, store, placements, selfId } = parts;
+  const { logger, store, placements, volumeNodes, selfId } = parts;
   const { instances } = parts;
   const { auth, app } = parts;
   const { leadership, sandboxControllers } = parts;
@@ -137,6 +137,7 @@ export async function listenAndJoin(
       nodes: late.nodes,
       leadership,
       placements: placements as SandboxPlacements,
+      volumeNodes,
       role: 'controllers',
       aliases: config.regionAliases,
       warn: (err, msg) => logger.warn({ err }, msg),

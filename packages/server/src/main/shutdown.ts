@@ -20,11 +20,20 @@ export async function closeServer(
     Workloads &
     Controllers & { codeCopies?: CodeCopies; buildsAhead?: BuildsAhead; imagesAhead?: ImagesAhead },
 ) {
-  const { logger, outbound, store, quotas, placements, tokens } = parts;
+  const { logger, outbound, store, quotas, placements, volumeNodes, tokens } = parts;
   const { driver } = parts;
   const { app } = parts;
   const { builds, codeCopies, buildsAhead, imagesAhead } = parts;
-  const { leadership, sandboxControllers, faults, schedules, replicaHolding, jobHolding, scaler } = parts;
+  const {
+    leadership,
+    sandboxControllers,
+    faults,
+    schedules,
+    replicaHolding,
+    jobHolding,
+    scaler,
+    volumeSweep,
+  } = parts;
   // Sandboxes keep running: a restarted server adopts them as they are.
   late.holder?.close();
   codeCopies?.close();
@@ -34,6 +43,7 @@ export async function closeServer(
   await faults.stop();
   await replicaHolding?.stop();
   await jobHolding?.stop();
+  volumeSweep?.();
   if (replicaHolding) scaler.stop();
   await sandboxControllers.stop();
   await leadership.close();
@@ -48,6 +58,7 @@ export async function closeServer(
   tokens.close();
   await outbound.close();
   placements?.close();
+  volumeNodes?.close();
   parts.replicaPlacements?.close();
   await store.close();
   logger.flush?.();

@@ -19,6 +19,7 @@ import { QuotaLedger } from '../controllers/core/quota-ledger.js';
 import { quotaAdmission } from '../controllers/core/quota-admission.js';
 import { nodeId } from '../cluster/nodes.js';
 import { NoNodeError, SandboxPlacements } from '../cluster/placement.js';
+import { VolumeNodes } from '../cluster/volume-nodes.js';
 import { ReplicaPlacements } from '../cluster/replica-placements.js';
 import type { InstanceHolder } from '../cluster/instance-holder.js';
 import { ApiError } from '../errors.js';
@@ -27,9 +28,9 @@ import { CONTROLLERS } from '../cluster/leadership.js';
 import type { Late, StartOptions } from './context.js';
 
 /** The node a new sandbox goes to; none of its region can take it: 503 naming the region (decision 077). */
-function placed(holder: InstanceHolder, body: any): string {
+function placed(holder: InstanceHolder, body: any, workspace: string): string {
   try {
-    return holder.place(body);
+    return holder.place(body, workspace);
   } catch (err) {
     if (err instanceof NoNodeError)
       throw new ApiError('UNAVAILABLE', err.message, { headers: { 'retry-after': '5' } });
@@ -70,6 +71,9 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
   const clusterSelf = config.databaseUrl ? selfId : undefined;
   const placements = config.databaseUrl ? new SandboxPlacements(store) : undefined;
   await placements?.start();
+  // And where each volume's data is (decision 102): what mounts a volume runs on its node.
+  const volumeNodes = config.databaseUrl ? new VolumeNodes(store) : undefined;
+  await volumeNodes?.start();
   // And of agents' and functions' replica slots (decision 086).
   const replicaPlacements = config.databaseUrl ? new ReplicaPlacements(store) : undefined;
   await replicaPlacements?.start();
@@ -101,8 +105,8 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     egressGateways: config.egressGateways,
     outbound,
     admit: quotaAdmission(quotas),
-    placeOf: (kd, body) =>
-      kd.kind === 'Sandbox' && late.holder ? { node: placed(late.holder, body) } : undefined,
+    placeOf: (kd, body, workspace) =>
+      kd.kind === 'Sandbox' && late.holder ? { node: placed(late.holder, body, workspace) } : undefined,
     nodeRegions: () => late.holder?.regions(),
   });
   // What a node writes as the holder of a sandbox is fenced on its placement and the node's lease (decision 064); a
@@ -152,6 +156,7 @@ export async function openCore(config: Config, opts: StartOptions, late: Late) {
     selfId,
     clusterSelf,
     placements,
+    volumeNodes,
     replicaPlacements,
     quotas,
     baseUrl,

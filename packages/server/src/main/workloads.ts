@@ -71,6 +71,8 @@ export function startWorkloads(config: Config, parts: Core & Runtime, late: Late
             place: (region, tasks, room) =>
               late.holder ? late.holder.placeTask(region, tasks, room) : room(self) ? self : undefined,
             lapsed: (node) => late.holder?.lapsed(node) ?? false,
+            usable: (node) => !(late.holder?.mustLeave(node) ?? false),
+            volumeNode: (ws, volume) => parts.volumeNodes?.nodeOf(ws, volume),
             count: () => late.holder?.taskNodes() ?? 1,
           },
   });

@@ -206,14 +206,17 @@ export interface RuntimeDriver {
   /**
    * Makes a volume exist with a hard cap of `sizeMb` (writes past it fail with ENOSPC) and returns the host
    * directory to put in `SandboxSpec.volumes`. Idempotent: an existing volume keeps its size and data; `seed`
-   * (a tar or tar.gz file) fills a new one only.
+   * (a tar or tar.gz file) fills a new one only. With `create` false (a holder attaching a volume made before) a
+   * volume whose data is not on this machine is never made anew, empty: VolumeMissingError.
    */
-  ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string>;
+  ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string, create?: boolean): Promise<string>;
   /**
    * Deletes a volume and its data; idempotent. The caller makes sure nothing holds a volume; a drive is first
    * detached from every sandbox that has it mounted.
    */
   removeVolume(ref: VolumeRef): Promise<void>;
+  /** The volumes (not drives) whose data is on this machine. */
+  volumesHere(): Promise<VolumeRef[]>;
   /**
    * Attaches a drive (made by ensureVolume with `drive`) to the running sandbox at `mountPath`, several
    * sandboxes at once; files show as the sandbox's root in every one. Fails when the directory is missing.
@@ -256,6 +259,14 @@ export interface DeepStandbyEvent {
 }
 
 /** Thrown for operations on a sandbox the driver does not know. */
+/** A volume's data is not on this machine (made on another node of a cluster, or its data dir lost it). */
+export class VolumeMissingError extends Error {
+  override name = 'VolumeMissingError';
+  constructor(ref: VolumeRef) {
+    super(`the data of volume ${JSON.stringify(ref.name)} is not on this machine`);
+  }
+}
+
 export class SandboxNotFoundError extends Error {
   constructor(readonly id: string) {
     super(`sandbox ${id} not found`);

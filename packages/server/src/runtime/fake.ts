@@ -13,6 +13,7 @@ import {
   type SandboxStats,
   SandboxNotFoundError,
   specHash,
+  VolumeMissingError,
   type VolumeRef,
 } from './driver.js';
 
@@ -164,12 +165,20 @@ export class FakeDriver implements RuntimeDriver {
   /** Test hook: the next ensureVolume of this `<workspace>/<name>` fails with this message. */
   readonly volumeFailures = new Map<string, string>();
 
-  async ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
+  async ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string, create = true): Promise<string> {
     const key = `${ref.workspace}/${ref.name}`;
     const failure = this.volumeFailures.get(key);
     if (failure) throw new Error(failure);
+    if (!create && !this.volumes.has(key)) throw new VolumeMissingError(ref);
     if (!this.volumes.has(key)) this.volumes.set(key, { sizeMb, ...(seed ? { seed } : {}) });
     return `/nonexistent/berth-fake-volumes/${key}`;
+  }
+
+  async volumesHere(): Promise<VolumeRef[]> {
+    return [...this.volumes.keys()].map((k) => {
+      const [workspace, name] = k.split('/');
+      return { workspace, name };
+    });
   }
 
   async removeVolume(ref: VolumeRef): Promise<void> {

@@ -129,8 +129,12 @@ export class LazyRuntime implements RuntimeDriver {
     if (this.holdsNone()) return undefined;
     return (await this.ready()).daemonLog(id, maxBytes);
   }
-  async ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
-    return (await this.ready()).ensureVolume(ref, sizeMb, seed);
+  async volumesHere(): Promise<VolumeRef[]> {
+    return (await this.ready()).volumesHere();
+  }
+
+  async ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string, create?: boolean): Promise<string> {
+    return (await this.ready()).ensureVolume(ref, sizeMb, seed, create);
   }
   async removeVolume(ref: VolumeRef): Promise<void> {
     return (await this.ready()).removeVolume(ref);

@@ -78,7 +78,7 @@ export interface ResourcesOptions {
    * Read-only fields the server sets on every new object of a kind, from the body as it is to be stored: a cluster
    * records the node a new sandbox is placed on (cluster/placement.ts). Undefined for kinds it does not place.
    */
-  placeOf?: (kd: KindDescriptor, body: any) => Record<string, unknown> | undefined;
+  placeOf?: (kd: KindDescriptor, body: any, workspace: string) => Record<string, unknown> | undefined;
   /** In a cluster, every region a node serves (ValidationContext.nodeRegions). */
   nodeRegions?: () => ReadonlySet<string> | undefined;
 }
@@ -171,7 +171,7 @@ export class Resources {
   /** A new object's body as stored: the prepared body, the create's server fields, then its placement. */
   private newBody(kd: KindDescriptor, ctx: WriteContext, body: any): any {
     const out = { ...this.stamp(kd, ctx, body, undefined), ...(ctx.serverFields ?? {}) };
-    const placed = this.opts.placeOf?.(kd, out);
+    const placed = this.opts.placeOf?.(kd, out, ctx.workspace);
     const fields = { ...ctx.serverFields, ...placed };
     for (const k of Object.keys(fields))
       if (!(k in (kd.readOnly ?? {}))) throw new Error(`${kd.kind} ${k} is not a field the server writes`);

@@ -34,6 +34,8 @@ async function cluster(onTask: (node: string, index: string) => Outcome | Promis
   const store = new SqliteStore(join(dir, 'berth.db'));
   const resources = new Resources(store, KINDS, new SecretBox(randomBytes(32)), { regions: ['local'] });
   const dead = new Set<string>();
+  /** The node holding each volume's data, by `<workspace>/<volume>`. */
+  const volumeNodes = new Map<string, string>();
   const ran: Record<string, string[]> = { 'node-a': [], 'node-b': [] };
   const drivers = NODES.map(
     (node) =>
@@ -59,6 +61,8 @@ async function cluster(onTask: (node: string, index: string) => Outcome | Promis
         return live.length ? live[turn++ % live.length] : undefined;
       },
       lapsed: (n) => dead.has(n),
+      usable: (n) => !dead.has(n),
+      volumeNode: (ws, v) => volumeNodes.get(`${ws}/${v}`),
       count: () => NODES.length - dead.size,
     },
   });
@@ -77,11 +81,11 @@ async function cluster(onTask: (node: string, index: string) => Outcome | Promis
   );
   await runner.start();
   for (const h of holdings) h.start();
-  const job = async (workspace: string, maxRetries: number) => {
+  const job = async (workspace: string, maxRetries: number, volumes?: object[]) => {
     const ctx = { workspace, parents: [], actor: 'tester' };
     await resources.create(resources.kind('Job'), ctx, {
       metadata: { name: 'nightly' },
-      spec: { runtime: { maxConcurrentTasks: 4, maxRetries } },
+      spec: { runtime: { maxConcurrentTasks: 4, maxRetries }, ...(volumes ? { volumes } : {}) },
     });
     return resources.updateStatus(
       { kind: 'Job', workspace, parent: '', name: 'nightly' },
@@ -94,8 +98,8 @@ async function cluster(onTask: (node: string, index: string) => Outcome | Promis
       },
     );
   };
-  const execute = async (workspace: string, maxRetries: number, tasks: number) => {
-    const j = await job(workspace, maxRetries);
+  const execute = async (workspace: string, maxRetries: number, tasks: number, volumes?: object[]) => {
+    const j = await job(workspace, maxRetries, volumes);
     const { id } = await createExecution({ resources, runner, now: Date.now }, workspace, j!, {
       tasks: Array.from({ length: tasks }, (_, i) => ({ i })),
     });
@@ -114,6 +118,9 @@ async function cluster(onTask: (node: string, index: string) => Outcome | Promis
     (await store.get(taskKey(workspace, 'nightly', id, index)))?.body as TaskRecord;
   return {
     store,
+    resources,
+    drivers,
+    volumeNodes,
     runner,
     holdings,
     ran,
@@ -212,6 +219,54 @@ describe('job tasks across the nodes of a cluster', () => {
       const after = await c.task('ws', id, 0);
       assert.equal(after.status, 'failed');
       assert.match(after.conditions?.at(-1)?.message ?? '', /No retry is left \(maxRetries\)$/);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("runs a job's tasks on the node holding its volumes' data, and waits while that node is away", async () => {
+    const c = await cluster((node, index) => ({ status: 'completed', logs: `task ${index} on ${node}\n` }));
+    try {
+      const ctx = { workspace: 'ws', parents: [], actor: 'tester' };
+      await c.resources.create(c.resources.kind('Volume'), ctx, {
+        metadata: { name: 'data' },
+        spec: { size: 64 },
+      });
+      await c.resources.updateStatus(
+        { kind: 'Volume', workspace: 'ws', parent: '', name: 'data' },
+        { to: 'DEPLOYED', extras: { node: 'node-b' } },
+      );
+      c.volumeNodes.set('ws/data', 'node-b');
+      c.drivers[1].volumes.set('ws/data', { sizeMb: 64 });
+      const volumes = [{ name: 'data', mountPath: '/data', readOnly: true }];
+      const id = await c.execute('ws', 0, 4, volumes);
+      await c.until('ws', id, 'succeeded');
+      assert.deepEqual([c.ran['node-a'].length, c.ran['node-b'].length], [0, 4], JSON.stringify(c.ran));
+      for (let i = 0; i < 4; i++) assert.equal((await c.task('ws', id, i)).node, 'node-b');
+      // node-b away: the next execution's tasks wait for it, saying so, and run there once it is back.
+      c.dead.add('node-b');
+      const { id: next } = await createExecution(
+        { resources: c.resources, runner: c.runner, now: Date.now },
+        'ws',
+        (await c.store.get({ kind: 'Job', workspace: 'ws', parent: '', name: 'nightly' }))!,
+        { tasks: [{ i: 0 }] },
+      );
+      let events: string[] = [];
+      for (let i = 0; i < 100 && !events.some((m) => m.includes('node node-b, which holds')); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        const o = await c.store.get({ kind: 'Job', workspace: 'ws', parent: '', name: 'nightly' });
+        events = (o?.body.events ?? []).map((e: { message: string }) => e.message);
+      }
+      assert.ok(
+        events.includes(
+          `execution ${next}: its tasks wait for node node-b, which holds its volumes' data and is not answering or drained`,
+        ),
+        JSON.stringify(events),
+      );
+      assert.equal(c.ran['node-a'].length, 0, 'never run on a node without the data');
+      c.dead.delete('node-b');
+      await c.until('ws', next, 'succeeded');
+      assert.deepEqual([c.ran['node-a'].length, c.ran['node-b'].length], [0, 5]);
     } finally {
       await c.close();
     }

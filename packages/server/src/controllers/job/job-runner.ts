@@ -111,6 +111,10 @@ export interface TaskNodes {
   ): string | undefined;
   /** Whether the node's lease lapsed (it died, or was cut from the database): its attempts are lost. */
   lapsed(node: string): boolean;
+  /** Whether the node may take an attempt now (its lease held, not drained). */
+  usable(node: string): boolean;
+  /** The node holding a volume's data (decision 102); undefined while it is not made yet. */
+  volumeNode(workspace: string, volume: string): string | undefined;
   /** Nodes that may take tasks now (each runs up to maxTasks). */
   count(): number;
 }
@@ -129,9 +133,12 @@ interface LiveExecution {
   held?: boolean;
   /** Its app is built on this server (undefined: not looked yet; false: it waits, and the job's object said so). */
   appHere?: boolean;
-  /** The job's region, and whether its tasks run on the leader (persistent volumes are made on its disk). */
+  /**
+   * The job's region, and the persistent volumes its tasks mount: they run on the node holding the volumes' data
+   * (decision 102), or on the leader, which makes a volume not made yet.
+   */
   region?: string;
-  onLeader?: boolean;
+  volumes?: string[];
   /** Its ready tasks wait for a node of its region, and the job's object says so (once, until one starts). */
   noNode?: boolean;
 }
@@ -277,7 +284,9 @@ export class JobRunner {
       cancelling: rec.status === 'cancelling',
       overhead: { ms: 0, attempts: 0 },
       region: typeof job?.body.spec?.region === 'string' ? job.body.spec.region : undefined,
-      onLeader: !!job?.body.spec?.volumes?.some(isPersistentJobVolume),
+      volumes: (job?.body.spec?.volumes ?? [])
+        .filter(isPersistentJobVolume)
+        .map((v: { name: string }) => v.name),
     };
     this.live.set(`${o.workspace}/${rec.job}/${rec.id}`, x);
     return x;
@@ -813,23 +822,31 @@ export class JobRunner {
 
   /** Places a picked task's attempt on a node; false when no node can take it now (it stays waiting). */
   private placeOn(x: LiveExecution, t: LiveTask, nodes: TaskNodes): boolean {
-    const node =
-      x.onLeader && this.deps.node
-        ? this.deps.node
-        : nodes.place(
-            x.region,
-            (n) => this.onNode.get(n) ?? { sandboxes: 0, memoryMb: 0 },
-            (n) => (this.onNode.get(n)?.sandboxes ?? 0) < this.maxTasks,
-          );
+    let node: string | undefined;
+    let waitFor = `a node${x.region ? ` of region ${x.region}` : ''} with room for them`;
+    if (x.volumes?.length && this.deps.node) {
+      const on = new Set<string>();
+      for (const v of x.volumes) {
+        const n = nodes.volumeNode(x.key.workspace, v);
+        if (n) on.add(n);
+      }
+      const [at] = on;
+      if (on.size > 1) waitFor = `one node: its volumes are on different nodes (${[...on].join(', ')})`;
+      else if (at !== undefined && !nodes.usable(at))
+        waitFor = `node ${at}, which holds its volumes' data and is not answering or drained`;
+      else node = at ?? this.deps.node;
+    } else
+      node = nodes.place(
+        x.region,
+        (n) => this.onNode.get(n) ?? { sandboxes: 0, memoryMb: 0 },
+        (n) => (this.onNode.get(n)?.sandboxes ?? 0) < this.maxTasks,
+      );
     if (!node) {
       if (!x.noNode) {
         x.noNode = true;
         const job = { kind: 'Job', workspace: x.key.workspace, parent: '', name: x.rec.job };
         void this.deps.resources
-          .recordEvent(
-            job,
-            `execution ${x.rec.id}: its tasks wait for a node${x.region ? ` of region ${x.region}` : ''} with room for them`,
-          )
+          .recordEvent(job, `execution ${x.rec.id}: its tasks wait for ${waitFor}`)
           .catch((err) =>
             this.deps.logger?.warn({ err, execution: x.rec.id }, 'could not record a node wait'),
           );

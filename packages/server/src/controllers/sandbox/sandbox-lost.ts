@@ -17,7 +17,7 @@ export interface PlaceAgainDeps {
   /** Whether the sandboxes on `node` must go elsewhere (instance-holder.ts); `''`: not placed yet. */
   mustLeave: (node: string) => boolean;
   /** Throws NoNodeError when no node of the sandbox's region can take it (it then stays where it is). */
-  place: (body: any) => string;
+  place: (body: any, workspace: string) => string;
   /** Sandboxes told they wait for a node of their region (`<workspace>/<name>`), so each is told once. */
   waiting?: Set<string>;
 }
@@ -33,7 +33,7 @@ export async function placeAgain(deps: PlaceAgainDeps): Promise<number> {
     if (!o || (o.body.node ?? '') !== from || o.body.status === 'TERMINATED') continue;
     let to: string;
     try {
-      to = deps.place(o.body);
+      to = deps.place(o.body, o.workspace);
     } catch (err) {
       if (!(err instanceof NoNodeError)) throw err;
       // Never started in another region: it stays placed on the node that left until a node of its region can take

@@ -3,7 +3,7 @@
 // on each volume as it is at the write, so two sandboxes racing for one volume cannot both win, and a volume being
 // deleted cannot be claimed (its DELETE refuses a held volume in its own transaction: kinds/volume.ts).
 import { isGone } from '../../kinds/status.js';
-import type { RuntimeDriver, VolumeMount } from '../../runtime/driver.js';
+import { type RuntimeDriver, type VolumeMount, VolumeMissingError } from '../../runtime/driver.js';
 import type { Resources } from '../../store/resources.js';
 import { keyOf, type ResourceKey, StoreError, type StoredObject } from '../../store/store.js';
 import { TerminalError } from '../core/reconciler.js';
@@ -87,11 +87,16 @@ export async function attachVolumes(
     const v = byName.get(m.name)!;
     let hostPath: string;
     try {
-      // Mounted already, or again after a reboot; the size is the volume's own (immutable).
-      hostPath = await driver.ensureVolume({ workspace, name: m.name }, v.body.spec.size);
+      // Mounted already, or again after a reboot; the size is the volume's own (immutable). Never made anew here:
+      // a volume whose data is elsewhere would start empty as if nothing had been written to it.
+      hostPath = await driver.ensureVolume({ workspace, name: m.name }, v.body.spec.size, undefined, false);
     } catch (e) {
+      const where =
+        e instanceof VolumeMissingError && typeof v.body.node === 'string'
+          ? ` (it was made on node ${v.body.node}, whose disk holds it: what uses it runs there)`
+          : '';
       throw new TerminalError(
-        `volume ${JSON.stringify(m.name)} could not be mounted: ${(e as Error).message}`,
+        `volume ${JSON.stringify(m.name)} could not be mounted: ${(e as Error).message}${where}`,
       );
     }
     out.push({ hostPath, mountPath: m.mountPath, readOnly: m.readOnly === true });

@@ -41,7 +41,7 @@ class RecordingDriver extends FakeDriver {
   }
 }
 
-async function setup(capacity?: VolumeCapacity) {
+async function setup(capacity?: VolumeCapacity, node?: string) {
   const dir = mkdtempSync(join(tmpdir(), 'berth-vol-ctl-'));
   const socket = join(dir, 'health.sock');
   const health: Server = createServer((_req, res) => {
@@ -72,6 +72,7 @@ async function setup(capacity?: VolumeCapacity) {
       driver,
       archiveOf: (ws, t, v) => archives.get(`${ws}/${t}/${v}`),
       capacity,
+      node,
     }),
   };
   const key = (kind: string, name: string): ResourceKey => ({ kind, workspace: 'default', parent: '', name });
@@ -86,6 +87,7 @@ async function setup(capacity?: VolumeCapacity) {
   };
   return {
     resources,
+    now,
     driver,
     archives,
     settle,
@@ -161,6 +163,32 @@ test('a sandbox whose volume cannot be mounted is FAILED with the runtime reason
     assert.equal(b.status, 'FAILED');
     assert.match(b.events.at(-1).message, /could not be mounted: mount: wrong fs type/);
     assert.equal(env.driver.specs.length, 0);
+  } finally {
+    await env.close();
+  }
+});
+
+test('in a cluster a volume records the node that made it; a holder where its data is not fails, never mounting an empty one', async () => {
+  const env = await setup(undefined, 'node-a');
+  try {
+    await env.volume('data');
+    await env.settle('Volume', 'data');
+    const v = await env.get('Volume', 'data');
+    assert.equal(v.status, 'DEPLOYED');
+    assert.equal(v.node, 'node-a');
+    assert.match(v.events.at(-1).message, /ready on node node-a/);
+    // The sandbox starts where the volume's data is not (another node leads now, say): nothing is made anew.
+    env.driver.volumes.delete('default/data');
+    await env.sandbox('box', [{ name: 'data', mountPath: '/data' }]);
+    await env.settle('Sandbox', 'box');
+    const b = await env.get('Sandbox', 'box');
+    assert.equal(b.status, 'FAILED');
+    assert.match(
+      b.events.at(-1).message,
+      /volume "data" could not be mounted: the data of volume "data" is not on this machine \(it was made on node node-a, whose disk holds it/,
+    );
+    assert.equal(env.driver.volumes.has('default/data'), false, 'no empty volume was made');
+    assert.equal(env.driver.specs.length, 0, 'no sandbox was started');
   } finally {
     await env.close();
   }

@@ -26,6 +26,11 @@ export interface VolumeControllerDeps extends ControllerDeps {
   capacity?: VolumeCapacity;
   /** Reconciles drives instead (decision 031): the same images, no template, no single holder. */
   drives?: boolean;
+  /**
+   * In a cluster, this server's node: recorded on each volume it makes (its data stays on this node's disk, and what
+   * mounts it is placed there: decision 102).
+   */
+  node?: string;
 }
 
 /** The archive a new volume is seeded from: `template` or `template:version` (latest by default). */
@@ -116,17 +121,22 @@ export function volumeReconciler(deps: VolumeControllerDeps): Reconciler {
       if (o.body.status === 'FAILED' || o.body.status === 'DEPLOYED') return DONE;
       const d = o.body.status === 'DEPLOYING' ? o : await transition(deps, o, 'DEPLOYING', 'enabled again');
       if (!d) return DONE;
+      const size = d.body.spec.size;
       const seed = await seedOf(deps, d);
       await admitted(d, async () => {
         try {
-          await driver.ensureVolume(ref, d.body.spec.size, seed);
+          await driver.ensureVolume(ref, size, seed);
         } catch (e) {
           throw new TerminalError(`the ${what} could not be created: ${(e as Error).message}`);
         }
       });
-      const size = d.body.spec.size;
       const from = seed ? ` from ${d.body.spec.template}` : '';
-      await transition(deps, d, 'DEPLOYED', `deployed: ${size} MB ${what} ready${from}`, stillDeploying);
+      await resources.updateStatus(keyOf(d), {
+        to: 'DEPLOYED',
+        message: `deployed: ${size} MB ${what} ready${from}${deps.node ? ` on node ${deps.node}` : ''}`,
+        when: stillDeploying,
+        ...(deps.node ? { extras: { node: deps.node } } : {}),
+      });
       return DONE;
     },
   };

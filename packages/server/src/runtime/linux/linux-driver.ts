@@ -74,6 +74,7 @@ import { checkSpec } from './spec-check.js';
 import {
   checkVolumeDirs,
   ensureVolume,
+  volumesOnDisk,
   removeVolume,
   storeAsRoot,
   volumeDir,
@@ -724,9 +725,13 @@ export class LinuxDriver implements RuntimeDriver {
     return readTail(join(this.dir(id), DAEMON_LOG), maxBytes);
   }
 
-  ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string): Promise<string> {
+  ensureVolume(ref: VolumeRef, sizeMb: number, seed?: string, create = true): Promise<string> {
     const key = `volume:${volumeDir(this.ctx.dataDir, ref)}`; // also checks the names
-    return this.serial(key, () => ensureVolume(this.ctx.dataDir, ref, sizeMb, seed));
+    return this.serial(key, () => ensureVolume(this.ctx.dataDir, ref, sizeMb, seed, create));
+  }
+
+  volumesHere(): Promise<VolumeRef[]> {
+    return Promise.resolve(volumesOnDisk(this.ctx.dataDir));
   }
 
   removeVolume(ref: VolumeRef): Promise<void> {

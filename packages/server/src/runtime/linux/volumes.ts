@@ -6,10 +6,10 @@
 // Every step is idempotent and re-reads the kernel's mount table, so a crash (kill -9) at any point leaves
 // nothing a later call trips over: a half-made image is a .tmp file that the next ensure removes, a mount left by
 // a dead server is adopted as it is, and `mount -o loop` sets autoclear, so unmounting frees the loop device.
-import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tar from 'tar';
-import type { SandboxSpec, VolumeRef } from '../driver.js';
+import { type SandboxSpec, VolumeMissingError, type VolumeRef } from '../driver.js';
 import { mountsUnder } from './disk.js';
 import { run } from './exec.js';
 import { unexposeUnder } from './host.js';
@@ -26,6 +26,22 @@ export function volumeDir(dataDir: string, ref: VolumeRef): string {
   return join(dataDir, ref.drive ? DRIVES_SUBDIR : VOLUMES_SUBDIR, ref.workspace, ref.name);
 }
 
+/** Every volume with a directory under the data dir (names that are not labels are not Berth's: left out). */
+export function volumesOnDisk(dataDir: string): VolumeRef[] {
+  const root = join(dataDir, VOLUMES_SUBDIR);
+  const out: VolumeRef[] = [];
+  const dirs = (p: string) => {
+    try {
+      return readdirSync(p, { withFileTypes: true }).filter((e) => e.isDirectory() && PLAIN.test(e.name));
+    } catch {
+      return [];
+    }
+  };
+  for (const ws of dirs(root))
+    for (const v of dirs(join(root, ws.name))) out.push({ workspace: ws.name, name: v.name });
+  return out;
+}
+
 export const volumeMountPoint = (dataDir: string, ref: VolumeRef) => join(volumeDir(dataDir, ref), 'mnt');
 
 const isMounted = (mp: string) => mountsUnder(mp).includes(mp);
@@ -40,11 +56,13 @@ export async function ensureVolume(
   ref: VolumeRef,
   sizeMb: number,
   seed?: string,
+  create = true,
 ): Promise<string> {
   const dir = volumeDir(dataDir, ref);
   const img = join(dir, 'disk.img');
   const mnt = join(dir, 'mnt');
   if (isMounted(mnt)) return mnt;
+  if (!create && !existsSync(img)) throw new VolumeMissingError(ref);
   mkdirSync(mnt, { recursive: true, mode: 0o700 });
   if (!existsSync(img)) {
     const tmp = `${img}.tmp`;
