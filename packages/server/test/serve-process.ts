@@ -12,7 +12,10 @@ export async function serve(
   dataDir: string,
   env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+  // BENCH_BERTH_NODE_ARGS: Node options for the server only, as bench/lib/berth.mjs takes them (a cluster bench's
+  // servers profiled with `--cpu-prof --cpu-prof-dir=…`).
+  const nodeArgs = (process.env.BENCH_BERTH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
     // As the in-process test servers: a small warm pool (test-support/server.ts).
     env: { ...process.env, BERTH_LOG_LEVEL: 'warn', BERTH_WARM_POOL: '1', BERTH_WARM_POOL_MAX: '2', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
