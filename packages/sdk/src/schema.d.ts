@@ -2875,6 +2875,7 @@ export interface components {
                 attachedTo?: string;
             };
             terminatedAt?: string;
+            node?: string;
         };
         VolumeInput: {
             metadata: {
