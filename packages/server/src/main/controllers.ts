@@ -171,12 +171,32 @@ export async function startAllControllers(
             volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
           Agent: (d) =>
             deployReconciler(
-              { ...d, builder, builds, replicas, driver, quota: quotas, tokens, replicaShare },
+              {
+                ...d,
+                builder,
+                builds,
+                replicas,
+                driver,
+                quota: quotas,
+                tokens,
+                replicaShare,
+                node: clusterSelf,
+              },
               'Agent',
             ),
           Function: (d) =>
             deployReconciler(
-              { ...d, builder, builds, replicas, driver, quota: quotas, tokens, replicaShare },
+              {
+                ...d,
+                builder,
+                builds,
+                replicas,
+                driver,
+                quota: quotas,
+                tokens,
+                replicaShare,
+                node: clusterSelf,
+              },
               'Function',
             ),
           Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas, replicaShare }),

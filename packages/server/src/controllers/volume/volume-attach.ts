@@ -16,6 +16,14 @@ export class VolumeNotReady extends Error {
   override name = 'VolumeNotReady';
 }
 
+/**
+ * A volume's data is on another node of the cluster (the one that made it, decision 102), and the holder runs where
+ * the controllers' leader is: it waits for that node to lead again rather than fail for good.
+ */
+export class VolumeElsewhere extends VolumeNotReady {
+  override name = 'VolumeElsewhere';
+}
+
 export interface SpecVolume {
   name: string;
   mountPath: string;
@@ -50,6 +58,11 @@ export async function attachVolumes(
   workspace: string,
   holder: string,
   mounts: SpecVolume[],
+  /**
+   * In a cluster, this node, when the holder runs wherever the controllers' leader is (an agent's or function's
+   * replicas): a volume whose data is on another node is then VolumeElsewhere, a wait, instead of a failure.
+   */
+  leaderNode?: string,
 ): Promise<VolumeMount[]> {
   if (!mounts.length) return [];
   const names = [...new Set(mounts.map((m) => m.name))];
@@ -91,9 +104,14 @@ export async function attachVolumes(
       // a volume whose data is elsewhere would start empty as if nothing had been written to it.
       hostPath = await driver.ensureVolume({ workspace, name: m.name }, v.body.spec.size, undefined, false);
     } catch (e) {
+      const made: unknown = v.body.node;
+      if (e instanceof VolumeMissingError && typeof made === 'string' && leaderNode && made !== leaderNode)
+        throw new VolumeElsewhere(
+          `the data of volume ${JSON.stringify(m.name)} is on node ${made}, which made it, and this workload runs on the node leading the controllers (${leaderNode}): it starts once node ${made} leads them (drain node ${leaderNode} while node ${made} is up)`,
+        );
       const where =
-        e instanceof VolumeMissingError && typeof v.body.node === 'string'
-          ? ` (it was made on node ${v.body.node}, whose disk holds it: what uses it runs there)`
+        e instanceof VolumeMissingError && typeof made === 'string'
+          ? ` (it was made on node ${made}, whose disk holds it: what uses it runs there)`
           : '';
       throw new TerminalError(
         `volume ${JSON.stringify(m.name)} could not be mounted: ${(e as Error).message}${where}`,

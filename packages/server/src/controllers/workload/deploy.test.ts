@@ -178,6 +178,48 @@ describe('the deploy reconciler', () => {
     }
   });
 
+  it("in a cluster, waits while its volume's data is on another node, and deploys on that node's lead", async () => {
+    try {
+      const builds = new BuildSteps({ builder });
+      const now = () => new Date();
+      const on = (node: string) =>
+        deployReconciler({ resources, now, builder, builds, replicas, driver, node }, 'Agent');
+      const vol = { kind: 'Volume', workspace: 'ws', parent: '', name: 'data' };
+      await resources.create(resources.kind('Volume'), CTX, {
+        metadata: { name: 'data' },
+        spec: { size: 64 },
+      });
+      await resources.updateStatus(vol, { to: 'DEPLOYED', extras: { node: 'node-a' } });
+      await resources.replace(resources.kind('Agent'), CTX, 'bot', {
+        metadata: { name: 'bot' },
+        spec: { volumes: [{ name: 'data', mountPath: '/data' }] },
+      });
+      await upload('d1');
+      const onB = on('node-b');
+      await onB.reconcile(KEY, signal);
+      builder.pending.get('ws-d1')?.done();
+      await tick();
+      // node-b leads; the volume's data is on node-a's disk (not in this runtime).
+      const waited = await onB.reconcile(KEY, signal);
+      assert.deepEqual(waited, { requeueAfterMs: 2_000 });
+      const o = await status();
+      assert.notEqual(o.status, 'FAILED');
+      assert.match(
+        o.events.at(-1).message,
+        /^waiting: the data of volume "data" is on node node-a, which made it, and this workload runs on the node leading the controllers \(node-b\): it starts once node node-a leads them/,
+      );
+      assert.equal(replicas.get('ws', 'Agent', 'bot'), undefined, 'nothing started');
+      assert.equal(driver.volumes.has('ws/data'), false, 'no empty volume made');
+      // node-a leads again, its disk holding the data: the agent deploys there.
+      driver.volumes.set('ws/data', { sizeMb: 64 });
+      await on('node-a').reconcile(KEY, signal);
+      assert.equal((await status()).status, 'DEPLOYED');
+      assert.equal(replicas.get('ws', 'Agent', 'bot')?.replicas.length, 1);
+    } finally {
+      await cleanup();
+    }
+  });
+
   it('removes its replicas when deleted, and calls off a build under way', async () => {
     try {
       await upload('d1');

@@ -35,6 +35,7 @@ import { connectionEnvs, MissingConnectionError } from '../code/workload-policie
 import { unappliedWorkloadNote } from '../code/workload-unapplied.js';
 import {
   attachVolumes,
+  VolumeElsewhere,
   detachVolumes,
   holderName,
   type SpecVolume,
@@ -54,6 +55,8 @@ import {
 export const LIVE_RECHECK_MS = 30_000;
 /** How often a workload waiting for its volume to be created looks again (a volume is made in ~50 ms). */
 export const VOLUME_WAIT_MS = 200;
+/** How often an agent whose volumes' data is on another node looks again (decision 102). */
+export const ELSEWHERE_WAIT_MS = 2_000;
 
 export interface DeployDeps extends CodeDeps {
   replicas: ReplicaSet;
@@ -69,6 +72,8 @@ export interface DeployDeps extends CodeDeps {
    * connections, one not placed yet): this server runs them all, as before.
    */
   replicaShare?: (o: StoredObject) => { minScale: number; maxScale: number } | undefined;
+  /** In a cluster, this server's node: a volume made on another node is waited for, not mounted empty (102). */
+  node?: string;
 }
 
 /** Whether the object's FAILED status came from an OAuth2 connection's refused grant (cleared when it refreshes). */
@@ -203,6 +208,7 @@ async function readoptServing(deps: DeployDeps, kind: WorkloadKind, o: StoredObj
       o.workspace,
       holderOf(kind, o.name),
       o.body.spec?.volumes ?? [],
+      deps.node,
     );
     const taken = await replicas.readopt(
       workloadOf(kind, o),
@@ -335,11 +341,13 @@ export function deployReconciler(deps: DeployDeps, kind: WorkloadKind): Reconcil
           o.workspace,
           holderOf(kind, o.name),
           o.body.spec?.volumes ?? [],
+          deps.node,
         );
       } catch (err) {
         if (!(err instanceof VolumeNotReady)) throw err;
         await resources.recordEvent(key, `waiting: ${err.message}`);
-        return { requeueAfterMs: VOLUME_WAIT_MS };
+        // Data on another node waits for a change of leader: looked at again every few seconds, not 5 times a second.
+        return { requeueAfterMs: err instanceof VolumeElsewhere ? ELSEWHERE_WAIT_MS : VOLUME_WAIT_MS };
       }
       const share = deps.replicaShare?.(o);
       let run: RevisionRun;
