@@ -100,7 +100,7 @@ export async function instanceHolder(o: {
   leadership: Leadership;
   placements: SandboxPlacements;
   /** The node holding each volume's data (decision 102); none: volumes go with the leader. */
-  volumeNodes?: Pick<VolumeNodes, 'nodeOf'>;
+  volumeNodes?: Pick<VolumeNodes, 'nodesOf'>;
   role: string;
   /** This server's region aliases (BERTH_REGION_ALIASES): a name no node serves stands for the region it names. */
   aliases?: Readonly<Record<string, string>>;
@@ -204,15 +204,11 @@ export async function instanceHolder(o: {
         return inRegion(self, region, 'its snapshot is on a node of another region');
       const volumes = volumeNamesOf(body);
       if (volumes.length) {
-        const on = new Set<string>();
-        for (const v of workspace === undefined ? [] : volumes) {
-          const n = o.volumeNodes?.nodeOf(workspace as string, v);
-          if (n) on.add(n);
-        }
-        if (on.size > 1)
+        const on = workspace === undefined ? [] : (o.volumeNodes?.nodesOf(workspace, volumes) ?? []);
+        if (on.length > 1)
           throw new NoNodeError(
             region,
-            `its volumes are on different nodes (${[...on].join(', ')}), and a volume's data stays on the node that made it`,
+            `its volumes are on different nodes (${on.join(', ')}), and a volume's data stays on the node that made it`,
           );
         const [id] = on;
         if (id !== undefined) {

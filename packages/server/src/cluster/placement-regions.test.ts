@@ -12,6 +12,7 @@ import { KINDS } from '../kinds/index.js';
 import { Resources } from '../store/resources.js';
 import { SqliteStore } from '../store/sqlite.js';
 import { instanceHolder } from './instance-holder.js';
+import { VolumeNodes } from './volume-nodes.js';
 import type { Leadership } from './leadership.js';
 import type { NodeView, Nodes } from './nodes.js';
 import { choose, type Load, NoNodeError, regionPools, SandboxPlacements } from './placement.js';
@@ -102,6 +103,19 @@ async function holderOf(
   const store = new SqliteStore(join(dir, 'berth.db'));
   const placements = new SandboxPlacements(store);
   await placements.start();
+  // Volumes as the volume controller leaves them (`<workspace>/<name>` → the node that made it).
+  for (const [k, node] of Object.entries(opts.volumeNodes ?? {})) {
+    const [workspace, name] = k.split('/');
+    await store.write([
+      {
+        op: 'create',
+        key: { kind: 'Volume', workspace, parent: '', name },
+        body: { metadata: { name }, spec: { size: 64 }, status: 'DEPLOYED', node },
+      },
+    ]);
+  }
+  const volumeNodes = new VolumeNodes(store);
+  await volumeNodes.start();
   const self = list[0];
   const nodes: Nodes = {
     self,
@@ -124,7 +138,7 @@ async function holderOf(
     nodes,
     leadership,
     placements,
-    volumeNodes: { nodeOf: (ws, name) => opts.volumeNodes?.[`${ws}/${name}`] },
+    volumeNodes,
     role: 'controllers',
     aliases: opts.aliases,
     warn: () => {},
@@ -135,6 +149,7 @@ async function holderOf(
     async close() {
       holder.close();
       placements.close();
+      volumeNodes.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     },

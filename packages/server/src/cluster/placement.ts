@@ -3,7 +3,8 @@
 // drained. Every server keeps the same in-memory index of those fields from the change feed, so deciding where a new
 // sandbox goes, and which server a request for a sandbox belongs to, costs a request no database round trip.
 import { isDefaultImage } from '../kinds/image-reference.js';
-import { EVERY_WORKSPACE, type Store, type StoredObject } from '../store/store.js';
+import { followKinds } from '../store/follow-kinds.js';
+import type { Store, StoredObject } from '../store/store.js';
 
 /** A node a sandbox may be placed on: healthy and not drained. */
 export interface Candidate {
@@ -219,18 +220,12 @@ export class SandboxPlacements {
   constructor(private readonly store: Store) {}
 
   async start(): Promise<void> {
-    const seen = new Set<string>();
-    this.unwatch = this.store.watch((c) => {
-      if (c.object.kind !== 'Sandbox') return;
-      const k = nameKey(c.object.workspace, c.object.name);
-      seen.add(k);
-      this.set(k, c.type === 'DELETED' ? undefined : c.object);
-    });
-    for (const o of await this.store.list({ workspace: EVERY_WORKSPACE, kind: 'Sandbox' })) {
-      const k = nameKey(o.workspace, o.name);
-      // A change that arrived during the listing is newer than what the listing read.
-      if (!seen.has(k)) this.set(k, o);
-    }
+    this.unwatch = await followKinds(
+      this.store,
+      ['Sandbox'],
+      (o) => nameKey(o.workspace, o.name),
+      (k, o) => this.set(k, o),
+    );
   }
 
   /** The node a sandbox is placed on; undefined when it has none (not placed yet, or not in a cluster). */

@@ -5,7 +5,8 @@
 // holding one without a database round trip.
 import { APPLICATION_MAX_SCALE, APPLICATION_MIN_SCALE, boundSandbox } from '../kinds/application.js';
 import { isGone } from '../kinds/status.js';
-import { EVERY_WORKSPACE, type Store, type StoredObject } from '../store/store.js';
+import { followKinds } from '../store/follow-kinds.js';
+import type { Store, StoredObject } from '../store/store.js';
 
 /** The kinds whose replicas are placed across nodes. */
 export const PLACED_KINDS = ['Agent', 'Function', 'Application'] as const;
@@ -73,18 +74,12 @@ export class ReplicaPlacements {
   constructor(private readonly store: Store) {}
 
   async start(): Promise<void> {
-    const seen = new Set<string>();
-    this.unwatch = this.store.watch((c) => {
-      if (!(PLACED_KINDS as readonly string[]).includes(c.object.kind)) return;
-      const k = servingKey(c.object.kind, c.object.workspace, c.object.name);
-      seen.add(k);
-      this.set(k, c.type === 'DELETED' ? undefined : c.object);
-    });
-    for (const kind of PLACED_KINDS)
-      for (const o of await this.store.list({ workspace: EVERY_WORKSPACE, kind })) {
-        const k = servingKey(kind, o.workspace, o.name);
-        if (!seen.has(k)) this.set(k, o);
-      }
+    this.unwatch = await followKinds(
+      this.store,
+      PLACED_KINDS,
+      (o) => servingKey(o.kind, o.workspace, o.name),
+      (k, o) => this.set(k, o),
+    );
   }
 
   /** The nodes a workload's replica slots are placed on, in placement order (empty: not placed). */

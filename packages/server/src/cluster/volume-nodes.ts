@@ -1,7 +1,8 @@
 // Where each volume of a cluster lives (docs/decisions/102-volumes-stay-on-their-node.md): the node whose disk holds
 // its data, recorded by the volume controller when it made it (`node`). Kept from the store's change feed on every
 // server, so a sandbox naming volumes is placed on their node without a read of the database.
-import { EVERY_WORKSPACE, type Store, type StoredObject } from '../store/store.js';
+import { followKinds } from '../store/follow-kinds.js';
+import type { Store, StoredObject } from '../store/store.js';
 
 const nameKey = (workspace: string, name: string) => `${workspace}/${name}`;
 
@@ -12,23 +13,25 @@ export class VolumeNodes {
   constructor(private readonly store: Store) {}
 
   async start(): Promise<void> {
-    const seen = new Set<string>();
-    this.unwatch = this.store.watch((c) => {
-      if (c.object.kind !== 'Volume') return;
-      const k = nameKey(c.object.workspace, c.object.name);
-      seen.add(k);
-      this.set(k, c.type === 'DELETED' ? undefined : c.object);
-    });
-    for (const o of await this.store.list({ workspace: EVERY_WORKSPACE, kind: 'Volume' })) {
-      const k = nameKey(o.workspace, o.name);
-      // A change that arrived during the listing is newer than what the listing read.
-      if (!seen.has(k)) this.set(k, o);
-    }
+    this.unwatch = await followKinds(
+      this.store,
+      ['Volume'],
+      (o) => nameKey(o.workspace, o.name),
+      (k, o) => this.set(k, o),
+    );
   }
 
-  /** The node holding the volume's data; undefined while it is not made yet (or unknown: made before 102). */
-  nodeOf(workspace: string, name: string): string | undefined {
-    return this.byName.get(nameKey(workspace, name));
+  /**
+   * The nodes holding the data of the workspace's volumes `names`, each once: none while they are not made yet (or
+   * made before 102, unknown), more than one when they are on different nodes.
+   */
+  nodesOf(workspace: string, names: readonly string[]): string[] {
+    const on = new Set<string>();
+    for (const n of names) {
+      const node = this.byName.get(nameKey(workspace, n));
+      if (node) on.add(node);
+    }
+    return [...on];
   }
 
   close(): void {

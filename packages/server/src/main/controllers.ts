@@ -97,6 +97,17 @@ export async function startAllControllers(
           placeable(o) && Array.isArray(o.body.replicaNodes) && o.body.replicaNodes.length
             ? (shareOf(o, clusterSelf) ?? { minScale: 0, maxScale: 1 })
             : undefined;
+  // What the agents' and functions' deploys share beside the controllers' own deps.
+  const workloadDeps = {
+    builder,
+    builds,
+    replicas,
+    driver,
+    quota: quotas,
+    tokens,
+    replicaShare,
+    node: clusterSelf,
+  };
   await leadership.lead(CONTROLLERS, {
     async start(session) {
       // What the leader runs writes through `led`: fenced on its lead, refused once it lost it (decision 068).
@@ -169,36 +180,8 @@ export async function startAllControllers(
             }),
           Drive: (d) =>
             volumeReconciler({ ...d, driver, logger, archiveOf: () => undefined, capacity, drives: true }),
-          Agent: (d) =>
-            deployReconciler(
-              {
-                ...d,
-                builder,
-                builds,
-                replicas,
-                driver,
-                quota: quotas,
-                tokens,
-                replicaShare,
-                node: clusterSelf,
-              },
-              'Agent',
-            ),
-          Function: (d) =>
-            deployReconciler(
-              {
-                ...d,
-                builder,
-                builds,
-                replicas,
-                driver,
-                quota: quotas,
-                tokens,
-                replicaShare,
-                node: clusterSelf,
-              },
-              'Function',
-            ),
+          Agent: (d) => deployReconciler({ ...d, ...workloadDeps }, 'Agent'),
+          Function: (d) => deployReconciler({ ...d, ...workloadDeps }, 'Function'),
           Application: (d) => applicationReconciler({ ...d, replicas, images, quota: quotas, replicaShare }),
           Job: (d) =>
             jobRevisionReconciler({

@@ -72,7 +72,7 @@ export function startWorkloads(config: Config, parts: Core & Runtime, late: Late
               late.holder ? late.holder.placeTask(region, tasks, room) : room(self) ? self : undefined,
             lapsed: (node) => late.holder?.lapsed(node) ?? false,
             usable: (node) => !(late.holder?.mustLeave(node) ?? false),
-            volumeNode: (ws, volume) => parts.volumeNodes?.nodeOf(ws, volume),
+            volumeNodes: (ws, names) => parts.volumeNodes?.nodesOf(ws, names) ?? [],
             count: () => late.holder?.taskNodes() ?? 1,
           },
   });

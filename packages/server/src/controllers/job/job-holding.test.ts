@@ -62,7 +62,8 @@ async function cluster(onTask: (node: string, index: string) => Outcome | Promis
       },
       lapsed: (n) => dead.has(n),
       usable: (n) => !dead.has(n),
-      volumeNode: (ws, v) => volumeNodes.get(`${ws}/${v}`),
+      volumeNodes: (ws, names) =>
+        [...new Set(names.map((v) => volumeNodes.get(`${ws}/${v}`)))].filter((n): n is string => !!n),
       count: () => NODES.length - dead.size,
     },
   });

@@ -113,8 +113,8 @@ export interface TaskNodes {
   lapsed(node: string): boolean;
   /** Whether the node may take an attempt now (its lease held, not drained). */
   usable(node: string): boolean;
-  /** The node holding a volume's data (decision 102); undefined while it is not made yet. */
-  volumeNode(workspace: string, volume: string): string | undefined;
+  /** The nodes holding the data of the workspace's volumes `names` (decision 102; VolumeNodes.nodesOf). */
+  volumeNodes(workspace: string, names: readonly string[]): string[];
   /** Nodes that may take tasks now (each runs up to maxTasks). */
   count(): number;
 }
@@ -825,13 +825,9 @@ export class JobRunner {
     let node: string | undefined;
     let waitFor = `a node${x.region ? ` of region ${x.region}` : ''} with room for them`;
     if (x.volumes?.length && this.deps.node) {
-      const on = new Set<string>();
-      for (const v of x.volumes) {
-        const n = nodes.volumeNode(x.key.workspace, v);
-        if (n) on.add(n);
-      }
+      const on = nodes.volumeNodes(x.key.workspace, x.volumes);
       const [at] = on;
-      if (on.size > 1) waitFor = `one node: its volumes are on different nodes (${[...on].join(', ')})`;
+      if (on.length > 1) waitFor = `one node: its volumes are on different nodes (${on.join(', ')})`;
       else if (at !== undefined && !nodes.usable(at))
         waitFor = `node ${at}, which holds its volumes' data and is not answering or drained`;
       else node = at ?? this.deps.node;
